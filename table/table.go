@@ -1,0 +1,225 @@
+// Package table is the plain-Go data model shared by the store and the plan helpers: rows,
+// schemas, queries, the staged view a plan reads and writes through, and the change set a run
+// produces.
+//
+// It imports neither clover nor starlark: the store implements View over its database, the
+// builtins package exposes a View to Starlark, and contracts and renderers read ChangeSets.
+// Keeping the shapes here lets each of those packages stay on its side of the data flow.
+package table
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Row is one record as plain Go values. Field values are one of: nil, bool, int64, float64,
+// string, []any or map[string]any (nested values use the same kinds). Rows returned by a View are
+// shared and must be treated as read-only; a caller that wants to change one copies it first.
+type Row = map[string]any
+
+// Query selects rows of one table. The zero Query selects every row in key order.
+type Query struct {
+	// Where is the dict form of a filter, evaluated in Go: {"name": "Aviator"} (every key must
+	// hold), operator maps such as {"price": {"$lt": 100}}, and {"$or": [...]}/{"$and": [...]}.
+	// See Compile for the operators.
+	Where map[string]any
+	// Match is the function form of a filter (a plan's `lambda row: ...`, wrapped by the
+	// builtins). It is called with a shared row that it must not modify. An error stops the query.
+	Match func(Row) (bool, error)
+	// Limit is the most rows to return; 0 means no limit.
+	Limit int
+	// Reverse walks the table from the highest key down.
+	Reverse bool
+}
+
+// Table is one table of a staged view. Reads see the run's own writes. Every method is safe to
+// call from one goroutine at a time (a run is single-threaded).
+type Table interface {
+	// Schema describes the table; it is never nil.
+	Schema() *Schema
+	// Len is the number of rows, including the run's own inserts and removals.
+	Len() int
+	// Find returns the rows that match q in key order (natural order: digit runs compare as
+	// numbers, so "TXN9" < "TXN10"). The rows it returns are recorded as read by the run.
+	Find(q Query) ([]Row, error)
+	// Count returns how many rows match q (q.Limit is ignored). It records no reads.
+	Count(q Query) (int, error)
+	// Get returns the row with the given key value, recording the read (also of a missing key).
+	Get(key any) (Row, bool, error)
+	// Insert validates row against the schema, stages it and returns its key. A missing key is
+	// generated when the schema says how; a duplicate key is an error.
+	Insert(row Row) (any, error)
+	// Update merges fields into every row that matches q, validating each result, and returns
+	// how many rows changed. Changing the key field is an error.
+	Update(fields Row, q Query) (int, error)
+	// Remove stages the removal of every row that matches q and returns how many were removed.
+	Remove(q Query) (int, error)
+}
+
+// View is a set of tables as one run sees them.
+type View interface {
+	// Names lists the tables a plan may use, sorted.
+	Names() []string
+	// Table returns the named table, or false if the view has no such table.
+	Table(name string) (Table, bool)
+}
+
+// Schema declares one table: its key field and the type and rules of each field. Schemas are
+// data (JSON) that a domain ships; nothing about a particular domain is compiled into Go.
+type Schema struct {
+	Name   string  `json:"name"`
+	Key    string  `json:"key"`
+	Doc    string  `json:"doc,omitempty"`
+	Fields []Field `json:"fields"`
+	// KeyPrefix, when set, lets Insert generate a missing key as the prefix plus the next
+	// number, zero-padded to KeyDigits (for example TXN002).
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	KeyDigits int    `json:"key_digits,omitempty"`
+}
+
+// Field types a schema can declare.
+const (
+	TypeString    = "string"
+	TypeInt       = "int"
+	TypeFloat     = "float" // accepts ints too; they are stored as float64
+	TypeBool      = "bool"
+	TypeTimestamp = "timestamp" // an ISO-8601 string such as 2025-01-01T09:00:00
+)
+
+// Field declares one field of a table.
+type Field struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type"`
+	Required bool     `json:"required,omitempty"`
+	Doc      string   `json:"doc,omitempty"`
+	Min      *float64 `json:"min,omitempty"`       // inclusive lower bound for numbers
+	Max      *float64 `json:"max,omitempty"`       // inclusive upper bound for numbers
+	MinLen   int      `json:"min_len,omitempty"`   // for strings: at least this many characters
+	MaxLen   int      `json:"max_len,omitempty"`   // for strings: at most this many characters (0: no limit)
+	Enum     []string `json:"enum,omitempty"`      // for strings: one of these values
+	Pattern  string   `json:"pattern,omitempty"`   // for strings: RE2 the whole value must match
+	ReadOnly bool     `json:"read_only,omitempty"` // may be set on insert, never changed by update
+}
+
+// Field returns the named field, or nil.
+func (s *Schema) Field(name string) *Field {
+	for i := range s.Fields {
+		if s.Fields[i].Name == name {
+			return &s.Fields[i]
+		}
+	}
+	return nil
+}
+
+// FieldNames lists the declared fields in declaration order.
+func (s *Schema) FieldNames() []string {
+	names := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// FieldError is a write that breaks the schema. Its message names the table, the field, the
+// value and the rule, so a plan's author knows what to change.
+type FieldError struct {
+	Table string
+	Key   any    // the row's key, when known
+	Field string // the field; empty for a row-level problem such as a duplicate key
+	Value any
+	Rule  string // the rule broken, in words: "must be an int >= 0"
+}
+
+func (e *FieldError) Error() string {
+	where := e.Table
+	if e.Key != nil {
+		where = fmt.Sprintf("%s row %v", e.Table, e.Key)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", where, e.Rule)
+	}
+	return fmt.Sprintf("%s: field %q = %s %s", where, e.Field, FormatValue(e.Value), e.Rule)
+}
+
+// QueryError is a malformed where-filter: an unknown field or operator, or an operand of the
+// wrong kind. Suggestion holds a did-you-mean when one is close enough.
+type QueryError struct {
+	Table      string
+	Message    string
+	Suggestion string
+}
+
+func (e *QueryError) Error() string {
+	if e.Suggestion != "" {
+		return fmt.Sprintf("%s: %s (did you mean %q?)", e.Table, e.Message, e.Suggestion)
+	}
+	return fmt.Sprintf("%s: %s", e.Table, e.Message)
+}
+
+// FormatValue renders a field value for messages: strings quoted, others as Go prints them.
+func FormatValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return fmt.Sprintf("%q", v)
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// ChangeSet is what a run would change, per table name. Its size grows with the number of changed
+// rows, never with the size of a table. A table with no changes has no entry.
+type ChangeSet map[string]*TableChanges
+
+// TableChanges lists one table's changes, each list in key order.
+type TableChanges struct {
+	Key      string   `json:"key"` // the table's key field
+	Inserted []Row    `json:"inserted"`
+	Updated  []Update `json:"updated"`
+	Deleted  []Row    `json:"deleted"`
+}
+
+// Update is one changed row: its state before and after the run, and the fields that differ.
+type Update struct {
+	Key    any      `json:"key"`
+	Before Row      `json:"before"`
+	After  Row      `json:"after"`
+	Fields []string `json:"fields"` // changed fields, sorted
+}
+
+// Empty reports whether the change set changes nothing.
+func (c ChangeSet) Empty() bool {
+	for _, t := range c {
+		if len(t.Inserted)+len(t.Updated)+len(t.Deleted) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Tables lists the names of the tables with changes, sorted.
+func (c ChangeSet) Tables() []string {
+	names := make([]string, 0, len(c))
+	for name, t := range c {
+		if len(t.Inserted)+len(t.Updated)+len(t.Deleted) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Rows counts the changed rows over all tables.
+func (c ChangeSet) Rows() int {
+	n := 0
+	for _, t := range c {
+		n += len(t.Inserted) + len(t.Updated) + len(t.Deleted)
+	}
+	return n
+}
