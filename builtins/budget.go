@@ -2,6 +2,8 @@ package builtins
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 
 	"go.starlark.net/starlark"
 )
@@ -9,16 +11,32 @@ import (
 // budgetKey is the thread-local key under which the sandbox stores a run's *Budget.
 const budgetKey = "starplan.budget"
 
-// Budget is one run's memory allowance for values that the amplifying operations create
-// (repetition, concatenation, join, replace, materialising ranges, ...). It is not a precise
-// heap account: each guarded operation estimates the bytes of its result before doing the work
-// and refuses it when the estimate exceeds what is left. Values that the program drops are not
-// given back, so a run that builds and discards many large values runs out early: that errs on
-// the side of stopping.
+// CheckThreshold is the smallest estimated result, in bytes, for which Charge consults the heap.
+// Smaller results are always allowed: checking them would cost more than they can do harm, and
+// the sandbox's heap watchdog bounds what many small values add up to.
+const CheckThreshold = 1 << 20
+
+// Budget is one run's memory allowance. Guarded operations (repetition, concatenation, join,
+// replace, materialising ranges, big pow results, ...) estimate the bytes of their result before
+// doing the work and ask Charge, which refuses a result that would not fit between the heap the
+// run has grown so far and its limit.
+//
+// The heap is the process's: Go cannot attribute allocations to a goroutine. A run's usage is
+// the growth of the live heap since the run began, so concurrent runs see each other's
+// allocations. That errs on the side of stopping; the isolated worker gives each run its own
+// process and a hard bound.
 type Budget struct {
-	Limit int64 // bytes a run may create through guarded operations
-	Used  int64 // bytes charged so far
+	Limit    int64 // bytes the run's heap may grow by
+	baseline int64 // heap in use when the run began
 }
+
+// NewBudget returns a budget of limit bytes measured from the heap in use now.
+func NewBudget(limit int64) *Budget {
+	return &Budget{Limit: limit, baseline: HeapInUse()}
+}
+
+// InUse is how far the heap has grown since the budget was made, in bytes (never negative).
+func (b *Budget) InUse() int64 { return max(0, HeapInUse()-b.baseline) }
 
 // MemoryError is returned by a guarded operation that would exceed the run's budget. The sandbox
 // reports it as a memory limit, not as a runtime error.
@@ -29,43 +47,70 @@ type MemoryError struct {
 }
 
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("memory limit: %s would create about %s, over the run's budget of %s",
+	return fmt.Sprintf("memory limit: %s would create about %s, more than the run's budget of %s allows",
 		e.Op, FormatBytes(e.Bytes), FormatBytes(e.Limit))
 }
 
 // SetBudget installs b as the thread's budget.
 func SetBudget(thread *starlark.Thread, b *Budget) { thread.SetLocal(budgetKey, b) }
 
-// BudgetOf returns the thread's budget, or nil when the thread has none (no limit).
+// BudgetOf returns the thread's budget, or nil when the thread has none.
 func BudgetOf(thread *starlark.Thread) *Budget {
 	b, _ := thread.Local(budgetKey).(*Budget)
 	return b
 }
 
-// Charge records that op is about to create a value of about n bytes on thread, or returns a
-// *MemoryError if that would exceed the budget. A thread without a budget is never refused.
+// NoBudgetCap is the largest result a guarded operation creates on a thread without a budget
+// (tests and tools that run builtins directly), in bytes.
+const NoBudgetCap = 64 << 20
+
+// Charge asks whether op may create a value of about n bytes on thread, and returns a
+// *MemoryError if not. Results under CheckThreshold are always allowed; larger ones must fit
+// between the heap the run already uses and its limit (a garbage collection is forced once
+// before refusing, so dead values do not count against the run).
 func Charge(thread *starlark.Thread, op string, n int64) error {
 	b := BudgetOf(thread)
-	if b == nil || n <= 0 {
+	if b == nil {
+		if n > NoBudgetCap {
+			return &MemoryError{Op: op, Bytes: n, Limit: NoBudgetCap}
+		}
 		return nil
 	}
-	if n > b.Limit-b.Used {
+	if n < CheckThreshold {
+		return nil
+	}
+	if n > b.Limit {
 		return &MemoryError{Op: op, Bytes: n, Limit: b.Limit}
 	}
-	b.Used += n
-	return nil
+	if b.InUse()+n <= b.Limit {
+		return nil
+	}
+	runtime.GC()
+	if b.InUse()+n <= b.Limit {
+		return nil
+	}
+	return &MemoryError{Op: op, Bytes: n, Limit: b.Limit}
 }
 
-// FormatBytes renders n as a short human size: 512 B, 3.0 KiB, 256 MiB.
+var heapMetric = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+
+// HeapInUse returns the bytes of heap objects, live or not yet swept, in the whole process.
+func HeapInUse() int64 {
+	s := []metrics.Sample{{Name: heapMetric[0].Name}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// FormatBytes renders n as a short human size: 512 B, 3.0 KiB, 256.0 MiB.
 func FormatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}
 	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

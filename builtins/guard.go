@@ -1,0 +1,231 @@
+package builtins
+
+import (
+	"math"
+	"strings"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Names of the guards that the sandbox's rewrite of a program calls. Plans cannot name them:
+// the checker rejects every identifier that starts with GuardPrefix.
+const (
+	GuardPrefix  = "_sp_"
+	GuardMul     = GuardPrefix + "mul"     // a * b
+	GuardAdd     = GuardPrefix + "add"     // a + b
+	GuardIAdd    = GuardPrefix + "iadd"    // a += b (extends a list in place, as Starlark does)
+	GuardIMul    = GuardPrefix + "imul"    // a *= b
+	GuardJoin    = GuardPrefix + "join"    // sep.join(xs)
+	GuardReplace = GuardPrefix + "replace" // s.replace(old, new[, count])
+)
+
+// elemBytes estimates the memory of one element of a list or tuple: an interface value.
+const elemBytes = 16
+
+// Guards returns the hidden guard builtins and the guarded versions of the universal builtins
+// that materialise an iterable (list, tuple, sorted, set, enumerate, zip, reversed). Each
+// estimates the size of its result, asks the run's budget (Charge), then does exactly what the
+// unguarded operation does, errors included.
+func Guards() Registry {
+	hidden := func(name string, fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) Helper {
+		return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
+	}
+	return Registry{
+		hidden(GuardMul, guardMul),
+		hidden(GuardAdd, guardAdd),
+		hidden(GuardIAdd, guardIAdd),
+		hidden(GuardIMul, guardMul),
+		hidden(GuardJoin, guardJoin),
+		hidden(GuardReplace, guardReplace),
+		materialiser("list", 1),
+		materialiser("tuple", 1),
+		materialiser("sorted", 2), // sorted copies, then sorts a second slice of the same size
+		materialiser("set", 4),    // a hash table entry is several words
+		materialiser("reversed", 1),
+		materialiser("enumerate", 5), // a 2-tuple per element
+		materialiser("zip", 0),       // sized from its arguments below
+	}
+}
+
+// mulBytes returns a*b, saturating at MaxInt64 (and 0 for negative factors).
+func mulBytes(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// seqBytes estimates the memory of a string, bytes, list or tuple of n elements.
+func seqBytes(v starlark.Value, n int64) (int64, bool) {
+	switch v.(type) {
+	case starlark.String, starlark.Bytes:
+		return n, true
+	case *starlark.List, starlark.Tuple:
+		return mulBytes(n, elemBytes), true
+	}
+	return 0, false
+}
+
+func guardMul(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	x, y := args[0], args[1]
+	seq, count := x, y
+	if _, ok := y.(starlark.Int); !ok {
+		seq, count = y, x
+	}
+	if n, ok := count.(starlark.Int); ok {
+		if k, ok := n.Int64(); ok {
+			if per, ok := seqBytes(seq, int64(starlark.Len(seq))); ok {
+				if err := Charge(thread, "repeating a "+seq.Type(), mulBytes(per, k)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return starlark.Binary(syntax.STAR, x, y)
+}
+
+func guardAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	x, y := args[0], args[1]
+	if err := chargeConcat(thread, x, y); err != nil {
+		return nil, err
+	}
+	return starlark.Binary(syntax.PLUS, x, y)
+}
+
+func chargeConcat(thread *starlark.Thread, x, y starlark.Value) error {
+	nx, okx := seqBytes(x, int64(starlark.Len(x)))
+	ny, oky := seqBytes(y, int64(starlark.Len(y)))
+	if okx && oky {
+		return Charge(thread, "concatenating a "+x.Type(), nx+ny)
+	}
+	return nil
+}
+
+func guardIAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	x, y := args[0], args[1]
+	if list, ok := x.(*starlark.List); ok {
+		if iter, ok := y.(starlark.Iterable); ok {
+			if n := starlark.Len(y); n > 0 {
+				if err := Charge(thread, "extending a list", mulBytes(int64(list.Len()+n), elemBytes)); err != nil {
+					return nil, err
+				}
+			}
+			extend, err := list.Attr("extend")
+			if err != nil {
+				return nil, err
+			}
+			if _, err := starlark.Call(thread, extend, starlark.Tuple{iter}, nil); err != nil {
+				return nil, err
+			}
+			return list, nil
+		}
+	}
+	if err := chargeConcat(thread, x, y); err != nil {
+		return nil, err
+	}
+	return starlark.Binary(syntax.PLUS, x, y)
+}
+
+// callMethod calls recv.name(args...) as the program wrote it.
+func callMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple) (starlark.Value, error) {
+	m, err := getAttr(recv, name)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Call(thread, m, args, nil)
+}
+
+func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
+	if h, ok := recv.(starlark.HasAttrs); ok {
+		v, err := h.Attr(name)
+		if err != nil || v != nil {
+			return v, err
+		}
+	}
+	return nil, starlark.NoSuchAttrError(recv.Type() + " has no ." + name + " field or method")
+}
+
+func guardJoin(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	recv, xs := args[0], args[1]
+	if sep, ok := recv.(starlark.String); ok {
+		if seq, ok := xs.(starlark.Indexable); ok {
+			n := int64(seq.Len())
+			total := mulBytes(n, int64(len(sep)))
+			for i := 0; i < seq.Len() && total < math.MaxInt64/2; i++ {
+				if s, ok := seq.Index(i).(starlark.String); ok {
+					total += int64(len(s))
+				}
+			}
+			if err := Charge(thread, "str.join", total); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return callMethod(thread, recv, "join", args[1:])
+}
+
+func guardReplace(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	recv := args[0]
+	if s, ok := recv.(starlark.String); ok {
+		old, ok1 := args[1].(starlark.String)
+		repl, ok2 := args[2].(starlark.String)
+		if ok1 && ok2 && len(repl) > len(old) {
+			var occ int64
+			if old == "" {
+				occ = int64(len(s)) + 1
+			} else {
+				occ = int64(len(s) / len(old))
+			}
+			if est := int64(len(s)) + mulBytes(occ, int64(len(repl)-len(old))); est >= CheckThreshold {
+				if old != "" {
+					occ = int64(strings.Count(string(s), string(old)))
+				}
+				if len(args) == 4 {
+					if c, ok := args[3].(starlark.Int); ok {
+						if k, ok := c.Int64(); ok && k >= 0 && k < occ {
+							occ = k
+						}
+					}
+				}
+				if err := Charge(thread, "str.replace", int64(len(s))+mulBytes(occ, int64(len(repl)-len(old)))); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return callMethod(thread, recv, "replace", args[1:])
+}
+
+// materialiser wraps the universal builtin name, charging perElem interface slots for each
+// element of its first argument (for zip: a tuple per shortest-argument element).
+func materialiser(name string, perElem int64) Helper {
+	orig := starlark.Universe[name].(*starlark.Builtin)
+	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var est int64
+		switch {
+		case name == "zip" && len(args) > 0:
+			shortest := int64(math.MaxInt64)
+			for _, a := range args {
+				if n := starlark.Len(a); n >= 0 && int64(n) < shortest {
+					shortest = int64(n)
+				}
+			}
+			if shortest != math.MaxInt64 {
+				est = mulBytes(shortest, int64(len(args)+3)*elemBytes)
+			}
+		case len(args) > 0:
+			if n := starlark.Len(args[0]); n > 0 {
+				est = mulBytes(int64(n), perElem*elemBytes)
+			}
+		}
+		if err := Charge(thread, name+"()", est); err != nil {
+			return nil, err
+		}
+		return orig.CallInternal(thread, args, kwargs)
+	}
+	return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
+}
