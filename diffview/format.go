@@ -1,0 +1,198 @@
+package diffview
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// show renders a cell value for people: strings as they are, other values as Python's repr
+// shows them. A string that is empty or starts or ends with whitespace is quoted, so that the
+// whitespace can be seen. Control and format characters are escaped; a line break is kept, and
+// the layout decides what to do with it.
+func show(v any) string {
+	if s, ok := v.(string); ok && s != "" && strings.TrimSpace(s) == s {
+		return escape(s, true)
+	}
+	var sb strings.Builder
+	repr(&sb, v)
+	return sb.String()
+}
+
+// showPair shows both sides of a change; when they would read the same (the string "1" and the
+// int 1), both are shown as Python's repr.
+func showPair(old, new any) (string, string) {
+	a, b := show(old), show(new)
+	if a == b {
+		var sa, sb strings.Builder
+		repr(&sa, old)
+		repr(&sb, new)
+		return sa.String(), sb.String()
+	}
+	return a, b
+}
+
+// isLong reports whether v is long text (see LongCell).
+func isLong(v any) bool {
+	s, ok := v.(string)
+	return ok && (strings.IndexByte(s, '\n') >= 0 || utf8.RuneCountInString(s) > LongCell)
+}
+
+// repr writes v as Python's repr would: None, True, 80.0, 'text', [1, 'a'], {'k': 2} (keys
+// sorted). Values of kinds a row cannot hold are written as Go prints them.
+func repr(sb *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		sb.WriteString("None")
+	case bool:
+		if v {
+			sb.WriteString("True")
+		} else {
+			sb.WriteString("False")
+		}
+	case string:
+		quote := byte('\'')
+		if strings.IndexByte(v, '\'') >= 0 && strings.IndexByte(v, '"') < 0 {
+			quote = '"'
+		}
+		sb.WriteByte(quote)
+		for _, r := range escape(v, false) {
+			if r == rune(quote) {
+				sb.WriteByte('\\')
+			}
+			sb.WriteRune(r)
+		}
+		sb.WriteByte(quote)
+	case float64:
+		sb.WriteString(pyFloat(v))
+	case float32:
+		sb.WriteString(pyFloat(float64(v)))
+	case int64:
+		sb.WriteString(strconv.FormatInt(v, 10))
+	case int:
+		sb.WriteString(strconv.Itoa(v))
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			repr(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sb.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			repr(sb, k)
+			sb.WriteString(": ")
+			repr(sb, v[k])
+		}
+		sb.WriteByte('}')
+	default:
+		sb.WriteString(escape(fmt.Sprint(v), false))
+	}
+}
+
+// pyFloat renders f as Python's repr does: the shortest text that reads back as f, with a
+// decimal point ("80.0"), in exponent form below 1e-4 and from 1e16 ("1e-05", "1e+16").
+func pyFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+	if f != 0 && (exp < -4 || exp >= 16) {
+		return e
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if strings.IndexByte(s, '.') < 0 {
+		s += ".0"
+	}
+	return s
+}
+
+// escape makes characters that a terminal or a reader would not see as themselves visible:
+// C0 and C1 controls (\t, \r, \x1b), format characters such as zero-width spaces and bidi
+// overrides (\u200b, \u202e), line and paragraph separators, and invalid UTF-8 bytes (\xff).
+// A line break is kept when keepNewline is set and escaped as \n otherwise.
+func escape(s string, keepNewline bool) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if !clean {
+			break
+		}
+		if r != '\n' && needsEscape(r) || r == '\n' && !keepNewline {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&sb, `\x%02x`, s[i])
+		case r == '\n' && keepNewline:
+			sb.WriteByte('\n')
+		case r == '\n':
+			sb.WriteString(`\n`)
+		case r == '\t':
+			sb.WriteString(`\t`)
+		case r == '\r':
+			sb.WriteString(`\r`)
+		case r < 0x100 && needsEscape(r):
+			fmt.Fprintf(&sb, `\x%02x`, r)
+		case r <= 0xffff && needsEscape(r):
+			fmt.Fprintf(&sb, `\u%04x`, r)
+		case needsEscape(r):
+			fmt.Fprintf(&sb, `\U%08x`, r)
+		default:
+			sb.WriteRune(r)
+		}
+		i += size
+	}
+	return sb.String()
+}
+
+func needsEscape(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
+		r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r)
+}
+
+// runeWidth is the number of terminal columns r takes: 0 for combining marks, 2 for East Asian
+// wide and fullwidth characters and most emoji, 1 otherwise. It is an approximation of
+// Unicode's East Asian Width that covers the common scripts.
+func runeWidth(r rune) int {
+	switch {
+	case r < 0x300:
+		return 1
+	case unicode.In(r, unicode.Mn, unicode.Me):
+		return 0
+	case r >= 0x1100 && r <= 0x115f, r >= 0x2e80 && r <= 0x303e, r >= 0x3041 && r <= 0xa4cf,
+		r >= 0xac00 && r <= 0xd7a3, r >= 0xf900 && r <= 0xfaff, r >= 0xfe30 && r <= 0xfe4f,
+		r >= 0xff00 && r <= 0xff60, r >= 0xffe0 && r <= 0xffe6, r >= 0x1f300 && r <= 0x1f64f,
+		r >= 0x1f900 && r <= 0x1f9ff, r >= 0x20000 && r <= 0x3fffd:
+		return 2
+	}
+	return 1
+}

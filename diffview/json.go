@@ -1,0 +1,160 @@
+package diffview
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+
+	"github.com/starplan/starplan/table"
+)
+
+// JSON writes cs for programs as one JSON document, indented by two spaces and ending in a
+// newline. Its shape is stable:
+//
+//	{
+//	  "<table>": {
+//	    "key": "<key field>",
+//	    "inserted": [<row>, ...],
+//	    "updated": [{"key": <key>, "before": <row>, "after": <row>, "fields": ["<field>", ...]}, ...],
+//	    "deleted": [<row>, ...]
+//	  },
+//	  ...
+//	}
+//
+// Only tables with changes appear, in name order; the three lists are always present (possibly
+// empty) and keep the change set's order (key order). A row is an object with its fields in name
+// order; "fields" lists the changed fields, sorted. A float keeps a decimal point (80.0, not 80),
+// so a Python or Starlark reader gets a float back. Invisible format characters in strings
+// (U+200B, U+202E, …) are written as \u escapes. An empty change set is {}.
+//
+// It fails, writing nothing, if a value has no JSON form (NaN or an infinite float), and
+// otherwise only with the writer's error.
+func JSON(w io.Writer, cs table.ChangeSet) error {
+	type update struct {
+		Key    any      `json:"key"`
+		Before any      `json:"before"`
+		After  any      `json:"after"`
+		Fields []string `json:"fields"`
+	}
+	type changes struct {
+		Key      string   `json:"key"`
+		Inserted []any    `json:"inserted"`
+		Updated  []update `json:"updated"`
+		Deleted  []any    `json:"deleted"`
+	}
+	doc := map[string]changes{}
+	for _, s := range sections(cs) {
+		c := changes{
+			Key:      s.tc.Key,
+			Inserted: make([]any, 0, len(s.tc.Inserted)),
+			Updated:  make([]update, 0, len(s.tc.Updated)),
+			Deleted:  make([]any, 0, len(s.tc.Deleted)),
+		}
+		for _, r := range s.tc.Inserted {
+			v, err := jsonValue(r)
+			if err != nil {
+				return fmt.Errorf("diffview: %s: %w", s.name, err)
+			}
+			c.Inserted = append(c.Inserted, v)
+		}
+		for _, u := range s.tc.Updated {
+			k, err := jsonValue(u.Key)
+			if err != nil {
+				return fmt.Errorf("diffview: %s: %w", s.name, err)
+			}
+			before, err := jsonValue(u.Before)
+			if err != nil {
+				return fmt.Errorf("diffview: %s row %v: %w", s.name, u.Key, err)
+			}
+			after, err := jsonValue(u.After)
+			if err != nil {
+				return fmt.Errorf("diffview: %s row %v: %w", s.name, u.Key, err)
+			}
+			fields := u.Fields
+			if fields == nil {
+				fields = []string{}
+			}
+			c.Updated = append(c.Updated, update{Key: k, Before: before, After: after, Fields: fields})
+		}
+		for _, r := range s.tc.Deleted {
+			v, err := jsonValue(r)
+			if err != nil {
+				return fmt.Errorf("diffview: %s: %w", s.name, err)
+			}
+			c.Deleted = append(c.Deleted, v)
+		}
+		doc[s.name] = c
+	}
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("diffview: %w", err)
+	}
+	return writeAll(w, escapeFormat(sb.String()))
+}
+
+// escapeFormat writes the invisible format characters (zero-width spaces, bidi overrides) of an
+// encoded document as \u escapes, which decode to the same strings but cannot hide or reorder
+// text when the document is shown on a terminal. encoding/json already escapes the controls.
+func escapeFormat(doc string) string {
+	if !strings.ContainsFunc(doc, isFormat) {
+		return doc
+	}
+	var sb strings.Builder
+	for _, r := range doc {
+		if !isFormat(r) {
+			sb.WriteRune(r)
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
+			fmt.Fprintf(&sb, `\u%04x\u%04x`, r1, r2)
+		} else {
+			fmt.Fprintf(&sb, `\u%04x`, r)
+		}
+	}
+	return sb.String()
+}
+
+func isFormat(r rune) bool { return r > 0x7f && unicode.Is(unicode.Cf, r) }
+
+// jsonValue copies v with every float replaced by a json.Number in Python's repr, so that 80.0
+// stays 80.0. Maps are encoded with sorted keys by encoding/json.
+func jsonValue(v any) (any, error) {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("value %s has no JSON form", pyFloat(v))
+		}
+		return json.Number(pyFloat(v)), nil
+	case float32:
+		return jsonValue(float64(v))
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			var err error
+			if out[i], err = jsonValue(e); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case map[string]any:
+		if v == nil {
+			return nil, nil
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			var err error
+			if out[k], err = jsonValue(e); err != nil {
+				return nil, fmt.Errorf("field %q: %w", k, err)
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
