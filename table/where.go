@@ -1,23 +1,974 @@
 package table
 
-// Matcher is a compiled where-filter. It is immutable and safe for concurrent use.
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Operators a where-filter may use inside a field's operator dict, in the order they are
+// documented. $or and $and appear at the top level of a filter (or inside another $or/$and).
+var (
+	FieldOperators = []string{
+		"$eq", "$ne", "$lt", "$lte", "$gt", "$gte", "$in", "$nin",
+		"$ieq", "$contains", "$icontains", "$startswith", "$regex",
+	}
+	LogicalOperators = []string{"$or", "$and"}
+)
+
+// MaxWhereDepth is how deeply $or/$and may nest in one filter.
+const MaxWhereDepth = 32
+
+// Matcher is a compiled where-filter. It is immutable and safe for concurrent use. A nil
+// *Matcher matches every row.
 type Matcher struct {
-	all bool
+	root group
+	eq   map[string]any
 }
 
-// Compile checks a dict-form where-filter against the schema and compiles it. Unknown fields and
-// operators are *QueryError values with a did-you-mean; so are operands of the wrong kind.
-// A nil or empty where matches every row.
+// group is a conjunction (or a disjunction) of per-field conditions and nested groups.
+type group struct {
+	or     bool
+	fields []fieldCond
+	groups []group
+}
+
+// fieldCond holds every operator applied to one field; the field is looked up once per row.
+type fieldCond struct {
+	field string
+	ops   []op
+}
+
+type opCode uint8
+
+const (
+	opEq opCode = iota
+	opNe
+	opLt
+	opLte
+	opGt
+	opGte
+	opIn
+	opNin
+	opIeq
+	opContains
+	opIcontains
+	opStartswith
+	opRegex
+)
+
+var opCodes = map[string]opCode{
+	"$eq": opEq, "$ne": opNe, "$lt": opLt, "$lte": opLte, "$gt": opGt, "$gte": opGte,
+	"$in": opIn, "$nin": opNin, "$ieq": opIeq, "$contains": opContains,
+	"$icontains": opIcontains, "$startswith": opStartswith, "$regex": opRegex,
+}
+
+// opAliases maps operators from other query languages to the nearest one here.
+var opAliases = map[string]string{
+	"$le": "$lte", "$ge": "$gte", "$neq": "$ne", "$not": "$ne", "$notin": "$nin", "$not_in": "$nin",
+	"$like": "$icontains", "$ilike": "$icontains", "$includes": "$contains", "$has": "$contains",
+	"$match": "$regex", "$regexp": "$regex", "$re": "$regex", "$prefix": "$startswith",
+	"$starts_with": "$startswith", "$equals": "$eq", "$eqi": "$ieq", "$iequals": "$ieq",
+	"$endswith": "$regex", "$ends_with": "$regex", "$exists": "$ne",
+}
+
+type op struct {
+	code opCode
+	val  operand   // every operator but $in/$nin
+	list []operand // $in, $nin
+	// strSet and numSet answer $in/$nin over long lists of strings or numbers.
+	strSet map[string]struct{}
+	numSet map[float64]struct{}
+	re     *regexp.Regexp
+}
+
+type operandKind uint8
+
+const (
+	kNil operandKind = iota
+	kBool
+	kNum
+	kStr
+	kOther // lists and dicts, compared deeply (only on fields without a declared type)
+)
+
+// operand is one constant of a filter, converted once at Compile.
+type operand struct {
+	kind operandKind
+	b    bool
+	n    number
+	s    string
+	v    any // the normalised value
+	// f is the number as a float64, and exactF says it is exactly that number (always for a
+	// float; for an int up to 2^53 in magnitude).
+	f      float64
+	exactF bool
+}
+
+// Compile checks a dict-form where-filter against the schema and compiles it.
 //
-// TODO(where): the real compiler; this placeholder matches every row.
+// A filter is a dict whose entries must all hold. An entry is either a field and a value
+// ({"name": "Aviator"}: equal, with int and float values equal when their values are), a field
+// and a dict of operators ({"price": {"$gte": 50, "$lt": 100}}: every operator must hold), or
+// "$or"/"$and" with a list of filters. The operators are:
+//
+//	$eq $ne                 equal / not equal (None matches a missing value)
+//	$lt $lte $gt $gte       order: numbers by value, strings and timestamps by their text
+//	$in $nin                one of / none of a list of values
+//	$ieq                    equal ignoring case (text)
+//	$contains $icontains    substring of a text (the second ignores case), or element of a list
+//	$startswith             prefix of a text
+//	$regex                  Go RE2 regular expression that must match somewhere in the text
+//
+// A missing or None field value satisfies only $eq None, $ne with a value, $in with None in
+// its list, and $nin without None in its list.
+//
+// Unknown fields and operators are *QueryError values with a did-you-mean; so are operands of
+// the wrong kind for the field's declared type (a string for $lt on a float field, a non-list
+// for $in, an invalid regular expression), so that Match never fails. A nil schema accepts any
+// field. A nil or empty where matches every row.
 func Compile(s *Schema, where map[string]any) (*Matcher, error) {
-	return &Matcher{all: true}, nil
+	c := compiler{schema: s}
+	m := &Matcher{}
+	if err := c.group(&m.root, where, 0); err != nil {
+		return nil, err
+	}
+	m.eq = equalities(&m.root, nil)
+	return m, nil
 }
 
-// Match reports whether the row satisfies the filter.
-func (m *Matcher) Match(r Row) bool { return m.all }
+// Match reports whether the row satisfies the filter. It does not allocate.
+func (m *Matcher) Match(r Row) bool {
+	if m == nil {
+		return true
+	}
+	return m.root.match(r)
+}
 
-// Equalities returns the top-level equality constraints of the filter (field → value, from plain
-// values and $eq), which a caller may answer from an index before calling Match on candidates.
-// The map is empty when the filter has none; callers must not modify it.
-func (m *Matcher) Equalities() map[string]any { return nil }
+// Equalities returns the equality constraints every matching row satisfies: field → value, from
+// plain values and $eq at the top level and inside top-level $and lists (never inside $or), so a
+// caller may answer the filter from an index and call Match on the candidates only. Values are
+// normalised to the field's declared type (an int operand on a float field is a float64, an
+// integral float on an int field an int64); equality with None is left out. The map is nil when
+// the filter has none; callers must not modify it.
+func (m *Matcher) Equalities() map[string]any {
+	if m == nil {
+		return nil
+	}
+	return m.eq
+}
+
+func equalities(g *group, into map[string]any) map[string]any {
+	if g.or {
+		return into
+	}
+	for i := range g.fields {
+		f := &g.fields[i]
+		for j := range f.ops {
+			o := &f.ops[j]
+			if o.code != opEq || o.val.kind == kNil {
+				continue
+			}
+			if into == nil {
+				into = make(map[string]any)
+			}
+			if _, dup := into[f.field]; !dup {
+				into[f.field] = o.val.v
+			}
+		}
+	}
+	for i := range g.groups {
+		into = equalities(&g.groups[i], into)
+	}
+	return into
+}
+
+// ---- matching ----
+
+func (g *group) match(r Row) bool {
+	if g.or {
+		for i := range g.fields {
+			if g.fields[i].match(r) {
+				return true
+			}
+		}
+		for i := range g.groups {
+			if g.groups[i].match(r) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range g.fields {
+		if !g.fields[i].match(r) {
+			return false
+		}
+	}
+	for i := range g.groups {
+		if !g.groups[i].match(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fieldCond) match(r Row) bool {
+	v := r[f.field]
+	for i := range f.ops {
+		if !f.ops[i].match(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *op) match(v any) bool {
+	switch o.code {
+	case opEq:
+		return o.val.equal(v)
+	case opNe:
+		return !o.val.equal(v)
+	case opLt, opLte, opGt, opGte:
+		c, ok := o.val.compare(v)
+		if !ok {
+			return false
+		}
+		switch o.code {
+		case opLt:
+			return c < 0
+		case opLte:
+			return c <= 0
+		case opGt:
+			return c > 0
+		}
+		return c >= 0
+	case opIn:
+		return o.in(v)
+	case opNin:
+		return !o.in(v)
+	case opIeq:
+		s, ok := v.(string)
+		return ok && strings.EqualFold(s, o.val.s)
+	case opContains:
+		switch x := v.(type) {
+		case string:
+			return o.val.kind == kStr && strings.Contains(x, o.val.s)
+		case []any:
+			for _, e := range x {
+				if o.val.equal(e) {
+					return true
+				}
+			}
+		}
+		return false
+	case opIcontains:
+		switch x := v.(type) {
+		case string:
+			return containsFold(x, o.val.s)
+		case []any:
+			for _, e := range x {
+				if s, ok := e.(string); ok && strings.EqualFold(s, o.val.s) {
+					return true
+				}
+			}
+		}
+		return false
+	case opStartswith:
+		s, ok := v.(string)
+		return ok && strings.HasPrefix(s, o.val.s)
+	case opRegex:
+		s, ok := v.(string)
+		return ok && o.re.MatchString(s)
+	}
+	return false
+}
+
+func (o *op) in(v any) bool {
+	switch x := v.(type) {
+	case string:
+		if o.strSet != nil {
+			_, ok := o.strSet[x]
+			return ok
+		}
+	case float64:
+		if o.numSet != nil && !math.IsNaN(x) {
+			_, ok := o.numSet[x]
+			return ok
+		}
+	case int64:
+		if f := float64(x); o.numSet != nil && f < 0x1p63 && int64(f) == x {
+			_, ok := o.numSet[f]
+			return ok
+		}
+	}
+	for i := range o.list {
+		if o.list[i].equal(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// equal reports whether a row value equals the operand (numbers across int and float).
+func (c *operand) equal(v any) bool {
+	switch c.kind {
+	case kNil:
+		return v == nil
+	case kStr:
+		s, ok := v.(string)
+		return ok && s == c.s
+	case kNum:
+		n, ok := asNumber(v)
+		return ok && n.cmp(c.n) == 0 && !n.isNaN()
+	case kBool:
+		b, ok := v.(bool)
+		return ok && b == c.b
+	}
+	return valuesEqual(c.v, v)
+}
+
+// compare orders a row value against the operand: <0 when the value is smaller. ok is false
+// when they cannot be ordered (missing value, other kind, NaN).
+func (c *operand) compare(v any) (int, bool) {
+	switch c.kind {
+	case kNum:
+		// Fast paths for the common cases, exact by construction: a float row value against an
+		// operand that is exactly c.f, and an int row value against an int operand.
+		switch x := v.(type) {
+		case float64:
+			if c.exactF {
+				switch {
+				case x < c.f:
+					return -1, true
+				case x > c.f:
+					return 1, true
+				case x == c.f:
+					return 0, true
+				}
+				return 0, false // NaN
+			}
+		case int64:
+			if c.n.isInt {
+				return cmpInt(x, c.n.i), true
+			}
+		}
+		n, ok := asNumber(v)
+		if !ok || n.isNaN() {
+			return 0, false
+		}
+		return n.cmp(c.n), true
+	case kStr:
+		s, ok := v.(string)
+		if !ok {
+			return 0, false
+		}
+		return strings.Compare(s, c.s), true
+	}
+	return 0, false
+}
+
+func (n number) isNaN() bool { return !n.isInt && math.IsNaN(n.f) }
+
+// valuesEqual compares two Row values deeply, numbers across int and float.
+func valuesEqual(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !valuesEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !valuesEqual(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	xn, ok := asNumber(a)
+	if !ok {
+		return false
+	}
+	yn, ok := asNumber(b)
+	return ok && !xn.isNaN() && !yn.isNaN() && xn.cmp(yn) == 0
+}
+
+// containsFold reports whether substr is within s, ignoring case (Unicode simple folding, as
+// strings.EqualFold). It does not allocate.
+func containsFold(s, substr string) bool {
+	if substr == "" {
+		return true
+	}
+	for i := 0; i < len(s); {
+		if hasPrefixFold(s[i:], substr) {
+			return true
+		}
+		if s[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+		}
+	}
+	return false
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	for prefix != "" {
+		if s == "" {
+			return false
+		}
+		var sr, pr rune
+		if s[0] < utf8.RuneSelf && prefix[0] < utf8.RuneSelf {
+			sr, pr = rune(s[0]), rune(prefix[0])
+			s, prefix = s[1:], prefix[1:]
+		} else {
+			var n, m int
+			sr, n = utf8.DecodeRuneInString(s)
+			pr, m = utf8.DecodeRuneInString(prefix)
+			s, prefix = s[n:], prefix[m:]
+		}
+		if !foldEqual(sr, pr) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldEqual reports whether two runes are equal under simple Unicode case folding.
+func foldEqual(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	if a < b {
+		a, b = b, a
+	}
+	if a < utf8.RuneSelf {
+		return 'A' <= b && b <= 'Z' && a == b+'a'-'A'
+	}
+	r := unicode.SimpleFold(b)
+	for r != b && r < a {
+		r = unicode.SimpleFold(r)
+	}
+	return r == a
+}
+
+// ---- compiling ----
+
+type compiler struct {
+	schema *Schema
+}
+
+func (c *compiler) errorf(suggestion, format string, args ...any) *QueryError {
+	name := "where"
+	if c.schema != nil && c.schema.Name != "" {
+		name = c.schema.Name
+	}
+	return &QueryError{Table: name, Message: fmt.Sprintf(format, args...), Suggestion: suggestion}
+}
+
+// sortedKeys returns the keys of m sorted, so compilation and its errors are deterministic.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (c *compiler) group(g *group, where map[string]any, depth int) error {
+	if depth > MaxWhereDepth {
+		return c.errorf("", "the filter nests $or/$and more than %d deep; simplify it or use a function: lambda row: ...", MaxWhereDepth)
+	}
+	for _, key := range sortedKeys(where) {
+		val := where[key]
+		if strings.HasPrefix(key, "$") {
+			if err := c.logical(g, key, val, depth); err != nil {
+				return err
+			}
+			continue
+		}
+		f, err := c.field(key)
+		if err != nil {
+			return err
+		}
+		fc := fieldCond{field: key}
+		if ops, isOps := val.(map[string]any); isOps {
+			if len(ops) == 0 {
+				return c.errorf("", "field %q has an empty operator dict; write a value, or an operator such as {%q: {\"$eq\": ...}}", key, key)
+			}
+			for _, name := range sortedKeys(ops) {
+				o, err := c.op(f, key, name, ops[name])
+				if err != nil {
+					return err
+				}
+				fc.ops = append(fc.ops, o)
+			}
+		} else {
+			o, err := c.op(f, key, "$eq", val)
+			if err != nil {
+				return err
+			}
+			fc.ops = append(fc.ops, o)
+		}
+		g.fields = append(g.fields, fc)
+	}
+	return nil
+}
+
+func (c *compiler) logical(g *group, key string, val any, depth int) error {
+	if _, isField := opCodes[key]; isField {
+		return c.errorf("", "operator %s must be applied to a field, as in {\"price\": {%q: ...}}", key, key)
+	}
+	if key != "$or" && key != "$and" {
+		return c.errorf(nearest(key, LogicalOperators), "unknown operator %q at the top of the filter; use $or or $and with a list of filters, or a field name", key)
+	}
+	list, ok := val.([]any)
+	if !ok {
+		return c.errorf("", "%s needs a list of filters, such as {%q: [{\"name\": \"Aviator\"}, {\"price\": {\"$lt\": 100}}]}; got %s", key, key, describe(val))
+	}
+	if len(list) == 0 {
+		return c.errorf("", "%s needs at least one filter in its list", key)
+	}
+	sub := group{or: key == "$or"}
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return c.errorf("", "%s element %d must be a filter dict such as {\"name\": \"Aviator\"}; got %s", key, i, describe(e))
+		}
+		if key == "$or" {
+			// Each alternative is its own conjunction.
+			var alt group
+			if err := c.group(&alt, m, depth+1); err != nil {
+				return err
+			}
+			sub.groups = append(sub.groups, alt)
+		} else if err := c.group(&sub, m, depth+1); err != nil {
+			return err
+		}
+	}
+	g.groups = append(g.groups, sub)
+	return nil
+}
+
+// field returns the declared field, or nil when the schema is nil or the name is the key field
+// without a declaration (any kind is accepted then).
+func (c *compiler) field(name string) (*Field, error) {
+	if c.schema == nil {
+		return nil, nil
+	}
+	if f := c.schema.Field(name); f != nil {
+		return f, nil
+	}
+	if name == c.schema.Key {
+		return nil, nil
+	}
+	names := c.schema.FieldNames()
+	return nil, c.errorf(nearest(name, names), "unknown field %q; the fields are %s", name, strings.Join(names, ", "))
+}
+
+func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
+	code, ok := opCodes[name]
+	if !ok {
+		if name == "$or" || name == "$and" {
+			return op{}, c.errorf("", "%s belongs at the top of the filter, as in {%q: [{%q: ...}, ...]}", name, name, field)
+		}
+		suggestion := opAliases[strings.ToLower(name)]
+		if suggestion == "" {
+			suggestion = nearest(name, FieldOperators)
+		}
+		return op{}, c.errorf(suggestion, "unknown operator %q for field %q; the operators are %s", name, field, strings.Join(FieldOperators, " "))
+	}
+	typ := ""
+	if f != nil {
+		typ = f.Type
+	}
+	o := op{code: code}
+	switch code {
+	case opEq, opNe:
+		v, err := c.operand(typ, field, name, arg, true)
+		if err != nil {
+			return op{}, err
+		}
+		o.val = v
+	case opLt, opLte, opGt, opGte:
+		if typ == TypeBool {
+			return op{}, c.errorf("", "field %q is a bool and has no order; use $eq or $ne", field)
+		}
+		v, err := c.operand(typ, field, name, arg, false)
+		if err != nil {
+			return op{}, err
+		}
+		if v.kind != kNum && v.kind != kStr {
+			return op{}, c.errorf("", "%s on field %q needs a number or a text; got %s", name, field, describe(arg))
+		}
+		o.val = v
+	case opIn, opNin:
+		list, ok := arg.([]any)
+		if !ok {
+			return op{}, c.errorf("", "%s needs a list of values, such as {%q: {%q: [...]}}; got %s", name, field, name, describe(arg))
+		}
+		o.list = make([]operand, len(list))
+		for i, e := range list {
+			v, err := c.operand(typ, field, name, e, true)
+			if err != nil {
+				return op{}, err
+			}
+			o.list[i] = v
+		}
+		o.buildSets()
+	case opIeq, opIcontains, opStartswith, opRegex:
+		if !isText(typ) {
+			return op{}, c.errorf("", "%s applies to text; field %q is %s: use $eq, $in or an order operator", name, field, article(typ))
+		}
+		s, ok := arg.(string)
+		if !ok {
+			return op{}, c.errorf("", "%s on field %q needs a string; got %s", name, field, describe(arg))
+		}
+		o.val = operand{kind: kStr, s: s, v: s}
+		if code == opRegex {
+			re, err := regexp.Compile(s)
+			if err != nil {
+				return op{}, c.errorf("", "$regex on field %q: %v (Go RE2 syntax: no lookarounds or backreferences)", field, err)
+			}
+			o.re = re
+		}
+	case opContains:
+		if !isText(typ) {
+			return op{}, c.errorf("", "$contains applies to text or lists; field %q is %s: use $eq or $in", field, article(typ))
+		}
+		if typ != "" {
+			if _, ok := arg.(string); !ok {
+				return op{}, c.errorf("", "$contains on field %q needs a string; got %s", field, describe(arg))
+			}
+		}
+		v, err := c.operand(typ, field, name, arg, false)
+		if err != nil {
+			return op{}, err
+		}
+		o.val = v
+	}
+	return o, nil
+}
+
+// isText reports whether a field of this declared type holds text (or may, when undeclared).
+func isText(typ string) bool {
+	return typ == "" || typ == TypeString || typ == TypeTimestamp
+}
+
+// operand converts a filter constant and checks it against the field's declared type.
+func (c *compiler) operand(typ, field, opName string, arg any, allowNil bool) (operand, error) {
+	var v operand
+	switch x := arg.(type) {
+	case nil:
+		if !allowNil {
+			return v, c.errorf("", "%s on field %q needs a value, not None", opName, field)
+		}
+		return operand{kind: kNil}, nil
+	case bool:
+		v = operand{kind: kBool, b: x, v: x}
+	case string:
+		v = operand{kind: kStr, s: x, v: x}
+	case []any, map[string]any:
+		if typ != "" {
+			hint := ""
+			if _, isList := x.([]any); isList {
+				hint = fmt.Sprintf(": to match any of several values use {%q: {\"$in\": [...]}}", field)
+			}
+			return v, c.errorf("", "field %q is %s; %s cannot compare it with %s%s", field, article(typ), opName, describe(arg), hint)
+		}
+		v = operand{kind: kOther, v: normalise(x)}
+		if err := checkFinite(x); err != nil {
+			return v, c.errorf("", "%s on field %q: %v", opName, field, err)
+		}
+		return v, nil
+	default:
+		n, ok := asNumber(arg)
+		if !ok {
+			return v, c.errorf("", "%s on field %q: unsupported value %v of Go type %T", opName, field, arg, arg)
+		}
+		if n.isNaN() {
+			return v, c.errorf("", "%s on field %q: NaN never compares equal or ordered; use a number", opName, field)
+		}
+		v = operand{kind: kNum, n: n, f: n.f, exactF: !n.isInt}
+		if n.isInt && n.i >= -(1<<53) && n.i <= 1<<53 {
+			v.f, v.exactF = float64(n.i), true
+		}
+		switch {
+		case typ == TypeFloat && n.isInt:
+			v.v = float64(n.i)
+		case typ == TypeInt && !n.isInt && n.f == math.Trunc(n.f) && math.Abs(n.f) < 0x1p63:
+			v.v = int64(n.f)
+		case n.isInt:
+			v.v = n.i
+		default:
+			v.v = n.f
+		}
+	}
+	want := ""
+	switch typ {
+	case TypeString, TypeTimestamp:
+		if v.kind != kStr {
+			want = "a string"
+		}
+	case TypeInt, TypeFloat:
+		if v.kind != kNum {
+			want = "a number"
+		}
+	case TypeBool:
+		if v.kind != kBool {
+			want = "True or False"
+		}
+	}
+	if want != "" {
+		return v, c.errorf("", "field %q is %s, so %s needs %s; got %s", field, article(typ), opName, want, describe(arg))
+	}
+	return v, nil
+}
+
+// normalise converts the Go integer and float kinds inside a list or dict operand.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalise(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalise(e)
+		}
+		return out
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case float32:
+		return float64(x)
+	}
+	return v
+}
+
+func checkFinite(v any) error {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) {
+			return fmt.Errorf("NaN never compares equal")
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkFinite(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkFinite(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setThreshold is the list length from which $in/$nin use a hash set.
+const setThreshold = 8
+
+func (o *op) buildSets() {
+	if len(o.list) < setThreshold {
+		return
+	}
+	allStr, allNum := true, true
+	for i := range o.list {
+		allStr = allStr && o.list[i].kind == kStr
+		allNum = allNum && o.list[i].kind == kNum
+	}
+	switch {
+	case allStr:
+		o.strSet = make(map[string]struct{}, len(o.list))
+		for i := range o.list {
+			o.strSet[o.list[i].s] = struct{}{}
+		}
+	case allNum:
+		// Only when every number is exactly a float64, so set membership is exact.
+		set := make(map[float64]struct{}, len(o.list))
+		for i := range o.list {
+			n := o.list[i].n
+			f := n.f
+			if n.isInt {
+				f = float64(n.i)
+				if f >= 0x1p63 || int64(f) != n.i {
+					return
+				}
+			}
+			set[f] = struct{}{}
+		}
+		o.numSet = set
+	}
+}
+
+// article prefixes a type name with its indefinite article: "an int", "a float".
+func article(typ string) string {
+	if typ != "" && strings.ContainsRune("aeiou", rune(typ[0])) {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+// describe renders a filter constant with its kind, for messages.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case bool:
+		return "bool " + FormatValue(x)
+	case []any:
+		return fmt.Sprintf("a list of %d", len(x))
+	case map[string]any:
+		return "a dict"
+	}
+	if n, ok := asNumber(v); ok {
+		if n.isInt {
+			return fmt.Sprintf("int %d", n.i)
+		}
+		return fmt.Sprintf("float %v", n.f)
+	}
+	return fmt.Sprintf("%T %v", v, v)
+}
+
+// Nearest returns the candidate closest to x for a did-you-mean, or "" when none is close.
+// Case and underscores are ignored; a candidate is close when its Levenshtein distance is under
+// half of x's length (as Starlark's own spelling hints; one edit is always close, and a swap of
+// two adjacent letters is one edit), or, failing that, when exactly one
+// candidate contains x or has x's letters in order ("qty" → "quantity_in_stock").
+func Nearest(x string, candidates []string) string {
+	return nearest(x, candidates)
+}
+
+func nearest(x string, candidates []string) string {
+	fx := fold(x)
+	if fx == "" {
+		return ""
+	}
+	best, bestD := "", max(2, (len(fx)+1)/2) // under half of x's letters, and 1 for short names
+	for _, c := range candidates {
+		d := levenshtein(fx, fold(c), bestD)
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	// A unique candidate containing x, then a unique one with x's letters in order.
+	for _, rule := range []func(c string) bool{
+		func(c string) bool { return len(fx) >= 3 && strings.Contains(c, fx) },
+		func(c string) bool { return len(fx) >= 2 && isSubsequence(fx, c) },
+	} {
+		found := ""
+		for _, c := range candidates {
+			if rule(fold(c)) {
+				if found != "" {
+					found = ""
+					break
+				}
+				found = c
+			}
+		}
+		if found != "" {
+			return found
+		}
+	}
+	return ""
+}
+
+func fold(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '$' || r == '-' || r == ' ' {
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, s)
+}
+
+func isSubsequence(x, y string) bool {
+	i := 0
+	for j := 0; i < len(x) && j < len(y); j++ {
+		if x[i] == y[j] {
+			i++
+		}
+	}
+	return i == len(x)
+}
+
+// levenshtein is the edit distance between x and y, counting a swap of two adjacent letters as
+// one edit (optimal string alignment), or some value > max once it exceeds max.
+func levenshtein(x, y string, max int) int {
+	if len(x) > len(y) {
+		x, y = y, x
+	}
+	for len(x) > 0 && x[0] == y[0] {
+		x, y = x[1:], y[1:]
+	}
+	if x == "" {
+		return len(y)
+	}
+	if len(y)-len(x) > max {
+		return len(y) - len(x)
+	}
+	prev2 := make([]int, len(y)+1) // row i-2
+	prev := make([]int, len(y)+1)  // row i-1
+	row := make([]int, len(y)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		row[0] = i
+		best := i
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			k := min(prev[j-1]+cost, row[j-1]+1, prev[j]+1)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				k = min(k, prev2[j-2]+1)
+			}
+			row[j] = k
+			best = min(best, k)
+		}
+		if best > max {
+			return best
+		}
+		prev2, prev, row = prev, row, prev2
+	}
+	return prev[len(y)]
+}

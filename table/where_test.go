@@ -1,0 +1,484 @@
+package table
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func f64(v float64) *float64 { return &v }
+
+func inventorySchema() *Schema {
+	return &Schema{
+		Name: "inventory",
+		Key:  "item_id",
+		Fields: []Field{
+			{Name: "item_id", Type: TypeString, Required: true},
+			{Name: "name", Type: TypeString, Required: true},
+			{Name: "description", Type: TypeString},
+			{Name: "quantity_in_stock", Type: TypeInt, Min: f64(0)},
+			{Name: "price", Type: TypeFloat, Min: f64(0)},
+			{Name: "discontinued", Type: TypeBool},
+			{Name: "updated", Type: TypeTimestamp},
+		},
+	}
+}
+
+func inventoryRows() []Row {
+	return []Row{
+		{"item_id": "SG001", "name": "Aviator", "description": "Teardrop lenses for pilots", "quantity_in_stock": int64(23), "price": 80.0, "discontinued": false, "updated": "2025-01-01T09:00:00"},
+		{"item_id": "SG002", "name": "Wayfarer", "description": "Thick, angular frames", "quantity_in_stock": int64(6), "price": 95.0, "discontinued": true, "updated": "2025-01-02T09:00:00"},
+		{"item_id": "SG003", "name": "Mystique", "description": "Cat-eye glamour", "quantity_in_stock": int64(3), "price": 70.0},
+		{"item_id": "SG004", "name": "Sport", "description": "Wraparound, rubber grips", "quantity_in_stock": int64(11), "price": 110.0},
+		{"item_id": "SG005", "name": "Classic", "quantity_in_stock": int64(10), "price": 60.0},
+		{"item_id": "SG006", "name": "Moon", "description": "Oversized ROUND style", "quantity_in_stock": int64(10), "price": 120.5},
+	}
+}
+
+// matching compiles where against the inventory schema and returns the ids of the rows it keeps.
+func matching(t *testing.T, where map[string]any) []string {
+	t.Helper()
+	m, err := Compile(inventorySchema(), where)
+	require.NoError(t, err)
+	ids := []string{}
+	for _, r := range inventoryRows() {
+		if m.Match(r) {
+			ids = append(ids, r["item_id"].(string))
+		}
+	}
+	return ids
+}
+
+func TestCompileMatches(t *testing.T) {
+	tests := []struct {
+		name  string
+		where map[string]any
+		want  []string
+	}{
+		{"nil matches all", nil, []string{"SG001", "SG002", "SG003", "SG004", "SG005", "SG006"}},
+		{"empty matches all", map[string]any{}, []string{"SG001", "SG002", "SG003", "SG004", "SG005", "SG006"}},
+		{"plain equality", map[string]any{"name": "Aviator"}, []string{"SG001"}},
+		{"all keys must hold", map[string]any{"name": "Aviator", "price": 95.0}, []string{}},
+		{"int operand on float field", map[string]any{"price": int64(80)}, []string{"SG001"}},
+		{"float operand on int field", map[string]any{"quantity_in_stock": 10.0}, []string{"SG005", "SG006"}},
+		{"Go int operand", map[string]any{"quantity_in_stock": 10}, []string{"SG005", "SG006"}},
+		{"$eq", map[string]any{"name": map[string]any{"$eq": "Moon"}}, []string{"SG006"}},
+		{"$eq None matches missing", map[string]any{"description": map[string]any{"$eq": nil}}, []string{"SG005"}},
+		{"plain None matches missing", map[string]any{"discontinued": nil}, []string{"SG003", "SG004", "SG005", "SG006"}},
+		{"$ne value keeps missing", map[string]any{"discontinued": map[string]any{"$ne": true}}, []string{"SG001", "SG003", "SG004", "SG005", "SG006"}},
+		{"$ne None", map[string]any{"description": map[string]any{"$ne": nil}}, []string{"SG001", "SG002", "SG003", "SG004", "SG006"}},
+		{"$lt", map[string]any{"price": map[string]any{"$lt": int64(80)}}, []string{"SG003", "SG005"}},
+		{"$lte", map[string]any{"price": map[string]any{"$lte": int64(80)}}, []string{"SG001", "SG003", "SG005"}},
+		{"$gt", map[string]any{"quantity_in_stock": map[string]any{"$gt": int64(10)}}, []string{"SG001", "SG004"}},
+		{"$gte", map[string]any{"quantity_in_stock": map[string]any{"$gte": 10.5}}, []string{"SG001", "SG004"}},
+		{"range ANDed", map[string]any{"price": map[string]any{"$gte": int64(70), "$lt": int64(100)}}, []string{"SG001", "SG002", "SG003"}},
+		{"string order", map[string]any{"name": map[string]any{"$lt": "N"}}, []string{"SG001", "SG003", "SG005", "SG006"}},
+		{"timestamp order skips missing", map[string]any{"updated": map[string]any{"$gt": "2025-01-01T12:00:00"}}, []string{"SG002"}},
+		{"$lt never matches missing", map[string]any{"updated": map[string]any{"$lt": "9999"}}, []string{"SG001", "SG002"}},
+		{"$in", map[string]any{"name": map[string]any{"$in": []any{"Moon", "Sport", "Nope"}}}, []string{"SG004", "SG006"}},
+		{"$in numbers cross kind", map[string]any{"price": map[string]any{"$in": []any{int64(60), 70.0}}}, []string{"SG003", "SG005"}},
+		{"$in with None", map[string]any{"description": map[string]any{"$in": []any{nil, "Cat-eye glamour"}}}, []string{"SG003", "SG005"}},
+		{"$in empty", map[string]any{"name": map[string]any{"$in": []any{}}}, []string{}},
+		{"$in long strings", map[string]any{"name": map[string]any{"$in": []any{"a", "b", "c", "d", "e", "f", "g", "Moon", "Aviator"}}}, []string{"SG001", "SG006"}},
+		{"$in long numbers", map[string]any{"quantity_in_stock": map[string]any{"$in": []any{int64(1), int64(2), 3.0, int64(4), int64(5), int64(7), int64(8), int64(9), int64(11)}}}, []string{"SG003", "SG004"}},
+		{"$in long mixed", map[string]any{"description": map[string]any{"$in": []any{"a", "b", "c", "d", "e", "f", "g", "h", nil}}}, []string{"SG005"}},
+		{"$nin", map[string]any{"name": map[string]any{"$nin": []any{"Moon", "Sport"}}}, []string{"SG001", "SG002", "SG003", "SG005"}},
+		{"$nin keeps missing", map[string]any{"description": map[string]any{"$nin": []any{"Cat-eye glamour"}}}, []string{"SG001", "SG002", "SG004", "SG005", "SG006"}},
+		{"$ieq", map[string]any{"name": map[string]any{"$ieq": "aVIATOR"}}, []string{"SG001"}},
+		{"$contains", map[string]any{"description": map[string]any{"$contains": "frames"}}, []string{"SG002"}},
+		{"$contains is case-sensitive", map[string]any{"description": map[string]any{"$contains": "ROUND"}}, []string{"SG006"}},
+		{"$icontains", map[string]any{"description": map[string]any{"$icontains": "round"}}, []string{"SG004", "SG006"}},
+		{"$startswith", map[string]any{"item_id": map[string]any{"$startswith": "SG00"}, "name": map[string]any{"$startswith": "M"}}, []string{"SG003", "SG006"}},
+		{"$regex searches", map[string]any{"name": map[string]any{"$regex": "^[A-M]"}}, []string{"SG001", "SG003", "SG005", "SG006"}},
+		{"$regex case flag", map[string]any{"description": map[string]any{"$regex": "(?i)^over"}}, []string{"SG006"}},
+		{"$or", map[string]any{"$or": []any{map[string]any{"name": "Moon"}, map[string]any{"price": map[string]any{"$lt": int64(65)}}}}, []string{"SG005", "SG006"}},
+		{"$or alternative is a conjunction", map[string]any{"$or": []any{map[string]any{"name": "Moon", "price": int64(1)}, map[string]any{"name": "Sport"}}}, []string{"SG004"}},
+		{"$and", map[string]any{"$and": []any{map[string]any{"price": map[string]any{"$gt": int64(60)}}, map[string]any{"price": map[string]any{"$lt": int64(95)}}}}, []string{"SG001", "SG003"}},
+		{"nested", map[string]any{
+			"quantity_in_stock": map[string]any{"$gte": int64(10)},
+			"$or": []any{
+				map[string]any{"$and": []any{map[string]any{"name": "Moon"}, map[string]any{"price": map[string]any{"$gt": int64(100)}}}},
+				map[string]any{"name": map[string]any{"$ieq": "classic"}},
+			},
+		}, []string{"SG005", "SG006"}},
+		{"bool", map[string]any{"discontinued": true}, []string{"SG002"}},
+		{"bool $in", map[string]any{"discontinued": map[string]any{"$in": []any{false, nil}}}, []string{"SG001", "SG003", "SG004", "SG005", "SG006"}},
+		{"key field", map[string]any{"item_id": "SG004"}, []string{"SG004"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, matching(t, tt.where))
+		})
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		where      map[string]any
+		message    string // a substring of the message
+		suggestion string
+	}{
+		{"unknown field", map[string]any{"quantity": int64(1)}, `unknown field "quantity"; the fields are item_id, name,`, "quantity_in_stock"},
+		{"unknown field abbreviation", map[string]any{"qty": int64(1)}, `unknown field "qty"`, "quantity_in_stock"},
+		{"unknown field typo", map[string]any{"prise": int64(1)}, `unknown field "prise"`, "price"},
+		{"unknown field case", map[string]any{"Name": "x"}, `unknown field "Name"`, "name"},
+		{"unknown field far", map[string]any{"zzzzzz": "x"}, `unknown field "zzzzzz"`, ""},
+		{"unknown field in $or", map[string]any{"$or": []any{map[string]any{"nmae": "x"}}}, `unknown field "nmae"`, "name"},
+		{"unknown operator", map[string]any{"price": map[string]any{"$lessthan": int64(1)}}, `unknown operator "$lessthan" for field "price"; the operators are $eq`, ""},
+		{"operator without dollar", map[string]any{"price": map[string]any{"lt": int64(1)}}, `unknown operator "lt"`, "$lt"},
+		{"operator typo", map[string]any{"name": map[string]any{"$contians": "x"}}, `unknown operator "$contians"`, "$contains"},
+		{"operator alias", map[string]any{"price": map[string]any{"$le": int64(1)}}, `unknown operator "$le"`, "$lte"},
+		{"logical in field", map[string]any{"price": map[string]any{"$or": []any{}}}, `$or belongs at the top of the filter`, ""},
+		{"unknown top-level operator", map[string]any{"$ro": []any{}}, `unknown operator "$ro" at the top of the filter`, "$or"},
+		{"field operator at top", map[string]any{"$lt": int64(5)}, `operator $lt must be applied to a field`, ""},
+		{"$or needs a list", map[string]any{"$or": map[string]any{"name": "x"}}, `$or needs a list of filters`, ""},
+		{"$or empty", map[string]any{"$or": []any{}}, `$or needs at least one filter`, ""},
+		{"$and element not a dict", map[string]any{"$and": []any{"name"}}, `$and element 0 must be a filter dict`, ""},
+		{"empty operator dict", map[string]any{"price": map[string]any{}}, `field "price" has an empty operator dict`, ""},
+		{"$lt string on float", map[string]any{"price": map[string]any{"$lt": "100"}}, `field "price" is a float, so $lt needs a number; got string "100"`, ""},
+		{"$lt None", map[string]any{"price": map[string]any{"$lt": nil}}, `$lt on field "price" needs a value, not None`, ""},
+		{"$lt on bool", map[string]any{"discontinued": map[string]any{"$lt": true}}, `field "discontinued" is a bool and has no order`, ""},
+		{"equality kind", map[string]any{"name": int64(5)}, `field "name" is a string, so $eq needs a string; got int 5`, ""},
+		{"bool on int", map[string]any{"quantity_in_stock": true}, `needs a number; got bool True`, ""},
+		{"number on bool", map[string]any{"discontinued": int64(1)}, `needs True or False; got int 1`, ""},
+		{"list as value", map[string]any{"name": []any{"a", "b"}}, `use {"name": {"$in": [...]}}`, ""},
+		{"dict in $in", map[string]any{"name": map[string]any{"$in": []any{map[string]any{}}}}, `cannot compare it with a dict`, ""},
+		{"$in non-list", map[string]any{"name": map[string]any{"$in": "Aviator"}}, `$in needs a list of values`, ""},
+		{"$nin element kind", map[string]any{"price": map[string]any{"$nin": []any{"1"}}}, `so $nin needs a number; got string "1"`, ""},
+		{"$contains on number", map[string]any{"price": map[string]any{"$contains": int64(1)}}, `$contains applies to text or lists; field "price" is a float`, ""},
+		{"$contains non-string", map[string]any{"name": map[string]any{"$contains": int64(1)}}, `$contains on field "name" needs a string`, ""},
+		{"$icontains on int", map[string]any{"quantity_in_stock": map[string]any{"$icontains": "1"}}, `$icontains applies to text; field "quantity_in_stock" is an int`, ""},
+		{"$startswith non-string", map[string]any{"name": map[string]any{"$startswith": nil}}, `$startswith on field "name" needs a string; got None`, ""},
+		{"bad regex", map[string]any{"name": map[string]any{"$regex": "(?<=x)a"}}, `$regex on field "name": error parsing regexp`, ""},
+		{"NaN", map[string]any{"price": math.NaN()}, `NaN never compares`, ""},
+		{"unsupported Go type", map[string]any{"price": struct{}{}}, `unsupported value`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Compile(inventorySchema(), tt.where)
+			require.Error(t, err)
+			assert.Nil(t, m)
+			var qe *QueryError
+			require.True(t, errors.As(err, &qe), "want *QueryError, got %T", err)
+			assert.Equal(t, "inventory", qe.Table)
+			assert.Contains(t, qe.Message, tt.message)
+			assert.Equal(t, tt.suggestion, qe.Suggestion)
+			if tt.suggestion != "" {
+				assert.Contains(t, err.Error(), fmt.Sprintf("(did you mean %q?)", tt.suggestion))
+			}
+		})
+	}
+}
+
+func TestCompileDepthLimit(t *testing.T) {
+	where := map[string]any{"name": "x"}
+	for range MaxWhereDepth + 2 {
+		where = map[string]any{"$and": []any{where}}
+	}
+	_, err := Compile(inventorySchema(), where)
+	var qe *QueryError
+	require.ErrorAs(t, err, &qe)
+	assert.Contains(t, qe.Message, "nests $or/$and more than")
+}
+
+func TestCompileNilSchema(t *testing.T) {
+	m, err := Compile(nil, map[string]any{
+		"tags":  map[string]any{"$contains": "red"},
+		"n":     map[string]any{"$gt": int64(1)},
+		"shape": []any{int64(1), "a"},
+	})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"tags": []any{"blue", "red"}, "n": 2.5, "shape": []any{1.0, "a"}}))
+	assert.False(t, m.Match(Row{"tags": []any{"blue"}, "n": 2.5, "shape": []any{1.0, "a"}}))
+	assert.False(t, m.Match(Row{"tags": "redish", "n": int64(1), "shape": []any{1.0, "a"}}))
+
+	_, err = Compile(nil, map[string]any{"x": map[string]any{"$lt": []any{}}})
+	assert.ErrorContains(t, err, "where: $lt on field \"x\" needs a number or a text")
+
+	m, err = Compile(nil, map[string]any{"tags": map[string]any{"$icontains": "RED"}, "d": map[string]string{}})
+	require.Error(t, err, "a map of another Go type is not a filter value")
+	assert.Nil(t, m)
+	m, err = Compile(nil, map[string]any{"tags": map[string]any{"$icontains": "RED"}})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"tags": []any{int64(1), "red"}}))
+	assert.True(t, m.Match(Row{"tags": "bored"}))
+	assert.False(t, m.Match(Row{"tags": int64(3)}))
+}
+
+func TestMatchKeyFieldWithoutDeclaration(t *testing.T) {
+	s := &Schema{Name: "t", Key: "id", Fields: []Field{{Name: "v", Type: TypeInt}}}
+	m, err := Compile(s, map[string]any{"id": int64(3)})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"id": 3.0}))
+	assert.False(t, m.Match(Row{"id": "3"}))
+}
+
+func TestMatchRowValuesOfUnexpectedKinds(t *testing.T) {
+	// Rows are validated by the store, but Match must stay total when they are not.
+	m, err := Compile(inventorySchema(), map[string]any{
+		"price": map[string]any{"$lt": int64(100)},
+		"name":  map[string]any{"$regex": "a"},
+	})
+	require.NoError(t, err)
+	assert.False(t, m.Match(Row{"price": "cheap", "name": "a"}))
+	assert.False(t, m.Match(Row{"price": math.NaN(), "name": "a"}))
+	assert.False(t, m.Match(Row{"price": 1.0, "name": int64(1)}))
+	assert.True(t, m.Match(Row{"price": int64(1), "name": "a"}))
+	var nilM *Matcher
+	assert.True(t, nilM.Match(Row{}))
+	assert.Nil(t, nilM.Equalities())
+}
+
+func TestMatchNumbersExactly(t *testing.T) {
+	big := int64(1<<53 + 1)
+	m, err := Compile(nil, map[string]any{"n": big})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"n": big}))
+	assert.False(t, m.Match(Row{"n": float64(1 << 53)}), "2^53 as a float is not 2^53+1")
+	m, err = Compile(nil, map[string]any{"n": map[string]any{"$gt": float64(1 << 53)}})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"n": big}))
+}
+
+func TestContainsFold(t *testing.T) {
+	tests := []struct {
+		s, sub string
+		want   bool
+	}{
+		{"Oversized ROUND style", "round", true},
+		{"", "", true},
+		{"abc", "", true},
+		{"", "a", false},
+		{"ab", "abc", false},
+		{"Straße", "STRASSE", false}, // simple folding only, as strings.EqualFold
+		{"Grüße aus KÖLN", "köln", true},
+		{"temperature 5\u212a", "5k", true}, // Kelvin sign folds to k
+		{"ΣΊΣΥΦΟΣ", "σίσυφος", true},
+		{"abcabd", "abd", true},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, containsFold(tt.s, tt.sub), "%q in %q", tt.sub, tt.s)
+	}
+}
+
+func TestEqualities(t *testing.T) {
+	m, err := Compile(inventorySchema(), map[string]any{
+		"name":              "Aviator",
+		"price":             map[string]any{"$eq": int64(80), "$lt": int64(100)},
+		"quantity_in_stock": 23.0,
+		"description":       nil,
+		"$and":              []any{map[string]any{"item_id": "SG001"}},
+		"$or":               []any{map[string]any{"discontinued": false}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{
+		"name": "Aviator", "price": 80.0, "quantity_in_stock": int64(23), "item_id": "SG001",
+	}, m.Equalities())
+
+	m, err = Compile(inventorySchema(), map[string]any{"price": map[string]any{"$lt": int64(1)}})
+	require.NoError(t, err)
+	assert.Empty(t, m.Equalities())
+}
+
+func TestNearest(t *testing.T) {
+	fields := inventorySchema().FieldNames()
+	assert.Equal(t, "quantity_in_stock", Nearest("quantity", fields))
+	assert.Equal(t, "quantity_in_stock", Nearest("stock", fields))
+	assert.Equal(t, "quantity_in_stock", Nearest("qty", fields))
+	assert.Equal(t, "price", Nearest("Price", fields))
+	assert.Equal(t, "", Nearest("", fields))
+	assert.Equal(t, "", Nearest("e", fields), "too short to guess among many")
+	assert.Equal(t, "", Nearest("colour", fields))
+}
+
+// benchRows builds n inventory rows with varied prices and stock.
+func benchRows(n int) []Row {
+	rows := make([]Row, n)
+	for i := range rows {
+		rows[i] = Row{
+			"item_id":           fmt.Sprintf("SG%06d", i),
+			"name":              fmt.Sprintf("Model %d", i),
+			"description":       "A pair of sunglasses with a long enough description to be realistic.",
+			"quantity_in_stock": int64(i % 50),
+			"price":             float64(i%200) + 0.5,
+		}
+	}
+	return rows
+}
+
+func BenchmarkMatch(b *testing.B) {
+	rows := benchRows(100_000)
+	m, err := Compile(inventorySchema(), map[string]any{
+		"price":             map[string]any{"$lt": int64(100)},
+		"quantity_in_stock": map[string]any{"$gt": int64(10)},
+	})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		if m.Match(rows[i%len(rows)]) {
+			n++
+		}
+	}
+	if n < 0 {
+		b.Fatal(n)
+	}
+}
+
+func BenchmarkMatchIcontainsRegex(b *testing.B) {
+	rows := benchRows(100_000)
+	m, err := Compile(inventorySchema(), map[string]any{
+		"description": map[string]any{"$icontains": "REALISTIC"},
+		"name":        map[string]any{"$regex": "9$"},
+	})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Match(rows[i%len(rows)])
+	}
+}
+
+func BenchmarkCompile(b *testing.B) {
+	s := inventorySchema()
+	where := map[string]any{
+		"price":             map[string]any{"$lt": int64(100)},
+		"quantity_in_stock": map[string]any{"$gt": int64(10)},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compile(s, where); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	rows := inventoryRows()
+	m, err := Compile(inventorySchema(), map[string]any{
+		"price":       map[string]any{"$lt": int64(100), "$in": []any{80.0, 95.0, 70.0, 60.0, 1.0, 2.0, 3.0, 4.0}},
+		"description": map[string]any{"$icontains": "E", "$regex": "[a-z]"},
+		"$or":         []any{map[string]any{"name": map[string]any{"$ieq": "aviator"}}, map[string]any{"quantity_in_stock": map[string]any{"$nin": []any{int64(1)}}}},
+	})
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, r := range rows {
+			m.Match(r)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// FuzzCompile builds filters from arbitrary bytes, in two ways (JSON, and a small generator
+// biased towards the schema's fields and operators), and checks that Compile never panics and
+// that a compiled filter matches rows without panicking.
+func FuzzCompile(f *testing.F) {
+	f.Add([]byte(`{"price": {"$lt": 100}, "quantity_in_stock": {"$gt": 10}}`))
+	f.Add([]byte(`{"$or": [{"name": "Moon"}, {"name": {"$regex": "^A"}}]}`))
+	f.Add([]byte(`{"name": {"$in": ["a", null, 1]}}`))
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte("\x05\x03\x09\x01\x07\x02\x00\x11\x0e"))
+	schema := inventorySchema()
+	rows := append(inventoryRows(), Row{"price": "x", "tags": []any{int64(1), "a"}, "name": nil})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var where map[string]any
+		if json.Unmarshal(data, &where) != nil {
+			g := generator{data: data}
+			where = g.filter(0)
+		}
+		for _, s := range []*Schema{schema, nil} {
+			m, err := Compile(s, where)
+			if err != nil {
+				var qe *QueryError
+				if !errors.As(err, &qe) {
+					t.Fatalf("Compile returned %T, want *QueryError: %v", err, err)
+				}
+				continue
+			}
+			for _, r := range rows {
+				m.Match(r)
+			}
+			m.Equalities()
+		}
+	})
+}
+
+// generator turns fuzz bytes into a filter.
+type generator struct {
+	data []byte
+	pos  int
+}
+
+func (g *generator) byte() byte {
+	if g.pos >= len(g.data) {
+		return 0
+	}
+	b := g.data[g.pos]
+	g.pos++
+	return b
+}
+
+var fuzzKeys = append(append([]string{
+	"item_id", "name", "description", "quantity_in_stock", "price", "discontinued", "updated",
+	"", "$", "tags", "$le", "quantity",
+}, FieldOperators...), LogicalOperators...)
+
+func (g *generator) key() string {
+	b := g.byte()
+	if b >= 0xf0 && g.pos < len(g.data) {
+		n := int(g.byte() % 8)
+		end := min(g.pos+n, len(g.data))
+		s := string(g.data[g.pos:end])
+		g.pos = end
+		return s
+	}
+	return fuzzKeys[int(b)%len(fuzzKeys)]
+}
+
+func (g *generator) filter(depth int) map[string]any {
+	n := int(g.byte() % 4)
+	m := make(map[string]any, n)
+	for range n {
+		m[g.key()] = g.value(depth + 1)
+	}
+	return m
+}
+
+func (g *generator) value(depth int) any {
+	if depth > 40 || g.pos >= len(g.data) {
+		return nil
+	}
+	switch g.byte() % 14 {
+	case 0:
+		return nil
+	case 1:
+		return g.byte()%2 == 0
+	case 2:
+		return int64(int8(g.byte()))
+	case 3:
+		return float64(int8(g.byte())) / 4
+	case 4:
+		return []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.0, math.MaxFloat64}[g.byte()%5]
+	case 5:
+		return []int64{math.MinInt64, math.MaxInt64, 1 << 53, 1<<53 + 1}[g.byte()%4]
+	case 6, 7:
+		return g.key()
+	case 8:
+		return []string{"(", "[a-", "^A", ".*", "a{1000}", "\\p{Greek}"}[g.byte()%6]
+	case 9, 10:
+		n := int(g.byte() % 10)
+		l := make([]any, n)
+		for i := range l {
+			l[i] = g.value(depth + 1)
+		}
+		return l
+	default:
+		return g.filter(depth)
+	}
+}
