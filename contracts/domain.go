@@ -1,0 +1,273 @@
+package contracts
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/table"
+)
+
+// The names of the globals every plan must set. The sandbox predeclares no value for them; the
+// plan assigns them.
+const (
+	AnswerGlobal = "answer_text"
+	StatusGlobal = "STATUS"
+)
+
+// Tolerance is the largest difference, in currency units, at which two amounts or balances still
+// count as equal.
+const Tolerance = 0.005
+
+//go:embed domains/*.json
+var embedded embed.FS
+
+// Domain is one domain's output contract and mutation policy, loaded from JSON. A loaded Domain is
+// immutable and safe for concurrent use.
+type Domain struct {
+	Name     string   `json:"name"`
+	Doc      string   `json:"doc,omitempty"`
+	Contract Contract `json:"contract"`
+	Rules    []Rule   `json:"rules"`
+}
+
+// Contract holds the parameters of the output contract: what answer_text and STATUS must be.
+type Contract struct {
+	// Statuses lists the values STATUS may take, in the order the prompt shows them.
+	Statuses []string `json:"statuses"`
+	// WriteStatus is the one STATUS under which a plan may stage changes. Empty means no STATUS
+	// may write (a read-only domain).
+	WriteStatus string `json:"write_status"`
+	// MaxSentences is the most sentences answer_text may hold (see CountSentences); > 0.
+	MaxSentences int `json:"answer_max_sentences"`
+	// MaxChars is the most characters (Unicode code points, after trimming spaces) answer_text
+	// may hold; > 0.
+	MaxChars int `json:"answer_max_chars"`
+}
+
+// Rule is one policy rule: a name, a one-line doc for the prompt, and a check kind with its
+// parameters. Parse resolves Kind and validates Params; the resolved check is kept unexported.
+type Rule struct {
+	Name   string         `json:"name"`
+	Doc    string         `json:"doc"`
+	Kind   string         `json:"kind"`
+	Params map[string]any `json:"params,omitempty"`
+
+	check checkFunc
+}
+
+// RuleDoc is the name and one-line doc of a contract item or a rule, for rendering.
+type RuleDoc struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // "contract" for the output contract's items, else the rule's kind
+	Doc  string `json:"doc"`
+}
+
+// Input is what Check evaluates.
+type Input struct {
+	// Globals are the plan's final globals as plain Go values (nil, bool, int64, float64, string,
+	// []any, map[string]any). Only answer_text and STATUS are read.
+	Globals map[string]any
+	// Changes are the run's staged changes.
+	Changes table.ChangeSet
+	// Committed reads data as committed before the run. Only rules that need it call it (the
+	// balance chain, once, when the run adds ledger rows); nil is then an error.
+	Committed Committed
+}
+
+// Committed reads committed data for the checks. Implementations must not see the run's staged
+// changes and must not record reads: the checks are not part of the plan.
+type Committed interface {
+	// LastRow returns the committed row of table tbl with the highest key in natural order
+	// (table.CompareKeys), or ok == false when the table is empty or does not exist.
+	LastRow(tbl string) (row table.Row, ok bool, err error)
+}
+
+// LastRows is a Committed held in memory: the last committed row of each table, by table name.
+// A table that is absent is empty.
+type LastRows map[string]table.Row
+
+// LastRow implements Committed.
+func (m LastRows) LastRow(tbl string) (table.Row, bool, error) {
+	r, ok := m[tbl]
+	return r, ok, nil
+}
+
+// Names lists the embedded domains, sorted.
+func Names() []string {
+	ents, _ := fs.ReadDir(embedded, "domains")
+	var names []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// Load returns the embedded domain with the given name (see Names). An unknown name is an error
+// that lists the known ones.
+func Load(name string) (*Domain, error) {
+	data, err := embedded.ReadFile(path.Join("domains", name+".json"))
+	if err != nil {
+		return nil, fmt.Errorf("contracts: no domain %q (have %s)", name, strings.Join(Names(), ", "))
+	}
+	d, err := Parse(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	if d.Name != name {
+		return nil, fmt.Errorf("contracts: domains/%s.json declares name %q", name, d.Name)
+	}
+	return d, nil
+}
+
+// Parse reads a domain from JSON, validates the contract, resolves every rule's kind and checks its
+// parameters. Unknown fields, unknown kinds, unknown, missing or mistyped parameters, duplicate rule
+// names and docs that are not one line are errors that name the rule.
+func Parse(r io.Reader) (*Domain, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	var d Domain
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("contracts: decoding domain: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("contracts: decoding domain: trailing data after the JSON object")
+	}
+	if err := d.validate(); err != nil {
+		return nil, fmt.Errorf("contracts: domain %q: %w", d.Name, err)
+	}
+	return &d, nil
+}
+
+func (d *Domain) validate() error {
+	if d.Name == "" {
+		return errors.New("name is empty")
+	}
+	c := &d.Contract
+	if len(c.Statuses) == 0 {
+		return errors.New("contract.statuses is empty")
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Statuses {
+		if s == "" || seen[s] {
+			return fmt.Errorf("contract.statuses: empty or duplicate value %q", s)
+		}
+		seen[s] = true
+	}
+	if c.WriteStatus != "" && !seen[c.WriteStatus] {
+		return fmt.Errorf("contract.write_status %q is not one of contract.statuses", c.WriteStatus)
+	}
+	if c.MaxSentences <= 0 || c.MaxChars <= 0 {
+		return errors.New("contract.answer_max_sentences and contract.answer_max_chars must be > 0")
+	}
+	names := map[string]bool{}
+	for _, it := range contractItems {
+		names[it.name] = true
+	}
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.Name == "" {
+			return fmt.Errorf("rule %d: name is empty", i+1)
+		}
+		if names[r.Name] {
+			return fmt.Errorf("rule %q: duplicate name", r.Name)
+		}
+		names[r.Name] = true
+		if r.Doc == "" || strings.ContainsAny(r.Doc, "\r\n") {
+			return fmt.Errorf("rule %q: doc must be one non-empty line", r.Name)
+		}
+		k, ok := lookupKind(r.Kind)
+		if !ok {
+			return fmt.Errorf("rule %q: unknown kind %q (known: %s)", r.Name, r.Kind, strings.Join(KindNames(), ", "))
+		}
+		p := &params{m: r.Params}
+		check := k.build(p)
+		if err := p.finish(); err != nil {
+			return fmt.Errorf("rule %q (kind %s): %w", r.Name, r.Kind, err)
+		}
+		r.check = check
+	}
+	return nil
+}
+
+// Describe returns the name and one-line doc of each output-contract item, then of every rule, in
+// the order Check applies them, for the prompt and --help to render.
+func (d *Domain) Describe() []RuleDoc {
+	docs := make([]RuleDoc, 0, len(contractItems)+len(d.Rules))
+	for _, it := range contractItems {
+		docs = append(docs, RuleDoc{Name: it.name, Kind: "contract", Doc: it.doc(&d.Contract)})
+	}
+	for _, r := range d.Rules {
+		docs = append(docs, RuleDoc{Name: r.Name, Kind: r.Kind, Doc: r.Doc})
+	}
+	return docs
+}
+
+// Check evaluates the output contract and every rule on in and returns every violation, one
+// Diagnostic each, in rule order (the order of Describe); an empty list means the run may be
+// applied. The error is for failures of starplan itself: a Committed read that fails, or one that
+// is needed but missing.
+func (d *Domain) Check(in Input) (diag.List, error) {
+	p := &pass{in: in, contract: &d.Contract}
+	for _, it := range contractItems {
+		it.check(p)
+	}
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.check == nil {
+			return nil, fmt.Errorf("contracts: rule %q was not resolved; build domains with Load or Parse", r.Name)
+		}
+		if err := r.check(p); err != nil {
+			return nil, fmt.Errorf("contracts: rule %q: %w", r.Name, err)
+		}
+	}
+	return p.out, nil
+}
+
+// pass is the state of one Check: the input and the diagnostics found so far.
+type pass struct {
+	in       Input
+	contract *Contract
+	out      diag.List
+	changed  []string // see tables
+}
+
+func (p *pass) report(code, msg, hint string) {
+	p.out = append(p.out, diag.Diagnostic{Stage: diag.StageContract, Code: code, Message: msg, Hint: hint})
+}
+
+// reportf reports a diagnostic whose message is formatted; the hint is given as is.
+func (p *pass) reportf(code, hint, format string, args ...any) {
+	p.report(code, fmt.Sprintf(format, args...), hint)
+}
+
+// changes returns the changes of one table, or nil.
+func (p *pass) changes(tbl string) *table.TableChanges {
+	return p.in.Changes[tbl]
+}
+
+// tables returns the names of the tables with changes, sorted. It is computed once per pass.
+func (p *pass) tables() []string {
+	if p.changed == nil {
+		p.changed = p.in.Changes.Tables()
+	}
+	return p.changed
+}
+
+// lastCommitted reads the last committed row of tbl.
+func (p *pass) lastCommitted(tbl string) (table.Row, bool, error) {
+	if p.in.Committed == nil {
+		return nil, false, fmt.Errorf("needs the last committed row of %s but Input.Committed is nil", tbl)
+	}
+	return p.in.Committed.LastRow(tbl)
+}

@@ -1,0 +1,130 @@
+package contracts
+
+import (
+	"fmt"
+	"strings"
+)
+
+func statusDoc(c *Contract) string {
+	return "STATUS: one of " + strings.Join(c.Statuses, ", ")
+}
+
+func checkStatus(p *pass) {
+	c := p.contract
+	allowed := strings.Join(c.Statuses, ", ")
+	v, ok := p.in.Globals[StatusGlobal]
+	if !ok {
+		p.reportf(CodeStatusMissing, fmt.Sprintf("set STATUS = %q (or another allowed value) before the plan ends", c.Statuses[0]),
+			"STATUS is not set; it must be one of %s", allowed)
+		return
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.reportf(CodeStatusType, fmt.Sprintf("assign a string: STATUS = %q", c.Statuses[0]),
+			"STATUS is %s; it must be a string, one of %s", describeValue(v), allowed)
+		return
+	}
+	if c.allows(s) {
+		return
+	}
+	hint := "use one of the allowed values exactly as written"
+	if near := c.suggest(s); near != "" {
+		hint = fmt.Sprintf("did you mean STATUS = %q?", near)
+	}
+	p.reportf(CodeStatusInvalid, hint, "STATUS is %q; it must be one of %s", s, allowed)
+}
+
+func (c *Contract) allows(s string) bool {
+	for _, a := range c.Statuses {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns the allowed STATUS closest to s: the same value up to case, spaces, hyphens
+// and surrounding quotes, else the nearest by edit distance if it is close enough (at most one
+// edit per three characters, and at most 3), else "".
+func (c *Contract) suggest(s string) string {
+	norm := func(x string) string {
+		x = strings.ToLower(strings.Trim(strings.TrimSpace(x), `"'`))
+		return strings.NewReplacer(" ", "_", "-", "_").Replace(x)
+	}
+	n := norm(s)
+	best, bestDist := "", -1
+	for _, a := range c.Statuses {
+		if norm(a) == n {
+			return a
+		}
+		d := editDistance(n, norm(a))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = a, d
+		}
+	}
+	limit := min(3, max(1, len(n)/3))
+	if bestDist >= 0 && bestDist <= limit {
+		return best
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func writesDoc(c *Contract) string {
+	if c.WriteStatus == "" {
+		return "nothing may be written: this domain is read-only"
+	}
+	return fmt.Sprintf("nothing may be written unless STATUS is %q", c.WriteStatus)
+}
+
+// checkWrites rejects staged changes under a valid STATUS other than the write status. A missing
+// or invalid STATUS is reported by checkStatus alone: the fix there decides whether writes are
+// allowed.
+func checkWrites(p *pass) {
+	c := p.contract
+	s, ok := p.in.Globals[StatusGlobal].(string)
+	if !ok || !c.allows(s) || s == c.WriteStatus || p.in.Changes.Empty() {
+		return
+	}
+	var parts []string
+	for _, name := range p.tables() {
+		t := p.changes(name)
+		var ops []string
+		for _, op := range []struct {
+			n    int
+			verb string
+		}{{len(t.Inserted), "inserted"}, {len(t.Updated), "updated"}, {len(t.Deleted), "deleted"}} {
+			if op.n > 0 {
+				ops = append(ops, fmt.Sprintf("%d %s", op.n, op.verb))
+			}
+		}
+		parts = append(parts, name+" "+strings.Join(ops, ", "))
+	}
+	allowed := "no STATUS may write in this domain"
+	hint := "remove the writes"
+	if c.WriteStatus != "" {
+		allowed = fmt.Sprintf("only STATUS %q may write", c.WriteStatus)
+		hint = fmt.Sprintf("decide first, then write: check everything before the first insert or update, and write only when STATUS = %q", c.WriteStatus)
+	}
+	p.reportf(CodeWritesNotAllowed, hint, "STATUS is %q but the plan changes %s; %s", s, strings.Join(parts, "; "), allowed)
+}
