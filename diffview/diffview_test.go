@@ -298,6 +298,30 @@ func TestWordDiffManyWords(t *testing.T) {
 	assert.Equal(t, b.String(), news.String())
 }
 
+func TestWrap(t *testing.T) {
+	lines := func(s string, width int) []string {
+		var tx text
+		tx.add(s, plain)
+		var out []string
+		for _, l := range wrap(tx, width) {
+			var sb strings.Builder
+			l.write(&sb, false)
+			out = append(out, sb.String())
+		}
+		return out
+	}
+	assert.Equal(t, []string{"one two", "three"}, lines("one two three", 9))
+	assert.Equal(t, []string{"see", "https://exa", "mple.com/lo", "ng ok"}, lines("see https://example.com/long ok", 11))
+	assert.Equal(t, []string{"日本の", "眼鏡 ab"}, lines("日本の眼鏡 ab", 7), "wide characters take two columns")
+	assert.Equal(t, []string{"a", "", "b"}, lines("a\n\nb", 10))
+}
+
+func TestSpacingChangeIsVisible(t *testing.T) {
+	var tx strings.Builder
+	changeText("a  b"+strings.Repeat(" x", 20), "a b"+strings.Repeat(" x", 20)).write(&tx, false)
+	assert.True(t, strings.HasPrefix(tx.String(), "a[-  -]{+ +}b x"), tx.String())
+}
+
 func TestPyFloat(t *testing.T) {
 	for f, want := range map[float64]string{
 		80: "80.0", 0: "0.0", 0.5: "0.5", 0.1: "0.1", 1e15: "1000000000000000.0", 1e16: "1e+16",

@@ -1,6 +1,9 @@
 package diffview
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // style is how a piece of terminal text is shown when colour is on.
 type style uint8
@@ -27,6 +30,7 @@ type glyph struct {
 type text []glyph
 
 func (t *text) add(s string, st style) {
+	*t = slices.Grow(*t, len(s))
 	for _, r := range s {
 		*t = append(*t, glyph{r, st})
 	}
