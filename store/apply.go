@@ -1,0 +1,288 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/starplan/starplan/table"
+	"go.etcd.io/bbolt"
+)
+
+// Pending is the serializable form of a run's staged writes and the reads they depend on. The
+// engine stores it with a dry run and applies it later, possibly from another process, with
+// Store.ApplyPending. It survives a JSON round trip: keys and rows are normalised by the schema
+// again when it is applied (JSON turns 20 into 20.0; the int field takes it back as 20).
+type Pending struct {
+	Domain string         `json:"domain"`
+	Writes []PendingWrite `json:"writes"`
+	Reads  []PendingRead  `json:"reads"`
+}
+
+// PendingWrite is the run's final state of one row.
+type PendingWrite struct {
+	Table string `json:"table"`
+	Key   any    `json:"key"`
+	// Base is the version of the row the run replaced; 0 means the row did not exist.
+	Base int64 `json:"base"`
+	// Before is the row the run replaced (nil for an insert); it is what a diff shows as before.
+	Before table.Row `json:"before,omitempty"`
+	// Row is the row to store; nil removes the row.
+	Row table.Row `json:"row"`
+}
+
+// PendingRead is a row (or, with All, a whole table) the run read, at the version it saw.
+type PendingRead struct {
+	Table   string `json:"table"`
+	Key     any    `json:"key,omitempty"`
+	All     bool   `json:"all,omitempty"` // the run read the whole table; Version is the table's
+	Version int64  `json:"version"`       // 0: the row did not exist
+}
+
+// Empty reports whether applying p would change no rows.
+func (p *Pending) Empty() bool { return len(p.Writes) == 0 }
+
+// Pending returns the run's writes and reads in serializable form, tables by name and rows in
+// key order. A write that ends where it started (inserted then removed, or updated back to its
+// old values) becomes a read of the row at the version the run saw.
+func (sg *Stage) Pending() *Pending {
+	p := &Pending{Domain: sg.st.domain.Name, Writes: []PendingWrite{}, Reads: []PendingRead{}}
+	for _, name := range sg.st.names {
+		t := sg.tables[name]
+		written := make(map[any]int64, len(t.writes))
+		for _, w := range sortedWrites(t.writes) {
+			noop := (w.before == nil && w.row == nil) || (w.before != nil && w.row != nil && equalRows(w.before, w.row))
+			if noop {
+				p.Reads = append(p.Reads, PendingRead{Table: name, Key: w.key, Version: w.base})
+			} else {
+				p.Writes = append(p.Writes, PendingWrite{Table: name, Key: w.key, Base: w.base, Before: w.before, Row: w.row})
+			}
+			written[w.key] = w.base
+		}
+		if t.readAll {
+			p.Reads = append(p.Reads, PendingRead{Table: name, All: true, Version: t.allVer})
+		}
+		keys := make([]any, 0, len(t.reads))
+		for k, v := range t.reads {
+			if base, ok := written[k]; ok && base == v {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return table.CompareKeys(keys[i], keys[j]) < 0 })
+		for _, k := range keys {
+			p.Reads = append(p.Reads, PendingRead{Table: name, Key: k, Version: t.reads[k]})
+		}
+	}
+	return p
+}
+
+// ChangeSet renders p as a change set (for showing a stored dry run before applying it).
+func (p *Pending) ChangeSet(s *Store) (table.ChangeSet, error) {
+	ops, _, err := s.normalize(p)
+	if err != nil {
+		return nil, err
+	}
+	cs := table.ChangeSet{}
+	for i, o := range ops {
+		tc := cs[o.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.s.Name] = tc
+		}
+		before := p.Writes[i].Before
+		if before != nil {
+			if before, err = o.s.validate(before); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case o.base == 0 && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		default:
+			tc.Updated = append(tc.Updated, table.Update{Key: o.key, Before: before, After: o.row, Fields: changedFields(before, o.row)})
+		}
+	}
+	return cs, nil
+}
+
+// op is one normalised write.
+type op struct {
+	s    *schema
+	key  any
+	row  table.Row // nil: delete
+	base int64
+}
+
+type readCheck struct {
+	s   *schema
+	key any
+	all bool
+	ver int64
+}
+
+// normalize checks p against the schemas: known tables, keys of the key field's kind, rows that
+// validate and carry their key, no row written twice.
+func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
+	if p.Domain != "" && p.Domain != s.domain.Name {
+		return nil, nil, fmt.Errorf("the pending run is for the %s domain; this store holds %s", p.Domain, s.domain.Name)
+	}
+	ops := make([]op, 0, len(p.Writes))
+	seen := map[[2]any]bool{}
+	for _, w := range p.Writes {
+		sc := s.schemas[w.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending write: unknown table %q", w.Table)
+		}
+		k, err := sc.normKey(fromJSON(w.Key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("pending write: %w", err)
+		}
+		if seen[[2]any{w.Table, k}] {
+			return nil, nil, fmt.Errorf("pending write: %s row %s is written twice", w.Table, table.FormatValue(k))
+		}
+		seen[[2]any{w.Table, k}] = true
+		o := op{s: sc, key: k, base: w.Base}
+		if w.Row != nil {
+			if o.row, err = sc.validate(w.Row); err != nil {
+				return nil, nil, fmt.Errorf("pending write: %w", err)
+			}
+			if o.row[sc.Key] != k {
+				return nil, nil, fmt.Errorf("pending write: %s row %s carries key %s", w.Table, table.FormatValue(k), table.FormatValue(o.row[sc.Key]))
+			}
+		}
+		ops = append(ops, o)
+	}
+	reads := make([]readCheck, 0, len(p.Reads))
+	for _, r := range p.Reads {
+		sc := s.schemas[r.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending read: unknown table %q", r.Table)
+		}
+		rc := readCheck{s: sc, all: r.All, ver: r.Version}
+		if !r.All {
+			k, err := sc.normKey(fromJSON(r.Key))
+			if err != nil {
+				return nil, nil, fmt.Errorf("pending read: %w", err)
+			}
+			rc.key = k
+		}
+		reads = append(reads, rc)
+	}
+	return ops, reads, nil
+}
+
+// ApplyPending writes p's changes and the extra system documents in one atomic transaction,
+// after checking that every row p changed or read is still at the version it saw. If anything
+// moved it returns a *ConflictError (errors.Is(err, ErrConflict)) naming the tables and keys,
+// and writes nothing. A kill at any instant leaves the store at the state before or after the
+// whole apply. The extra documents let the engine mark its audit record as applied in the same
+// step.
+func (s *Store) ApplyPending(ctx context.Context, p *Pending, extra ...SysDoc) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops, reads, err := s.normalize(p)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("store is closed")
+	}
+	var conflicts []Conflict
+	for _, o := range ops {
+		if now := s.tables[o.s.Name].version(o.key); now != o.base {
+			conflicts = append(conflicts, Conflict{Table: o.s.Name, Key: o.key, Seen: o.base, Now: now})
+		}
+	}
+	for _, r := range reads {
+		mt := s.tables[r.s.Name]
+		if r.all {
+			if mt.ver != r.ver {
+				conflicts = append(conflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver})
+			}
+		} else if now := mt.version(r.key); now != r.ver {
+			conflicts = append(conflicts, Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
+		}
+	}
+	if len(conflicts) > 0 {
+		return &ConflictError{Conflicts: conflicts}
+	}
+	return s.commitLocked(ops, extra)
+}
+
+// commitLocked writes ops (already checked) and extra in one bbolt transaction at the next
+// sequence number, then publishes them in memory. The caller holds s.mu.
+func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
+	if len(ops) == 0 && len(extra) == 0 {
+		return nil
+	}
+	seq := s.seq
+	if len(ops) > 0 {
+		seq++
+	}
+	touched := map[string]bool{}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	err := s.bolt.runGroup(func(*bbolt.Tx) error {
+		inserts := map[string][]*cloverDoc{}
+		for _, o := range ops {
+			coll := o.s.Name
+			touched[coll] = true
+			switch {
+			case o.row == nil:
+				if err := s.db.DeleteById(coll, docID(coll, o.key)); err != nil {
+					return err
+				}
+			case o.base == 0:
+				inserts[coll] = append(inserts[coll], encodeDoc(coll, o.key, o.row, seq))
+			default:
+				if err := s.db.ReplaceById(coll, docID(coll, o.key), encodeDoc(coll, o.key, o.row, seq)); err != nil {
+					return err
+				}
+			}
+		}
+		for coll, docs := range inserts {
+			if err := s.db.Insert(coll, docs...); err != nil {
+				return err
+			}
+		}
+		for _, d := range extra {
+			if err := s.putSysDoc(d); err != nil {
+				return err
+			}
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		return s.putSysLocked(metaCollection, metaID, s.metaAt(seq, touched))
+	})
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	for _, o := range ops {
+		s.tables[o.s.Name].put(o.key, o.row, seq)
+	}
+	for name := range touched {
+		s.tables[name].ver = seq
+	}
+	s.seq = seq
+	return nil
+}
+
+// metaAt is the meta record after a commit at seq that changed the touched tables.
+func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables))}
+	for name, t := range s.tables {
+		m.Tables[name] = t.ver
+		if touched[name] {
+			m.Tables[name] = seq
+		}
+	}
+	return m
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/starplan/starplan/table"
+)
+
+// ErrInUse is matched (errors.Is) by the error Open returns when another process has the store
+// open.
+var ErrInUse = errors.New("store is in use by another starplan process")
+
+// InUseError is returned by Open when another process holds the store's lock for longer than
+// the lock timeout. bbolt allows one process at a time; starplan reports it instead of waiting.
+type InUseError struct {
+	Dir string
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("store %s is in use by another starplan process", e.Dir)
+}
+
+// Hint says what to do about it.
+func (e *InUseError) Hint() string {
+	return "wait for the other starplan command to finish, or pass --db DIR (or set STARPLAN_DB) to use another store"
+}
+
+func (e *InUseError) Is(target error) bool { return target == ErrInUse }
+
+// ErrConflict is matched (errors.Is) by every *ConflictError.
+var ErrConflict = errors.New("apply conflict")
+
+// Conflict is one row (or whole table) that moved between a run and its apply.
+type Conflict struct {
+	Table string `json:"table"`
+	Key   any    `json:"key,omitempty"` // nil: the run read the whole table
+	Seen  int64  `json:"seen"`          // the version the run saw; 0: the row did not exist
+	Now   int64  `json:"now"`           // the version now; 0: the row does not exist
+}
+
+func (c Conflict) String() string {
+	if c.Key == nil {
+		return fmt.Sprintf("table %s changed after the run read all of it", c.Table)
+	}
+	what := "was changed"
+	switch {
+	case c.Seen == 0:
+		what = "was inserted"
+	case c.Now == 0:
+		what = "was deleted"
+	}
+	return fmt.Sprintf("%s row %s %s after the run read it", c.Table, table.FormatValue(c.Key), what)
+}
+
+// ConflictError is returned by Apply when a row the run read or changed is no longer at the
+// version the run saw. Nothing was written.
+type ConflictError struct {
+	Conflicts []Conflict
+}
+
+func (e *ConflictError) Error() string {
+	var b strings.Builder
+	b.WriteString("apply conflict: ")
+	b.WriteString(e.Conflicts[0].String())
+	if n := len(e.Conflicts) - 1; n > 0 {
+		fmt.Fprintf(&b, " (and %d more)", n)
+	}
+	b.WriteString("; nothing was written")
+	return b.String()
+}
+
+// Hint says what to do about it.
+func (e *ConflictError) Hint() string {
+	return "run the plan again against the current data"
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ErrNotEmpty is returned by Seed without force when the store already holds rows.
+var ErrNotEmpty = errors.New("the store already holds data; seed with force to replace it")

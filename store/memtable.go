@@ -1,0 +1,218 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/starplan/starplan/table"
+)
+
+// rec is one committed row. A rec is never modified once published: an apply that changes a row
+// publishes a new rec, so rows handed to readers stay valid and unchanged.
+type rec struct {
+	key any
+	row table.Row
+	ver int64 // the commit sequence number that wrote the row
+}
+
+// memTable is the committed state of one table, held in memory: rows by key, rows in key order,
+// and hash indexes on fields built on first use. Readers hold the Store's read lock; applies hold
+// its write lock.
+type memTable struct {
+	s     *schema
+	rows  map[any]*rec
+	order []*rec // sorted by table.CompareKeys
+	ver   int64  // the commit sequence number that last changed the table
+
+	// maxNum is the highest number n among keys of the form KeyPrefix+digits (-1: none); it
+	// makes key generation O(1). It is recomputed by a scan only when that row is deleted.
+	maxNum int64
+
+	idxMu   sync.Mutex // guards indexes: readers build them lazily under the read lock
+	indexes map[string]map[any][]*rec
+}
+
+func newMemTable(s *schema, recs []*rec, ver int64) *memTable {
+	t := &memTable{s: s, rows: make(map[any]*rec, len(recs)), order: recs, ver: ver}
+	for _, r := range recs {
+		t.rows[r.key] = r
+	}
+	slices.SortFunc(t.order, func(a, b *rec) int { return table.CompareKeys(a.key, b.key) })
+	t.maxNum = t.scanMaxNum()
+	return t
+}
+
+// normKey converts a key value to the kind the key field stores (string, or int64), or explains
+// why it cannot be a key of this table.
+func (s *schema) normKey(k any) (any, error) {
+	switch s.key.Type {
+	case table.TypeString:
+		if str, ok := k.(string); ok {
+			return str, nil
+		}
+		return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be a string (%s is a string field)", table.FormatValue(k), s.Key)}
+	default:
+		v, rule := s.key.check(k)
+		if rule != "" || v == nil {
+			return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be an int (%s is an int field)", table.FormatValue(k), s.Key)}
+		}
+		return v, nil
+	}
+}
+
+// keyNum returns n when key is the schema's KeyPrefix followed by digits only.
+func (s *schema) keyNum(key any) (int64, bool) {
+	str, ok := key.(string)
+	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
+		return 0, false
+	}
+	digits := str[len(s.KeyPrefix):]
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
+// formatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
+func (s *schema) formatKey(n int64) string {
+	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
+}
+
+func (t *memTable) scanMaxNum() int64 {
+	best := int64(-1)
+	if t.s.KeyPrefix == "" {
+		return best
+	}
+	for _, r := range t.order {
+		if n, ok := t.s.keyNum(r.key); ok && n > best {
+			best = n
+		}
+	}
+	return best
+}
+
+// version returns the committed version of key, 0 when there is no such row.
+func (t *memTable) version(key any) int64 {
+	if r := t.rows[key]; r != nil {
+		return r.ver
+	}
+	return 0
+}
+
+// search returns the position of key in order, and whether it is there.
+func (t *memTable) search(key any) (int, bool) {
+	return slices.BinarySearchFunc(t.order, key, func(r *rec, k any) int { return table.CompareKeys(r.key, k) })
+}
+
+// put publishes row (nil: deletes) for key at version ver. Callers hold the Store's write lock.
+func (t *memTable) put(key any, row table.Row, ver int64) {
+	old := t.rows[key]
+	var nr *rec
+	if row != nil {
+		nr = &rec{key: key, row: row, ver: ver}
+	}
+	i, found := t.search(key)
+	switch {
+	case nr != nil && found:
+		t.order[i] = nr
+	case nr != nil:
+		t.order = slices.Insert(t.order, i, nr)
+	case found:
+		t.order = slices.Delete(t.order, i, i+1)
+	}
+	if nr != nil {
+		t.rows[key] = nr
+	} else {
+		delete(t.rows, key)
+	}
+	t.idxMu.Lock()
+	for f, idx := range t.indexes {
+		if old != nil {
+			if k, ok := indexKey(old.row[f]); ok {
+				idx[k] = removeRec(idx[k], old)
+				if len(idx[k]) == 0 {
+					delete(idx, k)
+				}
+			}
+		}
+		if nr != nil {
+			if k, ok := indexKey(nr.row[f]); ok {
+				idx[k] = insertRec(idx[k], nr)
+			}
+		}
+	}
+	t.idxMu.Unlock()
+	if n, ok := t.s.keyNum(key); ok {
+		if nr != nil && n > t.maxNum {
+			t.maxNum = n
+		} else if nr == nil && n == t.maxNum {
+			t.maxNum = t.scanMaxNum()
+		}
+	}
+}
+
+func removeRec(list []*rec, r *rec) []*rec {
+	for i, x := range list {
+		if x == r {
+			return slices.Delete(list, i, i+1)
+		}
+	}
+	return list
+}
+
+func insertRec(list []*rec, r *rec) []*rec {
+	i, _ := slices.BinarySearchFunc(list, r.key, func(x *rec, k any) int { return table.CompareKeys(x.key, k) })
+	return slices.Insert(list, i, r)
+}
+
+// lookup returns the committed rows whose field equals v, in key order, from the field's hash
+// index (built on first use: O(rows) once, then O(1) per lookup). ok is false when v cannot be
+// indexed (lists, dicts, NaN); the caller then scans. The slice is shared: do not modify it.
+func (t *memTable) lookup(f string, v any) (recs []*rec, ok bool) {
+	k, ok := indexKey(v)
+	if !ok {
+		return nil, false
+	}
+	t.idxMu.Lock()
+	defer t.idxMu.Unlock()
+	idx := t.indexes[f]
+	if idx == nil {
+		idx = make(map[any][]*rec)
+		for _, r := range t.order {
+			if rk, ok := indexKey(r.row[f]); ok {
+				idx[rk] = append(idx[rk], r)
+			}
+		}
+		if t.indexes == nil {
+			t.indexes = make(map[string]map[any][]*rec)
+		}
+		t.indexes[f] = idx
+	}
+	return idx[k], true
+}
+
+// indexKey maps a field value to its hash-index key. Numbers map to float64, so 80 and 80.0
+// share a bucket; a bucket may hold more rows than equal ones (huge ints), never fewer, because
+// every candidate is checked by the compiled filter afterwards.
+func indexKey(v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, string, bool:
+		return v, true
+	case float64:
+		if math.IsNaN(x) {
+			return nil, false
+		}
+		return x, true
+	case float32:
+		return indexKey(float64(x))
+	}
+	if i, ok := toInt(v); ok {
+		return float64(i), true
+	}
+	return nil, false
+}

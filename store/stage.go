@@ -1,0 +1,614 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+
+	"github.com/starplan/starplan/table"
+)
+
+// bigRead is the most rows one Find records as individual reads. A Find that returns more
+// records one read of the whole table instead (at the table's version): recording 50,000 keys
+// would cost more than the query, and an apply then conflicts if anything in that table changed.
+const bigRead = 256
+
+// Stage is one run's view of the store: it implements table.View. Writes go into an overlay
+// over the committed tables; reads see the overlay. The stage records, for every row it changes,
+// the version it replaced, and for every row Find and Get return, the version it saw, so Apply
+// can check that nothing moved. A Stage is for one goroutine at a time; many stages can work
+// over one Store concurrently.
+type Stage struct {
+	st     *Store
+	tables map[string]*stageTable
+}
+
+// Stage starts a run's staged view over the committed tables.
+func (s *Store) Stage() *Stage {
+	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names))}
+	for _, name := range s.names {
+		sg.tables[name] = &stageTable{
+			st:     s,
+			s:      s.schemas[name],
+			writes: map[any]*write{},
+			reads:  map[any]int64{},
+		}
+	}
+	return sg
+}
+
+// Names lists the tables a plan may use, sorted. System collections are never listed.
+func (sg *Stage) Names() []string { return slices.Clone(sg.st.names) }
+
+// Table returns the named table of the view.
+func (sg *Stage) Table(name string) (table.Table, bool) {
+	t, ok := sg.tables[name]
+	if !ok {
+		return nil, false
+	}
+	return t, true
+}
+
+// stageTable is one table of a Stage; it implements table.Table.
+type stageTable struct {
+	st     *Store
+	s      *schema
+	writes map[any]*write // the overlay, by key
+	// newKeys holds, in key order, the keys written by the run that were absent from the
+	// committed table when first written; a scan merges them with the committed order.
+	newKeys []any
+	reads   map[any]int64 // key -> version seen (0: absent), first read only
+	readAll bool          // a Find returned more than bigRead rows
+	allVer  int64         // the table's version when readAll was first set
+}
+
+// write is the run's state of one row.
+type write struct {
+	key    any
+	row    table.Row // nil: removed
+	base   int64     // the committed version it replaced; 0: the row did not exist
+	before table.Row // the committed row it replaced; nil when base is 0
+}
+
+// cand is a visible row found by a scan.
+type cand struct {
+	key any
+	row table.Row
+	ver int64 // committed version; meaningless when own
+	own bool  // the row comes from the run's overlay
+}
+
+func (t *stageTable) mem() *memTable { return t.st.tables[t.s.Name] }
+
+func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
+
+func (t *stageTable) Len() int {
+	t.st.mu.RLock()
+	defer t.st.mu.RUnlock()
+	mt := t.mem()
+	n := len(mt.order)
+	for k, w := range t.writes {
+		_, committed := mt.rows[k]
+		switch {
+		case w.row != nil && !committed:
+			n++
+		case w.row == nil && committed:
+			n--
+		}
+	}
+	return n
+}
+
+func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
+	return table.Compile(t.s.Schema, where)
+}
+
+// visit calls fn for each visible row that m matches, in key order (reversed when asked), until
+// fn returns false. It holds the committed state's read lock, so fn must not call back into the
+// store. Top-level equalities are answered from a hash index (or the key map) and only those
+// candidates are checked.
+func (t *stageTable) visit(m *table.Matcher, reverse bool, fn func(c cand) bool) {
+	t.st.mu.RLock()
+	defer t.st.mu.RUnlock()
+	mt := t.mem()
+	if recs, ok := t.bestIndex(mt, m.Equalities()); ok {
+		t.visitCandidates(recs, m, reverse, fn)
+		return
+	}
+	t.visitAll(mt, m, reverse, fn)
+}
+
+// bestIndex returns the committed candidates of the equality with the fewest, in key order; ok
+// is false when no equality can be answered from an index.
+func (t *stageTable) bestIndex(mt *memTable, eq map[string]any) (recs []*rec, ok bool) {
+	for f, v := range eq {
+		var rs []*rec
+		if f == t.s.Key {
+			k, err := t.s.normKey(v)
+			if err != nil {
+				return nil, true // no committed row has such a key; overlay rows are checked
+			}
+			if r := mt.rows[k]; r != nil {
+				rs = []*rec{r}
+			}
+		} else {
+			var can bool
+			rs, can = mt.lookup(f, v)
+			if !can {
+				continue
+			}
+		}
+		if !ok || len(rs) < len(recs) {
+			recs, ok = rs, true
+		}
+		if len(recs) == 0 {
+			break
+		}
+	}
+	return recs, ok
+}
+
+// visitCandidates visits the committed rows in recs (key order) that the run has not written,
+// merged with the run's own rows; every candidate is checked with m.
+func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool, fn func(c cand) bool) {
+	var extra []cand
+	for k, w := range t.writes {
+		if w.row != nil && m.Match(w.row) {
+			extra = append(extra, cand{key: k, row: w.row, own: true})
+		}
+	}
+	if len(extra) == 0 && len(t.writes) == 0 {
+		for i := range recs {
+			r := recs[i]
+			if reverse {
+				r = recs[len(recs)-1-i]
+			}
+			if m.Match(r.row) && !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+				return
+			}
+		}
+		return
+	}
+	all := make([]cand, 0, len(recs)+len(extra))
+	for _, r := range recs {
+		if _, written := t.writes[r.key]; written {
+			continue
+		}
+		if m.Match(r.row) {
+			all = append(all, cand{key: r.key, row: r.row, ver: r.ver})
+		}
+	}
+	if len(extra) > 0 {
+		all = append(all, extra...)
+		sort.Slice(all, func(i, j int) bool { return table.CompareKeys(all[i].key, all[j].key) < 0 })
+	}
+	if reverse {
+		slices.Reverse(all)
+	}
+	for _, c := range all {
+		if !fn(c) {
+			return
+		}
+	}
+}
+
+// visitAll scans the committed order merged with the run's new keys.
+func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, reverse bool, fn func(c cand) bool) {
+	ord, nk := mt.order, t.newKeys
+	n, k := len(ord), len(nk)
+	i, j := 0, 0
+	at := func(s int, x int) int { // the position of the x-th element of a sequence of length s
+		if reverse {
+			return s - 1 - x
+		}
+		return x
+	}
+	overlay := len(t.writes) > 0
+	for i < n || j < k {
+		takeCommitted := j >= k
+		if i < n && j < k {
+			c := table.CompareKeys(ord[at(n, i)].key, nk[at(k, j)])
+			if reverse {
+				c = -c
+			}
+			takeCommitted = c <= 0
+		}
+		var c cand
+		if takeCommitted {
+			r := ord[at(n, i)]
+			i++
+			c = cand{key: r.key, row: r.row, ver: r.ver}
+			if overlay {
+				if w, ok := t.writes[r.key]; ok {
+					c = cand{key: r.key, row: w.row, own: true}
+				}
+			}
+		} else {
+			key := nk[at(k, j)]
+			j++
+			if _, committed := mt.rows[key]; committed {
+				continue // visited with the committed rows
+			}
+			c = cand{key: key, row: t.writes[key].row, own: true}
+		}
+		if c.row == nil || !m.Match(c.row) {
+			continue
+		}
+		if !fn(c) {
+			return
+		}
+	}
+}
+
+// query returns the visible rows matching q, at most limit (0: all). The Go predicate q.Match,
+// which may call back into the run, is called after the read lock is released.
+func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
+	m, err := t.compile(q.Where)
+	if err != nil {
+		return nil, err
+	}
+	var out []cand
+	if q.Match == nil {
+		t.visit(m, q.Reverse, func(c cand) bool {
+			out = append(out, c)
+			return limit <= 0 || len(out) < limit
+		})
+		return out, nil
+	}
+	var pre []cand
+	t.visit(m, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
+	out = pre[:0]
+	for _, c := range pre {
+		ok, err := q.Match(c.row)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, c)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Find returns the visible rows that match q in key order, recording them as read.
+func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
+	if q.Match != nil {
+		cs, err := t.query(q, q.Limit)
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]table.Row, len(cs))
+		for i, c := range cs {
+			rows[i] = c.row
+		}
+		t.noteReads(cs)
+		return rows, nil
+	}
+	// Without a Go predicate, stream: no candidate list, reads noted as they come.
+	m, err := t.compile(q.Where)
+	if err != nil {
+		return nil, err
+	}
+	var rows []table.Row
+	var seen []cand
+	t.visit(m, q.Reverse, func(c cand) bool {
+		rows = append(rows, c.row)
+		if !c.own && len(seen) <= bigRead {
+			seen = append(seen, c)
+		}
+		return q.Limit <= 0 || len(rows) < q.Limit
+	})
+	t.noteReads(seen)
+	return rows, nil
+}
+
+// noteReads records the committed rows a Find returned, or one read of the whole table when
+// there are more than bigRead of them.
+func (t *stageTable) noteReads(cs []cand) {
+	committed := 0
+	for _, c := range cs {
+		if !c.own {
+			committed++
+		}
+	}
+	if committed > bigRead {
+		if !t.readAll {
+			t.st.mu.RLock()
+			t.readAll, t.allVer = true, t.mem().ver
+			t.st.mu.RUnlock()
+		}
+		return
+	}
+	for _, c := range cs {
+		if !c.own {
+			t.noteRead(c.key, c.ver)
+		}
+	}
+}
+
+func (t *stageTable) noteRead(key any, ver int64) {
+	if _, ok := t.reads[key]; !ok {
+		t.reads[key] = ver
+	}
+}
+
+// Count returns how many visible rows match q; it records no reads.
+func (t *stageTable) Count(q table.Query) (int, error) {
+	if q.Where == nil && q.Match == nil {
+		return t.Len(), nil
+	}
+	if q.Match != nil {
+		cs, err := t.query(q, 0)
+		return len(cs), err
+	}
+	m, err := t.compile(q.Where)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	t.visit(m, false, func(cand) bool { n++; return true })
+	return n, nil
+}
+
+// Get returns the visible row with the given key, recording the read (also of a missing key).
+// A key of the wrong kind (an int for a string key field) is a *table.QueryError.
+func (t *stageTable) Get(key any) (table.Row, bool, error) {
+	k, err := t.s.normKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if w := t.writes[k]; w != nil {
+		return w.row, w.row != nil, nil
+	}
+	t.st.mu.RLock()
+	r := t.mem().rows[k]
+	t.st.mu.RUnlock()
+	if r == nil {
+		t.noteRead(k, 0)
+		return nil, false, nil
+	}
+	t.noteRead(k, r.ver)
+	return r.row, true, nil
+}
+
+// visible returns the run's view of key and whether the committed table has it.
+func (t *stageTable) visible(k any) table.Row {
+	if w := t.writes[k]; w != nil {
+		return w.row
+	}
+	t.st.mu.RLock()
+	defer t.st.mu.RUnlock()
+	if r := t.mem().rows[k]; r != nil {
+		return r.row
+	}
+	return nil
+}
+
+// Insert validates row, generates a missing key when the schema has a key prefix, and stages the
+// row. The caller's map is copied, never kept.
+func (t *stageTable) Insert(row table.Row) (any, error) {
+	r := maps.Clone(row)
+	if r == nil {
+		r = table.Row{}
+	}
+	if r[t.s.Key] == nil && t.s.KeyPrefix != "" {
+		r[t.s.Key] = t.s.formatKey(t.nextNum())
+	}
+	v, err := t.s.validate(r)
+	if err != nil {
+		return nil, err
+	}
+	k := v[t.s.Key]
+	if t.visible(k) != nil {
+		return nil, &table.FieldError{Table: t.s.Name, Key: k, Value: k,
+			Rule: fmt.Sprintf("duplicate key: a row with %s %s already exists", t.s.Key, table.FormatValue(k))}
+	}
+	t.stage(k, v)
+	return k, nil
+}
+
+// nextNum is the highest number among the visible keys of the form KeyPrefix+digits, plus one.
+func (t *stageTable) nextNum() int64 {
+	t.st.mu.RLock()
+	mt := t.mem()
+	best := mt.maxNum
+	if best >= 0 {
+		// The committed maximum may be a row the run removed: then look at what is left.
+		for k, w := range t.writes {
+			if n, ok := t.s.keyNum(k); ok && n == best && w.row == nil {
+				best = -1
+				for _, r := range mt.order {
+					if n, ok := t.s.keyNum(r.key); ok && n > best && t.visibleLocked(mt, r.key) {
+						best = n
+					}
+				}
+				break
+			}
+		}
+	}
+	t.st.mu.RUnlock()
+	for k, w := range t.writes {
+		if n, ok := t.s.keyNum(k); ok && w.row != nil && n > best {
+			best = n
+		}
+	}
+	if best < 0 {
+		return 1
+	}
+	return best + 1
+}
+
+func (t *stageTable) visibleLocked(mt *memTable, k any) bool {
+	if w := t.writes[k]; w != nil {
+		return w.row != nil
+	}
+	return mt.rows[k] != nil
+}
+
+// stage records row (nil: removal) as the run's state of key.
+func (t *stageTable) stage(k any, row table.Row) {
+	w := t.writes[k]
+	if w == nil {
+		w = &write{key: k}
+		t.st.mu.RLock()
+		if r := t.mem().rows[k]; r != nil {
+			w.base, w.before = r.ver, r.row
+		}
+		t.st.mu.RUnlock()
+		if w.before == nil {
+			i, _ := slices.BinarySearchFunc(t.newKeys, k, table.CompareKeys)
+			t.newKeys = slices.Insert(t.newKeys, i, k)
+		}
+		t.writes[k] = w
+	}
+	w.row = row
+}
+
+// Update merges fields into every visible row that matches q (at most q.Limit), validating each
+// result, and returns how many rows matched (a row already holding the values counts, and is
+// recorded as read). Changing the key or a read-only field is an error. Either every matching
+// row is staged or, on any error, none is.
+func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
+	for name, v := range fields {
+		f := t.s.fields[name]
+		if f == nil {
+			return 0, t.s.unknownField(nil, name, v)
+		}
+		if _, rule := f.check(v); rule != "" {
+			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
+		}
+	}
+	cs, err := t.query(q, q.Limit)
+	if err != nil {
+		return 0, err
+	}
+	type change struct {
+		c   cand
+		row table.Row
+	}
+	changes := make([]change, 0, len(cs))
+	for _, c := range cs {
+		merged := maps.Clone(c.row)
+		maps.Copy(merged, fields)
+		v, err := t.s.validate(merged)
+		if err != nil {
+			return 0, err
+		}
+		for name := range fields {
+			f := t.s.fields[name]
+			if (name == t.s.Key || f.ReadOnly) && !equalValue(v[name], c.row[name]) {
+				rule := "is read-only and cannot be changed by update"
+				if name == t.s.Key {
+					rule = "is the key and cannot be changed by update (insert a new row and remove the old one)"
+				}
+				return 0, &table.FieldError{Table: t.s.Name, Key: c.key, Field: name, Value: fields[name], Rule: rule}
+			}
+		}
+		changes = append(changes, change{c, v})
+	}
+	for _, ch := range changes {
+		if equalRows(ch.row, ch.c.row) {
+			if !ch.c.own {
+				t.noteRead(ch.c.key, ch.c.ver)
+			}
+			continue
+		}
+		t.stage(ch.c.key, ch.row)
+	}
+	return len(changes), nil
+}
+
+// Remove stages the removal of every visible row that matches q (at most q.Limit) and returns
+// how many were removed.
+func (t *stageTable) Remove(q table.Query) (int, error) {
+	cs, err := t.query(q, q.Limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range cs {
+		t.stage(c.key, nil)
+	}
+	return len(cs), nil
+}
+
+// ChangeSet returns what the run would change, per table. Its cost grows with the rows the run
+// wrote, never with the size of a table.
+func (sg *Stage) ChangeSet() table.ChangeSet {
+	cs := table.ChangeSet{}
+	for name, t := range sg.tables {
+		if len(t.writes) == 0 {
+			continue
+		}
+		tc := &table.TableChanges{Key: t.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+		for _, w := range sortedWrites(t.writes) {
+			switch {
+			case w.before == nil && w.row != nil:
+				tc.Inserted = append(tc.Inserted, w.row)
+			case w.before != nil && w.row == nil:
+				tc.Deleted = append(tc.Deleted, w.before)
+			case w.before != nil && w.row != nil:
+				if f := changedFields(w.before, w.row); len(f) > 0 {
+					tc.Updated = append(tc.Updated, table.Update{Key: w.key, Before: w.before, After: w.row, Fields: f})
+				}
+			}
+		}
+		if len(tc.Inserted)+len(tc.Updated)+len(tc.Deleted) > 0 {
+			cs[name] = tc
+		}
+	}
+	return cs
+}
+
+func sortedWrites(ws map[any]*write) []*write {
+	out := make([]*write, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *write) int { return table.CompareKeys(a.key, b.key) })
+	return out
+}
+
+// changedFields lists the fields whose values differ, sorted.
+func changedFields(a, b table.Row) []string {
+	var out []string
+	for k, v := range b {
+		if !equalValue(a[k], v) {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok && a[k] != nil {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func equalRows(a, b table.Row) bool { return len(changedFields(a, b)) == 0 }
+
+// equalValue compares stored values; rows are normalised by the schema, so kinds match.
+func equalValue(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string, bool, int64:
+		return a == b
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || (x != x && y != y))
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// Apply writes the run's changes atomically after checking that nothing it read or changed has
+// moved (see Store.ApplyPending). The stage should not be used afterwards.
+func (sg *Stage) Apply(ctx context.Context, extra ...SysDoc) error {
+	return sg.st.ApplyPending(ctx, sg.Pending(), extra...)
+}

@@ -1,0 +1,461 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ostafen/clover/v2"
+	"github.com/ostafen/clover/v2/query"
+	"github.com/starplan/starplan/table"
+	"go.etcd.io/bbolt"
+)
+
+// DefaultLockTimeout is how long Open waits for another process to release the store before it
+// returns an *InUseError.
+const DefaultLockTimeout = time.Second
+
+// Options configure Open. The zero value opens the inventory domain, seeds a new store with its
+// demo data and prints nothing.
+type Options struct {
+	// Domain declares the tables and seed rows; nil means Inventory().
+	Domain *Domain
+	// Stderr receives the one-time note "seeded new store at DIR with the demo data" when Open
+	// creates a store; nil discards it.
+	Stderr io.Writer
+	// NoSeed creates a new store with empty tables instead of the domain's seed rows.
+	NoSeed bool
+	// LockTimeout overrides DefaultLockTimeout when positive.
+	LockTimeout time.Duration
+}
+
+// Store is an open starplan store: the committed tables of one domain, held in memory and
+// persisted by clover on bbolt. A Store is safe for concurrent use; each run works through its
+// own Stage. Only one process can have a store open at a time.
+type Store struct {
+	dir     string
+	domain  *Domain
+	schemas map[string]*schema
+	names   []string // domain table names, sorted
+	created bool
+
+	bolt *boltStore
+	db   *clover.DB
+
+	// mu guards the committed state below: stages read under RLock, applies write under Lock.
+	mu     sync.RWMutex
+	tables map[string]*memTable
+	seq    int64 // the last commit sequence number
+	closed bool
+}
+
+// metaCollection holds the store's own record; system collections are "_" + name; domain
+// tables cannot start with "_", so none of these is ever visible to a plan.
+const (
+	metaCollection = "_starplan"
+	metaID         = "meta"
+	formatVersion  = 1
+)
+
+type metaRecord struct {
+	Format int              `json:"format"`
+	Domain string           `json:"domain"`
+	Seq    int64            `json:"seq"`    // the last commit sequence number
+	Tables map[string]int64 `json:"tables"` // the sequence number that last changed each table
+}
+
+// DefaultDir is where the store lives when the command line does not say: $STARPLAN_DB, else
+// $XDG_DATA_HOME/starplan, else ~/.local/share/starplan.
+func DefaultDir() (string, error) {
+	return ResolveDir("")
+}
+
+// ResolveDir returns flag (the CLI's --db) when it is set, else DefaultDir's answer.
+func ResolveDir(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if dir := os.Getenv("STARPLAN_DB"); dir != "" {
+		return dir, nil
+	}
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" {
+		return filepath.Join(dir, "starplan"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the store directory: %w (set STARPLAN_DB or pass --db)", err)
+	}
+	return filepath.Join(home, ".local", "share", "starplan"), nil
+}
+
+// Open opens the store in dir, creating the directory and, for a new store, the tables with
+// the domain's seed rows (saying so once on opts.Stderr). Every committed row is loaded into
+// memory. When another process has the store open, Open fails within the lock timeout with an
+// error that matches ErrInUse. A store created for one domain cannot be opened as another.
+func Open(dir string, opts Options) (*Store, error) {
+	dom := opts.Domain
+	if dom == nil {
+		dom = Inventory()
+	}
+	schemas, err := dom.compiled()
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	bs, err := openBolt(dir, timeout)
+	if err != nil {
+		return nil, err
+	}
+	db, err := clover.OpenWithStore(bs)
+	if err != nil {
+		bs.Close()
+		return nil, err
+	}
+	s := &Store{dir: dir, domain: dom, schemas: schemas, bolt: bs, db: db, tables: map[string]*memTable{}}
+	for name := range schemas {
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	if err := s.init(opts); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if s.created && opts.Stderr != nil {
+		what := "with the " + dom.Name + " demo data"
+		if opts.NoSeed || len(dom.Seed) == 0 {
+			what = "with empty " + dom.Name + " tables"
+		}
+		fmt.Fprintf(opts.Stderr, "seeded new store at %s %s\n", dir, what)
+	}
+	return s, nil
+}
+
+// init creates or checks the store's collections and loads every table into memory.
+func (s *Store) init(opts Options) error {
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if err := s.create(opts.NoSeed); err != nil {
+			return err
+		}
+		s.created = true
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+	}
+	if m.Format != formatVersion {
+		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
+	}
+	if m.Domain != s.domain.Name {
+		return fmt.Errorf("the store holds the %s domain, not %s", m.Domain, s.domain.Name)
+	}
+	// A domain may gain tables after its stores were created: add them, empty.
+	var missing []string
+	for _, name := range s.names {
+		ok, err := s.db.HasCollection(name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		err := s.bolt.runGroup(func(*bbolt.Tx) error {
+			for _, name := range missing {
+				if err := s.db.CreateCollection(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.seq = m.Seq
+	return s.bolt.db.View(func(tx *bbolt.Tx) error {
+		for _, name := range s.names {
+			t, err := loadTable(tx, s.schemas[name], m.Tables[name])
+			if err != nil {
+				return err
+			}
+			s.tables[name] = t
+		}
+		return nil
+	})
+}
+
+// create makes a new store: one collection per table, the seed rows at version 1, the meta
+// record, all in one transaction.
+func (s *Store) create(noSeed bool) error {
+	for _, name := range s.names {
+		if ok, err := s.db.HasCollection(name); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("it holds a collection %q but no starplan record: not a starplan store", name)
+			}
+			return err
+		}
+	}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}}
+	return s.bolt.runGroup(func(*bbolt.Tx) error {
+		for _, name := range s.names {
+			if err := s.db.CreateCollection(name); err != nil {
+				return err
+			}
+			m.Tables[name] = 1
+			if noSeed {
+				continue
+			}
+			if err := s.insertDocs(name, s.domain.Seed[name], 1); err != nil {
+				return err
+			}
+		}
+		return s.putSysLocked(metaCollection, metaID, m)
+	})
+}
+
+// insertDocs stores rows as new documents of collection at version ver (inside a group).
+func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	key := s.schemas[collection].Key
+	docs := make([]*cloverDoc, len(rows))
+	for i, r := range rows {
+		docs[i] = encodeDoc(collection, r[key], r, ver)
+	}
+	return s.db.Insert(collection, docs...)
+}
+
+// loadTable reads one table's documents and normalises each to the schema's kinds.
+func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, error) {
+	var recs []*rec
+	err := loadDocs(tx, s.Name, func(row map[string]any, version int64) error {
+		if err := s.normalizeStored(row); err != nil {
+			return err
+		}
+		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newMemTable(s, recs, ver), nil
+}
+
+// normalizeStored converts a decoded document in place to the kinds Validate produces (int64
+// for int fields, float64 for float fields, every field present). Constraints were checked when
+// the row was written and are not checked again; a field the schema does not declare is an error.
+func (s *schema) normalizeStored(row map[string]any) error {
+	for name, v := range row {
+		f := s.fields[name]
+		if f == nil {
+			return fmt.Errorf("%s row %s: stored field %q is not in the schema", s.Name, table.FormatValue(row[s.Key]), name)
+		}
+		switch f.Type {
+		case table.TypeInt:
+			if i, ok := toInt(v); ok {
+				row[name] = i
+			}
+		case table.TypeFloat:
+			if i, ok := toInt(v); ok {
+				row[name] = float64(i)
+			}
+		}
+	}
+	if len(row) < len(s.Fields) {
+		for i := range s.Fields {
+			if _, ok := row[s.Fields[i].Name]; !ok {
+				row[s.Fields[i].Name] = nil
+			}
+		}
+	}
+	switch row[s.Key].(type) {
+	case string, int64:
+		return nil
+	}
+	return fmt.Errorf("%s: stored row has key %s, not a %s", s.Name, table.FormatValue(row[s.Key]), s.key.Type)
+}
+
+// Close releases the store. Stages of a closed store must not be used.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.db.Close()
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Created reports whether Open created (and seeded) the store.
+func (s *Store) Created() bool { return s.created }
+
+// Domain is the domain the store was opened with.
+func (s *Store) Domain() *Domain { return s.domain }
+
+// Schema returns the named table's schema.
+func (s *Store) Schema(name string) (*table.Schema, bool) {
+	c := s.schemas[name]
+	if c == nil {
+		return nil, false
+	}
+	return c.Schema, true
+}
+
+// Names lists the domain's tables, sorted.
+func (s *Store) Names() []string { return slices.Clone(s.names) }
+
+// SysDoc is a document of a system collection (such as the audit log's "runs"), written by
+// Apply in the same transaction as a run's changes. Value is stored as its JSON encoding.
+type SysDoc struct {
+	Collection string
+	ID         string
+	Value      any
+}
+
+// SysRecord is a stored system document: its id and its JSON.
+type SysRecord struct {
+	ID   string
+	JSON json.RawMessage
+}
+
+func sysCollection(name string) (string, error) {
+	if !nameRE.MatchString(name) || name == metaCollection[1:] {
+		return "", fmt.Errorf("system collection name %q: must be a letter followed by letters, digits or _", name)
+	}
+	return "_" + name, nil
+}
+
+// PutSys stores v (as JSON) under id in the system collection coll, replacing any document
+// with that id. System collections are never visible to plans.
+func (s *Store) PutSys(ctx context.Context, coll, id string, v any) error {
+	return s.write(ctx, func() error { return s.putSysDoc(SysDoc{Collection: coll, ID: id, Value: v}) })
+}
+
+// GetSys decodes the document id of the system collection coll into v, reporting whether it
+// exists.
+func (s *Store) GetSys(coll, id string, v any) (bool, error) {
+	c, err := sysCollection(coll)
+	if err != nil {
+		return false, err
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.getSysLocked(c, id, v)
+}
+
+// ListSys returns every document of the system collection coll, sorted by id.
+func (s *Store) ListSys(coll string) ([]SysRecord, error) {
+	c, err := sysCollection(coll)
+	if err != nil {
+		return nil, err
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	if ok, err := s.db.HasCollection(c); err != nil || !ok {
+		return nil, err
+	}
+	docs, err := s.db.FindAll(query.NewQuery(c))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SysRecord, 0, len(docs))
+	for _, d := range docs {
+		id, _ := d.Get("id").(string)
+		raw, _ := d.Get("json").(string)
+		out = append(out, SysRecord{ID: id, JSON: json.RawMessage(raw)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
+	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
+		return false, err
+	}
+	doc, err := s.db.FindById(coll, docID(coll, id))
+	if err != nil || doc == nil {
+		return false, err
+	}
+	raw, _ := doc.Get("json").(string)
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return true, fmt.Errorf("system document %s/%s: %w", coll, id, err)
+	}
+	return true, nil
+}
+
+// putSysDoc writes one system document; it runs inside a group.
+func (s *Store) putSysDoc(d SysDoc) error {
+	c, err := sysCollection(d.Collection)
+	if err != nil {
+		return err
+	}
+	return s.putSysLocked(c, d.ID, d.Value)
+}
+
+func (s *Store) putSysLocked(coll, id string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("system document %s/%s: %w", coll, id, err)
+	}
+	ok, err := s.db.HasCollection(coll)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := s.db.CreateCollection(coll); err != nil {
+			return err
+		}
+	}
+	doc := newCloverDoc()
+	doc.Set(idField, docID(coll, id))
+	doc.Set("id", id)
+	doc.Set("json", string(raw))
+	old, err := s.db.FindById(coll, doc.ObjectId())
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return s.db.Insert(coll, doc)
+	}
+	return s.db.ReplaceById(coll, doc.ObjectId(), doc)
+}
+
+// write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn
+// may call clover freely. It is for writes that do not change tables.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("store is closed")
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.bolt.runGroup(func(*bbolt.Tx) error { return fn() })
+}
