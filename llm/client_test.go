@@ -247,6 +247,9 @@ func TestCancelDuringRequest(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	var te *llm.TimeoutError
 	assert.False(t, errors.As(err, &te), "a cancelled request is not a timeout")
+	var ue *llm.UnreachableError
+	assert.False(t, errors.As(err, &ue), "a cancelled request is not a transport failure")
+	assert.Empty(t, srv.Waits(), "a cancelled request is not retried")
 }
 
 func TestCancelDuringBackoffWait(t *testing.T) {

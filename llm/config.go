@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -95,9 +96,13 @@ type Config struct {
 
 // ConfigFromEnv returns a Config with every default filled in and the key, endpoint and model
 // taken from OPENAI_API_KEY, OPENAI_BASE_URL and STARPLAN_MODEL where those are set and not
-// blank. getenv is usually os.Getenv; tests pass a map lookup. Values are trimmed of spaces.
+// blank. getenv is usually os.Getenv (nil means os.Getenv); tests pass a map lookup. Values are
+// trimmed of spaces.
 // Command-line flags take precedence over the environment by overwriting fields afterwards.
 func ConfigFromEnv(getenv func(string) string) Config {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	cfg := Config{
 		BaseURL:    DefaultBaseURL,
 		Model:      DefaultModel,
