@@ -1,0 +1,223 @@
+// Package pycompat rewrites, before parsing, the Python constructs that a model writes out of
+// habit and that have an exact Starlark meaning: f-strings, %-formatting and str.format with
+// format specs, `is None`/`is True`/`is False`, generator expressions, chained comparisons and
+// imports of modules that are already predeclared. Every rewrite is recorded (line, rule, the
+// line before and after) and every construct it refuses is reported as a diag.Diagnostic with a
+// hint, so a run's audit shows exactly what the program became.
+//
+// It owns only source-to-source translation. It must not parse with go.starlark.net, resolve
+// names, run anything or decide whether a program is acceptable: constructs it does not know
+// (try/except, class, lambda-isms, walrus, `**`, ...) are left untouched for the checker, and a
+// refused construct is left as it was written. The output always has exactly the lines of the
+// input, and each construct stays on its line, so diagnostics downstream refer to the program's
+// own lines. Text inside string literals and comments is never touched (f-strings excepted).
+//
+// Rewrites target plain Starlark plus two builtins that the sandbox predeclares: format(value,
+// spec), which implements Python's format-spec mini-language, and the standard str, repr and
+// int. A program that rebinds one of those names breaks the rewritten code; that is not
+// detected here.
+//
+// Translate never panics and runs in time linear in the size of its input (nesting is bounded).
+package pycompat
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/starplan/starplan/diag"
+)
+
+// Options configure Translate. The zero value knows no modules, so every import is refused.
+type Options struct {
+	// Modules maps each predeclared module name (math, json, re) to its member names. An import
+	// of a module that is not a key is refused; so is an import of a member not listed.
+	Modules map[string][]string
+}
+
+// Rewrite records one construct that Translate rewrote. Line is 1-based; Before and After are
+// the whole source lines the construct spans (joined by "\n"), before and after every rewrite.
+type Rewrite struct {
+	Line   int    `json:"line"`
+	Rule   string `json:"rule"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// Result is the outcome of Translate. Source has exactly as many lines as the input. Rewrites
+// are in source order; Diagnostics (all with Stage diag.StagePycompat) are sorted by position.
+type Result struct {
+	Source      string
+	Rewrites    []Rewrite
+	Diagnostics diag.List
+}
+
+// The rules, as recorded in Rewrite.Rule.
+const (
+	RuleFString        = "f-string"        // f"{x:.2f}" -> "{}".format(format(x, ".2f"))
+	RulePercentFormat  = "percent-format"  // "%5.1f" % x -> "{}".format(format(x, "5.1f"))
+	RuleStrFormat      = "str-format"      // "{:>5}".format(x) -> "{}".format(format(x, ">5"))
+	RuleIsNone         = "is-none"         // x is None -> x == None (also True, False)
+	RuleGenexp         = "genexp"          // sum(x for x in y) -> sum([x for x in y])
+	RuleChainedCompare = "chained-compare" // a < b < c -> (a < b and b < c)
+	RuleImport         = "import"          // import math -> (dropped); from math import floor -> floor = math.floor
+)
+
+// The diagnostic codes. Each refused construct is left as written.
+const (
+	// CodeFString: an f-string that cannot be translated exactly (malformed, !a, a nested spec
+	// with its own spec, escapes in a spec or debug text, an escape that spells a brace).
+	CodeFString = "f-string"
+	// CodePercentFormat: a %-format that cannot be translated exactly (* width, %a, %c with a
+	// width, precision on an integer conversion, argument count mismatch, a non-literal tuple).
+	CodePercentFormat = "percent-format"
+	// CodeStrFormat: a str.format call with specs that cannot be translated exactly (nested
+	// fields, attribute or index fields, *args, an argument that would be evaluated twice).
+	CodeStrFormat = "str-format"
+	// CodeChainedCompare: a chained comparison whose middle operand is not a plain value, so
+	// splitting it would evaluate that operand twice.
+	CodeChainedCompare = "chained-compare"
+	// CodeImportUnknown: an import of a module that is not predeclared.
+	CodeImportUnknown = "import-unknown"
+	// CodeImportMember: from M import X where M has no member X.
+	CodeImportMember = "import-member"
+	// CodeImportStar: from M import *.
+	CodeImportStar = "import-star"
+	// CodeInternal: pycompat failed on this input; the source was returned unchanged.
+	CodeInternal = "pycompat-internal"
+)
+
+// maxNest bounds bracket nesting that is rewritten; deeper groups are copied verbatim.
+const maxNest = 100
+
+// Translate rewrites src (a whole program) and returns the result. It never fails: a construct
+// it cannot translate exactly is left untouched and reported.
+func Translate(src string, opts Options) (res Result) {
+	if !mayNeedRewrite(src) {
+		return Result{Source: src}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = Result{Source: src, Diagnostics: diag.List{{
+				Stage: diag.StagePycompat, Code: CodeInternal,
+				Message: fmt.Sprintf("internal error in the Python-compatibility pass: %v", r),
+				Hint:    "write plain Starlark",
+			}}}
+		}
+	}()
+	t := &translator{src: src, opts: opts}
+	toks := tokenize(src, 0, len(src), false, make([]token, 0, len(src)/4+8))
+	var b strings.Builder
+	b.Grow(len(src) + len(src)/4)
+	if len(toks) == 0 {
+		return Result{Source: src}
+	}
+	b.WriteString(src[:toks[0].start])
+	t.render(&b, toks, 0, len(toks), 0, true)
+	b.WriteString(src[toks[len(toks)-1].end:])
+	out := b.String()
+	if len(t.rewrites) == 0 {
+		out = src
+	}
+	if strings.Count(out, "\n") != strings.Count(src, "\n") {
+		panic("line count changed") // recovered above: never hand back a shifted program
+	}
+	res.Source = out
+	res.Diagnostics = t.diags
+	sort.SliceStable(res.Diagnostics, func(i, j int) bool {
+		a, b := res.Diagnostics[i], res.Diagnostics[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	if len(t.rewrites) > 0 {
+		inLines := strings.Split(src, "\n")
+		outLines := strings.Split(out, "\n")
+		sort.SliceStable(t.rewrites, func(i, j int) bool { return t.rewrites[i].start < t.rewrites[j].start })
+		for _, r := range t.rewrites {
+			l1 := t.line(r.start)
+			l2 := t.line(r.end)
+			if r.end > r.start && l2 > l1 && src[r.end-1] == '\n' {
+				l2--
+			}
+			res.Rewrites = append(res.Rewrites, Rewrite{
+				Line:   l1,
+				Rule:   r.rule,
+				Before: strings.Join(inLines[l1-1:l2], "\n"),
+				After:  strings.Join(outLines[l1-1:l2], "\n"),
+			})
+		}
+	}
+	return res
+}
+
+type rewriteRec struct {
+	rule       string
+	start, end int
+}
+
+// translator holds the state of one Translate call.
+type translator struct {
+	src        string
+	opts       Options
+	rewrites   []rewriteRec
+	diags      diag.List
+	lineStarts []int
+	quiet      int // > 0 while rendering a duplicate: record nothing
+	flat       int // > 0 while rendering a duplicate: gaps with newlines become one space
+}
+
+func (t *translator) record(rule string, start, end int) {
+	if t.quiet == 0 {
+		t.rewrites = append(t.rewrites, rewriteRec{rule: rule, start: start, end: end})
+	}
+}
+
+func (t *translator) diag(code string, off int, msg, hint string) {
+	if t.quiet > 0 {
+		return
+	}
+	line, col := t.pos(off)
+	for _, d := range t.diags {
+		if d.Line == line && d.Col == col && d.Code == code {
+			return
+		}
+	}
+	t.diags = append(t.diags, diag.Diagnostic{
+		Stage: diag.StagePycompat, Code: code, Line: line, Col: col, Message: msg, Hint: hint,
+	})
+}
+
+// line returns the 1-based line of the byte offset off.
+func (t *translator) line(off int) int {
+	if t.lineStarts == nil {
+		t.lineStarts = append(t.lineStarts, 0)
+		for i := 0; i < len(t.src); i++ {
+			if t.src[i] == '\n' {
+				t.lineStarts = append(t.lineStarts, i+1)
+			}
+		}
+	}
+	return sort.SearchInts(t.lineStarts, off+1)
+}
+
+// pos returns the 1-based line and column (in runes, as go.starlark.net counts) of off.
+func (t *translator) pos(off int) (int, int) {
+	l := t.line(off)
+	start := t.lineStarts[l-1]
+	if off > len(t.src) {
+		off = len(t.src)
+	}
+	return l, utf8.RuneCountInString(t.src[start:off]) + 1
+}
+
+// snippet returns the source of [start, end) on one line, shortened for a message.
+func (t *translator) snippet(start, end int) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(t.src[start:end], "\uFFFD")), " ")
+	if utf8.RuneCountInString(s) > 60 {
+		s = string([]rune(s)[:57]) + "..."
+	}
+	return s
+}
