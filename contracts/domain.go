@@ -29,13 +29,16 @@ const Tolerance = 0.005
 //go:embed domains/*.json
 var embedded embed.FS
 
-// Domain is one domain's output contract and mutation policy, loaded from JSON. A loaded Domain is
-// immutable and safe for concurrent use.
+// Domain is one domain's output contract and mutation policy. Build it with Load or Parse, which
+// validate it and resolve its rules; treat the result as read-only. A loaded Domain is safe for
+// concurrent use.
 type Domain struct {
 	Name     string   `json:"name"`
 	Doc      string   `json:"doc,omitempty"`
 	Contract Contract `json:"contract"`
 	Rules    []Rule   `json:"rules"`
+
+	ready bool // validated and resolved by Parse
 }
 
 // Contract holds the parameters of the output contract: what answer_text and STATUS must be.
@@ -197,6 +200,7 @@ func (d *Domain) validate() error {
 		}
 		r.check = check
 	}
+	d.ready = true
 	return nil
 }
 
@@ -218,15 +222,15 @@ func (d *Domain) Describe() []RuleDoc {
 // applied. The error is for failures of starplan itself: a Committed read that fails, or one that
 // is needed but missing.
 func (d *Domain) Check(in Input) (diag.List, error) {
+	if !d.ready {
+		return nil, fmt.Errorf("contracts: domain %q was not validated; build domains with Load or Parse", d.Name)
+	}
 	p := &pass{in: in, contract: &d.Contract}
 	for _, it := range contractItems {
 		it.check(p)
 	}
 	for i := range d.Rules {
 		r := &d.Rules[i]
-		if r.check == nil {
-			return nil, fmt.Errorf("contracts: rule %q was not resolved; build domains with Load or Parse", r.Name)
-		}
 		if err := r.check(p); err != nil {
 			return nil, fmt.Errorf("contracts: rule %q: %w", r.Name, err)
 		}

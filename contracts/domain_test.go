@@ -1,6 +1,7 @@
 package contracts_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -95,12 +96,12 @@ func TestParseErrors(t *testing.T) {
 
 func fmtRules(rules string) string { return strings.Replace(minimal, "%s", rules, 1) }
 
-// A rule built by hand rather than by Parse is an error, not a silent pass.
+// A domain built by hand rather than by Parse is an error, not a silent pass.
 func TestCheckUnresolvedRule(t *testing.T) {
 	d := &contracts.Domain{Name: "x", Contract: contracts.Contract{Statuses: []string{"success"}, MaxSentences: 1, MaxChars: 10},
 		Rules: []contracts.Rule{{Name: "r", Doc: "d", Kind: "no_deletes"}}}
 	_, err := d.Check(contracts.Input{Globals: globals("success", "Hi.")})
-	assert.ErrorContains(t, err, "not resolved")
+	assert.ErrorContains(t, err, "not validated")
 }
 
 // Another domain brings its own file and reuses the kinds with its own tables and fields: a
@@ -153,6 +154,35 @@ func BenchmarkCheckTwoItemOrder(b *testing.B) {
 		got, err := d.Check(in)
 		if err != nil || len(got) != 0 {
 			b.Fatal(err, got)
+		}
+	}
+}
+
+// Kinds with an optional table list apply to those tables only.
+func TestScopedKinds(t *testing.T) {
+	d, err := contracts.Parse(strings.NewReader(fmtRules(`
+		{"name": "keep_a", "doc": "rows of a stay", "kind": "no_deletes", "params": {"tables": ["a"]}},
+		{"name": "a_keys", "doc": "keys of a stay", "kind": "key_immutable", "params": {"tables": ["a"]}}`)))
+	require.NoError(t, err)
+	rename := func() *table.TableChanges {
+		return &table.TableChanges{Key: "k", Deleted: []table.Row{{"k": "x"}},
+			Updated: []table.Update{{Key: "y", Before: table.Row{"k": "y"}, After: table.Row{"k": "z"}, Fields: []string{"k"}}}}
+	}
+	got, err := d.Check(contracts.Input{Globals: map[string]any{"STATUS": "success", "answer_text": "Ok."},
+		Changes: table.ChangeSet{"a": rename(), "b": rename()}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{contracts.CodeDeleteNotAllowed, contracts.CodeKeyChanged}, codes(got), "%s", got)
+	assert.NotContains(t, got.String(), " b row")
+}
+
+func TestDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/starplan/starplan/contracts").Output()
+	require.NoError(t, err)
+	for _, pkg := range strings.Fields(string(out)) {
+		assert.False(t, strings.HasPrefix(pkg, "go.starlark.net"), pkg)
+		assert.NotEqual(t, "github.com/starplan/starplan/store", pkg)
+		if strings.HasPrefix(pkg, "github.com/starplan/starplan/") {
+			assert.Contains(t, []string{"github.com/starplan/starplan/contracts", "github.com/starplan/starplan/table", "github.com/starplan/starplan/diag"}, pkg)
 		}
 	}
 }

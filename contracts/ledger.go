@@ -164,8 +164,8 @@ func (l *ledgerRule) perUnit(p *pass, items []stockItem, entries []ledgerEntry) 
 			}
 		}
 		p.reportf(CodeLedgerPerUnit,
-			fmt.Sprintf("insert one %s row for %s with %s = %s (%s %s × %s units) instead of %s",
-				l.ledgerTable, table.FormatValue(it.key), l.amountField, money(it.want), l.priceField, money(it.price), formatNumber(n), strings.Join(keys, ", ")),
+			fmt.Sprintf("insert one %s row for %s with %s = %s (%s) instead of %s",
+				l.ledgerTable, table.FormatValue(it.key), l.amountField, money(it.want), l.formula(it), strings.Join(keys, ", ")),
 			"the plan inserts %d %s rows of %s (%s), one per unit of %s row %s (%s); each item gets exactly one row for all its units",
 			len(keys), l.ledgerTable, money(unit), strings.Join(keys, ", "), l.stockTable, table.FormatValue(it.key), l.describeChange(it))
 	}
@@ -267,7 +267,7 @@ func (l *ledgerRule) rest(p *pass, items []stockItem, entries []ledgerEntry) {
 		for k := range oi {
 			it, e := oi[k], oe[k]
 			p.reportf(CodeLedgerAmount,
-				fmt.Sprintf("set %s = %s (price × units; negative for a return)", l.amountField, money(it.want)),
+				fmt.Sprintf("set %s = %s (%s)", l.amountField, money(it.want), l.formula(it)),
 				"new %s row %s has %s %s but %s row %s (%s) at %s %s needs %s",
 				l.ledgerTable, table.FormatValue(e.key), l.amountField, money(e.amount),
 				l.stockTable, table.FormatValue(it.key), l.describeChange(it), l.priceField, money(it.price), money(it.want))
@@ -277,9 +277,9 @@ func (l *ledgerRule) rest(p *pass, items []stockItem, entries []ledgerEntry) {
 	for _, it := range oi {
 		p.reportf(CodeLedgerMissing,
 			fmt.Sprintf("insert exactly one %s row for %s with %s = %s", l.ledgerTable, table.FormatValue(it.key), l.amountField, money(it.want)),
-			"%s row %s changes %s (%s) but no new %s row has %s %s (%s %s × %s units, negative for a return)",
+			"%s row %s changes %s (%s) but no new %s row has %s %s (%s)",
 			l.stockTable, table.FormatValue(it.key), l.stockField, l.describeChange(it), l.ledgerTable, l.amountField,
-			money(it.want), l.priceField, money(it.price), formatNumber(math.Abs(it.units())))
+			money(it.want), l.formula(it))
 	}
 	for _, e := range oe {
 		if len(items) == 0 {
@@ -303,6 +303,20 @@ func (l *ledgerRule) describeChange(it *stockItem) string {
 		dir = "up"
 	}
 	return fmt.Sprintf("%s → %s, %s %s", formatNumber(it.before), formatNumber(it.after), dir, formatNumber(math.Abs(it.units())))
+}
+
+// formula explains an item's amount: "price 60.00 × 3 units, positive as stock goes down".
+func (l *ledgerRule) formula(it *stockItem) string {
+	n := math.Abs(it.units())
+	unit := "units"
+	if n == 1 {
+		unit = "unit"
+	}
+	sign := "positive as stock goes down"
+	if it.units() < 0 {
+		sign = "negative as stock goes up"
+	}
+	return fmt.Sprintf("%s %s × %s %s, %s", l.priceField, money(it.price), formatNumber(n), unit, sign)
 }
 
 // expected lists every changed item with the amount it needs: "SG001 needs 80.00, SG005 needs 180.00".

@@ -31,7 +31,7 @@ func buildNoDeletes(ps *params) checkFunc {
 				continue
 			}
 			for _, r := range t.Deleted {
-				p.reportf(CodeDeleteNotAllowed, "do not call remove(); change the row's fields instead if the request needs it",
+				p.reportf(CodeDeleteNotAllowed, "leave the row in place: record the change with an update or a new row, as the other rules allow",
 					"the plan removes %s row %s; rows are never removed", name, rowKey(t, r))
 			}
 		}

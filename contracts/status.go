@@ -118,7 +118,7 @@ func checkWrites(p *pass) {
 				ops = append(ops, fmt.Sprintf("%d %s", op.n, op.verb))
 			}
 		}
-		parts = append(parts, name+" "+strings.Join(ops, ", "))
+		parts = append(parts, name+": "+strings.Join(ops, ", "))
 	}
 	allowed := "no STATUS may write in this domain"
 	hint := "remove the writes"
@@ -126,5 +126,5 @@ func checkWrites(p *pass) {
 		allowed = fmt.Sprintf("only STATUS %q may write", c.WriteStatus)
 		hint = fmt.Sprintf("decide first, then write: check everything before the first insert or update, and write only when STATUS = %q", c.WriteStatus)
 	}
-	p.reportf(CodeWritesNotAllowed, hint, "STATUS is %q but the plan changes %s; %s", s, strings.Join(parts, "; "), allowed)
+	p.reportf(CodeWritesNotAllowed, hint, "STATUS is %q but the plan changes rows (%s); %s", s, strings.Join(parts, "; "), allowed)
 }
