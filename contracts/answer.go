@@ -32,7 +32,7 @@ func checkAnswer(p *pass) {
 	v, ok := p.in.Globals[AnswerGlobal]
 	if !ok {
 		p.report(CodeAnswerMissing, "answer_text is not set; every plan must set it",
-			`end the plan with answer_text = "..." : one or two sentences for the customer`)
+			fmt.Sprintf(`set answer_text = "..." before the plan ends: at most %s for the customer`, plural(c.MaxSentences, "sentence")))
 		return
 	}
 	s, ok := v.(string)
@@ -44,7 +44,7 @@ func checkAnswer(p *pass) {
 	text := strings.TrimSpace(s)
 	if text == "" {
 		p.report(CodeAnswerEmpty, "answer_text is empty; it must say something to the customer",
-			"write one or two sentences that answer the request, also when STATUS is not success")
+			fmt.Sprintf("write at most %s that answer the request, also when nothing was done", plural(c.MaxSentences, "sentence")))
 		return
 	}
 	if n := utf8.RuneCountInString(text); n > c.MaxChars {
