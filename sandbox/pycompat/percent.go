@@ -231,8 +231,8 @@ func (t *translator) tryPercent(b *strings.Builder, toks []token, i, hi, lvl int
 		(toks[opLo].match == opLo+1 || t.topComma(toks, opLo+1, toks[opLo].match))
 	pre := t.keptGap(toks, i+1) + t.keptGap(toks, i+2)
 	type value struct{ lead, text string } // kept gaps before a value, and the value
-	var args []value                        // rendered values in conversion order
-	var tail string                         // kept gaps after the last value
+	var args []value                       // rendered values in conversion order
+	var tail string                        // kept gaps after the last value
 	switch {
 	case keyed:
 		if nargs > 1 && !t.simple(toks, opLo, opEnd) {

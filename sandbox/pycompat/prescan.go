@@ -1,5 +1,7 @@
 package pycompat
 
+import "strings"
+
 // maxPreDepth is the bracket depth the pre-scan tracks; deeper input takes the full path.
 const maxPreDepth = 32
 
@@ -89,7 +91,7 @@ func mayNeedRewrite(src string) bool {
 					return true
 				}
 			case '.':
-				if afterString { // "...".format( or "..." . format(
+				if afterString && strings.HasPrefix(strings.TrimLeft(src[i+1:min(i+16, len(src))], " \t"), "format") {
 					return true
 				}
 			case '(', '[', '{':

@@ -478,9 +478,6 @@ func (s *fscanner) field(i int, quote byte, triple, raw bool, depth int, rec *[]
 	case '}':
 		f.end = p + 1
 	case ':':
-		if inSpec {
-			return 0, false // Python allows only one level of nested fields in a spec
-		}
 		f.hasSpec = true
 		p++
 		f.specStart = p
@@ -499,6 +496,8 @@ func (s *fscanner) field(i int, quote byte, triple, raw bool, depth int, rec *[]
 				break
 			}
 			switch {
+			case c == '{' && inSpec:
+				return 0, false // Python allows one level of fields nested in a spec
 			case c == '{':
 				if specRec != nil && p > litStart {
 					parts = append(parts, fpart{lit: true, start: litStart, end: p})
