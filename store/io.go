@@ -254,11 +254,12 @@ type record struct {
 	line int
 }
 
-// Import reads rows for one table from r (JSON: an array of objects, or {"<table>": [...]} as
-// Dump writes; CSV: a header of field names, then rows; an empty cell is no value, "" for a
-// string field) and writes them in one atomic step. Every row is validated before anything is
-// written: one bad row imports nothing, and the *ImportError names the record, its line, the
-// field and the rule. A missing key is generated when the schema has a key prefix.
+// Import reads rows for one table from r and writes them in one atomic step. JSON is an array of
+// objects, or {"<table>": [...]} as Dump writes; CSV is a header of field names, then rows, where
+// an empty cell is no value (None). Every row is validated before anything is written: one bad
+// row imports nothing, and the *ImportError names the record, its line, the field and the rule.
+// A missing key is generated when the schema has a key prefix. Upsert replaces a row whose key
+// exists with the imported row as a whole (columns the file lacks become None).
 func (s *Store) Import(ctx context.Context, name string, r io.Reader, format Format, mode ImportMode) (ImportResult, error) {
 	var res ImportResult
 	sc := s.schemas[name]
@@ -471,15 +472,16 @@ func readCSVRecords(sc *schema, r io.Reader) ([]record, error) {
 }
 
 // csvValue converts a cell to the field's kind where it parses; a cell that does not parse is
-// passed on as a string so that validation names the value and the rule.
+// passed on as a string so that validation names the value and the rule. An empty cell is no
+// value (None) for every type: CSV has no null, and Export writes None as an empty cell.
 func csvValue(f *field, cell string) any {
+	if cell == "" {
+		return nil
+	}
 	if f.Type == table.TypeString {
 		return cell
 	}
 	c := strings.TrimSpace(cell)
-	if c == "" {
-		return nil
-	}
 	switch f.Type {
 	case table.TypeInt, table.TypeFloat:
 		if i, err := strconv.ParseInt(c, 10, 64); err == nil {

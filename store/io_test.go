@@ -1,0 +1,270 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSeed(t *testing.T) {
+	s := openTemp(t)
+	seeded := dumpString(t, s)
+	v := s.Stage()
+	sell(t, v, "Moon")
+	insertItem(t, v, "SG010")
+	require.NoError(t, v.Apply(bg))
+	require.NotEqual(t, seeded, dumpString(t, s))
+
+	assert.ErrorIs(t, s.Seed(bg, false), ErrNotEmpty)
+	require.NoError(t, s.PutSys(bg, "runs", "r1", "kept"))
+	stale := s.Stage()
+	find(t, tbl(t, stale, "inventory"), table.Query{Where: where("name", "Moon")})
+	update(t, stale, "SG001", table.Row{"price": 1})
+
+	require.NoError(t, s.Seed(bg, true))
+	assert.Equal(t, seeded, dumpString(t, s), "force puts back exactly the seed rows")
+	var run string
+	ok, err := s.GetSys("runs", "r1", &run)
+	require.NoError(t, err)
+	assert.True(t, ok, "seeding keeps system documents")
+	assert.ErrorIs(t, stale.Apply(bg), ErrConflict, "runs staged before a reseed conflict")
+
+	e, err := Open(t.TempDir(), Options{NoSeed: true})
+	require.NoError(t, err)
+	defer e.Close()
+	require.NoError(t, e.Seed(bg, false), "an empty store seeds without force")
+	assert.Equal(t, seeded, dumpString(t, e))
+}
+
+func TestDumpFormat(t *testing.T) {
+	s := openTemp(t)
+	var b bytes.Buffer
+	require.NoError(t, s.Dump(&b))
+	out := b.String()
+	assert.True(t, strings.HasPrefix(out, "{\n  \"inventory\": [\n    {\"item_id\": \"SG001\", \"name\": \"Aviator\", \"description\": "), out)
+	assert.Contains(t, out, `"quantity_in_stock": 23, "price": 80.0}`, "fields in schema order, floats keep their point")
+	assert.Contains(t, out, `"transaction_amount": 500.0, "balance_after_transaction": 500.0, "timestamp": "2025-01-01T09:00:00"}`)
+}
+
+func TestExport(t *testing.T) {
+	s := openTemp(t)
+	var b bytes.Buffer
+	require.NoError(t, s.Export(&b, "transactions", JSON))
+	assert.JSONEq(t, `[{"transaction_id": "TXN001", "customer_name": "OPENING_BALANCE",
+		"transaction_summary": "Daily opening register balance", "transaction_amount": 500.0,
+		"balance_after_transaction": 500.0, "timestamp": "2025-01-01T09:00:00"}]`, b.String())
+
+	b.Reset()
+	require.NoError(t, s.Export(&b, "inventory", CSV))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 7)
+	assert.Equal(t, "item_id,name,description,quantity_in_stock,price", lines[0])
+	assert.Equal(t, "SG005,Classic,\"Classic round profile with minimalist metal frames, offering a timeless and versatile style that fits both casual and formal wear.\",10,60.0", lines[5])
+
+	assert.ErrorContains(t, s.Export(&b, "inventroy", CSV), `did you mean "inventory"`)
+	assert.ErrorContains(t, s.Export(&b, "inventory", "xml"), "unknown format")
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	for _, format := range []Format{JSON, CSV} {
+		t.Run(string(format), func(t *testing.T) {
+			src := openTemp(t)
+			v := src.Stage()
+			_, err := tbl(t, v, "inventory").Insert(table.Row{"name": "Odd, \"quoted\"\nname", "quantity_in_stock": 0, "price": 0.1})
+			require.NoError(t, err)
+			require.NoError(t, v.Apply(bg))
+			dst, err := Open(t.TempDir(), Options{NoSeed: true})
+			require.NoError(t, err)
+			defer dst.Close()
+			for _, name := range src.Names() {
+				var b bytes.Buffer
+				require.NoError(t, src.Export(&b, name, format))
+				_, err := dst.Import(bg, name, &b, format, Replace)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, dumpString(t, src), dumpString(t, dst))
+		})
+	}
+}
+
+func TestImportUpsertAndReplace(t *testing.T) {
+	s := openTemp(t)
+	csv := "item_id,name,quantity_in_stock,price\n" +
+		"SG001,Aviator,30,80\n" + // updated
+		"SG002,Wayfarer,6,95\n" + // differs only by the description, now empty: updated
+		",Round,5,50\n" + // new, key generated
+		"SG020,Shield,1,150.5\n" // new
+	res, err := s.Import(bg, "inventory", strings.NewReader(csv), CSV, Upsert)
+	require.NoError(t, err)
+	assert.Equal(t, ImportResult{Inserted: 2, Updated: 2}, res)
+	row, _ := committed(t, s, "inventory", "SG001")
+	assert.Equal(t, int64(30), row["quantity_in_stock"])
+	assert.Equal(t, 80.0, row["price"])
+	row, ok := committed(t, s, "inventory", "SG021")
+	require.True(t, ok, "the generated key follows the highest in the store and the file")
+	assert.Equal(t, "Round", row["name"])
+	assert.Equal(t, 8, tbl(t, s.Stage(), "inventory").Len(), "upsert keeps the other rows")
+
+	res, err = s.Import(bg, "inventory", strings.NewReader(csv), CSV, Upsert)
+	require.NoError(t, err)
+	assert.Equal(t, ImportResult{Inserted: 1, Unchanged: 3}, res, "the generated key is new again")
+
+	res, err = s.Import(bg, "inventory", strings.NewReader(`[{"item_id": "SG001", "name": "Aviator", "quantity_in_stock": 1, "price": 80.5}]`), JSON, Replace)
+	require.NoError(t, err)
+	assert.Equal(t, ImportResult{Updated: 1, Deleted: 8}, res)
+	assert.Equal(t, 1, tbl(t, s.Stage(), "inventory").Len())
+
+	res, err = s.Import(bg, "transactions", strings.NewReader(`{"inventory": [], "transactions": [{"customer_name": "Bo", "transaction_amount": 5, "balance_after_transaction": 505, "timestamp": "2025-02-01T10:00:00"}]}`), JSON, Upsert)
+	require.NoError(t, err, "the dump format is accepted")
+	assert.Equal(t, ImportResult{Inserted: 1}, res)
+	_, ok = committed(t, s, "transactions", "TXN002")
+	assert.True(t, ok)
+}
+
+func TestImportRejectsAndImportsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		format Format
+		data   string
+		want   string // the whole message
+		record int
+		line   int
+	}{
+		{
+			name:   "bad value names record, line, field and rule",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG002,B,2,2\nSG003,C,-3,3\n",
+			want:   `import inventory: record 3, line 4: field "quantity_in_stock" = -3 must be an int >= 0; nothing was imported`,
+			record: 3, line: 4,
+		},
+		{
+			name:   "unparsable number",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,cheap\n",
+			want:   `import inventory: record 1, line 2: field "price" = "cheap" must be a number >= 0; nothing was imported`,
+			record: 1, line: 2,
+		},
+		{
+			name:   "multi-line quoted cell keeps line numbers right",
+			format: CSV,
+			data:   "item_id,name,description,quantity_in_stock,price\nSG001,A,\"two\nlines\",1,1\nSG002,,x,1,1\n",
+			want:   `import inventory: record 2, line 4: field "name" = None is required; nothing was imported`,
+			record: 2, line: 4,
+		},
+		{
+			name:   "missing required cell",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A,,1\n",
+			want:   `import inventory: record 1, line 2: field "quantity_in_stock" = None is required; nothing was imported`,
+			record: 1, line: 2,
+		},
+		{
+			name:   "wrong number of cells",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG002,B,2\n",
+			want:   `import inventory: record 2, line 3: malformed CSV: wrong number of fields; nothing was imported`,
+			record: 2, line: 3,
+		},
+		{
+			name:   "bare quote",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A \"B\",1,1\n",
+			want:   `import inventory: record 1, line 2: malformed CSV: bare " in non-quoted-field; nothing was imported`,
+			record: 1, line: 2,
+		},
+		{
+			name:   "unterminated quote",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,\"A,1,1\n",
+			want:   `import inventory: record 1, line 2: malformed CSV: extraneous or missing " in quoted-field; nothing was imported`,
+			record: 1, line: 2,
+		},
+		{
+			name:   "unknown column",
+			format: CSV,
+			data:   "item_id,name,qty,price\nSG001,A,1,1\n",
+			want:   `import inventory: line 1: header: column "qty" is not a field of inventory (did you mean "quantity_in_stock"?); nothing was imported`,
+			line:   1,
+		},
+		{
+			name:   "empty file",
+			format: CSV,
+			data:   "",
+			want:   `import inventory: empty CSV: the first line must name the fields; nothing was imported`,
+		},
+		{
+			name:   "duplicate key",
+			format: CSV,
+			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG001,B,1,1\n",
+			want:   `import inventory: record 2, line 3: inventory row SG001: duplicate key: record 1 has the same item_id; nothing was imported`,
+			record: 2, line: 3,
+		},
+		{
+			name:   "json bad row",
+			format: JSON,
+			data:   "[\n  {\"item_id\": \"SG001\", \"name\": \"A\", \"quantity_in_stock\": 1, \"price\": 1},\n  {\"item_id\": \"SG002\", \"name\": \"B\", \"quantity_in_stock\": 1, \"price\": 1, \"colour\": \"red\"}\n]",
+			want:   `import inventory: record 2, line 3: field "colour" = "red" is not a field of inventory (its fields are item_id, name, description, quantity_in_stock, price); nothing was imported`,
+			record: 2, line: 3,
+		},
+		{
+			name:   "json syntax",
+			format: JSON,
+			data:   "[\n  {\"item_id\": \"SG001\",\n   \"name\": \"A\" \"quantity_in_stock\": 1}\n]",
+			want:   `import inventory: record 1, line 3: malformed JSON: invalid character '"' after object key:value pair; nothing was imported`,
+			record: 1, line: 3,
+		},
+		{
+			name:   "json not an object",
+			format: JSON,
+			data:   `[{"item_id": "SG001", "name": "A", "quantity_in_stock": 1, "price": 1}, 7]`,
+			want:   `import inventory: record 2, line 1: want an object with the row's fields, found a JSON number; nothing was imported`,
+			record: 2, line: 1,
+		},
+		{
+			name:   "json not an array",
+			format: JSON,
+			data:   `"rows"`,
+			want:   `import inventory: line 1: want a JSON array of row objects; nothing was imported`,
+			line:   1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTemp(t)
+			before := dumpString(t, s)
+			_, err := s.Import(bg, "inventory", strings.NewReader(tc.data), tc.format, Replace)
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+			var ie *ImportError
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, tc.record, ie.Record)
+			assert.Equal(t, tc.line, ie.Line)
+			assert.Equal(t, before, dumpString(t, s), "nothing is imported")
+		})
+	}
+}
+
+func TestImportFieldErrorIsReachable(t *testing.T) {
+	s := openTemp(t)
+	_, err := s.Import(bg, "inventory", strings.NewReader("item_id,name,quantity_in_stock,price\nSG001,A,1,-1\n"), CSV, Upsert)
+	var fe *table.FieldError
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, "price", fe.Field)
+	assert.Equal(t, int64(-1), fe.Value)
+	_, err = s.Import(bg, "nope", strings.NewReader(""), CSV, Upsert)
+	assert.ErrorContains(t, err, `unknown table "nope"`)
+}
+
+func TestFormatOf(t *testing.T) {
+	f, err := FormatOf("x/items.CSV")
+	require.NoError(t, err)
+	assert.Equal(t, CSV, f)
+	f, _ = FormatOf("items.json")
+	assert.Equal(t, JSON, f)
+	_, err = FormatOf("items.xlsx")
+	assert.Error(t, err)
+}

@@ -1,0 +1,356 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHelperProcess is not a test: the tests re-execute the test binary to run it as another
+// process (holding a store open, or applying in a loop until killed).
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv("STARPLAN_STORE_HELPER")
+	if mode == "" {
+		t.Skip("helper process only")
+	}
+	dir := os.Getenv("STARPLAN_STORE_DIR")
+	switch mode {
+	case "hold":
+		s, err := Open(dir, Options{})
+		if err != nil {
+			os.Stdout.WriteString("error: " + err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Stdout.WriteString("open\n")
+		var buf [1]byte
+		os.Stdin.Read(buf[:]) // hold the store until the parent closes our stdin
+		s.Close()
+		os.Exit(0)
+	case "apply":
+		runApplyLoop(dir)
+	}
+	os.Exit(3)
+}
+
+func helperCmd(t *testing.T, mode, dir string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "STARPLAN_STORE_HELPER="+mode, "STARPLAN_STORE_DIR="+dir)
+	return cmd
+}
+
+func TestOpenCreatesAndSeedsOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b", "starplan") // clover's Open would not create it
+	var stderr bytes.Buffer
+	s, err := Open(dir, Options{Stderr: &stderr})
+	require.NoError(t, err)
+	assert.True(t, s.Created())
+	assert.Equal(t, "seeded new store at "+dir+" with the inventory demo data\n", stderr.String())
+	assert.Equal(t, 6, tbl(t, s.Stage(), "inventory").Len())
+	require.NoError(t, s.Close())
+
+	stderr.Reset()
+	s, err = Open(dir, Options{Stderr: &stderr})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.False(t, s.Created())
+	assert.Empty(t, stderr.String(), "the note is printed once, when the store is created")
+	assert.Equal(t, 1, tbl(t, s.Stage(), "transactions").Len())
+}
+
+func TestOpenNoSeed(t *testing.T) {
+	var stderr bytes.Buffer
+	s, err := Open(t.TempDir(), Options{NoSeed: true, Stderr: &stderr})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, 0, tbl(t, s.Stage(), "inventory").Len())
+	assert.Contains(t, stderr.String(), "with empty inventory tables")
+}
+
+// TestSeedIsTheDemoStore checks the embedded seed against the shared evaluation data, byte for
+// byte in meaning, and that a new store holds exactly it.
+func TestSeedIsTheDemoStore(t *testing.T) {
+	raw, err := os.ReadFile("domains/inventory/seed.json")
+	require.NoError(t, err)
+	if shared, err := os.ReadFile("../../shared/eval/seed-store.json"); err == nil {
+		assert.JSONEq(t, string(shared), string(raw), "store/domains/inventory/seed.json must be the demo store")
+	}
+	s := openTemp(t)
+	var dump bytes.Buffer
+	require.NoError(t, s.Dump(&dump))
+	assert.JSONEq(t, string(raw), dump.String())
+}
+
+func TestOpenInUseInProcess(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	_ = s
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(dir, Options{LockTimeout: 100 * time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrInUse)
+		assert.EqualError(t, err, "store "+dir+" is in use by another starplan process")
+		var iu *InUseError
+		require.ErrorAs(t, err, &iu)
+		assert.Contains(t, iu.Hint(), "--db")
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second Open hung instead of failing")
+	}
+}
+
+func TestOpenInUseByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd := helperCmd(t, "hold", dir)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	line := make([]byte, 5)
+	_, err = out.Read(line)
+	require.NoError(t, err)
+	require.Equal(t, "open\n", string(line))
+
+	_, err = Open(dir, Options{}) // the default timeout: one second
+	assert.ErrorIs(t, err, ErrInUse)
+
+	stdin.Close()
+	require.NoError(t, cmd.Wait())
+	s, err := Open(dir, Options{})
+	require.NoError(t, err, "the store opens once the other process is gone")
+	s.Close()
+}
+
+func TestResolveDir(t *testing.T) {
+	t.Setenv("STARPLAN_DB", "")
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("HOME", "/home/someone")
+	dir, err := DefaultDir()
+	require.NoError(t, err)
+	assert.Equal(t, "/home/someone/.local/share/starplan", dir)
+
+	t.Setenv("XDG_DATA_HOME", "/xdg")
+	dir, _ = DefaultDir()
+	assert.Equal(t, "/xdg/starplan", dir)
+
+	t.Setenv("STARPLAN_DB", "/env/db")
+	dir, _ = DefaultDir()
+	assert.Equal(t, "/env/db", dir)
+
+	dir, _ = ResolveDir("/flag/db")
+	assert.Equal(t, "/flag/db", dir, "--db wins")
+}
+
+// libraryDomain is a second domain, brought as files only: an int key and other rules.
+var libraryDomain = fstest.MapFS{
+	"domain.json": {Data: []byte(`{
+		"name": "library",
+		"tables": [{
+			"name": "books",
+			"key": "book_id",
+			"fields": [
+				{"name": "book_id", "type": "int", "required": true},
+				{"name": "title", "type": "string", "required": true, "max_len": 20},
+				{"name": "genre", "type": "string", "enum": ["novel", "poetry"]},
+				{"name": "on_loan", "type": "bool"},
+				{"name": "rating", "type": "float", "min": 0, "max": 5}
+			]
+		}]
+	}`)},
+	"seed.json": {Data: []byte(`{"books": [
+		{"book_id": 10, "title": "Emma", "genre": "novel", "on_loan": false, "rating": 4},
+		{"book_id": 9, "title": "Odes", "genre": "poetry", "on_loan": true}
+	]}`)},
+}
+
+func TestDomainFromFiles(t *testing.T) {
+	d, err := LoadDomain(libraryDomain)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	v := s.Stage()
+	assert.Equal(t, []string{"books"}, v.Names())
+	books := tbl(t, v, "books")
+	rows := find(t, books, table.Query{})
+	assert.Equal(t, []any{int64(9), int64(10)}, keys(t, rows, "book_id"), "int keys in numeric order")
+	assert.Equal(t, 4.0, rows[1]["rating"])
+	row, ok, err := books.Get(10)
+	require.NoError(t, err)
+	require.True(t, ok, "a Go int finds an int key")
+	assert.Equal(t, "Emma", row["title"])
+	_, ok, _ = books.Get(10.0)
+	assert.True(t, ok, "an integral float finds an int key")
+
+	_, err = books.Insert(table.Row{"book_id": 11, "title": "Dune", "genre": "scifi"})
+	var fe *table.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "genre", fe.Field)
+	assert.Contains(t, fe.Rule, `"novel", "poetry"`)
+	_, err = books.Insert(table.Row{"title": "No key"})
+	require.ErrorAs(t, err, &fe, "no key prefix: a key is required")
+	assert.Equal(t, "book_id", fe.Field)
+
+	_, err = books.Insert(table.Row{"book_id": 11, "title": "Dune", "rating": 4.5, "on_loan": false})
+	require.NoError(t, err)
+	require.NoError(t, v.Apply(bg))
+	require.NoError(t, s.Close())
+
+	_, err = Open(dir, Options{})
+	assert.ErrorContains(t, err, "holds the library domain, not inventory")
+
+	s, err = Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	defer s.Close()
+	row, ok, _ = tbl(t, s.Stage(), "books").Get(int64(11))
+	require.True(t, ok)
+	assert.Equal(t, 4.5, row["rating"])
+	assert.Equal(t, false, row["on_loan"])
+}
+
+func TestLoadDomainRejects(t *testing.T) {
+	good := string(libraryDomain["domain.json"].Data)
+	for _, tc := range []struct {
+		name, domain, seed, want string
+	}{
+		{"bad json", `{`, ``, "domain.json"},
+		{"unknown member", `{"name": "x", "tables": [], "extra": 1}`, ``, `unknown field "extra"`},
+		{"no tables", `{"name": "x", "tables": []}`, ``, "at least one table"},
+		{"bad type", strings.Replace(good, `"type": "bool"`, `"type": "boolean"`, 1), ``, `unknown type "boolean"`},
+		{"key not declared", strings.Replace(good, `"key": "book_id"`, `"key": "id"`, 1), ``, `key field "id" is not declared`},
+		{"reserved name", strings.Replace(good, `"name": "genre"`, `"name": "_genre"`, 1), ``, `field name "_genre"`},
+		{"bad pattern", strings.Replace(good, `"enum": ["novel", "poetry"]`, `"pattern": "("`, 1), ``, "pattern"},
+		{"seed unknown table", good, `{"bookz": []}`, `unknown table "bookz" (did you mean "books"?)`},
+		{"seed bad row", good, `{"books": [{"book_id": 1, "title": "ok"}, {"book_id": 2, "title": "ok", "rating": 7}]}`, `books record 2: books row 2: field "rating" = 7 must be a number >= 0 and <= 5`},
+		{"seed duplicate key", good, `{"books": [{"book_id": 1, "title": "a"}, {"book_id": 1, "title": "b"}]}`, "record 2: key 1 repeats record 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"domain.json": {Data: []byte(tc.domain)}}
+			if tc.seed != "" {
+				fsys["seed.json"] = &fstest.MapFile{Data: []byte(tc.seed)}
+			}
+			_, err := LoadDomain(fsys)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestInventoryDomain(t *testing.T) {
+	d := Inventory()
+	assert.Equal(t, "inventory", d.Name)
+	require.Len(t, d.Tables, 2)
+	inv, tx := d.Tables[0], d.Tables[1]
+	assert.Equal(t, []string{"item_id", "name", "description", "quantity_in_stock", "price"}, inv.FieldNames())
+	assert.Equal(t, []string{"transaction_id", "customer_name", "transaction_summary", "transaction_amount", "balance_after_transaction", "timestamp"}, tx.FieldNames())
+	assert.Equal(t, "TXN", tx.KeyPrefix)
+	assert.Equal(t, 3, tx.KeyDigits)
+	assert.Len(t, d.Seed["inventory"], 6)
+	d.Tables[0].Name = "changed"
+	assert.Equal(t, "inventory", Inventory().Tables[0].Name, "each call returns a new value")
+}
+
+func TestSystemCollections(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	type run struct {
+		Request string  `json:"request"`
+		Tokens  int     `json:"tokens"`
+		Cost    float64 `json:"cost"`
+	}
+	require.NoError(t, s.PutSys(bg, "runs", "r2", run{Request: "sell one", Tokens: 12, Cost: 0.5}))
+	require.NoError(t, s.PutSys(bg, "runs", "r1", run{Request: "first"}))
+	require.NoError(t, s.PutSys(bg, "runs", "r2", run{Request: "sell two", Tokens: 13}))
+	var got run
+	ok, err := s.GetSys("runs", "r2", &got)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, run{Request: "sell two", Tokens: 13}, got, "put replaces")
+	ok, err = s.GetSys("runs", "r9", &got)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	ok, err = s.GetSys("audit", "r1", &got)
+	require.NoError(t, err)
+	assert.False(t, ok, "a collection never written reads as empty")
+
+	recs, err := s.ListSys("runs")
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.Equal(t, "r1", recs[0].ID)
+	assert.JSONEq(t, `{"request":"first","tokens":0,"cost":0}`, string(recs[0].JSON))
+
+	// Never visible to plans.
+	v := s.Stage()
+	assert.Equal(t, []string{"inventory", "transactions"}, v.Names())
+	for _, name := range []string{"runs", "_runs", "_starplan", "starplan"} {
+		_, ok := v.Table(name)
+		assert.False(t, ok, name)
+	}
+	assert.Error(t, s.PutSys(bg, "starplan", "meta", 1), "the store's own record is not a system collection")
+	assert.Error(t, s.PutSys(bg, "_x", "a", 1))
+
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	ok, err = s.GetSys("runs", "r1", &got)
+	require.NoError(t, err)
+	assert.True(t, ok, "system documents persist")
+}
+
+func TestClosedStore(t *testing.T) {
+	s := openTemp(t)
+	v := s.Stage()
+	_, err := tbl(t, v, "inventory").Update(table.Row{"price": 1}, table.Query{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close twice is fine")
+	assert.ErrorContains(t, v.Apply(bg), "closed")
+	assert.ErrorContains(t, s.PutSys(bg, "runs", "a", 1), "closed")
+}
+
+func TestCorruptedStoreReportsError(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, dbFileName), []byte("not a bbolt file"), 0o644))
+	_, err := Open(dir, Options{})
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, ErrInUse))
+	assert.Contains(t, err.Error(), dir)
+}
+
+func TestPendingJSONRoundTrip(t *testing.T) {
+	s := openTemp(t)
+	v := s.Stage()
+	inv := tbl(t, v, "inventory")
+	_, err := inv.Update(table.Row{"quantity_in_stock": 22}, table.Query{Where: where("name", "Aviator")})
+	require.NoError(t, err)
+	p := v.Pending()
+	raw, err := json.Marshal(p)
+	require.NoError(t, err)
+	var back Pending
+	require.NoError(t, json.Unmarshal(raw, &back))
+	cs, err := back.ChangeSet(s)
+	require.NoError(t, err)
+	assert.Equal(t, v.ChangeSet(), cs, "a stored dry run renders the same diff")
+	require.NoError(t, s.ApplyPending(bg, &back))
+	row, _ := committed(t, s, "inventory", "SG001")
+	assert.Equal(t, int64(22), row["quantity_in_stock"], "JSON's 22.0 is an int again")
+}
