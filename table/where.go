@@ -78,6 +78,9 @@ var opAliases = map[string]string{
 
 type op struct {
 	code opCode
+	// floatOrder marks $lt/$lte/$gt/$gte with a number operand that is exactly val.f, which
+	// fieldCond.match evaluates inline.
+	floatOrder bool
 	val  operand   // every operator but $in/$nin
 	list []operand // $in, $nin
 	// strSet and numSet answer $in/$nin over long lists of strings or numbers.
@@ -144,6 +147,14 @@ func Compile(s *Schema, where map[string]any) (*Matcher, error) {
 // Match reports whether the row satisfies the filter. It does not allocate.
 func (m *Matcher) Match(r Row) bool {
 	if m == nil {
+		return true
+	}
+	if len(m.root.groups) == 0 {
+		for i := range m.root.fields {
+			if !m.root.fields[i].match(r) {
+				return false
+			}
+		}
 		return true
 	}
 	return m.root.match(r)
@@ -219,7 +230,45 @@ func (g *group) match(r Row) bool {
 func (f *fieldCond) match(r Row) bool {
 	v := r[f.field]
 	for i := range f.ops {
-		if !f.ops[i].match(v) {
+		o := &f.ops[i]
+		if o.floatOrder {
+			// The common case inline: an order operator with an operand that is exactly a
+			// float64, against a float or a not-too-large int. NaN compares false.
+			var x float64
+			switch y := v.(type) {
+			case float64:
+				x = y
+			case int64:
+				if y < -(1<<53) || y > 1<<53 {
+					if !o.match(v) {
+						return false
+					}
+					continue
+				}
+				x = float64(y)
+			default:
+				if !o.match(v) { // other kinds: exact comparison or false
+					return false
+				}
+				continue
+			}
+			var ok bool
+			switch o.code {
+			case opLt:
+				ok = x < o.val.f
+			case opLte:
+				ok = x <= o.val.f
+			case opGt:
+				ok = x > o.val.f
+			default:
+				ok = x >= o.val.f
+			}
+			if !ok {
+				return false
+			}
+			continue
+		}
+		if !o.match(v) {
 			return false
 		}
 	}
@@ -627,6 +676,7 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 			return op{}, c.errorf("", "%s on field %q needs a number or a text; got %s", name, field, describe(arg))
 		}
 		o.val = v
+		o.floatOrder = v.kind == kNum && v.exactF
 	case opIn, opNin:
 		list, ok := arg.([]any)
 		if !ok {

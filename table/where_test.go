@@ -332,6 +332,25 @@ func BenchmarkMatch(b *testing.B) {
 	}
 }
 
+// BenchmarkMatchFloor is the same filter written by hand over the same rows: the cost of the two
+// map lookups that any evaluation of it over table.Row must pay, for comparison with Match.
+func BenchmarkMatchFloor(b *testing.B) {
+	rows := benchRows(100_000)
+	fields := []string{"price", "quantity_in_stock"}
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		r := rows[i%len(rows)]
+		if p, ok := r[fields[0]].(float64); ok && p < 100 {
+			if q, ok := r[fields[1]].(int64); ok && q > 10 {
+				n++
+			}
+		}
+	}
+	if n < 0 {
+		b.Fatal(n)
+	}
+}
+
 func BenchmarkMatchIcontainsRegex(b *testing.B) {
 	rows := benchRows(100_000)
 	m, err := Compile(inventorySchema(), map[string]any{
@@ -481,4 +500,33 @@ func (g *generator) value(depth int) any {
 	default:
 		return g.filter(depth)
 	}
+}
+
+// TestMatchOrderFastPath covers the inline order comparison against each kind of row value.
+func TestMatchOrderFastPath(t *testing.T) {
+	m, err := Compile(nil, map[string]any{"n": map[string]any{"$gte": int64(1 << 53), "$lt": 1e300}})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		v    any
+		want bool
+	}{
+		{int64(1 << 53), true},
+		{int64(1<<53 + 1), true},
+		{int64(1<<53 - 1), false},
+		{int64(math.MaxInt64), true},
+		{int(1 << 54), true},
+		{int32(5), false},
+		{float64(1 << 53), true},
+		{math.Inf(1), false},
+		{math.NaN(), false},
+		{"9", false},
+		{nil, false},
+	} {
+		assert.Equal(t, tt.want, m.Match(Row{"n": tt.v}), "%#v", tt.v)
+	}
+	m, err = Compile(nil, map[string]any{"n": map[string]any{"$gt": int64(1<<53 + 1)}})
+	require.NoError(t, err)
+	assert.False(t, m.Match(Row{"n": int64(1<<53 + 1)}), "inexact operands take the exact path")
+	assert.True(t, m.Match(Row{"n": int64(1<<53 + 2)}))
+	assert.True(t, m.Match(Row{"n": float64(1<<53 + 2)}), "2^53+2 is exact as a float, and greater")
 }
