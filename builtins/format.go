@@ -290,6 +290,8 @@ func formatString(thread *starlark.Thread, s string, fs formatSpec) (string, err
 		return "", unknownFormatCode(fs.typ, "str")
 	}
 	switch {
+	case fs.sign == ' ':
+		return "", errors.New("Space not allowed in string format specifier")
 	case fs.sign != 0:
 		return "", errors.New("Sign not allowed in string format specifier")
 	case fs.noNegZero:
@@ -495,7 +497,10 @@ func formatInt(thread *starlark.Thread, x starlark.Int, fs formatSpec) (string, 
 			return "", errors.New("Alternate form (#) not allowed with integer format specifier 'c'")
 		}
 		c, ok := x.Int64()
-		if !ok || c < 0 || c > 0x10ffff {
+		if !ok {
+			return "", errors.New("Python int too large to convert to C long")
+		}
+		if c < 0 || c > 0x10ffff {
 			return "", errors.New("%c arg not in range(0x110000)")
 		}
 		num.remainder = string(rune(c))

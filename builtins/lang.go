@@ -495,13 +495,7 @@ func RoundFloat(x float64, ndigits int64) (float64, error) {
 	if math.IsInf(f, 0) {
 		return 0, errors.New("rounded value too large to represent")
 	}
-	if x < 0 {
-		f = -f
-		if f == 0 {
-			f = math.Copysign(0, -1)
-		}
-	}
-	return f, nil
+	return math.Copysign(f, x), nil
 }
 
 // --- pow --------------------------------------------------------------------------------------
