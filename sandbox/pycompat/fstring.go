@@ -6,7 +6,7 @@ import "strings"
 // becomes {} (or {!r}, {!s}) and its expression an argument; a field with a format spec passes
 // format(value, "spec"). It reports false, having written nothing, when the f-string cannot be
 // translated exactly (the diagnostic is recorded).
-func (t *translator) emitFString(b *strings.Builder, tk token, lvl int) bool {
+func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 	src := t.src
 	q := tk.start + int(tk.prefix)
 	quote := src[q]

@@ -16,7 +16,7 @@ type importName struct {
 // modules is dropped (or becomes `m = math` for an alias), a from-import becomes assignments
 // (`floor, ceil = math.floor, math.ceil`). It returns the index of the token that ends the
 // statement, or i when it wrote nothing (the statement is reported, or is not a valid import).
-func (t *translator) emitImport(b *strings.Builder, toks []token, i, hi int) int {
+func (t *translator) emitImport(b *writer, toks []token, i, hi int) int {
 	end := i
 	for end < hi && toks[end].kind != kNewline && !t.isOp(toks[end], ";") {
 		end = next(toks, end, hi)
@@ -150,7 +150,7 @@ func (t *translator) importList(toks []token, lo, hi int, modules bool) ([]impor
 	var out []importName
 	k := lo
 	for k < hi {
-		if toks[k].kind != kName || keywords[t.text(toks[k])] {
+		if toks[k].kind != kName || isKeyword(t.text(toks[k])) {
 			return nil, false
 		}
 		n := importName{off: toks[k].start}
@@ -165,7 +165,7 @@ func (t *translator) importList(toks []token, lo, hi int, modules bool) ([]impor
 			k++
 		}
 		if k < hi && t.isName(toks[k], "as") {
-			if k+1 >= hi || toks[k+1].kind != kName || keywords[t.text(toks[k+1])] {
+			if k+1 >= hi || toks[k+1].kind != kName || isKeyword(t.text(toks[k+1])) {
 				return nil, false
 			}
 			n.as = t.text(toks[k+1])
@@ -186,7 +186,7 @@ func (t *translator) importList(toks []token, lo, hi int, modules bool) ([]impor
 func (t *translator) dotted(toks []token, k, hi int) (string, int, bool) {
 	var s strings.Builder
 	for {
-		if k >= hi || toks[k].kind != kName || keywords[t.text(toks[k])] {
+		if k >= hi || toks[k].kind != kName || isKeyword(t.text(toks[k])) {
 			return "", 0, false
 		}
 		s.WriteString(t.text(toks[k]))

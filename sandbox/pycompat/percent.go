@@ -104,7 +104,7 @@ func (t *translator) operandEnd(toks []token, k, hi int, depth int) (int, bool) 
 	tk := toks[k]
 	switch tk.kind {
 	case kName:
-		if keywords[t.text(tk)] {
+		if isKeyword(t.text(tk)) {
 			return 0, false
 		}
 	case kNumber:
@@ -150,7 +150,7 @@ func (t *translator) literalBody(tk token) (bs, be int, open string) {
 
 // tryPercent translates "literal" % operand at toks[i] when the format needs what Starlark's %
 // lacks. It returns the index after the construct, or i when it wrote nothing.
-func (t *translator) tryPercent(b *strings.Builder, toks []token, i, hi, lvl int) int {
+func (t *translator) tryPercent(b *writer, toks []token, i, hi, lvl int) int {
 	if i+2 >= hi || !t.isOp(toks[i+1], "%") || toks[i].kind != kString {
 		return i
 	}

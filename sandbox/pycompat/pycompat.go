@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/starplan/starplan/diag"
@@ -88,6 +89,12 @@ const (
 	CodeInternal = "pycompat-internal"
 )
 
+// tokenPool recycles token slices between calls; slices grown past maxPooledTokens (a huge
+// program) are left to the collector.
+var tokenPool = sync.Pool{New: func() any { s := make([]token, 0, 512); return &s }}
+
+const maxPooledTokens = 1 << 14
+
 // maxNest bounds bracket nesting that is rewritten; deeper groups are copied verbatim.
 const maxNest = 100
 
@@ -107,15 +114,21 @@ func Translate(src string, opts Options) (res Result) {
 		}
 	}()
 	t := &translator{src: src, opts: opts}
-	toks := tokenize(src, 0, len(src), false, make([]token, 0, len(src)/4+8))
-	var b strings.Builder
-	b.Grow(len(src) + len(src)/4)
+	pooled := tokenPool.Get().(*[]token)
+	toks := tokenize(src, 0, len(src), false, (*pooled)[:0])
+	defer func() {
+		if cap(toks) <= maxPooledTokens {
+			*pooled = toks
+			tokenPool.Put(pooled)
+		}
+	}()
 	if len(toks) == 0 {
 		return Result{Source: src}
 	}
-	b.WriteString(src[:toks[0].start])
+	b := writer{src: src, hint: len(src) + len(src)/4 + 64}
+	b.copy(0, toks[0].start)
 	t.render(&b, toks, 0, len(toks), 0, true)
-	b.WriteString(src[toks[len(toks)-1].end:])
+	b.copy(toks[len(toks)-1].end, len(src))
 	out := b.String()
 	if len(t.rewrites) == 0 {
 		out = src

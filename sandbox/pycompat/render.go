@@ -17,14 +17,17 @@ func (t *translator) isOp(tk token, s string) bool {
 	return tk.kind == kOp && t.src[tk.start:tk.end] == s
 }
 
-// keywords are Python's reserved words (None, True and False are values, handled apart).
-var keywords = map[string]bool{
-	"and": true, "as": true, "assert": true, "async": true, "await": true, "break": true,
-	"class": true, "continue": true, "def": true, "del": true, "elif": true, "else": true,
-	"except": true, "finally": true, "for": true, "from": true, "global": true, "if": true,
-	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true, "not": true,
-	"or": true, "pass": true, "raise": true, "return": true, "try": true, "while": true,
-	"with": true, "yield": true, "load": true,
+// isKeyword reports whether s is one of Python's reserved words (None, True and False are
+// values, handled apart), or Starlark's load.
+func isKeyword(s string) bool {
+	switch s {
+	case "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+		"elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+		"lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
+		"yield", "load":
+		return true
+	}
+	return false
 }
 
 func (t *translator) isConst(tk token) bool {
@@ -47,7 +50,7 @@ func (t *translator) endsOperand(tk token) bool {
 	case kString:
 		return true
 	case kName:
-		return !keywords[t.text(tk)]
+		return !isKeyword(t.text(tk))
 	case kOp:
 		s := t.text(tk)
 		return (s == ")" || s == "]" || s == "}") && tk.match >= 0
@@ -55,18 +58,80 @@ func (t *translator) endsOperand(tk token) bool {
 	return false
 }
 
-// gap writes the text between two tokens. While a duplicate is rendered, a gap that holds a
-// newline or a comment becomes one space, so the duplicate adds no line.
-func (t *translator) gap(b *strings.Builder, s string) {
-	if t.flat > 0 && strings.ContainsAny(s, "\n#\\") {
-		b.WriteByte(' ')
+// gap writes the source text src[start:end] between two tokens. While a duplicate is
+// rendered, a gap that holds a newline, a comment or a continuation becomes one space, so the
+// duplicate adds no line.
+func (t *translator) gap(b *writer, start, end int) {
+	if t.flat > 0 && strings.ContainsAny(t.src[start:end], "\n#\\") {
+		b.byte(' ')
 		return
 	}
-	b.WriteString(s)
+	b.copy(start, end)
 }
 
-func (t *translator) gapBefore(b *strings.Builder, toks []token, k int) {
-	t.gap(b, t.src[toks[k-1].end:toks[k].start])
+func (t *translator) gapBefore(b *writer, toks []token, k int) {
+	t.gap(b, toks[k-1].end, toks[k].start)
+}
+
+// writer accumulates output. A run of source copied unchanged stays a pending span until
+// something else is written, so copying costs one append per run, and a program with nothing
+// to rewrite comes back without being copied at all.
+type writer struct {
+	src      string
+	buf      []byte
+	from, to int // the pending span of src
+	hint     int // the capacity to allocate on the first write
+}
+
+func (w *writer) copy(start, end int) {
+	if start >= end {
+		return
+	}
+	if w.to == start && w.from < w.to {
+		w.to = end
+		return
+	}
+	w.flush()
+	w.from, w.to = start, end
+}
+
+func (w *writer) flush() {
+	if w.from < w.to {
+		w.grow()
+		w.buf = append(w.buf, w.src[w.from:w.to]...)
+	}
+	w.from, w.to = 0, 0
+}
+
+func (w *writer) grow() {
+	if w.buf == nil && w.hint > 0 {
+		w.buf = make([]byte, 0, w.hint)
+	}
+}
+
+// WriteString writes s, which need not come from the source.
+func (w *writer) WriteString(s string) {
+	if s != "" {
+		w.flush()
+		w.grow()
+		w.buf = append(w.buf, s...)
+	}
+}
+
+// byte writes c.
+func (w *writer) byte(c byte) {
+	w.flush()
+	w.grow()
+	w.buf = append(w.buf, c)
+}
+
+// String returns everything written.
+func (w *writer) String() string {
+	if len(w.buf) == 0 {
+		return w.src[w.from:w.to]
+	}
+	w.flush()
+	return string(w.buf)
 }
 
 // keptGap returns the gap before toks[k] when it must survive a rewrite that drops the tokens
@@ -86,12 +151,12 @@ func (t *translator) keptGap(toks []token, k int) string {
 }
 
 // verbatim writes toks[lo:hi] without rewriting.
-func (t *translator) verbatim(b *strings.Builder, toks []token, lo, hi int) {
+func (t *translator) verbatim(b *writer, toks []token, lo, hi int) {
 	for k := lo; k < hi; k++ {
 		if k > lo {
 			t.gapBefore(b, toks, k)
 		}
-		b.WriteString(t.text(toks[k]))
+		b.copy(toks[k].start, toks[k].end)
 	}
 }
 
@@ -107,7 +172,7 @@ func next(toks []token, i, hi int) int {
 // render writes toks[lo:hi] and the gaps between them (not the gap before lo) with every rewrite
 // applied. lvl is the bracket nesting; top is true for the program's own tokens, where
 // statements (and so imports) can start.
-func (t *translator) render(b *strings.Builder, toks []token, lo, hi, lvl int, top bool) {
+func (t *translator) render(b *writer, toks []token, lo, hi, lvl int, top bool) {
 	if lo >= hi {
 		return
 	}
@@ -136,7 +201,7 @@ func (t *translator) render(b *strings.Builder, toks []token, lo, hi, lvl int, t
 
 // renderString renders toks[lo:hi] into a new string.
 func (t *translator) renderString(toks []token, lo, hi, lvl int) string {
-	var b strings.Builder
+	b := writer{src: t.src}
 	t.render(&b, toks, lo, hi, lvl, false)
 	return b.String()
 }
@@ -152,7 +217,7 @@ func (t *translator) dup(toks []token, lo, hi, lvl int) string {
 }
 
 // emitAtom writes the level element that starts at toks[i] and returns the index after it.
-func (t *translator) emitAtom(b *strings.Builder, toks []token, i, hi, lvl int, top bool) int {
+func (t *translator) emitAtom(b *writer, toks []token, i, hi, lvl int, top bool) int {
 	tk := toks[i]
 	switch tk.kind {
 	case kName:
@@ -187,7 +252,7 @@ func (t *translator) emitAtom(b *strings.Builder, toks []token, i, hi, lvl int, 
 			return m + 1
 		}
 	}
-	b.WriteString(t.text(tk))
+	b.copy(tk.start, tk.end)
 	return i + 1
 }
 
@@ -202,7 +267,7 @@ func (t *translator) stmtStart(toks []token, i int) bool {
 
 // emitGroup writes the bracket group toks[i..m], turning a generator expression into a list
 // comprehension.
-func (t *translator) emitGroup(b *strings.Builder, toks []token, i, m, lvl int) {
+func (t *translator) emitGroup(b *writer, toks []token, i, m, lvl int) {
 	if t.text(toks[i]) == "(" && t.hasGenexp(toks, i, m) {
 		call := i > 0 && t.endsOperand(toks[i-1])
 		if call {
@@ -221,13 +286,13 @@ func (t *translator) emitGroup(b *strings.Builder, toks []token, i, m, lvl int) 
 		t.record(RuleGenexp, toks[i].start, toks[m].end)
 		return
 	}
-	b.WriteString(t.text(toks[i]))
+	b.copy(toks[i].start, toks[i].end)
 	if m > i+1 {
 		t.gapBefore(b, toks, i+1)
 		t.render(b, toks, i+1, m, lvl+1, false)
 	}
 	t.gapBefore(b, toks, m)
-	b.WriteString(t.text(toks[m]))
+	b.copy(toks[m].start, toks[m].end)
 }
 
 // hasGenexp reports whether the parenthesised group toks[i..m] is exactly one generator
@@ -271,7 +336,7 @@ func isTrailer(s string) bool { return s == "." || s == "(" || s == "[" }
 
 // emitIs writes the `is` / `is not` at toks[i], as == / != when one side is None, True or
 // False: Starlark's == on those is identity, since no other value equals them.
-func (t *translator) emitIs(b *strings.Builder, toks []token, i, hi int) int {
+func (t *translator) emitIs(b *writer, toks []token, i, hi int) int {
 	n, ok := t.isConstCompare(toks, i, hi)
 	if !ok {
 		t.verbatim(b, toks, i, i+n)
@@ -350,7 +415,7 @@ func (t *translator) findChains(toks []token, lo, hi int) []chain {
 					n = 2
 				}
 			default:
-				if keywords[s] {
+				if isKeyword(s) {
 					boundary = true
 					if s == "for" {
 						pendingFor = true
@@ -413,7 +478,7 @@ func (t *translator) simple(toks []token, lo, hi int) bool {
 				return false
 			}
 		case kName:
-			if keywords[t.text(tk)] {
+			if isKeyword(t.text(tk)) {
 				return false
 			}
 		case kOp:
@@ -438,8 +503,8 @@ func (t *translator) simple(toks []token, lo, hi int) bool {
 }
 
 // emitChain writes a chain a < b < c as (a < b and b < c).
-func (t *translator) emitChain(b *strings.Builder, toks []token, c chain, lvl int) {
-	b.WriteByte('(')
+func (t *translator) emitChain(b *writer, toks []token, c chain, lvl int) {
+	b.byte('(')
 	lo := c.start
 	for k, op := range c.ops {
 		t.render(b, toks, lo, op.i, lvl, false)
@@ -453,12 +518,12 @@ func (t *translator) emitChain(b *strings.Builder, toks []token, c chain, lvl in
 		t.gapBefore(b, toks, lo)
 	}
 	t.render(b, toks, lo, c.end, lvl, false)
-	b.WriteByte(')')
+	b.byte(')')
 	t.record(RuleChainedCompare, toks[c.start].start, toks[c.end-1].end)
 }
 
 // emitOp writes a comparison operator of a chain.
-func (t *translator) emitOp(b *strings.Builder, toks []token, op opRef, hi int) {
+func (t *translator) emitOp(b *writer, toks []token, op opRef, hi int) {
 	if t.isName(toks[op.i], "is") {
 		t.emitIs(b, toks, op.i, hi)
 		return
@@ -484,13 +549,13 @@ func (t *translator) renderExpr(start, end, lvl int) (s string, comma, empty boo
 	if len(toks) == 0 {
 		return "", false, true
 	}
-	var b strings.Builder
-	if lead := t.src[start:toks[0].start]; strings.ContainsAny(lead, "\n#") {
-		t.gap(&b, lead)
+	b := writer{src: t.src}
+	if strings.ContainsAny(t.src[start:toks[0].start], "\n#") {
+		t.gap(&b, start, toks[0].start)
 	}
 	t.render(&b, toks, 0, len(toks), lvl, false)
-	if trail := t.src[toks[len(toks)-1].end:end]; strings.ContainsAny(trail, "\n#") {
-		t.gap(&b, trail)
+	if last := toks[len(toks)-1].end; strings.ContainsAny(t.src[last:end], "\n#") {
+		t.gap(&b, last, end)
 	}
 	return b.String(), t.topComma(toks, 0, len(toks)), false
 }

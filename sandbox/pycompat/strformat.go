@@ -90,7 +90,7 @@ type carg struct {
 // tryStrFormat translates "literal".format(...) at toks[i] when a field has a format spec,
 // which Starlark's str.format does not support. It returns the index after the call, or i when
 // it wrote nothing.
-func (t *translator) tryStrFormat(b *strings.Builder, toks []token, i, hi, lvl int) int {
+func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 	if i+3 >= hi || !t.isOp(toks[i+1], ".") || !t.isName(toks[i+2], "format") || !t.isOp(toks[i+3], "(") {
 		return i
 	}
@@ -294,7 +294,7 @@ func (t *translator) tryStrFormat(b *strings.Builder, toks []token, i, hi, lvl i
 			if k > open+1 {
 				t.gapBefore(b, toks, k)
 			}
-			b.WriteString(t.text(toks[k]))
+			b.copy(toks[k].start, toks[k].end)
 		}
 		if a.lo > open+1 {
 			t.gapBefore(b, toks, a.lo)
@@ -319,7 +319,7 @@ func (t *translator) tryStrFormat(b *strings.Builder, toks []token, i, hi, lvl i
 	}
 	for ; k < closeIdx; k++ { // a trailing comma
 		t.gapBefore(b, toks, k)
-		b.WriteString(t.text(toks[k]))
+		b.copy(toks[k].start, toks[k].end)
 	}
 	t.gapBefore(b, toks, closeIdx)
 	b.WriteString(")")

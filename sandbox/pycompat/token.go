@@ -85,12 +85,6 @@ func stringPrefix(w string) (uint8, bool) {
 	return fl, true
 }
 
-// ops lists the multi-byte operators, longest first.
-var ops3 = [...]string{"**=", "//=", ">>=", "<<=", "..."}
-var ops2 = [...]string{"->", ":=", "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="}
-
-const ops1 = "+-*/%@&|^~<>()[]{},:.;=!"
-
 // tokenize appends the tokens of src[lo:hi] to dst. When nested is true the range is inside
 // brackets (an f-string field), so newlines never end a logical line.
 func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
@@ -198,25 +192,44 @@ func closerOf(c byte) byte {
 	return 0
 }
 
+// opLen returns the length of the operator at the start of s, or 0.
 func opLen(s string) int {
-	if len(s) >= 3 {
-		for _, o := range ops3 {
-			if s[:3] == o {
+	var c1, c2 byte
+	if len(s) > 1 {
+		c1 = s[1]
+	}
+	if len(s) > 2 {
+		c2 = s[2]
+	}
+	switch s[0] {
+	case '(', ')', '[', ']', '{', '}', ',', ';', '~':
+		return 1
+	case '.':
+		if c1 == '.' && c2 == '.' {
+			return 3
+		}
+		return 1
+	case '*', '/', '<', '>':
+		if c1 == s[0] { // ** // << >> and **= //= <<= >>=
+			if c2 == '=' {
 				return 3
 			}
+			return 2
 		}
-	}
-	if len(s) >= 2 {
-		for _, o := range ops2 {
-			if s[:2] == o {
-				return 2
-			}
+		if c1 == '=' {
+			return 2
 		}
-	}
-	for i := 0; i < len(ops1); i++ {
-		if s[0] == ops1[i] {
-			return 1
+		return 1
+	case '-':
+		if c1 == '>' || c1 == '=' {
+			return 2
 		}
+		return 1
+	case ':', '=', '!', '+', '%', '&', '|', '^', '@':
+		if c1 == '=' {
+			return 2
+		}
+		return 1
 	}
 	return 0
 }

@@ -1,0 +1,85 @@
+package pycompat
+
+import (
+	"strings"
+	"testing"
+)
+
+var fuzzSeeds = []string{
+	plainPlan,
+	`x = f"{row['name']}: {price:.2f} {n:>5} {total:,.2f}" if a is not None else f'{b!r:>{w}}'`,
+	"s = f'''a\n{b:>3}\nc''' + \"%5.1f|%-3s\" % (x,\n y) + '{0:>5}{0}'.format(v)",
+	"import math as m, json\nfrom math import (floor,\n ceil)\nok = 0 < m.pi < 4 and sum(x for x in y)",
+	"def f():\n    import re\n    return [a for a in b if 1 < a <= 9]\n",
+	"x = (a <\n b < \\\n c) # f\"{x}\"\n'''\nimport re\n'''",
+	`s = "%(a)5d %(b)s" % d; t = "{x:>3}{x}".format(x=v); u = "{:{w}}".format(1, w=2)`,
+	`s = f"{f'{f"{x}"}'}" + f"{x=}" + f"{'{'}" + f"\N{BULLET}"`,
+	"x = a is \\\n not None\nfrom . import y\nfrom os import *",
+	"\"\"\"unterminated\nf'{\n(((\n",
+}
+
+// FuzzTranslate checks that Translate never panics (a recovered panic shows as CodeInternal),
+// keeps the line count, changes nothing when it reports no rewrite, and keeps a program that
+// already parses as Starlark parseable.
+func FuzzTranslate(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		r := Translate(src, testOpts)
+		for _, d := range r.Diagnostics {
+			if d.Code == CodeInternal {
+				t.Fatalf("internal error: %s\ninput: %q", d, src)
+			}
+			if d.Line < 1 || d.Line > strings.Count(src, "\n")+1 || d.Hint == "" {
+				t.Fatalf("bad diagnostic %s\ninput: %q", d, src)
+			}
+		}
+		if got, want := strings.Count(r.Source, "\n"), strings.Count(src, "\n"); got != want {
+			t.Fatalf("line count %d, want %d\ninput: %q\noutput: %q", got, want, src, r.Source)
+		}
+		if len(r.Rewrites) == 0 && r.Source != src {
+			t.Fatalf("output changed without a rewrite\ninput: %q\noutput: %q", src, r.Source)
+		}
+		if !mayNeedRewrite(src) && len(r.Rewrites)+len(r.Diagnostics) > 0 {
+			t.Fatalf("the pre-scan missed a rewrite\ninput: %q", src)
+		}
+		if _, err := dialect.Parse("in.star", src, 0); err == nil {
+			if _, err := dialect.Parse("out.star", r.Source, 0); err != nil {
+				t.Fatalf("valid Starlark became invalid: %v\ninput: %q\noutput: %q", err, src, r.Source)
+			}
+		}
+	})
+}
+
+// BenchmarkTranslate measures a 40-line plan with nothing to rewrite (the fast path) and the
+// same size of plan full of rewrites.
+func BenchmarkTranslate(b *testing.B) {
+	rewrites := strings.Repeat(`import math
+from math import floor
+total = sum(r["price"] for r in rows if r["price"] is not None)
+line = f"{r['name']:<12} {r['price']:>8.2f} {r['qty']:>5}"
+ok = [r for r in rows if 70 <= r["price"] <= 100]
+s = "%-10s %6.2f" % (name, price) + "{:>5}".format(n)
+`, 7)[:]
+	b.Run("no-rewrite", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Translate(plainPlan, testOpts)
+		}
+	})
+	b.Run("rewrites", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Translate(rewrites, testOpts)
+		}
+	})
+	b.Run("no-rewrite-full-path", func(b *testing.B) {
+		// A plan whose triggers turn out to need nothing (comprehensions, % on strings).
+		src := plainPlan + `x = "%s" % y` + "\n"
+		b.ReportAllocs()
+		for b.Loop() {
+			Translate(src, testOpts)
+		}
+	})
+}
