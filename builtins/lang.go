@@ -19,12 +19,9 @@ const (
 	// MaxIntResultBytes is the largest integer, in bytes of magnitude (about 2.4 decimal digits per
 	// byte), that pow, math.prod, math.factorial, math.comb and math.perm may create: 1 MiB.
 	MaxIntResultBytes = 1 << 20
-	// MaxFormatBytes is the largest field format may pad or fill, in bytes: width and precision
-	// above this are refused. 1 MiB.
+	// MaxFormatBytes is the largest field format may pad or fill, in bytes: a width or precision
+	// above it is refused. 1 MiB.
 	MaxFormatBytes = 1 << 20
-	// UnbudgetedResultBytes caps one result of re, json.dumps and friends on a thread without a
-	// budget (a budgeted thread is charged instead): 64 MiB.
-	UnbudgetedResultBytes = 64 << 20
 )
 
 // pollEvery is how many iterations a builtin's loop runs between two checks of cancellation.
@@ -135,46 +132,28 @@ func chargeCapped(thread *starlark.Thread, op string, n, limit int64) error {
 	return Charge(thread, op, n)
 }
 
-// meter charges a result that grows piece by piece (a re.sub output, a json.dumps document):
-// with a budget it charges in chunks as the result grows; without one it caps the result at
-// UnbudgetedResultBytes.
+// meter asks the run's budget about a result that grows piece by piece (a re.sub output, a
+// json.dumps document, a findall list): Charge is consulted with the whole size each time it has
+// grown by a quarter (and at least CheckThreshold) since the last question.
 type meter struct {
-	thread  *starlark.Thread
-	op      string
-	charged int64
-	budget  bool
+	thread *starlark.Thread
+	op     string
+	next   int64 // the size at which to ask again
 }
 
-const meterChunk = 16 << 10
-
 func newMeter(thread *starlark.Thread, op string) *meter {
-	return &meter{thread: thread, op: op, budget: thread != nil && BudgetOf(thread) != nil}
+	return &meter{thread: thread, op: op, next: CheckThreshold}
 }
 
 // grow records that the result now holds total bytes.
 func (m *meter) grow(total int64) error {
-	if total <= m.charged {
+	if total < m.next {
 		return nil
 	}
-	if !m.budget {
-		if total > UnbudgetedResultBytes {
-			return &MemoryError{Op: m.op, Bytes: total, Limit: UnbudgetedResultBytes}
-		}
-		m.charged = total
-		return nil
-	}
-	n := total - m.charged
-	if n < meterChunk {
-		n = meterChunk
-	}
-	if err := Charge(m.thread, m.op, n); err != nil {
-		var me *MemoryError
-		if errors.As(err, &me) {
-			me.Bytes = total
-		}
+	if err := Charge(m.thread, m.op, total); err != nil {
 		return err
 	}
-	m.charged += n
+	m.next = total + max(total/4, CheckThreshold)
 	return nil
 }
 

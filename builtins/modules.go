@@ -62,6 +62,11 @@ var poleFuncs = map[string]bool{"log": true, "log2": true, "log10": true, "log1p
 func checkedMath(name string, fn *starlark.Builtin) *starlark.Builtin {
 	return starlark.NewBuiltin(name, func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		args = boolsToInts(args)
+		for _, a := range args {
+			if _, ok, _ := toFloat(a); !ok {
+				return nil, fmt.Errorf("%s: must be real number, not %s", name, pyType(a))
+			}
+		}
 		v, err := fn.CallInternal(thread, args, kwargs)
 		if err != nil {
 			return nil, err
@@ -740,7 +745,7 @@ func chargeIndent(thread *starlark.Thread, name string, args starlark.Tuple, kwa
 			depth--
 			size += line()
 		}
-		if size > UnbudgetedResultBytes*64 {
+		if size > 1<<40 {
 			break
 		}
 	}
