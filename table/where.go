@@ -30,7 +30,8 @@ type Matcher struct {
 	eq   map[string]any
 }
 
-// group is a conjunction (or a disjunction) of per-field conditions and nested groups.
+// group is a conjunction of per-field conditions and nested groups, or (when or is set) a
+// disjunction of groups only.
 type group struct {
 	or     bool
 	fields []fieldCond
@@ -81,8 +82,8 @@ type op struct {
 	// floatOrder marks $lt/$lte/$gt/$gte with a number operand that is exactly val.f, which
 	// fieldCond.match evaluates inline.
 	floatOrder bool
-	val  operand   // every operator but $in/$nin
-	list []operand // $in, $nin
+	val        operand   // every operator but $in/$nin
+	list       []operand // $in, $nin
 	// strSet and numSet answer $in/$nin over long lists of strings or numbers.
 	strSet map[string]struct{}
 	numSet map[float64]struct{}
@@ -202,11 +203,7 @@ func equalities(g *group, into map[string]any) map[string]any {
 
 func (g *group) match(r Row) bool {
 	if g.or {
-		for i := range g.fields {
-			if g.fields[i].match(r) {
-				return true
-			}
-		}
+		// An $or group holds only its alternatives, each a group of its own.
 		for i := range g.groups {
 			if g.groups[i].match(r) {
 				return true
@@ -385,25 +382,9 @@ func (c *operand) equal(v any) bool {
 func (c *operand) compare(v any) (int, bool) {
 	switch c.kind {
 	case kNum:
-		// Fast paths for the common cases, exact by construction: a float row value against an
-		// operand that is exactly c.f, and an int row value against an int operand.
-		switch x := v.(type) {
-		case float64:
-			if c.exactF {
-				switch {
-				case x < c.f:
-					return -1, true
-				case x > c.f:
-					return 1, true
-				case x == c.f:
-					return 0, true
-				}
-				return 0, false // NaN
-			}
-		case int64:
-			if c.n.isInt {
-				return cmpInt(x, c.n.i), true
-			}
+		// (fieldCond.match handles float operands inline.)
+		if x, ok := v.(int64); ok && c.n.isInt {
+			return cmpInt(x, c.n.i), true
 		}
 		n, ok := asNumber(v)
 		if !ok || n.isNaN() {

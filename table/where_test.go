@@ -78,6 +78,7 @@ func TestCompileMatches(t *testing.T) {
 		{"$gte", map[string]any{"quantity_in_stock": map[string]any{"$gte": 10.5}}, []string{"SG001", "SG004"}},
 		{"range ANDed", map[string]any{"price": map[string]any{"$gte": int64(70), "$lt": int64(100)}}, []string{"SG001", "SG002", "SG003"}},
 		{"string order", map[string]any{"name": map[string]any{"$lt": "N"}}, []string{"SG001", "SG003", "SG005", "SG006"}},
+		{"string order inclusive", map[string]any{"name": map[string]any{"$lte": "Moon", "$gte": "Moon"}}, []string{"SG006"}},
 		{"timestamp order skips missing", map[string]any{"updated": map[string]any{"$gt": "2025-01-01T12:00:00"}}, []string{"SG002"}},
 		{"$lt never matches missing", map[string]any{"updated": map[string]any{"$lt": "9999"}}, []string{"SG001", "SG002"}},
 		{"$in", map[string]any{"name": map[string]any{"$in": []any{"Moon", "Sport", "Nope"}}}, []string{"SG004", "SG006"}},
@@ -158,6 +159,7 @@ func TestCompileErrors(t *testing.T) {
 		{"bad regex", map[string]any{"name": map[string]any{"$regex": "(?<=x)a"}}, `$regex on field "name": error parsing regexp`, ""},
 		{"NaN", map[string]any{"price": math.NaN()}, `NaN never compares`, ""},
 		{"unsupported Go type", map[string]any{"price": struct{}{}}, `unsupported value`, ""},
+		{"unsupported Go type for $or", map[string]any{"$or": struct{}{}}, `$or needs a list of filters, such as {"$or": [{"name": "Aviator"}, {"price": {"$lt": 100}}]}; got struct {} {}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -524,9 +526,78 @@ func TestMatchOrderFastPath(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, m.Match(Row{"n": tt.v}), "%#v", tt.v)
 	}
+	m, err = Compile(nil, map[string]any{"n": map[string]any{"$lt": int64(5)}})
+	require.NoError(t, err)
+	assert.False(t, m.Match(Row{"n": int64(1 << 60)}), "large ints take the exact path")
+	assert.True(t, m.Match(Row{"n": int64(-1 << 60)}))
 	m, err = Compile(nil, map[string]any{"n": map[string]any{"$gt": int64(1<<53 + 1)}})
 	require.NoError(t, err)
 	assert.False(t, m.Match(Row{"n": int64(1<<53 + 1)}), "inexact operands take the exact path")
 	assert.True(t, m.Match(Row{"n": int64(1<<53 + 2)}))
 	assert.True(t, m.Match(Row{"n": float64(1<<53 + 2)}), "2^53+2 is exact as a float, and greater")
+}
+
+func TestCompileUntypedOperands(t *testing.T) {
+	m, err := Compile(nil, map[string]any{
+		"meta": map[string]any{"$eq": map[string]any{"a": 1, "b": []any{nil, true, float32(1.5)}}},
+		"list": map[string]any{"$eq": []any{int32(1), "x", map[string]any{"k": false}}},
+	})
+	require.NoError(t, err)
+	row := Row{
+		"meta": map[string]any{"a": 1.0, "b": []any{nil, true, 1.5}},
+		"list": []any{int64(1), "x", map[string]any{"k": false}},
+	}
+	assert.True(t, m.Match(row))
+	for _, change := range []func(r Row){
+		func(r Row) { r["meta"] = map[string]any{"a": 1.0, "c": []any{nil, true, 1.5}} },
+		func(r Row) { r["meta"] = map[string]any{"a": 1.0} },
+		func(r Row) { r["meta"] = map[string]any{"a": 1.0, "b": []any{false, true, 1.5}} },
+		func(r Row) { r["meta"] = map[string]any{"a": 1.0, "b": []any{nil, nil, 1.5}} },
+		func(r Row) { r["meta"] = map[string]any{"a": 1.0, "b": "x"} },
+		func(r Row) { r["list"] = []any{int64(1), "x", map[string]any{"k": true}} },
+		func(r Row) { r["list"] = []any{int64(2), "x", map[string]any{"k": false}} },
+		func(r Row) { r["list"] = []any{"1", "x", map[string]any{"k": false}} },
+		func(r Row) { r["list"] = "x" },
+	} {
+		r := Row{"meta": row["meta"], "list": row["list"]}
+		change(r)
+		assert.False(t, m.Match(r), "%v", r)
+	}
+
+	for _, where := range []map[string]any{
+		{"x": map[string]any{"$eq": []any{1.0, math.NaN()}}},
+		{"x": map[string]any{"$eq": map[string]any{"a": []any{math.NaN()}}}},
+		{"x": map[string]any{"$ne": map[string]any{"a": map[string]any{"b": math.NaN()}}}},
+	} {
+		_, err := Compile(nil, where)
+		assert.ErrorContains(t, err, "NaN never compares equal", "%v", where)
+	}
+	_, err = Compile(nil, map[string]any{"x": map[string]any{"$contains": nil}})
+	assert.ErrorContains(t, err, `$contains on field "x" needs a value, not None`)
+	_, err = Compile(nil, map[string]any{"x": map[string]any{"$in": []any{struct{}{}}}})
+	assert.ErrorContains(t, err, `$in on field "x": unsupported value {} of Go type struct {}`)
+}
+
+func TestInLongListsOfNumbersStayExact(t *testing.T) {
+	list := []any{int64(math.MaxInt64), int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7)}
+	m, err := Compile(nil, map[string]any{"n": map[string]any{"$in": list}})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"n": int64(math.MaxInt64)}))
+	assert.False(t, m.Match(Row{"n": int64(math.MaxInt64 - 1)}), "no hash set of rounded floats")
+	assert.True(t, m.Match(Row{"n": 3.0}))
+
+	list[0] = int64(0)
+	m, err = Compile(nil, map[string]any{"n": map[string]any{"$in": list}})
+	require.NoError(t, err)
+	assert.True(t, m.Match(Row{"n": 0.0}))
+	assert.True(t, m.Match(Row{"n": int64(7)}))
+	assert.False(t, m.Match(Row{"n": int64(1<<62 + 1)}), "ints beyond float precision take the exact path")
+	assert.False(t, m.Match(Row{"n": math.NaN()}))
+	assert.False(t, m.Match(Row{"n": "7"}))
+}
+
+func TestNearestAmbiguous(t *testing.T) {
+	assert.Equal(t, "", Nearest("amount", []string{"transaction_amount", "amount_due_total"}), "two contain it")
+	assert.Equal(t, "transaction_amount", Nearest("amount", []string{"transaction_amount", "price"}))
+	assert.Equal(t, "", Nearest("tmt", []string{"transaction_amount", "timestamp"}), "two have its letters in order")
 }

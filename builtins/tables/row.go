@@ -53,8 +53,8 @@ type RowValue struct {
 	shape     *shape
 	base      table.Row // the view's row: shared, never written
 	own       table.Row // the row's own copy after its first write; nil until then
+	itercount int32     // active iterators; writes are refused while > 0
 	frozen    bool
-	itercount int // active iterators; writes are refused while > 0
 }
 
 var (

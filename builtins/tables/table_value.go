@@ -113,7 +113,7 @@ func (t *TableValue) textKey() bool {
 }
 
 // rowCost estimates the bytes one row handed to a plan costs: its RowValue and its list slot.
-const rowCost = 48
+const rowCost = 32 + 16
 
 // rowList wraps rows as lazy row values in a new list, charging the run's memory budget. The
 // row values are allocated in one block.
@@ -145,8 +145,8 @@ const whereDoc = `where is a dict evaluated in Go ({"name": "Aviator"}, {"price"
 // tableMethods are the methods of every table value, in the order the reference lists them.
 var tableMethods = []method{
 	{"all", "all() -> list of rows", "Returns every row in key order.", `names = [row["name"] for row in %s.all()]`, allMethod},
-	{"search", "search(where) -> list of rows", "Returns the rows that match where, in key order; " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
-	{"get", "get(where) -> row or None", "Returns the first row (in key order) that matches where, or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
+	{"search", "search(where) -> list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
+	{"get", "get(where) -> row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
 	{"get_by_key", "get_by_key(key) -> row or None", "Returns the row with that key, or None.", `row = %s.get_by_key("SG001")`, getByKeyMethod},
 	{"count", "count(where=None) -> int", "Counts the rows that match where (every row when where is None).", `n = %s.count({"quantity_in_stock": 0})`, countMethod},
 	{"insert", "insert(row) -> key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", `key = %s.insert({"item_id": "SG007", "name": "Cat Eye", "quantity_in_stock": 5, "price": 75.0})`, insertMethod},
@@ -542,9 +542,5 @@ func describe(v starlark.Value) string {
 	case starlark.String, starlark.Int, starlark.Float, starlark.Bool:
 		return v.Type() + " " + v.String()
 	}
-	t := v.Type()
-	if strings.ContainsRune("aeiou", rune(t[0])) {
-		return "an " + t
-	}
-	return "a " + t
+	return "a " + v.Type() // list, dict, tuple, set, function, table, ...
 }

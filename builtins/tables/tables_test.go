@@ -430,3 +430,210 @@ right = r == dict(r)
 		_, _ = e.exec(t, `ok = dict(inventory_tbl.get_by_key("SG005")) == inventory_tbl.get_by_key("SG005")`, nil)
 	})
 }
+
+// errView is a view whose one table fails every call with errBroken.
+type errView struct{ schema *table.Schema }
+
+var errBroken = errors.New("the view is broken")
+
+func (v errView) Names() []string { return []string{v.schema.Name} }
+func (v errView) Table(name string) (table.Table, bool) {
+	return errTable(v), name == v.schema.Name
+}
+
+type errTable errView
+
+func (t errTable) Schema() *table.Schema                      { return t.schema }
+func (t errTable) Len() int                                   { return 0 }
+func (t errTable) Find(table.Query) ([]table.Row, error)      { return nil, errBroken }
+func (t errTable) Count(table.Query) (int, error)             { return 0, errBroken }
+func (t errTable) Get(any) (table.Row, bool, error)           { return nil, false, errBroken }
+func (t errTable) Insert(table.Row) (any, error)              { return nil, errBroken }
+func (t errTable) Update(table.Row, table.Query) (int, error) { return 0, errBroken }
+func (t errTable) Remove(table.Query) (int, error)            { return 0, errBroken }
+
+// TestViewErrorsPropagate checks that every helper returns the view's error with its cause.
+func TestViewErrorsPropagate(t *testing.T) {
+	schemas := testSchemas()
+	reg := Registry(schemas)
+	for _, tc := range []struct {
+		schema *table.Schema
+		call   string
+	}{
+		{schemas[0], "inventory_tbl.all()"},
+		{schemas[0], "inventory_tbl.search({})"},
+		{schemas[0], "inventory_tbl.get(None)"},
+		{schemas[0], `inventory_tbl.get_by_key("SG001")`},
+		{schemas[0], `inventory_tbl.count({"name": "x"})`},
+		{schemas[0], `inventory_tbl.insert({"item_id": "X"})`},
+		{schemas[0], `inventory_tbl.update({"price": 1}, lambda r: True)`},
+		{schemas[0], "inventory_tbl.remove(lambda r: True)"},
+		{schemas[1], "get_current_balance()"},
+		{schemas[1], "next_transaction_id()"},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			thread := &starlark.Thread{}
+			Bind(thread, errView{tc.schema}, fixedNow)
+			_, err := starlark.ExecFileOptions(fileOptions, thread, "broken.star", tc.call, reg.Predeclared())
+			assert.ErrorIs(t, err, errBroken)
+			assert.ErrorContains(t, err, ": the view is broken")
+		})
+	}
+}
+
+func TestSearchIsChargedToTheBudget(t *testing.T) {
+	e := largeEnv(t, 100_000)
+	thread := &starlark.Thread{}
+	Bind(thread, e.view, fixedNow)
+	builtins.SetBudget(thread, builtins.NewBudget(2<<20))
+	pre := e.reg.Predeclared()
+	_, err := starlark.ExecFileOptions(fileOptions, thread, "budget.star", `inventory_tbl.search({"price": {"$lt": 10}})`, pre)
+	require.NoError(t, err, "5,000 rows fit")
+	_, err = starlark.ExecFileOptions(fileOptions, thread, "budget.star", `inventory_tbl.all()`, pre)
+	var mem *builtins.MemoryError
+	require.ErrorAs(t, err, &mem)
+	assert.Equal(t, "inventory_tbl.all", mem.Op)
+	assert.Equal(t, int64(100_000*rowCost), mem.Bytes)
+}
+
+func TestWhereFunctionErrorsKeepTheirCause(t *testing.T) {
+	e := newEnv(t)
+	sentinel := errors.New("sentinel")
+	boom := starlark.NewBuiltin("boom", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+		return nil, sentinel
+	})
+	_, err := e.exec(t, `inventory_tbl.count(lambda row: boom())`, starlark.StringDict{"boom": boom})
+	assert.ErrorIs(t, err, sentinel)
+	var wf *WhereFuncError
+	require.ErrorAs(t, err, &wf)
+	assert.Equal(t, "SG001", wf.Key)
+
+	// A builtin is a fine where function; so is a def with **kwargs.
+	g := e.run(t, `
+def f(row, **kw):
+    return row["price"] > 100
+n = inventory_tbl.count(f)
+m = inventory_tbl.count(len)
+`)
+	assert.Equal(t, starlark.MakeInt(2), g["n"])
+	assert.Equal(t, starlark.MakeInt(6), g["m"])
+}
+
+func TestLedgerBalanceKinds(t *testing.T) {
+	schemas := testSchemas()
+	for _, tc := range []struct {
+		balance any
+		want    starlark.Value
+		err     string
+	}{
+		{int64(42), starlark.Float(42), ""},
+		{12.5, starlark.Float(12.5), ""},
+		{nil, starlark.Float(0), ""},
+		{"500", nil, `get_current_balance: the newest row "TXN002" has balance_after_transaction = "500", not a number`},
+	} {
+		data := seedData()
+		row := table.Row{"transaction_id": "TXN002"}
+		if tc.balance != nil {
+			row["balance_after_transaction"] = tc.balance
+		}
+		data["transactions"] = append(data["transactions"], row)
+		e := &env{reg: Registry(schemas), view: newMemView(schemas, data)}
+		g, err := e.exec(t, "b = get_current_balance()", nil)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, g["b"])
+	}
+}
+
+func TestNextIDOnOtherTables(t *testing.T) {
+	ledger := &table.Schema{Name: "ledger", Key: "id", Fields: []table.Field{
+		{Name: "id", Type: table.TypeString}, {Name: BalanceField, Type: table.TypeFloat},
+	}}
+	numbered := &table.Schema{Name: "numbered", Key: "n", Fields: []table.Field{{Name: "n", Type: table.TypeInt}}}
+	reg := Registry([]*table.Schema{numbered, ledger})
+	next, ok := reg.Lookup(NameNextTransactionID)
+	require.True(t, ok, "a text-keyed ledger gets next_transaction_id even without a key prefix")
+	assert.Equal(t, `next_transaction_id(tbl=ledger_tbl, prefix="TXN") -> str`, next.Signature)
+	e := &env{reg: reg, view: newMemView([]*table.Schema{numbered, ledger}, map[string][]table.Row{
+		"ledger":   {{"id": "TXN99999999999999999999", BalanceField: 1.0}},
+		"numbered": {{"n": int64(1)}, {"n": int64(2)}},
+	})}
+	_, err := e.exec(t, "next_transaction_id()", nil)
+	assert.ErrorContains(t, err, `next_transaction_id: the highest key "TXN99999999999999999999" has a number too large to increment`)
+	_, err = e.exec(t, "next_transaction_id(numbered_tbl)", nil)
+	assert.ErrorContains(t, err, `next_transaction_id: numbered_tbl has keys that are not text (n); it needs a table with keys such as "TXN001"`)
+	_, err = e.exec(t, "get_current_balance(1, 2)", nil)
+	assert.ErrorContains(t, err, "get_current_balance: got 2 arguments, want at most 1")
+
+	// Numeric keys: get_by_key wants a number.
+	g := e.run(t, `
+a = numbered_tbl.get_by_key(2)
+b = numbered_tbl.get_by_key(2.0)
+c = numbered_tbl.get_by_key(3)
+`)
+	assert.Equal(t, `{"n": 2}`, g["a"].String())
+	assert.Equal(t, `{"n": 2}`, g["b"].String())
+	assert.Equal(t, starlark.None, g["c"])
+	_, err = e.exec(t, `numbered_tbl.get_by_key("2")`, nil)
+	assert.ErrorContains(t, err, `numbered keys (n) are numbers, not string "2"`)
+	_, err = e.exec(t, `numbered_tbl.get_by_key(1 << 70)`, nil)
+	assert.ErrorContains(t, err, "is too large (must fit in 64 bits)")
+	_, err = e.exec(t, `numbered_tbl.search("x")`, nil)
+	assert.ErrorContains(t, err, `where must be a dict such as {"n": "x"}`, "a table with only its key uses the key in examples")
+
+	// Without a ledger or a key prefix there is no id helper.
+	_, ok = Registry([]*table.Schema{numbered}).Lookup(NameNextTransactionID)
+	assert.False(t, ok)
+}
+
+func TestSchemasWithoutDocsOrDeclaredKeys(t *testing.T) {
+	s := &table.Schema{Name: "events", Key: "id", Fields: []table.Field{{Name: "at", Type: table.TypeTimestamp}, {Name: "n", Type: table.TypeInt}}}
+	reg := Registry([]*table.Schema{s})
+	h, _ := reg.Lookup("events_tbl")
+	assert.Equal(t, "The events table; rows are dicts keyed by field name, in id order; len(tbl) counts its rows.", h.Doc)
+	assert.Equal(t, "rows = events_tbl.all()", h.Example)
+
+	// The undeclared key comes first; other keys sort after the fields.
+	r := NewRow(s, table.Row{"zz": "last", "n": int64(1), "id": "e1", "aa": []any{int64(1), map[string]any{"k": "v"}}})
+	assert.Equal(t, []string{"id", "n", "aa", "zz"}, r.keys())
+	assert.Equal(t, `{"id": "e1", "n": 1, "aa": [1, {"k": "v"}], "zz": "last"}`, r.String())
+	assert.Same(t, s, NewTableValue(s).Schema())
+
+	// GoValue copies nested values deeply; changes compare them deeply, numbers by value.
+	got := r.GoValue().(table.Row)
+	got["aa"].([]any)[1].(map[string]any)["k"] = "changed"
+	assert.Equal(t, "v", r.base["aa"].([]any)[1].(map[string]any)["k"])
+	thread := &starlark.Thread{}
+	_, err := starlark.ExecFileOptions(fileOptions, thread, "nested.star", `
+r["aa"] = [1.0, {"k": "v"}]
+r["n"] = 1.0
+r["id"] = "e1"
+`, starlark.StringDict{"r": r})
+	require.NoError(t, err)
+	assert.Empty(t, r.changes(), "equal values are not changes")
+	for _, src := range []string{`r["aa"] = [1, {"k": "w"}]`, `r["aa"] = [1]`, `r["aa"] = [2, {"k": "v"}]`, `r["aa"] = [1, {"j": "v"}]`, `r["aa"] = [1, {"k": "v", "j": 1}]`, `r["aa"] = "x"`, `r["n"] = "1"`, `r["new"] = None`} {
+		c := NewRow(s, r.base)
+		_, err := starlark.ExecFileOptions(fileOptions, thread, "nested.star", src, starlark.StringDict{"r": c})
+		require.NoError(t, err)
+		assert.Len(t, c.changes(), 1, src)
+	}
+	assert.True(t, goEqual(1, int64(1)))
+	assert.False(t, goEqual(1, "1"))
+	Bind(thread, newMemView([]*table.Schema{s}, nil), fixedNow)
+	_, err = starlark.ExecFileOptions(fileOptions, thread, "nokey.star", `events_tbl.get_by_key(None)`, Registry([]*table.Schema{s}).Predeclared())
+	assert.ErrorContains(t, err, "events_tbl.get_by_key: the key is None; pass a key value")
+	empty := NewRow(s, nil)
+	require.NoError(t, empty.SetKey(starlark.String("id"), starlark.String("e2")))
+	assert.Equal(t, table.Row{"id": "e2"}, empty.GoValue())
+	assert.Equal(t, "<table events>", NewTableValue(s).String())
+}
+
+func TestRowAsWhereOfAnotherTable(t *testing.T) {
+	// A row of another table matches by all of its fields, which the other table lacks.
+	e := newEnv(t)
+	_, err := e.exec(t, `transactions_tbl.search(inventory_tbl.get_by_key("SG001"))`, nil)
+	assert.ErrorContains(t, err, `transactions_tbl.search: transactions: unknown field "description"`)
+}
