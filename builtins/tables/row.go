@@ -101,6 +101,7 @@ func (r *RowValue) changes() table.Row {
 	return out
 }
 
+// String renders the row as a dict literal, keys in order: {"item_id": "SG001", ...}.
 func (r *RowValue) String() string {
 	var b strings.Builder
 	b.WriteByte('{')
@@ -117,11 +118,20 @@ func (r *RowValue) String() string {
 	return b.String()
 }
 
-func (r *RowValue) Type() string          { return "dict" }
-func (r *RowValue) Freeze()               { r.frozen = true }
-func (r *RowValue) Truth() starlark.Bool  { return len(r.data()) > 0 }
+// Type is "dict": a row is a dict to a plan (isinstance(row, dict), type(row) == "dict").
+func (r *RowValue) Type() string { return "dict" }
+
+// Freeze makes the row refuse writes.
+func (r *RowValue) Freeze() { r.frozen = true }
+
+// Truth reports whether the row has any field.
+func (r *RowValue) Truth() starlark.Bool { return len(r.data()) > 0 }
+
+// Hash fails: like dicts, rows are not hashable.
 func (r *RowValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: dict") }
-func (r *RowValue) Len() int              { return len(r.data()) }
+
+// Len is the number of fields the row has.
+func (r *RowValue) Len() int { return len(r.data()) }
 
 // Get returns the value of a field. A missing field is not found, with an error that names the
 // fields (with a did-you-mean), which r["..."] reports and "..." in r ignores.

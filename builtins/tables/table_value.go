@@ -43,10 +43,19 @@ func NewTableValue(s *table.Schema) *TableValue {
 // Schema returns the table's schema.
 func (t *TableValue) Schema() *table.Schema { return t.schema }
 
-func (t *TableValue) String() string        { return fmt.Sprintf("<table %s>", t.schema.Name) }
-func (t *TableValue) Type() string          { return "table" }
-func (t *TableValue) Freeze()               {} // immutable
-func (t *TableValue) Truth() starlark.Bool  { return starlark.True }
+// String renders the value as <table inventory>.
+func (t *TableValue) String() string { return fmt.Sprintf("<table %s>", t.schema.Name) }
+
+// Type is "table".
+func (t *TableValue) Type() string { return "table" }
+
+// Freeze does nothing: a table value is immutable.
+func (t *TableValue) Freeze() {}
+
+// Truth is always true.
+func (t *TableValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash hashes the value's name, so tables may be dict keys.
 func (t *TableValue) Hash() (uint32, error) { return starlark.String(t.name).Hash() }
 
 // Attr returns a method or one of the fields name, key and fields. Names that other data APIs
@@ -517,10 +526,12 @@ type WhereFuncError struct {
 	Err error
 }
 
+// Error names the row and the function's error.
 func (e *WhereFuncError) Error() string {
 	return fmt.Sprintf("the where function failed on row %s: %v", table.FormatValue(e.Key), e.Err)
 }
 
+// Unwrap returns the function's error.
 func (e *WhereFuncError) Unwrap() error { return e.Err }
 
 // matchFunc wraps a Starlark function as a table.Query.Match: the function's truthiness.
