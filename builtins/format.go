@@ -265,11 +265,16 @@ func decimalValue(r rune) int {
 
 // checkField refuses a field wider than MaxFormatBytes and charges a large one to the budget.
 func checkField(thread *starlark.Thread, fs formatSpec, content int) error {
-	if fs.width <= formatChargeFloor && fs.precision <= formatChargeFloor {
+	if fs.width <= formatChargeFloor/4 && fs.precision <= formatChargeFloor {
 		return nil
 	}
+	// The fill character may take up to 4 bytes in UTF-8.
+	width := fs.width
+	if width > 0 && width < math.MaxInt64/4 {
+		width *= int64(max(utf8.RuneLen(fs.fill), 1))
+	}
 	n := int64(content)
-	for _, f := range []int64{fs.width, fs.precision} {
+	for _, f := range []int64{width, fs.precision} {
 		if f > MaxFormatBytes {
 			return &MemoryError{Op: "format", Bytes: f, Limit: MaxFormatBytes}
 		}

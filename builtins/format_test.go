@@ -232,6 +232,7 @@ func FuzzFormatSpec(f *testing.F) {
 		f.Add(c.spec, -0.0, int64(7), "héllo")
 	}
 	f.Add("\x00<99999999999999999999", math.Inf(1), int64(math.MinInt64), "")
+	f.Add("\xbf<700000", 5533.625, int64(32), "0") // a 3-byte fill: 2 MB if the cap counted runes
 	f.Fuzz(func(t *testing.T, spec string, x float64, i int64, s string) {
 		for _, v := range []starlark.Value{starlark.Float(x), starlark.MakeInt64(i), starlark.String(s), starlark.Bool(i%2 == 0), bigInt("123456789012345678901234567890")} {
 			out, err := FormatValue(nil, v, spec)
