@@ -229,27 +229,35 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	touched := map[string]bool{}
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
+	ids := make([]string, len(ops)) // the document id of each op's row
 	err := s.bolt.runGroup(func(*bbolt.Tx) error {
 		inserts := map[string][]*cloverDoc{}
-		for _, o := range ops {
+		n := 0
+		for i, o := range ops {
 			coll := o.s.Name
 			touched[coll] = true
+			cur := s.tables[coll].rows[o.key]
 			switch {
 			case o.row == nil:
-				if err := s.db.DeleteById(coll, docID(coll, o.key)); err != nil {
+				if err := s.db.DeleteById(coll, cur.id); err != nil {
 					return err
 				}
-			case o.base == 0:
-				inserts[coll] = append(inserts[coll], encodeDoc(coll, o.key, o.row, seq))
+			case cur == nil:
+				n++
+				ids[i] = rowDocID(seq, n)
+				inserts[coll] = append(inserts[coll], encodeDoc(ids[i], o.row, seq))
 			default:
-				if err := s.db.ReplaceById(coll, docID(coll, o.key), encodeDoc(coll, o.key, o.row, seq)); err != nil {
+				ids[i] = cur.id
+				if err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq)); err != nil {
 					return err
 				}
 			}
 		}
-		for coll, docs := range inserts {
-			if err := s.db.Insert(coll, docs...); err != nil {
-				return err
+		for _, coll := range s.names { // in a fixed order, ids ascending: bbolt appends
+			if docs := inserts[coll]; len(docs) > 0 {
+				if err := s.db.Insert(coll, docs...); err != nil {
+					return err
+				}
 			}
 		}
 		for _, d := range extra {
@@ -265,8 +273,8 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	for _, o := range ops {
-		s.tables[o.s.Name].put(o.key, o.row, seq)
+	for i, o := range ops {
+		s.tables[o.s.Name].put(o.key, o.row, seq, ids[i])
 	}
 	for name := range touched {
 		s.tables[name].ver = seq

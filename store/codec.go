@@ -3,54 +3,67 @@ package store
 import (
 	"bytes"
 	"crypto/sha1"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"strconv"
+	"math"
 
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
-	"github.com/vmihailenco/msgpack/v5"
 	"go.etcd.io/bbolt"
 )
 
 // Fields starplan adds to every stored document. Schema field names cannot start with "_".
 const (
-	idField      = d.ObjectIdField // clover's document id: a UUID derived from the row's key
+	idField      = d.ObjectIdField // clover's document id: a UUID (see rowDocID)
 	versionField = "_v"            // the commit sequence number that last wrote the row
 )
 
-// idNamespace is the namespace of the name-based (version 5) UUIDs that identify documents.
+// idNamespace is the namespace of the name-based (version 5) UUIDs of system documents.
 var idNamespace = [16]byte{0x5c, 0x1a, 0x7e, 0x02, 0x9b, 0x44, 0x4f, 0x0d, 0x8a, 0x6e, 0x33, 0x52, 0x10, 0xc4, 0x77, 0xe9}
 
-// docID is the clover document id of a row: clover requires a UUID, so the id is the version-5
-// UUID of the collection and the key, which makes it a pure function of the key: a write never
-// needs to look a row up to find its document.
-func docID(collection string, key any) string {
+// sysDocID is the clover document id of a system document: the version-5 UUID of the collection
+// and the document's id, so it can be found without an index.
+func sysDocID(collection string, id string) string {
 	h := sha1.New()
 	h.Write(idNamespace[:])
 	h.Write([]byte(collection))
 	h.Write([]byte{0})
-	switch k := key.(type) {
-	case string:
-		h.Write([]byte("s:" + k))
-	case int64:
-		h.Write([]byte("i:" + strconv.FormatInt(k, 10)))
-	default:
-		fmt.Fprintf(h, "?:%v", k)
-	}
+	h.Write([]byte(id))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x50 // version 5
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return formatUUID(u)
+}
+
+// rowDocID is the clover document id of a row inserted by commit seq as its n-th insert: a
+// version-8 (custom) UUID holding seq and n big-endian, so ids increase with every insert. bbolt
+// keeps documents in id order, which makes them insertion order: new rows are appended to the
+// B+tree instead of splitting it at random places, and rows with generated keys (TXN001,
+// TXN002, ...) load already in key order, so sorting them at Open is a linear check and their
+// maps are allocated in the order a scan visits them.
+func rowDocID(seq int64, n int) string {
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[0:8], uint64(seq)<<16) // 48 bits of seq
+	u[6] = 0x80                                         // version 8
+	u[8] = 0x80                                         // RFC 4122 variant
+	binary.BigEndian.PutUint64(u[8:16], uint64(n)&(1<<48-1))
+	u[8], u[9] = 0x80, 0
+	return formatUUID(u)
+}
+
+func formatUUID(u [16]byte) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // encodeDoc builds the clover document stored for a row.
-func encodeDoc(collection string, key any, row table.Row, version int64) *d.Document {
+func encodeDoc(id string, row table.Row, version int64) *d.Document {
 	doc := d.NewDocument()
 	for k, v := range row {
 		doc.Set(k, v)
 	}
-	doc.Set(idField, docID(collection, key))
+	doc.Set(idField, id)
 	doc.Set(versionField, version)
 	return doc
 }
@@ -61,50 +74,273 @@ func encodeDoc(collection string, key any, row table.Row, version int64) *d.Docu
 func docPrefix(collection string) []byte { return []byte("c:" + collection + ";d:") }
 
 // loadDocs decodes every document of a collection straight from the bbolt values clover wrote
-// (msgpack maps), calling fn with the fields (ints as int64 or uint64, floats as float64) and the
-// stored version. The map is fn's to keep.
-func loadDocs(tx *bbolt.Tx, collection string, fn func(row map[string]any, version int64) error) error {
+// (msgpack maps), in id order, calling fn with the row, the document id and the stored version.
+// Field names are interned through the schema and numbers converted to the field's kind as they
+// are read (int64 for int fields, float64 for float fields), so a row costs one map and its
+// string and float values. The row is fn's to keep.
+func loadDocs(tx *bbolt.Tx, s *schema, fn func(row table.Row, id string, version int64) error) error {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return nil
 	}
-	prefix := docPrefix(collection)
-	var rd bytes.Reader
-	dec := msgpack.NewDecoder(&rd)
-	dec.UseLooseInterfaceDecoding(true)
+	prefix := docPrefix(s.Name)
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		rd.Reset(v)
-		dec.Reset(&rd)
-		dec.UseLooseInterfaceDecoding(true)
-		n, err := dec.DecodeMapLen()
+		id := k[len(prefix):]
+		row, version, err := decodeRow(s, v)
 		if err != nil {
-			return fmt.Errorf("%s: document %s: %w", collection, k[len(prefix):], err)
+			return fmt.Errorf("%s: document %s: %w", s.Name, id, err)
 		}
-		row := make(map[string]any, n)
-		var version int64
-		for range n {
-			name, err := dec.DecodeString()
-			if err != nil {
-				return fmt.Errorf("%s: document %s: %w", collection, k[len(prefix):], err)
-			}
-			val, err := dec.DecodeInterfaceLoose()
-			if err != nil {
-				return fmt.Errorf("%s: document %s: field %s: %w", collection, k[len(prefix):], name, err)
-			}
-			switch name {
-			case idField:
-			case versionField:
-				version, _ = toInt(val)
-			default:
-				row[name] = val
-			}
-		}
-		if err := fn(row, version); err != nil {
+		if err := fn(row, string(id), version); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// decodeRow decodes one stored document into a row of s and its version.
+func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
+	r := mpReader{b: data}
+	n, err := r.mapLen()
+	if err != nil {
+		return nil, 0, err
+	}
+	row := make(table.Row, len(s.Fields))
+	var version int64
+	for range n {
+		name, err := r.str()
+		if err != nil {
+			return nil, 0, err
+		}
+		f := s.fields[string(name)]
+		if f == nil {
+			switch string(name) {
+			case idField:
+				if err := r.skip(); err != nil {
+					return nil, 0, err
+				}
+				continue
+			case versionField:
+				v, err := r.value()
+				if err != nil {
+					return nil, 0, err
+				}
+				version, _ = toInt(v)
+				continue
+			}
+			return nil, 0, fmt.Errorf("stored field %q is not in the schema", name)
+		}
+		v, err := r.value()
+		if err != nil {
+			return nil, 0, fmt.Errorf("field %s: %w", f.Name, err)
+		}
+		switch f.Type {
+		case table.TypeInt:
+			if i, ok := toInt(v); ok {
+				v = i
+			}
+		case table.TypeFloat:
+			if i, ok := toInt(v); ok {
+				v = float64(i)
+			}
+		}
+		row[f.Name] = v // f.Name, not name: the key shares the schema's string
+	}
+	if len(row) < len(s.Fields) {
+		for i := range s.Fields {
+			if _, ok := row[s.Fields[i].Name]; !ok {
+				row[s.Fields[i].Name] = nil
+			}
+		}
+	}
+	switch row[s.Key].(type) {
+	case string:
+		if s.key.Type == table.TypeString {
+			return row, version, nil
+		}
+	case int64:
+		if s.key.Type == table.TypeInt {
+			return row, version, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("stored key %s is not a %s", table.FormatValue(row[s.Key]), s.key.Type)
+}
+
+// mpReader decodes the msgpack subset that clover writes for starplan documents: maps with
+// string keys, arrays, strings, binaries, nil, booleans, integers and floats.
+type mpReader struct {
+	b []byte
+	i int
+}
+
+var errShort = errors.New("truncated msgpack value")
+
+func (r *mpReader) byte1() (byte, error) {
+	if r.i >= len(r.b) {
+		return 0, errShort
+	}
+	c := r.b[r.i]
+	r.i++
+	return c, nil
+}
+
+func (r *mpReader) take(n int) ([]byte, error) {
+	if n < 0 || r.i+n > len(r.b) {
+		return nil, errShort
+	}
+	p := r.b[r.i : r.i+n]
+	r.i += n
+	return p, nil
+}
+
+// uint reads an n-byte big-endian unsigned integer.
+func (r *mpReader) uint(n int) (uint64, error) {
+	p, err := r.take(n)
+	if err != nil {
+		return 0, err
+	}
+	var u uint64
+	for _, c := range p {
+		u = u<<8 | uint64(c)
+	}
+	return u, nil
+}
+
+func (r *mpReader) mapLen() (int, error) {
+	c, err := r.byte1()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c >= 0x80 && c <= 0x8f:
+		return int(c & 0x0f), nil
+	case c == 0xde:
+		n, err := r.uint(2)
+		return int(n), err
+	case c == 0xdf:
+		n, err := r.uint(4)
+		return int(n), err
+	}
+	return 0, fmt.Errorf("want a msgpack map, found code 0x%02x", c)
+}
+
+// str reads a string or binary; the bytes alias the input.
+func (r *mpReader) str() ([]byte, error) {
+	c, err := r.byte1()
+	if err != nil {
+		return nil, err
+	}
+	return r.strBody(c)
+}
+
+func (r *mpReader) strBody(c byte) ([]byte, error) {
+	var n uint64
+	var err error
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xc4:
+		n, err = r.uint(1)
+	case c == 0xda || c == 0xc5:
+		n, err = r.uint(2)
+	case c == 0xdb || c == 0xc6:
+		n, err = r.uint(4)
+	default:
+		return nil, fmt.Errorf("want a msgpack string, found code 0x%02x", c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.take(int(n))
+}
+
+// value reads any value: nil, bool, int64 (uint64 above MaxInt64), float64, string, []any or
+// map[string]any.
+func (r *mpReader) value() (any, error) {
+	c, err := r.byte1()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c <= 0x7f:
+		return int64(c), nil
+	case c >= 0xe0:
+		return int64(int8(c)), nil
+	case c >= 0xa0 && c <= 0xbf, c == 0xd9, c == 0xda, c == 0xdb, c == 0xc4, c == 0xc5, c == 0xc6:
+		p, err := r.strBody(c)
+		return string(p), err
+	case c >= 0x80 && c <= 0x8f, c == 0xde, c == 0xdf:
+		r.i--
+		n, err := r.mapLen()
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]any, n)
+		for range n {
+			k, err := r.str()
+			if err != nil {
+				return nil, err
+			}
+			if m[string(k)], err = r.value(); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case c >= 0x90 && c <= 0x9f, c == 0xdc, c == 0xdd:
+		var n uint64
+		switch c {
+		case 0xdc:
+			n, err = r.uint(2)
+		case 0xdd:
+			n, err = r.uint(4)
+		default:
+			n = uint64(c & 0x0f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n > uint64(len(r.b)) {
+			return nil, errShort
+		}
+		a := make([]any, n)
+		for i := range a {
+			if a[i], err = r.value(); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
+	}
+	switch c {
+	case 0xc0:
+		return nil, nil
+	case 0xc2:
+		return false, nil
+	case 0xc3:
+		return true, nil
+	case 0xca:
+		u, err := r.uint(4)
+		return float64(math.Float32frombits(uint32(u))), err
+	case 0xcb:
+		u, err := r.uint(8)
+		return math.Float64frombits(u), err
+	case 0xcc, 0xcd, 0xce, 0xcf:
+		u, err := r.uint(1 << (c - 0xcc))
+		if u > math.MaxInt64 {
+			return u, err
+		}
+		return int64(u), err
+	case 0xd0, 0xd1, 0xd2, 0xd3:
+		n := 1 << (c - 0xd0)
+		u, err := r.uint(n)
+		shift := 64 - 8*n
+		return int64(u<<shift) >> shift, err // sign-extend
+	}
+	return nil, fmt.Errorf("unsupported msgpack code 0x%02x", c)
+}
+
+func (r *mpReader) skip() error {
+	_, err := r.value()
+	return err
 }
 
 type cloverDoc = d.Document

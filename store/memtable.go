@@ -16,7 +16,8 @@ import (
 type rec struct {
 	key any
 	row table.Row
-	ver int64 // the commit sequence number that wrote the row
+	ver int64  // the commit sequence number that wrote the row
+	id  string // the clover document id
 }
 
 // memTable is the committed state of one table, held in memory: rows by key, rows in key order,
@@ -41,7 +42,10 @@ func newMemTable(s *schema, recs []*rec, ver int64) *memTable {
 	for _, r := range recs {
 		t.rows[r.key] = r
 	}
-	slices.SortFunc(t.order, func(a, b *rec) int { return table.CompareKeys(a.key, b.key) })
+	cmp := func(a, b *rec) int { return table.CompareKeys(a.key, b.key) }
+	if !slices.IsSortedFunc(t.order, cmp) { // documents load in insertion order, often key order
+		slices.SortFunc(t.order, cmp)
+	}
 	t.maxNum = t.scanMaxNum()
 	return t
 }
@@ -109,12 +113,13 @@ func (t *memTable) search(key any) (int, bool) {
 	return slices.BinarySearchFunc(t.order, key, func(r *rec, k any) int { return table.CompareKeys(r.key, k) })
 }
 
-// put publishes row (nil: deletes) for key at version ver. Callers hold the Store's write lock.
-func (t *memTable) put(key any, row table.Row, ver int64) {
+// put publishes row (nil: deletes) for key at version ver, stored as document id. Callers hold
+// the Store's write lock.
+func (t *memTable) put(key any, row table.Row, ver int64, id string) {
 	old := t.rows[key]
 	var nr *rec
 	if row != nil {
-		nr = &rec{key: key, row: row, ver: ver}
+		nr = &rec{key: key, row: row, ver: ver, id: id}
 	}
 	i, found := t.search(key)
 	switch {

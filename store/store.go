@@ -236,62 +236,24 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 	if len(rows) == 0 {
 		return nil
 	}
-	key := s.schemas[collection].Key
 	docs := make([]*cloverDoc, len(rows))
 	for i, r := range rows {
-		docs[i] = encodeDoc(collection, r[key], r, ver)
+		docs[i] = encodeDoc(rowDocID(ver, i+1), r, ver)
 	}
 	return s.db.Insert(collection, docs...)
 }
 
-// loadTable reads one table's documents and normalises each to the schema's kinds.
+// loadTable reads one table's documents into memory.
 func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, error) {
 	var recs []*rec
-	err := loadDocs(tx, s.Name, func(row map[string]any, version int64) error {
-		if err := s.normalizeStored(row); err != nil {
-			return err
-		}
-		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version})
+	err := loadDocs(tx, s, func(row table.Row, id string, version int64) error {
+		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version, id: id})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return newMemTable(s, recs, ver), nil
-}
-
-// normalizeStored converts a decoded document in place to the kinds Validate produces (int64
-// for int fields, float64 for float fields, every field present). Constraints were checked when
-// the row was written and are not checked again; a field the schema does not declare is an error.
-func (s *schema) normalizeStored(row map[string]any) error {
-	for name, v := range row {
-		f := s.fields[name]
-		if f == nil {
-			return fmt.Errorf("%s row %s: stored field %q is not in the schema", s.Name, table.FormatValue(row[s.Key]), name)
-		}
-		switch f.Type {
-		case table.TypeInt:
-			if i, ok := toInt(v); ok {
-				row[name] = i
-			}
-		case table.TypeFloat:
-			if i, ok := toInt(v); ok {
-				row[name] = float64(i)
-			}
-		}
-	}
-	if len(row) < len(s.Fields) {
-		for i := range s.Fields {
-			if _, ok := row[s.Fields[i].Name]; !ok {
-				row[s.Fields[i].Name] = nil
-			}
-		}
-	}
-	switch row[s.Key].(type) {
-	case string, int64:
-		return nil
-	}
-	return fmt.Errorf("%s: stored row has key %s, not a %s", s.Name, table.FormatValue(row[s.Key]), s.key.Type)
 }
 
 // Close releases the store. Stages of a closed store must not be used.
@@ -396,7 +358,7 @@ func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
 	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
 		return false, err
 	}
-	doc, err := s.db.FindById(coll, docID(coll, id))
+	doc, err := s.db.FindById(coll, sysDocID(coll, id))
 	if err != nil || doc == nil {
 		return false, err
 	}
@@ -431,7 +393,7 @@ func (s *Store) putSysLocked(coll, id string, v any) error {
 		}
 	}
 	doc := newCloverDoc()
-	doc.Set(idField, docID(coll, id))
+	doc.Set(idField, sysDocID(coll, id))
 	doc.Set("id", id)
 	doc.Set("json", string(raw))
 	old, err := s.db.FindById(coll, doc.ObjectId())

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	d "github.com/ostafen/clover/v2/document"
+	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecodeRowReadsWhatCloverWrites encodes documents with clover's own encoder and checks
+// that the direct decoder used by Open gives back the same row and version.
+func TestDecodeRowReadsWhatCloverWrites(t *testing.T) {
+	s, err := compileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{
+		{Name: "k", Type: table.TypeString},
+		{Name: "i", Type: table.TypeInt},
+		{Name: "f", Type: table.TypeFloat},
+		{Name: "b", Type: table.TypeBool},
+		{Name: "s", Type: table.TypeString},
+		{Name: "o", Type: table.TypeString}, // left out of the document: decoded as None
+	}})
+	require.NoError(t, err)
+	for _, row := range []table.Row{
+		{"k": "a", "i": int64(0), "f": 0.0, "b": false, "s": ""},
+		{"k": "é", "i": int64(127), "f": 1.5, "b": true, "s": strings.Repeat("x", 31)},
+		{"k": "b", "i": int64(128), "f": -0.25, "b": nil, "s": strings.Repeat("y", 32)},
+		{"k": "c", "i": int64(-1), "f": math.MaxFloat64, "s": strings.Repeat("z", 256)},
+		{"k": "d", "i": int64(-33), "f": 80.0, "s": strings.Repeat("w", 70000)},
+		{"k": "e", "i": int64(math.MinInt64), "f": math.SmallestNonzeroFloat64},
+		{"k": "f", "i": int64(math.MaxInt64), "f": 1e300},
+		{"k": "g", "i": int64(-129)},
+		{"k": "h", "i": int64(70000)},
+		{"k": "j", "i": int64(-70000)},
+		{"k": "l", "i": int64(1) << 40},
+	} {
+		raw, err := d.Encode(encodeDoc(rowDocID(3, 1), row, 42))
+		require.NoError(t, err)
+		got, ver, err := decodeRow(s, raw)
+		require.NoError(t, err, "%v", row)
+		assert.Equal(t, int64(42), ver)
+		want := table.Row{"k": nil, "i": nil, "f": nil, "b": nil, "s": nil, "o": nil}
+		for k, v := range row {
+			want[k] = v
+		}
+		assert.Equal(t, want, got)
+	}
+}
+
+func TestDecodeValueNested(t *testing.T) {
+	doc := d.NewDocument()
+	doc.Set("list", []any{int64(1), "two", []any{3.5, nil}, map[string]any{"x": true}})
+	raw, err := d.Encode(doc)
+	require.NoError(t, err)
+	r := mpReader{b: raw}
+	v, err := r.value()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"list": []any{int64(1), "two", []any{3.5, nil}, map[string]any{"x": true}}}, v)
+}
+
+func TestDecodeRowRejects(t *testing.T) {
+	s, err := compileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeString}}})
+	require.NoError(t, err)
+	raw, err := d.Encode(encodeDoc(rowDocID(1, 1), table.Row{"k": "a", "extra": 1}, 1))
+	require.NoError(t, err)
+	_, _, err = decodeRow(s, raw)
+	assert.ErrorContains(t, err, `stored field "extra" is not in the schema`)
+
+	raw, err = d.Encode(encodeDoc(rowDocID(1, 1), table.Row{"k": 5}, 1))
+	require.NoError(t, err)
+	_, _, err = decodeRow(s, raw)
+	assert.ErrorContains(t, err, "stored key 5 is not a string")
+
+	raw, err = d.Encode(encodeDoc(rowDocID(1, 1), table.Row{"k": "abc"}, 1))
+	require.NoError(t, err)
+	for n := range raw {
+		_, _, err = decodeRow(s, raw[:n])
+		assert.Error(t, err, "truncated at %d of %d: %q", n, len(raw), raw)
+	}
+}
+
+func TestRowDocIDsIncrease(t *testing.T) {
+	ids := []string{rowDocID(1, 1), rowDocID(1, 2), rowDocID(1, 300), rowDocID(2, 1), rowDocID(1<<40, 1)}
+	for i := 1; i < len(ids); i++ {
+		assert.Less(t, ids[i-1], ids[i])
+	}
+	assert.Equal(t, "00000000-0001-8000-8000-000000000001", ids[0])
+	assert.Len(t, sysDocID("_runs", "a"), 36)
+	assert.NotEqual(t, sysDocID("_runs", "a"), sysDocID("_runs", "b"))
+}
