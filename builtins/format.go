@@ -124,7 +124,11 @@ func isAlign(r rune) bool { return r == '<' || r == '>' || r == '=' || r == '^' 
 // parseFormatSpec is CPython's parse_internal_render_format_spec.
 func parseFormatSpec(spec string, defaultType, defaultAlign rune, typeName string) (formatSpec, error) {
 	fs := formatSpec{fill: ' ', align: defaultAlign, width: -1, precision: -1, typ: defaultType}
-	rs := []rune(spec)
+	var runes [32]rune
+	rs := runes[:0]
+	for _, r := range spec {
+		rs = append(rs, r)
+	}
 	pos, end := 0, len(rs)
 	fillSpecified, alignSpecified := false, false
 	if end-pos >= 2 && isAlign(rs[pos+1]) {
@@ -435,18 +439,26 @@ func groupDigits(digits string, minWidth int, sep string, group int) string {
 		}
 		return digits
 	}
-	var pieces []string // right to left
+	// Fill from the right, as CPython does.
+	var stack [64]byte
+	out := stack[:0]
 	remaining, pos := len(digits), len(digits)
 	useSep := false
 	for {
 		l := min(group, max(remaining, minWidth, 1))
 		zeros := max(0, l-remaining)
 		chars := max(0, min(remaining, l))
-		piece := strings.Repeat("0", zeros) + digits[pos-chars:pos]
 		if useSep {
-			piece += sep
+			for i := len(sep) - 1; i >= 0; i-- {
+				out = append(out, sep[i])
+			}
 		}
-		pieces = append(pieces, piece)
+		for i := pos - 1; i >= pos-chars; i-- {
+			out = append(out, digits[i])
+		}
+		for ; zeros > 0; zeros-- {
+			out = append(out, '0')
+		}
 		useSep = true
 		remaining -= chars
 		pos -= chars
@@ -456,11 +468,10 @@ func groupDigits(digits string, minWidth int, sep string, group int) string {
 		}
 		minWidth -= len(sep)
 	}
-	var b strings.Builder
-	for i := len(pieces) - 1; i >= 0; i-- {
-		b.WriteString(pieces[i])
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
 	}
-	return b.String()
+	return string(out)
 }
 
 // --- ints -------------------------------------------------------------------------------------
@@ -584,7 +595,8 @@ func formatFloat(thread *starlark.Thread, x float64, fs formatSpec) (string, err
 
 	var num number
 	num.negative = math.Signbit(x)
-	var body []byte
+	var bodyBuf [64]byte
+	body := bodyBuf[:0]
 	if s, ok := nonFinite(math.Abs(x), upper); ok {
 		if math.IsNaN(x) {
 			num.negative = false

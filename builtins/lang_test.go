@@ -337,5 +337,3 @@ func BenchmarkRoundFloat(b *testing.B) {
 		}
 	}
 }
-
-
