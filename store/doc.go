@@ -8,20 +8,28 @@
 //
 // A store is a directory holding one bbolt file (data.db) that is also a plain clover v2
 // database: one collection per table, one document per row. A document holds the row's fields,
-// "_id" (a version-5 UUID of the table and key, because clover requires UUID ids) and "_v", the
-// commit sequence number that last wrote the row. The collection "_starplan" holds the store's
-// record (domain, last sequence number, each table's version); system collections such as the
-// audit log's runs are "_<name>" and hold JSON documents. Table names start with a letter, so a
-// plan can never see a system collection.
+// "_id" and "_v", the commit sequence number that last wrote the row (its version). Ids are
+// UUIDs (clover requires them) that grow with every insert (see rowDocID), so bbolt appends new
+// rows and Open finds them mostly in key order already. The collection "_starplan" holds the
+// store's record (domain, last sequence number, each table's version); system collections such
+// as the audit log's runs are "_<name>" and hold JSON documents. Table names start with a letter,
+// so a plan can never see a system collection.
 //
 // # Reads
 //
-// Open loads every table into memory (rows in natural key order, plus hash indexes built per
-// field on first equality lookup); clover's secondary indexes are never used (they return
-// duplicates once a collection has two). To open 100,000 rows fast, Open decodes the msgpack
-// values clover wrote straight from bbolt instead of going through clover's query plan, which
-// decodes, normalises and copies every document several times. Writes still go through clover's
-// API, so the format stays clover's.
+// Open loads every table into memory: rows in natural key order (table.CompareKeys) and, per
+// field, a hash index built on the first equality lookup, so get({"name": X}) costs about what
+// get_by_key does. clover's secondary indexes are never used (they return duplicates once a
+// collection has two). To open 100,000 rows within the budget, Open reads the msgpack values
+// clover wrote straight from bbolt with a small decoder that interns field names and converts
+// numbers to the schema's kinds as it goes; clover's own path (query plan, generic msgpack into
+// interface maps, a field-name string per field) allocates about twice as much per row. Writes
+// still go through clover's API, so the data stays a clover database.
+//
+// A Find returning more than bigRead committed rows records one read of the whole table (at the
+// table's version) instead of one per row; an apply of such a run conflicts if anything in that
+// table changed since. Reads do not detect phantoms otherwise: a row inserted by another run
+// that a Find would now return does not conflict unless the table was read whole.
 //
 // # Writes and atomicity
 //
