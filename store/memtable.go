@@ -33,8 +33,9 @@ type memTable struct {
 	// makes key generation O(1). It is recomputed by a scan only when that row is deleted.
 	maxNum int64
 
-	idxMu   sync.Mutex // guards indexes: readers build them lazily under the read lock
+	idxMu   sync.Mutex // guards indexes and cols: readers build them lazily under the read lock
 	indexes map[string]map[any][]*rec
+	cols    map[string][]float64 // numeric columns aligned with order (see columns.go)
 }
 
 func newMemTable(s *schema, recs []*rec, ver int64) *memTable {
@@ -136,6 +137,7 @@ func (t *memTable) put(key any, row table.Row, ver int64, id string) {
 		delete(t.rows, key)
 	}
 	t.idxMu.Lock()
+	t.putColumns(i, found, nr)
 	for f, idx := range t.indexes {
 		if old != nil {
 			if k, ok := indexKey(old.row[f]); ok {

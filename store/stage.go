@@ -110,7 +110,8 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // fn returns false. It holds the committed state's read lock, so fn must not call back into the
 // store. Top-level equalities are answered from a hash index (or the key map) and only those
 // candidates are checked.
-func (t *stageTable) visit(m *table.Matcher, reverse bool, fn func(c cand) bool) {
+// where is the filter m was compiled from; its numeric conditions may skip rows early.
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, fn func(c cand) bool) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
@@ -118,7 +119,7 @@ func (t *stageTable) visit(m *table.Matcher, reverse bool, fn func(c cand) bool)
 		t.visitCandidates(recs, m, reverse, fn)
 		return
 	}
-	t.visitAll(mt, m, reverse, fn)
+	t.visitAll(mt, m, mt.prefilterFor(where), reverse, fn)
 }
 
 // bestIndex returns the committed candidates of the equality with the fewest, in key order; ok
@@ -195,9 +196,30 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 	}
 }
 
-// visitAll scans the committed order merged with the run's new keys.
-func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, reverse bool, fn func(c cand) bool) {
+// visitAll scans the committed order merged with the run's new keys. Committed rows that the
+// prefilter (may be nil) rules out are skipped without looking at them.
+func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, fn func(c cand) bool) {
 	ord, nk := mt.order, t.newKeys
+	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
+		for i, r := range ord {
+			if pf != nil {
+				pass, sure := pf.check(i)
+				if !pass {
+					continue
+				}
+				if sure && pf.complete {
+					if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+						return
+					}
+					continue
+				}
+			}
+			if m.Match(r.row) && !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+				return
+			}
+		}
+		return
+	}
 	n, k := len(ord), len(nk)
 	i, j := 0, 0
 	at := func(s int, x int) int { // the position of the x-th element of a sequence of length s
@@ -218,12 +240,18 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, reverse bool, fn f
 		}
 		var c cand
 		if takeCommitted {
-			r := ord[at(n, i)]
+			pos := at(n, i)
+			r := ord[pos]
 			i++
 			c = cand{key: r.key, row: r.row, ver: r.ver}
 			if overlay {
 				if w, ok := t.writes[r.key]; ok {
 					c = cand{key: r.key, row: w.row, own: true}
+				}
+			}
+			if !c.own && pf != nil {
+				if pass, _ := pf.check(pos); !pass {
+					continue
 				}
 			}
 		} else {
@@ -252,14 +280,14 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	}
 	var out []cand
 	if q.Match == nil {
-		t.visit(m, q.Reverse, func(c cand) bool {
+		t.visit(m, q.Where, q.Reverse, func(c cand) bool {
 			out = append(out, c)
 			return limit <= 0 || len(out) < limit
 		})
 		return out, nil
 	}
 	var pre []cand
-	t.visit(m, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
+	t.visit(m, q.Where, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
 	out = pre[:0]
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
@@ -297,7 +325,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	var seen []cand
-	t.visit(m, q.Reverse, func(c cand) bool {
+	t.visit(m, q.Where, q.Reverse, func(c cand) bool {
 		rows = append(rows, c.row)
 		if !c.own && len(seen) <= bigRead {
 			seen = append(seen, c)
@@ -352,7 +380,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	t.visit(m, false, func(cand) bool { n++; return true })
+	t.visit(m, q.Where, false, func(cand) bool { n++; return true })
 	return n, nil
 }
 
