@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/ostafen/clover/v2"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -169,7 +170,7 @@ var libraryDomain = fstest.MapFS{
 			"key": "book_id",
 			"fields": [
 				{"name": "book_id", "type": "int", "required": true},
-				{"name": "title", "type": "string", "required": true, "max_len": 20},
+				{"name": "title", "type": "string", "required": true, "max_len": 20, "read_only": true},
 				{"name": "genre", "type": "string", "enum": ["novel", "poetry"]},
 				{"name": "on_loan", "type": "bool"},
 				{"name": "rating", "type": "float", "min": 0, "max": 5}
@@ -212,6 +213,13 @@ func TestDomainFromFiles(t *testing.T) {
 
 	_, err = books.Insert(table.Row{"book_id": 11, "title": "Dune", "rating": 4.5, "on_loan": false})
 	require.NoError(t, err)
+	_, err = books.Update(table.Row{"title": "Dune II"}, table.Query{Where: map[string]any{"book_id": 11}})
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "title", fe.Field)
+	assert.Equal(t, "is read-only and cannot be changed by update", fe.Rule)
+	n, err := books.Update(table.Row{"title": "Dune", "on_loan": true}, table.Query{Where: map[string]any{"book_id": 11}})
+	require.NoError(t, err, "setting a read-only field to its value is no change")
+	assert.Equal(t, 1, n)
 	require.NoError(t, v.Apply(bg))
 	require.NoError(t, s.Close())
 
@@ -224,7 +232,7 @@ func TestDomainFromFiles(t *testing.T) {
 	row, ok, _ = tbl(t, s.Stage(), "books").Get(int64(11))
 	require.True(t, ok)
 	assert.Equal(t, 4.5, row["rating"])
-	assert.Equal(t, false, row["on_loan"])
+	assert.Equal(t, true, row["on_loan"])
 }
 
 func TestLoadDomainRejects(t *testing.T) {
@@ -353,4 +361,46 @@ func TestPendingJSONRoundTrip(t *testing.T) {
 	require.NoError(t, s.ApplyPending(bg, &back))
 	row, _ := committed(t, s, "inventory", "SG001")
 	assert.Equal(t, int64(22), row["quantity_in_stock"], "JSON's 22.0 is an int again")
+}
+
+func TestOpenAddsTablesTheDomainGained(t *testing.T) {
+	d, err := LoadDomain(libraryDomain)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	d.Tables = append(d.Tables, &table.Schema{Name: "members", Key: "member_id", Fields: []table.Field{
+		{Name: "member_id", Type: table.TypeString}, {Name: "name", Type: table.TypeString},
+	}})
+	s, err = Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	defer s.Close()
+	v := s.Stage()
+	assert.Equal(t, []string{"books", "members"}, v.Names())
+	assert.Equal(t, 0, tbl(t, v, "members").Len())
+	assert.Equal(t, 2, tbl(t, v, "books").Len())
+	_, err = tbl(t, v, "members").Insert(table.Row{"member_id": "m1", "name": "Ann"})
+	require.NoError(t, err)
+	require.NoError(t, v.Apply(bg))
+}
+
+func TestOpenRejectsForeignData(t *testing.T) {
+	dir := t.TempDir()
+	db, err := clover.Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, db.CreateCollection("inventory"))
+	require.NoError(t, db.Close())
+	_, err = Open(dir, Options{})
+	assert.ErrorContains(t, err, "not a starplan store")
+
+	dir = t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.write(bg, func() error {
+		return s.putSysLocked(metaCollection, metaID, metaRecord{Format: 99, Domain: "inventory"})
+	}))
+	require.NoError(t, s.Close())
+	_, err = Open(dir, Options{})
+	assert.ErrorContains(t, err, "unknown store format 99")
 }
