@@ -19,14 +19,17 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		open = src[q : q+3]
 	}
 	var parts []fpart
-	fs := fscanner{src: src, hi: len(src)}
+	budget := 4*(tk.end-tk.start) + 1<<12 // the tokenizer parsed it within less
+	fs := fscanner{src: src, hi: len(src), budget: &budget}
 	if _, ok := fs.body(body, quote, triple, raw, 0, &parts); !ok {
 		t.diag(CodeFString, tk.start, "this f-string is malformed", "check its braces and quotes")
 		return false
 	}
 	nrw := len(t.rewrites)
 	fail := func(off int, msg, hint string) bool {
-		t.rewrites = t.rewrites[:nrw] // the fields' own rewrites are not made either
+		// The f-string stays as written, so its fields' rewrites are not made either; their
+		// diagnostics stand, since the fields are not rendered again.
+		t.rewrites = t.rewrites[:nrw]
 		t.diag(CodeFString, off, msg, hint)
 		return false
 	}

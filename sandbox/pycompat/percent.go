@@ -184,7 +184,9 @@ func (t *translator) tryPercent(b *writer, toks []token, i, hi, lvl int) int {
 	if !need {
 		return i
 	}
+	nrw, nd := t.mark()
 	reject := func(off int, msg, hint string) int {
+		t.rollback(nrw, nd) // what was rendered so far is rendered again by the caller
 		t.diag(CodePercentFormat, off, msg, hint)
 		return i
 	}
@@ -235,6 +237,9 @@ func (t *translator) tryPercent(b *writer, toks []token, i, hi, lvl int) int {
 	var tail string                        // kept gaps after the last value
 	switch {
 	case keyed:
+		if nargs > 1 && nargs*(opEnd-opLo) > maxDupTokens {
+			return reject(toks[opLo].start, "this %(key) format is too large to translate", "assign the values to names and use str.format")
+		}
 		if nargs > 1 && !t.simple(toks, opLo, opEnd) {
 			return reject(toks[opLo].start, "this %(key) format would evaluate `"+t.snippet(toks[opLo].start, toks[opEnd-1].end)+"` once per key",
 				"assign the mapping to a name first")

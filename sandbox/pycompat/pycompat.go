@@ -38,7 +38,9 @@ type Options struct {
 }
 
 // Rewrite records one construct that Translate rewrote. Line is 1-based; Before and After are
-// the whole source lines the construct spans (joined by "\n"), before and after every rewrite.
+// the whole source lines the construct spans (joined by "\n", at most 50 lines), before and
+// after every rewrite of the program. A construct nested in another (a generator inside an
+// f-string field) has its own record.
 type Rewrite struct {
 	Line   int    `json:"line"`
 	Rule   string `json:"rule"`
@@ -47,7 +49,8 @@ type Rewrite struct {
 }
 
 // Result is the outcome of Translate. Source has exactly as many lines as the input. Rewrites
-// are in source order; Diagnostics (all with Stage diag.StagePycompat) are sorted by position.
+// are in source order. Diagnostics, all with Stage diag.StagePycompat, are sorted by position;
+// there are at most 50 (the first ones), since a model cannot act on more.
 type Result struct {
 	Source      string
 	Rewrites    []Rewrite
@@ -95,6 +98,12 @@ var tokenPool = sync.Pool{New: func() any { s := make([]token, 0, 512); return &
 
 const maxPooledTokens = 1 << 14
 
+// Output bounds.
+const (
+	maxRewriteLines = 50 // lines of a Rewrite's Before and After
+	maxDiagnostics  = 50 // diagnostics in a Result
+)
+
 // maxNest bounds bracket nesting that is rewritten; deeper groups are copied verbatim.
 const maxNest = 100
 
@@ -137,14 +146,7 @@ func Translate(src string, opts Options) (res Result) {
 		panic("line count changed") // recovered above: never hand back a shifted program
 	}
 	res.Source = out
-	res.Diagnostics = t.diags
-	sort.SliceStable(res.Diagnostics, func(i, j int) bool {
-		a, b := res.Diagnostics[i], res.Diagnostics[j]
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Col < b.Col
-	})
+	res.Diagnostics = t.positions()
 	if len(t.rewrites) > 0 {
 		inLines := strings.Split(src, "\n")
 		outLines := strings.Split(out, "\n")
@@ -155,6 +157,7 @@ func Translate(src string, opts Options) (res Result) {
 			if r.end > r.start && l2 > l1 && src[r.end-1] == '\n' {
 				l2--
 			}
+			l2 = min(l2, l1+maxRewriteLines-1)
 			res.Rewrites = append(res.Rewrites, Rewrite{
 				Line:   l1,
 				Rule:   r.rule,
@@ -164,6 +167,17 @@ func Translate(src string, opts Options) (res Result) {
 		}
 	}
 	return res
+}
+
+type diagKey struct {
+	off  int
+	code string
+}
+
+// pendingDiag is a diagnostic whose line and column are computed at the end, from off.
+type pendingDiag struct {
+	off int
+	d   diag.Diagnostic
 }
 
 type rewriteRec struct {
@@ -176,10 +190,11 @@ type translator struct {
 	src        string
 	opts       Options
 	rewrites   []rewriteRec
-	diags      diag.List
+	diags      []pendingDiag
 	lineStarts []int
-	quiet      int // > 0 while rendering a duplicate: record nothing
-	flat       int // > 0 while rendering a duplicate: gaps with newlines become one space
+	seen       map[diagKey]bool // diagnostics already reported
+	quiet      int              // > 0 while rendering a duplicate: record nothing
+	flat       int              // > 0 while rendering a duplicate: gaps with newlines become one space
 }
 
 func (t *translator) record(rule string, start, end int) {
@@ -192,15 +207,55 @@ func (t *translator) diag(code string, off int, msg, hint string) {
 	if t.quiet > 0 {
 		return
 	}
-	line, col := t.pos(off)
-	for _, d := range t.diags {
-		if d.Line == line && d.Col == col && d.Code == code {
-			return
-		}
+	k := diagKey{off, code}
+	if t.seen[k] {
+		return
 	}
-	t.diags = append(t.diags, diag.Diagnostic{
-		Stage: diag.StagePycompat, Code: code, Line: line, Col: col, Message: msg, Hint: hint,
-	})
+	if t.seen == nil {
+		t.seen = map[diagKey]bool{}
+	}
+	t.seen[k] = true
+	t.diags = append(t.diags, pendingDiag{off: off, d: diag.Diagnostic{
+		Stage: diag.StagePycompat, Code: code, Message: msg, Hint: hint,
+	}})
+}
+
+// mark returns the current numbers of rewrites and diagnostics, for rollback.
+func (t *translator) mark() (int, int) { return len(t.rewrites), len(t.diags) }
+
+// rollback forgets the rewrites and diagnostics recorded since mark, when the text they were
+// made in is discarded (it is rendered again, and reported again, by the caller).
+func (t *translator) rollback(nrw, nd int) {
+	t.rewrites = t.rewrites[:nrw]
+	for _, p := range t.diags[nd:] {
+		delete(t.seen, diagKey{p.off, p.d.Code})
+	}
+	t.diags = t.diags[:nd]
+}
+
+// positions returns the diagnostics sorted by position, with their lines and columns. Sorted,
+// each column is counted from the previous one, so the cost is linear even on one long line.
+func (t *translator) positions() diag.List {
+	if len(t.diags) == 0 {
+		return nil
+	}
+	sort.SliceStable(t.diags, func(i, j int) bool { return t.diags[i].off < t.diags[j].off })
+	out := make(diag.List, min(len(t.diags), maxDiagnostics))
+	prevLine, prevOff, prevCol := 0, 0, 0
+	for i, p := range t.diags[:len(out)] {
+		off := min(max(p.off, 0), len(t.src))
+		line := t.line(off)
+		start := t.lineStarts[line-1]
+		if line == prevLine && off >= prevOff {
+			prevCol += utf8.RuneCountInString(t.src[prevOff:off])
+		} else {
+			prevCol = utf8.RuneCountInString(t.src[start:off]) + 1
+		}
+		prevLine, prevOff = line, off
+		out[i] = p.d
+		out[i].Line, out[i].Col = line, prevCol
+	}
+	return out
 }
 
 // line returns the 1-based line of the byte offset off.
@@ -214,16 +269,6 @@ func (t *translator) line(off int) int {
 		}
 	}
 	return sort.SearchInts(t.lineStarts, off+1)
-}
-
-// pos returns the 1-based line and column (in runes, as go.starlark.net counts) of off.
-func (t *translator) pos(off int) (int, int) {
-	l := t.line(off)
-	start := t.lineStarts[l-1]
-	if off > len(t.src) {
-		off = len(t.src)
-	}
-	return l, utf8.RuneCountInString(t.src[start:off]) + 1
 }
 
 // snippet returns the source of [start, end) on one line, shortened for a message.

@@ -376,3 +376,32 @@ func TestDeepNestingAndHugeInput(t *testing.T) {
 	assert.Len(t, r.Rewrites, 60000)
 	assert.Equal(t, strings.Count(big, "\n"), strings.Count(r.Source, "\n"))
 }
+
+// Hostile inputs of about 1 MiB stay linear: each used to take minutes before the f-string
+// scan budget, the sorted column count and the duplication bound. (Timings are the
+// benchmarks' business; this test checks what the output must be.)
+func TestHostileInputs(t *testing.T) {
+	cases := map[string]string{
+		"unclosed nested quotes":      strings.Repeat(`f"{'`, 250000),
+		"fields open across lines":    strings.Repeat("f\"{(\n", 200000),
+		"triple quotes in fields":     strings.Repeat(`f"""{"""`, 120000),
+		"nested f-strings":            strings.Repeat(`f"{`, 100000),
+		"many refused imports":        strings.Repeat("import requests\n", 60000),
+		"one long chain":              strings.Repeat("a < b < c < d ", 60000),
+		"open parentheses":            strings.Repeat("(", 300000),
+		"open generators":             strings.Repeat("sum(x for x in ", 50000),
+		"mapping used once per key":   "s = \"" + strings.Repeat("%(a)5d", 20000) + "\" % x" + strings.Repeat("[a]", 20000),
+		"argument under many specs":   "s = \"" + strings.Repeat("{0:1}{0:2}{0:3}", 3000) + "\".format(x" + strings.Repeat("[a]", 20000) + ")",
+		"many rewrites on many lines": strings.Repeat("x = f\"{a:>3}\" if b is None else 0 < c < d\n", 20000),
+	}
+	for name, src := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := Translate(src, testOpts)
+			assert.Equal(t, strings.Count(src, "\n"), strings.Count(r.Source, "\n"))
+			assert.LessOrEqual(t, len(r.Diagnostics), maxDiagnostics)
+			for _, d := range r.Diagnostics {
+				assert.NotEqual(t, CodeInternal, d.Code)
+			}
+		})
+	}
+}

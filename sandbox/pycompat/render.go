@@ -352,6 +352,10 @@ func (t *translator) emitIs(b *writer, toks []token, i, hi int) int {
 	return i + n
 }
 
+// maxDupTokens bounds the tokens that one rewrite may copy (a value used under several format
+// specs), so that rewriting stays linear in the size of the program.
+const maxDupTokens = 4096
+
 // chain is a comparison chain at one level: operands separated by two or more comparison
 // operators.
 type chain struct {

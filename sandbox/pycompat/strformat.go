@@ -112,7 +112,9 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 	if !need {
 		return i
 	}
+	nrw, nd := t.mark()
 	reject := func(off int, msg, hint string) int {
+		t.rollback(nrw, nd)
 		t.diag(CodeStrFormat, off, msg, hint)
 		return i
 	}
@@ -209,6 +211,7 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 		kind string
 	}
 	var extras []extra
+	dupTokens := 0
 	for n, u := range uses {
 		k, seen := first[u.arg]
 		if !seen {
@@ -224,6 +227,9 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 		if !t.simple(toks, a.vlo, a.hi) {
 			return reject(fields[n].off, "this template formats `"+t.snippet(toks[a.vlo].start, toks[a.hi-1].end)+"` in two ways, which would evaluate it twice",
 				"assign it to a name first, or format it once")
+		}
+		if dupTokens += a.hi - a.vlo; dupTokens > maxDupTokens {
+			return reject(fields[n].off, "this template is too large to translate", "assign the values to names and format them once")
 		}
 		slot[n] = -1
 		for e, x := range extras {

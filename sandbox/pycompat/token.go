@@ -89,6 +89,9 @@ func stringPrefix(w string) (uint8, bool) {
 // brackets (an f-string field), so newlines never end a logical line.
 func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
 	var stack []int // indices of open brackets
+	// The f-string scans of one call share a budget: a malformed f-string can scan far before
+	// it fails, and many of them must not make tokenizing quadratic.
+	budget := 4*(hi-lo) + 1<<12
 	lineHasTok := false
 	i := lo
 	for i < hi {
@@ -117,7 +120,7 @@ func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
 			}
 			if j < hi && (src[j] == '"' || src[j] == '\'') {
 				if fl, ok := stringPrefix(src[i:j]); ok {
-					dst = append(dst, scanString(src, i, j, hi, fl))
+					dst = append(dst, scanString(src, i, j, hi, fl, &budget))
 					i = dst[len(dst)-1].end
 					lineHasTok = true
 					continue
@@ -142,7 +145,7 @@ func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
 			i = j
 			lineHasTok = true
 		case c == '"' || c == '\'':
-			dst = append(dst, scanString(src, i, i, hi, 0))
+			dst = append(dst, scanString(src, i, i, hi, 0, &budget))
 			i = dst[len(dst)-1].end
 			lineHasTok = true
 		default:
@@ -235,9 +238,9 @@ func opLen(s string) int {
 }
 
 // scanString scans a string literal whose prefix starts at start and whose opening quote is at
-// q. An f-string that does not parse is rescanned as a plain string and flagged sBad, so one
+// q; an f-string's scan spends budget. An f-string that does not parse is rescanned as a plain string and flagged sBad, so one
 // malformed f-string does not derail the rest of the program.
-func scanString(src string, start, q, hi int, fl uint8) token {
+func scanString(src string, start, q, hi int, fl uint8, budget *int) token {
 	t := token{start: start, kind: kString, flags: fl, prefix: uint8(q - start), match: -1}
 	quote := src[q]
 	triple := q+2 < hi && src[q+1] == quote && src[q+2] == quote
@@ -247,7 +250,7 @@ func scanString(src string, start, q, hi int, fl uint8) token {
 		body = q + 3
 	}
 	if fl&sF != 0 {
-		fs := fscanner{src: src, hi: hi}
+		fs := fscanner{src: src, hi: hi, budget: budget}
 		if end, ok := fs.body(body, quote, triple, fl&sRaw != 0, 0, nil); ok {
 			t.end = end
 			if containsNL(src[start:end]) {
@@ -323,8 +326,15 @@ type fpart struct {
 // fscanner parses f-strings. With a nil recorder it only finds the end (the tokenizer); with a
 // recorder it also returns the pieces (the renderer).
 type fscanner struct {
-	src string
-	hi  int
+	src    string
+	hi     int
+	budget *int // bytes left to scan; shared by a whole tokenize call
+}
+
+// step spends n bytes of the budget and reports whether any was left.
+func (s *fscanner) step(n int) bool {
+	*s.budget -= n
+	return *s.budget >= 0
 }
 
 // body scans an f-string body from i (just after the opening quotes) up to and including the
@@ -341,6 +351,9 @@ func (s *fscanner) body(i int, quote byte, triple, raw bool, depth int, rec *[]f
 		}
 	}
 	for i < hi {
+		if !s.step(1) {
+			return 0, false
+		}
 		c := src[i]
 		switch {
 		case c == '\\':
@@ -398,6 +411,9 @@ func (s *fscanner) field(i int, quote byte, triple, raw bool, depth int, rec *[]
 	bd := 0
 	exprDone := false
 	for p < hi && !exprDone {
+		if !s.step(1) {
+			return 0, false
+		}
 		c := src[p]
 		switch {
 		case c == '"' || c == '\'':
@@ -501,7 +517,7 @@ func (s *fscanner) field(i int, quote byte, triple, raw bool, depth int, rec *[]
 		}
 		litStart := p
 		for {
-			if p >= hi {
+			if p >= hi || !s.step(1) {
 				return 0, false
 			}
 			c := src[p]
@@ -562,5 +578,5 @@ func (s *fscanner) nestedString(start, q, depth int) (int, bool) {
 		return s.body(body, quote, triple, fl&sRaw != 0, depth+1, nil)
 	}
 	end, ok, _ := scanPlain(s.src, body, s.hi, quote, triple)
-	return end, ok
+	return end, ok && s.step(end-body)
 }
