@@ -36,7 +36,10 @@ func NewBudget(limit int64) *Budget {
 }
 
 // InUse is how far the heap has grown since the budget was made, in bytes (never negative).
-func (b *Budget) InUse() int64 { return max(0, HeapInUse()-b.baseline) }
+func (b *Budget) InUse() int64 { return b.Growth(HeapInUse()) }
+
+// Growth is how far a heap of the given size is above the one the budget was made at.
+func (b *Budget) Growth(heap int64) int64 { return max(0, heap-b.baseline) }
 
 // MemoryError is returned by a guarded operation that would exceed the run's budget. The sandbox
 // reports it as a memory limit, not as a runtime error.
@@ -44,11 +47,16 @@ type MemoryError struct {
 	Op    string // the operation: "string repeat", "list(range)", "str.join", ...
 	Bytes int64  // the estimated size of the result
 	Limit int64
+	Rule  string // what Limit is, when not the run's budget: "the cap on integer size"
 }
 
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("memory limit: %s would create about %s, more than the run's budget of %s allows",
-		e.Op, FormatBytes(e.Bytes), FormatBytes(e.Limit))
+	rule := e.Rule
+	if rule == "" {
+		rule = "the run's memory budget"
+	}
+	return fmt.Sprintf("memory limit: %s would create about %s, more than %s (%s) allows",
+		e.Op, FormatBytes(e.Bytes), rule, FormatBytes(e.Limit))
 }
 
 // SetBudget installs b as the thread's budget.

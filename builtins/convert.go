@@ -9,11 +9,32 @@ import (
 	"go.starlark.net/starlark"
 )
 
+// Bounds of ToGo: a value shared many times over (l = [l, l], forty times) would otherwise
+// expand to 2^40 nodes, and a value that contains itself would recurse until the stack ran out.
+const (
+	MaxConvertNodes = 1_000_000 // values converted in one call
+	MaxConvertDepth = 100       // nesting of lists, tuples and dicts
+)
+
 // ToGo converts a Starlark value to plain Go values: nil, bool, int64, float64, string, []any
 // (lists and tuples), map[string]any (dicts with string keys). Sets become sorted []any. Integers
 // outside int64 and any other kind of value (functions, modules, ...) are errors that name the
-// value's type. Values implementing GoValuer convert themselves.
+// value's type; so are values of more than MaxConvertNodes nodes or MaxConvertDepth levels (a
+// value that contains itself is one of those). Values implementing GoValuer convert themselves.
 func ToGo(v starlark.Value) (any, error) {
+	c := converter{nodes: MaxConvertNodes}
+	return c.toGo(v, 0)
+}
+
+type converter struct{ nodes int }
+
+func (c *converter) toGo(v starlark.Value, depth int) (any, error) {
+	if c.nodes--; c.nodes < 0 {
+		return nil, fmt.Errorf("value too large: more than %d elements", MaxConvertNodes)
+	}
+	if depth > MaxConvertDepth {
+		return nil, fmt.Errorf("value nested more than %d levels deep (does it contain itself?)", MaxConvertDepth)
+	}
 	switch v := v.(type) {
 	case starlark.NoneType:
 		return nil, nil
@@ -32,32 +53,16 @@ func ToGo(v starlark.Value) (any, error) {
 	case GoValuer:
 		return v.GoValue(), nil
 	case *starlark.List:
-		out := make([]any, v.Len())
-		for i := range out {
-			x, err := ToGo(v.Index(i))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
-		}
-		return out, nil
+		return c.elems(v, v.Len(), depth)
 	case starlark.Tuple:
-		out := make([]any, len(v))
-		for i, e := range v {
-			x, err := ToGo(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
-		}
-		return out, nil
+		return c.elems(v, len(v), depth)
 	case *starlark.Set:
 		out := make([]any, 0, v.Len())
 		iter := v.Iterate()
 		defer iter.Done()
 		var e starlark.Value
 		for iter.Next(&e) {
-			x, err := ToGo(e)
+			x, err := c.toGo(e, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -73,7 +78,7 @@ func ToGo(v starlark.Value) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("dict key %s is a %s; only string keys are allowed here", kv[0], kv[0].Type())
 			}
-			x, err := ToGo(kv[1])
+			x, err := c.toGo(kv[1], depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -82,6 +87,18 @@ func ToGo(v starlark.Value) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("a value of type %s cannot be stored or returned", v.Type())
+}
+
+func (c *converter) elems(seq starlark.Indexable, n, depth int) ([]any, error) {
+	out := make([]any, n)
+	for i := range out {
+		x, err := c.toGo(seq.Index(i), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = x
+	}
+	return out, nil
 }
 
 // GoValuer is implemented by Starlark values that wrap a plain Go value (such as table rows).

@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -18,6 +19,8 @@ const (
 	GuardIMul    = GuardPrefix + "imul"    // a *= b
 	GuardJoin    = GuardPrefix + "join"    // sep.join(xs)
 	GuardReplace = GuardPrefix + "replace" // s.replace(old, new[, count])
+	GuardMod     = GuardPrefix + "mod"     // a % b (string formatting, or modulo)
+	GuardFormat  = GuardPrefix + "format"  // s.format(...)
 )
 
 // elemBytes estimates the memory of one element of a list or tuple: an interface value.
@@ -38,6 +41,8 @@ func Guards() Registry {
 		hidden(GuardIMul, guardMul),
 		hidden(GuardJoin, guardJoin),
 		hidden(GuardReplace, guardReplace),
+		hidden(GuardMod, guardMod),
+		hidden(GuardFormat, guardFormat),
 		materialiser("list", 1),
 		materialiser("tuple", 1),
 		materialiser("sorted", 2), // sorted copies, then sorts a second slice of the same size
@@ -45,6 +50,9 @@ func Guards() Registry {
 		materialiser("reversed", 1),
 		materialiser("enumerate", 5), // a 2-tuple per element
 		materialiser("zip", 0),       // sized from its arguments below
+		stringifier("str"),
+		stringifier("repr"),
+		stringifier("print"),
 	}
 }
 
@@ -72,6 +80,14 @@ func seqBytes(v starlark.Value, n int64) (int64, bool) {
 
 func guardMul(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	x, y := args[0], args[1]
+	if a, ok := x.(starlark.Int); ok {
+		if b, ok := y.(starlark.Int); ok {
+			if err := chargeIntProduct(thread, a, b); err != nil {
+				return nil, err
+			}
+			return starlark.Binary(syntax.STAR, x, y)
+		}
+	}
 	seq, count := x, y
 	if _, ok := y.(starlark.Int); !ok {
 		seq, count = y, x
@@ -86,6 +102,77 @@ func guardMul(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 		}
 	}
 	return starlark.Binary(syntax.STAR, x, y)
+}
+
+// chargeIntProduct charges the size of a*b when either is a big integer: repeated squaring
+// doubles an integer's size every step.
+func chargeIntProduct(thread *starlark.Thread, a, b starlark.Int) error {
+	_, smallA := a.Int64()
+	_, smallB := b.Int64()
+	if smallA && smallB {
+		return nil
+	}
+	bits := int64(a.BigInt().BitLen()) + int64(b.BigInt().BitLen())
+	if bits/8 > MaxIntResultBytes {
+		return &MemoryError{Op: "multiplying integers", Bytes: bits / 8, Limit: MaxIntResultBytes, Rule: "the cap on integer size"}
+	}
+	return Charge(thread, "multiplying integers", bits/8)
+}
+
+// guardMod charges string formatting with %: the text can be as long as the format plus every
+// argument's text (a format computed as "%s" * n can repeat one large argument n times).
+func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	x, y := args[0], args[1]
+	if format, ok := x.(starlark.String); ok {
+		if err := chargeFormat(thread, "% formatting", format, y); err != nil {
+			return nil, err
+		}
+	}
+	return starlark.Binary(syntax.PERCENT, x, y)
+}
+
+// guardFormat charges str.format: each replacement field can hold the largest argument's text.
+func guardFormat(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	recv := args[0]
+	if format, ok := recv.(starlark.String); ok {
+		values := append(starlark.Tuple{}, args[1:]...)
+		for _, kv := range kwargs {
+			values = append(values, kv[1])
+		}
+		if err := chargeFormat(thread, "str.format", format, values); err != nil {
+			return nil, err
+		}
+	}
+	m, err := getAttr(recv, "format")
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Call(thread, m, args[1:], kwargs)
+}
+
+// chargeFormat estimates the text of format with its replacement fields filled from values: at
+// most every field holds the largest value's text.
+func chargeFormat(thread *starlark.Thread, op string, format starlark.String, values starlark.Value) error {
+	var largest int64
+	measure := func(v starlark.Value) error {
+		n, ok := textSize(v)
+		if !ok {
+			return fmt.Errorf("%s: value nested more than %d levels deep", op, MaxTextDepth)
+		}
+		largest = max(largest, n)
+		return nil
+	}
+	if t, ok := values.(starlark.Tuple); ok {
+		for _, v := range t {
+			if err := measure(v); err != nil {
+				return err
+			}
+		}
+	} else if err := measure(values); err != nil {
+		return err
+	}
+	fields := int64(strings.Count(string(format), "%") + strings.Count(string(format), "{"))
+	return Charge(thread, op, int64(len(format))+mulBytes(fields, largest))
 }
 
 func guardAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
@@ -228,4 +315,110 @@ func materialiser(name string, perElem int64) Helper {
 		return orig.CallInternal(thread, args, kwargs)
 	}
 	return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
+}
+
+// stringifier wraps the universal builtin name (str, repr, print), charging the estimated length
+// of the text it would build: str() of a list that repeats a large string many times is one
+// step that can make gigabytes.
+func stringifier(name string) Helper {
+	orig := starlark.Universe[name].(*starlark.Builtin)
+	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var est int64
+		for _, a := range args {
+			n, ok := textSize(a)
+			if !ok {
+				return nil, fmt.Errorf("%s: value nested more than %d levels deep", name, MaxTextDepth)
+			}
+			est += n
+		}
+		if err := Charge(thread, name+"()", est); err != nil {
+			return nil, err
+		}
+		return orig.CallInternal(thread, args, kwargs)
+	}
+	return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
+}
+
+// MaxTextDepth is the deepest nesting str, repr and print accept: Starlark renders nested values
+// recursively in Go, and a value nested a million levels deep would exhaust the stack, which
+// no recover can catch.
+const MaxTextDepth = 1000
+
+// textSize estimates the length of v's text form without building it, and reports false when v
+// is nested deeper than MaxTextDepth. Containers are measured
+// once each (a list holding the same sub-list twice costs one walk of it, however large the
+// text would be), and a container met again while it is being measured is a cycle, which
+// Starlark prints as "[...]".
+func textSize(v starlark.Value) (int64, bool) {
+	deep := false
+	var seen map[any]int64 // made on the first container: str(5) allocates nothing
+	var size func(v starlark.Value, depth int) int64
+	size = func(v starlark.Value, depth int) int64 {
+		if depth > MaxTextDepth {
+			deep = true
+			return 5
+		}
+		var key any
+		var elems []starlark.Value
+		switch v := v.(type) {
+		case starlark.String:
+			return int64(len(v)) + 2
+		case starlark.Bytes:
+			return int64(len(v))*4 + 3
+		case starlark.Int:
+			if _, ok := v.Int64(); ok {
+				return 20
+			}
+			return int64(v.BigInt().BitLen())/3 + 1
+		case starlark.Float, starlark.Bool, starlark.NoneType:
+			return 24
+		case *starlark.List:
+			key = v
+			elems = make([]starlark.Value, v.Len())
+			for i := range elems {
+				elems[i] = v.Index(i)
+			}
+		case starlark.Tuple:
+			if len(v) == 0 {
+				return 2
+			}
+			key, elems = &v[0], v
+		case *starlark.Dict:
+			key = v
+			for _, kv := range v.Items() {
+				elems = append(elems, kv[0], kv[1])
+			}
+		case *starlark.Set:
+			key = v
+			iter := v.Iterate()
+			var x starlark.Value
+			for iter.Next(&x) {
+				elems = append(elems, x)
+			}
+			iter.Done()
+		default:
+			return 64
+		}
+		if seen == nil {
+			seen = map[any]int64{}
+		}
+		if n, ok := seen[key]; ok {
+			if n < 0 {
+				return 5 // a cycle: "[...]"
+			}
+			return n
+		}
+		seen[key] = -1
+		total := int64(2)
+		for _, e := range elems {
+			total += size(e, depth+1) + 2
+			if total > math.MaxInt64/4 {
+				break
+			}
+		}
+		seen[key] = total
+		return total
+	}
+	n := size(v, 0)
+	return n, !deep
 }

@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/builtins"
+)
+
+// The adversarial suite runs under a smaller memory budget than the default so that it is quick,
+// and checks that the host's heap never grew by more than that budget plus adversarialSlack.
+// The slack is the budget again plus 16 MiB: the guards refuse amplifying operations before they
+// allocate, but the heap watchdog stops a run that allocates by other means only once its heap
+// is past the budget and garbage cannot explain it (see watchdog), which is up to twice the
+// budget. The hard bound is the isolated worker's.
+const (
+	adversarialBudget = 64 << 20
+	adversarialSlack  = adversarialBudget + 16<<20
+)
+
+// TestAdversarial runs every hostile program in testdata/adversarial. The first line of each
+// says what must happen: "# want: OUTCOME [LIMIT|CODE] [stdout_truncated]".
+func TestAdversarial(t *testing.T) {
+	files, err := filepath.Glob("../testdata/adversarial/*.star")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 40, "the suite has at least 40 programs")
+	env := testEnv()
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		require.NoError(t, err)
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".star"), func(t *testing.T) {
+			checkAdversarial(t, env, string(src))
+		})
+	}
+	t.Run("one_mebibyte_program", func(t *testing.T) {
+		checkAdversarial(t, env, "# want: check_failed program-too-large\n"+strings.Repeat("x = 'padding padding padding'\n", (1<<20)/30))
+	})
+	t.Run("deep_brackets", func(t *testing.T) {
+		checkAdversarial(t, env, "# want: check_failed nesting-too-deep\nx = "+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+"\n")
+	})
+	t.Run("deep_blocks", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("# want: check_failed nesting-too-deep\n")
+		for i := range 200 {
+			b.WriteString(strings.Repeat(" ", i) + "if True:\n")
+		}
+		b.WriteString(strings.Repeat(" ", 200) + "x = 1\n")
+		checkAdversarial(t, env, b.String())
+	})
+}
+
+func checkAdversarial(t *testing.T, env *Env, src string) {
+	header, _, _ := strings.Cut(src, "\n")
+	want := strings.Fields(strings.TrimPrefix(header, "# want:"))
+	require.NotEmpty(t, want, "the first line says what must happen")
+
+	runtime.GC()
+	base := builtins.HeapInUse()
+	var peak atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if h := builtins.HeapInUse(); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}()
+	res := env.Run(context.Background(), Request{
+		Reply:  src,
+		Inputs: map[string]any{"user_request": "test"},
+		Limits: Limits{MaxMemory: adversarialBudget, Timeout: 10 * time.Second},
+	})
+	close(done)
+	<-sampled
+
+	assert.Equal(t, Outcome(want[0]), res.Outcome, res.Diagnostics.String())
+	if len(want) > 1 {
+		switch res.Outcome {
+		case OutcomeLimitExceeded:
+			assert.Equal(t, Limit(want[1]), res.Limit, res.Diagnostics.String())
+		default:
+			require.NotEmpty(t, res.Diagnostics)
+			assert.Equal(t, want[1], res.Diagnostics[0].Code, res.Diagnostics.String())
+		}
+	}
+	if len(want) > 2 && want[2] == "stdout_truncated" {
+		assert.True(t, res.StdoutTruncated)
+		assert.LessOrEqual(t, len(res.Stdout), DefaultMaxOutput+100)
+	}
+	if res.Outcome != OutcomeOK && res.Outcome != OutcomeCheckFailed {
+		require.NotEmpty(t, res.Diagnostics)
+		assert.NotEmpty(t, res.Diagnostics[0].Message)
+	}
+	grew := peak.Load() - base
+	t.Logf("%s in %s; heap grew by %s", res.Outcome, res.Duration.Round(time.Millisecond), builtins.FormatBytes(max(0, grew)))
+	assert.LessOrEqual(t, grew, int64(adversarialBudget+adversarialSlack),
+		"the host heap grew by %s", builtins.FormatBytes(grew))
+	runtime.GC()
+}

@@ -1,0 +1,305 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/table"
+)
+
+// Diagnostic codes of the check stage. They are stable: tools, tests and the repair prompt rely
+// on them.
+const (
+	CodeSyntax            = "syntax-error"
+	CodeUnknownName       = "unknown-name"
+	CodeResolve           = "resolve-error"
+	CodePredeclaredAssign = "predeclared-assign"
+	CodeReservedName      = "reserved-name"
+	CodeLoad              = "load"
+	CodeTooLarge          = "program-too-large"
+	CodeTooDeep           = "nesting-too-deep"
+)
+
+// planFile is the file name programs are compiled under; positions in it are the program's.
+const planFile = "plan.star"
+
+// fileOptions is the dialect: Python-like top-level code, reassignable globals (plans set
+// answer_text more than once), while loops bounded by the step limit, sets; no recursion.
+var fileOptions = &syntax.FileOptions{
+	Set:             true,
+	While:           true,
+	TopLevelControl: true,
+	GlobalReassign:  true,
+}
+
+// pythonism is a Python construct that Starlark lacks, recognised by the scanner, with what to
+// write instead. Rules are data so that the list can be rendered for the prompt.
+type pythonism struct {
+	Code      string
+	Word      string // keyword or operator that introduces it
+	LineStart bool   // only at the start of a logical line
+	Message   string
+	Hint      string
+}
+
+// Pythonisms lists the Python constructs the checker rejects, with the hint it gives. The prompt
+// renders the same list.
+var Pythonisms = []pythonism{
+	{"python-try", "try", true, "Starlark has no try/except", "test the condition first (for example `if item == None:`) and set STATUS and answer_text"},
+	{"python-try", "except", true, "Starlark has no try/except", "test the condition first and set STATUS and answer_text"},
+	{"python-try", "finally", true, "Starlark has no try/finally", "run the cleanup code unconditionally"},
+	{"python-raise", "raise", true, "Starlark has no exceptions to raise", "set STATUS (for example \"invalid_request\") and answer_text, and skip the writes"},
+	{"python-class", "class", true, "Starlark has no classes", "use dicts for records and plain functions for behaviour"},
+	{"python-with", "with", true, "Starlark has no with statement", "call the helpers directly; there is nothing to open or close"},
+	{"python-global", "global", true, "Starlark functions cannot rebind globals", "return the value from the function and assign it at top level"},
+	{"python-global", "nonlocal", true, "Starlark functions cannot rebind enclosing variables", "return the value and assign it in the caller"},
+	{"python-del", "del", true, "Starlark has no del statement", "use d.pop(key) for dicts, list.remove(x) for lists, tbl.remove(where) for rows"},
+	{"python-assert", "assert", true, "Starlark has no assert statement", "check the condition with if, and set STATUS and answer_text when it fails"},
+	{"python-async", "async", false, "Starlark has no async functions", "call the helpers directly; they return their results"},
+	{"python-async", "await", false, "Starlark has no await", "call the helpers directly; they return their results"},
+	{"python-yield", "yield", false, "Starlark has no generators", "build a list and return it"},
+	{"python-decorator", "@", true, "Starlark has no decorators", "call the wrapping function explicitly"},
+	{"python-walrus", ":=", false, "Starlark has no := assignment expressions", "assign the value on its own line first"},
+	{"python-power", "**", false, "Starlark has no ** power operator", "use pow(x, y), or x * x for a square"},
+	{"python-is", "is", false, "Starlark has no identity comparison", "compare values with == and !="},
+	{"python-import", "import", false, "Starlark has no imports", "math, json and re are already available by name; drop the import"},
+}
+
+// Program is a checked, compiled plan, ready to run any number of times.
+type Program struct {
+	// Source is the program as the checker saw it: the extracted program after the pycompat
+	// rewrites. Diagnostics refer to its lines, which are the extracted program's lines.
+	Source string
+	prog   *starlark.Program
+}
+
+// check parses, validates and compiles src against env. It returns the compiled program, or the
+// diagnostics that stop it. It never runs any of the program's code.
+func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
+	if len(src) > limits.MaxProgram {
+		return nil, diag.List{{
+			Stage: diag.StageCheck, Code: CodeTooLarge,
+			Message: fmt.Sprintf("the program is %d bytes; at most %d are accepted", len(src), limits.MaxProgram),
+			Hint:    "a plan should be a short program: query with where filters instead of spelling data out",
+		}}
+	}
+	lx := lex(src)
+	if lx.maxDepth > limits.MaxNesting {
+		return nil, diag.List{{
+			Stage: diag.StageCheck, Code: CodeTooDeep, Line: lx.depthAt.line, Col: lx.depthAt.col,
+			Message: fmt.Sprintf("brackets and blocks are nested %d deep; at most %d are accepted", lx.maxDepth, limits.MaxNesting),
+			Hint:    "flatten the expression: compute parts into variables first",
+		}}
+	}
+	if ds := findPythonisms(lx.tokens); len(ds) > 0 {
+		return nil, ds
+	}
+	f, err := fileOptions.Parse(planFile, src, 0)
+	if err != nil {
+		return nil, syntaxDiagnostics(err)
+	}
+	if ds := e.checkTree(f); len(ds) > 0 {
+		return nil, ds
+	}
+	if !e.unguarded {
+		guardTree(f)
+	}
+	prog, err := starlark.FileProgram(f, e.isPredeclared)
+	if err != nil {
+		return nil, e.resolveDiagnostics(err)
+	}
+	return &Program{Source: src, prog: prog}, nil
+}
+
+// findPythonisms reports every Python-only construct in the token stream.
+func findPythonisms(toks []lexToken) diag.List {
+	var ds diag.List
+	for i, t := range toks {
+		if t.kind == tokOther {
+			continue
+		}
+		for _, p := range Pythonisms {
+			if t.text != p.Word || (p.LineStart && !t.lineStart) {
+				continue
+			}
+			if p.Word == "**" && i > 0 && (toks[i-1].text == "(" || toks[i-1].text == ",") {
+				continue // f(**kwargs) and def f(**kwargs) are Starlark
+			}
+			if p.Word == "@" && (!t.lineStart || i+1 == len(toks) || toks[i+1].kind != tokName) {
+				continue
+			}
+			ds = append(ds, diag.Diagnostic{
+				Stage: diag.StageCheck, Code: p.Code, Line: t.line, Col: t.col,
+				Message: p.Message, Hint: p.Hint,
+			})
+		}
+	}
+	return ds
+}
+
+// syntaxDiagnostics converts a parse error.
+func syntaxDiagnostics(err error) diag.List {
+	var se syntax.Error
+	if errors.As(err, &se) {
+		return diag.List{{
+			Stage: diag.StageCheck, Code: CodeSyntax, Line: int(se.Pos.Line), Col: int(se.Pos.Col),
+			Message: se.Msg, Hint: syntaxHint(se.Msg),
+		}}
+	}
+	return diag.List{{Stage: diag.StageCheck, Code: CodeSyntax, Message: err.Error()}}
+}
+
+// syntaxHint suggests a fix for the parse errors that Python habits cause most.
+func syntaxHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "want ':'") && strings.Contains(msg, "got ,"):
+		return "Starlark has no set literals: write set([a, b])"
+	case strings.Contains(msg, "unindent") || strings.Contains(msg, "indent"):
+		return "indent blocks consistently with spaces"
+	case strings.Contains(msg, "got for"):
+		return "a generator expression needs brackets in Starlark: write [x for x in xs]"
+	case strings.Contains(msg, "else"):
+		return "Starlark has no for/else or while/else: use a flag variable"
+	}
+	return "Starlark's grammar is Python's without classes, exceptions, imports and generators"
+}
+
+// checkTree applies the rules that need the syntax tree: no load, no rebinding of the helpers,
+// no use of the sandbox's reserved names.
+func (e *Env) checkTree(f *syntax.File) diag.List {
+	var ds diag.List
+	for _, stmt := range f.Stmts {
+		for _, id := range topLevelBindings(stmt) {
+			if e.protected[id.Name] && !strings.HasPrefix(id.Name, reservedPrefix) {
+				ds = append(ds, diag.Diagnostic{
+					Stage: diag.StageCheck, Code: CodePredeclaredAssign,
+					Line: int(id.NamePos.Line), Col: int(id.NamePos.Col),
+					Message: fmt.Sprintf("%s is a predeclared helper and cannot be reassigned", id.Name),
+					Hint:    fmt.Sprintf("choose another name for your variable, for example my_%s", strings.TrimSuffix(id.Name, "_tbl")),
+				})
+			}
+		}
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.LoadStmt:
+			ds = append(ds, diag.Diagnostic{
+				Stage: diag.StageCheck, Code: CodeLoad, Line: int(n.Load.Line), Col: int(n.Load.Col),
+				Message: "load() is not allowed in a plan",
+				Hint:    "every helper and module is already available by name",
+			})
+		case *syntax.Ident:
+			if strings.HasPrefix(n.Name, reservedPrefix) {
+				ds = append(ds, diag.Diagnostic{
+					Stage: diag.StageCheck, Code: CodeReservedName,
+					Line: int(n.NamePos.Line), Col: int(n.NamePos.Col),
+					Message: fmt.Sprintf("names starting with %s are reserved for the sandbox", reservedPrefix),
+					Hint:    "rename the variable",
+				})
+			}
+		}
+		return true
+	})
+	return ds
+}
+
+// topLevelBindings returns the identifiers a top-level statement binds at module scope
+// (assignments, for-loop variables and def names, also inside top-level if/for/while blocks).
+func topLevelBindings(stmt syntax.Stmt) []*syntax.Ident {
+	var ids []*syntax.Ident
+	var targets func(e syntax.Expr)
+	targets = func(e syntax.Expr) {
+		switch e := e.(type) {
+		case *syntax.Ident:
+			ids = append(ids, e)
+		case *syntax.TupleExpr:
+			for _, x := range e.List {
+				targets(x)
+			}
+		case *syntax.ListExpr:
+			for _, x := range e.List {
+				targets(x)
+			}
+		case *syntax.ParenExpr:
+			targets(e.X)
+		}
+	}
+	var visit func(s syntax.Stmt)
+	visit = func(s syntax.Stmt) {
+		switch s := s.(type) {
+		case *syntax.AssignStmt:
+			targets(s.LHS)
+		case *syntax.DefStmt:
+			ids = append(ids, s.Name)
+		case *syntax.ForStmt:
+			targets(s.Vars)
+			for _, b := range s.Body {
+				visit(b)
+			}
+		case *syntax.WhileStmt:
+			for _, b := range s.Body {
+				visit(b)
+			}
+		case *syntax.IfStmt:
+			for _, b := range s.True {
+				visit(b)
+			}
+			for _, b := range s.False {
+				visit(b)
+			}
+		}
+	}
+	visit(stmt)
+	return ids
+}
+
+// documentedNames lists the names a plan may use: the documented registry and Starlark's
+// universe. The resolver's own did-you-mean only knows the program's globals.
+func (e *Env) documentedNames() []string {
+	names := make([]string, 0, len(e.registry)+len(starlark.Universe))
+	for _, h := range e.registry {
+		if !h.Hidden && !strings.Contains(h.Name, ".") {
+			names = append(names, h.Name)
+		}
+	}
+	for name := range starlark.Universe {
+		names = append(names, name)
+	}
+	return names
+}
+
+var undefinedRE = regexp.MustCompile(`^undefined: (\S+)(?: \(did you mean (\S+)\?\))?$`)
+
+// resolveDiagnostics converts the resolver's errors: unknown names get a did-you-mean.
+func (e *Env) resolveDiagnostics(err error) diag.List {
+	var list resolve.ErrorList
+	if !errors.As(err, &list) {
+		return diag.List{{Stage: diag.StageCheck, Code: CodeResolve, Message: err.Error()}}
+	}
+	var ds diag.List
+	for _, re := range list {
+		d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeResolve, Line: int(re.Pos.Line), Col: int(re.Pos.Col), Message: re.Msg}
+		if m := undefinedRE.FindStringSubmatch(re.Msg); m != nil {
+			d.Code = CodeUnknownName
+			d.Message = fmt.Sprintf("%s is not defined", m[1])
+			suggestion := m[2]
+			if suggestion == "" {
+				suggestion = table.Nearest(m[1], e.documentedNames())
+			}
+			if suggestion != "" && !strings.HasPrefix(suggestion, reservedPrefix) {
+				d.Hint = fmt.Sprintf("did you mean %s?", suggestion)
+			} else {
+				d.Hint = "define it before use, or use one of the helpers in the reference"
+			}
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}

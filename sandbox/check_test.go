@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/builtins"
+)
+
+// testEnv is an environment with one per-run input and one domain helper besides the language,
+// so that the rules about rebinding them can be tested without the table helpers.
+func testEnv() *Env {
+	return NewEnv(builtins.Registry{
+		{Name: "user_request", Group: builtins.GroupInput, Doc: "the request"},
+		{Name: "helper_fn", Group: builtins.GroupDomain, Doc: "a helper", Value: builtins.Language().Predeclared()["sum"]},
+	})
+}
+
+func codes(c Checked) []string {
+	var out []string
+	for _, d := range c.Diagnostics {
+		out = append(out, d.Code)
+	}
+	return out
+}
+
+func TestCheckAcceptsThePlanDialect(t *testing.T) {
+	src := `
+items = [{"name": "a", "price": 10.0}, {"name": "b", "price": 20.0}]
+total = 0
+for it in items:
+    if it["price"] > 5:
+        total += it["price"]
+n = 0
+while n < 3:
+    n += 1
+seen = set(["a"])
+def describe(x, **kwargs):
+    return "%s" % x
+answer_text = "Total: " + str(total)
+answer_text = describe(answer_text)
+STATUS = "success"
+`
+	c := testEnv().Check(src, Limits{})
+	require.Empty(t, c.Diagnostics)
+	require.NotNil(t, c.Program)
+}
+
+func TestCheckRejectsPythonisms(t *testing.T) {
+	tests := []struct {
+		name, src, code string
+		line, col       int
+	}{
+		{"try", "try:\n    x = 1\nexcept:\n    x = 2\n", "python-try", 1, 1},
+		{"raise", "raise ValueError('x')\n", "python-raise", 1, 1},
+		{"class", "class A:\n    pass\n", "python-class", 1, 1},
+		{"with", "with open('f') as f:\n    pass\n", "python-with", 1, 1},
+		{"global", "def f():\n    global x\n    x = 1\n", "python-global", 2, 5},
+		{"nonlocal", "def f():\n    nonlocal x\n", "python-global", 2, 5},
+		{"del", "d = {}\ndel d['a']\n", "python-del", 2, 1},
+		{"assert", "assert 1 == 1\n", "python-assert", 1, 1},
+		{"async", "async def f():\n    pass\n", "python-async", 1, 1},
+		{"await", "def f():\n    return await g()\n", "python-async", 2, 12},
+		{"yield", "def f():\n    yield 1\n", "python-yield", 2, 5},
+		{"decorator", "@cache\ndef f():\n    pass\n", "python-decorator", 1, 1},
+		{"walrus", "if (n := 3) > 2:\n    pass\n", "python-walrus", 1, 7},
+		{"power", "x = 2 ** 10\n", "python-power", 1, 7},
+		{"is", "a = []\nb = a\nsame = a is b\n", "python-is", 3, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testEnv().Check(tt.src, Limits{})
+			require.Nil(t, c.Program)
+			require.NotEmpty(t, c.Diagnostics)
+			d := c.Diagnostics[0]
+			assert.Equal(t, tt.code, d.Code)
+			assert.Equal(t, tt.line, d.Line, "line")
+			assert.Equal(t, tt.col, d.Col, "col")
+			assert.NotEmpty(t, d.Hint)
+		})
+	}
+}
+
+// All Python-isms of a program are reported at once, so one repair round can fix them all, and
+// words inside strings and comments are not mistaken for them.
+func TestCheckReportsEveryPythonismOnce(t *testing.T) {
+	src := "s = 'try: class with'  # del raise\ntry:\n    x = 2 ** 3\nexcept:\n    pass\n"
+	c := testEnv().Check(src, Limits{})
+	assert.Equal(t, []string{"python-try", "python-power", "python-try"}, codes(c))
+}
+
+func TestCheckUnknownNameSuggests(t *testing.T) {
+	c := testEnv().Check("x = helper_fm([1])\n", Limits{})
+	require.Len(t, c.Diagnostics, 1)
+	d := c.Diagnostics[0]
+	assert.Equal(t, CodeUnknownName, d.Code)
+	assert.Equal(t, "helper_fm is not defined", d.Message)
+	assert.Equal(t, "did you mean helper_fn?", d.Hint)
+	assert.Equal(t, 1, d.Line)
+	assert.Equal(t, 5, d.Col)
+}
+
+func TestCheckRejectsRebindingHelpers(t *testing.T) {
+	for _, src := range []string{
+		"user_request = 'buy everything'\n",
+		"helper_fn = None\n",
+		"math = None\n",
+		"for json in [1]:\n    pass\n",
+		"def re():\n    pass\n",
+		"if True:\n    helper_fn, y = 1, 2\n",
+	} {
+		c := testEnv().Check(src, Limits{})
+		assert.Equal(t, []string{CodePredeclaredAssign}, codes(c), src)
+	}
+	// Local names inside a function may shadow a helper; language builtins may be shadowed too.
+	c := testEnv().Check("def f(user_request):\n    return user_request\nsum = 0\n", Limits{})
+	assert.Empty(t, c.Diagnostics)
+}
+
+func TestCheckRejectsReservedNames(t *testing.T) {
+	c := testEnv().Check("x = _sp_mul(2, 3)\n", Limits{})
+	assert.Contains(t, codes(c), CodeReservedName)
+}
+
+func TestCheckRejectsLoad(t *testing.T) {
+	c := testEnv().Check("load('x.star', 'y')\n", Limits{})
+	assert.Equal(t, []string{CodeLoad}, codes(c))
+}
+
+func TestCheckSyntaxErrorPosition(t *testing.T) {
+	c := testEnv().Check("x = 1\ny = (2,\nz = 3\n", Limits{})
+	require.Len(t, c.Diagnostics, 1)
+	assert.Equal(t, CodeSyntax, c.Diagnostics[0].Code)
+	assert.Equal(t, 3, c.Diagnostics[0].Line)
+}
+
+func TestCheckSizeAndNestingCaps(t *testing.T) {
+	big := strings.Repeat("x = 1\n", DefaultMaxProgram/6+1)
+	assert.Equal(t, []string{CodeTooLarge}, codes(testEnv().Check(big, Limits{})))
+	assert.Empty(t, codes(testEnv().Check(big, Limits{MaxProgram: 2 * DefaultMaxProgram})))
+
+	deepBrackets := "x = " + strings.Repeat("(", 70) + "1" + strings.Repeat(")", 70) + "\n"
+	assert.Equal(t, []string{CodeTooDeep}, codes(testEnv().Check(deepBrackets, Limits{})))
+	assert.Empty(t, codes(testEnv().Check(deepBrackets, Limits{MaxNesting: 100})))
+
+	var b strings.Builder
+	for i := range 70 {
+		b.WriteString(strings.Repeat("    ", i) + "if True:\n")
+	}
+	b.WriteString(strings.Repeat("    ", 70) + "x = 1\n")
+	c := testEnv().Check(b.String(), Limits{})
+	require.Equal(t, []string{CodeTooDeep}, codes(c))
+	assert.Equal(t, 71, c.Diagnostics[0].Line, "the deepest point")
+}

@@ -1,0 +1,92 @@
+package sandbox
+
+import (
+	"maps"
+	"sort"
+
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins"
+)
+
+// Env is everything a plan can name: Starlark's universe, the language builtins and modules, the
+// guards, and the registries the caller adds (the table helpers of a domain). An Env is
+// immutable and safe for concurrent runs; build it once per domain.
+type Env struct {
+	registry    builtins.Registry
+	predeclared starlark.StringDict // frozen values, shared by every run
+	inputs      map[string]bool     // names whose values each run supplies
+	protected   map[string]bool     // names a plan may not rebind at top level
+	modules     map[string][]string // module name → member names, for pycompat
+	unguarded   bool                // benchmarks only: no guard rewrite and no watchdog
+}
+
+// NewEnv builds an environment from the language builtins, the guards and regs, in that order;
+// a later registry's name replaces an earlier one's.
+func NewEnv(regs ...builtins.Registry) *Env {
+	all := append(builtins.Registry{}, builtins.Language()...)
+	all = append(all, builtins.Guards()...)
+	for _, r := range regs {
+		all = append(all, r...)
+	}
+	e := &Env{
+		inputs:    map[string]bool{},
+		protected: map[string]bool{},
+		modules:   map[string][]string{},
+	}
+	byName := map[string]int{}
+	for _, h := range all {
+		if i, ok := byName[h.Name]; ok {
+			e.registry[i] = h
+			continue
+		}
+		byName[h.Name] = len(e.registry)
+		e.registry = append(e.registry, h)
+	}
+	for _, h := range e.registry {
+		switch h.Group {
+		case builtins.GroupInput:
+			e.inputs[h.Name] = true
+			e.protected[h.Name] = true
+		case builtins.GroupTable, builtins.GroupDomain:
+			e.protected[h.Name] = true
+		case builtins.GroupModule:
+			e.protected[h.Name] = true
+			if m, ok := h.Value.(starlark.HasAttrs); ok {
+				names := m.AttrNames()
+				sort.Strings(names)
+				e.modules[h.Name] = names
+			}
+		}
+		if h.Hidden {
+			e.protected[h.Name] = true
+		}
+	}
+	e.predeclared = e.registry.Predeclared()
+	return e
+}
+
+// Registry returns every name of the environment, hidden guards included, in order.
+func (e *Env) Registry() builtins.Registry { return e.registry }
+
+// isPredeclared reports whether name is supplied by the environment (not by the universe).
+func (e *Env) isPredeclared(name string) bool {
+	_, ok := e.predeclared[name]
+	return ok || e.inputs[name]
+}
+
+// runPredeclared returns the predeclared names of one run: the shared values plus the run's
+// inputs, converted from plain Go values and frozen. Inputs the environment does not declare are
+// ignored; declared inputs the run does not supply are None.
+func (e *Env) runPredeclared(inputs map[string]any) starlark.StringDict {
+	if len(e.inputs) == 0 {
+		return e.predeclared
+	}
+	d := maps.Clone(e.predeclared)
+	for name := range e.inputs {
+		v := builtins.FromGo(inputs[name])
+		v.Freeze()
+		d[name] = v
+	}
+	return d
+}

@@ -1,0 +1,265 @@
+package sandbox
+
+import (
+	"go.starlark.net/syntax"
+
+	"github.com/starplan/starplan/builtins"
+)
+
+// reservedPrefix starts every name the sandbox adds to a program; plans may not use it.
+const reservedPrefix = builtins.GuardPrefix
+
+// guardTree rewrites, in place, the operations of a checked program that can amplify memory in
+// a single interpreter step into calls of the guards in package builtins:
+//
+//	a * b          → _sp_mul(a, b)         unless both operands are number literals
+//	a + b          → _sp_add(a, b)         unless an operand is a number literal
+//	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
+//	                                        or an index or field whose parts are names or literals
+//	a % b          → _sp_mod(a, b)         unless a is a number literal
+//	s.format(...)  → _sp_format(s, ...)
+//	s.join(xs)     → _sp_join(s, xs)
+//	s.replace(a, b[, n]) → _sp_replace(s, a, b[, n])
+//
+// Each guard estimates the size of the result and asks the run's budget before doing exactly
+// what the operator or method would; on other operand types it defers to the original
+// operation, so a program's meaning never changes. Positions are kept, so runtime errors still
+// point at the operator.
+func guardTree(f *syntax.File) {
+	g := guarder{}
+	g.stmts(f.Stmts)
+}
+
+type guarder struct{}
+
+func (g guarder) stmts(list []syntax.Stmt) {
+	for i, s := range list {
+		list[i] = g.stmt(s)
+	}
+}
+
+func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
+	switch s := s.(type) {
+	case *syntax.AssignStmt:
+		s.RHS = g.expr(s.RHS)
+		if s.Op == syntax.EQ {
+			s.LHS = g.target(s.LHS)
+			return s
+		}
+		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side.
+		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !isNumberLit(s.RHS)
+		if guard && simpleTarget(s.LHS) {
+			name := builtins.GuardIAdd
+			if s.Op == syntax.STAR_EQ {
+				name = builtins.GuardIMul
+			}
+			s.RHS = call(name, s.OpPos, s.LHS, s.RHS)
+			s.Op = syntax.EQ
+			return s
+		}
+		s.LHS = g.target(s.LHS)
+	case *syntax.ExprStmt:
+		s.X = g.expr(s.X)
+	case *syntax.IfStmt:
+		s.Cond = g.expr(s.Cond)
+		g.stmts(s.True)
+		g.stmts(s.False)
+	case *syntax.ForStmt:
+		s.X = g.expr(s.X)
+		g.stmts(s.Body)
+	case *syntax.WhileStmt:
+		s.Cond = g.expr(s.Cond)
+		g.stmts(s.Body)
+	case *syntax.DefStmt:
+		g.params(s.Params)
+		g.stmts(s.Body)
+	case *syntax.ReturnStmt:
+		if s.Result != nil {
+			s.Result = g.expr(s.Result)
+		}
+	}
+	return s
+}
+
+// target rewrites the expressions inside an assignment target (indexes), not the target itself.
+func (g guarder) target(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.IndexExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+	case *syntax.DotExpr:
+		e.X = g.expr(e.X)
+	case *syntax.TupleExpr:
+		for i, x := range e.List {
+			e.List[i] = g.target(x)
+		}
+	case *syntax.ListExpr:
+		for i, x := range e.List {
+			e.List[i] = g.target(x)
+		}
+	case *syntax.ParenExpr:
+		e.X = g.target(e.X)
+	}
+	return e
+}
+
+func (g guarder) params(ps []syntax.Expr) {
+	for _, p := range ps {
+		if b, ok := p.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+			b.Y = g.expr(b.Y) // default value
+		}
+	}
+}
+
+func (g guarder) exprs(list []syntax.Expr) {
+	for i, x := range list {
+		list[i] = g.expr(x)
+	}
+}
+
+func (g guarder) expr(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.BinaryExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+		switch {
+		case e.Op == syntax.STAR && !(isNumberLit(e.X) && isNumberLit(e.Y)):
+			return call(builtins.GuardMul, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.PLUS && !isNumberLit(e.X) && !isNumberLit(e.Y):
+			return call(builtins.GuardAdd, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.PERCENT && !isNumberLit(e.X):
+			return call(builtins.GuardMod, e.OpPos, e.X, e.Y)
+		}
+	case *syntax.CallExpr:
+		e.Fn = g.expr(e.Fn)
+		for i, a := range e.Args {
+			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+				b.Y = g.expr(b.Y) // keyword argument
+				continue
+			}
+			e.Args[i] = g.expr(a)
+		}
+		if dot, ok := e.Fn.(*syntax.DotExpr); ok && dot.Name.Name == "format" && !hasStarArgs(e.Args) {
+			return call(builtins.GuardFormat, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
+		}
+		if dot, ok := e.Fn.(*syntax.DotExpr); ok && positionalOnly(e.Args) {
+			switch {
+			case dot.Name.Name == "join" && len(e.Args) == 1:
+				return call(builtins.GuardJoin, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
+			case dot.Name.Name == "replace" && (len(e.Args) == 2 || len(e.Args) == 3):
+				return call(builtins.GuardReplace, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
+			}
+		}
+	case *syntax.UnaryExpr:
+		if e.X != nil {
+			e.X = g.expr(e.X)
+		}
+	case *syntax.ParenExpr:
+		e.X = g.expr(e.X)
+	case *syntax.DotExpr:
+		e.X = g.expr(e.X)
+	case *syntax.IndexExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+	case *syntax.SliceExpr:
+		e.X = g.expr(e.X)
+		for _, p := range []*syntax.Expr{&e.Lo, &e.Hi, &e.Step} {
+			if *p != nil {
+				*p = g.expr(*p)
+			}
+		}
+	case *syntax.ListExpr:
+		g.exprs(e.List)
+	case *syntax.TupleExpr:
+		g.exprs(e.List)
+	case *syntax.DictExpr:
+		for _, x := range e.List {
+			entry := x.(*syntax.DictEntry)
+			entry.Key, entry.Value = g.expr(entry.Key), g.expr(entry.Value)
+		}
+	case *syntax.CondExpr:
+		e.Cond, e.True, e.False = g.expr(e.Cond), g.expr(e.True), g.expr(e.False)
+	case *syntax.LambdaExpr:
+		g.params(e.Params)
+		e.Body = g.expr(e.Body)
+	case *syntax.Comprehension:
+		e.Body = g.expr(e.Body)
+		for _, c := range e.Clauses {
+			switch c := c.(type) {
+			case *syntax.ForClause:
+				c.X = g.expr(c.X)
+			case *syntax.IfClause:
+				c.Cond = g.expr(c.Cond)
+			}
+		}
+	case *syntax.DictEntry:
+		e.Key, e.Value = g.expr(e.Key), g.expr(e.Value)
+	}
+	return e
+}
+
+// call builds name(args...) positioned at pos.
+func call(name string, pos syntax.Position, args ...syntax.Expr) *syntax.CallExpr {
+	return &syntax.CallExpr{
+		Fn:     &syntax.Ident{NamePos: pos, Name: name},
+		Lparen: pos,
+		Args:   args,
+		Rparen: pos,
+	}
+}
+
+func isNumberLit(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Literal:
+		return e.Token == syntax.INT || e.Token == syntax.FLOAT
+	case *syntax.UnaryExpr:
+		return (e.Op == syntax.MINUS || e.Op == syntax.PLUS) && isNumberLit(e.X)
+	case *syntax.ParenExpr:
+		return isNumberLit(e.X)
+	}
+	return false
+}
+
+// simpleTarget reports whether evaluating the target twice (x += y → x = f(x, y)) is the same as
+// evaluating it once: a name, or an index or field whose parts are names or literals.
+func simpleTarget(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Ident:
+		return true
+	case *syntax.DotExpr:
+		return simpleOperand(e.X)
+	case *syntax.IndexExpr:
+		return simpleOperand(e.X) && simpleOperand(e.Y)
+	}
+	return false
+}
+
+func simpleOperand(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Ident, *syntax.Literal:
+		return true
+	case *syntax.DotExpr:
+		return simpleOperand(e.X)
+	}
+	return false
+}
+
+// hasStarArgs reports whether a call spreads *args or **kwargs, whose count the guard cannot see
+// at the call site.
+func hasStarArgs(args []syntax.Expr) bool {
+	for _, a := range args {
+		if u, ok := a.(*syntax.UnaryExpr); ok && (u.Op == syntax.STAR || u.Op == syntax.STARSTAR) {
+			return true
+		}
+	}
+	return false
+}
+
+func positionalOnly(args []syntax.Expr) bool {
+	for _, a := range args {
+		if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+			return false
+		}
+		if u, ok := a.(*syntax.UnaryExpr); ok && (u.Op == syntax.STAR || u.Op == syntax.STARSTAR) {
+			return false
+		}
+	}
+	return true
+}

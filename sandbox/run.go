@@ -1,0 +1,344 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox/pycompat"
+)
+
+// Outcome is how a run ended.
+type Outcome string
+
+// The outcomes of a sandbox run. The engine adds contract_violation and conflict.
+const (
+	OutcomeOK            Outcome = "ok"
+	OutcomeCheckFailed   Outcome = "check_failed"
+	OutcomeRuntimeError  Outcome = "runtime_error"
+	OutcomeLimitExceeded Outcome = "limit_exceeded"
+)
+
+// Limit names the limit that stopped a run.
+type Limit string
+
+// The limits a run can exceed.
+const (
+	LimitSteps  Limit = "steps"
+	LimitTime   Limit = "time"
+	LimitMemory Limit = "memory"
+)
+
+// Diagnostic codes of the run stage.
+const (
+	CodeRuntime   = "runtime-error"
+	CodeRecursion = "recursion"
+	CodeCancelled = "cancelled"
+	CodePanic     = "internal-panic"
+	CodeLimit     = "limit-exceeded"
+)
+
+// Request is one run of a plan.
+type Request struct {
+	// Reply is a model's reply or a bare program; Extract finds the program in it.
+	Reply string
+	// Inputs supplies the environment's per-run names (such as user_request) as plain Go values.
+	Inputs map[string]any
+	// Limits bounds the run; the zero value means the defaults.
+	Limits Limits
+	// Bind, when set, is called with the run's thread before the plan starts, to install per-run
+	// state such as the staged view (tables.Bind).
+	Bind func(*starlark.Thread)
+}
+
+// Result is everything a run produced. It is plain data, ready to be encoded as JSON.
+type Result struct {
+	Outcome         Outcome            `json:"outcome"`
+	Limit           Limit              `json:"limit,omitempty"`
+	Program         string             `json:"program"` // the extracted program, before rewrites
+	Diagnostics     diag.List          `json:"diagnostics"`
+	Stdout          string             `json:"stdout"`
+	StdoutTruncated bool               `json:"stdout_truncated"`
+	Rewrites        []pycompat.Rewrite `json:"rewrites"`
+	// Globals are the plan's final global variables as plain Go values (functions are left
+	// out; NaN and infinities become the strings "nan", "inf" and "-inf").
+	Globals  map[string]any `json:"globals"`
+	Steps    uint64         `json:"steps"`
+	Duration time.Duration  `json:"-"` // encoded as duration_ms
+}
+
+// MarshalJSON encodes the result with its duration in milliseconds, as duration_ms.
+func (r *Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}{(*plain)(r), float64(r.Duration.Microseconds()) / 1000})
+}
+
+// Checked is a program that passed extraction, rewriting and the static check.
+type Checked struct {
+	Program     *Program           // nil when the check failed
+	Extracted   string             // the program as extracted from the reply
+	Rewrites    []pycompat.Rewrite // what pycompat rewrote
+	Diagnostics diag.List          // why the check failed
+}
+
+// Check extracts, rewrites and checks a reply without running it.
+func (e *Env) Check(reply string, limits Limits) Checked {
+	limits = limits.withDefaults()
+	program, ds := Extract(reply)
+	if len(ds) > 0 {
+		return Checked{Diagnostics: ds}
+	}
+	c := Checked{Extracted: program}
+	tr := pycompat.Translate(program, pycompat.Options{Modules: e.modules})
+	c.Rewrites = tr.Rewrites
+	if len(tr.Diagnostics) > 0 {
+		c.Diagnostics = tr.Diagnostics
+		return c
+	}
+	c.Program, c.Diagnostics = e.check(tr.Source, limits)
+	return c
+}
+
+// Run extracts, checks and runs a plan. It never panics and never returns an error: every
+// problem with the plan is in the Result.
+func (e *Env) Run(ctx context.Context, req Request) *Result {
+	start := time.Now()
+	limits := req.Limits.withDefaults()
+	c := e.Check(req.Reply, limits)
+	res := &Result{Program: c.Extracted, Rewrites: c.Rewrites, Diagnostics: c.Diagnostics}
+	if c.Program == nil {
+		res.Outcome = OutcomeCheckFailed
+	} else {
+		e.exec(ctx, c.Program, req, limits, res)
+	}
+	res.Duration = time.Since(start)
+	return res
+}
+
+// RunProgram runs an already checked program (for callers that check once and run many times).
+func (e *Env) RunProgram(ctx context.Context, p *Program, req Request) *Result {
+	start := time.Now()
+	res := &Result{Program: p.Source}
+	e.exec(ctx, p, req, req.Limits.withDefaults(), res)
+	res.Duration = time.Since(start)
+	return res
+}
+
+// stopReason records which limit cancelled a thread; the first one wins.
+type stopReason struct{ v atomic.Value }
+
+func (s *stopReason) set(l Limit) { s.v.CompareAndSwap(nil, l) }
+func (s *stopReason) get() Limit {
+	l, _ := s.v.Load().(Limit)
+	return l
+}
+
+func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, res *Result) {
+	out := &capture{max: limits.MaxOutput}
+	thread := &starlark.Thread{Name: "plan", Print: out.print}
+	var reason stopReason
+	thread.SetMaxExecutionSteps(limits.MaxSteps)
+	thread.OnMaxSteps = func(t *starlark.Thread) {
+		reason.set(LimitSteps)
+		t.Cancel(fmt.Sprintf("step limit of %d exceeded", limits.MaxSteps))
+	}
+	budget := builtins.NewBudget(limits.MaxMemory)
+	builtins.SetBudget(thread, budget)
+	if req.Bind != nil {
+		req.Bind(thread)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+	stopAfter := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason.set(LimitTime)
+			thread.Cancel(fmt.Sprintf("time limit of %s exceeded", limits.Timeout))
+			return
+		}
+		thread.Cancel("the run was cancelled")
+	})
+	defer stopAfter()
+	if !e.unguarded {
+		stopWatch := heapWatchdog.watch(&watched{budget: budget, cancel: func() {
+			reason.set(LimitMemory)
+			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
+		}})
+		defer stopWatch()
+	}
+
+	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
+	res.Steps = thread.ExecutionSteps()
+	res.Stdout, res.StdoutTruncated = out.text()
+	res.Globals = plainGlobals(globals)
+	if err == nil {
+		res.Outcome = OutcomeOK
+		return
+	}
+	res.Outcome, res.Limit = classify(err, reason.get())
+	res.Diagnostics = append(res.Diagnostics, runDiagnostic(err, res.Limit, limits))
+}
+
+// initProgram runs the program, turning a panic in the interpreter or a builtin into an error.
+func initProgram(prog *starlark.Program, thread *starlark.Thread, predeclared starlark.StringDict) (globals starlark.StringDict, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return prog.Init(thread, predeclared)
+}
+
+// panicError is a panic recovered from the interpreter or a builtin.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("the interpreter panicked: %v", p.value) }
+
+func classify(err error, reason Limit) (Outcome, Limit) {
+	var mem *builtins.MemoryError
+	switch {
+	case reason != "":
+		return OutcomeLimitExceeded, reason
+	case errors.As(err, &mem):
+		return OutcomeLimitExceeded, LimitMemory
+	}
+	return OutcomeRuntimeError, ""
+}
+
+// runDiagnostic describes a failed run at the innermost position of the plan.
+func runDiagnostic(err error, limit Limit, limits Limits) diag.Diagnostic {
+	d := diag.Diagnostic{Stage: diag.StageRun, Code: CodeRuntime, Message: err.Error()}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		d.Message = ee.Msg
+		stack := ee.CallStack
+		for i := len(stack) - 1; i >= 0; i-- {
+			if stack[i].Pos.Filename() == planFile {
+				d.Line, d.Col = int(stack[i].Pos.Line), int(stack[i].Pos.Col)
+				break
+			}
+		}
+	}
+	var pe *panicError
+	switch {
+	case limit == LimitSteps:
+		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan ran more than %d steps: look for a loop that never ends, or filter with where instead of looping over every row", limits.MaxSteps)
+	case limit == LimitTime:
+		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan ran longer than %s: look for a loop that never ends or work that grows too fast", limits.Timeout)
+	case limit == LimitMemory:
+		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan needed more than %s of memory: build smaller values", builtins.FormatBytes(limits.MaxMemory))
+	case errors.As(err, &pe):
+		d.Code, d.Message = CodePanic, pe.Error()
+		d.Hint = "this is a fault in starplan, not in the plan; simplify the plan and report it"
+	case strings.Contains(d.Message, "called recursively"):
+		d.Code, d.Hint = CodeRecursion, "recursion is not allowed in plans: use a loop"
+	case strings.Contains(d.Message, "Starlark computation cancelled"):
+		d.Code = CodeCancelled
+	default:
+		d.Hint = runtimeHint(d.Message)
+	}
+	return d
+}
+
+// runtimeHint suggests a fix for the runtime errors plans cause most.
+func runtimeHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "NoneType"):
+		return "a lookup such as tbl.get(...) returned None: check for None first and set STATUS = \"no_match\""
+	case strings.Contains(msg, "not in dict") || strings.Contains(msg, "key "):
+		return "use row.get(\"field\") or check `\"field\" in row` first; the schema lists every field"
+	case strings.Contains(msg, "has no ."):
+		return "only the methods in the helper reference exist"
+	case strings.Contains(msg, "unknown binary op"):
+		return "convert the operands first, for example float(x) or str(x)"
+	}
+	return ""
+}
+
+// plainGlobals converts a program's final globals to plain Go values, leaving out functions and
+// anything else that is not data.
+func plainGlobals(globals starlark.StringDict) map[string]any {
+	out := make(map[string]any, len(globals))
+	for name, v := range globals {
+		switch v.(type) {
+		case starlark.Callable:
+			continue
+		case starlark.Float:
+			f := float64(v.(starlark.Float))
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				out[name] = v.String()
+				continue
+			}
+		}
+		if g, err := builtins.ToGo(v); err == nil {
+			out[name] = finite(g)
+		}
+	}
+	return out
+}
+
+// finite replaces NaN and infinities inside a converted value by their names, so a result can
+// always be encoded as JSON.
+func finite(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return starlark.Float(v).String()
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = finite(x)
+		}
+	case map[string]any:
+		for k, x := range v {
+			v[k] = finite(x)
+		}
+	}
+	return v
+}
+
+// capture keeps the first max bytes of a run's print output.
+type capture struct {
+	b       strings.Builder
+	max     int
+	dropped int
+}
+
+func (c *capture) print(_ *starlark.Thread, msg string) {
+	room := c.max - c.b.Len()
+	if room <= 0 {
+		c.dropped += len(msg) + 1
+		return
+	}
+	if len(msg)+1 > room {
+		c.b.WriteString(msg[:room])
+		c.dropped += len(msg) + 1 - room
+		return
+	}
+	c.b.WriteString(msg)
+	c.b.WriteByte('\n')
+}
+
+// text returns the output, with a visible marker when some was cut.
+func (c *capture) text() (string, bool) {
+	if c.dropped == 0 {
+		return c.b.String(), false
+	}
+	return c.b.String() + fmt.Sprintf("\n…[output truncated: %d more bytes]\n", c.dropped), true
+}

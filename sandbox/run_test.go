@@ -1,0 +1,204 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins"
+)
+
+func run(t *testing.T, src string, limits Limits) *Result {
+	t.Helper()
+	return testEnv().Run(context.Background(), Request{Reply: src, Limits: limits})
+}
+
+func TestRunReturnsGlobalsAndOutput(t *testing.T) {
+	res := testEnv().Run(context.Background(), Request{
+		Reply:  "<execute_python>\nprint('looking up', user_request)\nanswer_text = 'We have ' + str(3) + ' in stock.'\nSTATUS = 'success'\nprices = [1, 2.5, None, True]\nf = lambda x: x\n</execute_python>",
+		Inputs: map[string]any{"user_request": "how many?"},
+	})
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "We have 3 in stock.", res.Globals["answer_text"])
+	assert.Equal(t, "success", res.Globals["STATUS"])
+	assert.Equal(t, []any{int64(1), 2.5, nil, true}, res.Globals["prices"])
+	assert.NotContains(t, res.Globals, "f", "functions are not data")
+	assert.Equal(t, "looking up how many?\n", res.Stdout)
+	assert.False(t, res.StdoutTruncated)
+	assert.Positive(t, res.Steps)
+	assert.Positive(t, res.Duration)
+}
+
+func TestRunBindsPerRunState(t *testing.T) {
+	var seen *starlark.Thread
+	res := testEnv().Run(context.Background(), Request{Reply: "x = 1\n", Bind: func(th *starlark.Thread) { seen = th }})
+	require.Equal(t, OutcomeOK, res.Outcome)
+	require.NotNil(t, seen)
+	assert.NotNil(t, builtins.BudgetOf(seen), "the budget is installed before Bind")
+}
+
+func TestRunStepLimit(t *testing.T) {
+	res := run(t, "n = 0\nwhile True:\n    n += 1\n", Limits{MaxSteps: 10_000})
+	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
+	assert.Equal(t, LimitSteps, res.Limit)
+	require.Len(t, res.Diagnostics, 1)
+	assert.Equal(t, CodeLimit, res.Diagnostics[0].Code)
+	assert.InDelta(t, 10_000, float64(res.Steps), 10)
+
+	// The same program under the default limit runs 1000× longer before it is stopped.
+	res = run(t, "n = 0\nwhile n < 100000:\n    n += 1\n", Limits{})
+	assert.Equal(t, OutcomeOK, res.Outcome)
+}
+
+func TestRunTimeLimit(t *testing.T) {
+	res := run(t, "while True:\n    pass\n", Limits{MaxSteps: 1 << 62, Timeout: 50 * time.Millisecond})
+	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
+	assert.Equal(t, LimitTime, res.Limit)
+	assert.Contains(t, res.Diagnostics[0].Message, "time limit of 50ms exceeded")
+}
+
+func TestRunCancelledByCaller(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	res := testEnv().Run(ctx, Request{Reply: "while True:\n    pass\n", Limits: Limits{MaxSteps: 1 << 62, Timeout: time.Minute}})
+	assert.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Equal(t, CodeCancelled, res.Diagnostics[0].Code)
+}
+
+func TestRunOutputIsCapped(t *testing.T) {
+	res := run(t, "for i in range(1000):\n    print('0123456789')\n", Limits{MaxOutput: 100})
+	assert.Equal(t, OutcomeOK, res.Outcome)
+	assert.True(t, res.StdoutTruncated)
+	assert.True(t, strings.HasPrefix(res.Stdout, strings.Repeat("0123456789\n", 9)))
+	assert.Contains(t, res.Stdout, "[output truncated: 10900 more bytes]")
+}
+
+func TestRunMemoryGuard(t *testing.T) {
+	res := run(t, "s = 'x' * 100000000\n", Limits{MaxMemory: 32 << 20})
+	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
+	assert.Equal(t, LimitMemory, res.Limit)
+	assert.Equal(t, 1, res.Diagnostics[0].Line)
+	// Under a larger budget the same operation is allowed.
+	res = run(t, "s = 'x' * 10000000\nn = len(s)\n", Limits{MaxMemory: 64 << 20})
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, int64(10_000_000), res.Globals["n"])
+}
+
+// The guards do exactly what the operators do, so a program's meaning never changes.
+func TestGuardsKeepSemantics(t *testing.T) {
+	src := `
+a = [1]
+b = a
+a += [2]
+same = b == [1, 2]
+c = [1]
+d = c
+c = c + [3]
+copied = d == [1]
+t = (1,) * 2
+s = "ab" * 2 + "c"
+n = 3 * 4 + 2
+f = 1.5 * 2
+r = "a-b".replace("-", "+")
+j = ", ".join(["x", "y"])
+m = {"k": [1]}
+m["k"] += [2]
+big = 12345678901234567890 * 98765432109876543210
+`
+	res := run(t, src, Limits{})
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	g := res.Globals
+	assert.Equal(t, true, g["same"], "+= extends a list in place")
+	assert.Equal(t, true, g["copied"], "+ makes a new list")
+	assert.Equal(t, []any{int64(1), int64(1)}, g["t"])
+	assert.Equal(t, "ababc", g["s"])
+	assert.Equal(t, int64(14), g["n"])
+	assert.Equal(t, 3.0, g["f"])
+	assert.Equal(t, "a+b", g["r"])
+	assert.Equal(t, "x, y", g["j"])
+	assert.Equal(t, map[string]any{"k": []any{int64(1), int64(2)}}, g["m"])
+	assert.NotContains(t, g, "big", "integers beyond 64 bits are not plain data")
+}
+
+func TestGuardErrorsMatchTheOperators(t *testing.T) {
+	res := run(t, "x = 'a' * 'b'\n", Limits{})
+	require.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Contains(t, res.Diagnostics[0].Message, "unknown binary op: string * string")
+	assert.Equal(t, 1, res.Diagnostics[0].Line)
+	assert.Equal(t, 9, res.Diagnostics[0].Col)
+}
+
+func TestRunRecoversPanics(t *testing.T) {
+	env := NewEnv(builtins.Registry{{
+		Name: "explode", Group: builtins.GroupDomain,
+		Value: starlark.NewBuiltin("explode", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			panic("boom")
+		}),
+	}})
+	res := env.Run(context.Background(), Request{Reply: "x = 1\nexplode()\n"})
+	assert.Equal(t, OutcomeRuntimeError, res.Outcome)
+	require.Len(t, res.Diagnostics, 1)
+	assert.Equal(t, CodePanic, res.Diagnostics[0].Code)
+	assert.Contains(t, res.Diagnostics[0].Message, "boom")
+}
+
+func TestRunRuntimeErrorPositionAndHint(t *testing.T) {
+	res := run(t, "row = None\nx = 1\nprice = row['price']\n", Limits{})
+	require.Equal(t, OutcomeRuntimeError, res.Outcome)
+	d := res.Diagnostics[0]
+	assert.Equal(t, CodeRuntime, d.Code)
+	assert.Equal(t, 3, d.Line)
+	assert.Contains(t, d.Hint, "None")
+}
+
+func TestRunRecursionIsAnError(t *testing.T) {
+	res := run(t, "def f(n):\n    return f(n - 1) if n > 0 else 0\nf(3)\n", Limits{})
+	assert.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Equal(t, CodeRecursion, res.Diagnostics[0].Code)
+}
+
+// Runs share nothing: many at once, under the race detector, each see only their own inputs
+// and produce their own results.
+func TestRunsAreIndependent(t *testing.T) {
+	env := testEnv()
+	var wg sync.WaitGroup
+	results := make([]*Result, 16)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := "parts = []\nfor i in range(200):\n    parts.append(str(i))\nanswer_text = user_request + ':' + str(len(parts))\nprint(answer_text)\n"
+			if i%4 == 3 {
+				src = "while True:\n    pass\n"
+			}
+			results[i] = env.Run(context.Background(), Request{
+				Reply: src, Inputs: map[string]any{"user_request": fmt.Sprintf("r%d", i)}, Limits: Limits{MaxSteps: 100_000},
+			})
+		}()
+	}
+	wg.Wait()
+	for i, res := range results {
+		if i%4 == 3 {
+			assert.Equal(t, LimitSteps, res.Limit)
+			continue
+		}
+		require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+		assert.Equal(t, fmt.Sprintf("r%d:200", i), res.Globals["answer_text"])
+		assert.Equal(t, fmt.Sprintf("r%d:200\n", i), res.Stdout)
+	}
+}
+
+func TestRunNonFiniteFloatsAreEncodable(t *testing.T) {
+	res := run(t, "x = float('nan')\ny = float('inf')\nz = [-y]\n", Limits{})
+	require.Equal(t, OutcomeOK, res.Outcome)
+	assert.Equal(t, "nan", res.Globals["x"])
+	assert.Equal(t, "+inf", res.Globals["y"])
+	assert.Equal(t, []any{"-inf"}, res.Globals["z"])
+}
