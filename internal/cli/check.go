@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
+)
+
+// checkOptions are the options of `starplan check`.
+type checkOptions struct {
+	File string
+	JSON bool
+}
+
+func newCheckCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &checkOptions{}
+	cmd := &cobra.Command{
+		Use:   "check FILE|-",
+		Short: "Check a plan or a model reply without running it",
+		Long: `Extract the program from a model reply (or take a bare program), rewrite the Python-isms that
+have an exact Starlark meaning, and check it statically. Prints every finding with its line,
+column, code and a hint; exits 3 when there is any.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			return runCheck(ios, g, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the findings and rewrites as JSON")
+	return cmd
+}
+
+// checkReport is the JSON document of `starplan check --json`.
+type checkReport struct {
+	OK          bool               `json:"ok"`
+	Program     string             `json:"program"`
+	Diagnostics diag.List          `json:"diagnostics"`
+	Rewrites    []pycompat.Rewrite `json:"rewrites"`
+}
+
+func runCheck(ios IOStreams, g *globalOptions, opts *checkOptions) error {
+	src, err := readSource(ios, opts.File)
+	if err != nil {
+		return err
+	}
+	c := planEnv(g).Check(src, sandbox.Limits{})
+	rep := checkReport{OK: c.Program != nil, Program: c.Extracted, Diagnostics: nonNil(c.Diagnostics), Rewrites: nonNilRewrites(c.Rewrites)}
+	if opts.JSON {
+		if err := writeJSON(ios.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		printRewrites(ios.Out, opts.File, c.Rewrites)
+		printDiagnostics(ios.Out, opts.File, c.Diagnostics)
+		if rep.OK {
+			fmt.Fprintf(ios.Out, "%s: ok\n", opts.File)
+		}
+	}
+	if !rep.OK {
+		return silentExit(ExitRejected)
+	}
+	return nil
+}
+
+// printDiagnostics prints one finding per line, "file:line:col: code: message", and its hint.
+func printDiagnostics(w io.Writer, file string, ds diag.List) {
+	for _, d := range ds {
+		pos := file
+		if d.Line > 0 {
+			pos = fmt.Sprintf("%s:%d:%d", file, d.Line, d.Col)
+		}
+		fmt.Fprintf(w, "%s: %s: %s\n", pos, d.Code, d.Message)
+		if d.Hint != "" {
+			fmt.Fprintf(w, "    Try: %s\n", d.Hint)
+		}
+	}
+}
+
+// printRewrites lists what pycompat changed, so a reader knows the program that ran.
+func printRewrites(w io.Writer, file string, rws []pycompat.Rewrite) {
+	for _, r := range rws {
+		fmt.Fprintf(w, "%s:%d: rewrote %s:\n    - %s\n    + %s\n", file, r.Line, r.Rule, r.Before, r.After)
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return withCode(ExitInternal, fmt.Errorf("encoding JSON: %w", err), "")
+	}
+	return nil
+}
+
+func nonNil(ds diag.List) diag.List {
+	if ds == nil {
+		return diag.List{}
+	}
+	return ds
+}
+
+func nonNilRewrites(r []pycompat.Rewrite) []pycompat.Rewrite {
+	if r == nil {
+		return []pycompat.Rewrite{}
+	}
+	return r
+}

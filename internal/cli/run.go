@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/sandbox"
+)
+
+// runOptions are the options of `starplan run`.
+type runOptions struct {
+	File    string
+	JSON    bool
+	Request string
+}
+
+func newRunCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run FILE|-",
+		Short: "Run a plan in the sandbox with no database and print the result",
+		Long: `Run a plan or model reply in the sandbox, with the language builtins only (no tables), and
+print its outcome, output, answer and final globals. Use it to try the sandbox's limits and
+Python compatibility; use exec to run a plan against the store.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			return runRun(cmd.Context(), ios, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
+	cmd.Flags().StringVar(&opts.Request, "request", "", "the user_request the plan sees")
+	return cmd
+}
+
+func runRun(ctx context.Context, ios IOStreams, opts *runOptions) error {
+	src, err := readSource(ios, opts.File)
+	if err != nil {
+		return err
+	}
+	env := sandbox.NewEnv(sandboxInputs())
+	res := env.Run(ctx, sandbox.Request{Reply: src, Inputs: map[string]any{"user_request": opts.Request}})
+	res.Diagnostics = nonNil(res.Diagnostics)
+	res.Rewrites = nonNilRewrites(res.Rewrites)
+	if opts.JSON {
+		if err := writeJSON(ios.Out, res); err != nil {
+			return err
+		}
+	} else {
+		printRewrites(ios.Out, opts.File, res.Rewrites)
+		if res.Stdout != "" {
+			fmt.Fprint(ios.Out, res.Stdout)
+		}
+		printDiagnostics(ios.Out, opts.File, res.Diagnostics)
+		fmt.Fprintf(ios.Out, "outcome: %s", res.Outcome)
+		if res.Limit != "" {
+			fmt.Fprintf(ios.Out, " (%s limit)", res.Limit)
+		}
+		fmt.Fprintf(ios.Out, ", %d steps, %s\n", res.Steps, res.Duration.Round(1000))
+		for _, name := range []string{"STATUS", "answer_text"} {
+			if v, ok := res.Globals[name]; ok {
+				fmt.Fprintf(ios.Out, "%s: %v\n", name, v)
+			}
+		}
+	}
+	if res.Outcome != sandbox.OutcomeOK {
+		return silentExit(ExitRejected)
+	}
+	return nil
+}
