@@ -110,16 +110,18 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // fn returns false. It holds the committed state's read lock, so fn must not call back into the
 // store. Top-level equalities are answered from a hash index (or the key map) and only those
 // candidates are checked.
-// where is the filter m was compiled from; its numeric conditions may skip rows early.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, fn func(c cand) bool) {
+// where is the filter m was compiled from; its numeric conditions may skip rows early. visit
+// returns the table's version at the time of the visit.
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, fn func(c cand) bool) (tableVer int64) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
 	if recs, ok := t.bestIndex(mt, m.Equalities()); ok {
 		t.visitCandidates(recs, m, reverse, fn)
-		return
+	} else {
+		t.visitAll(mt, m, mt.prefilterFor(where), reverse, fn)
 	}
-	t.visitAll(mt, m, mt.prefilterFor(where), reverse, fn)
+	return mt.ver
 }
 
 // bestIndex returns the committed candidates of the equality with the fewest, in key order; ok
@@ -271,28 +273,29 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 	}
 }
 
-// query returns the visible rows matching q, at most limit (0: all). The Go predicate q.Match,
-// which may call back into the run, is called after the read lock is released.
-func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
+// query returns the visible rows matching q, at most limit (0: all), and the table's version
+// when they were read. The Go predicate q.Match, which may call back into the run, is called
+// after the read lock is released.
+func (t *stageTable) query(q table.Query, limit int) ([]cand, int64, error) {
 	m, err := t.compile(q.Where)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []cand
 	if q.Match == nil {
-		t.visit(m, q.Where, q.Reverse, func(c cand) bool {
+		ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool {
 			out = append(out, c)
 			return limit <= 0 || len(out) < limit
 		})
-		return out, nil
+		return out, ver, nil
 	}
 	var pre []cand
-	t.visit(m, q.Where, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
+	ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
 	out = pre[:0]
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if ok {
 			out = append(out, c)
@@ -301,13 +304,13 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, ver, nil
 }
 
 // Find returns the visible rows that match q in key order, recording them as read.
 func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	if q.Match != nil {
-		cs, err := t.query(q, q.Limit)
+		cs, ver, err := t.query(q, q.Limit)
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +318,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		for i, c := range cs {
 			rows[i] = c.row
 		}
-		t.noteReads(cs)
+		t.noteReads(cs, ver)
 		return rows, nil
 	}
 	// Without a Go predicate, stream: no candidate list, reads noted as they come.
@@ -325,20 +328,20 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	var seen []cand
-	t.visit(m, q.Where, q.Reverse, func(c cand) bool {
+	ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool {
 		rows = append(rows, c.row)
 		if !c.own && len(seen) <= bigRead {
 			seen = append(seen, c)
 		}
 		return q.Limit <= 0 || len(rows) < q.Limit
 	})
-	t.noteReads(seen)
+	t.noteReads(seen, ver)
 	return rows, nil
 }
 
-// noteReads records the committed rows a Find returned, or one read of the whole table when
-// there are more than bigRead of them.
-func (t *stageTable) noteReads(cs []cand) {
+// noteReads records the committed rows a Find returned, or one read of the whole table (at
+// tableVer, its version when the rows were read) when there are more than bigRead of them.
+func (t *stageTable) noteReads(cs []cand, tableVer int64) {
 	committed := 0
 	for _, c := range cs {
 		if !c.own {
@@ -347,9 +350,7 @@ func (t *stageTable) noteReads(cs []cand) {
 	}
 	if committed > bigRead {
 		if !t.readAll {
-			t.st.mu.RLock()
-			t.readAll, t.allVer = true, t.mem().ver
-			t.st.mu.RUnlock()
+			t.readAll, t.allVer = true, tableVer
 		}
 		return
 	}
@@ -372,7 +373,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return t.Len(), nil
 	}
 	if q.Match != nil {
-		cs, err := t.query(q, 0)
+		cs, _, err := t.query(q, 0)
 		return len(cs), err
 	}
 	m, err := t.compile(q.Where)
@@ -405,7 +406,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 	return r.row, true, nil
 }
 
-// visible returns the run's view of key and whether the committed table has it.
+// visible returns the run's view of the row with key k, nil when there is none.
 func (t *stageTable) visible(k any) table.Row {
 	if w := t.writes[k]; w != nil {
 		return w.row
@@ -512,7 +513,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
 		}
 	}
-	cs, err := t.query(q, q.Limit)
+	cs, _, err := t.query(q, q.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -555,7 +556,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 // Remove stages the removal of every visible row that matches q (at most q.Limit) and returns
 // how many were removed.
 func (t *stageTable) Remove(q table.Query) (int, error) {
-	cs, err := t.query(q, q.Limit)
+	cs, _, err := t.query(q, q.Limit)
 	if err != nil {
 		return 0, err
 	}
