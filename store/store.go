@@ -317,6 +317,22 @@ func (s *Store) PutSys(ctx context.Context, coll, id string, v any) error {
 	return s.write(ctx, func() error { return s.putSysDoc(SysDoc{Collection: coll, ID: id, Value: v}) })
 }
 
+// PutSysDocs stores several system documents in one atomic transaction (one disk sync for the
+// lot): the audit log writes its records in batches.
+func (s *Store) PutSysDocs(ctx context.Context, docs ...SysDoc) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	return s.write(ctx, func() error {
+		for _, d := range docs {
+			if err := s.putSysDoc(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
 // exists.
 func (s *Store) GetSys(coll, id string, v any) (bool, error) {
