@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins/tables"
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// Runner executes one plan against a staged view. InProcess runs it in this process; an
+// isolated runner runs it in a worker process with OS limits.
+type Runner interface {
+	Run(ctx context.Context, job Job) *sandbox.Result
+}
+
+// Job is one plan execution as a Runner sees it.
+type Job struct {
+	Reply  string
+	Inputs map[string]any
+	Limits sandbox.Limits
+	View   table.View // the run's staged view; the runner must route every table call to it
+	Now    time.Time  // the run's fixed timestamp (now())
+}
+
+// Options configure an Engine. The zero value is valid: in-process runs, default limits, the
+// wall clock.
+type Options struct {
+	// Limits are the defaults of every run; a request's non-zero fields override them.
+	Limits sandbox.Limits
+	// Now is the clock; it fixes each run's now() and the audit log's times.
+	Now func() time.Time
+	// Runner executes plans; nil means in process.
+	Runner Runner
+}
+
+// Engine runs plans against one store. It is safe for concurrent use. Close flushes the audit
+// log; an engine must be closed before its store.
+type Engine struct {
+	st     *store.Store
+	env    *sandbox.Env
+	policy *contracts.Domain
+	opts   Options
+	runner Runner
+	audit  *auditLog
+}
+
+// New returns an engine over st, with the contract and policy of the store's domain.
+func New(st *store.Store, opts Options) (*Engine, error) {
+	policy, err := contracts.Load(st.Domain().Name)
+	if err != nil {
+		return nil, fmt.Errorf("loading the contract of domain %s: %w", st.Domain().Name, err)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	e := &Engine{
+		st:     st,
+		env:    NewEnv(Schemas(st)),
+		policy: policy,
+		opts:   opts,
+		audit:  newAuditLog(st),
+	}
+	e.runner = opts.Runner
+	if e.runner == nil {
+		e.runner = InProcess(e.env)
+	}
+	return e, nil
+}
+
+// Close writes the audit records not yet written and stops the audit writer. It does not close
+// the store.
+func (e *Engine) Close() error { return e.audit.close() }
+
+// Env returns the environment plans run in: the language builtins and the store's tables.
+func (e *Engine) Env() *sandbox.Env { return e.env }
+
+// Policy returns the output contract and mutation policy runs are checked against.
+func (e *Engine) Policy() *contracts.Domain { return e.policy }
+
+// Store returns the engine's store.
+func (e *Engine) Store() *store.Store { return e.st }
+
+// Schemas returns the schemas of the store's tables, in name order.
+func Schemas(st *store.Store) []*table.Schema {
+	var out []*table.Schema
+	for _, name := range st.Names() {
+		if s, ok := st.Schema(name); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// NewEnv returns the environment of plans over tables with the given schemas.
+func NewEnv(schemas []*table.Schema) *sandbox.Env {
+	return sandbox.NewEnv(tables.Registry(schemas))
+}
+
+// InProcess returns a Runner that runs plans in this process, bounded by the sandbox's
+// in-process guards. Its memory bound is not hard (see package sandbox).
+func InProcess(env *sandbox.Env) Runner { return inProcess{env} }
+
+type inProcess struct{ env *sandbox.Env }
+
+func (r inProcess) Run(ctx context.Context, job Job) *sandbox.Result {
+	return r.env.Run(ctx, sandbox.Request{
+		Reply:  job.Reply,
+		Inputs: job.Inputs,
+		Limits: job.Limits,
+		Bind:   func(th *starlark.Thread) { tables.Bind(th, job.View, job.Now) },
+	})
+}
+
+// limits merges a request's limits over the engine's defaults.
+func (e *Engine) limits(l sandbox.Limits) sandbox.Limits {
+	d := e.opts.Limits
+	if l.MaxSteps != 0 {
+		d.MaxSteps = l.MaxSteps
+	}
+	if l.Timeout != 0 {
+		d.Timeout = l.Timeout
+	}
+	if l.MaxOutput != 0 {
+		d.MaxOutput = l.MaxOutput
+	}
+	if l.MaxMemory != 0 {
+		d.MaxMemory = l.MaxMemory
+	}
+	if l.MaxProgram != 0 {
+		d.MaxProgram = l.MaxProgram
+	}
+	if l.MaxNesting != 0 {
+		d.MaxNesting = l.MaxNesting
+	}
+	return d
+}

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// fixedNow is the clock of every test engine, so timestamps in goldens are stable.
+var fixedNow = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
+
+// openStore opens a fresh, seeded demo store on disk.
+func openStore(t testing.TB, dir string) *store.Store {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{Domain: store.Inventory()})
+	require.NoError(t, err)
+	return st
+}
+
+// newEngine returns an engine over a fresh demo store in a temporary directory; both are closed
+// when the test ends.
+func newEngine(t testing.TB) (*Engine, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, e.Close())
+		assert.NoError(t, st.Close())
+	})
+	return e, dir
+}
+
+func example(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "examples", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// row reads a committed row.
+func row(t testing.TB, st *store.Store, tbl string, key any) table.Row {
+	t.Helper()
+	tb, ok := st.Stage().Table(tbl)
+	require.True(t, ok)
+	r, found, err := tb.Get(key)
+	require.NoError(t, err)
+	if !found {
+		return nil
+	}
+	return r
+}
+
+func TestRunReadOnlyPlan(t *testing.T) {
+	e, _ := newEngine(t)
+	res, err := e.Run(context.Background(), Request{Reply: example(t, "01_round_under_100.star"), UserRequest: "Do you have any round sunglasses in stock that are under $100?"})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "success", res.Status)
+	assert.Contains(t, res.AnswerText, "Classic")
+	assert.True(t, res.Changes.Empty())
+	assert.False(t, res.Pending)
+	assert.False(t, res.Applied)
+	assert.Regexp(t, `^r_[0-9a-f]{10}$`, res.RunID)
+}
+
+func TestRunStagesThenApplies(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), UserRequest: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.True(t, res.Pending)
+	require.Contains(t, res.Changes, "inventory")
+	require.Len(t, res.Changes["inventory"].Updated, 1)
+	u := res.Changes["inventory"].Updated[0]
+	assert.Equal(t, "SG002", u.Key)
+	assert.Equal(t, int64(6), u.Before["quantity_in_stock"])
+	assert.Equal(t, int64(3), u.After["quantity_in_stock"])
+	require.Len(t, res.Changes["transactions"].Inserted, 1)
+	txn := res.Changes["transactions"].Inserted[0]
+	assert.Equal(t, "TXN002", txn["transaction_id"])
+	assert.Equal(t, 285.0, txn["transaction_amount"])
+	assert.Equal(t, 785.0, txn["balance_after_transaction"])
+	assert.Equal(t, "2026-11-21T10:30:00", txn["timestamp"])
+
+	// Nothing reached the store yet.
+	assert.Equal(t, int64(6), row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"])
+	assert.Nil(t, row(t, e.Store(), "transactions", "TXN002"))
+
+	applied, err := e.Apply(ctx, res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeOK, applied.Outcome)
+	assert.True(t, applied.Applied)
+	assert.False(t, applied.Pending)
+	assert.Equal(t, int64(3), row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"])
+	assert.Equal(t, 785.0, row(t, e.Store(), "transactions", "TXN002")["balance_after_transaction"])
+
+	_, err = e.Apply(ctx, res.RunID)
+	var re *RunError
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, re.Problem, "already applied")
+
+	rec, err := e.Record(res.RunID)
+	require.NoError(t, err)
+	assert.True(t, rec.Applied)
+	assert.NotNil(t, rec.AppliedAt)
+}
+
+func TestRunApplyAtOnce(t *testing.T) {
+	e, _ := newEngine(t)
+	res, err := e.Run(context.Background(), Request{Reply: example(t, "03_two_item_order.star"), Apply: true})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.True(t, res.Applied)
+	assert.False(t, res.Pending)
+	assert.Equal(t, int64(7), row(t, e.Store(), "inventory", "SG005")["quantity_in_stock"])
+	assert.Equal(t, int64(22), row(t, e.Store(), "inventory", "SG001")["quantity_in_stock"])
+	assert.Equal(t, 760.0, row(t, e.Store(), "transactions", "TXN003")["balance_after_transaction"])
+}
+
+func TestApplyConflictsWhenTheDataMoved(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	first, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	require.True(t, first.Pending)
+	// Another run sells Wayfarer and is applied first.
+	second, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), Apply: true})
+	require.NoError(t, err)
+	require.True(t, second.Applied)
+
+	res, err := e.Apply(ctx, first.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeConflict, res.Outcome)
+	assert.False(t, res.Applied)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Equal(t, CodeConflict, res.Diagnostics[0].Code)
+	assert.Contains(t, res.Diagnostics[0].Message, "nothing was written")
+	// The store holds the second run's sale only.
+	assert.Equal(t, int64(3), row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"])
+	assert.Nil(t, row(t, e.Store(), "transactions", "TXN003"))
+
+	// A conflicted run cannot be applied later.
+	_, err = e.Apply(ctx, first.RunID)
+	var re *RunError
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, re.Problem, "cannot be applied")
+}
+
+func TestContractViolationWritesNothing(t *testing.T) {
+	e, _ := newEngine(t)
+	plan := `
+item = inventory_tbl.get({"name": "Aviator"})
+inventory_tbl.update({"quantity_in_stock": item["quantity_in_stock"] - 1}, {"item_id": "SG001"})
+STATUS = "insufficient_stock"
+answer_text = "Sorry, not enough stock."
+`
+	res, err := e.Run(context.Background(), Request{Reply: plan})
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeContractViolation, res.Outcome)
+	assert.False(t, res.Pending)
+	assert.True(t, res.Diagnostics.Has("writes-not-allowed"), res.Diagnostics.String())
+	assert.False(t, res.Changes.Empty(), "the reviewer sees what the plan tried")
+	_, err = e.Apply(context.Background(), res.RunID)
+	var re *RunError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, int64(23), row(t, e.Store(), "inventory", "SG001")["quantity_in_stock"])
+}
+
+func TestEveryRunIsAuditedAndSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st := openStore(t, dir)
+	e, err := New(st, Options{})
+	require.NoError(t, err)
+	ok, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), UserRequest: "buy", Origin: "test"})
+	require.NoError(t, err)
+	rejected, err := e.Run(ctx, Request{Reply: "try:\n    x = 1\nexcept:\n    pass\n", Origin: "test"})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeCheckFailed, rejected.Outcome)
+	limited, err := e.Run(ctx, Request{Reply: example(t, "05_hostile_memory_bomb.star"), Origin: "test"})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeLimitExceeded, limited.Outcome)
+	require.NoError(t, e.Close())
+	require.NoError(t, st.Close())
+
+	st = openStore(t, dir)
+	defer st.Close()
+	e, err = New(st, Options{})
+	require.NoError(t, err)
+	defer e.Close()
+	runs, err := e.Runs()
+	require.NoError(t, err)
+	ids := map[string]RunSummary{}
+	for _, r := range runs {
+		ids[r.ID] = r
+	}
+	require.Len(t, ids, 3)
+	assert.True(t, ids[ok.RunID].Pending)
+	assert.Equal(t, 2, ids[ok.RunID].ChangedRows)
+	assert.Equal(t, OutcomeCheckFailed, ids[rejected.RunID].Outcome)
+	rec, err := e.Record(limited.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, "memory", string(rec.Limit))
+	assert.Contains(t, rec.Reply, "while True")
+
+	// The pending run is applied by the new process.
+	res, err := e.Apply(ctx, ok.RunID)
+	require.NoError(t, err)
+	assert.True(t, res.Applied)
+	assert.Equal(t, int64(3), row(t, st, "inventory", "SG002")["quantity_in_stock"])
+}
+
+func TestApplyUnknownRun(t *testing.T) {
+	e, _ := newEngine(t)
+	_, err := e.Apply(context.Background(), "r_0000000000")
+	var re *RunError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "starplan runs lists the runs", re.Hint)
+}

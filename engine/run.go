@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// Request is one run of a plan.
+type Request struct {
+	// Reply is a model's reply or a bare program.
+	Reply string
+	// UserRequest is the customer's request; plans read it as user_request.
+	UserRequest string
+	// Limits override the engine's default limits where non-zero.
+	Limits sandbox.Limits
+	// Apply applies an accepted run's changes at once instead of keeping it pending.
+	Apply bool
+	// Origin says which command or caller made the run ("exec", "ask", "demo", ...), for the
+	// audit log.
+	Origin string
+	// Model describes the model call that produced Reply, for the audit log; empty otherwise.
+	Model *ModelCall
+}
+
+// ModelCall is what the audit log keeps about the model call behind a reply.
+type ModelCall struct {
+	Model            string  `json:"model"`
+	Attempt          int     `json:"attempt"` // 1 for the first reply, 2 after one repair, ...
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	LatencyMS        float64 `json:"latency_ms"`
+	ParentRunID      string  `json:"parent_run_id,omitempty"` // the run this attempt repairs
+}
+
+// Run executes a plan against a staged view of the store and returns its result. The error is
+// for failures of starplan itself (the store, the audit log); every problem with the plan is in
+// the Result.
+func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
+	start := e.opts.Now()
+	stage := e.st.Stage()
+	sres := e.runner.Run(ctx, Job{
+		Reply:  req.Reply,
+		Inputs: map[string]any{"user_request": req.UserRequest},
+		Limits: e.limits(req.Limits),
+		View:   stage,
+		Now:    start,
+	})
+	res := &Result{
+		RunID:           newRunID(),
+		Outcome:         Outcome(sres.Outcome),
+		Limit:           sres.Limit,
+		Stdout:          sres.Stdout,
+		StdoutTruncated: sres.StdoutTruncated,
+		Diagnostics:     sres.Diagnostics,
+		Rewrites:        sres.Rewrites,
+		Steps:           sres.Steps,
+		Program:         sres.Program,
+	}
+	res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
+	res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
+
+	var pending *store.Pending
+	if res.Outcome == OutcomeOK {
+		res.Changes = stage.ChangeSet()
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: committed{e.st}})
+		if err != nil {
+			return nil, fmt.Errorf("checking the contract: %w", err)
+		}
+		if len(ds) > 0 {
+			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
+		} else if !res.Changes.Empty() {
+			pending = stage.Pending()
+			res.Pending = true
+		}
+	}
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	res.normalize()
+
+	rec := newRecord(res, req, start, pending)
+	if pending != nil && req.Apply {
+		if err := e.applyRecord(ctx, rec, res); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	e.audit.add(rec)
+	return res, nil
+}
+
+// committed reads the committed state for the contract checks, without recording reads in any
+// run's stage.
+type committed struct{ st *store.Store }
+
+func (c committed) LastRow(name string) (table.Row, bool, error) {
+	t, ok := c.st.Stage().Table(name)
+	if !ok {
+		return nil, false, fmt.Errorf("no table %s", name)
+	}
+	rows, err := t.Find(table.Query{Reverse: true, Limit: 1})
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	return rows[0], true, nil
+}
+
+// newRunID returns a fresh run id: "r_" and 10 random hex digits.
+func newRunID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "r_" + hex.EncodeToString(b[:])
+}
+
+// conflictDiagnostics describes an apply conflict, one diagnostic per moved row.
+func conflictDiagnostics(err error) (diag.List, bool) {
+	var ce *store.ConflictError
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	ds := make(diag.List, len(ce.Conflicts))
+	for i, c := range ce.Conflicts {
+		ds[i] = diag.Diagnostic{Stage: diag.StageApply, Code: CodeConflict, Message: c.String() + "; nothing was written", Hint: ce.Hint()}
+	}
+	return ds, true
+}
