@@ -61,11 +61,7 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		tmpl.WriteString(arg.field)
 	}
 
-	prefix := ""
-	if raw {
-		prefix = "r"
-	}
-	b.WriteString(prefix)
+	b.WriteString(t.plainPrefix(tk))
 	b.WriteString(open)
 	if fields == 0 {
 		// No field: the braces are plain text once the f is gone.

@@ -19,11 +19,14 @@ var fuzzSeeds = []string{
 }
 
 // FuzzTranslate checks that Translate never panics (a recovered panic shows as CodeInternal),
-// keeps the line count, changes nothing when it reports no rewrite, and keeps a program that
-// already parses as Starlark parseable.
+// keeps the line count, changes nothing when it reports no rewrite, leaves nothing for a second
+// pass when its output parses, and keeps a program that already parses as Starlark parseable.
 func FuzzTranslate(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s)
+	}
+	for _, c := range translateCases {
+		f.Add(c.in)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		r := Translate(src, testOpts)
@@ -31,18 +34,26 @@ func FuzzTranslate(f *testing.F) {
 			if d.Code == CodeInternal {
 				t.Fatalf("internal error: %s\ninput: %q", d, src)
 			}
-			if d.Line < 1 || d.Line > strings.Count(src, "\n")+1 || d.Hint == "" {
+			if d.Line < 1 || d.Line > lineEnds(src)+1 || d.Hint == "" {
 				t.Fatalf("bad diagnostic %s\ninput: %q", d, src)
 			}
 		}
-		if got, want := strings.Count(r.Source, "\n"), strings.Count(src, "\n"); got != want {
+		if got, want := lineEnds(r.Source), lineEnds(src); got != want {
 			t.Fatalf("line count %d, want %d\ninput: %q\noutput: %q", got, want, src, r.Source)
 		}
 		if len(r.Rewrites) == 0 && r.Source != src {
 			t.Fatalf("output changed without a rewrite\ninput: %q\noutput: %q", src, r.Source)
 		}
-		if !mayNeedRewrite(src) && len(r.Rewrites)+len(r.Diagnostics) > 0 {
+		if !hasLoneCR(src) && !mayNeedRewrite(src) && len(r.Rewrites)+len(r.Diagnostics) > 0 {
 			t.Fatalf("the pre-scan missed a rewrite\ninput: %q", src)
+		}
+		// A translation that yields a valid program is complete: a second pass finds nothing.
+		// (Otherwise, say around an implicit string concatenation, which is not Starlark, a
+		// rewrite can change how the invalid neighbourhood reads; the checker rejects it anyway.)
+		if _, err := dialect.Parse("out.star", r.Source, 0); err == nil {
+			if again := Translate(r.Source, testOpts); len(again.Rewrites) > 0 {
+				t.Fatalf("a second pass rewrote again (%s)\ninput: %q\nfirst: %q\nsecond: %q", again.Rewrites[0].Rule, src, r.Source, again.Source)
+			}
 		}
 		if _, err := dialect.Parse("in.star", src, 0); err == nil {
 			if _, err := dialect.Parse("out.star", r.Source, 0); err != nil {
@@ -50,6 +61,11 @@ func FuzzTranslate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// lineEnds counts line ends as Starlark does: LF, CR LF and a lone CR.
+func lineEnds(s string) int {
+	return strings.Count(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(s), "\n")
 }
 
 // BenchmarkTranslate measures a 40-line plan with nothing to rewrite (the fast path) and the

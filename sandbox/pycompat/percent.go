@@ -261,7 +261,10 @@ func (t *translator) tryPercent(b *writer, toks []token, i, hi, lvl int) int {
 			args = append(args, value{text: r + `["` + c.key + `"]`})
 		}
 	case tupleDisp:
-		elems, seps := t.splitCommas(toks, opLo+1, toks[opLo].match)
+		elems, seps, ok := t.splitCommas(toks, opLo+1, toks[opLo].match)
+		if !ok {
+			return i
+		}
 		if len(elems) != nargs {
 			return reject(toks[opLo].start, "this %-format has "+itoa(nargs)+" conversions but "+itoa(len(elems))+" values", "give one value per conversion")
 		}
@@ -302,7 +305,7 @@ func (t *translator) tryPercent(b *writer, toks []token, i, hi, lvl int) int {
 		vals = append(vals, a.lead+val)
 	}
 	tmpl.WriteString(braceEscape(t.src[last:be]))
-	b.WriteString(t.src[lit.start:bs-len(open)] + open)
+	b.WriteString(t.plainPrefix(lit) + open)
 	b.WriteString(tmpl.String())
 	b.WriteString(open)
 	b.WriteString(".format(")
@@ -389,9 +392,9 @@ func braceEscape(s string) string {
 }
 
 // splitCommas splits toks[lo:hi] at its top-level commas into element ranges, ignoring a
-// trailing comma. seps[k] holds the kept gaps (see keptGap) before element k, and
+// trailing comma; ok is false when an element is empty. seps[k] holds the kept gaps (see keptGap) before element k, and
 // seps[len(elems)] those after the last element.
-func (t *translator) splitCommas(toks []token, lo, hi int) (elems [][2]int, seps []string) {
+func (t *translator) splitCommas(toks []token, lo, hi int) (elems [][2]int, seps []string, ok bool) {
 	start := lo
 	sep := ""
 	if lo < hi {
@@ -399,10 +402,11 @@ func (t *translator) splitCommas(toks []token, lo, hi int) (elems [][2]int, seps
 	}
 	for k := lo; k < hi; k = next(toks, k, hi) {
 		if t.isOp(toks[k], ",") {
-			if k > start {
-				elems = append(elems, [2]int{start, k})
-				seps = append(seps, sep)
+			if k == start {
+				return nil, nil, false // (a, , b): not an expression
 			}
+			elems = append(elems, [2]int{start, k})
+			seps = append(seps, sep)
 			sep = t.keptGap(toks, k)
 			if k+1 < hi {
 				sep += t.keptGap(toks, k+1)
@@ -419,7 +423,7 @@ func (t *translator) splitCommas(toks []token, lo, hi int) (elems [][2]int, seps
 		sep += t.keptGap(toks, hi)
 	}
 	seps = append(seps, sep)
-	return elems, seps
+	return elems, seps, true
 }
 
 // primary reports whether toks[lo:hi] is an atom with trailers, so that an index can follow it

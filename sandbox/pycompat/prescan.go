@@ -79,10 +79,7 @@ func mayNeedRewrite(src string) bool {
 				count[depth] = 0
 			}
 		case isDigit(c):
-			i++
-			for i < len(src) && (isIdent(src[i]) || src[i] == '.') {
-				i++
-			}
+			i = scanNumber(src, i, len(src))
 			afterString = false
 		default:
 			switch c {

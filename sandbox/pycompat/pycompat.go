@@ -48,7 +48,8 @@ type Rewrite struct {
 	After  string `json:"after"`
 }
 
-// Result is the outcome of Translate. Source has exactly as many lines as the input. Rewrites
+// Result is the outcome of Translate. Source has exactly as many lines as the input (when it
+// was rewritten, a lone CR line end has become LF, which Starlark reads the same). Rewrites
 // are in source order. Diagnostics, all with Stage diag.StagePycompat, are sorted by position;
 // there are at most 50 (the first ones), since a model cannot act on more.
 type Result struct {
@@ -98,6 +99,16 @@ var tokenPool = sync.Pool{New: func() any { s := make([]token, 0, 512); return &
 
 const maxPooledTokens = 1 << 14
 
+// hasLoneCR reports whether s holds a CR that is not followed by LF.
+func hasLoneCR(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\r' && (i+1 == len(s) || s[i+1] != '\n') {
+			return true
+		}
+	}
+	return false
+}
+
 // Output bounds.
 const (
 	maxRewriteLines = 50 // lines of a Rewrite's Before and After
@@ -110,12 +121,17 @@ const maxNest = 100
 // Translate rewrites src (a whole program) and returns the result. It never fails: a construct
 // it cannot translate exactly is left untouched and reported.
 func Translate(src string, opts Options) (res Result) {
-	if !mayNeedRewrite(src) {
+	orig := src
+	if i := strings.IndexByte(src, '\r'); i >= 0 && hasLoneCR(src[i:]) {
+		// Starlark (like Python) ends a line at a lone CR. Reading it as LF keeps every offset
+		// and every line number, and lets the rest of the package know one line end.
+		src = strings.NewReplacer("\r\n", "\r\n", "\r", "\n").Replace(src)
+	} else if !mayNeedRewrite(src) {
 		return Result{Source: src}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			res = Result{Source: src, Diagnostics: diag.List{{
+			res = Result{Source: orig, Diagnostics: diag.List{{
 				Stage: diag.StagePycompat, Code: CodeInternal,
 				Message: fmt.Sprintf("internal error in the Python-compatibility pass: %v", r),
 				Hint:    "write plain Starlark",
@@ -132,7 +148,7 @@ func Translate(src string, opts Options) (res Result) {
 		}
 	}()
 	if len(toks) == 0 {
-		return Result{Source: src}
+		return Result{Source: orig}
 	}
 	b := writer{src: src, hint: len(src) + len(src)/4 + 64}
 	b.copy(0, toks[0].start)
@@ -140,9 +156,9 @@ func Translate(src string, opts Options) (res Result) {
 	b.copy(toks[len(toks)-1].end, len(src))
 	out := b.String()
 	if len(t.rewrites) == 0 {
-		out = src
+		out = orig
 	}
-	if strings.Count(out, "\n") != strings.Count(src, "\n") {
+	if out != orig && strings.Count(out, "\n") != strings.Count(src, "\n") {
 		panic("line count changed") // recovered above: never hand back a shifted program
 	}
 	res.Source = out

@@ -34,137 +34,142 @@ func rules(rs []Rewrite) []string {
 	return out
 }
 
+// translateCases are input, exact output and the rules recorded, in order. The fuzz target
+// seeds its corpus from them.
+var translateCases = []struct {
+	name, in, out string
+	rules         []string
+}{
+	// f-strings
+	{"fstring nested quotes and specs",
+		`x = f"{row['name']}: {price:.2f} {n:>5} {total:,.2f}"`,
+		`x = "{}: {} {} {}".format(row['name'], format(price, ".2f"), format(n, ">5"), format(total, ",.2f"))`,
+		[]string{RuleFString}},
+	{"fstring same-quote nesting, conversions, escapes, debug",
+		`x = f"{row["name"]!r} {{lit}} {x=} {y = :.1f} {z!s}"`,
+		`x = "{!r} {{lit}} x={!r} y = {} {!s}".format(row["name"], x, format(y, ".1f"), z)`,
+		[]string{RuleFString}},
+	{"fstring single quotes", `x = f'{a}-{b}'`, `x = '{}-{}'.format(a, b)`, []string{RuleFString}},
+	{"fstring conversion with spec", `x = f"{v!r:>10}|{w!s:<3}"`,
+		`x = "{}|{}".format(format(repr(v), ">10"), format(str(w), "<3"))`, []string{RuleFString}},
+	{"fstring without fields", `x = f"a {{b}} c" + F'd'`, `x = "a {b} c" + 'd'`, []string{RuleFString, RuleFString}},
+	{"raw fstring", `x = rf"\d{n}" + fR'\w{m}'`, `x = r"\d{}".format(n) + r'\w{}'.format(m)`, []string{RuleFString, RuleFString}},
+	{"triple-quoted fstring keeps its lines", "x = f'''a\n{b:>3}\nc'''\ny = 1",
+		"x = '''a\n{}\nc'''.format(format(b, \">3\"))\ny = 1", []string{RuleFString}},
+	{"field spanning lines", "s = f\"\"\"{\n  a +\n  b\n}\"\"\"",
+		"s = \"\"\"{}\"\"\".format(\n  a +\n  b\n)", []string{RuleFString}},
+	{"nested spec field", `x = f"{x:>{width}}"`, `x = "{}".format(format(x, ">{}".format(width)))`, []string{RuleFString}},
+	{"fstring tuple field", `x = f"{a, b}"`, `x = "{}".format((a, b))`, []string{RuleFString}},
+	{"conditional in field with spec", `print(f"{'yes' if ok else 'no':^5}")`,
+		`print("{}".format(format('yes' if ok else 'no', "^5")))`, []string{RuleFString}},
+	{"rewrites inside fields", `x = f"{', '.join(f'{v:.2f}' for v in vs)} {a is None}"`,
+		`x = "{} {}".format(', '.join(['{}'.format(format(v, ".2f")) for v in vs]), a == None)`,
+		[]string{RuleFString, RuleGenexp, RuleFString, RuleIsNone}},
+	{"comparison in field", `x = f"{a != b} {c == d}"`, `x = "{} {}".format(a != b, c == d)`, []string{RuleFString}},
+
+	// %-formatting
+	{"percent precision", `s = "%.2f" % x`, `s = "{}".format(format(x, ".2f"))`, []string{RulePercentFormat}},
+	{"percent width and flags", `s = "%5s|%-4d" % (a, b)`,
+		`s = "{}|{}".format(format(str(a), ">5"), format(int(b), "<4d"))`, []string{RulePercentFormat}},
+	{"percent zero pad and literal percent", `s = "%05.1f%%" % x`, `s = "{}%".format(format(x, "05.1f"))`, []string{RulePercentFormat}},
+	{"percent plain conversions in a translated string", `s = "%s: %d %r %x {b} %.1f" % (a, n, v, h, f)`,
+		`s = "{}: {} {!r} {} {{b}} {}".format(a, int(n), v, format(h, "x"), format(f, ".1f"))`, []string{RulePercentFormat}},
+	{"percent signs and alternate forms", `s = "%+d|% d|%#x|%#o|%-+6.1e|%G" % (a, b, c, d, e, f)`,
+		`s = "{}|{}|{}|{}|{}|{}".format(format(int(a), "+d"), format(int(b), " d"), format(c, "#x"), format(d, "#o"), format(e, "<+6.1e"), format(f, "G"))`,
+		[]string{RulePercentFormat}},
+	{"percent string precision", `s = "%-10.3s|" % name`, `s = "{}|".format(format(str(name), "<10.3"))`, []string{RulePercentFormat}},
+	{"percent repr with width", `s = "%6r" % v`, `s = "{}".format(format(repr(v), ">6"))`, []string{RulePercentFormat}},
+	{"percent mapping", `s = "%(name)s %(price).2f" % row`,
+		`s = "{} {}".format(row["name"], format(row["price"], ".2f"))`, []string{RulePercentFormat}},
+	{"percent mapping display", `s = "%(a)5d" % {"a": 1}`,
+		`s = "{}".format(format(int({"a": 1}["a"]), "5d"))`, []string{RulePercentFormat}},
+	{"percent operand binds tighter than +", `s = "%5.1f" % -x ** 2 + "!"`,
+		`s = "{}".format(format(-x ** 2, "5.1f")) + "!"`, []string{RulePercentFormat}},
+	{"percent operand with trailers", `s = "%5.1f" % f(x)[0].y`, `s = "{}".format(format(f(x)[0].y, "5.1f"))`, []string{RulePercentFormat}},
+	{"percent with binary minus before", `v = a - "%5d" % 3`, `v = a - "{}".format(format(int(3), "5d"))`, []string{RulePercentFormat}},
+	{"percent braces escaped", `s = "{%5d}" % n`, `s = "{{{}}}".format(format(int(n), "5d"))`, []string{RulePercentFormat}},
+	{"percent multiline tuple keeps lines and comments", "s = \"%5d %s\" % (a,\n   b,  # c\n)",
+		"s = \"{} {}\".format(format(int(a), \"5d\"),\n   b  # c\n)", []string{RulePercentFormat}},
+	{"percent split across lines", "x = (\"%5d\" %  # count\n     n)",
+		"x = (\"{}\".format(  # count\n     format(int(n), \"5d\")))", []string{RulePercentFormat}},
+	{"percent-only forms Starlark has are left", `s = "%s=%d (%r) %%" % (k, v, w)`, `s = "%s=%d (%r) %%" % (k, v, w)`, nil},
+	{"percent whose left operand is not only the literal", `s = x * "%5d" % 3`, `s = x * "%5d" % 3`, nil},
+
+	// str.format
+	{"format precision", `s = "{:.1f}".format(x)`, `s = "{}".format(format(x, ".1f"))`, []string{RuleStrFormat}},
+	{"format numbered and keyword", `s = "{0:>5} {name:,}".format(a, name=b)`,
+		`s = "{0} {name}".format(format(a, ">5"), name=format(b, ","))`, []string{RuleStrFormat}},
+	{"format same simple argument two ways", `s = "{0:>5} {0}".format(a.b)`,
+		`s = "{0} {1}".format(format(a.b, ">5"), a.b)`, []string{RuleStrFormat}},
+	{"format keyword two ways", `s = "{x:>3}{x}{x:>3}".format(x=v)`,
+		`s = "{x}{0}{x}".format(v, x=format(v, ">3"))`, []string{RuleStrFormat}},
+	{"format conversion and spec", `s = "{0!r:>10}|{0!s}".format(val)`,
+		`s = "{0}|{1!s}".format(format(repr(val), ">10"), val)`, []string{RuleStrFormat}},
+	{"format extra argument kept", `s = "{:>3}{:<3}".format(a, b, c)`,
+		`s = "{}{}".format(format(a, ">3"), format(b, "<3"), c)`, []string{RuleStrFormat}},
+	{"format without spec left alone", `s = "{} {!r} {name}".format(a, b, name=c)`, `s = "{} {!r} {name}".format(a, b, name=c)`, nil},
+	{"format comment untouched", `s = '{} {:5}'.format(x, y) # {:5} 'x is None'`,
+		`s = '{} {}'.format(x, format(y, "5")) # {:5} 'x is None'`, []string{RuleStrFormat}},
+	{"format argument with rewrites", `s = "{:>8}".format(f"{a}")`, `s = "{}".format(format("{}".format(a), ">8"))`,
+		[]string{RuleStrFormat, RuleFString}},
+
+	// is None / True / False
+	{"is none", `if x is None or y is not None: pass`, `if x == None or y != None: pass`, []string{RuleIsNone, RuleIsNone}},
+	{"is true false", `a = x is True and y is not False`, `a = x == True and y != False`, []string{RuleIsNone, RuleIsNone}},
+	{"none on the left", `b = None is x`, `b = None == x`, []string{RuleIsNone}},
+	{"is across a continuation", "x = a is \\\n not None", "x = a != \\\n  None", []string{RuleIsNone}},
+	{"is with other values left", `c = x is y`, `c = x is y`, nil},
+	{"is none attribute left", `d = x is None.y`, `d = x is None.y`, nil},
+
+	// generator expressions
+	{"genexp sole argument", `t = sum(r["price"] for r in rows)`, `t = sum([r["price"] for r in rows])`, []string{RuleGenexp}},
+	{"genexp join", `t = ", ".join(str(x) for x in xs if x)`, `t = ", ".join([str(x) for x in xs if x])`, []string{RuleGenexp}},
+	{"genexp with tuple target", `t = dict((k, v) for k, v in pairs)`, `t = dict([(k, v) for k, v in pairs])`, []string{RuleGenexp}},
+	{"parenthesised genexp", `t = max((p for p in ps), key=f)`, `t = max([p for p in ps], key=f)`, []string{RuleGenexp}},
+	{"genexp in for", `for i in (x for x in y): pass`, `for i in [x for x in y]: pass`, []string{RuleGenexp}},
+	{"genexp with another argument left", `f(x for x in y, 1)`, `f(x for x in y, 1)`, nil},
+	{"comprehensions untouched", `a = [x for x in y]; b = {k: v for k, v in z}`, `a = [x for x in y]; b = {k: v for k, v in z}`, nil},
+
+	// chained comparisons
+	{"chain", `ok = 70 <= price <= 100`, `ok = (70 <= price and price <= 100)`, []string{RuleChainedCompare}},
+	{"long chain", `ok = a < b < c < d`, `ok = (a < b and b < c and c < d)`, []string{RuleChainedCompare}},
+	{"chain with attribute, index, in", `ok = a < b.c[0] == d in e`, `ok = (a < b.c[0] and b.c[0] == d and d in e)`, []string{RuleChainedCompare}},
+	{"chain under not", `ok = not 0 < x < 10`, `ok = not (0 < x and x < 10)`, []string{RuleChainedCompare}},
+	{"chain with not in and is", `ok = a not in b is not None`, `ok = (a not in b and b != None)`, []string{RuleChainedCompare, RuleIsNone}},
+	{"chain in comprehension", `x = [y for y in z if 0 < y < 10]`, `x = [y for y in z if (0 < y and y < 10)]`, []string{RuleChainedCompare}},
+	{"chain in for header", `for a in b < c < d: pass`, `for a in (b < c and c < d): pass`, []string{RuleChainedCompare}},
+	{"chain across lines", "ok = (a <\n b <\n c)", "ok = ((a <\n b and b <\n c))", []string{RuleChainedCompare}},
+	{"chain with arithmetic middle", `ok = 0 <= i + 1 < n`, `ok = (0 <= i + 1 and i + 1 < n)`, []string{RuleChainedCompare}},
+	{"genexp around chain", `e = all(0 < x < 5 for x in xs)`, `e = all([(0 < x and x < 5) for x in xs])`, []string{RuleGenexp, RuleChainedCompare}},
+	{"two comparisons joined by and are no chain", `ok = a < b and c < d`, `ok = a < b and c < d`, nil},
+	{"lambda and conditional bound chains", `f = lambda v: 0 < v < 1 if v else v == 1`, `f = lambda v: (0 < v and v < 1) if v else v == 1`, []string{RuleChainedCompare}},
+
+	// imports
+	{"import dropped", "import re\nx = 1", "\nx = 1", []string{RuleImport}},
+	{"import list dropped", "import math, json\nx = 1", "\nx = 1", []string{RuleImport}},
+	{"import as", "import math as m", "m = math", []string{RuleImport}},
+	{"import as in a list", "import math as m, json as j, re", "m, j = math, json", []string{RuleImport}},
+	{"from import", "from math import floor, ceil", "floor, ceil = math.floor, math.ceil", []string{RuleImport}},
+	{"from import as", "from math import floor as fl", "fl = math.floor", []string{RuleImport}},
+	{"from import parenthesised over lines", "from math import (floor,  # f\n   ceil)\nx = 1",
+		"floor, ceil = math.floor, math.ceil  # f\n\nx = 1", []string{RuleImport}},
+	{"import in a function keeps indentation", "def f():\n    import re\n    from math import floor\n    return 1",
+		"def f():\n    pass\n    floor = math.floor\n    return 1", []string{RuleImport, RuleImport}},
+	{"import as sole block statement", "if x:\n    import math\ny = 1", "if x:\n    pass\ny = 1", []string{RuleImport}},
+	{"import after colon", "if x: import math", "if x: pass", []string{RuleImport}},
+	{"import before semicolon", "import math; x = 1", "pass; x = 1", []string{RuleImport}},
+	{"import with continuation", "import math, \\\n  json\nx = 1", "\n\nx = 1", []string{RuleImport}},
+
+	// never inside strings or comments
+	{"strings and comments untouched", "# x is None, f\"{x}\", import re\ns = 'a < b < c is None' + \"%5d\" # '%5d' % 3\nt = '''\nimport re\n'''",
+		"# x is None, f\"{x}\", import re\ns = 'a < b < c is None' + \"%5d\" # '%5d' % 3\nt = '''\nimport re\n'''", nil},
+	{"bytes and implicit concatenation left", `s = b"%5d" % 3`, `s = b"%5d" % 3`, nil},
+	{"f-string without fields before %", `s = f"%.2f" % x + rf"%d" % y`, `s = "{}".format(format(x, ".2f")) + r"%d" % y`,
+		[]string{RulePercentFormat, RuleFString}},
+}
+
 func TestTranslate(t *testing.T) {
-	tests := []struct {
-		name, in, out string
-		rules         []string
-	}{
-		// f-strings
-		{"fstring nested quotes and specs",
-			`x = f"{row['name']}: {price:.2f} {n:>5} {total:,.2f}"`,
-			`x = "{}: {} {} {}".format(row['name'], format(price, ".2f"), format(n, ">5"), format(total, ",.2f"))`,
-			[]string{RuleFString}},
-		{"fstring same-quote nesting, conversions, escapes, debug",
-			`x = f"{row["name"]!r} {{lit}} {x=} {y = :.1f} {z!s}"`,
-			`x = "{!r} {{lit}} x={!r} y = {} {!s}".format(row["name"], x, format(y, ".1f"), z)`,
-			[]string{RuleFString}},
-		{"fstring single quotes", `x = f'{a}-{b}'`, `x = '{}-{}'.format(a, b)`, []string{RuleFString}},
-		{"fstring conversion with spec", `x = f"{v!r:>10}|{w!s:<3}"`,
-			`x = "{}|{}".format(format(repr(v), ">10"), format(str(w), "<3"))`, []string{RuleFString}},
-		{"fstring without fields", `x = f"a {{b}} c" + F'd'`, `x = "a {b} c" + 'd'`, []string{RuleFString, RuleFString}},
-		{"raw fstring", `x = rf"\d{n}" + fR'\w{m}'`, `x = r"\d{}".format(n) + r'\w{}'.format(m)`, []string{RuleFString, RuleFString}},
-		{"triple-quoted fstring keeps its lines", "x = f'''a\n{b:>3}\nc'''\ny = 1",
-			"x = '''a\n{}\nc'''.format(format(b, \">3\"))\ny = 1", []string{RuleFString}},
-		{"field spanning lines", "s = f\"\"\"{\n  a +\n  b\n}\"\"\"",
-			"s = \"\"\"{}\"\"\".format(\n  a +\n  b\n)", []string{RuleFString}},
-		{"nested spec field", `x = f"{x:>{width}}"`, `x = "{}".format(format(x, ">{}".format(width)))`, []string{RuleFString}},
-		{"fstring tuple field", `x = f"{a, b}"`, `x = "{}".format((a, b))`, []string{RuleFString}},
-		{"conditional in field with spec", `print(f"{'yes' if ok else 'no':^5}")`,
-			`print("{}".format(format('yes' if ok else 'no', "^5")))`, []string{RuleFString}},
-		{"rewrites inside fields", `x = f"{', '.join(f'{v:.2f}' for v in vs)} {a is None}"`,
-			`x = "{} {}".format(', '.join(['{}'.format(format(v, ".2f")) for v in vs]), a == None)`,
-			[]string{RuleFString, RuleGenexp, RuleFString, RuleIsNone}},
-		{"comparison in field", `x = f"{a != b} {c == d}"`, `x = "{} {}".format(a != b, c == d)`, []string{RuleFString}},
-
-		// %-formatting
-		{"percent precision", `s = "%.2f" % x`, `s = "{}".format(format(x, ".2f"))`, []string{RulePercentFormat}},
-		{"percent width and flags", `s = "%5s|%-4d" % (a, b)`,
-			`s = "{}|{}".format(format(str(a), ">5"), format(int(b), "<4d"))`, []string{RulePercentFormat}},
-		{"percent zero pad and literal percent", `s = "%05.1f%%" % x`, `s = "{}%".format(format(x, "05.1f"))`, []string{RulePercentFormat}},
-		{"percent plain conversions in a translated string", `s = "%s: %d %r %x {b} %.1f" % (a, n, v, h, f)`,
-			`s = "{}: {} {!r} {} {{b}} {}".format(a, int(n), v, format(h, "x"), format(f, ".1f"))`, []string{RulePercentFormat}},
-		{"percent signs and alternate forms", `s = "%+d|% d|%#x|%#o|%-+6.1e|%G" % (a, b, c, d, e, f)`,
-			`s = "{}|{}|{}|{}|{}|{}".format(format(int(a), "+d"), format(int(b), " d"), format(c, "#x"), format(d, "#o"), format(e, "<+6.1e"), format(f, "G"))`,
-			[]string{RulePercentFormat}},
-		{"percent string precision", `s = "%-10.3s|" % name`, `s = "{}|".format(format(str(name), "<10.3"))`, []string{RulePercentFormat}},
-		{"percent repr with width", `s = "%6r" % v`, `s = "{}".format(format(repr(v), ">6"))`, []string{RulePercentFormat}},
-		{"percent mapping", `s = "%(name)s %(price).2f" % row`,
-			`s = "{} {}".format(row["name"], format(row["price"], ".2f"))`, []string{RulePercentFormat}},
-		{"percent mapping display", `s = "%(a)5d" % {"a": 1}`,
-			`s = "{}".format(format(int({"a": 1}["a"]), "5d"))`, []string{RulePercentFormat}},
-		{"percent operand binds tighter than +", `s = "%5.1f" % -x ** 2 + "!"`,
-			`s = "{}".format(format(-x ** 2, "5.1f")) + "!"`, []string{RulePercentFormat}},
-		{"percent operand with trailers", `s = "%5.1f" % f(x)[0].y`, `s = "{}".format(format(f(x)[0].y, "5.1f"))`, []string{RulePercentFormat}},
-		{"percent with binary minus before", `v = a - "%5d" % 3`, `v = a - "{}".format(format(int(3), "5d"))`, []string{RulePercentFormat}},
-		{"percent braces escaped", `s = "{%5d}" % n`, `s = "{{{}}}".format(format(int(n), "5d"))`, []string{RulePercentFormat}},
-		{"percent multiline tuple keeps lines and comments", "s = \"%5d %s\" % (a,\n   b,  # c\n)",
-			"s = \"{} {}\".format(format(int(a), \"5d\"),\n   b  # c\n)", []string{RulePercentFormat}},
-		{"percent split across lines", "x = (\"%5d\" %  # count\n     n)",
-			"x = (\"{}\".format(  # count\n     format(int(n), \"5d\")))", []string{RulePercentFormat}},
-		{"percent-only forms Starlark has are left", `s = "%s=%d (%r) %%" % (k, v, w)`, `s = "%s=%d (%r) %%" % (k, v, w)`, nil},
-		{"percent whose left operand is not only the literal", `s = x * "%5d" % 3`, `s = x * "%5d" % 3`, nil},
-
-		// str.format
-		{"format precision", `s = "{:.1f}".format(x)`, `s = "{}".format(format(x, ".1f"))`, []string{RuleStrFormat}},
-		{"format numbered and keyword", `s = "{0:>5} {name:,}".format(a, name=b)`,
-			`s = "{0} {name}".format(format(a, ">5"), name=format(b, ","))`, []string{RuleStrFormat}},
-		{"format same simple argument two ways", `s = "{0:>5} {0}".format(a.b)`,
-			`s = "{0} {1}".format(format(a.b, ">5"), a.b)`, []string{RuleStrFormat}},
-		{"format keyword two ways", `s = "{x:>3}{x}{x:>3}".format(x=v)`,
-			`s = "{x}{0}{x}".format(v, x=format(v, ">3"))`, []string{RuleStrFormat}},
-		{"format conversion and spec", `s = "{0!r:>10}|{0!s}".format(val)`,
-			`s = "{0}|{1!s}".format(format(repr(val), ">10"), val)`, []string{RuleStrFormat}},
-		{"format extra argument kept", `s = "{:>3}{:<3}".format(a, b, c)`,
-			`s = "{}{}".format(format(a, ">3"), format(b, "<3"), c)`, []string{RuleStrFormat}},
-		{"format without spec left alone", `s = "{} {!r} {name}".format(a, b, name=c)`, `s = "{} {!r} {name}".format(a, b, name=c)`, nil},
-		{"format comment untouched", `s = '{} {:5}'.format(x, y) # {:5} 'x is None'`,
-			`s = '{} {}'.format(x, format(y, "5")) # {:5} 'x is None'`, []string{RuleStrFormat}},
-		{"format argument with rewrites", `s = "{:>8}".format(f"{a}")`, `s = "{}".format(format("{}".format(a), ">8"))`,
-			[]string{RuleStrFormat, RuleFString}},
-
-		// is None / True / False
-		{"is none", `if x is None or y is not None: pass`, `if x == None or y != None: pass`, []string{RuleIsNone, RuleIsNone}},
-		{"is true false", `a = x is True and y is not False`, `a = x == True and y != False`, []string{RuleIsNone, RuleIsNone}},
-		{"none on the left", `b = None is x`, `b = None == x`, []string{RuleIsNone}},
-		{"is across a continuation", "x = a is \\\n not None", "x = a != \\\n  None", []string{RuleIsNone}},
-		{"is with other values left", `c = x is y`, `c = x is y`, nil},
-		{"is none attribute left", `d = x is None.y`, `d = x is None.y`, nil},
-
-		// generator expressions
-		{"genexp sole argument", `t = sum(r["price"] for r in rows)`, `t = sum([r["price"] for r in rows])`, []string{RuleGenexp}},
-		{"genexp join", `t = ", ".join(str(x) for x in xs if x)`, `t = ", ".join([str(x) for x in xs if x])`, []string{RuleGenexp}},
-		{"genexp with tuple target", `t = dict((k, v) for k, v in pairs)`, `t = dict([(k, v) for k, v in pairs])`, []string{RuleGenexp}},
-		{"parenthesised genexp", `t = max((p for p in ps), key=f)`, `t = max([p for p in ps], key=f)`, []string{RuleGenexp}},
-		{"genexp in for", `for i in (x for x in y): pass`, `for i in [x for x in y]: pass`, []string{RuleGenexp}},
-		{"genexp with another argument left", `f(x for x in y, 1)`, `f(x for x in y, 1)`, nil},
-		{"comprehensions untouched", `a = [x for x in y]; b = {k: v for k, v in z}`, `a = [x for x in y]; b = {k: v for k, v in z}`, nil},
-
-		// chained comparisons
-		{"chain", `ok = 70 <= price <= 100`, `ok = (70 <= price and price <= 100)`, []string{RuleChainedCompare}},
-		{"long chain", `ok = a < b < c < d`, `ok = (a < b and b < c and c < d)`, []string{RuleChainedCompare}},
-		{"chain with attribute, index, in", `ok = a < b.c[0] == d in e`, `ok = (a < b.c[0] and b.c[0] == d and d in e)`, []string{RuleChainedCompare}},
-		{"chain under not", `ok = not 0 < x < 10`, `ok = not (0 < x and x < 10)`, []string{RuleChainedCompare}},
-		{"chain with not in and is", `ok = a not in b is not None`, `ok = (a not in b and b != None)`, []string{RuleChainedCompare, RuleIsNone}},
-		{"chain in comprehension", `x = [y for y in z if 0 < y < 10]`, `x = [y for y in z if (0 < y and y < 10)]`, []string{RuleChainedCompare}},
-		{"chain in for header", `for a in b < c < d: pass`, `for a in (b < c and c < d): pass`, []string{RuleChainedCompare}},
-		{"chain across lines", "ok = (a <\n b <\n c)", "ok = ((a <\n b and b <\n c))", []string{RuleChainedCompare}},
-		{"chain with arithmetic middle", `ok = 0 <= i + 1 < n`, `ok = (0 <= i + 1 and i + 1 < n)`, []string{RuleChainedCompare}},
-		{"genexp around chain", `e = all(0 < x < 5 for x in xs)`, `e = all([(0 < x and x < 5) for x in xs])`, []string{RuleGenexp, RuleChainedCompare}},
-		{"two comparisons joined by and are no chain", `ok = a < b and c < d`, `ok = a < b and c < d`, nil},
-		{"lambda and conditional bound chains", `f = lambda v: 0 < v < 1 if v else v == 1`, `f = lambda v: (0 < v and v < 1) if v else v == 1`, []string{RuleChainedCompare}},
-
-		// imports
-		{"import dropped", "import re\nx = 1", "\nx = 1", []string{RuleImport}},
-		{"import list dropped", "import math, json\nx = 1", "\nx = 1", []string{RuleImport}},
-		{"import as", "import math as m", "m = math", []string{RuleImport}},
-		{"import as in a list", "import math as m, json as j, re", "m, j = math, json", []string{RuleImport}},
-		{"from import", "from math import floor, ceil", "floor, ceil = math.floor, math.ceil", []string{RuleImport}},
-		{"from import as", "from math import floor as fl", "fl = math.floor", []string{RuleImport}},
-		{"from import parenthesised over lines", "from math import (floor,  # f\n   ceil)\nx = 1",
-			"floor, ceil = math.floor, math.ceil  # f\n\nx = 1", []string{RuleImport}},
-		{"import in a function keeps indentation", "def f():\n    import re\n    from math import floor\n    return 1",
-			"def f():\n    pass\n    floor = math.floor\n    return 1", []string{RuleImport, RuleImport}},
-		{"import as sole block statement", "if x:\n    import math\ny = 1", "if x:\n    pass\ny = 1", []string{RuleImport}},
-		{"import after colon", "if x: import math", "if x: pass", []string{RuleImport}},
-		{"import before semicolon", "import math; x = 1", "pass; x = 1", []string{RuleImport}},
-		{"import with continuation", "import math, \\\n  json\nx = 1", "\n\nx = 1", []string{RuleImport}},
-
-		// never inside strings or comments
-		{"strings and comments untouched", "# x is None, f\"{x}\", import re\ns = 'a < b < c is None' + \"%5d\" # '%5d' % 3\nt = '''\nimport re\n'''",
-			"# x is None, f\"{x}\", import re\ns = 'a < b < c is None' + \"%5d\" # '%5d' % 3\nt = '''\nimport re\n'''", nil},
-		{"bytes and implicit concatenation left", `s = b"%5d" % 3`, `s = b"%5d" % 3`, nil},
-	}
-	for _, tt := range tests {
+	for _, tt := range translateCases {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Translate(tt.in, testOpts)
 			assert.Empty(t, r.Diagnostics)
@@ -207,6 +212,7 @@ func TestRejections(t *testing.T) {
 		{"fstring escape spelling a brace", `s = f"\x7b{x}"`, CodeFString, 1, 7, "brace"},
 		{"fstring quote in spec", `s = f"{x:'>5}"`, CodeFString, 1, 10, "spec"},
 		{"fstring debug text with quote", `s = f"{d['k']=}"`, CodeFString, 1, 8, "{expr=}"},
+		{"f-string with braces before %", `s = f"{{%5d}}" % x`, CodeFString, 1, 5, "left operand of %"},
 		{"percent star width", `s = '%*d' % (3, x)`, CodePercentFormat, 1, 6, "* width"},
 		{"percent precision on int", `s = '%.3d' % 5`, CodePercentFormat, 1, 6, "%.3d"},
 		{"percent ascii", `s = '%5a' % 5`, CodePercentFormat, 1, 6, "%a"},
@@ -244,6 +250,28 @@ func TestRejections(t *testing.T) {
 			assert.NotEmpty(t, d.Hint)
 		})
 	}
+}
+
+func TestFPrefixNextToQuote(t *testing.T) {
+	// Implicit concatenation is not Starlark, but dropping the f must not turn ""f"a" into
+	// the opening of a triple-quoted string either (found by the fuzzer).
+	r := Translate(`s = ""f"a"`, testOpts)
+	assert.Equal(t, `s = "" "a"`, r.Source)
+}
+
+func TestLoneCarriageReturn(t *testing.T) {
+	// Starlark ends a line at a lone CR: so must the rewriting (found by the fuzzer).
+	r := Translate("a = 1\rok = 0 < x < 2 # c\r\nb = f'{a}'", testOpts)
+	assert.Equal(t, "a = 1\nok = (0 < x and x < 2) # c\r\nb = '{}'.format(a)", r.Source)
+	require.Len(t, r.Rewrites, 2)
+	assert.Equal(t, 2, r.Rewrites[0].Line)
+	assert.Equal(t, 3, r.Rewrites[1].Line)
+	requireParses(t, r.Source)
+
+	src := "# x\rimport re" // the fast path must not miss a line after a CR
+	assert.Equal(t, "# x\n", Translate(src, testOpts).Source)
+	src = "a = 1\rb = 2"
+	assert.Equal(t, src, Translate(src, testOpts).Source, "nothing to rewrite: returned as it was")
 }
 
 func TestRejectionKeepsOtherRewrites(t *testing.T) {

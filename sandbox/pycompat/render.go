@@ -231,6 +231,20 @@ func (t *translator) emitAtom(b *writer, toks []token, i, hi, lvl int, top bool)
 			return t.emitIs(b, toks, i, hi)
 		}
 	case kString:
+		if tk.flags&sF != 0 && tk.flags&sBad == 0 && i+2 < hi && t.isOp(toks[i+1], "%") {
+			// f"%.2f" % x: an f-string without fields is a plain literal, and the left
+			// operand of %. (With braces, {{ would mean { here but not in the template.)
+			bs, be, _ := t.literalBody(tk)
+			if strings.ContainsAny(t.src[bs:be], "{}") {
+				t.diag(CodeFString, tk.start, "an f-string is the left operand of %",
+					"use a plain string with str.format: \"{:.2f}\".format(x)")
+				t.verbatim(b, toks, i, i+1)
+				return i + 1
+			}
+			if j := t.tryPercent(b, toks, i, hi, lvl); j > i {
+				return j
+			}
+		}
 		if tk.flags&sF != 0 {
 			if tk.flags&sBad != 0 {
 				t.diag(CodeFString, tk.start, "this f-string is malformed or uses a feature Starlark cannot express (\\N{...}, an unbalanced brace, a comment or line break inside a field)",
@@ -254,6 +268,22 @@ func (t *translator) emitAtom(b *writer, toks []token, i, hi, lvl int, top bool)
 	}
 	b.copy(tk.start, tk.end)
 	return i + 1
+}
+
+// plainPrefix returns the prefix of the string literal tk without an f: r for a raw f-string
+// (Starlark knows no R), and a space in place of an f that would otherwise leave a quote just
+// before the literal's own (""f"" must not become """").
+func (t *translator) plainPrefix(tk token) string {
+	if tk.flags&sF == 0 {
+		return t.src[tk.start : tk.start+int(tk.prefix)]
+	}
+	if tk.flags&sRaw != 0 {
+		return "r"
+	}
+	if tk.start > 0 && (t.src[tk.start-1] == '"' || t.src[tk.start-1] == '\'') {
+		return " "
+	}
+	return ""
 }
 
 // stmtStart reports whether toks[i] starts a statement.
@@ -302,6 +332,9 @@ func (t *translator) hasGenexp(toks []token, i, m int) bool {
 	seenFor, inTarget := false, false
 	for k := i + 1; k < m; k = next(toks, k, m) {
 		tk := toks[k]
+		if tk.kind == kError || (tk.kind == kOp && tk.end-tk.start == 1 && strings.IndexByte("()[]{}", t.src[tk.start]) >= 0 && !(tk.match > k && tk.match < m)) {
+			return false // an unmatched bracket: not an expression at all
+		}
 		switch {
 		case t.isOp(tk, ","):
 			if !inTarget {

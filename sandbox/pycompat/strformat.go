@@ -125,7 +125,10 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 
 	// The call's arguments.
 	var args []carg
-	elems, _ := t.splitCommas(toks, open+1, closeIdx)
+	elems, _, ok := t.splitCommas(toks, open+1, closeIdx)
+	if !ok {
+		return i
+	}
 	nPos := 0
 	kwIndex := map[string]int{}
 	for _, e := range elems {

@@ -130,17 +130,7 @@ func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
 			i = j
 			lineHasTok = true
 		case isDigit(c) || (c == '.' && i+1 < hi && isDigit(src[i+1])):
-			j := i + 1
-			for j < hi {
-				d := src[j]
-				if isIdent(d) || d == '.' {
-					j++
-				} else if (d == '+' || d == '-') && (src[j-1]|0x20) == 'e' && !(len(src[i:j]) > 1 && src[i+1]|0x20 == 'x') {
-					j++
-				} else {
-					break
-				}
-			}
+			j := scanNumber(src, i, hi)
 			dst = append(dst, token{start: i, end: j, kind: kNumber, match: -1})
 			i = j
 			lineHasTok = true
@@ -181,6 +171,44 @@ func tokenize(src string, lo, hi int, nested bool, dst []token) []token {
 		}
 	}
 	return dst
+}
+
+// scanNumber returns the end of the number literal at i. Like Python's tokenizer it stops
+// before letters that cannot continue the literal, so 1if x else 2 reads as 1 if x else 2.
+func scanNumber(src string, i, hi int) int {
+	digits := func(j int, ok func(byte) bool) int {
+		for j < hi && (ok(src[j]) || src[j] == '_') {
+			j++
+		}
+		return j
+	}
+	if src[i] == '0' && i+1 < hi {
+		switch src[i+1] | 0x20 {
+		case 'x':
+			return digits(i+2, func(c byte) bool { return isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'f') })
+		case 'o':
+			return digits(i+2, func(c byte) bool { return c >= '0' && c <= '7' })
+		case 'b':
+			return digits(i+2, func(c byte) bool { return c == '0' || c == '1' })
+		}
+	}
+	j := digits(i, isDigit)
+	if j < hi && src[j] == '.' {
+		j = digits(j+1, isDigit)
+	}
+	if j < hi && src[j]|0x20 == 'e' {
+		k := j + 1
+		if k < hi && (src[k] == '+' || src[k] == '-') {
+			k++
+		}
+		if k < hi && isDigit(src[k]) {
+			j = digits(k, isDigit)
+		}
+	}
+	if j < hi && src[j]|0x20 == 'j' {
+		j++
+	}
+	return j
 }
 
 func closerOf(c byte) byte {
