@@ -51,10 +51,17 @@ func openBolt(dir string, timeout time.Duration) (*boltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists([]byte(rootBucket))
-		return err
+	exists := false
+	err = db.View(func(tx *bbolt.Tx) error {
+		exists = tx.Bucket([]byte(rootBucket)) != nil
+		return nil
 	})
+	if err == nil && !exists { // only a new file is written to: a commit costs two fsyncs
+		err = db.Update(func(tx *bbolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists([]byte(rootBucket))
+			return err
+		})
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", dir, err)

@@ -408,3 +408,18 @@ func TestOpenRejectsForeignData(t *testing.T) {
 	_, err = Open(dir, Options{})
 	assert.ErrorContains(t, err, "unknown store format 99")
 }
+
+func TestOpenWritesNothingToAnExistingStore(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.Close())
+	path := filepath.Join(dir, dbFileName)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	require.NoError(t, os.Chtimes(path, old, old))
+	s = openAt(t, dir)
+	find(t, tbl(t, s.Stage(), "inventory"), table.Query{})
+	require.NoError(t, s.Close())
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, old, fi.ModTime(), "opening and reading must not commit (each commit costs two fsyncs)")
+}
