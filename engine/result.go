@@ -13,10 +13,10 @@ type Outcome string
 
 // The outcomes of a run, in the order of the data flow.
 const (
-	OutcomeOK                = Outcome(sandbox.OutcomeOK)
-	OutcomeCheckFailed       = Outcome(sandbox.OutcomeCheckFailed)
-	OutcomeRuntimeError      = Outcome(sandbox.OutcomeRuntimeError)
-	OutcomeLimitExceeded     = Outcome(sandbox.OutcomeLimitExceeded)
+	OutcomeOK                        = Outcome(sandbox.OutcomeOK)
+	OutcomeCheckFailed               = Outcome(sandbox.OutcomeCheckFailed)
+	OutcomeRuntimeError              = Outcome(sandbox.OutcomeRuntimeError)
+	OutcomeLimitExceeded             = Outcome(sandbox.OutcomeLimitExceeded)
 	OutcomeContractViolation Outcome = "contract_violation"
 	OutcomeConflict          Outcome = "conflict"
 )

@@ -66,11 +66,11 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		Steps:           sres.Steps,
 		Program:         sres.Program,
 	}
-	res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
-	res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
-
 	var pending *store.Pending
 	if res.Outcome == OutcomeOK {
+		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
+		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
+		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
 		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: committed{e.st}})
 		if err != nil {
