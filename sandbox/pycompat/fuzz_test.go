@@ -90,6 +90,14 @@ s = "%-10s %6.2f" % (name, price) + "{:>5}".format(n)
 			Translate(rewrites, testOpts)
 		}
 	})
+	b.Run("lab-style", func(b *testing.B) {
+		// The issue's 40-line plan: a few f-strings, a comprehension and a sum.
+		src := labPlan
+		b.ReportAllocs()
+		for b.Loop() {
+			Translate(src, testOpts)
+		}
+	})
 	b.Run("no-rewrite-full-path", func(b *testing.B) {
 		// A plan whose triggers turn out to need nothing (comprehensions, % on strings).
 		src := plainPlan + `x = "%s" % y` + "\n"
@@ -99,3 +107,45 @@ s = "%-10s %6.2f" % (name, price) + "{:>5}".format(n)
 		}
 	})
 }
+
+// labPlan is a 40-line plan in the lab's style.
+const labPlan = `rows = inventory_tbl.all()
+threshold = 10
+low = [r for r in rows if r["quantity_in_stock"] < r["reorder_level"]]
+total_value = sum(r["price"] * r["quantity_in_stock"] for r in rows)
+by_cat = {}
+for r in rows:
+    cat = r["category"]
+    if cat not in by_cat:
+        by_cat[cat] = 0
+    by_cat[cat] = by_cat[cat] + 1
+lines = []
+for r in low:
+    need = r["reorder_level"] - r["quantity_in_stock"]
+    lines.append(f"- {r['name']}: {r['quantity_in_stock']} left, order {need}")
+cats = []
+for cat in sorted(by_cat.keys()):
+    cats.append(cat + " (" + str(by_cat[cat]) + ")")
+expensive = [r["name"] for r in rows if r["price"] > 100]
+cheap = [r["name"] for r in rows if r["price"] <= 5]
+avg = total_value / len(rows) if rows else 0
+summary = {
+    "low": len(low),
+    "total": total_value,
+    "categories": cats,
+}
+if len(low) == 0:
+    answer_text = "All items are above their reorder level."
+    STATUS = "success"
+else:
+    header = f"{len(low)} items need reordering (stock value {total_value:,.2f}):"
+    answer_text = header + "\n" + "\n".join(lines)
+    STATUS = "success"
+if expensive:
+    answer_text = answer_text + "\nExpensive: " + ", ".join(expensive)
+if cheap:
+    answer_text = answer_text + "\nCheap: " + ", ".join(cheap)
+answer_text = answer_text + f"\nAverage value per item: {avg:.2f}"
+print(answer_text)
+print(summary)
+`

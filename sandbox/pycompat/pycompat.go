@@ -12,12 +12,17 @@
 // input, and each construct stays on its line, so diagnostics downstream refer to the program's
 // own lines. Text inside string literals and comments is never touched (f-strings excepted).
 //
-// Rewrites target plain Starlark plus two builtins that the sandbox predeclares: format(value,
-// spec), which implements Python's format-spec mini-language, and the standard str, repr and
-// int. A program that rebinds one of those names breaks the rewritten code; that is not
-// detected here.
+// Rewrites target plain Starlark plus the builtin format(value, spec) that the sandbox
+// predeclares (Python's format-spec mini-language), and Starlark's own str, repr and int. A
+// program that rebinds one of those names breaks the rewritten code; that is not detected here.
 //
-// Translate never panics and runs in time linear in the size of its input (nesting is bounded).
+// Exact, with two documented approximations: a generator becomes a list, so any() and all()
+// evaluate every element instead of stopping at the first decisive one; and `"%5s" % x` with one
+// conversion assumes x is not a tuple (Python would unpack a tuple value).
+//
+// Translate never panics (a last-resort recover returns the source unchanged with
+// CodeInternal) and runs in time linear in the size of its input: nesting, copies and f-string
+// scanning are bounded.
 package pycompat
 
 import (

@@ -433,3 +433,22 @@ func TestHostileInputs(t *testing.T) {
 		})
 	}
 }
+
+func TestConcurrentCalls(t *testing.T) {
+	// Translate shares only its token pool between calls; runs are concurrent (go test -race).
+	want := Translate(translateCases[0].in, testOpts).Source
+	done := make(chan string)
+	for range 8 {
+		go func() {
+			var got string
+			for range 50 {
+				got = Translate(translateCases[0].in, testOpts).Source
+				Translate(plainPlan, testOpts)
+			}
+			done <- got
+		}()
+	}
+	for range 8 {
+		assert.Equal(t, want, <-done)
+	}
+}
