@@ -216,7 +216,7 @@ func TestRejections(t *testing.T) {
 		{"fstring unknown conversion", `s = f'{x!z}'`, CodeFString, 1, 7, "unknown conversion"},
 		{"percent key with a quote", `s = '%(a"b)5d' % d`, CodePercentFormat, 1, 6, "%(key)"},
 		{"percent mapping too large", "s = '" + strings.Repeat("%(a)5d", 100) + "' % x" + strings.Repeat("[a]", 20), CodePercentFormat, 1, 610, "too large"},
-		{"format argument copied too often", "s = '" + strings.Repeat("{0:1}{0:2}", 300) + "'.format(x" + strings.Repeat("[a]", 20) + ")", CodeStrFormat, 1, 681, "too large"},
+		{"format argument copied too often", "s = '" + manySpecs(100) + "'.format(x" + strings.Repeat("[a]", 20) + ")", CodeStrFormat, 1, 405, "too large"},
 		{"percent star width", `s = '%*d' % (3, x)`, CodePercentFormat, 1, 6, "* width"},
 		{"percent precision on int", `s = '%.3d' % 5`, CodePercentFormat, 1, 6, "%.3d"},
 		{"percent ascii", `s = '%5a' % 5`, CodePercentFormat, 1, 6, "%a"},
@@ -276,6 +276,15 @@ func TestLoneCarriageReturn(t *testing.T) {
 	assert.Equal(t, "# x\n", Translate(src, testOpts).Source)
 	src = "a = 1\rb = 2"
 	assert.Equal(t, src, Translate(src, testOpts).Source, "nothing to rewrite: returned as it was")
+}
+
+// manySpecs returns n fields of argument 0, each with its own spec: {0:1}{0:2}...
+func manySpecs(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString("{0:" + itoa(i) + "}")
+	}
+	return b.String()
 }
 
 func TestRejectionKeepsOtherRewrites(t *testing.T) {

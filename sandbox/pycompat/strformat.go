@@ -231,9 +231,6 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 			return reject(fields[n].off, "this template formats `"+t.snippet(toks[a.vlo].start, toks[a.hi-1].end)+"` in two ways, which would evaluate it twice",
 				"assign it to a name first, or format it once")
 		}
-		if dupTokens += a.hi - a.vlo; dupTokens > maxDupTokens {
-			return reject(fields[n].off, "this template is too large to translate", "assign the values to names and format them once")
-		}
 		slot[n] = -1
 		for e, x := range extras {
 			if x.arg == u.arg && x.kind == u.kind {
@@ -241,6 +238,9 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 			}
 		}
 		if slot[n] < 0 {
+			if dupTokens += a.hi - a.vlo; dupTokens > maxDupTokens {
+				return reject(fields[n].off, "this template is too large to translate", "assign the values to names and format them once")
+			}
 			slot[n] = nPos + len(extras)
 			extras = append(extras, extra{u.arg, u.kind})
 		}
