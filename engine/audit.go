@@ -94,8 +94,8 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 	}
 	out := make([]RunSummary, 0, len(recs))
 	for _, raw := range recs {
-		var r RunRecord
-		if err := json.Unmarshal(raw.JSON, &r); err != nil {
+		r, err := e.decodeRecord(raw.JSON)
+		if err != nil {
 			return nil, fmt.Errorf("audit record %s is unreadable: %w", raw.ID, err)
 		}
 		out = append(out, RunSummary{
@@ -112,15 +112,19 @@ func (e *Engine) Record(id string) (*RunRecord, error) {
 	if err := e.audit.flush(); err != nil {
 		return nil, err
 	}
-	var r RunRecord
-	ok, err := e.st.GetSys(auditCollection, id, &r)
+	var raw json.RawMessage
+	ok, err := e.st.GetSys(auditCollection, id, &raw)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, &RunError{ID: id, Problem: "there is no run with this id", Hint: "starplan runs lists the runs"}
 	}
-	return &r, nil
+	r, err := e.decodeRecord(raw)
+	if err != nil {
+		return nil, fmt.Errorf("audit record %s is unreadable: %w", id, err)
+	}
+	return r, nil
 }
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to

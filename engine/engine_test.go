@@ -228,3 +228,16 @@ func TestApplyUnknownRun(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "starplan runs lists the runs", re.Hint)
 }
+
+// An audit record reads back with the kinds its rows had, so its diff is the run's diff.
+func TestRecordKeepsRowKinds(t *testing.T) {
+	e, _ := newEngine(t)
+	res, err := e.Run(context.Background(), Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	rec, err := e.Record(res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, res.Changes, rec.Changes)
+	assert.IsType(t, int64(0), rec.Changes["inventory"].Updated[0].After["quantity_in_stock"])
+	assert.IsType(t, 0.0, rec.Changes["inventory"].Updated[0].After["price"])
+	assert.IsType(t, 0.0, rec.Changes["transactions"].Inserted[0]["transaction_amount"])
+}

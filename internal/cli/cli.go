@@ -93,8 +93,13 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 	}
 	root.PersistentFlags().StringVar(&g.DB, "db", "", "store directory (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
 	root.AddCommand(
+		newDemoCmd(ios, g),
+		newExecCmd(ios, g),
+		newApplyCmd(ios, g),
+		newRunsCmd(ios, g),
 		newCheckCmd(ios, g),
 		newRunCmd(ios, g),
+		newDBCmd(ios, g),
 	)
 	return root
 }

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// applyOptions are the options of `starplan apply`.
+type applyOptions struct {
+	RunID string
+	JSON  bool
+}
+
+func newApplyCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &applyOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply RUN_ID",
+		Short: "Apply a pending run's changes atomically",
+		Long: `Apply the changes of a pending run, all or nothing, after checking that every row it read or
+changed is still as the dry run saw it. If the data moved, nothing is written and the exit code
+is 5: run the plan again against the current data.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.RunID = args[0]
+			return runApply(cmd.Context(), ios, g, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
+	return cmd
+}
+
+func runApply(ctx context.Context, ios IOStreams, g *globalOptions, opts *applyOptions) error {
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		res, err := e.Apply(ctx, opts.RunID)
+		if err != nil {
+			return engineError(err)
+		}
+		if opts.JSON || !ios.OutTTY {
+			if err := writeJSON(ios.Out, res); err != nil {
+				return err
+			}
+			return silentExit(outcomeExit(res.Outcome))
+		}
+		return reportApply(ios, e, res)
+	})
+}

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// session runs starplan commands against one store in a temporary directory, with injected
+// streams, as a person or a script would.
+type session struct {
+	t   *testing.T
+	dir string
+}
+
+func newSession(t *testing.T) *session {
+	return &session{t: t, dir: filepath.Join(t.TempDir(), "store")}
+}
+
+type output struct {
+	code     int
+	out, err string
+}
+
+// run executes one command. tty makes stdout and stdin terminals; input is what the user types.
+func (s *session) run(tty bool, input string, args ...string) output {
+	s.t.Helper()
+	var out, errb bytes.Buffer
+	ios := IOStreams{
+		In: strings.NewReader(input), Out: &out, Err: &errb, OutTTY: tty, InTTY: tty,
+		Getenv: func(k string) string {
+			if k == "NO_COLOR" {
+				return "1"
+			}
+			return ""
+		},
+	}
+	code := Main(append([]string{"--db", s.dir}, args...), ios)
+	return output{code, out.String(), errb.String()}
+}
+
+func example(name string) string { return filepath.Join("..", "..", "testdata", "examples", name) }
+
+func TestExecPipedPrintsTheResultDocument(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.err, "seeded new store at")
+	var res engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	assert.Equal(t, engine.OutcomeOK, res.Outcome)
+	assert.True(t, res.Pending)
+	for _, field := range []string{"run_id", "outcome", "status", "answer_text", "stdout", "diagnostics", "stdout_truncated", "rewrites", "changes", "pending", "applied", "steps", "duration_ms"} {
+		assert.Contains(t, o.out, `"`+field+`"`, "the result document has %s", field)
+	}
+
+	// The pending run is applied by a later command, in a later process lifetime.
+	o = s.run(false, "", "apply", res.RunID)
+	require.Equal(t, ExitOK, o.code, o.err)
+	var applied engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &applied))
+	assert.True(t, applied.Applied)
+
+	o = s.run(false, "", "apply", res.RunID)
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "already applied")
+	assert.Contains(t, o.err, "Try: ")
+}
+
+func TestExecOnATerminalAsksBeforeApplying(t *testing.T) {
+	s := newSession(t)
+	o := s.run(true, "y\n", "exec", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "STATUS: success")
+	assert.Contains(t, o.out, "Changes (dry run, not applied):")
+	assert.Contains(t, o.out, "~ SG002    6 → 3")
+	assert.Contains(t, o.out, "Apply these changes? [y/N]")
+	assert.Contains(t, o.out, "Applied run r_")
+
+	o = s.run(true, "\n", "exec", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "~ SG002    3 → 0", "the first purchase was applied")
+	assert.Contains(t, o.out, "Not applied. To apply later: starplan apply r_")
+}
+
+func TestExecNotInteractiveLeavesThePendingRunID(t *testing.T) {
+	s := newSession(t)
+	var out, errb bytes.Buffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, OutTTY: true, InTTY: false, Getenv: func(string) string { return "" }}
+	code := Main([]string{"--db", s.dir, "exec", example("03_two_item_order.star")}, ios)
+	require.Equal(t, ExitOK, code, errb.String())
+	assert.Regexp(t, `pending: starplan apply r_[0-9a-f]{10}\n`, out.String())
+	assert.Contains(t, out.String(), "\x1b[", "colour on a terminal without NO_COLOR")
+}
+
+func TestExitCodes(t *testing.T) {
+	s := newSession(t)
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"accepted", []string{"exec", example("01_round_under_100.star")}, ExitOK},
+		{"rejected by the check", []string{"exec", write("try.star", "try:\n    x = 1\nexcept:\n    pass\n")}, ExitRejected},
+		{"stopped by a limit", []string{"exec", example("05_hostile_memory_bomb.star")}, ExitRejected},
+		{"contract violation", []string{"exec", write("nostatus.star", "answer_text = 'hi'\n")}, ExitContract},
+		{"unknown command", []string{"frobnicate"}, ExitUsage},
+		{"missing file", []string{"exec", filepath.Join(dir, "nope.star")}, ExitUsage},
+		{"unknown run", []string{"apply", "r_0000000000"}, ExitUsage},
+		{"check finds problems", []string{"check", write("bad.star", "x = 2 ** 3\n")}, ExitRejected},
+		{"check passes", []string{"check", example("03_two_item_order.star")}, ExitOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := s.run(false, "", tt.args...)
+			assert.Equal(t, tt.code, o.code, "stdout: %s\nstderr: %s", o.out, o.err)
+		})
+	}
+}
+
+func TestConflictExitCode(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code)
+	var first engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &first))
+	require.Equal(t, ExitOK, s.run(false, "", "exec", "--apply", example("02_purchase_wayfarer.star")).code)
+	o = s.run(false, "", "apply", first.RunID)
+	assert.Equal(t, ExitConflict, o.code, o.out)
+	assert.Contains(t, o.out, `"outcome": "conflict"`)
+}
+
+func TestRunsListsAndShows(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "exec", "--request", "buy wayfarer", example("02_purchase_wayfarer.star"))
+	var res engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	s.run(false, "", "exec", example("05_hostile_memory_bomb.star"))
+
+	o = s.run(true, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, res.RunID)
+	assert.Contains(t, o.out, "limit_exceeded")
+	assert.Contains(t, o.out, "pending")
+
+	o = s.run(true, "", "runs", "show", res.RunID)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Request: buy wayfarer")
+	assert.Contains(t, o.out, "pending: starplan apply "+res.RunID)
+	assert.Contains(t, o.out, "Program:")
+	assert.Contains(t, o.out, "rewrote is-none")
+	assert.Contains(t, o.out, "~ SG002    6 → 3")
+}
+
+func TestDBCommands(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "db", "dump")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "inventory (6 rows)")
+	assert.Contains(t, o.out, "OPENING_BALANCE")
+
+	o = s.run(false, "", "db", "export", "inventory", "--format", "csv")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.True(t, strings.HasPrefix(o.out, "item_id,name,description,quantity_in_stock,price\n"))
+
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	require.NoError(t, os.WriteFile(bad, []byte("item_id,name,description,quantity_in_stock,price\nSG007,Cat Eye,Pointed,5,75\nSG008,Bad,x,-3,10\n"), 0o644))
+	o = s.run(false, "", "db", "import", "inventory", bad)
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, `line 3: field "quantity_in_stock" = -3`)
+	o = s.run(false, "", "db", "dump")
+	assert.NotContains(t, o.out, "Cat Eye", "one bad row imports nothing")
+
+	good := filepath.Join(dir, "good.csv")
+	require.NoError(t, os.WriteFile(good, []byte("item_id,name,description,quantity_in_stock,price\nSG007,Cat Eye,Pointed,5,75\n"), 0o644))
+	o = s.run(false, "", "db", "import", "inventory", good)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "1 inserted")
+
+	o = s.run(false, "", "db", "seed")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "--force")
+	require.Equal(t, ExitOK, s.run(false, "", "db", "seed", "--force").code)
+	assert.NotContains(t, s.run(false, "", "db", "dump").out, "Cat Eye")
+}
+
+func TestDemo(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"demo"}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+	require.Equal(t, ExitOK, code, errb.String())
+	for _, want := range []string{"Yes: our Classic sunglasses", "Applied run r_", "STATUS: insufficient_stock", "limit_exceeded (memory limit)", "SG002    Wayfarer  3"} {
+		assert.Contains(t, out.String(), want)
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	s := newSession(t)
+	var out bytes.Buffer
+	ios := IOStreams{In: strings.NewReader("x = 70 <= 80 <= 100\nprint(inventry_tbl)\n"), Out: &out, Err: &bytes.Buffer{}, Getenv: func(string) string { return "" }}
+	code := Main([]string{"--db", s.dir, "check", "--json", "-"}, ios)
+	assert.Equal(t, ExitRejected, code)
+	var rep checkReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Len(t, rep.Diagnostics, 1)
+	assert.Equal(t, "did you mean inventory_tbl?", rep.Diagnostics[0].Hint)
+	require.Len(t, rep.Rewrites, 1)
+	assert.Equal(t, "chained-compare", rep.Rewrites[0].Rule)
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// execOptions are the options of `starplan exec`.
+type execOptions struct {
+	File    string
+	Request string
+	Apply   bool
+	JSON    bool
+}
+
+func newExecCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &execOptions{}
+	cmd := &cobra.Command{
+		Use:   "exec FILE|-",
+		Short: "Run a plan or model reply against the store (a dry run unless approved)",
+		Long: `Run a plan, or a model reply holding one, against a staged view of the store. Prints the
+answer and STATUS, the plan's output and the changes it would make. A run that changes data is
+a dry run: on a terminal you are asked to apply it; otherwise it stays pending and
+'starplan apply RUN_ID' applies it. --apply applies at once. Piped or with --json, prints the
+result document.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			return runExec(cmd.Context(), ios, g, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Request, "request", "", "the customer request the plan answers (user_request)")
+	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
+	return cmd
+}
+
+func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOptions) error {
+	src, err := readSource(ios, opts.File)
+	if err != nil {
+		return err
+	}
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
+		if err != nil {
+			return engineError(err)
+		}
+		return finishRun(ctx, ios, e, res, opts.JSON)
+	})
+}
+
+// finishRun prints a run's result, asks for approval of a pending run on a terminal, and ends
+// with the run's exit code. exec and ask share it.
+func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine.Result, asJSON bool) error {
+	if asJSON || !ios.OutTTY {
+		if err := writeJSON(ios.Out, res); err != nil {
+			return err
+		}
+		return silentExit(outcomeExit(res.Outcome))
+	}
+	if err := renderResult(ios, res, schemaMap(e)); err != nil {
+		return err
+	}
+	if res.Pending {
+		if !ios.InTTY {
+			fmt.Fprintf(ios.Out, "pending: starplan apply %s\n", res.RunID)
+			return silentExit(outcomeExit(res.Outcome))
+		}
+		if !confirm(ios, "Apply these changes? [y/N] ") {
+			fmt.Fprintf(ios.Out, "Not applied. To apply later: starplan apply %s\n", res.RunID)
+			return nil
+		}
+		applied, err := e.Apply(ctx, res.RunID)
+		if err != nil {
+			return engineError(err)
+		}
+		return reportApply(ios, e, applied)
+	}
+	return silentExit(outcomeExit(res.Outcome))
+}
+
+// reportApply prints the outcome of an apply.
+func reportApply(ios IOStreams, e *engine.Engine, res *engine.Result) error {
+	p := painter(ios.Color())
+	if res.Applied {
+		fmt.Fprintf(ios.Out, "%s run %s: %d rows written.\n", p.paint(ansiGreen+ansiBold, "Applied"), res.RunID, res.Changes.Rows())
+		return nil
+	}
+	if err := renderResult(ios, res, schemaMap(e)); err != nil {
+		return err
+	}
+	return silentExit(outcomeExit(res.Outcome))
+}
+
+// confirm asks a yes/no question on the terminal; anything but y or yes is no.
+func confirm(ios IOStreams, question string) bool {
+	fmt.Fprint(ios.Out, question)
+	line, _ := bufio.NewReader(ios.In).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
