@@ -19,8 +19,10 @@
 //
 // Open loads every table into memory: rows in natural key order (table.CompareKeys) and, per
 // field, a hash index built on the first equality lookup, so get({"name": X}) costs about what
-// get_by_key does. clover's secondary indexes are never used (they return duplicates once a
-// collection has two). To open 100,000 rows within the budget, Open reads the msgpack values
+// get_by_key does; numeric fields also get float64 columns on first range filter, which rule
+// rows out of a scan without touching their maps (see columns.go: the compiled filter still
+// decides every row the columns cannot settle exactly). clover's secondary indexes are never used
+// (they return duplicates once a collection has two). To open 100,000 rows within the budget, Open reads the msgpack values
 // clover wrote straight from bbolt with a small decoder that interns field names and converts
 // numbers to the schema's kinds as it goes; clover's own path (query plan, generic msgpack into
 // interface maps, a field-name string per field) allocates about twice as much per row. Writes
