@@ -27,6 +27,8 @@ type Job struct {
 	Limits sandbox.Limits
 	View   table.View // the run's staged view; the runner must route every table call to it
 	Now    time.Time  // the run's fixed timestamp (now())
+	// Globals names the final globals the result must carry (nil: all).
+	Globals []string
 }
 
 // Options configure an Engine. The zero value is valid: in-process runs, default limits, the
@@ -111,10 +113,11 @@ type inProcess struct{ env *sandbox.Env }
 
 func (r inProcess) Run(ctx context.Context, job Job) *sandbox.Result {
 	return r.env.Run(ctx, sandbox.Request{
-		Reply:  job.Reply,
-		Inputs: job.Inputs,
-		Limits: job.Limits,
-		Bind:   func(th *starlark.Thread) { tables.Bind(th, job.View, job.Now) },
+		Reply:   job.Reply,
+		Inputs:  job.Inputs,
+		Limits:  job.Limits,
+		Bind:    func(th *starlark.Thread) { tables.Bind(th, job.View, job.Now) },
+		Globals: job.Globals,
 	})
 }
 

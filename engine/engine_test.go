@@ -241,3 +241,22 @@ func TestRecordKeepsRowKinds(t *testing.T) {
 	assert.IsType(t, 0.0, rec.Changes["inventory"].Updated[0].After["price"])
 	assert.IsType(t, 0.0, rec.Changes["transactions"].Inserted[0]["transaction_amount"])
 }
+
+// BenchmarkTwoItemPurchase: the lab's two-item purchase end to end in process (extract, check,
+// run, contract, diff, audit record queued; no apply) on the demo store. Target: ≤ 300 µs.
+func BenchmarkTwoItemPurchase(b *testing.B) {
+	e, _ := newEngine(b)
+	reply := example(b, "03_two_item_order.star")
+	ctx := context.Background()
+	req := Request{Reply: reply, UserRequest: "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses."}
+	res, err := e.Run(ctx, req)
+	require.NoError(b, err)
+	require.True(b, res.Pending, res.Diagnostics.String())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := e.Run(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

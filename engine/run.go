@@ -49,11 +49,12 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	start := e.opts.Now()
 	stage := e.st.Stage()
 	sres := e.runner.Run(ctx, Job{
-		Reply:  req.Reply,
-		Inputs: map[string]any{"user_request": req.UserRequest},
-		Limits: e.limits(req.Limits),
-		View:   stage,
-		Now:    start,
+		Reply:   req.Reply,
+		Inputs:  map[string]any{"user_request": req.UserRequest},
+		Limits:  e.limits(req.Limits),
+		View:    stage,
+		Now:     start,
+		Globals: []string{contracts.AnswerGlobal, contracts.StatusGlobal},
 	})
 	res := &Result{
 		RunID:           newRunID(),

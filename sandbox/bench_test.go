@@ -41,7 +41,11 @@ func benchEnv(guarded bool) *Env {
 }
 
 func benchRun(b *testing.B, env *Env, src string) {
-	req := Request{Reply: src, Inputs: map[string]any{"user_request": "Do you have any round sunglasses in stock that are under $100?"}}
+	req := Request{
+		Reply:   src,
+		Inputs:  map[string]any{"user_request": "Do you have any round sunglasses in stock that are under $100?"},
+		Globals: []string{"answer_text", "STATUS"}, // as the engine asks
+	}
 	res := env.Run(context.Background(), req)
 	require.Equal(b, OutcomeOK, res.Outcome, res.Diagnostics.String())
 	b.ReportAllocs()

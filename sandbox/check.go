@@ -121,19 +121,13 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 // findPythonisms reports every Python-only construct in the token stream.
 func findPythonisms(toks []lexToken) diag.List {
 	var ds diag.List
-	for i, t := range toks {
-		if t.kind == tokOther {
-			continue
-		}
+	for _, t := range toks {
 		for _, p := range Pythonisms {
 			if t.text != p.Word || (p.LineStart && !t.lineStart) {
 				continue
 			}
-			if p.Word == "**" && i > 0 && (toks[i-1].text == "(" || toks[i-1].text == ",") {
+			if p.Word == "**" && (t.prev == "(" || t.prev == ",") {
 				continue // f(**kwargs) and def f(**kwargs) are Starlark
-			}
-			if p.Word == "@" && (!t.lineStart || i+1 == len(toks) || toks[i+1].kind != tokName) {
-				continue
 			}
 			ds = append(ds, diag.Diagnostic{
 				Stage: diag.StageCheck, Code: p.Code, Line: t.line, Col: t.col,

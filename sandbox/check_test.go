@@ -155,3 +155,10 @@ func TestCheckSizeAndNestingCaps(t *testing.T) {
 	require.Equal(t, []string{CodeTooDeep}, codes(c))
 	assert.Equal(t, 71, c.Diagnostics[0].Line, "the deepest point")
 }
+
+// isCandidate must know every word a Pythonism rule looks at, or the rule never fires.
+func TestEveryPythonismWordIsACandidate(t *testing.T) {
+	for _, p := range Pythonisms {
+		assert.True(t, isCandidate(p.Word), p.Word)
+	}
+}

@@ -2,8 +2,9 @@ package sandbox
 
 // A small scanner for what go.starlark.net's parser cannot report well: it stops at the first
 // syntax error, so a plan with both try/except and a decorator would need two repair rounds.
-// This scanner skips strings and comments, finds every Python-only construct with its position,
-// and measures nesting before the parser (which recurses) sees a hostile program.
+// This scanner skips strings and comments, finds every token that can start a Python-only
+// construct with its position, and measures nesting before the parser (which recurses) sees a
+// hostile program. It runs on every check, so it keeps nothing else.
 
 // token kinds the scanner distinguishes.
 const (
@@ -16,38 +17,39 @@ type lexToken struct {
 	kind      int
 	text      string
 	line, col int
-	lineStart bool // first token of a logical line
+	lineStart bool   // first token of a logical line
+	prev      string // the text of the token before it
 }
 
 // lexResult is what scanning a program finds.
 type lexResult struct {
-	tokens   []lexToken
-	maxDepth int // deepest nesting of brackets plus indented blocks
-	depthAt  lexToken
+	tokens   []lexToken // only the tokens isCandidate accepts
+	maxDepth int        // deepest nesting of brackets plus indented blocks
+	depthAt  lexToken   // where that depth is first reached
+}
+
+// isCandidate reports whether a token's text is one that a Pythonism rule looks at.
+func isCandidate(text string) bool {
+	switch text {
+	case "try", "except", "finally", "raise", "class", "with", "global", "nonlocal", "del",
+		"assert", "async", "await", "yield", "@", ":=", "**", "is", "import":
+		return true
+	}
+	return false
 }
 
 // lex scans src. It never fails: unterminated strings end at the end of their line (or of the
 // file, for triple-quoted ones) and the parser reports them.
 func lex(src string) lexResult {
 	var r lexResult
-	line, col := 1, 1
+	line, lineOff := 1, 0 // current line number and the offset where it starts
 	brackets := 0
 	indents := []int{0}
 	lineStart := true
 	indent := 0 // width of the current line's indentation
-	i := 0
-	advance := func(n int) {
-		for k := 0; k < n && i < len(src); k++ {
-			if src[i] == '\n' {
-				line, col = line+1, 1
-			} else {
-				col++
-			}
-			i++
-		}
-	}
-	emit := func(kind int, text string, l, c int) {
-		t := lexToken{kind: kind, text: text, line: l, col: c, lineStart: lineStart}
+	prev := ""
+	emit := func(kind int, start, end int) {
+		text := src[start:end]
 		if lineStart && brackets == 0 {
 			for len(indents) > 1 && indent < indents[len(indents)-1] {
 				indents = indents[:len(indents)-1]
@@ -56,22 +58,33 @@ func lex(src string) lexResult {
 				indents = append(indents, indent)
 			}
 		}
+		d := brackets + len(indents) - 1
+		if (kind != tokOther && isCandidate(text)) || d > r.maxDepth {
+			t := lexToken{kind: kind, text: text, line: line, col: start - lineOff + 1, lineStart: lineStart, prev: prev}
+			if kind != tokOther && isCandidate(text) {
+				r.tokens = append(r.tokens, t)
+			}
+			if d > r.maxDepth {
+				r.maxDepth, r.depthAt = d, t
+			}
+		}
 		lineStart = false
-		r.tokens = append(r.tokens, t)
-		if d := brackets + len(indents) - 1; d > r.maxDepth {
-			r.maxDepth, r.depthAt = d, t
+		prev = text
+	}
+	newline := func(at int) {
+		line, lineOff = line+1, at+1
+		if brackets == 0 {
+			lineStart, indent = true, 0
 		}
 	}
-	for i < len(src) {
+	for i := 0; i < len(src); {
 		c := src[i]
 		switch {
 		case c == '\n':
-			if brackets == 0 {
-				lineStart, indent = true, 0
-			}
-			advance(1)
+			newline(i)
+			i++
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
-			if lineStart && brackets == 0 && col == 1 {
+			if lineStart && brackets == 0 && i == lineOff {
 				w := 0
 				for i < len(src) && (src[i] == ' ' || src[i] == '\t') {
 					if src[i] == '\t' {
@@ -79,91 +92,96 @@ func lex(src string) lexResult {
 					} else {
 						w++
 					}
-					advance(1)
+					i++
 				}
 				indent = w
 				continue
 			}
-			advance(1)
+			i++
 		case c == '\\' && i+1 < len(src) && src[i+1] == '\n':
-			advance(2) // explicit line continuation
+			line, lineOff = line+1, i+2 // an explicit continuation: the logical line goes on
+			i += 2
 		case c == '#':
 			for i < len(src) && src[i] != '\n' {
-				advance(1)
+				i++
 			}
 		case isIdentStart(c):
 			j := i
 			for j < len(src) && isIdentPart(src[j]) {
 				j++
 			}
-			word := src[i:j]
-			if j < len(src) && (src[j] == '"' || src[j] == '\'') && isStringPrefix(word) {
-				emit(tokOther, word, line, col)
-				advance(len(word))
-				skipString(src, &i, advance)
+			if j < len(src) && (src[j] == '"' || src[j] == '\'') && isStringPrefix(src[i:j]) {
+				emit(tokOther, i, j)
+				i = skipString(src, j, newline)
 				continue
 			}
-			emit(tokName, word, line, col)
-			advance(len(word))
+			emit(tokName, i, j)
+			i = j
 		case c == '"' || c == '\'':
-			emit(tokOther, "string", line, col)
-			skipString(src, &i, advance)
+			emit(tokOther, i, i+1)
+			i = skipString(src, i, newline)
 		case c >= '0' && c <= '9':
 			j := i
 			for j < len(src) && (isIdentPart(src[j]) || src[j] == '.') {
 				j++
 			}
-			emit(tokOther, src[i:j], line, col)
-			advance(j - i)
+			emit(tokOther, i, j)
+			i = j
 		default:
-			op := string(c)
+			n := 1
 			if i+1 < len(src) {
-				switch two := src[i : i+2]; two {
+				switch src[i : i+2] {
 				case "**", ":=", "->", "==", "!=", "<=", ">=", "//", "+=", "-=", "*=", "/=", "%=":
-					op = two
+					n = 2
 				}
 			}
-			switch op {
-			case "(", "[", "{":
+			switch c {
+			case '(', '[', '{':
 				brackets++
-			case ")", "]", "}":
+			case ')', ']', '}':
 				if brackets > 0 {
 					brackets--
 				}
 			}
-			emit(tokOp, op, line, col)
-			advance(len(op))
+			emit(tokOp, i, i+n)
+			i += n
 		}
 	}
 	return r
 }
 
-// skipString advances past the string literal whose opening quote is at src[*i].
-func skipString(src string, i *int, advance func(int)) {
-	q := src[*i]
-	triple := *i+2 < len(src) && src[*i+1] == q && src[*i+2] == q
+// skipString returns the offset just past the string literal whose opening quote is at src[i],
+// calling newline for each line end inside it.
+func skipString(src string, i int, newline func(int)) int {
+	q := src[i]
+	triple := i+2 < len(src) && src[i+1] == q && src[i+2] == q
 	if triple {
-		advance(3)
+		i += 3
 	} else {
-		advance(1)
+		i++
 	}
-	for *i < len(src) {
-		c := src[*i]
-		switch {
+	for i < len(src) {
+		switch c := src[i]; {
 		case c == '\\':
-			advance(2)
-		case c == '\n' && !triple:
-			return
+			if i+1 < len(src) && src[i+1] == '\n' {
+				newline(i + 1)
+			}
+			i += 2
+		case c == '\n':
+			if !triple {
+				return i // the parser reports the unterminated string
+			}
+			newline(i)
+			i++
 		case c == q && !triple:
-			advance(1)
-			return
-		case c == q && *i+2 < len(src) && src[*i+1] == q && src[*i+2] == q:
-			advance(3)
-			return
+			return i + 1
+		case c == q && i+2 < len(src) && src[i+1] == q && src[i+2] == q:
+			return i + 3
 		default:
-			advance(1)
+			i++
 		}
 	}
+	return len(src)
 }
 
 func isIdentStart(c byte) bool {

@@ -59,6 +59,10 @@ type Request struct {
 	// Bind, when set, is called with the run's thread before the plan starts, to install per-run
 	// state such as the staged view (tables.Bind).
 	Bind func(*starlark.Thread)
+	// Globals names the final globals to return in Result.Globals; nil returns every one.
+	// Converting a plan's intermediate lists of rows costs more than running a small plan, so
+	// callers that need only the contract's globals say so.
+	Globals []string
 }
 
 // Result is everything a run produced. It is plain data, ready to be encoded as JSON.
@@ -183,7 +187,7 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
 	res.Steps = thread.ExecutionSteps()
 	res.Stdout, res.StdoutTruncated = out.text()
-	res.Globals = plainGlobals(globals)
+	res.Globals = plainGlobals(globals, req.Globals)
 	if err == nil {
 		res.Outcome = OutcomeOK
 		return
@@ -271,9 +275,18 @@ func runtimeHint(msg string) string {
 	return ""
 }
 
-// plainGlobals converts a program's final globals to plain Go values, leaving out functions and
-// anything else that is not data.
-func plainGlobals(globals starlark.StringDict) map[string]any {
+// plainGlobals converts a program's final globals (only those named, when names is not nil) to
+// plain Go values, leaving out functions and anything else that is not data.
+func plainGlobals(globals starlark.StringDict, names []string) map[string]any {
+	if names != nil {
+		selected := make(starlark.StringDict, len(names))
+		for _, name := range names {
+			if v, ok := globals[name]; ok {
+				selected[name] = v
+			}
+		}
+		globals = selected
+	}
 	out := make(map[string]any, len(globals))
 	for name, v := range globals {
 		switch v.(type) {

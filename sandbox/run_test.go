@@ -202,3 +202,9 @@ func TestRunNonFiniteFloatsAreEncodable(t *testing.T) {
 	assert.Equal(t, "+inf", res.Globals["y"])
 	assert.Equal(t, []any{"-inf"}, res.Globals["z"])
 }
+
+func TestRunReturnsOnlyTheGlobalsAskedFor(t *testing.T) {
+	res := testEnv().Run(context.Background(), Request{Reply: "rows = [{'a': 1}] * 3\nanswer_text = 'hi'\nSTATUS = 'success'\n", Globals: []string{"answer_text", "STATUS", "missing"}})
+	require.Equal(t, OutcomeOK, res.Outcome)
+	assert.Equal(t, map[string]any{"answer_text": "hi", "STATUS": "success"}, res.Globals)
+}
