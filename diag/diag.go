@@ -22,6 +22,7 @@ const (
 	StageRun      Stage = "run"
 	StageContract Stage = "contract"
 	StageApply    Stage = "apply"
+	StageModel    Stage = "model" // the planning loop: the model never produced a valid plan
 )
 
 // Diagnostic is one finding. Line and Col are 1-based positions in the extracted program (not in

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/prompts"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/table"
+)
+
+// DefaultMaxRepairs is how many times Ask sends a failed plan's diagnostics back to the model
+// for a corrected plan.
+const DefaultMaxRepairs = 2
+
+// CodeNoValidPlan is the diagnostic Ask adds when every attempt failed.
+const CodeNoValidPlan = "no-valid-plan"
+
+// Model is what Ask needs from a model: one chat completion. *llm.Client implements it.
+type Model interface {
+	Complete(ctx context.Context, msgs []llm.Message) (llm.Reply, error)
+}
+
+// AskRequest is one question for Ask.
+type AskRequest struct {
+	// Question is the customer's request, in their words.
+	Question string
+	// Apply applies an accepted plan's changes at once instead of keeping the run pending.
+	Apply bool
+	// MaxRepairs bounds the corrections asked for after a failed attempt; 0 means
+	// DefaultMaxRepairs and a negative value means none.
+	MaxRepairs int
+	// Limits override the engine's default limits where non-zero.
+	Limits sandbox.Limits
+}
+
+// ModelError is a failure to get a reply from the model (unreachable, refused, timed out,
+// malformed). The CLI reports it with exit code 6.
+type ModelError struct {
+	Attempt int
+	Err     error
+}
+
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("model call %d failed: %v", e.Attempt, e.Err)
+}
+
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Ask plans with a model: it sends the code-as-plan prompt and the question, runs the reply,
+// and when the run fails (extraction, check, runtime, limits or contract) sends the
+// diagnostics back for a corrected plan, at most MaxRepairs times. Every attempt runs on its own
+// fresh staged view and is recorded in the audit log; nothing reaches the store unless the
+// accepted attempt is applied. The result is the last attempt's, with every attempt listed.
+func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result, error) {
+	system, err := e.SystemPrompt()
+	if err != nil {
+		return nil, err
+	}
+	repairs := req.MaxRepairs
+	if repairs == 0 {
+		repairs = DefaultMaxRepairs
+	}
+	msgs := []llm.Message{
+		{Role: llm.RoleSystem, Content: system},
+		{Role: llm.RoleUser, Content: prompts.User(req.Question)},
+	}
+	var attempts []Attempt
+	var res *Result
+	parent := ""
+	for n := 1; ; n++ {
+		reply, err := model.Complete(ctx, msgs)
+		if err != nil {
+			return nil, &ModelError{Attempt: n, Err: err}
+		}
+		call := &ModelCall{
+			Model: reply.Model, Attempt: n, PromptTokens: reply.PromptTokens, CompletionTokens: reply.CompletionTokens,
+			LatencyMS: float64(reply.Latency.Microseconds()) / 1000, ParentRunID: parent,
+		}
+		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call})
+		if err != nil {
+			return nil, err
+		}
+		attempts = append(attempts, Attempt{
+			RunID: res.RunID, Outcome: res.Outcome, Diagnostics: res.Diagnostics, Model: reply.Model,
+			PromptTokens: reply.PromptTokens, CompletionTokens: reply.CompletionTokens, LatencyMS: call.LatencyMS,
+		})
+		if !repairable(res.Outcome) || n > repairs {
+			break
+		}
+		parent = res.RunID
+		msgs = append(msgs,
+			llm.Message{Role: llm.RoleAssistant, Content: reply.Content},
+			llm.Message{Role: llm.RoleUser, Content: prompts.Repair(res.Program, res.Diagnostics, string(res.Outcome))},
+		)
+	}
+	res.Attempts = attempts
+	if repairable(res.Outcome) {
+		res.Diagnostics = append(res.Diagnostics, diag.Diagnostic{
+			Stage: diag.StageModel, Code: CodeNoValidPlan,
+			Message: fmt.Sprintf("the model produced no valid plan in %d attempts; the last one ended as %s", len(attempts), res.Outcome),
+			Hint:    "rephrase the question, raise --max-repairs, or try a stronger model (--model)",
+		})
+	}
+	return res, nil
+}
+
+// repairable reports whether a failed run is worth sending back to the model.
+func repairable(o Outcome) bool {
+	switch o {
+	case OutcomeCheckFailed, OutcomeRuntimeError, OutcomeLimitExceeded, OutcomeContractViolation:
+		return true
+	}
+	return false
+}
+
+// SystemPrompt renders the code-as-plan prompt for the store as it is now: its schemas, row
+// counts and a few sample rows, the helpers the sandbox provides, and the domain's contract.
+func (e *Engine) SystemPrompt() (string, error) {
+	view := e.st.Stage()
+	var infos []prompts.TableInfo
+	for _, s := range Schemas(e.st) {
+		t, _ := view.Table(s.Name)
+		samples, err := t.Find(table.Query{Limit: 3})
+		if err != nil {
+			return "", err
+		}
+		infos = append(infos, prompts.TableInfo{Schema: s, Rows: t.Len(), Samples: samples})
+	}
+	return prompts.System(prompts.Input{Tables: infos, Registry: e.env.Registry(), Policy: e.policy})
+}
+
