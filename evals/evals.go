@@ -1,0 +1,311 @@
+// Package evals measures how well a model plans with starplan: it runs a suite of customer
+// requests (the format of testdata/eval/lab-requests.jsonl) through Ask, each against its own
+// freshly seeded store, applies the accepted runs, and compares STATUS, stock, the transactions
+// added and the register balance with the expectations. The report's figures (pass rate,
+// first-try pass rate, repairs, contract violations, latency, tokens) tell whether a prompt or
+// model change helped.
+//
+// It must not know about terminals or flags: the CLI renders its Report.
+package evals
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// Case is one request of a suite, with what a correct plan does.
+type Case struct {
+	ID                 string           `json:"id"`
+	Request            string           `json:"request"`
+	Kind               string           `json:"kind"`   // read, mutate or other
+	Status             string           `json:"status"` // the STATUS a correct plan sets
+	StockAfter         map[string]int64 `json:"stock_after"`
+	TransactionAmounts []float64        `json:"transaction_amounts"`
+	BalanceAfter       float64          `json:"balance_after"`
+}
+
+// Load reads a suite: one JSON object per line; blank lines are skipped. A malformed line is an
+// error that names its line number.
+func Load(r io.Reader) ([]Case, error) {
+	var cases []Case
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(slices.DeleteFunc(slices.Clone(line), func(b byte) bool { return b == ' ' || b == '\t' || b == '\r' })) == 0 {
+			continue
+		}
+		var c Case
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if c.Request == "" || c.Status == "" {
+			return nil, fmt.Errorf("line %d: every case needs a request and a status", n)
+		}
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("line-%d", n)
+		}
+		cases = append(cases, c)
+	}
+	return cases, sc.Err()
+}
+
+// Options configure Run. The zero value runs one case at a time with the engine's defaults.
+type Options struct {
+	// Concurrency is how many cases run at once; 0 or less means 1.
+	Concurrency int
+	// MaxRepairs is passed to Ask.
+	MaxRepairs int
+	// Engine configures each case's engine (runner, limits).
+	Engine engine.Options
+	// Progress, when set, is called after each case with the number done and the total.
+	Progress func(done, total int)
+}
+
+// CaseResult is how one case went.
+type CaseResult struct {
+	ID                 string   `json:"id"`
+	Request            string   `json:"request"`
+	Pass               bool     `json:"pass"`
+	FirstTry           bool     `json:"first_try"` // passed with the model's first reply
+	Failures           []string `json:"failures"`  // what differed from the expectations
+	Outcome            string   `json:"outcome"`
+	Status             string   `json:"status"`
+	Attempts           int      `json:"attempts"`
+	ContractViolations int      `json:"contract_violations"` // attempts that broke the contract
+	LatencyMS          float64  `json:"latency_ms"`
+	PromptTokens       int      `json:"prompt_tokens"`
+	CompletionTokens   int      `json:"completion_tokens"`
+	RunID              string   `json:"run_id,omitempty"`
+	Error              string   `json:"error,omitempty"` // the model or starplan failed
+}
+
+// Report sums up a suite.
+type Report struct {
+	Cases              []CaseResult `json:"cases"`
+	Total              int          `json:"total"`
+	Passed             int          `json:"passed"`
+	FirstTryPassed     int          `json:"first_try_passed"`
+	PassRate           float64      `json:"pass_rate"`
+	FirstTryRate       float64      `json:"first_try_pass_rate"`
+	RepairsUsed        int          `json:"repairs_used"`
+	ContractViolations int          `json:"contract_violations"`
+	Errors             int          `json:"errors"`
+	LatencyP50MS       float64      `json:"latency_p50_ms"`
+	LatencyP95MS       float64      `json:"latency_p95_ms"`
+	PromptTokens       int          `json:"prompt_tokens"`
+	CompletionTokens   int          `json:"completion_tokens"`
+}
+
+// Run runs every case and returns the report; cases come back in suite order. The error is for
+// failures that stop the whole suite (a temporary directory that cannot be made); a case whose
+// model call fails is a failed case with its Error set.
+func Run(ctx context.Context, cases []Case, model engine.Model, opts Options) (*Report, error) {
+	workers := max(opts.Concurrency, 1)
+	results := make([]CaseResult, len(cases))
+	errs := make([]error, len(cases))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i], errs[i] = runCase(ctx, cases[i], model, opts)
+				mu.Lock()
+				done++
+				if opts.Progress != nil {
+					opts.Progress(done, len(cases))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range cases {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return summarise(results), nil
+}
+
+// runCase runs one case against a fresh store in a temporary directory.
+func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (CaseResult, error) {
+	r := CaseResult{ID: c.ID, Request: c.Request}
+	dir, err := os.MkdirTemp("", "starplan-eval-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		return r, err
+	}
+	defer st.Close()
+	eng, err := engine.New(st, opts.Engine)
+	if err != nil {
+		return r, err
+	}
+	defer eng.Close()
+
+	before, err := snapshot(st)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	res, err := eng.Ask(ctx, model, engine.AskRequest{Question: c.Request, Apply: true, MaxRepairs: opts.MaxRepairs})
+	r.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		r.Error = err.Error()
+		r.Failures = []string{"no answer: " + err.Error()}
+		return r, nil
+	}
+	r.Outcome, r.Status, r.RunID, r.Attempts = string(res.Outcome), res.Status, res.RunID, len(res.Attempts)
+	for _, a := range res.Attempts {
+		r.PromptTokens += a.PromptTokens
+		r.CompletionTokens += a.CompletionTokens
+		if a.Outcome == engine.OutcomeContractViolation {
+			r.ContractViolations++
+		}
+	}
+	after, err := snapshot(st)
+	if err != nil {
+		return r, err
+	}
+	r.Failures = compare(c, res, before, after)
+	r.Pass = len(r.Failures) == 0
+	r.FirstTry = r.Pass && r.Attempts == 1
+	return r, nil
+}
+
+// state is what a case's expectations speak of.
+type state struct {
+	stock   map[string]int64
+	amounts []float64 // transaction_amount of every transaction, in key order
+	balance float64   // balance_after_transaction of the last transaction
+}
+
+func snapshot(st *store.Store) (state, error) {
+	v := st.Stage()
+	s := state{stock: map[string]int64{}}
+	inv, _ := v.Table("inventory")
+	items, err := inv.Find(table.Query{})
+	if err != nil {
+		return s, err
+	}
+	for _, it := range items {
+		id, _ := it["item_id"].(string)
+		s.stock[id], _ = it["quantity_in_stock"].(int64)
+	}
+	txns, _ := v.Table("transactions")
+	rows, err := txns.Find(table.Query{})
+	if err != nil {
+		return s, err
+	}
+	for _, t := range rows {
+		amount, _ := t["transaction_amount"].(float64)
+		s.amounts = append(s.amounts, amount)
+		s.balance, _ = t["balance_after_transaction"].(float64)
+	}
+	return s, nil
+}
+
+// compare lists how the run and the store differ from the case's expectations.
+func compare(c Case, res *engine.Result, before, after state) []string {
+	var fails []string
+	if res.Outcome != engine.OutcomeOK {
+		fails = append(fails, fmt.Sprintf("the run ended as %s", res.Outcome))
+	}
+	if res.Status != c.Status {
+		fails = append(fails, fmt.Sprintf("STATUS %q, want %q", res.Status, c.Status))
+	}
+	for id, was := range before.stock {
+		want, listed := c.StockAfter[id]
+		if !listed {
+			want = was
+		}
+		if got := after.stock[id]; got != want {
+			fails = append(fails, fmt.Sprintf("stock of %s is %d, want %d", id, got, want))
+		}
+	}
+	added := after.amounts[min(len(before.amounts), len(after.amounts)):]
+	if !sameAmounts(added, c.TransactionAmounts) {
+		fails = append(fails, fmt.Sprintf("transactions added %v, want %v", added, c.TransactionAmounts))
+	}
+	if math.Abs(after.balance-c.BalanceAfter) > 0.005 {
+		fails = append(fails, fmt.Sprintf("balance %.2f, want %.2f", after.balance, c.BalanceAfter))
+	}
+	return fails
+}
+
+func sameAmounts(got, want []float64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > 0.005 {
+			return false
+		}
+	}
+	return true
+}
+
+func summarise(results []CaseResult) *Report {
+	rep := &Report{Cases: results, Total: len(results)}
+	var latencies []float64
+	for _, r := range results {
+		if r.Pass {
+			rep.Passed++
+		}
+		if r.FirstTry {
+			rep.FirstTryPassed++
+		}
+		if r.Attempts > 1 {
+			rep.RepairsUsed += r.Attempts - 1
+		}
+		if r.Error != "" {
+			rep.Errors++
+		}
+		rep.ContractViolations += r.ContractViolations
+		rep.PromptTokens += r.PromptTokens
+		rep.CompletionTokens += r.CompletionTokens
+		latencies = append(latencies, r.LatencyMS)
+	}
+	if rep.Total > 0 {
+		rep.PassRate = float64(rep.Passed) / float64(rep.Total)
+		rep.FirstTryRate = float64(rep.FirstTryPassed) / float64(rep.Total)
+	}
+	sort.Float64s(latencies)
+	rep.LatencyP50MS = percentile(latencies, 0.50)
+	rep.LatencyP95MS = percentile(latencies, 0.95)
+	return rep
+}
+
+// percentile returns the nearest-rank percentile of sorted values (0 for none).
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(rank, 0)]
+}

@@ -1,0 +1,123 @@
+package evals
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/llm/llmtest"
+)
+
+func example(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "examples", name))
+	require.NoError(t, err)
+	return "<execute_python>\n" + string(b) + "</execute_python>"
+}
+
+const suite = `{"id": "lab-01", "request": "Do you have any round sunglasses in stock that are under $100?", "kind": "read", "status": "success", "stock_after": {}, "transaction_amounts": [], "balance_after": 500}
+{"id": "lab-04", "request": "Purchase 3 Wayfarer sunglasses for customer Alice.", "kind": "mutate", "status": "success", "stock_after": {"SG002": 3}, "transaction_amounts": [285], "balance_after": 785}
+
+{"id": "lab-07", "request": "I'd like to buy five Mystique sunglasses for a walk-in customer", "kind": "mutate", "status": "insufficient_stock", "stock_after": {}, "transaction_amounts": [], "balance_after": 500}
+{"id": "lab-18", "request": "Can you reset my email password?", "kind": "other", "status": "unsupported_intent", "stock_after": {}, "transaction_amounts": [], "balance_after": 500}
+{"id": "lab-05", "request": "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses.", "kind": "mutate", "status": "success", "stock_after": {"SG005": 7, "SG001": 22}, "transaction_amounts": [180, 80], "balance_after": 760}
+`
+
+// fakeModel answers each request of the suite from a script: lab-04 needs one repair, lab-18
+// gets a wrong STATUS (a failure the report must show), lab-05 is answered by a server error.
+func fakeModel(t *testing.T) *llm.Client {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := llmtest.NewServer(t, llmtest.Always(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		q := r.Messages[1].Content
+		mu.Lock()
+		seen[q]++
+		n := seen[q]
+		mu.Unlock()
+		switch {
+		case strings.Contains(q, "round sunglasses"):
+			return llmtest.Reply(example(t, "01_round_under_100.star"))
+		case strings.Contains(q, "Wayfarer") && n == 1:
+			return llmtest.Reply("<execute_python>\ntry:\n    pass\nexcept:\n    pass\n</execute_python>")
+		case strings.Contains(q, "Wayfarer"):
+			return llmtest.Reply(example(t, "02_purchase_wayfarer.star"))
+		case strings.Contains(q, "Mystique"):
+			return llmtest.Reply(example(t, "04_not_enough_stock.star"))
+		case strings.Contains(q, "password"):
+			return llmtest.Reply("<execute_python>\nSTATUS = \"no_match\"\nanswer_text = \"Sorry, I found nothing.\"\n</execute_python>")
+		}
+		return llmtest.Status(400)
+	})))
+	c, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	return c
+}
+
+func TestRunSuite(t *testing.T) {
+	cases, err := Load(strings.NewReader(suite))
+	require.NoError(t, err)
+	require.Len(t, cases, 5)
+
+	var progress []int
+	var mu sync.Mutex
+	rep, err := Run(context.Background(), cases, fakeModel(t), Options{Concurrency: 2, Progress: func(done, total int) {
+		mu.Lock()
+		progress = append(progress, done)
+		mu.Unlock()
+		assert.Equal(t, 5, total)
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3, 4, 5}, progress)
+
+	byID := map[string]CaseResult{}
+	for _, c := range rep.Cases {
+		byID[c.ID] = c
+	}
+	assert.True(t, byID["lab-01"].Pass, byID["lab-01"].Failures)
+	assert.True(t, byID["lab-01"].FirstTry)
+	assert.True(t, byID["lab-04"].Pass, byID["lab-04"].Failures)
+	assert.False(t, byID["lab-04"].FirstTry, "lab-04 needed a repair")
+	assert.Equal(t, 2, byID["lab-04"].Attempts)
+	assert.True(t, byID["lab-07"].Pass, byID["lab-07"].Failures)
+	assert.False(t, byID["lab-18"].Pass)
+	assert.Contains(t, byID["lab-18"].Failures, `STATUS "no_match", want "unsupported_intent"`)
+	assert.False(t, byID["lab-05"].Pass)
+	assert.NotEmpty(t, byID["lab-05"].Error)
+
+	assert.Equal(t, 5, rep.Total)
+	assert.Equal(t, 3, rep.Passed)
+	assert.Equal(t, 2, rep.FirstTryPassed)
+	assert.InDelta(t, 0.6, rep.PassRate, 1e-9)
+	assert.InDelta(t, 0.4, rep.FirstTryRate, 1e-9)
+	assert.Equal(t, 1, rep.RepairsUsed)
+	assert.Equal(t, 1, rep.Errors)
+	assert.Positive(t, rep.PromptTokens)
+	assert.Positive(t, rep.LatencyP95MS)
+	assert.GreaterOrEqual(t, rep.LatencyP95MS, rep.LatencyP50MS)
+}
+
+func TestLoadRejectsMalformedLines(t *testing.T) {
+	_, err := Load(strings.NewReader("{\"request\": \"x\", \"status\": \"success\"}\nnot json\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 2")
+	_, err = Load(strings.NewReader("{\"request\": \"x\"}\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "needs a request and a status")
+}
+
+// The suite shipped in testdata is the lab's, and loads.
+func TestShippedSuiteLoads(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "testdata", "eval", "lab-requests.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	cases, err := Load(f)
+	require.NoError(t, err)
+	assert.Len(t, cases, 35)
+}
