@@ -94,6 +94,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 	root.PersistentFlags().StringVar(&g.DB, "db", "", "store directory (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
 	root.AddCommand(
 		newDemoCmd(ios, g),
+		newAskCmd(ios, g),
+		newEvalCmd(ios, g),
 		newExecCmd(ios, g),
 		newApplyCmd(ios, g),
 		newRunsCmd(ios, g),

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/evals"
+	"github.com/starplan/starplan/llm"
+)
+
+// modelOptions are the flags that choose and configure the model.
+type modelOptions struct {
+	Model      string
+	BaseURL    string
+	Timeout    time.Duration
+	MaxRepairs int
+}
+
+func (m *modelOptions) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&m.Model, "model", "", "model name (default $STARPLAN_MODEL, else "+llm.DefaultModel+")")
+	cmd.Flags().StringVar(&m.BaseURL, "base-url", "", "OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
+	cmd.Flags().DurationVar(&m.Timeout, "timeout", 0, fmt.Sprintf("per-request timeout of the model call (default %s)", llm.DefaultTimeout))
+	cmd.Flags().IntVar(&m.MaxRepairs, "max-repairs", engine.DefaultMaxRepairs, "how many times a failed plan is sent back for a correction")
+}
+
+// client builds the model client from the environment and the flags.
+func (m *modelOptions) client(ios IOStreams) (*llm.Client, error) {
+	cfg := llm.ConfigFromEnv(ios.Getenv)
+	if m.Model != "" {
+		cfg.Model = m.Model
+	}
+	if m.BaseURL != "" {
+		cfg.BaseURL = m.BaseURL
+	}
+	if m.Timeout > 0 {
+		cfg.Timeout = m.Timeout
+	}
+	c, err := llm.New(cfg)
+	if err != nil {
+		return nil, withCode(ExitModel, err, "set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server such as Ollama), or pass --base-url")
+	}
+	return c, nil
+}
+
+func (m *modelOptions) repairs() int {
+	if m.MaxRepairs == 0 {
+		return -1 // --max-repairs 0 means none; Ask reads 0 as the default
+	}
+	return m.MaxRepairs
+}
+
+// askOptions are the options of `starplan ask`.
+type askOptions struct {
+	modelOptions
+	Question string
+	Apply    bool
+	JSON     bool
+	ShowPlan bool
+}
+
+func newAskCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &askOptions{}
+	cmd := &cobra.Command{
+		Use:   "ask QUESTION",
+		Short: "Answer an inventory question with a model-written plan (changes are reviewed first)",
+		Long: `Ask a model to answer the question by writing a plan, run it safely, and print the answer and
+STATUS. A failed plan is sent back with its diagnostics for a correction (--max-repairs). For a
+change, the diff is shown and, on a terminal, you are asked to apply it; otherwise the run stays
+pending ('starplan apply RUN_ID') unless --apply is given.
+
+The model is any OpenAI-compatible chat endpoint: OPENAI_API_KEY, OPENAI_BASE_URL (OpenAI,
+Ollama, vLLM, llama.cpp server, LM Studio) and STARPLAN_MODEL, or the flags below.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Question = args[0]
+			return runAsk(cmd.Context(), ios, g, opts)
+		},
+	}
+	opts.register(cmd)
+	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document (with the attempts) as JSON")
+	cmd.Flags().BoolVar(&opts.ShowPlan, "show-plan", false, "print the plan the model wrote, with its rewrites")
+	return cmd
+}
+
+func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptions) error {
+	client, err := opts.client(ios)
+	if err != nil {
+		return err
+	}
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs()})
+		if err != nil {
+			var me *engine.ModelError
+			if errors.As(err, &me) {
+				return withCode(ExitModel, err, "check OPENAI_BASE_URL, OPENAI_API_KEY and STARPLAN_MODEL (or --base-url, --model)")
+			}
+			return engineError(err)
+		}
+		human := !opts.JSON && ios.OutTTY
+		if human && opts.ShowPlan {
+			printPlan(ios, res)
+		}
+		if human && len(res.Attempts) > 1 {
+			fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d times)\n", len(res.Attempts), len(res.Attempts)-1)
+		}
+		err = finishRun(ctx, ios, e, res, opts.JSON)
+		var silent silentExit
+		if errors.As(err, &silent) && res.Diagnostics.Has(engine.CodeNoValidPlan) {
+			return silentExit(ExitModel)
+		}
+		return err
+	})
+}
+
+// printPlan prints the program of a run with its line numbers, marking the rewritten lines.
+func printPlan(ios IOStreams, res *engine.Result) {
+	p := painter(ios.Color())
+	rewritten := map[int]string{}
+	for _, r := range res.Rewrites {
+		rewritten[r.Line] = r.Rule
+	}
+	fmt.Fprintln(ios.Out, p.paint(ansiBold, "Plan:"))
+	for i, line := range strings.Split(strings.TrimRight(res.Program, "\n"), "\n") {
+		mark := ""
+		if rule, ok := rewritten[i+1]; ok {
+			mark = p.paint(ansiDim, "  # rewritten: "+rule)
+		}
+		fmt.Fprintf(ios.Out, "  %3d  %s%s\n", i+1, line, mark)
+	}
+}
+
+// evalOptions are the options of `starplan eval`.
+type evalOptions struct {
+	modelOptions
+	File        string
+	JSON        bool
+	Concurrency int
+}
+
+func newEvalCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &evalOptions{}
+	cmd := &cobra.Command{
+		Use:   "eval FILE.jsonl",
+		Short: "Measure a model on a suite of requests, each against a fresh store",
+		Long: `Run every request of a suite (one JSON object per line: request, status, stock_after,
+transaction_amounts, balance_after; testdata/eval/lab-requests.jsonl is the lab's) through ask,
+each against its own freshly seeded temporary store, apply it, and compare the STATUS, the stock,
+the transactions added and the balance with the expectations. Reports the pass rate, the
+first-try pass rate, repairs used, contract violations, latency and tokens.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = args[0]
+			return runEval(cmd.Context(), ios, opts)
+		},
+	}
+	opts.register(cmd)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 4, "how many requests run at once")
+	return cmd
+}
+
+func runEval(ctx context.Context, ios IOStreams, opts *evalOptions) error {
+	f, err := os.Open(opts.File)
+	if err != nil {
+		return withCode(ExitUsage, err, "give the path of a .jsonl suite such as testdata/eval/lab-requests.jsonl")
+	}
+	defer f.Close()
+	cases, err := evals.Load(f)
+	if err != nil {
+		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "each line is one JSON object with at least request and status")
+	}
+	client, err := opts.client(ios)
+	if err != nil {
+		return err
+	}
+	progress := func(done, total int) {}
+	if ios.OutTTY && !opts.JSON {
+		progress = func(done, total int) {
+			const width = 30
+			filled := width * done / total
+			fmt.Fprintf(ios.Err, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
+			if done == total {
+				fmt.Fprintln(ios.Err)
+			}
+		}
+	}
+	rep, err := evals.Run(ctx, cases, client, evals.Options{Concurrency: opts.Concurrency, MaxRepairs: opts.repairs(), Progress: progress})
+	if err != nil {
+		return withCode(ExitInternal, err, "")
+	}
+	if opts.JSON || !ios.OutTTY {
+		return writeJSON(ios.Out, rep)
+	}
+	w := ios.Out
+	p := painter(ios.Color())
+	for _, c := range rep.Cases {
+		mark := p.paint(ansiGreen, "pass")
+		if !c.Pass {
+			mark = p.paint(ansiRed, "FAIL")
+		}
+		fmt.Fprintf(w, "%s  %-8s %d attempt(s)  %6.0f ms  %s\n", mark, c.ID, c.Attempts, c.LatencyMS, c.Request)
+		for _, f := range c.Failures {
+			fmt.Fprintf(w, "        %s\n", f)
+		}
+	}
+	fmt.Fprintf(w, "\npassed %d/%d (%.0f%%), first try %d/%d (%.0f%%)\n", rep.Passed, rep.Total, 100*rep.PassRate, rep.FirstTryPassed, rep.Total, 100*rep.FirstTryRate)
+	fmt.Fprintf(w, "repairs used %d, contract violations %d, model errors %d\n", rep.RepairsUsed, rep.ContractViolations, rep.Errors)
+	fmt.Fprintf(w, "latency p50 %.0f ms, p95 %.0f ms; tokens %d prompt + %d completion\n", rep.LatencyP50MS, rep.LatencyP95MS, rep.PromptTokens, rep.CompletionTokens)
+	return nil
+}
