@@ -1,0 +1,476 @@
+package prompts
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/table"
+)
+
+//go:embed templates
+var templateFS embed.FS
+
+// templates holds system.tmpl, user.tmpl and repair.tmpl, parsed once.
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"join": strings.Join,
+}).ParseFS(templateFS, "templates/*.tmpl"))
+
+// MaxSampleRows is the most sample rows the schema block shows per table.
+const MaxSampleRows = 3
+
+// MaxSampleChars is the most characters a sample row's string value keeps; a longer one is cut
+// and ends with "…".
+const MaxSampleChars = 24
+
+// TableInfo is one table of the live store as the schema block shows it.
+type TableInfo struct {
+	Schema *table.Schema
+	// Rows is the table's row count.
+	Rows int
+	// Samples are up to MaxSampleRows rows (more are ignored), shown as compact JSON in the
+	// schema's field order.
+	Samples []table.Row
+}
+
+// Input is what the system prompt is rendered from.
+type Input struct {
+	// Tables are the store's tables, in the order the prompt lists them.
+	Tables []TableInfo
+	// Registry is the sandbox's registry ((*sandbox.Env).Registry()); hidden names are skipped.
+	Registry builtins.Registry
+	// Policy is the domain's output contract and mutation policy; required. Its Name selects the
+	// per-domain status notes and example plan (templates/domains/<name>.json and .star).
+	Policy *contracts.Domain
+}
+
+// System renders the system prompt: the role, the output format, the Starlark dialect, the
+// schema block, the helper reference, the contract with the meaning and tone of each STATUS, the
+// mutation policy and, when the domain ships one, an example plan. The error reports a missing
+// Policy or a broken embedded domain file.
+func System(in Input) (string, error) {
+	if in.Policy == nil {
+		return "", errors.New("prompts: Input.Policy is nil")
+	}
+	dom, err := loadDomainNotes(in.Policy.Name)
+	if err != nil {
+		return "", err
+	}
+	data := systemData{
+		Domain:   strings.TrimSpace(in.Policy.Doc),
+		Rewrites: rewrites(in.Registry),
+		Rejected: rejected(),
+		Universe: universe(),
+		Tables:   tableBlocks(in.Tables, in.Registry),
+		Groups:   helperGroups(in.Registry, in.Tables),
+		Example:  dom.Example,
+	}
+	for _, d := range in.Policy.Describe() {
+		if d.Kind == "contract" {
+			data.Contract = append(data.Contract, d.Doc)
+		} else {
+			data.Policy = append(data.Policy, d.Doc)
+		}
+	}
+	for _, s := range in.Policy.Contract.Statuses {
+		n := dom.Statuses[s]
+		data.Statuses = append(data.Statuses, statusNote{Name: s, When: n.When, Answer: n.Answer})
+	}
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, "system.tmpl", data); err != nil {
+		return "", fmt.Errorf("prompts: rendering the system prompt: %w", err)
+	}
+	return tidy(b.String()), nil
+}
+
+// systemData is what system.tmpl renders.
+type systemData struct {
+	Domain   string
+	Rewrites []string
+	Rejected []string
+	Universe []string
+	Tables   []tableBlock
+	Groups   []helperGroup
+	Contract []string
+	Statuses []statusNote
+	Policy   []string
+	Example  string
+}
+
+
+type tableBlock struct {
+	Name    string // the table value plans use, such as inventory_tbl; else the table's name
+	Doc     string
+	Rows    int
+	Key     string
+	KeyGen  string // "SG + 3 digits" when Insert generates missing keys
+	Fields  []fieldLine
+	Samples []string
+}
+
+type fieldLine struct {
+	Name, Type, Doc string
+}
+
+type helperGroup struct {
+	Title   string
+	Inline  bool // signatures on one line, without docs
+	Helpers []helperLine
+}
+
+type helperLine struct {
+	Signature, Doc string // Doc is empty for the Python-compatible builtins
+}
+
+type statusNote struct {
+	Name, When, Answer string
+}
+
+// rewriteDocs describes each pycompat rule for the model, in the order the prompt lists them.
+var rewriteDocs = []struct{ rule, doc string }{
+	{pycompat.RuleFString, "f-strings"},
+	{pycompat.RulePercentFormat, "% formatting"},
+	{pycompat.RuleStrFormat, "str.format specs"},
+	{pycompat.RuleIsNone, "is None/True/False"},
+	{pycompat.RuleGenexp, "generator expressions in calls"},
+	{pycompat.RuleChainedCompare, "a < b < c"},
+	{pycompat.RuleImport, "import %s"},
+}
+
+// rewrites lists what pycompat rewrites, naming the registry's modules for the import rule.
+func rewrites(reg builtins.Registry) []string {
+	var modules []string
+	for _, h := range reg.Documented() {
+		if h.Group == builtins.GroupModule {
+			modules = append(modules, h.Name)
+		}
+	}
+	out := make([]string, 0, len(rewriteDocs))
+	for _, r := range rewriteDocs {
+		if r.rule == pycompat.RuleImport {
+			if len(modules) == 0 {
+				continue
+			}
+			out = append(out, fmt.Sprintf(r.doc, strings.Join(modules, "/")))
+			continue
+		}
+		out = append(out, r.doc)
+	}
+	return out
+}
+
+// rejected lists the words of sandbox.Pythonisms, those of one code joined by "/". The hints are
+// left to the repair message, where the checker gives them with the position: the prompt stays
+// short.
+func rejected() []string {
+	var out []string
+	index := map[string]int{}
+	for _, p := range sandbox.Pythonisms {
+		if i, ok := index[p.Code]; ok {
+			out[i] += "/" + p.Word
+			continue
+		}
+		index[p.Code] = len(out)
+		out = append(out, p.Word)
+	}
+	return out
+}
+
+// universe lists Starlark's own builtin functions, sorted.
+func universe() []string {
+	var names []string
+	for name, v := range starlark.Universe {
+		if _, ok := v.(*starlark.Builtin); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// tableValueName returns the documented table value of the registry for schema s.
+func tableValueName(reg builtins.Registry, s *table.Schema) (string, bool) {
+	name := s.Name + "_tbl"
+	h, ok := reg.Lookup(name)
+	return name, ok && !h.Hidden && h.Group == builtins.GroupTable
+}
+
+func tableBlocks(infos []TableInfo, reg builtins.Registry) []tableBlock {
+	out := make([]tableBlock, 0, len(infos))
+	for _, ti := range infos {
+		s := ti.Schema
+		if s == nil {
+			continue
+		}
+		name, ok := tableValueName(reg, s)
+		if !ok {
+			name = s.Name
+		}
+		tb := tableBlock{
+			Name: name,
+			Doc:  strings.TrimSuffix(strings.TrimSpace(s.Doc), "."),
+			Rows: ti.Rows,
+			Key:  s.Key,
+		}
+		if s.KeyPrefix != "" {
+			tb.KeyGen = s.KeyPrefix + " + digits"
+			if s.KeyDigits > 0 {
+				tb.KeyGen = fmt.Sprintf("%s + %d digits", s.KeyPrefix, s.KeyDigits)
+			}
+		}
+		for _, f := range s.Fields {
+			tb.Fields = append(tb.Fields, fieldLine{Name: f.Name, Type: fieldType(f), Doc: f.Doc})
+		}
+		for i, r := range ti.Samples {
+			if i == MaxSampleRows {
+				break
+			}
+			tb.Samples = append(tb.Samples, compactRow(s, r))
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+// fieldType renders a field's type and constraints: "int >= 0", "string, optional". Fields are
+// required unless marked optional, which is the rarer case.
+func fieldType(f table.Field) string {
+	parts := []string{f.Type}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	if f.Min != nil {
+		parts[0] += " >= " + num(*f.Min)
+	}
+	if f.Max != nil {
+		parts = append(parts, "<= "+num(*f.Max))
+	}
+	if f.MinLen > 0 {
+		parts = append(parts, fmt.Sprintf("len >= %d", f.MinLen))
+	}
+	if f.MaxLen > 0 {
+		parts = append(parts, fmt.Sprintf("len <= %d", f.MaxLen))
+	}
+	if len(f.Enum) > 0 {
+		parts = append(parts, "one of "+strings.Join(f.Enum, ", "))
+	}
+	if f.Pattern != "" {
+		parts = append(parts, "matching "+f.Pattern)
+	}
+	if !f.Required {
+		parts = append(parts, "optional")
+	}
+	if f.ReadOnly {
+		parts = append(parts, "read-only")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// compactRow renders a row as one line of JSON with the schema's fields first, in order, then
+// any others sorted. Long strings are cut to MaxSampleChars; integral floats keep a ".0".
+func compactRow(s *table.Schema, r table.Row) string {
+	keys := s.FieldNames()
+	var extra []string
+	for k := range r {
+		if s.Field(k) == nil {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	keys = append(keys, extra...)
+	var b strings.Builder
+	b.WriteByte('{')
+	first := true
+	for _, k := range keys {
+		v, ok := r[k]
+		if !ok {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		b.WriteString(jsonString(k))
+		b.WriteString(":")
+		b.WriteString(compactValue(v))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func compactValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		if utf8.RuneCountInString(v) > MaxSampleChars {
+			v = string([]rune(v)[:MaxSampleChars-1]) + "…"
+		}
+		return jsonString(v)
+	case float64:
+		s := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".eEIN") {
+			s += ".0"
+		}
+		return s
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%q", fmt.Sprint(v))
+	}
+	return string(data)
+}
+
+// jsonString quotes s as JSON without escaping &; < and > are escaped so that data can never
+// spell a tag of the prompt.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	out := strings.TrimSuffix(b.String(), "\n")
+	return strings.NewReplacer("<", `\u003c`, ">", `\u003e`).Replace(out)
+}
+
+// groupTitles names the helper groups of the reference, in the order they are listed. The
+// contract globals are rendered with the contract, the table values with the schema block.
+var groupTitles = []struct {
+	group builtins.Group
+	title string
+}{
+	{builtins.GroupLanguage, "Builtins, as in Python"},
+	{builtins.GroupModule, "Modules"},
+	{builtins.GroupTable, "Table methods (tbl: any table value)"},
+	{builtins.GroupDomain, "Domain helpers"},
+	{builtins.GroupInput, "Inputs"},
+}
+
+// helperGroups renders the documented registry, grouped. Table values that the schema block
+// shows are left out there; table methods appear once, as tbl.method.
+func helperGroups(reg builtins.Registry, infos []TableInfo) []helperGroup {
+	shown := map[string]bool{}
+	for _, ti := range infos {
+		if ti.Schema != nil {
+			if name, ok := tableValueName(reg, ti.Schema); ok {
+				shown[name] = true
+			}
+		}
+	}
+	byGroup := map[builtins.Group][]helperLine{}
+	var others []builtins.Group
+	known := map[builtins.Group]bool{builtins.GroupContract: true}
+	for _, g := range groupTitles {
+		known[g.group] = true
+	}
+	for _, h := range reg.Documented() {
+		if h.Group == builtins.GroupContract || shown[h.Name] {
+			continue
+		}
+		if !known[h.Group] && byGroup[h.Group] == nil {
+			others = append(others, h.Group)
+		}
+		line := helperLine{Signature: h.Signature, Doc: strings.TrimSpace(h.Doc)}
+		if line.Signature == "" {
+			line.Signature = h.Name
+		}
+		if h.Group == builtins.GroupLanguage {
+			line.Doc = "" // they work as in Python; the signature is what a model needs
+		}
+		byGroup[h.Group] = append(byGroup[h.Group], line)
+	}
+	var out []helperGroup
+	for _, g := range groupTitles {
+		if len(byGroup[g.group]) > 0 {
+			out = append(out, helperGroup{Title: g.title, Inline: g.group == builtins.GroupLanguage, Helpers: byGroup[g.group]})
+		}
+	}
+	for _, g := range others {
+		out = append(out, helperGroup{Title: string(g), Helpers: byGroup[g]})
+	}
+	return out
+}
+
+// domainNotes is the per-domain text no code can derive: what each STATUS means with a one-line
+// answer_text in the right tone, and an example plan.
+type domainNotes struct {
+	Statuses map[string]struct {
+		When   string `json:"when"`
+		Answer string `json:"answer"`
+	} `json:"statuses"`
+	Example string `json:"-"` // templates/domains/<name>.star, when present
+}
+
+// loadDomainNotes reads templates/domains/<name>.json and .star; both are optional.
+func loadDomainNotes(name string) (domainNotes, error) {
+	var n domainNotes
+	data, err := templateFS.ReadFile("templates/domains/" + name + ".json")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return n, fmt.Errorf("prompts: %w", err)
+	default:
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&n); err != nil {
+			return n, fmt.Errorf("prompts: templates/domains/%s.json: %w", name, err)
+		}
+	}
+	plan, err := templateFS.ReadFile("templates/domains/" + name + ".star")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return n, fmt.Errorf("prompts: %w", err)
+	default:
+		n.Example = strings.TrimSpace(string(plan))
+	}
+	return n, nil
+}
+
+// tidy trims trailing spaces, collapses runs of blank lines and ends the text with one newline.
+func tidy(s string) string {
+	lines := strings.Split(s, "\n")
+	out := lines[:0]
+	blank := true // drop leading blank lines
+	for _, l := range lines {
+		l = strings.TrimRight(l, " \t")
+		if l == "" {
+			if blank {
+				continue
+			}
+			blank = true
+		} else {
+			blank = false
+		}
+		out = append(out, l)
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n") + "\n"
+}
+
+// TablesOf reads the schema block's input from a view of the store: each table's schema, row
+// count and first MaxSampleRows rows in key order, in the view's name order. Pass a view used
+// for nothing else (a fresh stage): Find records its reads. The error is the view's.
+func TablesOf(v table.View) ([]TableInfo, error) {
+	var out []TableInfo
+	for _, name := range v.Names() {
+		t, ok := v.Table(name)
+		if !ok {
+			continue
+		}
+		rows, err := t.Find(table.Query{Limit: MaxSampleRows})
+		if err != nil {
+			return nil, fmt.Errorf("prompts: sampling table %s: %w", name, err)
+		}
+		out = append(out, TableInfo{Schema: t.Schema(), Rows: t.Len(), Samples: rows})
+	}
+	return out, nil
+}
