@@ -111,7 +111,6 @@ type systemData struct {
 	Example  string
 }
 
-
 type tableBlock struct {
 	Name    string // the table value plans use, such as inventory_tbl; else the table's name
 	Doc     string
