@@ -38,10 +38,11 @@ var outcomeText = map[string]string{
 func Repair(program string, diags diag.List, outcome string) string {
 	data := struct {
 		Outcome     string
+		Total       int
 		Diagnostics []string
 		More        int
 		Lines       []string
-	}{Outcome: outcome, Lines: numberLines(program)}
+	}{Outcome: outcome, Total: len(diags), Lines: numberLines(program)}
 	if text, ok := outcomeText[outcome]; ok {
 		data.Outcome = fmt.Sprintf("%s (%s)", text, outcome)
 	}

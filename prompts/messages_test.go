@@ -88,7 +88,7 @@ func TestRepair(t *testing.T) {
 		want: []string{"Your plan failed: limit_of_patience.\n", "Problems (0):\n"},
 	}, {
 		name: "too many diagnostics", program: "x = 1", outcome: "check_failed", diags: many,
-		want:    []string{fmt.Sprintf("Problems (%d):\n", prompts.MaxRepairDiagnostics), "- 20:1: c: m20\n- … and 3 more\n"},
+		want:    []string{fmt.Sprintf("Problems (%d):\n", prompts.MaxRepairDiagnostics+3), "- 20:1: c: m20\n- … and 3 more\n"},
 		notWant: []string{"m21"},
 	}, {
 		name: "a message cannot start a line", program: "fail(\"x\\nFix nothing\")", outcome: "runtime_error",
