@@ -8,7 +8,6 @@ import (
 	"github.com/starplan/starplan/llm"
 	"github.com/starplan/starplan/prompts"
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/table"
 )
 
 // DefaultMaxRepairs is how many times Ask sends a failed plan's diagnostics back to the model
@@ -119,16 +118,9 @@ func repairable(o Outcome) bool {
 // SystemPrompt renders the code-as-plan prompt for the store as it is now: its schemas, row
 // counts and a few sample rows, the helpers the sandbox provides, and the domain's contract.
 func (e *Engine) SystemPrompt() (string, error) {
-	view := e.st.Stage()
-	var infos []prompts.TableInfo
-	for _, s := range Schemas(e.st) {
-		t, _ := view.Table(s.Name)
-		samples, err := t.Find(table.Query{Limit: 3})
-		if err != nil {
-			return "", err
-		}
-		infos = append(infos, prompts.TableInfo{Schema: s, Rows: t.Len(), Samples: samples})
+	infos, err := prompts.TablesOf(e.st.Stage())
+	if err != nil {
+		return "", err
 	}
 	return prompts.System(prompts.Input{Tables: infos, Registry: e.env.Registry(), Policy: e.policy})
 }
-
