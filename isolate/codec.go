@@ -1,0 +1,400 @@
+package isolate
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"unsafe"
+)
+
+// The wire format. Every message is one frame: a 4-byte little-endian payload length, then the
+// payload, whose first byte is the message type. Inside a payload, values are written with a
+// type tag so that table.Row values keep their Go kinds (int64 stays int64, unlike JSON):
+//
+//	tagNil | tagFalse | tagTrue
+//	tagInt    zigzag varint
+//	tagFloat  8 bytes, IEEE 754, little-endian
+//	tagString uvarint length, bytes
+//	tagList   uvarint count, values
+//	tagMap    uvarint count, (key, value) pairs
+//
+// A map key is a uvarint: 0 is followed by a new string (uvarint length, bytes) that joins the
+// frame's key table; n > 0 refers to the n-th key of that table. Rows of one table repeat the
+// same field names, so a frame of 100,000 rows names each field once.
+const (
+	tagNil byte = iota
+	tagFalse
+	tagTrue
+	tagInt
+	tagFloat
+	tagString
+	tagList
+	tagMap
+)
+
+// maxKeys bounds a frame's key table; further new keys are written inline every time.
+const maxKeys = 1 << 12
+
+// encoder builds one frame's payload.
+type encoder struct {
+	buf  []byte
+	keys map[string]int // key → its 1-based index in the frame's key table
+}
+
+// reset starts a new frame of message type typ, keeping the buffer's capacity.
+func (e *encoder) reset(typ byte) {
+	e.buf = append(e.buf[:0], 0, 0, 0, 0, typ)
+	clear(e.keys)
+}
+
+// frame returns the finished frame, its length prefix filled in.
+func (e *encoder) frame() []byte {
+	binary.LittleEndian.PutUint32(e.buf, uint32(len(e.buf)-4))
+	return e.buf
+}
+
+func (e *encoder) byte(b byte)      { e.buf = append(e.buf, b) }
+func (e *encoder) uvarint(u uint64) { e.buf = binary.AppendUvarint(e.buf, u) }
+func (e *encoder) varint(i int64)   { e.buf = binary.AppendVarint(e.buf, i) }
+func (e *encoder) bool(b bool) {
+	if b {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+func (e *encoder) string(s string) {
+	e.uvarint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
+func (e *encoder) strings(ss []string) {
+	e.uvarint(uint64(len(ss)))
+	for _, s := range ss {
+		e.string(s)
+	}
+}
+
+func (e *encoder) key(k string) {
+	if i, ok := e.keys[k]; ok {
+		e.uvarint(uint64(i))
+		return
+	}
+	e.byte(0)
+	e.string(k)
+	if e.keys == nil {
+		e.keys = make(map[string]int)
+	}
+	if len(e.keys) < maxKeys {
+		e.keys[k] = len(e.keys) + 1
+	}
+}
+
+// value writes a plain Go value: nil, bool, int64, float64, string, []any, map[string]any (and,
+// for convenience, int, int32 and float32, which arrive as int64 and float64).
+func (e *encoder) value(v any) error {
+	switch v := v.(type) {
+	case nil:
+		e.byte(tagNil)
+	case bool:
+		if v {
+			e.byte(tagTrue)
+		} else {
+			e.byte(tagFalse)
+		}
+	case int64:
+		e.byte(tagInt)
+		e.varint(v)
+	case int:
+		e.byte(tagInt)
+		e.varint(int64(v))
+	case int32:
+		e.byte(tagInt)
+		e.varint(int64(v))
+	case float64:
+		e.byte(tagFloat)
+		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v))
+	case float32:
+		e.byte(tagFloat)
+		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(float64(v)))
+	case string:
+		e.byte(tagString)
+		e.string(v)
+	case []any:
+		e.byte(tagList)
+		e.uvarint(uint64(len(v)))
+		for _, x := range v {
+			if err := e.value(x); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		return e.row(v)
+	default:
+		return fmt.Errorf("a value of Go type %T cannot cross to the sandbox worker", v)
+	}
+	return nil
+}
+
+// row writes a map value (a table.Row or any other map[string]any).
+func (e *encoder) row(m map[string]any) error {
+	e.byte(tagMap)
+	e.uvarint(uint64(len(m)))
+	for k, x := range m {
+		e.key(k)
+		if err := e.value(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rows writes a list of maps.
+func (e *encoder) rows(rs []map[string]any) error {
+	e.uvarint(uint64(len(rs)))
+	for _, r := range rs {
+		if err := e.row(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errMalformed is any payload that does not decode: a defect or a corrupted stream.
+var errMalformed = errors.New("malformed message from the other side of the sandbox pipe")
+
+// decoder reads one frame's payload. Strings it returns share the payload's memory, so the
+// payload must never be written after decoding starts (frames are read into fresh buffers).
+type decoder struct {
+	s    string // the payload
+	i    int
+	keys []string
+	err  error
+}
+
+func newDecoder(payload []byte) *decoder {
+	if len(payload) == 0 {
+		return &decoder{}
+	}
+	return &decoder{s: unsafe.String(&payload[0], len(payload))}
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errMalformed
+	}
+	d.i = len(d.s)
+}
+
+func (d *decoder) byte() byte {
+	if d.i >= len(d.s) {
+		d.fail()
+		return 0
+	}
+	b := d.s[d.i]
+	d.i++
+	return b
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var shift uint
+	for n := 0; n < binary.MaxVarintLen64; n++ {
+		if d.i >= len(d.s) {
+			break
+		}
+		b := d.s[d.i]
+		d.i++
+		if b < 0x80 {
+			return x | uint64(b)<<shift
+		}
+		x |= uint64(b&0x7f) << shift
+		shift += 7
+	}
+	d.fail()
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) bool() bool { return d.byte() != 0 }
+
+// count reads a length and checks that at least min bytes per element remain, so a corrupt or
+// hostile length never makes the reader allocate more than the frame could describe.
+func (d *decoder) count(min int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.s)-d.i)/uint64(min) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string {
+	n := d.count(1)
+	s := d.s[d.i : d.i+n]
+	d.i += n
+	return s
+}
+
+func (d *decoder) strings() []string {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = d.string()
+	}
+	return out
+}
+
+func (d *decoder) key() string {
+	i := d.uvarint()
+	if i == 0 {
+		k := d.string()
+		if len(d.keys) < maxKeys {
+			d.keys = append(d.keys, k)
+		}
+		return k
+	}
+	if i > uint64(len(d.keys)) {
+		d.fail()
+		return ""
+	}
+	return d.keys[i-1]
+}
+
+// maxDepth bounds the nesting of decoded values (the sandbox's own bound is 100).
+const maxDepth = 128
+
+func (d *decoder) value() any { return d.valueAt(0) }
+
+func (d *decoder) valueAt(depth int) any {
+	if depth > maxDepth {
+		d.fail()
+		return nil
+	}
+	switch d.byte() {
+	case tagNil:
+		return nil
+	case tagFalse:
+		return false
+	case tagTrue:
+		return true
+	case tagInt:
+		return d.varint()
+	case tagFloat:
+		if d.i+8 > len(d.s) {
+			d.fail()
+			return nil
+		}
+		u := uint64(d.s[d.i]) | uint64(d.s[d.i+1])<<8 | uint64(d.s[d.i+2])<<16 | uint64(d.s[d.i+3])<<24 |
+			uint64(d.s[d.i+4])<<32 | uint64(d.s[d.i+5])<<40 | uint64(d.s[d.i+6])<<48 | uint64(d.s[d.i+7])<<56
+		d.i += 8
+		return math.Float64frombits(u)
+	case tagString:
+		return d.string()
+	case tagList:
+		n := d.count(1)
+		out := make([]any, n)
+		for i := range out {
+			out[i] = d.valueAt(depth + 1)
+		}
+		return out
+	case tagMap:
+		return d.mapBody(depth)
+	}
+	d.fail()
+	return nil
+}
+
+func (d *decoder) mapBody(depth int) map[string]any {
+	n := d.count(2)
+	m := make(map[string]any, n)
+	for range n {
+		k := d.key()
+		m[k] = d.valueAt(depth + 1)
+	}
+	return m
+}
+
+// row reads a map value; nil when the value is not a map.
+func (d *decoder) row() map[string]any {
+	if d.byte() != tagMap {
+		d.fail()
+		return nil
+	}
+	return d.mapBody(0)
+}
+
+func (d *decoder) rows() []map[string]any {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = d.row()
+	}
+	return out
+}
+
+// conn is one end of the pipe between the pool and a worker.
+type conn struct {
+	r   *bufio.Reader
+	w   io.Writer
+	enc encoder
+	// max is the largest payload read accepts, in bytes.
+	max int
+}
+
+func newConn(r io.Reader, w io.Writer, max int) *conn {
+	return &conn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max}
+}
+
+// errTooLarge is a frame over the reader's size limit.
+type errTooLarge struct{ size, max int }
+
+func (e *errTooLarge) Error() string {
+	return fmt.Sprintf("a message of %d bytes is over the limit of %d bytes", e.size, e.max)
+}
+
+// send writes the frame built in c.enc.
+func (c *conn) send() error {
+	_, err := c.w.Write(c.enc.frame())
+	if cap(c.enc.buf) > 1<<20 {
+		c.enc.buf = nil // do not keep a large buffer between frames
+	}
+	return err
+}
+
+// recv reads one frame and returns its type and a decoder over the rest of its payload.
+func (c *conn) recv() (byte, *decoder, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.LittleEndian.Uint32(hdr[:]))
+	if n < 1 || n > c.max {
+		return 0, nil, &errTooLarge{size: n, max: c.max}
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(c.r, payload); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	d := newDecoder(payload[1:])
+	return payload[0], d, nil
+}

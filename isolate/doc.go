@@ -1,0 +1,38 @@
+// Package isolate runs plans in worker processes under OS limits: the hard bound that the
+// sandbox's in-process guards cannot give (Go cannot bound one goroutine's memory, and a single
+// builtin call of go.starlark.net can allocate or panic past any guard).
+//
+// It owns the Pool (an engine.Runner: warm workers, their limits, their replacement), the worker
+// process's body (WorkerMain) and the pipe protocol between them. A worker is the starplan binary
+// re-executed with a hidden command; it runs the sandbox exactly as in process, except that its
+// table.View is remote: every table call travels to the pool, which owns the run's staged view,
+// and the answer travels back. The worker holds no database handle and opens no files.
+//
+// Limits a worker applies to itself before it reads a program (Linux):
+//
+//   - memory: RLIMIT_DATA at its data segment at start + 2×Limits.MaxMemory + Options.Overhead,
+//     with the Go runtime's soft limit (debug.SetMemoryLimit) below it. RLIMIT_AS is unusable:
+//     the Go runtime reserves more than a gigabyte of address space at start. A worker that
+//     reaches the limit dies with the runtime's "out of memory" fatal error, which the pool
+//     reports as limit_exceeded memory. The sandbox's guards and heap watchdog still run inside
+//     the worker and usually stop a plan first, with a more precise message;
+//   - processor time: RLIMIT_CPU at 2×Limits.Timeout + 2 s beyond what the worker has used (the
+//     wall-clock deadline is the pool's: it kills the worker Options.KillGrace after it);
+//   - open files (RLIMIT_NOFILE 32), file size (RLIMIT_FSIZE 0), core dumps (RLIMIT_CORE 0);
+//   - network: a new network namespace (inside a new user namespace when the parent is not
+//     privileged), and a seccomp filter that makes socket, socketpair and io_uring_setup fail.
+//
+// What cannot be applied is listed once by Pool.Warnings, never skipped silently. A worker that
+// hits a limit, crashes or breaks the protocol is killed and replaced; its run's outcome is
+// limit_exceeded or runtime_error, and the engine applies nothing from it.
+//
+// The protocol is length-prefixed binary frames (see codec.go) with typed values, so int64
+// stays int64. Dict where-filters run in the pool, so only matching rows cross the pipe; a
+// function filter stays in the worker, which fetches the candidate rows once and filters them
+// itself (the pool then records every candidate as read: conflict detection is more
+// conservative than in process, never less safe).
+//
+// The package must not hold a database handle in the worker, must not run plan code in the
+// parent, and must not change the sandbox's behaviour: a plan's result is the same isolated and
+// in process, except for the limits above.
+package isolate

@@ -1,0 +1,68 @@
+package isolate
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
+)
+
+// workerEnv makes the test binary a sandbox worker: TestMain runs WorkerMain instead of the
+// tests, as the CLI's hidden worker command does.
+const workerEnv = "STARPLAN_ISOLATE_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		os.Exit(WorkerMain(os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
+
+// testOptions start workers from the test binary itself.
+func testOptions(t testing.TB) Options {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return Options{Command: []string{exe}, Env: []string{workerEnv + "=1"}}
+}
+
+// newPool starts a pool that the test closes.
+func newPool(t testing.TB, opts Options) *Pool {
+	t.Helper()
+	base := testOptions(t)
+	opts.Command, opts.Env = base.Command, append(base.Env, opts.Env...)
+	p, err := NewPool(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// openStore opens a store with the inventory demo data in a temporary directory.
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+var fixedNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+// job is a run of src over a fresh stage of st.
+func job(st *store.Store, src string, limits sandbox.Limits) (engine.Job, *store.Stage) {
+	stage := st.Stage()
+	return engine.Job{
+		Reply:  src,
+		Inputs: map[string]any{"user_request": "test"},
+		Limits: limits,
+		View:   stage,
+		Now:    fixedNow,
+	}, stage
+}
+
+var bg = context.Background()

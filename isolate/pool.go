@@ -1,0 +1,752 @@
+package isolate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/table"
+)
+
+// Defaults for Options. Each applies when the corresponding field is zero.
+const (
+	// DefaultWarm is the number of started, idle workers the pool keeps ready.
+	DefaultWarm = 1
+	// DefaultOverhead is the memory a worker may map beyond twice its run's budget: the Go
+	// runtime's own structures, the interpreter and the rows it receives, in bytes.
+	DefaultOverhead = 64 << 20
+	// DefaultKillGrace is how long past a run's timeout the pool waits for the worker to report
+	// before it kills it.
+	DefaultKillGrace = 500 * time.Millisecond
+	// DefaultStartTimeout is how long a new worker may take to report ready.
+	DefaultStartTimeout = 10 * time.Second
+	// DefaultWorkerGOMAXPROCS is the GOMAXPROCS of a worker whose Options.Env does not set it: a
+	// plan runs on one goroutine, and the garbage collector gets one more processor.
+	DefaultWorkerGOMAXPROCS = 2
+)
+
+// Diagnostic codes of isolated runs, in addition to the sandbox's.
+const (
+	// CodeWorker is a worker that crashed, was killed from outside or broke the protocol.
+	CodeWorker = "worker-failed"
+)
+
+// Options configure a Pool. Only Command is required; the zero value of every other field is
+// its documented default.
+type Options struct {
+	// Command starts a worker process: the program and its arguments. The process must call
+	// WorkerMain with its standard input and output. The CLI passes its own executable and its
+	// hidden worker command; tests pass the test binary.
+	Command []string
+	// Env is the worker's whole environment ("KEY=value" entries). The parent's environment is
+	// not inherited. GOMAXPROCS is DefaultWorkerGOMAXPROCS unless Env sets it.
+	Env []string
+	// Warm is how many idle workers the pool keeps started (DefaultWarm when 0).
+	Warm int
+	// MaxWorkers is the most worker processes alive at once, idle or busy; runs beyond it wait
+	// for one. 0 means max(Warm, runtime.NumCPU()).
+	MaxWorkers int
+	// Overhead is the memory, in bytes, a worker may map beyond twice its run's budget
+	// (DefaultOverhead when 0). The hard bound of a run's worker is its data segment at start
+	// plus 2×Limits.MaxMemory plus Overhead.
+	Overhead int64
+	// KillGrace is how long past a run's timeout the pool waits before it kills the worker
+	// (DefaultKillGrace when 0).
+	KillGrace time.Duration
+	// StartTimeout is how long a new worker may take to report ready (DefaultStartTimeout when
+	// 0).
+	StartTimeout time.Duration
+	// NoNetworkNamespace, when set, starts workers in the parent's network namespace. They are
+	// still denied sockets by their seccomp filter where the kernel has one.
+	NoNetworkNamespace bool
+}
+
+// Pool runs plans in warm worker processes under OS limits. It implements engine.Runner and is
+// safe for concurrent use; each run has a worker to itself. A worker is reused for the next run
+// when its run ended normally (ok, check_failed, runtime_error) and discarded after any limit,
+// crash or protocol failure; discarded workers are replaced in the background.
+type Pool struct {
+	opts     Options
+	netns    bool     // workers start in a new network namespace
+	warnings []string // what could not be applied, found at start-up
+
+	idle  chan *proc    // started workers waiting for a run
+	slots chan struct{} // one token per live worker (starting, idle or busy)
+	done  chan struct{} // closed by Close
+
+	mu       sync.Mutex
+	live     map[*proc]struct{}
+	starting int
+	closed   bool
+	bg       sync.WaitGroup // background starts
+
+	schemaMu    sync.Mutex
+	schemaViews []*table.Schema // the schemas behind schemaJSON
+	schemaNames []string
+	schemaJSON  string
+}
+
+var _ engine.Runner = (*Pool)(nil)
+
+// NewPool starts a pool and its first worker, so that a bad Command or a kernel that refuses
+// every limit is reported now rather than at the first run. It returns an error when no worker
+// can be started. What the workers could not apply is in Warnings.
+func NewPool(opts Options) (*Pool, error) {
+	if len(opts.Command) == 0 {
+		return nil, errors.New("isolate: Options.Command is required (the program that runs isolate.WorkerMain)")
+	}
+	if opts.Warm <= 0 {
+		opts.Warm = DefaultWarm
+	}
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = max(opts.Warm, runtime.NumCPU())
+	}
+	opts.Warm = min(opts.Warm, opts.MaxWorkers)
+	if opts.Overhead <= 0 {
+		opts.Overhead = DefaultOverhead
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if !slices.ContainsFunc(opts.Env, func(s string) bool { return strings.HasPrefix(s, "GOMAXPROCS=") }) {
+		opts.Env = append(slices.Clip(opts.Env), fmt.Sprintf("GOMAXPROCS=%d", DefaultWorkerGOMAXPROCS))
+	}
+	p := &Pool{
+		opts:  opts,
+		netns: netnsSupported && !opts.NoNetworkNamespace,
+		idle:  make(chan *proc, opts.MaxWorkers),
+		slots: make(chan struct{}, opts.MaxWorkers),
+		done:  make(chan struct{}),
+		live:  map[*proc]struct{}{},
+	}
+	p.slots <- struct{}{}
+	w, err := p.start()
+	if err != nil && p.netns && namespaceRefused(err) {
+		p.netns = false
+		p.warnings = append(p.warnings, fmt.Sprintf("network: no network namespace for workers (%v); they rely on the seccomp filter", err))
+		w, err = p.start()
+	}
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	if !p.netns && !opts.NoNetworkNamespace && !netnsSupported {
+		p.warnings = append(p.warnings, "network: workers share the parent's network namespace on "+runtime.GOOS)
+	}
+	p.warnings = append(p.warnings, w.warnings...)
+	p.idle <- w
+	p.fill()
+	return p, nil
+}
+
+// Warnings lists, once per pool, the limits and confinements its workers could not apply (for
+// example "no seccomp filter against sockets: ..."). The CLI prints them once at start-up. Nil
+// means every limit applies.
+func (p *Pool) Warnings() []string { return slices.Clone(p.warnings) }
+
+// Close stops every worker, idle or busy (a busy worker's run ends as a runtime_error), and
+// waits for background starts to end. A closed pool's runs fail at once. Close is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	live := make([]*proc, 0, len(p.live))
+	for w := range p.live {
+		live = append(live, w)
+	}
+	p.mu.Unlock()
+	for _, w := range live {
+		w.kill(killClosed)
+	}
+	p.bg.Wait()
+	for {
+		select {
+		case w := <-p.idle:
+			p.discard(w, killClosed)
+			continue
+		default:
+		}
+		break
+	}
+	for _, w := range live {
+		<-w.exited
+	}
+	return nil
+}
+
+// proc is one worker process.
+type proc struct {
+	cmd      *exec.Cmd
+	c        *conn
+	toWorker *os.File // the worker's standard input
+	fromW    *os.File // its standard output
+	stderr   *headBuffer
+	exited   chan struct{} // closed when the process has been waited for
+	warnings []string
+	vmData0  int64 // data segment when it reported ready, in bytes
+	goTotal0 int64 // the Go runtime's memory when it reported ready, in bytes
+	vmData   int64 // data segment after its last run, in bytes
+
+	mu  sync.Mutex
+	why killReason // why the pool killed it; "" while it has not
+}
+
+// killReason says why the pool killed a worker.
+type killReason string
+
+const (
+	killTimeout  killReason = "timeout"
+	killCancel   killReason = "cancel"
+	killOversize killReason = "oversize"
+	killClosed   killReason = "closed"
+	killDiscard  killReason = "discard"
+	killBroken   killReason = "broken"
+)
+
+// kill stops the process (once) and records why; a later reason does not replace the first.
+func (w *proc) kill(why killReason) {
+	w.mu.Lock()
+	if w.why == "" {
+		w.why = why
+	}
+	w.mu.Unlock()
+	_ = w.cmd.Process.Kill() // fails only when it has already exited
+}
+
+func (w *proc) reason() killReason {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.why
+}
+
+// start starts one worker and waits for it to report ready. The caller holds a slot for it.
+func (p *Pool) start() (*proc, error) {
+	cmd := exec.Command(p.opts.Command[0], p.opts.Command[1:]...)
+	cmd.Env = p.opts.Env
+	cmd.SysProcAttr = spawnAttr(p.netns)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("isolate: starting a worker: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("isolate: starting a worker: %w", err)
+	}
+	w := &proc{cmd: cmd, toWorker: inW, fromW: outR, stderr: &headBuffer{max: 8 << 10}, exited: make(chan struct{})}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, w.stderr
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("isolate: starting a worker (%s): %w", strings.Join(p.opts.Command, " "), err)
+	}
+	go func() {
+		_ = cmd.Wait() // the status is read from cmd.ProcessState
+		close(w.exited)
+	}()
+	p.mu.Lock()
+	p.live[w] = struct{}{}
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		p.forget(w, killClosed)
+		return nil, errClosed
+	}
+	w.c = newConn(w.fromW, w.toWorker, 1<<20)
+	t := time.AfterFunc(p.opts.StartTimeout, func() { w.kill(killTimeout) })
+	typ, d, err := w.c.recv()
+	t.Stop()
+	if err == nil && typ != msgReady {
+		err = fmt.Errorf("it sent message %d before ready", typ)
+	}
+	var r ready
+	if err == nil {
+		r = d.ready()
+		err = d.err
+	}
+	if err != nil {
+		p.forget(w, killBroken)
+		<-w.exited
+		msg := fmt.Sprintf("isolate: the worker %s did not start (%v; %s)", strings.Join(p.opts.Command, " "), err, w.cmd.ProcessState)
+		if line := stderrLine(w.stderr.String()); line != "" {
+			msg += ": " + line
+		}
+		return nil, errors.New(msg)
+	}
+	w.warnings, w.vmData0, w.vmData, w.goTotal0 = r.warnings, r.vmData, r.vmData, r.goTotal
+	return w, nil
+}
+
+var errClosed = errors.New("isolate: the pool is closed")
+
+// forget kills a worker, closes its pipes and drops it from the live set. It reports whether
+// the worker was live (each worker is forgotten once).
+func (p *Pool) forget(w *proc, why killReason) bool {
+	w.kill(why)
+	p.mu.Lock()
+	_, ok := p.live[w]
+	delete(p.live, w)
+	p.mu.Unlock()
+	if ok {
+		w.toWorker.Close()
+		w.fromW.Close()
+	}
+	return ok
+}
+
+// discard forgets a worker and frees its slot.
+func (p *Pool) discard(w *proc, why killReason) {
+	if p.forget(w, why) {
+		<-p.slots
+	}
+}
+
+// fill starts workers in the background until Warm are idle or starting, as slots allow.
+func (p *Pool) fill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && len(p.idle)+p.starting < p.opts.Warm {
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			return
+		}
+		p.starting++
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			w, err := p.start()
+			p.mu.Lock()
+			p.starting--
+			p.mu.Unlock()
+			if err != nil {
+				<-p.slots
+				return
+			}
+			p.release(w)
+		}()
+	}
+}
+
+// release returns a worker to the idle set, or discards it when the pool is closed.
+func (p *Pool) release(w *proc) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		p.discard(w, killClosed)
+		return
+	}
+	p.idle <- w // never blocks: idle holds at most MaxWorkers, one per slot
+}
+
+// acquire returns a worker whose data segment fits under dataLimit: an idle one, or a new one
+// when a slot is free; otherwise it waits.
+func (p *Pool) acquire(ctx context.Context, fits func(*proc) bool) (*proc, error) {
+	for {
+		var w *proc
+		select {
+		case w = <-p.idle:
+		default:
+			select {
+			case w = <-p.idle:
+			case p.slots <- struct{}{}:
+				w, err := p.start()
+				if err != nil {
+					<-p.slots
+					return nil, err
+				}
+				return w, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-p.done:
+				return nil, errClosed
+			}
+		}
+		if fits(w) {
+			p.fill()
+			return w, nil
+		}
+		p.discard(w, killDiscard) // it has mapped more than this run may use
+	}
+}
+
+// limits are a run's effective budget and timeout (the sandbox's defaults for zero fields).
+func effective(l sandbox.Limits) (budget int64, timeout time.Duration) {
+	budget, timeout = l.MaxMemory, l.Timeout
+	if budget <= 0 {
+		budget = sandbox.DefaultMaxMemory
+	}
+	if timeout <= 0 {
+		timeout = sandbox.DefaultTimeout
+	}
+	return budget, timeout
+}
+
+// Run runs job's plan in a worker. It never panics and never returns nil: a worker that fails
+// gives a Result with outcome limit_exceeded (memory when it ran out of its OS memory limit,
+// time when it was killed at its deadline or ran out of processor time) or runtime_error (a
+// crash, a kill from outside, a cancelled context, a closed pool), with a diagnostic that says
+// which. Every table call of the plan is served from job.View in this goroutine.
+func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
+	start := time.Now()
+	budget, timeout := effective(job.Limits)
+	dataLimit := func(w *proc) int64 { return w.vmData0 + 2*budget + p.opts.Overhead }
+	w, err := p.acquire(ctx, func(w *proc) bool { return w.vmData <= dataLimit(w) })
+	if err != nil {
+		res := failure(job, "", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			res = limitFailure(job, sandbox.LimitTime, fmt.Sprintf("time limit exceeded: no sandbox worker was free before the deadline"), budget, timeout)
+		} else if errors.Is(err, context.Canceled) {
+			res.Diagnostics[0].Code, res.Diagnostics[0].Message = sandbox.CodeCancelled, "the run was cancelled while waiting for a sandbox worker"
+		}
+		res.Duration = time.Since(start)
+		return res
+	}
+	m, err := p.runMsg(job)
+	if err != nil {
+		p.release(w)
+		res := failure(job, "", err)
+		res.Duration = time.Since(start)
+		return res
+	}
+	// Three bounds, from soft to hard, all 2×budget above where the worker started: the Go
+	// runtime's soft limit (the collector works hard from there), the ceiling at which the
+	// worker exits with exitMemory, and the kernel's RLIMIT_DATA. The data segment also counts
+	// thread stacks and runtime reservations that the runtime's own total does not.
+	m.goLimit = w.goTotal0 + 2*budget + p.opts.Overhead/4
+	m.memCeiling = w.goTotal0 + 2*budget + p.opts.Overhead/2
+	m.dataLimit = dataLimit(w)
+	m.cpuSeconds = int64(2*timeout/time.Second) + 2
+	res := p.runOn(ctx, w, job, m, budget, timeout)
+	res.Duration = time.Since(start)
+	return res
+}
+
+// runMsg builds the run message of job, without its limits.
+func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
+	if job.View == nil {
+		return nil, errors.New("isolate: the job has no view")
+	}
+	names := job.View.Names()
+	schemas := make([]*table.Schema, 0, len(names))
+	for _, n := range names {
+		t, ok := job.View.Table(n)
+		if !ok {
+			return nil, fmt.Errorf("isolate: the view lists table %q but has none", n)
+		}
+		schemas = append(schemas, t.Schema())
+	}
+	p.schemaMu.Lock()
+	defer p.schemaMu.Unlock()
+	if !slices.Equal(schemas, p.schemaViews) || !slices.Equal(names, p.schemaNames) {
+		b, err := json.Marshal(schemas)
+		if err != nil {
+			return nil, fmt.Errorf("isolate: encoding the schemas: %w", err)
+		}
+		p.schemaViews, p.schemaNames, p.schemaJSON = schemas, names, string(b)
+	}
+	return &runMsg{
+		schemas: p.schemaJSON,
+		names:   names,
+		reply:   job.Reply,
+		inputs:  job.Inputs,
+		limits:  job.Limits,
+		now:     job.Now,
+	}, nil
+}
+
+// runOn runs one plan on w, serving its table calls, and returns w to the pool or discards it.
+func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
+	w.c.max = int(max(2*budget, 64<<20))
+	deadline := time.AfterFunc(timeout+p.opts.KillGrace, func() { w.kill(killTimeout) })
+	defer deadline.Stop()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			w.kill(killTimeout)
+		} else {
+			w.kill(killCancel)
+		}
+	})
+	defer stop()
+
+	if err := w.c.enc.run(m); err != nil {
+		p.release(w)
+		return failure(job, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
+	}
+	if err := w.c.send(); err != nil {
+		return p.failed(w, job, m, err, budget, timeout)
+	}
+	for {
+		typ, d, err := w.c.recv()
+		if err != nil {
+			var tl *errTooLarge
+			if errors.As(err, &tl) {
+				w.kill(killOversize)
+			}
+			return p.failed(w, job, m, err, budget, timeout)
+		}
+		switch typ {
+		case msgCall:
+			c := d.call()
+			if d.err != nil {
+				w.kill(killBroken)
+				return p.failed(w, job, m, d.err, budget, timeout)
+			}
+			a := serve(job.View, c)
+			if err := w.c.enc.answer(c.op, a); err != nil {
+				w.c.enc.reset(msgReply)
+				w.c.enc.error(fmt.Errorf("the view's answer cannot be sent to the worker: %w", err))
+			}
+			if err := w.c.send(); err != nil {
+				return p.failed(w, job, m, err, budget, timeout)
+			}
+		case msgDone:
+			dn := d.done()
+			if d.err != nil {
+				w.kill(killBroken)
+				return p.failed(w, job, m, d.err, budget, timeout)
+			}
+			// The run is over: a deadline that fires from now on must not blame it.
+			stopped := deadline.Stop()
+			stopped = stop() && stopped
+			if !stopped || w.reason() != "" || dn.res.Outcome == sandbox.OutcomeLimitExceeded {
+				p.discard(w, killDiscard)
+			} else {
+				w.vmData = dn.vmData
+				p.release(w)
+			}
+			return dn.res
+		default:
+			w.kill(killBroken)
+			return p.failed(w, job, m, fmt.Errorf("unexpected message %d", typ), budget, timeout)
+		}
+	}
+}
+
+// serve answers one table call from the run's view. A panic of the view becomes the call's
+// error, as it would be a failed run in process.
+func serve(v table.View, c *call) (a *answer) {
+	a = &answer{}
+	defer func() {
+		if r := recover(); r != nil {
+			a = &answer{err: fmt.Errorf("the staged view failed: %v", r)}
+		}
+	}()
+	t, ok := v.Table(c.table)
+	if !ok {
+		a.err = fmt.Errorf("table %q is not in this run's database", c.table)
+		return a
+	}
+	q := table.Query{Where: c.where, Limit: c.limit, Reverse: c.reverse}
+	switch c.op {
+	case opLen:
+		a.n = t.Len()
+	case opFind:
+		a.rows, a.err = t.Find(q)
+	case opCount:
+		a.n, a.err = t.Count(q)
+	case opGet:
+		var found bool
+		a.row, found, a.err = t.Get(c.key)
+		if !found {
+			a.row = nil
+		}
+	case opInsert:
+		a.key, a.err = t.Insert(c.row)
+	case opUpdate:
+		a.n, a.err = t.Update(c.row, q)
+	case opRemove:
+		a.n, a.err = t.Remove(q)
+	default:
+		a.err = fmt.Errorf("unknown table operation %d", c.op)
+	}
+	return a
+}
+
+// failed ends a run whose worker stopped answering: it makes sure the process is gone, discards
+// it, and says why the run failed.
+func (p *Pool) failed(w *proc, job engine.Job, m *runMsg, err error, budget int64, timeout time.Duration) *sandbox.Result {
+	why := w.reason()
+	if why == "" {
+		// The pipe ended or broke: the worker is exiting on its own, or someone else killed it.
+		// Give it a moment to be reaped so that its status and last words are known.
+		select {
+		case <-w.exited:
+		case <-time.After(2 * time.Second):
+			why = killBroken
+		}
+	}
+	p.discard(w, killBroken)
+	<-w.exited
+	st, stderr := w.cmd.ProcessState, w.stderr.String()
+	switch {
+	case why == killTimeout:
+		return limitFailure(job, sandbox.LimitTime, fmt.Sprintf("time limit of %s exceeded: the worker was stopped %s after it", timeout, p.opts.KillGrace), budget, timeout)
+	case why == killOversize:
+		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: %v", builtins.FormatBytes(budget), err), budget, timeout)
+	case why == killCancel:
+		res := failure(job, "", errors.New("the run was cancelled"))
+		res.Diagnostics[0].Code, res.Diagnostics[0].Hint = sandbox.CodeCancelled, ""
+		return res
+	case why == killClosed:
+		return failure(job, "", errClosed)
+	case why == "" && st.ExitCode() == exitCPU:
+		return limitFailure(job, sandbox.LimitTime, fmt.Sprintf("processor time limit exceeded: the worker used more than %d s of processor time", m.cpuSeconds), budget, timeout)
+	case why == "" && st.ExitCode() == exitMemory:
+		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the worker's memory grew by more than %s (twice the budget plus overhead), and the worker was stopped", builtins.FormatBytes(budget), builtins.FormatBytes(m.memCeiling-w.goTotal0)), budget, timeout)
+	case why == "" && outOfMemory(stderr):
+		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the kernel refused the worker more memory (its hard limit is %s over its start) and it stopped (%s)", builtins.FormatBytes(budget), builtins.FormatBytes(m.dataLimit-w.vmData0), stderrLine(stderr)), budget, timeout)
+	case why == killBroken:
+		return failure(job, stderrLine(stderr), fmt.Errorf("the sandbox worker broke the protocol and was stopped: %v", err))
+	}
+	return failure(job, stderrLine(stderr), fmt.Errorf("the sandbox worker %s", exitText(st)))
+}
+
+// outOfMemory reports whether a worker's last words say that it ran out of memory: the Go
+// runtime's fatal error when the kernel refused it memory, a goroutine stack over its limit, or
+// a nil dereference inside the runtime's collector, which is how Go 1.26's collector fails when
+// an allocation of its own is refused.
+func outOfMemory(stderr string) bool {
+	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
+		strings.Contains(stderr, "stack overflow") {
+		return true
+	}
+	first, rest, _ := strings.Cut(stderr, "\n")
+	return strings.HasPrefix(first, "SIGSEGV") && strings.Contains(rest, "addr=0x0") &&
+		(strings.Contains(stderr, "runtime/mgc") || strings.Contains(stderr, "runtime/mheap"))
+}
+
+// exitText describes how a worker that the pool did not stop ended, for messages.
+func exitText(st *os.ProcessState) string {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("was killed by signal %s from outside starplan (another process, or the kernel's out-of-memory killer)", signalName(ws.Signal()))
+	}
+	switch st.ExitCode() {
+	case exitTransport:
+		return "lost its pipe to starplan and stopped"
+	case exitProtocol:
+		return "received a message it did not understand and stopped"
+	case exitOK:
+		return "stopped in the middle of a run"
+	}
+	return fmt.Sprintf("crashed (exit status %d)", st.ExitCode())
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	}
+	return s.String()
+}
+
+// stderrLine picks the line of a worker's standard error that says what went wrong: the Go
+// runtime's "fatal error:" or "panic:" line, else the first line; "" when there is none.
+func stderrLine(s string) string {
+	var first string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "runtime:") {
+			return line
+		}
+		if first == "" {
+			first = line
+		}
+	}
+	return first
+}
+
+// failure is the result of a run that failed for a reason other than a limit. detail is the
+// worker's last words, appended to the message when not empty.
+func failure(job engine.Job, detail string, err error) *sandbox.Result {
+	msg := err.Error()
+	if detail != "" {
+		msg += ": " + detail
+	}
+	program, _ := sandbox.Extract(job.Reply)
+	return &sandbox.Result{
+		Outcome: sandbox.OutcomeRuntimeError,
+		Program: program,
+		Diagnostics: diag.List{{
+			Stage: diag.StageRun, Code: CodeWorker, Message: msg,
+			Hint: "nothing was applied; the worker was replaced, so running the plan again is safe",
+		}},
+	}
+}
+
+// limitFailure is the result of a run whose worker was stopped by a limit.
+func limitFailure(job engine.Job, limit sandbox.Limit, msg string, budget int64, timeout time.Duration) *sandbox.Result {
+	program, _ := sandbox.Extract(job.Reply)
+	hint := fmt.Sprintf("the plan needed more than %s of memory: build smaller values", builtins.FormatBytes(budget))
+	if limit == sandbox.LimitTime {
+		hint = fmt.Sprintf("the plan ran longer than %s: look for a loop that never ends or work that grows too fast", timeout)
+	}
+	return &sandbox.Result{
+		Outcome: sandbox.OutcomeLimitExceeded,
+		Limit:   limit,
+		Program: program,
+		Diagnostics: diag.List{{
+			Stage: diag.StageRun, Code: sandbox.CodeLimit, Message: msg, Hint: hint,
+		}},
+	}
+}
+
+// headBuffer keeps the first max bytes written to it and discards the rest.
+type headBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	max int
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.max - h.b.Len(); room > 0 {
+		h.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.b.String()
+}
+
+var _ io.Writer = (*headBuffer)(nil)

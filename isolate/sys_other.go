@@ -1,0 +1,26 @@
+//go:build !linux
+
+package isolate
+
+import (
+	"errors"
+	"runtime"
+	"syscall"
+)
+
+var errNotLinux = errors.New("OS limits for sandbox workers are implemented for Linux only, not " + runtime.GOOS)
+
+func applyStaticLimits() []string {
+	return []string{"open files, file size, memory, processor time and network are not limited: " + errNotLinux.Error()}
+}
+
+func setRunLimits(dataBytes, cpuSeconds int64) error { return nil }
+
+func vmData() int64 { return 0 }
+
+func spawnAttr(netns bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func namespaceRefused(err error) bool { return true }
+
+// netnsSupported says whether spawnAttr can give a worker its own network namespace.
+const netnsSupported = false

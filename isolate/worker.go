@@ -1,0 +1,367 @@
+package isolate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"math"
+	"os/signal"
+	"runtime/debug"
+	"runtime/metrics"
+	"syscall"
+	"time"
+
+	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/builtins/tables"
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/table"
+)
+
+// Exit codes of a worker, which the pool reads when a worker ends in the middle of a run.
+const (
+	exitOK        = 0
+	exitCPU       = 3 // the processor time limit (RLIMIT_CPU) was reached
+	exitProtocol  = 4 // the pool sent something the worker does not understand
+	exitTransport = 5 // the pipe to the pool broke in the middle of a run
+	exitMemory    = 6 // the Go runtime's memory passed the run's ceiling
+)
+
+// maxPoolFrame is the largest message a worker accepts from the pool, in bytes. The pool's
+// largest messages are the rows of a search; a view holding more than this in one answer is
+// refused with a clear error rather than read.
+const maxPoolFrame = 1 << 30
+
+// WorkerMain is the whole life of a sandbox worker process: it applies the static OS limits to
+// itself, reports ready on out, then runs the plans the pool sends on in, one at a time, until
+// in ends. It returns the process's exit code. Every table call of a plan travels to the pool on
+// out and its answer comes back on in; the worker holds no database handle.
+//
+// The CLI's hidden worker command calls it with the process's standard streams and exits with
+// its result: os.Exit(isolate.WorkerMain(os.Stdin, os.Stdout)). Nothing else in the worker
+// process may write to out. The process must have been started by a Pool.
+func WorkerMain(in io.Reader, out io.Writer) int {
+	warnings := applyStaticLimits()
+	cpu := make(chan os.Signal, 1)
+	signal.Notify(cpu, syscall.SIGXCPU)
+	go func() {
+		<-cpu
+		os.Exit(exitCPU)
+	}()
+	w := &worker{c: newConn(in, out, maxPoolFrame)}
+	w.c.enc.ready(ready{warnings: warnings, vmData: vmData(), goTotal: goTotal()})
+	if err := w.c.send(); err != nil {
+		return exitTransport
+	}
+	for {
+		typ, d, err := w.c.recv()
+		if errors.Is(err, io.EOF) {
+			return exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "starplan sandbox worker: reading from the pool: %v\n", err)
+			return exitTransport
+		}
+		if typ != msgRun {
+			fmt.Fprintf(os.Stderr, "starplan sandbox worker: unexpected message %d\n", typ)
+			return exitProtocol
+		}
+		m := d.run()
+		if d.err != nil {
+			fmt.Fprintf(os.Stderr, "starplan sandbox worker: %v\n", d.err)
+			return exitProtocol
+		}
+		res := w.run(m)
+		w.c.enc.done(done{res: res, vmData: vmData()})
+		if err := w.c.send(); err != nil {
+			return exitTransport
+		}
+	}
+}
+
+// worker is the state a worker keeps between runs: the environment of the last set of schemas
+// (building one costs more than a run). Each run gets a fresh thread and predeclared names from
+// the sandbox; nothing of a run's own survives it.
+type worker struct {
+	c       *conn
+	schemas string
+	env     *sandbox.Env
+}
+
+func (w *worker) run(m *runMsg) *sandbox.Result {
+	if err := setRunLimits(m.dataLimit, m.cpuSeconds); err != nil {
+		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
+	}
+	debug.SetMemoryLimit(m.goLimit)
+	defer debug.SetMemoryLimit(math.MaxInt64)
+	defer watchMemory(m.memCeiling)()
+	if w.env == nil || m.schemas != w.schemas {
+		var schemas []*table.Schema
+		if err := json.Unmarshal([]byte(m.schemas), &schemas); err != nil {
+			return workerFailure(fmt.Errorf("decoding the view's schemas: %w", err))
+		}
+		w.env, w.schemas = engine.NewEnv(schemas), m.schemas
+	}
+	view := newRemoteView(w.c, m.names, w.env)
+	return w.env.Run(context.Background(), sandbox.Request{
+		Reply:  m.reply,
+		Inputs: m.inputs,
+		Limits: m.limits,
+		Bind:   func(th *starlark.Thread) { tables.Bind(th, view, m.now) },
+	})
+}
+
+// memoryMetrics are what debug.SetMemoryLimit counts: everything the runtime has mapped, less
+// what it has returned to the kernel.
+var memoryMetrics = []string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
+
+// goTotal is the Go runtime's memory as debug.SetMemoryLimit counts it, in bytes.
+func goTotal() int64 {
+	s := make([]metrics.Sample, len(memoryMetrics))
+	for i, n := range memoryMetrics {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}
+
+// memoryWatchInterval is how often a running worker compares its memory with its ceiling.
+const memoryWatchInterval = time.Millisecond
+
+// watchMemory stops the process with exitMemory as soon as the runtime's memory passes ceiling,
+// until the returned function is called. One builtin call can allocate without ever returning to
+// the interpreter; this exit is the clean path, and RLIMIT_DATA, somewhat higher, is the hard
+// one. (Go 1.26's collector may dereference nil rather than report a refused allocation, so
+// exiting first also keeps the pool's diagnosis exact.)
+func watchMemory(ceiling int64) (stop func()) {
+	quit := make(chan struct{})
+	go func() {
+		t := time.NewTicker(memoryWatchInterval)
+		defer t.Stop()
+		s := make([]metrics.Sample, len(memoryMetrics))
+		for i, n := range memoryMetrics {
+			s[i].Name = n
+		}
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			metrics.Read(s)
+			if used := int64(s[0].Value.Uint64() - s[1].Value.Uint64()); used > ceiling {
+				fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, ceiling)
+				os.Exit(exitMemory)
+			}
+		}
+	}()
+	return func() { close(quit) }
+}
+
+// workerFailure is the result of a run the worker could not start.
+func workerFailure(err error) *sandbox.Result {
+	return &sandbox.Result{
+		Outcome: sandbox.OutcomeRuntimeError,
+		Diagnostics: diag.List{{
+			Stage: diag.StageRun, Code: CodeWorker, Message: err.Error(),
+			Hint: "this is a fault of starplan's sandbox worker, not of the plan; run it again or run in process",
+		}},
+	}
+}
+
+// remoteView is the worker's table.View: every call goes to the pool, which owns the run's
+// staged view. Dict filters travel as they are and run in the pool, so only matching rows cross
+// the pipe. A function filter (table.Query.Match) cannot cross: the worker fetches the rows that
+// the rest of the query selects, once, and filters them itself. The pool then records all those
+// rows as read, not only the matches, so an apply conflicts on changes to rows the filter
+// rejected: more conservative than in process, never less safe. A write with a function filter
+// is resolved to keys in the worker and sent as a keyed write ({key: {"$in": [...]}}).
+type remoteView struct {
+	c      *conn
+	names  []string
+	tables map[string]*remoteTable
+}
+
+func newRemoteView(c *conn, names []string, env *sandbox.Env) *remoteView {
+	v := &remoteView{c: c, names: names, tables: make(map[string]*remoteTable, len(names))}
+	byName := map[string]*table.Schema{}
+	for _, h := range env.Registry() {
+		if tv, ok := h.Value.(*tables.TableValue); ok {
+			byName[tv.Schema().Name] = tv.Schema()
+		}
+	}
+	for _, n := range names {
+		if s := byName[n]; s != nil {
+			v.tables[n] = &remoteTable{c: c, name: n, schema: s}
+		}
+	}
+	return v
+}
+
+func (v *remoteView) Names() []string { return v.names }
+
+func (v *remoteView) Table(name string) (table.Table, bool) {
+	t, ok := v.tables[name]
+	return t, ok
+}
+
+// remoteTable is one table of a remoteView.
+type remoteTable struct {
+	c      *conn
+	name   string
+	schema *table.Schema
+}
+
+// roundTrip sends one call and returns the pool's answer. A broken pipe ends the worker: the
+// pool is gone or has given up on this run.
+func (t *remoteTable) roundTrip(c *call) (*answer, error) {
+	c.table = t.name
+	if err := t.c.enc.call(c); err != nil {
+		return nil, err // a value that cannot cross: the plan's error
+	}
+	if err := t.c.send(); err != nil {
+		os.Exit(exitTransport)
+	}
+	typ, d, err := t.c.recv()
+	if err != nil {
+		os.Exit(exitTransport)
+	}
+	if typ != msgReply {
+		fmt.Fprintf(os.Stderr, "starplan sandbox worker: unexpected message %d during a call\n", typ)
+		os.Exit(exitProtocol)
+	}
+	a := d.answer(c.op)
+	if d.err != nil {
+		fmt.Fprintf(os.Stderr, "starplan sandbox worker: %v\n", d.err)
+		os.Exit(exitProtocol)
+	}
+	return a, a.err
+}
+
+func (t *remoteTable) Schema() *table.Schema { return t.schema }
+
+// Len is the number of rows the run sees. table.Table.Len has no error: a failure of the pool
+// ends the worker (see roundTrip), and a value error cannot happen.
+func (t *remoteTable) Len() int {
+	a, err := t.roundTrip(&call{op: opLen})
+	if err != nil {
+		return 0
+	}
+	return a.n
+}
+
+// candidates fetches the rows q selects without its function filter.
+func (t *remoteTable) candidates(q table.Query) ([]table.Row, error) {
+	lim := q.Limit
+	if q.Match != nil {
+		lim = 0
+	}
+	a, err := t.roundTrip(&call{op: opFind, where: q.Where, limit: lim, reverse: q.Reverse})
+	if err != nil {
+		return nil, err
+	}
+	return a.rows, nil
+}
+
+// filter applies q's function filter and limit to rows, in place.
+func filter(rows []table.Row, q table.Query) ([]table.Row, error) {
+	if q.Match == nil {
+		return rows, nil
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		ok, err := q.Match(r)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, r)
+			if q.Limit > 0 && len(out) == q.Limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func (t *remoteTable) Find(q table.Query) ([]table.Row, error) {
+	rows, err := t.candidates(q)
+	if err != nil {
+		return nil, err
+	}
+	return filter(rows, q)
+}
+
+func (t *remoteTable) Count(q table.Query) (int, error) {
+	if q.Match == nil {
+		a, err := t.roundTrip(&call{op: opCount, where: q.Where})
+		if err != nil {
+			return 0, err
+		}
+		return a.n, nil
+	}
+	q.Limit = 0
+	rows, err := t.Find(q)
+	return len(rows), err
+}
+
+func (t *remoteTable) Get(key any) (table.Row, bool, error) {
+	a, err := t.roundTrip(&call{op: opGet, key: key})
+	if err != nil {
+		return nil, false, err
+	}
+	return a.row, a.row != nil, nil
+}
+
+func (t *remoteTable) Insert(row table.Row) (any, error) {
+	a, err := t.roundTrip(&call{op: opInsert, row: row})
+	if err != nil {
+		return nil, err
+	}
+	return a.key, nil
+}
+
+// keyed turns a query with a function filter into the dict filter of the keys it matches.
+func (t *remoteTable) keyed(q table.Query) (table.Query, error) {
+	if q.Match == nil {
+		return q, nil
+	}
+	rows, err := t.Find(table.Query{Where: q.Where, Match: q.Match, Limit: q.Limit})
+	if err != nil {
+		return table.Query{}, err
+	}
+	keys := make([]any, len(rows))
+	for i, r := range rows {
+		keys[i] = r[t.schema.Key]
+	}
+	return table.Query{Where: map[string]any{t.schema.Key: map[string]any{"$in": keys}}}, nil
+}
+
+func (t *remoteTable) Update(fields table.Row, q table.Query) (int, error) {
+	q, err := t.keyed(q)
+	if err != nil {
+		return 0, err
+	}
+	a, err := t.roundTrip(&call{op: opUpdate, row: fields, where: q.Where, limit: q.Limit})
+	if err != nil {
+		return 0, err
+	}
+	return a.n, nil
+}
+
+func (t *remoteTable) Remove(q table.Query) (int, error) {
+	q, err := t.keyed(q)
+	if err != nil {
+		return 0, err
+	}
+	a, err := t.roundTrip(&call{op: opRemove, where: q.Where, limit: q.Limit})
+	if err != nil {
+		return 0, err
+	}
+	return a.n, nil
+}
