@@ -385,7 +385,10 @@ func (c *conn) recv() (byte, *decoder, error) {
 		return 0, nil, err
 	}
 	n := int(binary.LittleEndian.Uint32(hdr[:]))
-	if n < 1 || n > c.max {
+	if n < 1 {
+		return 0, nil, errMalformed
+	}
+	if n > c.max {
 		return 0, nil, &errTooLarge{size: n, max: c.max}
 	}
 	payload := make([]byte, n)

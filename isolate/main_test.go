@@ -66,3 +66,21 @@ func job(st *store.Store, src string, limits sandbox.Limits) (engine.Job, *store
 }
 
 var bg = context.Background()
+
+type storeT = *store.Store
+
+// resetPeakRSS resets the process's peak resident set (VmHWM) to its current resident set and
+// returns it, in bytes.
+func resetPeakRSS(t testing.TB) int64 {
+	t.Helper()
+	require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0), "resetting VmHWM needs Linux ≥ 4.0")
+	return peakRSS(t)
+}
+
+// peakRSS is the process's peak resident set (VmHWM), in bytes.
+func peakRSS(t testing.TB) int64 {
+	t.Helper()
+	n := statusField("/proc/self/status", "VmHWM:")
+	require.Positive(t, n)
+	return n
+}

@@ -477,6 +477,7 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 		names:   names,
 		reply:   job.Reply,
 		inputs:  job.Inputs,
+		globals: job.Globals,
 		limits:  job.Limits,
 		now:     job.Now,
 	}, nil

@@ -59,6 +59,7 @@ type runMsg struct {
 	names   []string
 	reply   string
 	inputs  map[string]any
+	globals []string // the globals the result must carry (nil: all)
 	limits  sandbox.Limits
 	now     time.Time
 	// dataLimit is the worker's data segment limit for the run, in bytes (RLIMIT_DATA).
@@ -80,6 +81,8 @@ func (e *encoder) run(m *runMsg) error {
 	if err := e.value(m.inputs); err != nil {
 		return err
 	}
+	e.bool(m.globals != nil)
+	e.strings(m.globals)
 	l := m.limits
 	e.uvarint(l.MaxSteps)
 	e.varint(int64(l.Timeout))
@@ -102,6 +105,9 @@ func (e *encoder) run(m *runMsg) error {
 func (d *decoder) run() *runMsg {
 	m := &runMsg{schemas: d.string(), names: d.strings(), reply: d.string()}
 	m.inputs, _ = d.value().(map[string]any)
+	if some, names := d.bool(), d.strings(); some {
+		m.globals = append([]string{}, names...)
+	}
 	m.limits = sandbox.Limits{
 		MaxSteps:   d.uvarint(),
 		Timeout:    time.Duration(d.varint()),
@@ -340,10 +346,13 @@ func (e *encoder) done(m done) {
 		e.string(x.Before)
 		e.string(x.After)
 	}
-	// Globals are plain values by construction (sandbox.plainGlobals); a failure here would be
-	// a defect, and the run's globals then arrive empty rather than the run failing.
+	// Only a run that ended ok sends its globals: a failed run's are half-set, nothing reads
+	// them (the engine takes STATUS and answer_text from ok runs only), and a hostile plan
+	// would otherwise push everything it built before failing into the parent. Globals are
+	// plain values by construction (sandbox.plainGlobals); a failure here would be a defect,
+	// and the globals then arrive empty rather than the run failing.
 	mark := len(e.buf)
-	if err := e.value(r.Globals); err != nil {
+	if r.Outcome != sandbox.OutcomeOK || e.value(r.Globals) != nil {
 		e.buf = append(e.buf[:mark], tagNil)
 	}
 	e.uvarint(r.Steps)

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"math"
+	"os"
 	"os/signal"
 	"runtime/debug"
 	"runtime/metrics"
@@ -109,10 +109,11 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 	}
 	view := newRemoteView(w.c, m.names, w.env)
 	return w.env.Run(context.Background(), sandbox.Request{
-		Reply:  m.reply,
-		Inputs: m.inputs,
-		Limits: m.limits,
-		Bind:   func(th *starlark.Thread) { tables.Bind(th, view, m.now) },
+		Reply:   m.reply,
+		Inputs:  m.inputs,
+		Limits:  m.limits,
+		Bind:    func(th *starlark.Thread) { tables.Bind(th, view, m.now) },
+		Globals: m.globals,
 	})
 }
 
@@ -343,6 +344,14 @@ func (t *remoteTable) keyed(q table.Query) (table.Query, error) {
 }
 
 func (t *remoteTable) Update(fields table.Row, q table.Query) (int, error) {
+	if q.Match != nil {
+		// The view checks the fields before it runs a filter; an update that matches no key
+		// has it check them before the function runs here, so a bad field fails the same way.
+		none := map[string]any{t.schema.Key: map[string]any{"$in": []any{}}}
+		if _, err := t.roundTrip(&call{op: opUpdate, row: fields, where: none}); err != nil {
+			return 0, err
+		}
+	}
 	q, err := t.keyed(q)
 	if err != nil {
 		return 0, err

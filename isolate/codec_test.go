@@ -1,0 +1,239 @@
+package isolate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/table"
+)
+
+// pipe encodes with one conn and decodes with another, through a buffer.
+func roundTrip(t *testing.T, build func(e *encoder) error) (byte, *decoder) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := newConn(nil, &buf, 0)
+	require.NoError(t, build(&w.enc))
+	require.NoError(t, w.send())
+	r := newConn(&buf, nil, 1<<30)
+	typ, d, err := r.recv()
+	require.NoError(t, err)
+	return typ, d
+}
+
+// TestValueKinds: every kind of table.Row value arrives as the same Go kind; JSON would turn
+// int64 into float64 and lose 1 != 1.0.
+func TestValueKinds(t *testing.T) {
+	values := []any{
+		nil, true, false,
+		int64(0), int64(1), int64(-1), int64(math.MaxInt64), int64(math.MinInt64),
+		float64(1), 0.5, math.Copysign(0, -1), math.Inf(1), math.MaxFloat64,
+		"", "Aviator", "ünïcødé ✓", string([]byte{0, 255, 1}),
+		[]any{}, []any{int64(1), 1.0, "1", nil, []any{[]any{}}},
+		map[string]any{}, map[string]any{"a": int64(1), "b": map[string]any{"a": 2.5, "c": []any{false}}},
+	}
+	for _, v := range values {
+		t.Run(fmt.Sprintf("%T %v", v, v), func(t *testing.T) {
+			_, d := roundTrip(t, func(e *encoder) error { e.reset(msgReply); return e.value(v) })
+			got := d.value()
+			require.NoError(t, d.err)
+			assert.Equal(t, v, got)
+			if f, ok := v.(float64); ok {
+				assert.Equal(t, math.Float64bits(f), math.Float64bits(got.(float64)), "the exact bits")
+			}
+		})
+	}
+	_, d := roundTrip(t, func(e *encoder) error { e.reset(msgReply); return e.value(math.NaN()) })
+	assert.True(t, math.IsNaN(d.value().(float64)))
+
+	var e encoder
+	e.reset(msgReply)
+	assert.ErrorContains(t, e.value(struct{}{}), "Go type struct {}")
+	assert.ErrorContains(t, e.value(map[string]any{"f": func() {}}), "cannot cross")
+}
+
+// TestRowsShareKeys: the field names of many rows are written once per frame.
+func TestRowsShareKeys(t *testing.T) {
+	rows := make([]table.Row, 1000)
+	for i := range rows {
+		rows[i] = table.Row{"item_id": fmt.Sprintf("SG%03d", i), "quantity_in_stock": int64(i), "price": float64(i) + 0.5}
+	}
+	var e encoder
+	e.reset(msgReply)
+	require.NoError(t, e.rows(rows))
+	assert.Less(t, len(e.buf), 1000*(1+1+6+2+3+2+9)+100, "each row costs its values and three one-byte key references")
+	d := newDecoder(e.buf[5:])
+	assert.Equal(t, rows, d.rows())
+	require.NoError(t, d.err)
+}
+
+func TestMessagesRoundTrip(t *testing.T) {
+	t.Run("run", func(t *testing.T) {
+		m := &runMsg{
+			schemas: `[{"name":"inventory"}]`, names: []string{"inventory", "transactions"},
+			reply: "x = 1", inputs: map[string]any{"user_request": "buy 2"},
+			globals: []string{"STATUS", "answer_text"},
+			limits:  sandbox.Limits{MaxSteps: 7, Timeout: 3 * time.Second, MaxOutput: 5, MaxMemory: 1 << 20, MaxProgram: 9, MaxNesting: 4},
+			now:     time.Date(2025, 3, 14, 17, 9, 26, 123, time.FixedZone("UTC+2", 2*3600)),
+			goLimit: 1, memCeiling: 2, dataLimit: 3, cpuSeconds: 4,
+		}
+		typ, d := roundTrip(t, func(e *encoder) error { return e.run(m) })
+		assert.Equal(t, msgRun, typ)
+		got := d.run()
+		require.NoError(t, d.err)
+		assert.True(t, m.now.Equal(got.now))
+		assert.Equal(t, m.now.Format(time.RFC3339Nano), got.now.Format(time.RFC3339Nano), "the same wall clock and offset")
+		got.now = m.now
+		assert.Equal(t, m, got)
+
+		m.globals = nil
+		_, d = roundTrip(t, func(e *encoder) error { return e.run(m) })
+		assert.Nil(t, d.run().globals, "nil (every global) stays nil")
+		m.globals = []string{}
+		_, d = roundTrip(t, func(e *encoder) error { return e.run(m) })
+		assert.Equal(t, []string{}, d.run().globals, "no global at all stays empty")
+	})
+	t.Run("calls", func(t *testing.T) {
+		where := map[string]any{"price": map[string]any{"$lt": int64(100)}}
+		for _, c := range []*call{
+			{op: opLen, table: "inventory"},
+			{op: opFind, table: "inventory", where: where, limit: 3, reverse: true},
+			{op: opFind, table: "inventory"},
+			{op: opCount, table: "inventory", where: where},
+			{op: opGet, table: "inventory", key: "SG001"},
+			{op: opGet, table: "numbers", key: int64(7)},
+			{op: opInsert, table: "inventory", row: table.Row{"item_id": "SG9", "price": 1.0}},
+			{op: opUpdate, table: "inventory", row: table.Row{"price": 2.0}, where: where, limit: 1},
+			{op: opRemove, table: "inventory", where: where},
+		} {
+			typ, d := roundTrip(t, func(e *encoder) error { return e.call(c) })
+			assert.Equal(t, msgCall, typ)
+			assert.Equal(t, c, d.call())
+			require.NoError(t, d.err)
+		}
+	})
+	t.Run("answers", func(t *testing.T) {
+		rows := []table.Row{{"item_id": "SG001", "quantity_in_stock": int64(3)}}
+		for _, tc := range []struct {
+			op byte
+			a  *answer
+		}{
+			{opLen, &answer{n: 6}},
+			{opFind, &answer{rows: rows}},
+			{opFind, &answer{}},
+			{opGet, &answer{row: rows[0]}},
+			{opGet, &answer{}},
+			{opInsert, &answer{key: "TXN002"}},
+			{opInsert, &answer{key: int64(2)}},
+			{opUpdate, &answer{n: 2}},
+		} {
+			_, d := roundTrip(t, func(e *encoder) error { return e.answer(tc.op, tc.a) })
+			assert.Equal(t, tc.a, d.answer(tc.op))
+			require.NoError(t, d.err)
+		}
+	})
+	t.Run("done", func(t *testing.T) {
+		res := &sandbox.Result{
+			Outcome: sandbox.OutcomeOK, Program: "x = 1",
+			Diagnostics: diag.List{{Stage: diag.StageRun, Code: "c", Line: 1, Col: 2, Message: "m", Hint: "h"}},
+			Stdout:      "hi\n", StdoutTruncated: true,
+			Rewrites: []pycompat.Rewrite{{Line: 3, Rule: "r", Before: "b", After: "a"}},
+			Globals:  map[string]any{"STATUS": "success", "n": int64(2)},
+			Steps:    42, Duration: time.Millisecond,
+		}
+		_, d := roundTrip(t, func(e *encoder) error { e.done(done{res: res, vmData: 5}); return nil })
+		assert.Equal(t, done{res: res, vmData: 5}, d.done())
+		require.NoError(t, d.err)
+
+		res.Outcome, res.Limit = sandbox.OutcomeLimitExceeded, sandbox.LimitMemory
+		_, d = roundTrip(t, func(e *encoder) error { e.done(done{res: res}); return nil })
+		got := d.done().res
+		assert.Nil(t, got.Globals, "a run that did not end ok sends no globals")
+		assert.Equal(t, sandbox.LimitMemory, got.Limit)
+	})
+}
+
+// TestErrorsKeepTheirTypes: the view's typed errors arrive as the same types with the same
+// messages, so errors.As in the builtins and the message a plan's author reads are unchanged.
+func TestErrorsKeepTheirTypes(t *testing.T) {
+	fe := &table.FieldError{Table: "inventory", Key: "SG001", Field: "price", Value: -1.0, Rule: "must be >= 0"}
+	qe := &table.QueryError{Table: "inventory", Message: "unknown field pricee", Suggestion: "price"}
+	wrapped := fmt.Errorf("validating: %w", fe)
+	for _, err := range []error{fe, qe, wrapped, errors.New("plain")} {
+		_, d := roundTrip(t, func(e *encoder) error { return e.answer(opInsert, &answer{err: err}) })
+		got := d.answer(opInsert).err
+		require.NoError(t, d.err)
+		assert.Equal(t, err.Error(), got.Error())
+		var gfe *table.FieldError
+		var gqe *table.QueryError
+		assert.Equal(t, errors.As(err, new(*table.FieldError)), errors.As(got, &gfe))
+		assert.Equal(t, errors.As(err, new(*table.QueryError)), errors.As(got, &gqe))
+		if gfe != nil {
+			assert.Equal(t, fe, gfe)
+		}
+		if gqe != nil {
+			assert.Equal(t, qe, gqe)
+		}
+	}
+}
+
+// TestHostileFrames: a truncated or corrupt payload fails to decode; it never panics and never
+// allocates what its lengths claim.
+func TestHostileFrames(t *testing.T) {
+	var e encoder
+	res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Globals: map[string]any{"l": []any{int64(1), "x", map[string]any{"k": 1.5}}}}
+	e.done(done{res: res})
+	payload := e.buf[5:]
+	for n := range len(payload) {
+		d := newDecoder(bytes.Clone(payload[:n]))
+		d.done()
+		assert.Error(t, d.err, "truncated at %d of %d bytes", n, len(payload))
+	}
+	huge := []byte{tagList, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}
+	d := newDecoder(huge)
+	assert.Empty(t, d.value())
+	assert.ErrorIs(t, d.err, errMalformed, "a count larger than the payload could hold")
+
+	deep := bytes.Repeat([]byte{tagList, 1}, 10_000)
+	d = newDecoder(deep)
+	d.value()
+	assert.ErrorIs(t, d.err, errMalformed, "nesting is bounded")
+
+	c := newConn(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0x7f, msgDone}), nil, 1<<20)
+	_, _, err := c.recv()
+	var tl *errTooLarge
+	assert.ErrorAs(t, err, &tl, "a frame over the limit is refused before it is read")
+	c = newConn(bytes.NewReader([]byte{0, 0, 0, 0}), nil, 1<<20)
+	_, _, err = c.recv()
+	assert.ErrorIs(t, err, errMalformed)
+	c = newConn(bytes.NewReader([]byte{9, 0, 0, 0, msgDone, 1}), nil, 1<<20)
+	_, _, err = c.recv()
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}
+
+// FuzzDecode: no input makes a decoder panic.
+func FuzzDecode(f *testing.F) {
+	var e encoder
+	e.done(done{res: &sandbox.Result{Outcome: sandbox.OutcomeOK, Globals: map[string]any{"a": []any{int64(1)}}}})
+	f.Add(bytes.Clone(e.buf[5:]))
+	_ = e.call(&call{op: opUpdate, table: "t", row: table.Row{"a": 1.0}, where: map[string]any{"k": "v"}})
+	f.Add(bytes.Clone(e.buf[5:]))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		newDecoder(bytes.Clone(b)).done()
+		newDecoder(bytes.Clone(b)).call()
+		newDecoder(bytes.Clone(b)).run()
+		for op := opLen; op <= opRemove; op++ {
+			newDecoder(bytes.Clone(b)).answer(op)
+		}
+	})
+}
