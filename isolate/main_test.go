@@ -17,9 +17,16 @@ import (
 // tests, as the CLI's hidden worker command does.
 const workerEnv = "STARPLAN_ISOLATE_TEST_WORKER"
 
+// modeEnv makes the test binary one of the helper processes of the OS-limit tests (see
+// helperMain).
+const modeEnv = "STARPLAN_ISOLATE_TEST_MODE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
 		os.Exit(WorkerMain(os.Stdin, os.Stdout))
+	}
+	if mode := os.Getenv(modeEnv); mode != "" {
+		os.Exit(helperMain(mode))
 	}
 	os.Exit(m.Run())
 }

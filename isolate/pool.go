@@ -320,10 +320,12 @@ func (p *Pool) forget(w *proc, why killReason) bool {
 	return ok
 }
 
-// discard forgets a worker and frees its slot.
+// discard forgets a worker, frees its slot and starts a replacement in the background when
+// fewer than Warm are ready.
 func (p *Pool) discard(w *proc, why killReason) {
 	if p.forget(w, why) {
 		<-p.slots
+		p.fill()
 	}
 }
 
@@ -630,14 +632,17 @@ func (p *Pool) failed(w *proc, job engine.Job, m *runMsg, err error, budget int6
 	return failure(job, stderrLine(stderr), fmt.Errorf("the sandbox worker %s", exitText(st)))
 }
 
-// outOfMemory reports whether a worker's last words say that it ran out of memory: the Go
-// runtime's fatal error when the kernel refused it memory, a goroutine stack over its limit, or
-// a nil dereference inside the runtime's collector, which is how Go 1.26's collector fails when
-// an allocation of its own is refused.
+// outOfMemory reports whether a worker's last words say that the kernel refused it memory: the
+// Go runtime's fatal errors for a refused heap or stack, a thread that could not be created
+// (with cgo each thread's stack is an 8 MiB mapping that RLIMIT_DATA counts), or a nil
+// dereference inside the runtime's collector, which is how Go 1.26's collector fails when an
+// allocation of its own is refused.
 func outOfMemory(stderr string) bool {
-	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
-		strings.Contains(stderr, "stack overflow") {
-		return true
+	for _, s := range []string{"out of memory", "cannot allocate memory", "stack overflow",
+		"pthread_create failed", "failed to create new OS thread"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
 	}
 	first, rest, _ := strings.Cut(stderr, "\n")
 	return strings.HasPrefix(first, "SIGSEGV") && strings.Contains(rest, "addr=0x0") &&

@@ -25,7 +25,13 @@ const maxOpenFiles = 32
 func applyStaticLimits() []string {
 	var warnings []string
 	set := func(name string, res int, v uint64) {
-		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+		var lim unix.Rlimit
+		err := unix.Getrlimit(res, &lim)
+		if err == nil {
+			v = min(v, lim.Max) // a stricter hard limit stays
+			err = unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v})
+		}
+		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s could not be limited: %v", name, err))
 		}
 	}
@@ -124,9 +130,15 @@ const (
 
 // denySockets installs a seccomp filter on every thread of the process that makes socket,
 // socketpair and io_uring_setup fail with EPERM. Without a socket the worker has no network,
-// whatever namespace it runs in. Syscalls of a foreign ABI (i386, x32) are denied too, since
-// their numbers differ.
+// whatever namespace it runs in.
 func denySockets() error {
+	return denySyscalls(unix.SYS_SOCKET, unix.SYS_SOCKETPAIR, unix.SYS_IO_URING_SETUP)
+}
+
+// denySyscalls installs a seccomp filter on every thread of the process that makes the given
+// system calls fail with EPERM. Calls of a foreign ABI (i386, x32) are denied too, since their
+// numbers differ. Filters stack: a later one cannot allow what an earlier one denies.
+func denySyscalls(nrs ...uint32) error {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -143,16 +155,16 @@ func denySockets() error {
 		ret  = unix.BPF_RET | unix.BPF_K
 		deny = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	)
-	denied := []uint32{unix.SYS_SOCKET, unix.SYS_SOCKETPAIR, unix.SYS_IO_URING_SETUP}
-	// Layout: 0 arch check, 1 load nr, 2 x32 check, then one jump per denied call, allow, deny.
-	n := uint8(len(denied))
+	// Layout: 0 load arch, 1 arch check, 2 load nr, 3 x32 check, then one jump per denied call,
+	// allow, deny. Jump offsets count from the next instruction.
+	n := uint8(len(nrs))
 	prog := []unix.SockFilter{
 		{Code: ld, K: offArch},
 		{Code: jeq, K: arch, Jt: 0, Jf: n + 3}, // foreign ABI: deny
 		{Code: ld, K: offNr},
 		{Code: jge, K: 0x40000000, Jt: n + 1, Jf: 0}, // x32 ABI on amd64: deny
 	}
-	for i, nr := range denied {
+	for i, nr := range nrs {
 		prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: n - uint8(i), Jf: 0})
 	}
 	prog = append(prog,

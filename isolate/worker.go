@@ -47,12 +47,7 @@ const maxPoolFrame = 1 << 30
 // process may write to out. The process must have been started by a Pool.
 func WorkerMain(in io.Reader, out io.Writer) int {
 	warnings := applyStaticLimits()
-	cpu := make(chan os.Signal, 1)
-	signal.Notify(cpu, syscall.SIGXCPU)
-	go func() {
-		<-cpu
-		os.Exit(exitCPU)
-	}()
+	exitOnCPULimit()
 	w := &worker{c: newConn(in, out, maxPoolFrame)}
 	w.c.enc.ready(ready{warnings: warnings, vmData: vmData(), goTotal: goTotal()})
 	if err := w.c.send(); err != nil {
@@ -82,6 +77,17 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 			return exitTransport
 		}
 	}
+}
+
+// exitOnCPULimit makes the process exit with exitCPU when the kernel signals that it passed its
+// soft RLIMIT_CPU (the Go runtime ignores SIGXCPU otherwise).
+func exitOnCPULimit() {
+	cpu := make(chan os.Signal, 1)
+	signal.Notify(cpu, syscall.SIGXCPU)
+	go func() {
+		<-cpu
+		os.Exit(exitCPU)
+	}()
 }
 
 // worker is the state a worker keeps between runs: the environment of the last set of schemas

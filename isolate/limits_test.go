@@ -1,0 +1,239 @@
+//go:build linux
+
+package isolate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/starplan/starplan/sandbox"
+)
+
+// helperMain is the body of the helper processes that check one OS limit each, outside any
+// pool: what they print and their exit code are the evidence.
+func helperMain(mode string) int {
+	switch mode {
+	case "rlimit-data":
+		// Allowed 64 MiB over its data segment, the process asks for 256 MiB in one block.
+		if err := setRunLimits(vmData()+64<<20, 60); err != nil {
+			fmt.Println("setRunLimits:", err)
+			return 1
+		}
+		b := make([]byte, 256<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated", len(b))
+		return 0
+	case "rlimit-cpu":
+		exitOnCPULimit()
+		if err := setRunLimits(1<<40, 1); err != nil {
+			fmt.Println("setRunLimits:", err)
+			return 1
+		}
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		}
+		fmt.Println("spun for 20 s")
+		return 0
+	case "seccomp":
+		if err := denySockets(); err != nil {
+			fmt.Println("denySockets:", err)
+			return 1
+		}
+		// Every thread is filtered, not only the one that installed the filter.
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				runtime.LockOSThread()
+				fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+				if err == nil {
+					syscall.Close(fd)
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; !errors.Is(err, syscall.EPERM) {
+				fmt.Println("socket on a thread:", err)
+				return 1
+			}
+		}
+		if _, err := net.DialTimeout("tcp", "127.0.0.1:9", time.Second); err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+			fmt.Println("dial:", err)
+			return 1
+		}
+		if _, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0); !errors.Is(err, syscall.EPERM) {
+			fmt.Println("socketpair:", err)
+			return 1
+		}
+		if f, err := os.Open("/proc/self/status"); err != nil {
+			fmt.Println("files still open:", err)
+			return 1
+		} else {
+			f.Close()
+		}
+		fmt.Println("denied")
+		return 0
+	case "no-seccomp-worker":
+		// A worker started under a filter that denies seccomp itself: it cannot add its own.
+		if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
+			fmt.Fprintln(os.Stderr, "denySyscalls:", err)
+			return 1
+		}
+		return WorkerMain(os.Stdin, os.Stdout)
+	}
+	fmt.Println("unknown mode", mode)
+	return 2
+}
+
+// helper runs the test binary in a helper mode and returns its output and exit code.
+func helper(t *testing.T, mode string) (string, int) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = []string{modeEnv + "=" + mode}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &ee, out.String())
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestDataLimitIsHard: past RLIMIT_DATA the kernel refuses memory and the Go runtime dies with
+// the error the pool reads as the memory limit.
+func TestDataLimitIsHard(t *testing.T) {
+	out, code := helper(t, "rlimit-data")
+	assert.NotEqual(t, 0, code, out)
+	assert.NotContains(t, out, "allocated")
+	assert.True(t, outOfMemory(out), "the pool would read this as the memory limit: %.300s", out)
+}
+
+// TestCPULimit: past the soft RLIMIT_CPU the kernel sends SIGXCPU, and the process exits with
+// the code the pool reads as the time limit.
+func TestCPULimit(t *testing.T) {
+	start := time.Now()
+	out, code := helper(t, "rlimit-cpu")
+	assert.Equal(t, exitCPU, code, out)
+	assert.Less(t, time.Since(start), 15*time.Second, "stopped after about one second of processor time")
+}
+
+// TestSocketsDenied: after the seccomp filter no thread of the process can create a socket;
+// files still open.
+func TestSocketsDenied(t *testing.T) {
+	out, code := helper(t, "seccomp")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "denied")
+}
+
+// TestWorkerConfinement reads what the kernel says about a live worker: its limits, its
+// seccomp filter and its network namespace.
+func TestWorkerConfinement(t *testing.T) {
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	assert.Empty(t, p.Warnings(), "every limit applies on this machine")
+	st := openStore(t)
+	j, _ := job(st, `n = len(inventory_tbl)`, sandbox.Limits{MaxMemory: 32 << 20, Timeout: 3 * time.Second})
+	require.Equal(t, sandbox.OutcomeOK, p.Run(bg, j).Outcome)
+
+	w := onlyWorker(t, p)
+	pid := w.cmd.Process.Pid
+	limits := procLimits(t, pid)
+	assert.Equal(t, [2]string{"32", "32"}, limits["Max open files"])
+	assert.Equal(t, [2]string{"0", "0"}, limits["Max file size"])
+	assert.Equal(t, [2]string{"0", "0"}, limits["Max core file size"])
+	wantData := w.vmData0 + 2*(32<<20) + DefaultOverhead
+	assert.Equal(t, strconv.FormatInt(wantData, 10), limits["Max data size"][0], "the last run's memory limit")
+	cpu, err := strconv.Atoi(limits["Max cpu time"][0])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, cpu, 2*3+2, "the last run's processor time")
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^Seccomp:\s+2$`, string(status), "a seccomp filter")
+	assert.Regexp(t, `(?m)^NoNewPrivs:\s+1$`, string(status))
+
+	mine, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	require.NoError(t, err)
+	assert.NotEqual(t, mine, theirs, "the worker has its own network namespace")
+
+	shared := newPool(t, Options{Warm: 1, MaxWorkers: 1, NoNetworkNamespace: true})
+	theirs, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", onlyWorker(t, shared).cmd.Process.Pid))
+	require.NoError(t, err)
+	assert.Equal(t, mine, theirs, "NoNetworkNamespace keeps the parent's")
+}
+
+// TestWarningsReportWhatCouldNotApply: a worker that cannot install its seccomp filter says so
+// once, at start-up, and still runs plans.
+func TestWarningsReportWhatCouldNotApply(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	p, err := NewPool(Options{Command: []string{exe}, Env: []string{modeEnv + "=no-seccomp-worker"}})
+	require.NoError(t, err)
+	defer p.Close()
+	warnings := p.Warnings()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "no seccomp filter against sockets")
+	assert.Contains(t, warnings[0], "operation not permitted")
+
+	st := openStore(t)
+	j, _ := job(st, `n = len(inventory_tbl)`, sandbox.Limits{})
+	res := p.Run(bg, j)
+	assert.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, warnings, p.Warnings(), "reported once, not per worker or run")
+}
+
+// onlyWorker returns the pool's single live worker.
+func onlyWorker(t *testing.T, p *Pool) *proc {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.live) == 1 && p.starting == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w := range p.live {
+		return w
+	}
+	return nil
+}
+
+// procLimits parses /proc/<pid>/limits: limit name → soft, hard.
+func procLimits(t *testing.T, pid int) map[string][2]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	require.NoError(t, err)
+	out := map[string][2]string{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		if len(line) < 26 {
+			continue
+		}
+		f := strings.Fields(line[25:])
+		if len(f) >= 2 {
+			out[strings.TrimSpace(line[:25])] = [2]string{f[0], f[1]}
+		}
+	}
+	return out
+}
