@@ -3,6 +3,7 @@ package sandbox
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,5 +161,22 @@ func TestCheckSizeAndNestingCaps(t *testing.T) {
 func TestEveryPythonismWordIsACandidate(t *testing.T) {
 	for _, p := range Pythonisms {
 		assert.True(t, isCandidate(p.Word), p.Word)
+	}
+}
+
+// A carriage return or form feed at the start of a line once made the scanner loop forever
+// (found by FuzzRun; the corpus keeps the input).
+func TestLexEndsOnControlCharactersAtLineStart(t *testing.T) {
+	for _, src := range []string{"\r#0", "\f\nx = 1\n", "x = 1\n\r\n\f\f"} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			lex(src)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lex(%q) does not end", src)
+		}
 	}
 }

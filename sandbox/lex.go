@@ -84,7 +84,7 @@ func lex(src string) lexResult {
 			newline(i)
 			i++
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f':
-			if lineStart && brackets == 0 && i == lineOff {
+			if lineStart && brackets == 0 && i == lineOff && (c == ' ' || c == '\t') {
 				w := 0
 				for i < len(src) && (src[i] == ' ' || src[i] == '\t') {
 					if src[i] == '\t' {
