@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
+	"slices"
 	"unsafe"
 )
 
@@ -151,12 +153,53 @@ func (e *encoder) row(m map[string]any) error {
 	return nil
 }
 
-// rows writes a list of maps.
-func (e *encoder) rows(rs []map[string]any) error {
+// maxShape is the most fields a row shape has (one bit each in a row's presence mask).
+const maxShape = 64
+
+// rows writes a list of rows of one table. The fields of shape (the schema's, in order) are
+// written once; then each row is a mask of the shape's fields it has, their values in order,
+// and any other fields as (key, value) pairs. A table's rows never look up a key by name here.
+func (e *encoder) rows(rs []map[string]any, shape []string) error {
+	if len(shape) > maxShape {
+		shape = shape[:maxShape]
+	}
 	e.uvarint(uint64(len(rs)))
+	e.uvarint(uint64(len(shape)))
+	for _, k := range shape {
+		e.string(k)
+	}
+	if len(rs) > 0 {
+		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
+	}
+	var vals [maxShape]any
 	for _, r := range rs {
-		if err := e.row(r); err != nil {
-			return err
+		mask, n := uint64(0), 0
+		for i, k := range shape {
+			v, ok := r[k]
+			if ok {
+				mask |= 1 << i
+				vals[n] = v
+				n++
+			}
+		}
+		e.uvarint(mask)
+		for _, v := range vals[:n] {
+			if err := e.value(v); err != nil {
+				return err
+			}
+		}
+		e.uvarint(uint64(len(r) - n))
+		if n == len(r) {
+			continue
+		}
+		for k, v := range r {
+			if slices.Contains(shape, k) {
+				continue
+			}
+			e.key(k)
+			if err := e.value(v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -339,12 +382,36 @@ func (d *decoder) row() map[string]any {
 
 func (d *decoder) rows() []map[string]any {
 	n := d.count(2)
-	if n == 0 {
+	width := d.uvarint()
+	if width > maxShape {
+		d.fail()
+		return nil
+	}
+	shape := make([]string, width)
+	for i := range shape {
+		shape[i] = d.string()
+	}
+	if n == 0 || d.err != nil {
 		return nil
 	}
 	out := make([]map[string]any, n)
 	for i := range out {
-		out[i] = d.row()
+		mask := d.uvarint()
+		if d.err != nil || mask>>width != 0 {
+			d.fail()
+			return nil
+		}
+		m := make(map[string]any, bits.OnesCount64(mask))
+		for j, k := range shape {
+			if mask&(1<<j) != 0 {
+				m[k] = d.valueAt(1)
+			}
+		}
+		for extra := d.count(2); extra > 0; extra-- {
+			k := d.key()
+			m[k] = d.valueAt(1)
+		}
+		out[i] = m
 	}
 	return out
 }

@@ -62,18 +62,29 @@ func TestValueKinds(t *testing.T) {
 	assert.ErrorContains(t, e.value(map[string]any{"f": func() {}}), "cannot cross")
 }
 
-// TestRowsShareKeys: the field names of many rows are written once per frame.
-func TestRowsShareKeys(t *testing.T) {
+// TestRows: a table's rows are written in the schema's field order, each field's name once
+// per frame; a missing field stays missing (not None), and fields outside the schema survive.
+func TestRows(t *testing.T) {
+	shape := []string{"item_id", "quantity_in_stock", "price"}
 	rows := make([]table.Row, 1000)
 	for i := range rows {
 		rows[i] = table.Row{"item_id": fmt.Sprintf("SG%03d", i), "quantity_in_stock": int64(i), "price": float64(i) + 0.5}
 	}
+	rows[1] = table.Row{"item_id": "SG001", "price": nil}
+	rows[2] = table.Row{"item_id": "SG002", "colour": "red", "tags": []any{"a"}}
+	rows[3] = table.Row{}
 	var e encoder
 	e.reset(msgReply)
-	require.NoError(t, e.rows(rows))
-	assert.Less(t, len(e.buf), 1000*(1+1+6+2+3+2+9)+100, "each row costs its values and three one-byte key references")
+	require.NoError(t, e.rows(rows, shape))
+	assert.LessOrEqual(t, len(e.buf), 1000*(1+7+3+9+1)+100, "a row costs its mask, its values and its count of other fields")
 	d := newDecoder(e.buf[5:])
 	assert.Equal(t, rows, d.rows())
+	require.NoError(t, d.err)
+
+	e.reset(msgReply)
+	require.NoError(t, e.rows(nil, shape))
+	d = newDecoder(e.buf[5:])
+	assert.Empty(t, d.rows())
 	require.NoError(t, d.err)
 }
 
@@ -129,7 +140,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 			a  *answer
 		}{
 			{opLen, &answer{n: 6}},
-			{opFind, &answer{rows: rows}},
+			{opFind, &answer{rows: rows, shape: []string{"item_id"}, total: 3, more: true}},
 			{opFind, &answer{}},
 			{opGet, &answer{row: rows[0]}},
 			{opGet, &answer{}},
@@ -138,7 +149,9 @@ func TestMessagesRoundTrip(t *testing.T) {
 			{opUpdate, &answer{n: 2}},
 		} {
 			_, d := roundTrip(t, func(e *encoder) error { return e.answer(tc.op, tc.a) })
-			assert.Equal(t, tc.a, d.answer(tc.op))
+			want := *tc.a
+			want.shape = nil
+			assert.Equal(t, &want, d.answer(tc.op))
 			require.NoError(t, d.err)
 		}
 	})

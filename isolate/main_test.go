@@ -3,6 +3,7 @@ package isolate
 import (
 	"context"
 	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -17,12 +18,34 @@ import (
 // tests, as the CLI's hidden worker command does.
 const workerEnv = "STARPLAN_ISOLATE_TEST_WORKER"
 
+// profileEnv, when set in a test worker's environment, names a named pipe for its CPU profile
+// (newPool passes ISOLATE_WORKER_CPUPROFILE on; profile one worker at a time).
+const profileEnv = "STARPLAN_ISOLATE_TEST_CPUPROFILE"
+
+// profiled runs WorkerMain under the CPU profiler. A worker may not write files (RLIMIT_FSIZE
+// is 0), so path should be a named pipe that something copies to a file.
+func profiled(path string) int {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return 1
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return 1
+	}
+	defer pprof.StopCPUProfile()
+	return WorkerMain(os.Stdin, os.Stdout)
+}
+
 // modeEnv makes the test binary one of the helper processes of the OS-limit tests (see
 // helperMain).
 const modeEnv = "STARPLAN_ISOLATE_TEST_MODE"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
+		if path := os.Getenv(profileEnv); path != "" {
+			os.Exit(profiled(path))
+		}
 		os.Exit(WorkerMain(os.Stdin, os.Stdout))
 	}
 	if mode := os.Getenv(modeEnv); mode != "" {
@@ -43,6 +66,9 @@ func newPool(t testing.TB, opts Options) *Pool {
 	t.Helper()
 	base := testOptions(t)
 	opts.Command, opts.Env = base.Command, append(base.Env, opts.Env...)
+	if path := os.Getenv("ISOLATE_WORKER_CPUPROFILE"); path != "" {
+		opts.Env = append(opts.Env, profileEnv+"="+path)
+	}
 	p, err := NewPool(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })

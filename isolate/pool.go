@@ -177,20 +177,31 @@ func (p *Pool) Close() error {
 		live = append(live, w)
 	}
 	p.mu.Unlock()
-	for _, w := range live {
-		w.kill(killClosed)
-	}
-	p.bg.Wait()
+	// Idle workers end on their own when their input ends; busy ones are killed.
+	idle := map[*proc]bool{}
 	for {
 		select {
 		case w := <-p.idle:
-			p.discard(w, killClosed)
+			idle[w] = true
+			w.toWorker.Close()
 			continue
 		default:
 		}
 		break
 	}
 	for _, w := range live {
+		if !idle[w] {
+			w.kill(killClosed)
+		}
+	}
+	p.bg.Wait()
+	grace := time.After(time.Second)
+	for _, w := range live {
+		select {
+		case <-w.exited:
+		case <-grace:
+		}
+		p.discard(w, killClosed)
 		<-w.exited
 	}
 	return nil
@@ -522,12 +533,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 				w.kill(killBroken)
 				return p.failed(w, job, m, d.err, budget, timeout)
 			}
-			a := serve(job.View, c)
-			if err := w.c.enc.answer(c.op, a); err != nil {
-				w.c.enc.reset(msgReply)
-				w.c.enc.error(fmt.Errorf("the view's answer cannot be sent to the worker: %w", err))
-			}
-			if err := w.c.send(); err != nil {
+			if err := w.c.reply(c.op, serve(job.View, c)); err != nil {
 				return p.failed(w, job, m, err, budget, timeout)
 			}
 		case msgDone:
@@ -553,6 +559,38 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 	}
 }
 
+// reply sends the answer to a call: a search's rows in parts of findPart rows, each sent as
+// soon as it is encoded. An answer that cannot be encoded is sent as the call's error.
+func (c *conn) reply(op byte, a *answer) error {
+	if op == opFind && a.err == nil {
+		a.total = len(a.rows)
+		all := a.rows
+		for len(all) > findPart {
+			part := *a
+			part.rows, part.more = all[:findPart], true
+			if err := c.enc.answer(op, &part); err != nil {
+				return c.replyError(err)
+			}
+			if err := c.send(); err != nil {
+				return err
+			}
+			all = all[findPart:]
+		}
+		a.rows = all
+	}
+	if err := c.enc.answer(op, a); err != nil {
+		return c.replyError(err)
+	}
+	return c.send()
+}
+
+// replyError answers a call with the error of encoding its answer.
+func (c *conn) replyError(err error) error {
+	c.enc.reset(msgReply)
+	c.enc.error(fmt.Errorf("the view's answer cannot be sent to the worker: %w", err))
+	return c.send()
+}
+
 // serve answers one table call from the run's view. A panic of the view becomes the call's
 // error, as it would be a failed run in process.
 func serve(v table.View, c *call) (a *answer) {
@@ -573,6 +611,7 @@ func serve(v table.View, c *call) (a *answer) {
 		a.n = t.Len()
 	case opFind:
 		a.rows, a.err = t.Find(q)
+		a.shape = shapeOf(t.Schema())
 	case opCount:
 		a.n, a.err = t.Count(q)
 	case opGet:
@@ -591,6 +630,19 @@ func serve(v table.View, c *call) (a *answer) {
 		a.err = fmt.Errorf("unknown table operation %d", c.op)
 	}
 	return a
+}
+
+// shapeOf is the field order a table's rows are sent in: the key when the schema does not
+// declare it as a field, then the fields.
+func shapeOf(s *table.Schema) []string {
+	shape := make([]string, 0, len(s.Fields)+1)
+	if s.Key != "" && s.Field(s.Key) == nil {
+		shape = append(shape, s.Key)
+	}
+	for _, f := range s.Fields {
+		shape = append(shape, f.Name)
+	}
+	return shape
 }
 
 // failed ends a run whose worker stopped answering: it makes sure the process is gone, discards

@@ -198,10 +198,18 @@ func (d *decoder) call() *call {
 type answer struct {
 	err  error
 	n    int         // opLen, opCount, opUpdate, opRemove
-	rows []table.Row // opFind
-	row  table.Row   // opGet (nil: no such row)
-	key  any         // opInsert
+	rows []table.Row // opFind: the rows of this part
+	// shape is the field order rows are written in (the schema's); not sent by itself.
+	shape []string
+	total int       // opFind: the rows of every part
+	more  bool      // opFind: another part follows
+	row   table.Row // opGet (nil: no such row)
+	key   any       // opInsert
 }
+
+// findPart is how many rows one part of a search's answer carries. A large answer goes in
+// parts so that the worker decodes one part while the pool encodes the next.
+const findPart = 2048
 
 // Error kinds in a reply. The kinds plans see most keep their Go types across the pipe, so a
 // caller's errors.As works in the worker as it does in process.
@@ -223,7 +231,9 @@ func (e *encoder) answer(op byte, a *answer) error {
 	case opLen, opCount, opUpdate, opRemove:
 		e.varint(int64(a.n))
 	case opFind:
-		return e.rows(a.rows)
+		e.uvarint(uint64(a.total))
+		e.bool(a.more)
+		return e.rows(a.rows, a.shape)
 	case opGet:
 		e.bool(a.row != nil)
 		if a.row != nil {
@@ -296,9 +306,8 @@ func (d *decoder) error(kind byte) error {
 }
 
 func (d *decoder) answer(op byte) *answer {
-	a := &answer{}
-	if kind := d.byte(); kind != errNone {
-		a.err = d.error(kind)
+	a := d.answerHeader(op)
+	if a.err != nil {
 		return a
 	}
 	switch op {
@@ -312,6 +321,21 @@ func (d *decoder) answer(op byte) *answer {
 		}
 	case opInsert:
 		a.key = d.value()
+	}
+	return a
+}
+
+// answerHeader reads an answer up to its payload: the error, or for a search the rows' total
+// and whether another part follows.
+func (d *decoder) answerHeader(op byte) *answer {
+	a := &answer{}
+	if kind := d.byte(); kind != errNone {
+		a.err = d.error(kind)
+		return a
+	}
+	if op == opFind {
+		a.total = int(min(d.uvarint(), 1<<24)) // a hint: the parts hold the rows
+		a.more = d.bool()
 	}
 	return a
 }

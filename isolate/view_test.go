@@ -1,6 +1,9 @@
 package isolate
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,4 +162,38 @@ key = transactions_tbl.insert({"customer_name": "Ann", "transaction_amount": 1.0
 	require.NoError(t, st.ApplyPending(bg, other.Pending()))
 	assert.ErrorIs(t, st.ApplyPending(bg, stage.Pending()), store.ErrConflict, "the read of SG002 was recorded in the parent's stage")
 	_ = time.Second
+}
+
+// TestLargeSearchInParts: a search whose answer goes in several parts arrives whole and in
+// order, and so does a function filter's candidate list.
+func TestLargeSearchInParts(t *testing.T) {
+	p := newPool(t, Options{})
+	st := openStore(t)
+	var rows []map[string]any
+	for i := 7; i <= 3*findPart+100; i++ {
+		rows = append(rows, map[string]any{"item_id": fmt.Sprintf("SG%05d", i), "name": fmt.Sprintf("Style %d", i), "quantity_in_stock": i % 7, "price": float64(i)})
+	}
+	b, err := json.Marshal(rows)
+	require.NoError(t, err)
+	_, err = st.Import(bg, "inventory", bytes.NewReader(b), store.JSON, store.Upsert)
+	require.NoError(t, err)
+	j, _ := job(st, `
+rows = inventory_tbl.all()
+ids = [r["item_id"] for r in rows]
+odd = len(inventory_tbl.search(lambda r: r["quantity_in_stock"] % 2 == 1))
+`, sandbox.Limits{})
+	res := p.Run(bg, j)
+	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	n := st.Stage()
+	inv, _ := n.Table("inventory")
+	all, err := inv.Find(table.Query{})
+	require.NoError(t, err)
+	ids := make([]any, len(all))
+	for i, r := range all {
+		ids[i] = r["item_id"]
+	}
+	assert.Equal(t, ids, res.Globals["ids"], "every row, in key order")
+	want, err := inv.Count(table.Query{Match: func(r table.Row) (bool, error) { return r["quantity_in_stock"].(int64)%2 == 1, nil }})
+	require.NoError(t, err)
+	assert.Equal(t, int64(want), res.Globals["odd"])
 }

@@ -234,6 +234,30 @@ func (t *remoteTable) roundTrip(c *call) (*answer, error) {
 	if err := t.c.send(); err != nil {
 		os.Exit(exitTransport)
 	}
+	a := t.recvAnswer(c.op)
+	if a.more {
+		a.rows, a.err = t.recvParts(a)
+	}
+	return a, a.err
+}
+
+// recvParts reads the further parts of a search's answer, first being the first part, and
+// returns every row in order.
+func (t *remoteTable) recvParts(first *answer) ([]table.Row, error) {
+	rows := make([]table.Row, 0, first.total)
+	rows = append(rows, first.rows...)
+	for a := first; a.more; {
+		a = t.recvAnswer(opFind)
+		if a.err != nil {
+			return nil, a.err // the pool could not encode a later part
+		}
+		rows = append(rows, a.rows...)
+	}
+	return rows, nil
+}
+
+// recvAnswer reads one part of the answer to a call.
+func (t *remoteTable) recvAnswer(op byte) *answer {
 	typ, d, err := t.c.recv()
 	if err != nil {
 		os.Exit(exitTransport)
@@ -242,12 +266,12 @@ func (t *remoteTable) roundTrip(c *call) (*answer, error) {
 		fmt.Fprintf(os.Stderr, "starplan sandbox worker: unexpected message %d during a call\n", typ)
 		os.Exit(exitProtocol)
 	}
-	a := d.answer(c.op)
+	a := d.answer(op)
 	if d.err != nil {
 		fmt.Fprintf(os.Stderr, "starplan sandbox worker: %v\n", d.err)
 		os.Exit(exitProtocol)
 	}
-	return a, a.err
+	return a
 }
 
 func (t *remoteTable) Schema() *table.Schema { return t.schema }
