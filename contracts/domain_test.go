@@ -182,7 +182,8 @@ func TestDependencies(t *testing.T) {
 		assert.False(t, strings.HasPrefix(pkg, "go.starlark.net"), pkg)
 		assert.NotEqual(t, "github.com/starplan/starplan/store", pkg)
 		if strings.HasPrefix(pkg, "github.com/starplan/starplan/") {
-			assert.Contains(t, []string{"github.com/starplan/starplan/contracts", "github.com/starplan/starplan/table", "github.com/starplan/starplan/diag"}, pkg)
+			assert.Contains(t, []string{"github.com/starplan/starplan/contracts", "github.com/starplan/starplan/table",
+				"github.com/starplan/starplan/diag", "github.com/starplan/starplan/internal/spell"}, pkg)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package contracts
 import (
 	"fmt"
 	"strings"
+
+	"github.com/starplan/starplan/internal/spell"
 )
 
 func statusDoc(c *Contract) string {
@@ -44,50 +46,25 @@ func (c *Contract) allows(s string) bool {
 }
 
 // suggest returns the allowed STATUS closest to s: the same value up to case, spaces, hyphens
-// and surrounding quotes, else the nearest by edit distance if it is close enough (at most one
-// edit per three characters, and at most 3), else "".
+// and surrounding quotes, else the first nearest by Levenshtein distance if it is close enough
+// (at most one edit per three characters, and at most 3), else "".
 func (c *Contract) suggest(s string) string {
 	norm := func(x string) string {
 		x = strings.ToLower(strings.Trim(strings.TrimSpace(x), `"'`))
 		return strings.NewReplacer(" ", "_", "-", "_").Replace(x)
 	}
 	n := norm(s)
-	best, bestDist := "", -1
+	best, bestDist := "", min(3, max(1, len(n)/3))+1
 	for _, a := range c.Statuses {
-		if norm(a) == n {
+		na := norm(a)
+		if na == n {
 			return a
 		}
-		d := editDistance(n, norm(a))
-		if bestDist < 0 || d < bestDist {
+		if d := spell.Levenshtein(n, na, bestDist); d < bestDist {
 			best, bestDist = a, d
 		}
 	}
-	limit := min(3, max(1, len(n)/3))
-	if bestDist >= 0 && bestDist <= limit {
-		return best
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return best
 }
 
 func writesDoc(c *Contract) string {

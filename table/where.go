@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/starplan/starplan/internal/spell"
 )
 
 // Operators a where-filter may use inside a field's operator dict, in the order they are
@@ -575,7 +577,7 @@ func (c *compiler) logical(g *group, key string, val any, depth int) error {
 		return c.errorf("", "operator %s must be applied to a field, as in {\"price\": {%q: ...}}", key, key)
 	}
 	if key != "$or" && key != "$and" {
-		return c.errorf(nearest(key, LogicalOperators), "unknown operator %q at the top of the filter; use $or or $and with a list of filters, or a field name", key)
+		return c.errorf(Nearest(key, LogicalOperators), "unknown operator %q at the top of the filter; use $or or $and with a list of filters, or a field name", key)
 	}
 	list, ok := val.([]any)
 	if !ok {
@@ -618,7 +620,7 @@ func (c *compiler) field(name string) (*Field, error) {
 		return nil, nil
 	}
 	names := c.schema.FieldNames()
-	return nil, c.errorf(nearest(name, names), "unknown field %q; the fields are %s", name, strings.Join(names, ", "))
+	return nil, c.errorf(Nearest(name, names), "unknown field %q; the fields are %s", name, strings.Join(names, ", "))
 }
 
 func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
@@ -629,7 +631,7 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		}
 		suggestion := opAliases[strings.ToLower(name)]
 		if suggestion == "" {
-			suggestion = nearest(name, FieldOperators)
+			suggestion = Nearest(name, FieldOperators)
 		}
 		return op{}, c.errorf(suggestion, "unknown operator %q for field %q; the operators are %s", name, field, strings.Join(FieldOperators, " "))
 	}
@@ -895,111 +897,11 @@ func describe(v any) string {
 	return fmt.Sprintf("%T %v", v, v)
 }
 
-// Nearest returns the candidate closest to x for a did-you-mean, or "" when none is close.
-// Case and underscores are ignored; a candidate is close when its Levenshtein distance is under
-// half of x's length (as Starlark's own spelling hints; one edit is always close, and a swap of
-// two adjacent letters is one edit), or, failing that, when exactly one
-// candidate contains x or has x's letters in order ("qty" → "quantity_in_stock").
+// Nearest returns the candidate closest to x for a did-you-mean, or "" when none is close. The
+// rule is spell.Nearest's: case and underscores are ignored; a candidate is close when it is
+// under half of x's length in edits away (a swap of two adjacent letters is one edit), or,
+// failing that, when it is the only one containing x or having x's letters in order
+// ("qty" → "quantity_in_stock").
 func Nearest(x string, candidates []string) string {
-	return nearest(x, candidates)
-}
-
-func nearest(x string, candidates []string) string {
-	fx := fold(x)
-	if fx == "" {
-		return ""
-	}
-	best, bestD := "", max(2, (len(fx)+1)/2) // under half of x's letters, and 1 for short names
-	for _, c := range candidates {
-		d := levenshtein(fx, fold(c), bestD)
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if best != "" {
-		return best
-	}
-	// A unique candidate containing x, then a unique one with x's letters in order.
-	for _, rule := range []func(c string) bool{
-		func(c string) bool { return len(fx) >= 3 && strings.Contains(c, fx) },
-		func(c string) bool { return len(fx) >= 2 && isSubsequence(fx, c) },
-	} {
-		found := ""
-		for _, c := range candidates {
-			if rule(fold(c)) {
-				if found != "" {
-					found = ""
-					break
-				}
-				found = c
-			}
-		}
-		if found != "" {
-			return found
-		}
-	}
-	return ""
-}
-
-func fold(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || r == '$' || r == '-' || r == ' ' {
-			return -1
-		}
-		return unicode.ToLower(r)
-	}, s)
-}
-
-func isSubsequence(x, y string) bool {
-	i := 0
-	for j := 0; i < len(x) && j < len(y); j++ {
-		if x[i] == y[j] {
-			i++
-		}
-	}
-	return i == len(x)
-}
-
-// levenshtein is the edit distance between x and y, counting a swap of two adjacent letters as
-// one edit (optimal string alignment), or some value > max once it exceeds max.
-func levenshtein(x, y string, max int) int {
-	if len(x) > len(y) {
-		x, y = y, x
-	}
-	for len(x) > 0 && x[0] == y[0] {
-		x, y = x[1:], y[1:]
-	}
-	if x == "" {
-		return len(y)
-	}
-	if len(y)-len(x) > max {
-		return len(y) - len(x)
-	}
-	prev2 := make([]int, len(y)+1) // row i-2
-	prev := make([]int, len(y)+1)  // row i-1
-	row := make([]int, len(y)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(x); i++ {
-		row[0] = i
-		best := i
-		for j := 1; j <= len(y); j++ {
-			cost := 1
-			if x[i-1] == y[j-1] {
-				cost = 0
-			}
-			k := min(prev[j-1]+cost, row[j-1]+1, prev[j]+1)
-			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
-				k = min(k, prev2[j-2]+1)
-			}
-			row[j] = k
-			best = min(best, k)
-		}
-		if best > max {
-			return best
-		}
-		prev2, prev, row = prev, row, prev2
-	}
-	return prev[len(y)]
+	return spell.Nearest(x, candidates)
 }

@@ -3,6 +3,8 @@ package pycompat
 import (
 	"sort"
 	"strings"
+
+	"github.com/starplan/starplan/internal/spell"
 )
 
 // importName is one imported name: module (or member) path and the name it binds.
@@ -248,40 +250,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// suggest returns the candidate closest to s by edit distance, if it is close enough.
+// maxSuggestLen is the longest name, in bytes, that suggest compares: a longer one is never a
+// slip of the keyboard, and skipping it keeps a pathological import cheap to report.
+const maxSuggestLen = 64
+
+// suggest returns the candidate closest to s by Levenshtein distance, if it is close enough
+// (at most half of s's length); the first of equally close candidates wins.
 func suggest(s string, candidates []string) string {
+	if len(s) > maxSuggestLen {
+		return ""
+	}
 	best, bestD := "", len(s)/2+1
 	for _, c := range candidates {
-		if d := editDistance(s, c, bestD); d < bestD {
+		if len(c) > maxSuggestLen {
+			continue
+		}
+		if d := spell.Levenshtein(s, c, bestD); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, or max when it is at least max.
-func editDistance(a, b string, max int) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	if prev[len(b)] > max {
-		return max
-	}
-	return prev[len(b)]
 }

@@ -465,3 +465,10 @@ func TestConcurrentCalls(t *testing.T) {
 		assert.Equal(t, want, <-done)
 	}
 }
+
+func TestSuggestSkipsLongNames(t *testing.T) {
+	at, over := strings.Repeat("a", maxSuggestLen), strings.Repeat("a", maxSuggestLen+1)
+	assert.Equal(t, at, suggest(at[1:], []string{at}), "up to the limit a near name is suggested")
+	assert.Empty(t, suggest(over, []string{over + "b"}), "a name over the limit is not compared")
+	assert.Empty(t, suggest(at, []string{over}), "nor is a candidate over the limit")
+}
