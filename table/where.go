@@ -376,7 +376,7 @@ func (c *operand) equal(v any) bool {
 		b, ok := v.(bool)
 		return ok && b == c.b
 	}
-	return valuesEqual(c.v, v)
+	return ValuesEqual(c.v, v)
 }
 
 // compare orders a row value against the operand: <0 when the value is smaller. ok is false
@@ -405,8 +405,11 @@ func (c *operand) compare(v any) (int, bool) {
 
 func (n number) isNaN() bool { return !n.isInt && math.IsNaN(n.f) }
 
-// valuesEqual compares two Row values deeply, numbers across int and float.
-func valuesEqual(a, b any) bool {
+// ValuesEqual reports whether two Row values are equal: lists and dicts element by element,
+// numbers by exact value across int and float (int64(80) equals float64(80), but 2^53+1 does not
+// equal the float 2^53), and NaN equal to nothing, not even itself. Values of different kinds are
+// never equal ("1" is not 1), nor is anything outside the kinds a Row holds.
+func ValuesEqual(a, b any) bool {
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -422,7 +425,7 @@ func valuesEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !valuesEqual(x[i], y[i]) {
+			if !ValuesEqual(x[i], y[i]) {
 				return false
 			}
 		}
@@ -434,7 +437,7 @@ func valuesEqual(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !valuesEqual(xv, yv) {
+			if !ok || !ValuesEqual(xv, yv) {
 				return false
 			}
 		}

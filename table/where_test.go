@@ -627,3 +627,26 @@ func TestNearestAmbiguous(t *testing.T) {
 	assert.Equal(t, "transaction_amount", Nearest("amount", []string{"transaction_amount", "price"}))
 	assert.Equal(t, "", Nearest("tmt", []string{"transaction_amount", "timestamp"}), "two have its letters in order")
 }
+
+func TestValuesEqual(t *testing.T) {
+	for _, tt := range []struct {
+		a, b any
+		want bool
+	}{
+		{nil, nil, true},
+		{nil, false, false},
+		{"a", "a", true},
+		{1, "1", false},
+		{1, int64(1), true},
+		{int64(80), 80.0, true},
+		{int64(1<<53 + 1), float64(1 << 53), false},
+		{math.NaN(), math.NaN(), false},
+		{[]any{int64(1), map[string]any{"k": "v"}}, []any{1.0, map[string]any{"k": "v"}}, true},
+		{[]any{int64(1)}, []any{int64(1), int64(2)}, false},
+		{map[string]any{"a": math.NaN()}, map[string]any{"a": math.NaN()}, false},
+		{map[string]any{"a": nil}, map[string]any{"b": nil}, false},
+	} {
+		assert.Equal(t, tt.want, ValuesEqual(tt.a, tt.b), "ValuesEqual(%#v, %#v)", tt.a, tt.b)
+		assert.Equal(t, tt.want, ValuesEqual(tt.b, tt.a), "ValuesEqual(%#v, %#v)", tt.b, tt.a)
+	}
+}

@@ -94,7 +94,7 @@ func (r *RowValue) GoValue() any {
 func (r *RowValue) changes() table.Row {
 	out := table.Row{}
 	for k, v := range r.own {
-		if old, ok := r.base[k]; !ok || !goEqual(old, v) {
+		if old, ok := r.base[k]; !ok || !table.ValuesEqual(old, v) {
 			out[k] = deepCopy(v)
 		}
 	}
@@ -545,50 +545,4 @@ func deepCopy(v any) any {
 		return out
 	}
 	return v
-}
-
-// goEqual compares row values, numbers by value (int64(80) equals float64(80)).
-func goEqual(a, b any) bool {
-	switch x := a.(type) {
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !goEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !goEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	if fa, ok := toFloat(a); ok {
-		fb, ok := toFloat(b)
-		return ok && table.CompareKeys(a, b) == 0 && fa == fb
-	}
-	return a == b
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return float64(x), true
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
 }

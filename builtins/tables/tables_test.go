@@ -620,8 +620,8 @@ r["id"] = "e1"
 		require.NoError(t, err)
 		assert.Len(t, c.changes(), 1, src)
 	}
-	assert.True(t, goEqual(1, int64(1)))
-	assert.False(t, goEqual(1, "1"))
+	assert.True(t, table.ValuesEqual(1, int64(1)))
+	assert.False(t, table.ValuesEqual(1, "1"))
 	Bind(thread, newMemView([]*table.Schema{s}, nil), fixedNow)
 	_, err = starlark.ExecFileOptions(fileOptions, thread, "nokey.star", `events_tbl.get_by_key(None)`, Registry([]*table.Schema{s}).Predeclared())
 	assert.ErrorContains(t, err, "events_tbl.get_by_key: the key is None; pass a key value")
