@@ -671,20 +671,8 @@ func jsonDecode(thread *starlark.Thread, name string, decode *starlark.Builtin, 
 // take quadratic time.
 func scanJSON(s string) error {
 	depth, digits := 0, 0
-	inString, escaped := false, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
 		if c >= '0' && c <= '9' {
 			digits++
 			if digits > maxJSONIntDigits {
@@ -695,7 +683,7 @@ func scanJSON(s string) error {
 		digits = 0
 		switch c {
 		case '"':
-			inString = true
+			i = jsonStringEnd(s, i)
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {
@@ -708,6 +696,20 @@ func scanJSON(s string) error {
 	return nil
 }
 
+// jsonStringEnd returns the index of the quote that closes the JSON string opening at s[i], or
+// len(s) when the string is not closed. An escaped character, \" included, never closes it.
+func jsonStringEnd(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(s)
+}
+
 // chargeIndent charges an upper bound of the size json.indent will produce.
 func chargeIndent(thread *starlark.Thread, name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
 	var s, prefix, ind string
@@ -716,24 +718,11 @@ func chargeIndent(thread *starlark.Thread, name string, args starlark.Tuple, kwa
 		return err
 	}
 	depth, size := int64(0), int64(len(s))
-	inString, escaped := false, false
 	line := func() int64 { return 1 + int64(len(prefix)) + depth*int64(len(ind)) }
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch s[i] {
 		case '"':
-			inString = true
+			i = jsonStringEnd(s, i)
 		case '[', '{':
 			depth++
 			size += line()

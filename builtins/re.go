@@ -534,24 +534,12 @@ func (t *reTranslator) escape() error {
 	case 'a', 'f', 'n', 'r', 't', 'v':
 		t.out.WriteString(src[at : at+2])
 	case 'x', 'u', 'U', 'N', '0':
-		r, n, err := t.codeEscape(at)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&t.out, `\x{%x}`, r)
-		t.i += n
-		return nil
+		return t.writeCodeEscape(at)
 	default:
 		if c >= '1' && c <= '9' {
 			// Three octal digits are a character; anything else is a group reference.
 			if c <= '7' && at+3 < len(src) && isOctal(src[at+2]) && isOctal(src[at+3]) {
-				r, n, err := t.codeEscape(at)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(&t.out, `\x{%x}`, r)
-				t.i += n
-				return nil
+				return t.writeCodeEscape(at)
 			}
 			return t.unsupported(`backreference \`+string(c), at)
 		}
@@ -568,6 +556,18 @@ func (t *reTranslator) escape() error {
 		return nil
 	}
 	t.i += 2
+	return nil
+}
+
+// writeCodeEscape writes the character of the code escape at at (see codeEscape) as \x{...}
+// and moves past the escape.
+func (t *reTranslator) writeCodeEscape(at int) error {
+	r, n, err := t.codeEscape(at)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&t.out, `\x{%x}`, r)
+	t.i += n
 	return nil
 }
 
@@ -663,7 +663,7 @@ func (t *reTranslator) class() error {
 		case 'b':
 			body.WriteString(`\x{8}`)
 			i += 2
-		case 'x', 'u', 'U', 'N':
+		case 'x', 'u', 'U', 'N', '0', '1', '2', '3', '4', '5', '6', '7': // hex, named or octal
 			r, n, err := t.codeEscape(i)
 			if err != nil {
 				return err
@@ -672,13 +672,6 @@ func (t *reTranslator) class() error {
 			i += n
 		default:
 			switch {
-			case isOctal(e):
-				r, n, err := t.codeEscape(i)
-				if err != nil {
-					return err
-				}
-				writeClassRune(&body, r, false)
-				i += n
 			case e >= '8' && e <= '9', e < utf8.RuneSelf && (e >= 'a' && e <= 'z' || e >= 'A' && e <= 'Z'):
 				return fmt.Errorf("bad escape \\%c at position %d", e, i)
 			default:
