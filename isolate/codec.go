@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"reflect"
 	"slices"
 	"unsafe"
 )
@@ -159,7 +160,12 @@ const maxShape = 64
 // rows writes a list of rows of one table. The fields of shape (the schema's, in order) are
 // written once; then each row is a mask of the shape's fields it has, their values in order,
 // and any other fields as (key, value) pairs. A table's rows never look up a key by name here.
-func (e *encoder) rows(rs []map[string]any, shape []string) error {
+//
+// With a cache (the pool's record of the worker's row cache), a row the worker already holds is
+// written as its number in that cache, and a new row is added to it; without one, every row is
+// written whole. A row's identity is its map: the view's rows are shared and never modified,
+// so the same map always holds the same values.
+func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) error {
 	if len(shape) > maxShape {
 		shape = shape[:maxShape]
 	}
@@ -168,11 +174,23 @@ func (e *encoder) rows(rs []map[string]any, shape []string) error {
 	for _, k := range shape {
 		e.string(k)
 	}
+	e.bool(cache.resetIfFull())
 	if len(rs) > 0 {
 		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
 	}
 	var vals [maxShape]any
 	for _, r := range rs {
+		id, known, keep := cache.lookup(r)
+		switch {
+		case known:
+			e.uvarint(id + refCached)
+			continue
+		case keep:
+			e.byte(refNewCached)
+		default:
+			e.byte(refNew)
+		}
+		start := len(e.buf)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
 			v, ok := r[k]
@@ -189,20 +207,82 @@ func (e *encoder) rows(rs []map[string]any, shape []string) error {
 			}
 		}
 		e.uvarint(uint64(len(r) - n))
-		if n == len(r) {
-			continue
+		if n != len(r) {
+			for k, v := range r {
+				if slices.Contains(shape, k) {
+					continue
+				}
+				e.key(k)
+				if err := e.value(v); err != nil {
+					return err
+				}
+			}
 		}
-		for k, v := range r {
-			if slices.Contains(shape, k) {
-				continue
-			}
-			e.key(k)
-			if err := e.value(v); err != nil {
-				return err
-			}
+		if keep {
+			cache.add(r, len(e.buf)-start)
 		}
 	}
 	return nil
+}
+
+// How a row of a rows list starts: a new row, a new row the worker keeps in its cache, or
+// refCached plus the number of a row in that cache.
+const (
+	refNew = iota
+	refNewCached
+	refCached
+)
+
+// Bounds of a worker's row cache. When either is passed the pool tells the worker to start
+// over; the worker's memory limit grows with what it holds (see rowCache.allowance).
+const (
+	maxCacheRows  = 1 << 16
+	maxCacheBytes = 16 << 20 // encoded
+)
+
+// rowCache is the pool's record of the rows a worker keeps between calls and runs, so that a
+// search of rows the worker already holds sends only their numbers. It keeps the rows' maps
+// alive (a map's address is its identity), so an address is never reused for other values
+// while it is in the cache. A nil *rowCache caches nothing.
+type rowCache struct {
+	ids   map[unsafe.Pointer]uint64
+	bytes int // encoded bytes of the rows the worker holds
+}
+
+func newRowCache() *rowCache { return &rowCache{ids: map[unsafe.Pointer]uint64{}} }
+
+// lookup returns r's number in the cache when the worker holds it, and otherwise whether to add
+// it.
+func (c *rowCache) lookup(r map[string]any) (id uint64, known, keep bool) {
+	if c == nil || r == nil {
+		return 0, false, false
+	}
+	id, known = c.ids[reflect.ValueOf(r).UnsafePointer()]
+	return id, known, !known
+}
+
+func (c *rowCache) add(r map[string]any, encoded int) {
+	c.ids[reflect.ValueOf(r).UnsafePointer()] = uint64(len(c.ids))
+	c.bytes += encoded
+}
+
+// resetIfFull empties a full cache and reports whether it did (the worker empties its own).
+func (c *rowCache) resetIfFull() bool {
+	if c == nil || (len(c.ids) < maxCacheRows && c.bytes < maxCacheBytes) {
+		return false
+	}
+	clear(c.ids)
+	c.bytes = 0
+	return true
+}
+
+// allowance is the memory, in bytes, the worker's cache may take beyond a run's limits: the
+// frames its rows' strings share, and a map of about 400 bytes per row.
+func (c *rowCache) allowance() int64 {
+	if c == nil {
+		return 0
+	}
+	return int64(c.bytes) + 512*int64(len(c.ids))
 }
 
 // errMalformed is any payload that does not decode: a defect or a corrupted stream.
@@ -380,8 +460,9 @@ func (d *decoder) row() map[string]any {
 	return d.mapBody(0)
 }
 
-func (d *decoder) rows() []map[string]any {
-	n := d.count(2)
+// rows reads a list of rows; cache is the worker's row cache (nil: no cache).
+func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
+	n := d.count(1)
 	width := d.uvarint()
 	if width > maxShape {
 		d.fail()
@@ -391,11 +472,23 @@ func (d *decoder) rows() []map[string]any {
 	for i := range shape {
 		shape[i] = d.string()
 	}
+	if d.bool() && cache != nil {
+		*cache = nil
+	}
 	if n == 0 || d.err != nil {
 		return nil
 	}
 	out := make([]map[string]any, n)
 	for i := range out {
+		ref := d.uvarint()
+		if ref >= refCached {
+			if cache == nil || ref-refCached >= uint64(len(*cache)) {
+				d.fail()
+				return nil
+			}
+			out[i] = (*cache)[ref-refCached]
+			continue
+		}
 		mask := d.uvarint()
 		if d.err != nil || mask>>width != 0 {
 			d.fail()
@@ -412,6 +505,9 @@ func (d *decoder) rows() []map[string]any {
 			m[k] = d.valueAt(1)
 		}
 		out[i] = m
+		if ref == refNewCached && cache != nil {
+			*cache = append(*cache, m)
+		}
 	}
 	return out
 }
@@ -423,6 +519,10 @@ type conn struct {
 	enc encoder
 	// max is the largest payload read accepts, in bytes.
 	max int
+	// sent is the pool's record of the worker's row cache (pool side); rows is that cache
+	// (worker side). Each lives as long as its worker.
+	sent *rowCache
+	rows []map[string]any
 }
 
 func newConn(r io.Reader, w io.Writer, max int) *conn {

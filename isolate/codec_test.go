@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -75,17 +76,66 @@ func TestRows(t *testing.T) {
 	rows[3] = table.Row{}
 	var e encoder
 	e.reset(msgReply)
-	require.NoError(t, e.rows(rows, shape))
-	assert.LessOrEqual(t, len(e.buf), 1000*(1+7+3+9+1)+100, "a row costs its mask, its values and its count of other fields")
+	require.NoError(t, e.rows(rows, shape, nil))
+	assert.LessOrEqual(t, len(e.buf), 1000*(1+1+7+3+9+1)+100, "a row costs its mask, its values and its count of other fields")
 	d := newDecoder(e.buf[5:])
-	assert.Equal(t, rows, d.rows())
+	assert.Equal(t, rows, d.rows(nil))
 	require.NoError(t, d.err)
 
 	e.reset(msgReply)
-	require.NoError(t, e.rows(nil, shape))
+	require.NoError(t, e.rows(nil, shape, nil))
 	d = newDecoder(e.buf[5:])
-	assert.Empty(t, d.rows())
+	assert.Empty(t, d.rows(nil))
 	require.NoError(t, d.err)
+}
+
+// TestRowCache: a row the worker already holds crosses as its number; the worker hands out the
+// very map it decoded before; a full cache starts over on both sides.
+func TestRowCache(t *testing.T) {
+	shape := []string{"item_id", "price"}
+	a, b, c := table.Row{"item_id": "A", "price": 1.0}, table.Row{"item_id": "B", "price": 2.0}, table.Row{"item_id": "C"}
+	sent := newRowCache()
+	var held []table.Row
+	send := func(rs ...table.Row) ([]table.Row, int) {
+		var e encoder
+		e.reset(msgReply)
+		require.NoError(t, e.rows(rs, shape, sent))
+		d := newDecoder(bytes.Clone(e.buf[5:]))
+		got := d.rows(&held)
+		require.NoError(t, d.err)
+		return got, len(e.buf)
+	}
+	got, first := send(a, b)
+	assert.Equal(t, []table.Row{a, b}, got)
+	require.Len(t, held, 2)
+
+	got, again := send(b, c, a)
+	assert.Equal(t, []table.Row{b, c, a}, got)
+	assert.Less(t, again, first+12, "a and b cross as numbers")
+	assert.Equal(t, reflect.ValueOf(held[1]).UnsafePointer(), reflect.ValueOf(got[0]).UnsafePointer(), "the worker's own map for b")
+	assert.Len(t, held, 3)
+
+	// An equal row in another map is another row: only the map says which version it is.
+	b2 := table.Row{"item_id": "B", "price": 2.5}
+	got, _ = send(b2)
+	assert.Equal(t, []table.Row{b2}, got)
+
+	sent.bytes = maxCacheBytes
+	got, _ = send(a)
+	assert.Equal(t, []table.Row{a}, got)
+	assert.Len(t, held, 1, "the worker started over")
+	assert.Len(t, sent.ids, 1)
+	assert.Positive(t, sent.allowance())
+
+	var e encoder
+	e.reset(msgReply)
+	e.uvarint(1)
+	e.uvarint(0)
+	e.bool(false)
+	e.uvarint(refCached + 7)
+	d := newDecoder(e.buf[5:])
+	d.rows(&held)
+	assert.ErrorIs(t, d.err, errMalformed, "a number the worker does not hold")
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
@@ -151,7 +201,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 			_, d := roundTrip(t, func(e *encoder) error { return e.answer(tc.op, tc.a) })
 			want := *tc.a
 			want.shape = nil
-			assert.Equal(t, &want, d.answer(tc.op))
+			assert.Equal(t, &want, d.answer(tc.op, nil))
 			require.NoError(t, d.err)
 		}
 	})
@@ -184,7 +234,7 @@ func TestErrorsKeepTheirTypes(t *testing.T) {
 	wrapped := fmt.Errorf("validating: %w", fe)
 	for _, err := range []error{fe, qe, wrapped, errors.New("plain")} {
 		_, d := roundTrip(t, func(e *encoder) error { return e.answer(opInsert, &answer{err: err}) })
-		got := d.answer(opInsert).err
+		got := d.answer(opInsert, nil).err
 		require.NoError(t, d.err)
 		assert.Equal(t, err.Error(), got.Error())
 		var gfe *table.FieldError
@@ -246,7 +296,8 @@ func FuzzDecode(f *testing.F) {
 		newDecoder(bytes.Clone(b)).call()
 		newDecoder(bytes.Clone(b)).run()
 		for op := opLen; op <= opRemove; op++ {
-			newDecoder(bytes.Clone(b)).answer(op)
+			var held []table.Row
+			newDecoder(bytes.Clone(b)).answer(op, &held)
 		}
 	})
 }

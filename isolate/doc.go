@@ -27,10 +27,20 @@
 // limit_exceeded or runtime_error, and the engine applies nothing from it.
 //
 // The protocol is length-prefixed binary frames (see codec.go) with typed values, so int64
-// stays int64. Dict where-filters run in the pool, so only matching rows cross the pipe; a
-// function filter stays in the worker, which fetches the candidate rows once and filters them
-// itself (the pool then records every candidate as read: conflict detection is more
-// conservative than in process, never less safe).
+// stays int64. Dict where-filters run in the pool, so only matching rows cross the pipe, in the
+// schema's field order and in parts of findPart rows. A function filter stays in the worker,
+// which fetches the candidate rows once and filters them itself (the pool then records every
+// candidate as read: conflict detection is more conservative than in process, never less
+// safe); a write with a function filter is resolved to keys in the worker and sent keyed.
+//
+// A worker keeps the rows it has received (up to maxCacheRows) between calls and runs, and the
+// pool sends a row it already holds as its number: the view's rows are shared, immutable maps,
+// so a map's identity is its version. A plan still reaches only the rows the pool's view
+// answers with; the cache only saves decoding them again. Its memory is added to the worker's
+// limits.
+//
+// A run that does not end ok returns no globals (in process it returns the half-set ones; the
+// engine reads globals of ok runs only), so a plan cannot push what it built into the parent.
 //
 // The package must not hold a database handle in the worker, must not run plan code in the
 // parent, and must not change the sandbox's behaviour: a plan's result is the same isolated and

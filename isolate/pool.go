@@ -95,6 +95,9 @@ type Pool struct {
 	closed   bool
 	bg       sync.WaitGroup // background starts
 
+	// noRowCache turns the workers' row caches off (benchmarks of the cold path).
+	noRowCache bool
+
 	schemaMu    sync.Mutex
 	schemaViews []*table.Schema // the schemas behind schemaJSON
 	schemaNames []string
@@ -219,6 +222,7 @@ type proc struct {
 	vmData0  int64 // data segment when it reported ready, in bytes
 	goTotal0 int64 // the Go runtime's memory when it reported ready, in bytes
 	vmData   int64 // data segment after its last run, in bytes
+	schemas  string // the schemas the worker has, as last sent
 
 	mu  sync.Mutex
 	why killReason // why the pool killed it; "" while it has not
@@ -257,11 +261,11 @@ func (p *Pool) start() (*proc, error) {
 	cmd := exec.Command(p.opts.Command[0], p.opts.Command[1:]...)
 	cmd.Env = p.opts.Env
 	cmd.SysProcAttr = spawnAttr(p.netns)
-	inR, inW, err := os.Pipe()
+	inR, inW, err := pipe()
 	if err != nil {
 		return nil, fmt.Errorf("isolate: starting a worker: %w", err)
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
@@ -283,13 +287,16 @@ func (p *Pool) start() (*proc, error) {
 	}()
 	p.mu.Lock()
 	p.live[w] = struct{}{}
-	closed := p.closed
+	closed, cache := p.closed, !p.noRowCache
 	p.mu.Unlock()
 	if closed {
 		p.forget(w, killClosed)
 		return nil, errClosed
 	}
 	w.c = newConn(w.fromW, w.toWorker, 1<<20)
+	if cache {
+		w.c.sent = newRowCache()
+	}
 	t := time.AfterFunc(p.opts.StartTimeout, func() { w.kill(killTimeout) })
 	typ, d, err := w.c.recv()
 	t.Stop()
@@ -430,7 +437,9 @@ func effective(l sandbox.Limits) (budget int64, timeout time.Duration) {
 func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	start := time.Now()
 	budget, timeout := effective(job.Limits)
-	dataLimit := func(w *proc) int64 { return w.vmData0 + 2*budget + p.opts.Overhead }
+	// What a worker may map: its start, the rows it keeps between runs, twice the budget and
+	// the runtime's overhead.
+	dataLimit := func(w *proc) int64 { return w.vmData0 + w.c.sent.allowance() + 2*budget + p.opts.Overhead }
 	w, err := p.acquire(ctx, func(w *proc) bool { return w.vmData <= dataLimit(w) })
 	if err != nil {
 		res := failure(job, "", err)
@@ -453,10 +462,16 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// runtime's soft limit (the collector works hard from there), the ceiling at which the
 	// worker exits with exitMemory, and the kernel's RLIMIT_DATA. The data segment also counts
 	// thread stacks and runtime reservations that the runtime's own total does not.
-	m.goLimit = w.goTotal0 + 2*budget + p.opts.Overhead/4
-	m.memCeiling = w.goTotal0 + 2*budget + p.opts.Overhead/2
+	kept := w.c.sent.allowance()
+	m.goLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
+	m.memCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
 	m.dataLimit = dataLimit(w)
 	m.cpuSeconds = int64(2*timeout/time.Second) + 2
+	if m.schemas == w.schemas {
+		m.schemas = "" // the worker has them
+	} else {
+		w.schemas = m.schemas
+	}
 	res := p.runOn(ctx, w, job, m, budget, timeout)
 	res.Duration = time.Since(start)
 	return res
@@ -563,7 +578,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 // soon as it is encoded. An answer that cannot be encoded is sent as the call's error.
 func (c *conn) reply(op byte, a *answer) error {
 	if op == opFind && a.err == nil {
-		a.total = len(a.rows)
+		a.total, a.cache = len(a.rows), c.sent
 		all := a.rows
 		for len(all) > findPart {
 			part := *a

@@ -55,7 +55,9 @@ func (d *decoder) ready() ready {
 
 // runMsg asks a worker to run one plan.
 type runMsg struct {
-	schemas string // the JSON of the view's schemas, in Names order; the worker caches its env by it
+	// schemas is the JSON of the view's schemas in Names order, or "" when the worker has them
+	// already; the worker keeps the environment of the last ones.
+	schemas string
 	names   []string
 	reply   string
 	inputs  map[string]any
@@ -199,8 +201,10 @@ type answer struct {
 	err  error
 	n    int         // opLen, opCount, opUpdate, opRemove
 	rows []table.Row // opFind: the rows of this part
-	// shape is the field order rows are written in (the schema's); not sent by itself.
+	// shape is the field order rows are written in (the schema's), and cache the pool's record
+	// of the worker's row cache; neither is sent by itself.
 	shape []string
+	cache *rowCache
 	total int       // opFind: the rows of every part
 	more  bool      // opFind: another part follows
 	row   table.Row // opGet (nil: no such row)
@@ -233,7 +237,7 @@ func (e *encoder) answer(op byte, a *answer) error {
 	case opFind:
 		e.uvarint(uint64(a.total))
 		e.bool(a.more)
-		return e.rows(a.rows, a.shape)
+		return e.rows(a.rows, a.shape, a.cache)
 	case opGet:
 		e.bool(a.row != nil)
 		if a.row != nil {
@@ -305,7 +309,8 @@ func (d *decoder) error(kind byte) error {
 	return &remoteError{msg: msg, cause: cause}
 }
 
-func (d *decoder) answer(op byte) *answer {
+// answer reads the answer to a call; rows is the worker's row cache.
+func (d *decoder) answer(op byte, rows *[]table.Row) *answer {
 	a := d.answerHeader(op)
 	if a.err != nil {
 		return a
@@ -314,7 +319,7 @@ func (d *decoder) answer(op byte) *answer {
 	case opLen, opCount, opUpdate, opRemove:
 		a.n = int(d.varint())
 	case opFind:
-		a.rows = d.rows()
+		a.rows = d.rows(rows)
 	case opGet:
 		if d.bool() {
 			a.row = d.row()

@@ -211,3 +211,14 @@ func namespaceRefused(err error) bool {
 
 // netnsSupported says whether spawnAttr can give a worker its own network namespace.
 const netnsSupported = true
+
+// pipe returns a pipe whose ends are in blocking mode. A read then waits in the kernel and wakes
+// the reading thread directly, without the runtime's poller: a table call's round trip is
+// several wake-ups shorter. The worker inherits its ends in blocking mode too.
+func pipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}

@@ -4,6 +4,7 @@ package isolate
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"syscall"
 )
@@ -24,3 +25,5 @@ func namespaceRefused(err error) bool { return true }
 
 // netnsSupported says whether spawnAttr can give a worker its own network namespace.
 const netnsSupported = false
+
+func pipe() (r, w *os.File, err error) { return os.Pipe() }

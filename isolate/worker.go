@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"syscall"
@@ -49,7 +49,7 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 	warnings := applyStaticLimits()
 	exitOnCPULimit()
 	w := &worker{c: newConn(in, out, maxPoolFrame)}
-	w.c.enc.ready(ready{warnings: warnings, vmData: vmData(), goTotal: goTotal()})
+	w.c.enc.ready(ready{warnings: warnings, vmData: w.dataSegment(), goTotal: goTotal()})
 	if err := w.c.send(); err != nil {
 		return exitTransport
 	}
@@ -72,7 +72,7 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 			return exitProtocol
 		}
 		res := w.run(m)
-		w.c.enc.done(done{res: res, vmData: vmData()})
+		w.c.enc.done(done{res: res, vmData: w.dataSegment()})
 		if err := w.c.send(); err != nil {
 			return exitTransport
 		}
@@ -97,16 +97,38 @@ type worker struct {
 	c       *conn
 	schemas string
 	env     *sandbox.Env
+	goLimit int64 // the Go runtime's soft memory limit now
+
+	// The data segment as last read, and the runtime's memory and thread count then.
+	vm, vmGo  int64
+	vmThreads int
+}
+
+// dataSegment is the worker's data segment (VmData), in bytes. Reading it costs tens of
+// microseconds, so it is read again only when the runtime's memory grew by a mebibyte or it
+// started a thread since the last reading; nothing else in the worker maps memory.
+func (w *worker) dataSegment() int64 {
+	g := goTotal()
+	threads, _ := runtime.ThreadCreateProfile(nil)
+	if w.vm == 0 || g > w.vmGo+1<<20 || threads != w.vmThreads {
+		w.vm, w.vmGo, w.vmThreads = vmData(), g, threads
+	}
+	return w.vm
 }
 
 func (w *worker) run(m *runMsg) *sandbox.Result {
 	if err := setRunLimits(m.dataLimit, m.cpuSeconds); err != nil {
 		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
 	}
-	debug.SetMemoryLimit(m.goLimit)
-	defer debug.SetMemoryLimit(math.MaxInt64)
+	if m.goLimit != w.goLimit {
+		debug.SetMemoryLimit(m.goLimit)
+		w.goLimit = m.goLimit
+	}
 	defer watchMemory(m.memCeiling)()
-	if w.env == nil || m.schemas != w.schemas {
+	if m.schemas == "" && w.env == nil {
+		return workerFailure(errors.New("the pool sent no schemas to a worker without any"))
+	}
+	if m.schemas != "" && m.schemas != w.schemas {
 		var schemas []*table.Schema
 		if err := json.Unmarshal([]byte(m.schemas), &schemas); err != nil {
 			return workerFailure(fmt.Errorf("decoding the view's schemas: %w", err))
@@ -266,7 +288,7 @@ func (t *remoteTable) recvAnswer(op byte) *answer {
 		fmt.Fprintf(os.Stderr, "starplan sandbox worker: unexpected message %d during a call\n", typ)
 		os.Exit(exitProtocol)
 	}
-	a := d.answer(op)
+	a := d.answer(op, &t.c.rows)
 	if d.err != nil {
 		fmt.Fprintf(os.Stderr, "starplan sandbox worker: %v\n", d.err)
 		os.Exit(exitProtocol)
