@@ -219,9 +219,9 @@ type proc struct {
 	stderr   *headBuffer
 	exited   chan struct{} // closed when the process has been waited for
 	warnings []string
-	vmData0  int64 // data segment when it reported ready, in bytes
-	goTotal0 int64 // the Go runtime's memory when it reported ready, in bytes
-	vmData   int64 // data segment after its last run, in bytes
+	vmData0  int64  // data segment when it reported ready, in bytes
+	goTotal0 int64  // the Go runtime's memory when it reported ready, in bytes
+	vmData   int64  // data segment after its last run, in bytes
 	schemas  string // the schemas the worker has, as last sent
 
 	mu  sync.Mutex
