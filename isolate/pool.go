@@ -701,12 +701,14 @@ func (p *Pool) failed(w *proc, job engine.Job, m *runMsg, err error, budget int6
 
 // outOfMemory reports whether a worker's last words say that the kernel refused it memory: the
 // Go runtime's fatal errors for a refused heap or stack, a thread that could not be created
-// (with cgo each thread's stack is an 8 MiB mapping that RLIMIT_DATA counts), or a nil
+// (with cgo each thread's stack is an 8 MiB mapping that RLIMIT_DATA counts), the race
+// detector's shadow memory refused (in -race builds, where it is several times the heap), or a nil
 // dereference inside the runtime's collector, which is how Go 1.26's collector fails when an
 // allocation of its own is refused.
 func outOfMemory(stderr string) bool {
 	for _, s := range []string{"out of memory", "cannot allocate memory", "stack overflow",
-		"pthread_create failed", "failed to create new OS thread"} {
+		"pthread_create failed", "failed to create new OS thread",
+		"failed to allocate"} { // the race detector's shadow memory, in -race builds
 		if strings.Contains(stderr, s) {
 			return true
 		}
