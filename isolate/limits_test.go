@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 )
 
 // helperMain is the body of the helper processes that check one OS limit each, outside any
@@ -89,6 +91,8 @@ func helperMain(mode string) int {
 		}
 		fmt.Println("denied")
 		return 0
+	case "unprivileged-pool":
+		return unprivilegedPool()
 	case "no-seccomp-worker":
 		// A worker started under a filter that denies seccomp itself: it cannot add its own.
 		if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
@@ -236,4 +240,84 @@ func procLimits(t *testing.T, pid int) map[string][2]string {
 		}
 	}
 	return out
+}
+
+// unprivilegedPool is a helper run as an unprivileged user: its pool gives workers a network
+// namespace inside a user namespace, and a plan runs.
+func unprivilegedPool() int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	p, err := NewPool(Options{Command: []string{exe}, Env: []string{workerEnv + "=1"}, Warm: 1, MaxWorkers: 1})
+	if err != nil {
+		fmt.Println("NewPool:", err)
+		return 1
+	}
+	defer p.Close()
+	fmt.Printf("uid %d, warnings %q\n", os.Geteuid(), p.Warnings())
+	var w *proc
+	p.mu.Lock()
+	for x := range p.live {
+		w = x
+	}
+	p.mu.Unlock()
+	mine, err1 := os.Readlink("/proc/self/ns/net")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", w.cmd.Process.Pid))
+	if err1 != nil || err2 != nil || mine == theirs {
+		fmt.Println("network namespace:", mine, theirs, err1, err2)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "starplan-isolate-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer st.Close()
+	j, _ := job(st, `n = len(inventory_tbl)`, sandbox.Limits{})
+	res := p.Run(bg, j)
+	if res.Outcome != sandbox.OutcomeOK || res.Globals["n"] != int64(6) {
+		fmt.Println("run:", res.Outcome, res.Diagnostics, res.Globals)
+		return 1
+	}
+	fmt.Println("isolated as", os.Geteuid())
+	return 0
+}
+
+// TestUnprivilegedPool: a pool started by an unprivileged user still gives its workers their
+// own network namespace (inside a user namespace) and runs plans, or says why not.
+func TestUnprivilegedPool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the other tests already run unprivileged; switching users needs root")
+	}
+	// The test binary lives in a directory only root may enter: copy it where nobody may run it.
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "starplan-isolate-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	copied := filepath.Join(dir, "isolate.test")
+	require.NoError(t, os.WriteFile(copied, bin, 0o755))
+
+	cmd := exec.Command(copied)
+	cmd.Env = []string{modeEnv + "=unprivileged-pool", "TMPDIR=/tmp"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "network: no network namespace") {
+		t.Skipf("this kernel refuses unprivileged user namespaces: %s", out)
+	}
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "isolated as 65534")
+	assert.Contains(t, string(out), "warnings []")
 }
