@@ -437,6 +437,16 @@ func effective(l sandbox.Limits) (budget int64, timeout time.Duration) {
 func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	start := time.Now()
 	budget, timeout := effective(job.Limits)
+	if err := ctx.Err(); err != nil {
+		// Do not spend a worker on a run that is over before it starts.
+		res := limitFailure(job, sandbox.LimitTime, "time limit exceeded: the run's deadline passed before it started", budget, timeout)
+		if errors.Is(err, context.Canceled) {
+			res = failure(job, "", errors.New("the run was cancelled before it started"))
+			res.Diagnostics[0].Code, res.Diagnostics[0].Hint = sandbox.CodeCancelled, ""
+		}
+		res.Duration = time.Since(start)
+		return res
+	}
 	// What a worker may map: its start, the rows it keeps between runs, twice the budget and
 	// the runtime's overhead.
 	dataLimit := func(w *proc) int64 { return w.vmData0 + w.c.sent.allowance() + 2*budget + p.opts.Overhead }
@@ -444,7 +454,7 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	if err != nil {
 		res := failure(job, "", err)
 		if errors.Is(err, context.DeadlineExceeded) {
-			res = limitFailure(job, sandbox.LimitTime, fmt.Sprintf("time limit exceeded: no sandbox worker was free before the deadline"), budget, timeout)
+			res = limitFailure(job, sandbox.LimitTime, "time limit exceeded: no sandbox worker was free before the deadline", budget, timeout)
 		} else if errors.Is(err, context.Canceled) {
 			res.Diagnostics[0].Code, res.Diagnostics[0].Message = sandbox.CodeCancelled, "the run was cancelled while waiting for a sandbox worker"
 		}
