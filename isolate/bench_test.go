@@ -28,13 +28,17 @@ import (
 // With a warm pool, the lab's two-item purchase plan costs at most 300 µs more at the median
 // than in process (compare p50-µs of BenchmarkTwoItemOrder/isolated and /in_process); a cold
 // worker starts in at most 20 ms; the 100k-row search + sum plan isolated takes at most 1.5
-// times as long as in process.
+// times as long as in process (/isolated: the worker holds the rows from earlier runs;
+// /isolated_uncached: every row crosses whole, as in a pool's first search of them).
+// cpu-µs/op adds the workers' processor time to this process's: on a shared machine it is
+// steadier than wall-clock time. To profile a worker, set ISOLATE_WORKER_CPUPROFILE to a
+// named pipe (see profileEnv).
 
 // runner is what the benchmarks compare: the pool, or engine.InProcess.
 func runners(b *testing.B, st *store.Store) map[string]engine.Runner {
 	return map[string]engine.Runner{
 		"in_process": engine.InProcess(engine.NewEnv(engine.Schemas(st))),
-		"isolated":   newPool(b, Options{Warm: 1, MaxWorkers: 1, Env: benchEnv()}),
+		"isolated":   newPool(b, Options{Warm: 1, MaxWorkers: 1}),
 	}
 }
 
@@ -136,7 +140,7 @@ STATUS = "success"
 	// Without the worker's row cache every matching row crosses whole, every run: the cost of
 	// a first search over rows the worker has not seen.
 	b.Run("isolated_uncached", func(b *testing.B) {
-		p := newPool(b, Options{Warm: 1, MaxWorkers: 1, Env: benchEnv()})
+		p := newPool(b, Options{Warm: 1, MaxWorkers: 1})
 		p.mu.Lock()
 		p.noRowCache = true
 		for w := range p.live {
@@ -171,13 +175,6 @@ func bigStore(b *testing.B, n int) *store.Store {
 		require.NoError(b, err)
 	}
 	return st
-}
-
-func benchEnv() []string {
-	if v := os.Getenv("ISOLATE_BENCH_ENV"); v != "" {
-		return []string{v}
-	}
-	return nil
 }
 
 // benchRows are 32,000 rows shaped like the inventory's, about what the 100k search returns.

@@ -523,6 +523,10 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 
 // runOn runs one plan on w, serving its table calls, and returns w to the pool or discards it.
 func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
+	if err := w.c.enc.run(m); err != nil {
+		p.release(w)
+		return failure(job, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
+	}
 	w.c.max = int(max(2*budget, 64<<20))
 	deadline := time.AfterFunc(timeout+p.opts.KillGrace, func() { w.kill(killTimeout) })
 	defer deadline.Stop()
@@ -534,11 +538,6 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 		}
 	})
 	defer stop()
-
-	if err := w.c.enc.run(m); err != nil {
-		p.release(w)
-		return failure(job, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
-	}
 	if err := w.c.send(); err != nil {
 		return p.failed(w, job, m, err, budget, timeout)
 	}

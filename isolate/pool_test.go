@@ -239,3 +239,21 @@ func TestNewPoolErrors(t *testing.T) {
 	_, err = NewPool(Options{Command: []string{"/bin/false"}})
 	assert.ErrorContains(t, err, "did not start")
 }
+
+// TestInputsThatCannotCross: an input that is not plain data fails the run with a clear
+// message, before any worker is spent on it.
+func TestInputsThatCannotCross(t *testing.T) {
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	w := onlyWorker(t, p)
+	st := openStore(t)
+	j, _ := job(st, "x = 1\n", sandbox.Limits{})
+	j.Inputs["user_request"] = struct{ A int }{1}
+	res := p.Run(bg, j)
+	assert.Equal(t, sandbox.OutcomeRuntimeError, res.Outcome)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Contains(t, res.Diagnostics[0].Message, "cannot be sent to the worker")
+
+	j, _ = job(st, "x = 1\n", sandbox.Limits{})
+	assert.Equal(t, sandbox.OutcomeOK, p.Run(bg, j).Outcome)
+	assert.Same(t, w, onlyWorker(t, p), "the worker was not spent")
+}
