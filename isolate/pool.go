@@ -479,8 +479,6 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	m.cpuSeconds = int64(2*timeout/time.Second) + 2
 	if m.schemas == w.schemas {
 		m.schemas = "" // the worker has them
-	} else {
-		w.schemas = m.schemas
 	}
 	res := p.runOn(ctx, w, job, m, budget, timeout)
 	res.Duration = time.Since(start)
@@ -540,6 +538,9 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 	defer stop()
 	if err := w.c.send(); err != nil {
 		return p.failed(w, job, m, err, budget, timeout)
+	}
+	if m.schemas != "" {
+		w.schemas = m.schemas // the worker has them now
 	}
 	for {
 		typ, d, err := w.c.recv()
