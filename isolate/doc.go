@@ -10,12 +10,14 @@
 //
 // Limits a worker applies to itself before it reads a program (Linux):
 //
-//   - memory: RLIMIT_DATA at its data segment at start + 2×Limits.MaxMemory + Options.Overhead,
-//     with the Go runtime's soft limit (debug.SetMemoryLimit) below it. RLIMIT_AS is unusable:
-//     the Go runtime reserves more than a gigabyte of address space at start. A worker that
-//     reaches the limit dies with the runtime's "out of memory" fatal error, which the pool
-//     reports as limit_exceeded memory. The sandbox's guards and heap watchdog still run inside
-//     the worker and usually stop a plan first, with a more precise message;
+//   - memory: RLIMIT_DATA at its data segment at start + 2×Limits.MaxMemory + Options.Overhead
+//     (+ the rows it keeps, see below), with the Go runtime's soft limit (debug.SetMemoryLimit)
+//     and a 1 ms watch that exits the worker cleanly below it. RLIMIT_AS is unusable: the Go
+//     runtime reserves more than a gigabyte of address space at start. A worker that reaches
+//     either dies, and the pool reports limit_exceeded memory (it reads the runtime's "out of
+//     memory" errors, a thread or race-detector shadow the kernel refused, and Go 1.26's
+//     collector dereferencing nil after a refused allocation). The sandbox's guards and heap
+//     watchdog still run inside the worker and usually stop a plan first, more precisely;
 //   - processor time: RLIMIT_CPU at 2×Limits.Timeout + 2 s beyond what the worker has used (the
 //     wall-clock deadline is the pool's: it kills the worker Options.KillGrace after it);
 //   - open files (RLIMIT_NOFILE 32), file size (RLIMIT_FSIZE 0), core dumps (RLIMIT_CORE 0);
