@@ -158,7 +158,7 @@ first-try pass rate, repairs used, contract violations, latency and tokens.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
-			return runEval(cmd.Context(), ios, opts)
+			return runEval(cmd.Context(), ios, g, opts)
 		},
 	}
 	opts.register(cmd)
@@ -167,7 +167,7 @@ first-try pass rate, repairs used, contract violations, latency and tokens.`,
 	return cmd
 }
 
-func runEval(ctx context.Context, ios IOStreams, opts *evalOptions) error {
+func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOptions) error {
 	f, err := os.Open(opts.File)
 	if err != nil {
 		return withCode(ExitUsage, err, "give the path of a .jsonl suite such as testdata/eval/lab-requests.jsonl")
@@ -192,7 +192,16 @@ func runEval(ctx context.Context, ios IOStreams, opts *evalOptions) error {
 			}
 		}
 	}
-	rep, err := evals.Run(ctx, cases, client, evals.Options{Concurrency: opts.Concurrency, MaxRepairs: opts.repairs(), Progress: progress})
+	pool, run, err := runner(ios, g)
+	if err != nil {
+		return err
+	}
+	if pool != nil {
+		defer pool.Close()
+	}
+	rep, err := evals.Run(ctx, cases, client, evals.Options{
+		Concurrency: opts.Concurrency, MaxRepairs: opts.repairs(), Progress: progress, Engine: engine.Options{Runner: run},
+	})
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}

@@ -74,7 +74,8 @@ func Main(args []string, ios IOStreams) int {
 
 // globalOptions are the flags every command shares.
 type globalOptions struct {
-	DB string // --db DIR
+	DB        string // --db DIR
+	InProcess bool   // --in-process: run plans in this process instead of isolated workers
 }
 
 func newRoot(ios IOStreams) *cobra.Command {
@@ -92,6 +93,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.DB, "db", "", "store directory (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
+	root.PersistentFlags().BoolVar(&g.InProcess, "in-process", false, "run plans in this process instead of isolated worker processes (a weaker memory bound, a faster start)")
 	root.AddCommand(
 		newDemoCmd(ios, g),
 		newAskCmd(ios, g),
@@ -102,6 +104,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newCheckCmd(ios, g),
 		newRunCmd(ios, g),
 		newDBCmd(ios, g),
+		newWorkerCmd(ios),
 	)
 	return root
 }

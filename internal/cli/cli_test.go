@@ -221,3 +221,26 @@ func TestCheckJSON(t *testing.T) {
 	require.Len(t, rep.Rewrites, 1)
 	assert.Equal(t, "chained-compare", rep.Rewrites[0].Rule)
 }
+
+// Plans run in isolated workers by default; --in-process runs them here. Both give the same
+// result, and the worker command stays out of the help.
+func TestIsolatedByDefault(t *testing.T) {
+	s := newSession(t)
+	var results []engine.Result
+	for _, args := range [][]string{{"exec"}, {"--in-process", "exec"}} {
+		o := s.run(false, "", append(args, example("03_two_item_order.star"))...)
+		require.Equal(t, ExitOK, o.code, o.err)
+		var res engine.Result
+		require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+		results = append(results, res)
+	}
+	assert.Equal(t, results[0].AnswerText, results[1].AnswerText)
+	assert.Equal(t, results[0].Changes, results[1].Changes)
+
+	o := s.run(false, "", "exec", example("05_hostile_memory_bomb.star"))
+	assert.Equal(t, ExitRejected, o.code)
+	assert.Contains(t, o.out, `"limit": "memory"`)
+
+	help := s.run(false, "", "--help")
+	assert.NotContains(t, help.out, workerCommand)
+}

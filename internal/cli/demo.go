@@ -32,7 +32,7 @@ var demoSteps = []demoStep{
 	{"A hostile program, stopped by a limit", "05_hostile_memory_bomb.star", engine.OutcomeLimitExceeded, "", false},
 }
 
-func newDemoCmd(ios IOStreams, _ *globalOptions) *cobra.Command {
+func newDemoCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
 		Short: "Walk through starplan on a fresh temporary store",
@@ -41,11 +41,11 @@ starplan (hand-written, not model output): the lab's lecture question, a purchas
 diff, apply), a two-item order, an order that fails on stock, and a hostile program that a
 limit stops. The temporary store is removed at the end; your own store is not touched.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), ios) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), ios, g) },
 	}
 }
 
-func runDemo(ctx context.Context, ios IOStreams) (err error) {
+func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 	dir, err := os.MkdirTemp("", "starplan-demo-")
 	if err != nil {
 		return withCode(ExitInternal, err, "")
@@ -56,7 +56,14 @@ func runDemo(ctx context.Context, ios IOStreams) (err error) {
 		return withCode(ExitInternal, err, "")
 	}
 	defer st.Close()
-	e, err := engine.New(st, engine.Options{})
+	pool, run, err := runner(ios, g)
+	if err != nil {
+		return err
+	}
+	if pool != nil {
+		defer pool.Close()
+	}
+	e, err := engine.New(st, engine.Options{Runner: run})
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}

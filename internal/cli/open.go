@@ -54,7 +54,14 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 			err = withCode(ExitInternal, fmt.Errorf("closing the store: %w", cerr), "")
 		}
 	}()
-	e, err := engine.New(st, engine.Options{})
+	pool, run, err := runner(ios, g)
+	if err != nil {
+		return err
+	}
+	if pool != nil {
+		defer pool.Close()
+	}
+	e, err := engine.New(st, engine.Options{Runner: run})
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}

@@ -1,0 +1,18 @@
+package cli
+
+import (
+	"os"
+	"testing"
+
+	"github.com/starplan/starplan/isolate"
+)
+
+// TestMain lets this test binary serve as the sandbox worker: commands under test start workers
+// by re-executing their own executable with the hidden worker command, which here is the test
+// binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == workerCommand {
+		os.Exit(isolate.WorkerMain(os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
