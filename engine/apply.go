@@ -13,6 +13,9 @@ import (
 // applied later. Unknown runs, runs already applied and runs with nothing to apply are
 // *RunError values.
 func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
+	// One apply at a time: two callers applying the same run must not both read it as pending.
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
 	rec, err := e.Record(runID)
 	if err != nil {
 		return nil, err
@@ -46,9 +49,11 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	ds, ok := conflictDiagnostics(err)
 	if !ok {
 		rec.Pending = true
+		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
 		return fmt.Errorf("applying run %s: %w", rec.ID, err)
 	}
 	rec.ApplyError = err.Error()
+	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
 	e.audit.add(rec)
 	res.Outcome, res.Diagnostics, res.Pending, res.Applied = OutcomeConflict, ds, false, false
 	return nil

@@ -138,18 +138,20 @@ type RunError struct {
 func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Problem) }
 
 // auditLog writes records in the background, in batches: a dry run must not wait for a disk
-// sync, and a burst of runs shares one. Records are durable once flush returns; Close flushes.
+// sync, and a burst of runs shares one. Records are durable once flush returns; close flushes.
 // A process killed before then loses the records of its last moments, never the store's
 // consistency (applies write their record in the same transaction as their data).
 type auditLog struct {
 	st      *store.Store
 	mu      sync.Mutex
 	queue   []*RunRecord
-	err     error      // the first write error, returned by flush and close
+	closed  bool       // after close, add writes at once
 	writeMu sync.Mutex // one batch at a time, so a later version of a record lands last
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	once    sync.Once
+	err     error // the first error of a background write, returned by close
 }
 
 // maxQueued is how many records may wait before add writes them itself.
@@ -164,10 +166,10 @@ func newAuditLog(st *store.Store) *auditLog {
 func (a *auditLog) add(r *RunRecord) {
 	a.mu.Lock()
 	a.queue = append(a.queue, r)
-	full := len(a.queue) >= maxQueued
+	now := a.closed || len(a.queue) >= maxQueued
 	a.mu.Unlock()
-	if full {
-		_ = a.flush() // the error is kept and returned by the next flush or close
+	if now {
+		a.background(a.flush())
 		return
 	}
 	select {
@@ -176,20 +178,33 @@ func (a *auditLog) add(r *RunRecord) {
 	}
 }
 
+// background keeps the first error of a write nobody waits for, for close to return.
+func (a *auditLog) background(err error) {
+	if err == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+}
+
 func (a *auditLog) loop() {
 	defer close(a.done)
 	for {
 		select {
 		case <-a.wake:
-			_ = a.flush()
+			a.background(a.flush())
 		case <-a.stop:
-			_ = a.flush()
+			a.background(a.flush())
 			return
 		}
 	}
 }
 
-// flush writes every queued record in one transaction.
+// flush writes every queued record in one transaction. A batch that cannot be written goes back
+// to the front of the queue, so the next flush tries it again.
 func (a *auditLog) flush() error {
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
@@ -197,31 +212,32 @@ func (a *auditLog) flush() error {
 	batch := a.queue
 	a.queue = nil
 	a.mu.Unlock()
-	if len(batch) > 0 {
-		docs := make([]store.SysDoc, len(batch))
-		for i, r := range batch {
-			docs[i] = store.SysDoc{Collection: auditCollection, ID: r.ID, Value: r}
-		}
-		if err := a.st.PutSysDocs(context.Background(), docs...); err != nil {
-			a.mu.Lock()
-			if a.err == nil {
-				a.err = fmt.Errorf("writing the audit log: %w", err)
-			}
-			a.mu.Unlock()
-		}
+	if len(batch) == 0 {
+		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
+	docs := make([]store.SysDoc, len(batch))
+	for i, r := range batch {
+		docs[i] = store.SysDoc{Collection: auditCollection, ID: r.ID, Value: r}
+	}
+	if err := a.st.PutSysDocs(context.Background(), docs...); err != nil {
+		a.mu.Lock()
+		a.queue = append(batch, a.queue...)
+		a.mu.Unlock()
+		return fmt.Errorf("writing the audit log: %w", err)
+	}
+	return nil
 }
 
+// close writes what is queued and stops the writer; records added afterwards are written at
+// once. It is safe to call more than once.
 func (a *auditLog) close() error {
-	select {
-	case <-a.stop:
-	default:
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.closed = true
+		a.mu.Unlock()
 		close(a.stop)
-	}
-	<-a.done
+		<-a.done
+	})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -51,6 +52,8 @@ type Engine struct {
 	opts   Options
 	runner Runner
 	audit  *auditLog
+	// applyMu serialises applies (see Apply); runs go on concurrently.
+	applyMu sync.Mutex
 }
 
 // New returns an engine over st, with the contract and policy of the store's domain.

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"sync"
 	"path/filepath"
 	"testing"
 	"time"
@@ -259,4 +261,88 @@ func BenchmarkTwoItemPurchase(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Two applies of one run at once: exactly one writes, the other is told it was already applied,
+// and the audit log says applied.
+func TestConcurrentAppliesOfOneRun(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make([]*Result, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = e.Apply(ctx, res.RunID)
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i := range results {
+		if errs[i] == nil && results[i].Applied {
+			applied++
+			continue
+		}
+		var re *RunError
+		require.ErrorAs(t, errs[i], &re)
+		assert.Contains(t, re.Problem, "already applied")
+	}
+	assert.Equal(t, 1, applied)
+	assert.Equal(t, int64(3), row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"])
+	rec, err := e.Record(res.RunID)
+	require.NoError(t, err)
+	assert.True(t, rec.Applied)
+}
+
+// A conflict is recorded as a conflict, with its diagnostics, not as the dry run's "ok".
+func TestConflictIsRecorded(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	first, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	_, err = e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), Apply: true})
+	require.NoError(t, err)
+	_, err = e.Apply(ctx, first.RunID)
+	require.NoError(t, err)
+	rec, err := e.Record(first.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeConflict, rec.Outcome)
+	assert.True(t, rec.Diagnostics.Has(CodeConflict))
+	runs, err := e.Runs()
+	require.NoError(t, err)
+	for _, r := range runs {
+		if r.ID == first.RunID {
+			assert.Equal(t, OutcomeConflict, r.Outcome)
+		}
+	}
+}
+
+// The duration is wall time even when the engine's clock is fixed.
+func TestDurationIsWallTime(t *testing.T) {
+	e, _ := newEngine(t) // its clock is fixedNow, years before the test runs
+	res, err := e.Run(context.Background(), Request{Reply: "answer_text = 'hi'\nSTATUS = 'success'\n"})
+	require.NoError(t, err)
+	assert.Positive(t, res.DurationMS)
+	assert.Less(t, res.DurationMS, 60_000.0)
+}
+
+// Close may be called twice, and a record added after it is still written.
+func TestAuditLogCloseTwiceAndLateRecords(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	defer st.Close()
+	e, err := New(st, Options{})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	res, err := e.Run(context.Background(), Request{Reply: "answer_text = 'hi'\nSTATUS = 'success'\n"})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	var raw json.RawMessage
+	found, err := st.GetSys(auditCollection, res.RunID, &raw)
+	require.NoError(t, err)
+	assert.True(t, found, "a record added after Close is written at once")
 }

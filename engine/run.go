@@ -46,7 +46,7 @@ type ModelCall struct {
 // for failures of starplan itself (the store, the audit log); every problem with the plan is in
 // the Result.
 func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
-	start := e.opts.Now()
+	start, began := e.opts.Now(), time.Now() // the run's clock for now(); the wall clock for timing
 	stage := e.st.Stage()
 	sres := e.runner.Run(ctx, Job{
 		Reply:   req.Reply,
@@ -84,13 +84,15 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 			res.Pending = true
 		}
 	}
-	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	res.normalize()
 
 	rec := newRecord(res, req, start, pending)
 	if pending != nil && req.Apply {
+		e.applyMu.Lock()
+		defer e.applyMu.Unlock()
 		if err := e.applyRecord(ctx, rec, res); err != nil {
-			return nil, err
+			return nil, err // applyRecord has queued the still-pending record
 		}
 		return res, nil
 	}
