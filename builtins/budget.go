@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 
 	"go.starlark.net/starlark"
 )
@@ -26,20 +27,35 @@ const CheckThreshold = 1 << 20
 // allocations. That errs on the side of stopping; the isolated worker gives each run its own
 // process and a hard bound.
 type Budget struct {
-	Limit    int64 // bytes the run's heap may grow by
-	baseline int64 // heap in use when the run began
+	Limit int64 // bytes the run's heap may grow by
+	// baseline is the lowest heap seen since the run began: the heap at its start may hold
+	// earlier runs' garbage, which a collection frees and which must not become allowance.
+	baseline atomic.Int64
 }
 
 // NewBudget returns a budget of limit bytes measured from the heap in use now.
 func NewBudget(limit int64) *Budget {
-	return &Budget{Limit: limit, baseline: HeapInUse()}
+	b := &Budget{Limit: limit}
+	b.baseline.Store(HeapInUse())
+	return b
 }
 
 // InUse is how far the heap has grown since the budget was made, in bytes (never negative).
 func (b *Budget) InUse() int64 { return b.Growth(HeapInUse()) }
 
-// Growth is how far a heap of the given size is above the one the budget was made at.
-func (b *Budget) Growth(heap int64) int64 { return max(0, heap-b.baseline) }
+// Growth is how far a heap of the given size is above the lowest heap seen since the budget was
+// made. A heap below that lowers it.
+func (b *Budget) Growth(heap int64) int64 {
+	for {
+		base := b.baseline.Load()
+		if heap >= base {
+			return heap - base
+		}
+		if b.baseline.CompareAndSwap(base, heap) {
+			return 0
+		}
+	}
+}
 
 // MemoryError is returned by a guarded operation that would exceed the run's budget. The sandbox
 // reports it as a memory limit, not as a runtime error.

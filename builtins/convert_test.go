@@ -30,3 +30,13 @@ func TestToGoBoundsSharedAndCyclicValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []any{int64(1), []any{"a", nil}}, v)
 }
+
+// The budget's baseline only moves down: garbage that earlier runs left on the heap, freed by a
+// collection during this run, must not become allowance.
+func TestBudgetBaselineFollowsTheLowestHeap(t *testing.T) {
+	b := &Budget{Limit: 100}
+	b.baseline.Store(1000)
+	assert.Equal(t, int64(50), b.Growth(1050))
+	assert.Equal(t, int64(0), b.Growth(400), "the heap fell below the start")
+	assert.Equal(t, int64(100), b.Growth(500), "growth counts from the lowest heap seen")
+}

@@ -12,16 +12,23 @@ import (
 // Names of the guards that the sandbox's rewrite of a program calls. Plans cannot name them:
 // the checker rejects every identifier that starts with GuardPrefix.
 const (
-	GuardPrefix  = "_sp_"
-	GuardMul     = GuardPrefix + "mul"     // a * b
-	GuardAdd     = GuardPrefix + "add"     // a + b
-	GuardIAdd    = GuardPrefix + "iadd"    // a += b (extends a list in place, as Starlark does)
-	GuardIMul    = GuardPrefix + "imul"    // a *= b
-	GuardJoin    = GuardPrefix + "join"    // sep.join(xs)
-	GuardReplace = GuardPrefix + "replace" // s.replace(old, new[, count])
-	GuardMod     = GuardPrefix + "mod"     // a % b (string formatting, or modulo)
-	GuardFormat  = GuardPrefix + "format"  // s.format(...)
+	GuardPrefix   = "_sp_"
+	GuardMul      = GuardPrefix + "mul"      // a * b
+	GuardAdd      = GuardPrefix + "add"      // a + b
+	GuardIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
+	GuardIMul     = GuardPrefix + "imul"     // a *= b
+	GuardMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
+	GuardMethod   = GuardPrefix + "method"   // x.name(...) for the methods in GuardedMethods
+	GuardAugIndex = GuardPrefix + "augindex" // a[k] += y, a[k] *= y with a or k not a plain name
 )
+
+// GuardedMethods are the methods whose calls the sandbox routes through GuardMethod: each can
+// make a result much larger than its receiver and arguments in one step.
+var GuardedMethods = map[string]bool{
+	"join": true, "replace": true, "format": true,
+	"split": true, "rsplit": true, "splitlines": true, "extend": true,
+	"elems": true, "codepoints": true, "elem_ords": true, "codepoint_ords": true,
+}
 
 // elemBytes estimates the memory of one element of a list or tuple: an interface value.
 const elemBytes = 16
@@ -39,10 +46,9 @@ func Guards() Registry {
 		hidden(GuardAdd, guardAdd),
 		hidden(GuardIAdd, guardIAdd),
 		hidden(GuardIMul, guardMul),
-		hidden(GuardJoin, guardJoin),
-		hidden(GuardReplace, guardReplace),
 		hidden(GuardMod, guardMod),
-		hidden(GuardFormat, guardFormat),
+		hidden(GuardMethod, guardMethod),
+		hidden(GuardAugIndex, guardAugIndex),
 		materialiser("list", 1),
 		materialiser("tuple", 1),
 		materialiser("sorted", 2), // sorted copies, then sorts a second slice of the same size
@@ -53,6 +59,7 @@ func Guards() Registry {
 		stringifier("str"),
 		stringifier("repr"),
 		stringifier("print"),
+		stringifier("fail"),
 	}
 }
 
@@ -99,6 +106,9 @@ func guardMul(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 					return nil, err
 				}
 			}
+			if err := chargeSharedText(thread, "repeating a "+seq.Type(), seq, k); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return starlark.Binary(syntax.STAR, x, y)
@@ -129,25 +139,6 @@ func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 		}
 	}
 	return starlark.Binary(syntax.PERCENT, x, y)
-}
-
-// guardFormat charges str.format: each replacement field can hold the largest argument's text.
-func guardFormat(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	recv := args[0]
-	if format, ok := recv.(starlark.String); ok {
-		values := append(starlark.Tuple{}, args[1:]...)
-		for _, kv := range kwargs {
-			values = append(values, kv[1])
-		}
-		if err := chargeFormat(thread, "str.format", format, values); err != nil {
-			return nil, err
-		}
-	}
-	m, err := getAttr(recv, "format")
-	if err != nil {
-		return nil, err
-	}
-	return starlark.Call(thread, m, args[1:], kwargs)
 }
 
 // chargeFormat estimates the text of format with its replacement fields filled from values: at
@@ -186,10 +177,41 @@ func guardAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 func chargeConcat(thread *starlark.Thread, x, y starlark.Value) error {
 	nx, okx := seqBytes(x, int64(starlark.Len(x)))
 	ny, oky := seqBytes(y, int64(starlark.Len(y)))
-	if okx && oky {
-		return Charge(thread, "concatenating a "+x.Type(), nx+ny)
+	if !okx || !oky {
+		return nil
 	}
-	return nil
+	if err := Charge(thread, "concatenating a "+x.Type(), nx+ny); err != nil {
+		return err
+	}
+	if starlark.Len(x)+starlark.Len(y) < sharedTextMinLen {
+		return nil
+	}
+	if err := chargeSharedText(thread, "concatenating a "+x.Type(), x, 1); err != nil {
+		return err
+	}
+	return chargeSharedText(thread, "concatenating a "+y.Type(), y, 1)
+}
+
+// sharedTextMinLen is the length from which concatenated lists and tuples are also charged
+// for their text: below it, the walk would cost more than it can prevent.
+const sharedTextMinLen = 1024
+
+// chargeSharedText charges k copies of the text of a list or tuple. Its memory is only k
+// pointers per element, but every element may point to the same large value, and printing,
+// hashing or an error message that quotes the result renders each copy: a list of 400
+// references to a 1 MB string is 400 MB of text in one call that no limit interrupts. Plans
+// never need such values, so they are refused where they are made.
+func chargeSharedText(thread *starlark.Thread, op string, seq starlark.Value, k int64) error {
+	switch seq.(type) {
+	case *starlark.List, starlark.Tuple:
+	default:
+		return nil
+	}
+	n, ok := textSize(seq)
+	if !ok {
+		return fmt.Errorf("%s: value nested more than %d levels deep", op, MaxTextDepth)
+	}
+	return Charge(thread, op+" (as text)", mulBytes(n, k))
 }
 
 func guardIAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
@@ -236,55 +258,207 @@ func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 	return nil, starlark.NoSuchAttrError(recv.Type() + " has no ." + name + " field or method")
 }
 
-func guardJoin(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
-	recv, xs := args[0], args[1]
-	if sep, ok := recv.(starlark.String); ok {
-		if seq, ok := xs.(starlark.Indexable); ok {
-			n := int64(seq.Len())
-			total := mulBytes(n, int64(len(sep)))
-			for i := 0; i < seq.Len() && total < math.MaxInt64/2; i++ {
-				if s, ok := seq.Index(i).(starlark.String); ok {
-					total += int64(len(s))
-				}
+// guardMethod calls recv.name(args..., kwargs...) after charging the result's estimated size,
+// for the methods in GuardedMethods. Receivers of other types (a plan's own values that merely
+// have a method of that name) are called unchecked.
+func guardMethod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	recv, name, rest := args[0], string(args[1].(starlark.String)), args[2:]
+	var est int64
+	switch recv := recv.(type) {
+	case starlark.String:
+		est = stringMethodBytes(recv, name, rest, kwargs)
+	case *starlark.List:
+		if name == "extend" && len(rest) == 1 {
+			if n := starlark.Len(rest[0]); n > 0 {
+				est = mulBytes(int64(recv.Len()+n), elemBytes)
 			}
-			if err := Charge(thread, "str.join", total); err != nil {
+		}
+	}
+	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+		return nil, err
+	}
+	if name == "format" {
+		if format, ok := recv.(starlark.String); ok {
+			values := append(starlark.Tuple{}, rest...)
+			for _, kv := range kwargs {
+				values = append(values, kv[1])
+			}
+			if err := chargeFormat(thread, "str.format", format, values); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return callMethod(thread, recv, "join", args[1:])
+	m, err := getAttr(recv, name)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Call(thread, m, rest, kwargs)
 }
 
-func guardReplace(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
-	recv := args[0]
-	if s, ok := recv.(starlark.String); ok {
-		old, ok1 := args[1].(starlark.String)
-		repl, ok2 := args[2].(starlark.String)
-		if ok1 && ok2 && len(repl) > len(old) {
-			var occ int64
-			if old == "" {
-				occ = int64(len(s)) + 1
-			} else {
-				occ = int64(len(s) / len(old))
-			}
-			if est := int64(len(s)) + mulBytes(occ, int64(len(repl)-len(old))); est >= CheckThreshold {
-				if old != "" {
-					occ = int64(strings.Count(string(s), string(old)))
-				}
-				if len(args) == 4 {
-					if c, ok := args[3].(starlark.Int); ok {
-						if k, ok := c.Int64(); ok && k >= 0 && k < occ {
-							occ = k
-						}
-					}
-				}
-				if err := Charge(thread, "str.replace", int64(len(s))+mulBytes(occ, int64(len(repl)-len(old)))); err != nil {
-					return nil, err
+// stringMethodBytes estimates the size of what a string method returns.
+func stringMethodBytes(s starlark.String, name string, args starlark.Tuple, kwargs []starlark.Tuple) int64 {
+	switch name {
+	case "join":
+		if len(args) != 1 {
+			return 0
+		}
+		return joinBytes(s, args[0])
+	case "replace":
+		if len(args) < 2 {
+			return 0
+		}
+		old, ok1 := args[0].(starlark.String)
+		repl, ok2 := args[1].(starlark.String)
+		if !ok1 || !ok2 || len(repl) <= len(old) {
+			return 0
+		}
+		var occ int64
+		if old == "" {
+			occ = int64(len(s)) + 1
+		} else {
+			occ = int64(len(s) / len(old))
+		}
+		if est := int64(len(s)) + mulBytes(occ, int64(len(repl)-len(old))); est < CheckThreshold {
+			return est
+		}
+		if old != "" {
+			occ = int64(strings.Count(string(s), string(old)))
+		}
+		if len(args) == 3 {
+			if c, ok := args[2].(starlark.Int); ok {
+				if k, ok := c.Int64(); ok && k >= 0 && k < occ {
+					occ = k
 				}
 			}
 		}
+		return int64(len(s)) + mulBytes(occ, int64(len(repl)-len(old)))
+	case "elems", "codepoints":
+		// A lazy view, but whatever materialises it makes a string per element, and the view
+		// has no length for list() to size it by.
+		return mulBytes(int64(len(s)), 3*elemBytes)
+	case "elem_ords", "codepoint_ords":
+		return mulBytes(int64(len(s)), elemBytes)
+	case "split", "rsplit", "splitlines":
+		// Each part costs a list slot and a string header on top of its bytes: splitting a
+		// string of separators multiplies its size many times.
+		const perPart = 48
+		if int64(len(s))*perPart < CheckThreshold {
+			return 0
+		}
+		parts := int64(strings.Count(string(s), "\n")) + 1
+		if name != "splitlines" {
+			sep := starlark.Value(starlark.None)
+			if len(args) > 0 {
+				sep = args[0]
+			}
+			for _, kv := range kwargs {
+				if kv[0] == starlark.String("sep") {
+					sep = kv[1]
+				}
+			}
+			if str, ok := sep.(starlark.String); ok && str != "" {
+				parts = int64(strings.Count(string(s), string(str))) + 1
+			} else {
+				parts = int64(len(strings.Fields(string(s)))) + 1
+			}
+		}
+		return int64(len(s)) + mulBytes(parts, perPart)
 	}
-	return callMethod(thread, recv, "replace", args[1:])
+	return 0
+}
+
+// joinBytes estimates sep.join(xs): every element's length plus a separator between each.
+func joinBytes(sep starlark.String, xs starlark.Value) int64 {
+	n := starlark.Len(xs)
+	if n <= 0 {
+		return 0
+	}
+	total := mulBytes(int64(n), int64(len(sep)))
+	iter := starlark.Iterate(xs)
+	if iter == nil {
+		return total
+	}
+	defer iter.Done()
+	var x starlark.Value
+	for iter.Next(&x) && total < math.MaxInt64/2 {
+		if s, ok := x.(starlark.String); ok {
+			total += int64(len(s))
+		}
+	}
+	return total
+}
+
+// guardAugIndex does a[k] op= y (op "+" or "*") for targets whose parts are not plain names,
+// evaluating a and k once, as the statement does, and guarding the operation.
+func guardAugIndex(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	container, key, op, y := args[0], args[1], string(args[2].(starlark.String)), args[3]
+	cur, err := getIndex(container, key)
+	if err != nil {
+		return nil, err
+	}
+	var z starlark.Value
+	if op == "+" {
+		z, err = guardIAdd(thread, nil, starlark.Tuple{cur, y}, nil)
+	} else {
+		z, err = guardMul(thread, nil, starlark.Tuple{cur, y}, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return starlark.None, setIndex(container, key, z)
+}
+
+// getIndex is x[y] with go.starlark.net's semantics and messages (its own is unexported).
+func getIndex(x, y starlark.Value) (starlark.Value, error) {
+	switch x := x.(type) {
+	case starlark.Mapping:
+		z, found, err := x.Get(y)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, fmt.Errorf("key %v not in %s", y, x.Type())
+		}
+		return z, nil
+	case starlark.Indexable:
+		i, err := index(x, y)
+		if err != nil {
+			return nil, err
+		}
+		return x.Index(i), nil
+	}
+	return nil, fmt.Errorf("unhandled index operation %s[%s]", x.Type(), y.Type())
+}
+
+// setIndex is x[y] = z with go.starlark.net's semantics and messages.
+func setIndex(x, y, z starlark.Value) error {
+	switch x := x.(type) {
+	case starlark.HasSetKey:
+		return x.SetKey(y, z)
+	case starlark.HasSetIndex:
+		i, err := index(x, y)
+		if err != nil {
+			return err
+		}
+		return x.SetIndex(i, z)
+	}
+	return fmt.Errorf("%s value does not support item assignment", x.Type())
+}
+
+func index(x starlark.Indexable, y starlark.Value) (int, error) {
+	n := x.Len()
+	i, err := starlark.AsInt32(y)
+	if err != nil {
+		return 0, fmt.Errorf("%s index: %s", x.Type(), err)
+	}
+	orig := i
+	if i < 0 {
+		i += n
+	}
+	if i < 0 || i >= n {
+		return 0, fmt.Errorf("index %d out of range [%d:%d]", orig, -n, n-1)
+	}
+	return i, nil
 }
 
 // materialiser wraps the universal builtin name, charging perElem interface slots for each
@@ -306,7 +480,11 @@ func materialiser(name string, perElem int64) Helper {
 			}
 		case len(args) > 0:
 			if n := starlark.Len(args[0]); n > 0 {
-				est = mulBytes(int64(n), perElem*elemBytes)
+				per := perElem * elemBytes
+				if strings.HasPrefix(args[0].Type(), "string.") {
+					per += 2 * elemBytes // elems() and codepoints() make a new string per element
+				}
+				est = mulBytes(int64(n), per)
 			}
 		}
 		if err := Charge(thread, name+"()", est); err != nil {
@@ -330,6 +508,12 @@ func stringifier(name string) Helper {
 				return nil, fmt.Errorf("%s: value nested more than %d levels deep", name, MaxTextDepth)
 			}
 			est += n
+		}
+		for _, kv := range kwargs {
+			if kv[0] == starlark.String("sep") && len(args) > 1 {
+				n, _ := textSize(kv[1])
+				est += mulBytes(n, int64(len(args)-1))
+			}
 		}
 		if err := Charge(thread, name+"()", est); err != nil {
 			return nil, err

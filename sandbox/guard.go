@@ -17,9 +17,9 @@ const reservedPrefix = builtins.GuardPrefix
 //	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
 //	                                        or an index or field whose parts are names or literals
 //	a % b          → _sp_mod(a, b)         unless a is a number literal
-//	s.format(...)  → _sp_format(s, ...)
-//	s.join(xs)     → _sp_join(s, xs)
-//	s.replace(a, b[, n]) → _sp_replace(s, a, b[, n])
+//	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=), when a or f() is not a plain name
+//	x.m(args)      → _sp_method(x, "m", args)       for join, replace, format, split, rsplit,
+//	                                                 splitlines and extend
 //
 // Each guard estimates the size of the result and asks the run's budget before doing exactly
 // what the operator or method would; on other operand types it defers to the original
@@ -48,7 +48,8 @@ func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
 		}
 		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side.
 		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !isNumberLit(s.RHS)
-		if guard && simpleTarget(s.LHS) {
+		switch {
+		case guard && simpleTarget(s.LHS):
 			name := builtins.GuardIAdd
 			if s.Op == syntax.STAR_EQ {
 				name = builtins.GuardIMul
@@ -56,6 +57,16 @@ func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
 			s.RHS = call(name, s.OpPos, s.LHS, s.RHS)
 			s.Op = syntax.EQ
 			return s
+		case guard:
+			if ix, ok := s.LHS.(*syntax.IndexExpr); ok {
+				// a[f()] += y: evaluate a and f() once, in the guard.
+				op := "+"
+				if s.Op == syntax.STAR_EQ {
+					op = "*"
+				}
+				opLit := &syntax.Literal{Token: syntax.STRING, TokenPos: s.OpPos, Raw: `"` + op + `"`, Value: op}
+				return &syntax.ExprStmt{X: call(builtins.GuardAugIndex, s.OpPos, g.expr(ix.X), g.expr(ix.Y), opLit, s.RHS)}
+			}
 		}
 		s.LHS = g.target(s.LHS)
 	case *syntax.ExprStmt:
@@ -137,16 +148,9 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 			}
 			e.Args[i] = g.expr(a)
 		}
-		if dot, ok := e.Fn.(*syntax.DotExpr); ok && dot.Name.Name == "format" && !hasStarArgs(e.Args) {
-			return call(builtins.GuardFormat, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
-		}
-		if dot, ok := e.Fn.(*syntax.DotExpr); ok && positionalOnly(e.Args) {
-			switch {
-			case dot.Name.Name == "join" && len(e.Args) == 1:
-				return call(builtins.GuardJoin, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
-			case dot.Name.Name == "replace" && (len(e.Args) == 2 || len(e.Args) == 3):
-				return call(builtins.GuardReplace, dot.NamePos, append([]syntax.Expr{dot.X}, e.Args...)...)
-			}
+		if dot, ok := e.Fn.(*syntax.DotExpr); ok && builtins.GuardedMethods[dot.Name.Name] && !hasStarArgs(e.Args) {
+			name := &syntax.Literal{Token: syntax.STRING, TokenPos: dot.NamePos, Raw: `"` + dot.Name.Name + `"`, Value: dot.Name.Name}
+			return call(builtins.GuardMethod, dot.NamePos, append([]syntax.Expr{dot.X, name}, e.Args...)...)
 		}
 	case *syntax.UnaryExpr:
 		if e.X != nil {
@@ -250,16 +254,4 @@ func hasStarArgs(args []syntax.Expr) bool {
 		}
 	}
 	return false
-}
-
-func positionalOnly(args []syntax.Expr) bool {
-	for _, a := range args {
-		if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
-			return false
-		}
-		if u, ok := a.(*syntax.UnaryExpr); ok && (u.Op == syntax.STAR || u.Op == syntax.STARSTAR) {
-			return false
-		}
-	}
-	return true
 }

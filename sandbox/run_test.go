@@ -111,6 +111,17 @@ j = ", ".join(["x", "y"])
 m = {"k": [1]}
 m["k"] += [2]
 big = 12345678901234567890 * 98765432109876543210
+keys = ["k"]
+counts = {"k": 1}
+counts[keys[0]] += 2
+grid = [[1], [2]]
+grid[len(keys)] *= 2
+ext = [1]
+ext_alias = ext
+ext.extend([2, 3])
+words = "a,b,,c".split(",", 2)
+lines = "x\ny".splitlines()
+named = "{a}-{b}".format(a = 1, b = "z")
 `
 	res := run(t, src, Limits{})
 	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
@@ -125,6 +136,12 @@ big = 12345678901234567890 * 98765432109876543210
 	assert.Equal(t, "x, y", g["j"])
 	assert.Equal(t, map[string]any{"k": []any{int64(1), int64(2)}}, g["m"])
 	assert.NotContains(t, g, "big", "integers beyond 64 bits are not plain data")
+	assert.Equal(t, map[string]any{"k": int64(3)}, g["counts"], "a[f()] += y")
+	assert.Equal(t, []any{[]any{int64(1)}, []any{int64(2), int64(2)}}, g["grid"], "a[f()] *= y")
+	assert.Equal(t, []any{int64(1), int64(2), int64(3)}, g["ext_alias"], "extend works in place")
+	assert.Equal(t, []any{"a", "b", ",c"}, g["words"])
+	assert.Equal(t, []any{"x", "y"}, g["lines"])
+	assert.Equal(t, "1-z", g["named"])
 }
 
 func TestGuardErrorsMatchTheOperators(t *testing.T) {
