@@ -103,6 +103,17 @@ func TestRunSuite(t *testing.T) {
 	assert.GreaterOrEqual(t, rep.LatencyP95MS, rep.LatencyP50MS)
 }
 
+// A case may leave out the expectations it does not care about: they are not checked.
+func TestMinimalCase(t *testing.T) {
+	cases, err := Load(strings.NewReader(`{"request": "Do you have any round sunglasses in stock that are under $100?", "status": "success"}`))
+	require.NoError(t, err)
+	rep, err := Run(context.Background(), cases, fakeModel(t), Options{})
+	require.NoError(t, err)
+	require.Len(t, rep.Cases, 1)
+	assert.True(t, rep.Cases[0].Pass, rep.Cases[0].Failures)
+	assert.NotNil(t, rep.Cases[0].Failures, "an empty list, not null, in JSON")
+}
+
 func TestLoadRejectsMalformedLines(t *testing.T) {
 	_, err := Load(strings.NewReader("{\"request\": \"x\", \"status\": \"success\"}\nnot json\n"))
 	require.Error(t, err)

@@ -205,9 +205,22 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}
-	if opts.JSON || !ios.OutTTY {
-		return writeJSON(ios.Out, rep)
+	// Exit 6 when no case reached the model: the figures would describe nothing.
+	code := ExitOK
+	if rep.Total > 0 && rep.Errors == rep.Total {
+		code = ExitModel
 	}
+	if opts.JSON || !ios.OutTTY {
+		if err := writeJSON(ios.Out, rep); err != nil {
+			return err
+		}
+		return silentExit(code)
+	}
+	defer func() {
+		if code == ExitModel {
+			fmt.Fprintln(ios.Err, "Error: every request failed to reach the model\nTry: check OPENAI_BASE_URL, OPENAI_API_KEY and STARPLAN_MODEL (or --base-url, --model)")
+		}
+	}()
 	w := ios.Out
 	p := painter(ios.Color())
 	for _, c := range rep.Cases {
@@ -223,5 +236,5 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	fmt.Fprintf(w, "\npassed %d/%d (%.0f%%), first try %d/%d (%.0f%%)\n", rep.Passed, rep.Total, 100*rep.PassRate, rep.FirstTryPassed, rep.Total, 100*rep.FirstTryRate)
 	fmt.Fprintf(w, "repairs used %d, contract violations %d, model errors %d\n", rep.RepairsUsed, rep.ContractViolations, rep.Errors)
 	fmt.Fprintf(w, "latency p50 %.0f ms, p95 %.0f ms; tokens %d prompt + %d completion\n", rep.LatencyP50MS, rep.LatencyP95MS, rep.PromptTokens, rep.CompletionTokens)
-	return nil
+	return silentExit(code)
 }

@@ -96,8 +96,17 @@ func TestEvalCommand(t *testing.T) {
 	assert.Contains(t, o.err, "3/3", "a progress bar on a terminal")
 
 	o = run(false, "", "eval", suite)
-	require.Equal(t, ExitOK, o.code, o.err)
+	require.Equal(t, ExitOK, o.code, o.err, "some cases failed, but the model answered: the report is the result")
 	var rep evals.Report
 	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
 	assert.Equal(t, 2, rep.Passed)
+}
+
+func TestEvalExitsSixWhenTheModelIsUnreachable(t *testing.T) {
+	_, srv, run := modelSession(t)
+	srv.Close()
+	suite := filepath.Join(t.TempDir(), "suite.jsonl")
+	require.NoError(t, os.WriteFile(suite, []byte(`{"request": "How many Aviator?", "status": "success"}`+"\n"), 0o644))
+	o := run(false, "", "eval", suite)
+	assert.Equal(t, ExitModel, o.code, o.out)
 }

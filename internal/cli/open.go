@@ -66,9 +66,17 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 		return withCode(ExitInternal, err, "")
 	}
 	defer func() {
-		if cerr := e.Close(); err == nil && cerr != nil {
-			err = withCode(ExitInternal, cerr, "")
+		cerr := e.Close() // flushes the audit log
+		if cerr == nil {
+			return
 		}
+		var silent silentExit
+		if err == nil || errors.As(err, &silent) && int(silent) == ExitOK {
+			err = withCode(ExitInternal, cerr, "the runs may be missing from starplan runs; check that the store's disk is writable")
+			return
+		}
+		// The command already failed: say what else went wrong, keep its exit code.
+		fmt.Fprintf(ios.Err, "Error: %v\n", cerr)
 	}()
 	return fn(e)
 }
@@ -79,7 +87,7 @@ func engineError(err error) error {
 	if errors.As(err, &re) {
 		return withCode(ExitUsage, err, re.Hint)
 	}
-	return withCode(ExitInternal, err, "")
+	return withCode(ExitInternal, err, "run the command again; starplan runs show RUN_ID says whether a run was applied")
 }
 
 // outcomeExit is the exit code of a run's outcome.
