@@ -157,6 +157,10 @@ type auditLog struct {
 // maxQueued is how many records may wait before add writes them itself.
 const maxQueued = 4096
 
+// auditLinger is how long the writer waits after the first queued record for others to join its
+// batch: one disk sync per burst of runs instead of one per run.
+const auditLinger = 5 * time.Millisecond
+
 func newAuditLog(st *store.Store) *auditLog {
 	a := &auditLog{st: st, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.loop()
@@ -195,6 +199,10 @@ func (a *auditLog) loop() {
 	for {
 		select {
 		case <-a.wake:
+			select {
+			case <-time.After(auditLinger):
+			case <-a.stop:
+			}
 			a.background(a.flush())
 		case <-a.stop:
 			a.background(a.flush())

@@ -46,47 +46,11 @@ type ModelCall struct {
 // for failures of starplan itself (the store, the audit log); every problem with the plan is in
 // the Result.
 func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
-	start, began := e.opts.Now(), time.Now() // the run's clock for now(); the wall clock for timing
-	stage := e.st.Stage()
-	sres := e.runner.Run(ctx, Job{
-		Reply:   req.Reply,
-		Inputs:  map[string]any{"user_request": req.UserRequest},
-		Limits:  e.limits(req.Limits),
-		View:    stage,
-		Now:     start,
-		Globals: []string{contracts.AnswerGlobal, contracts.StatusGlobal},
-	})
-	res := &Result{
-		RunID:           newRunID(),
-		Outcome:         Outcome(sres.Outcome),
-		Limit:           sres.Limit,
-		Stdout:          sres.Stdout,
-		StdoutTruncated: sres.StdoutTruncated,
-		Diagnostics:     sres.Diagnostics,
-		Rewrites:        sres.Rewrites,
-		Steps:           sres.Steps,
-		Program:         sres.Program,
+	start := e.opts.Now()
+	res, pending, err := e.evaluate(ctx, req, start)
+	if err != nil {
+		return nil, err
 	}
-	var pending *store.Pending
-	if res.Outcome == OutcomeOK {
-		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
-		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
-		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
-		res.Changes = stage.ChangeSet()
-		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: committed{e.st}})
-		if err != nil {
-			return nil, fmt.Errorf("checking the contract: %w", err)
-		}
-		if len(ds) > 0 {
-			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
-		} else if !res.Changes.Empty() {
-			pending = stage.Pending()
-			res.Pending = true
-		}
-	}
-	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
-	res.normalize()
-
 	rec := newRecord(res, req, start, pending)
 	if pending != nil && req.Apply {
 		e.applyMu.Lock()
@@ -98,6 +62,52 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	e.audit.add(rec)
 	return res, nil
+}
+
+// evaluate is a run up to its verdict: extract, check, run on a fresh staged view, the contract
+// and the policy, and the diff. It writes nothing. pending is what applying the run would write,
+// when the run is accepted and changes data.
+func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, err error) {
+	began := time.Now() // the wall clock, for timing; now is the run's clock for now()
+	stage := e.st.Stage()
+	sres := e.runner.Run(ctx, Job{
+		Reply:   req.Reply,
+		Inputs:  map[string]any{"user_request": req.UserRequest},
+		Limits:  e.limits(req.Limits),
+		View:    stage,
+		Now:     now,
+		Globals: []string{contracts.AnswerGlobal, contracts.StatusGlobal},
+	})
+	res = &Result{
+		RunID:           newRunID(),
+		Outcome:         Outcome(sres.Outcome),
+		Limit:           sres.Limit,
+		Stdout:          sres.Stdout,
+		StdoutTruncated: sres.StdoutTruncated,
+		Diagnostics:     sres.Diagnostics,
+		Rewrites:        sres.Rewrites,
+		Steps:           sres.Steps,
+		Program:         sres.Program,
+	}
+	if res.Outcome == OutcomeOK {
+		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
+		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
+		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
+		res.Changes = stage.ChangeSet()
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: committed{e.st}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("checking the contract: %w", err)
+		}
+		if len(ds) > 0 {
+			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
+		} else if !res.Changes.Empty() {
+			pending = stage.Pending()
+			res.Pending = true
+		}
+	}
+	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
+	res.normalize()
+	return res, pending, nil
 }
 
 // committed reads the committed state for the contract checks, without recording reads in any
