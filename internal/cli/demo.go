@@ -56,17 +56,11 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		return withCode(ExitInternal, err, "")
 	}
 	defer st.Close()
-	pool, run, err := runner(ios, g)
+	e, stop, err := startEngine(ios, g, st)
 	if err != nil {
 		return err
 	}
-	if pool != nil {
-		defer pool.Close()
-	}
-	e, err := engine.New(st, engine.Options{Runner: run})
-	if err != nil {
-		return withCode(ExitInternal, err, "")
-	}
+	defer stop()
 	defer e.Close()
 
 	p := painter(ios.Color())

@@ -54,17 +54,11 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 			err = withCode(ExitInternal, fmt.Errorf("closing the store: %w", cerr), "")
 		}
 	}()
-	pool, run, err := runner(ios, g)
+	e, stop, err := startEngine(ios, g, st)
 	if err != nil {
 		return err
 	}
-	if pool != nil {
-		defer pool.Close()
-	}
-	e, err := engine.New(st, engine.Options{Runner: run})
-	if err != nil {
-		return withCode(ExitInternal, err, "")
-	}
+	defer stop()
 	defer func() {
 		cerr := e.Close() // flushes the audit log
 		if cerr == nil {
@@ -79,6 +73,26 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 		fmt.Fprintf(ios.Err, "Error: %v\n", cerr)
 	}()
 	return fn(e)
+}
+
+// startEngine starts an engine over st with the runner the flags ask for (isolated workers by
+// default). stop releases the workers; the caller closes the engine, then the store.
+func startEngine(ios IOStreams, g *globalOptions, st *store.Store) (*engine.Engine, func(), error) {
+	pool, run, err := runner(ios, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		if pool != nil {
+			pool.Close()
+		}
+	}
+	e, err := engine.New(st, engine.Options{Runner: run})
+	if err != nil {
+		stop()
+		return nil, nil, withCode(ExitInternal, err, "")
+	}
+	return e, stop, nil
 }
 
 // engineError maps the engine's errors to exit codes and hints.
