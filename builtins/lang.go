@@ -368,9 +368,9 @@ func round(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	var ndigits int64
 	hasN := nd != starlark.None
 	if hasN {
-		n, ok := asInt(nd)
-		if !ok {
-			return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(nd))
+		n, err := intValue(b, nd)
+		if err != nil {
+			return nil, err
 		}
 		ndigits = clipInt(n)
 	}

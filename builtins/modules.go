@@ -400,11 +400,21 @@ func mathProd(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	return acc, nil
 }
 
-// intArg returns a non-negative int argument of a combinatorial function.
-func intArg(b *starlark.Builtin, what string, v starlark.Value) (*big.Int, error) {
+// intValue returns an int argument (bools count, as in Python), or Python's error naming the
+// type it got.
+func intValue(b *starlark.Builtin, v starlark.Value) (starlark.Int, error) {
 	i, ok := asInt(v)
 	if !ok {
-		return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(v))
+		return starlark.Int{}, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(v))
+	}
+	return i, nil
+}
+
+// intArg returns a non-negative int argument of a combinatorial function.
+func intArg(b *starlark.Builtin, what string, v starlark.Value) (*big.Int, error) {
+	i, err := intValue(b, v)
+	if err != nil {
+		return nil, err
 	}
 	if i.Sign() < 0 {
 		return nil, fmt.Errorf("%s: %s must be a non-negative integer", b.Name(), what)
@@ -423,9 +433,9 @@ func mathFactorial(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &x); err != nil {
 		return nil, err
 	}
-	i, ok := asInt(x)
-	if !ok {
-		return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(x))
+	i, err := intValue(b, x)
+	if err != nil {
+		return nil, err
 	}
 	if i.Sign() < 0 {
 		return nil, fmt.Errorf("%s: factorial() not defined for negative values", b.Name())
@@ -531,9 +541,9 @@ func mathGCD(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	g := new(big.Int)
 	for _, a := range args {
-		i, ok := asInt(a)
-		if !ok {
-			return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(a))
+		i, err := intValue(b, a)
+		if err != nil {
+			return nil, err
 		}
 		g.GCD(nil, nil, g, new(big.Int).Abs(i.BigInt()))
 	}
@@ -546,9 +556,9 @@ func mathLCM(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	l := big.NewInt(1)
 	for _, a := range args {
-		i, ok := asInt(a)
-		if !ok {
-			return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(a))
+		i, err := intValue(b, a)
+		if err != nil {
+			return nil, err
 		}
 		x := new(big.Int).Abs(i.BigInt())
 		if x.Sign() == 0 || l.Sign() == 0 {
@@ -569,9 +579,9 @@ func mathIsqrt(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &x); err != nil {
 		return nil, err
 	}
-	i, ok := asInt(x)
-	if !ok {
-		return nil, fmt.Errorf("%s: '%s' object cannot be interpreted as an integer", b.Name(), pyType(x))
+	i, err := intValue(b, x)
+	if err != nil {
+		return nil, err
 	}
 	if i.Sign() < 0 {
 		return nil, fmt.Errorf("%s: isqrt() argument must be nonnegative", b.Name())
