@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
 )
 
 // Apply applies a pending run: every change it staged, in one atomic step, after checking that
@@ -37,16 +41,32 @@ func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
 
 // applyRecord writes a run's changes together with its audit record (marked applied) in one
 // atomic step. On a conflict it records why and sets res to the conflict outcome.
+//
+// The policy is checked again inside the apply, against the committed rows the changes join: a
+// dry run that was valid against the data of its moment is refused when the data moved so that
+// its changes would now break a rule (two sales that each continue the ledger from the same last
+// row, a balance the plan wrote without reading the ledger).
 func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) error {
 	at := e.opts.Now()
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
-	err := e.st.ApplyPending(ctx, rec.Writes, store.SysDoc{Collection: auditCollection, ID: rec.ID, Value: rec})
+	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
+	verify := func(cs table.ChangeSet, c store.Committed) error {
+		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c})
+		if err != nil {
+			return fmt.Errorf("checking the policy at apply: %w", err)
+		}
+		if len(ds) > 0 {
+			return &policyError{ds}
+		}
+		return nil
+	}
+	err := e.st.ApplyPending(ctx, rec.Writes, verify, store.SysDoc{Collection: auditCollection, ID: rec.ID, Value: rec})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		return nil
 	}
 	rec.Applied, rec.AppliedAt = false, nil
-	ds, ok := conflictDiagnostics(err)
+	ds, ok := applyDiagnostics(err)
 	if !ok {
 		rec.Pending = true
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
@@ -57,4 +77,33 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	e.audit.add(rec)
 	res.Outcome, res.Diagnostics, res.Pending, res.Applied = OutcomeConflict, ds, false, false
 	return nil
+}
+
+// policyError is a policy violation found inside an apply: the run's changes break a rule against
+// the data as committed now. The diagnostics are the rules' own, at the apply stage.
+type policyError struct{ ds diag.List }
+
+func (e *policyError) Error() string {
+	return fmt.Sprintf("apply refused: against the data as it is now, %s; nothing was written", e.ds[0].Message)
+}
+
+// applyDiagnostics describes why an apply wrote nothing, when the reason is the data: a row or a
+// read that moved (CodeConflict, one per moved row) or a rule the changes would now break (the
+// rule's code). ok is false for failures of starplan itself.
+func applyDiagnostics(err error) (diag.List, bool) {
+	if ds, ok := conflictDiagnostics(err); ok {
+		return ds, true
+	}
+	var pe *policyError
+	if !errors.As(err, &pe) {
+		return nil, false
+	}
+	ds := make(diag.List, len(pe.ds))
+	for i, d := range pe.ds {
+		d.Stage = diag.StageApply
+		d.Message = "against the data as it is now (it changed since the dry run): " + d.Message + "; nothing was written"
+		d.Hint = "run the plan again against the current data; " + d.Hint
+		ds[i] = d
+	}
+	return ds, true
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/table"
 )
 
 // Request is one run of a plan.
@@ -94,7 +93,7 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
-		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: committed{e.st}})
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: e.st})
 		if err != nil {
 			return nil, nil, fmt.Errorf("checking the contract: %w", err)
 		}
@@ -108,22 +107,6 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	res.normalize()
 	return res, pending, nil
-}
-
-// committed reads the committed state for the contract checks, without recording reads in any
-// run's stage.
-type committed struct{ st *store.Store }
-
-func (c committed) LastRow(name string) (table.Row, bool, error) {
-	t, ok := c.st.Stage().Table(name)
-	if !ok {
-		return nil, false, fmt.Errorf("no table %s", name)
-	}
-	rows, err := t.Find(table.Query{Reverse: true, Limit: 1})
-	if err != nil || len(rows) == 0 {
-		return nil, false, err
-	}
-	return rows[0], true, nil
 }
 
 // newRunID returns a fresh run id: "r_" and 10 random hex digits.

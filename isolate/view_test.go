@@ -159,8 +159,8 @@ key = transactions_tbl.insert({"customer_name": "Ann", "transaction_amount": 1.0
 	require.True(t, ok)
 	_, err := tb.Update(table.Row{"price": 1.0}, table.Query{Where: map[string]any{"item_id": "SG002"}})
 	require.NoError(t, err)
-	require.NoError(t, st.ApplyPending(bg, other.Pending()))
-	assert.ErrorIs(t, st.ApplyPending(bg, stage.Pending()), store.ErrConflict, "the read of SG002 was recorded in the parent's stage")
+	require.NoError(t, st.ApplyPending(bg, other.Pending(), nil))
+	assert.ErrorIs(t, st.ApplyPending(bg, stage.Pending(), nil), store.ErrConflict, "the read of SG002 was recorded in the parent's stage")
 	_ = time.Second
 }
 

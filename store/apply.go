@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -32,12 +33,22 @@ type PendingWrite struct {
 	Row table.Row `json:"row"`
 }
 
-// PendingRead is a row (or, with All, a whole table) the run read, at the version it saw.
+// PendingRead is a row, a whole table (All) or a predicate (Pred) the run read, at the version
+// it saw.
 type PendingRead struct {
 	Table   string `json:"table"`
 	Key     any    `json:"key,omitempty"`
 	All     bool   `json:"all,omitempty"` // the run read the whole table; Version is the table's
-	Version int64  `json:"version"`       // 0: the row did not exist
+	Version int64  `json:"version"`       // 0: the row did not exist; with All or Pred: the table's
+	// Pred, when set, makes this a predicate read (see reads.go): "rows" (the committed rows
+	// matching Where in [From, To], N of them with digest Digest), "count" (N committed rows
+	// match Where) or "next_key" (N is the highest generated key number, -1 for none).
+	Pred   string          `json:"pred,omitempty"`
+	Where  json.RawMessage `json:"where,omitempty"`
+	From   any             `json:"from,omitempty"`
+	To     any             `json:"to,omitempty"`
+	N      int64           `json:"n,omitempty"`
+	Digest string          `json:"digest,omitempty"`
 }
 
 // Empty reports whether applying p would change no rows.
@@ -60,8 +71,14 @@ func (sg *Stage) Pending() *Pending {
 			}
 			written[w.key] = w.base
 		}
+		preds, all, allVer := t.pendingPreds(name)
 		if t.readAll {
-			p.Reads = append(p.Reads, PendingRead{Table: name, All: true, Version: t.allVer})
+			all, allVer = true, t.allVer
+		}
+		if all {
+			p.Reads = append(p.Reads, PendingRead{Table: name, All: true, Version: allVer})
+		} else {
+			p.Reads = append(p.Reads, preds...)
 		}
 		keys := make([]any, 0, len(t.reads))
 		for k, v := range t.reads {
@@ -118,10 +135,11 @@ type op struct {
 }
 
 type readCheck struct {
-	s   *schema
-	key any
-	all bool
-	ver int64
+	s    *schema
+	key  any
+	all  bool
+	ver  int64
+	pred *predCheck // a predicate read
 }
 
 // normalize checks p against the schemas: known tables, keys of the key field's kind, rows that
@@ -163,7 +181,14 @@ func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
 			return nil, nil, fmt.Errorf("pending read: unknown table %q", r.Table)
 		}
 		rc := readCheck{s: sc, all: r.All, ver: r.Version}
-		if !r.All {
+		switch {
+		case r.Pred != "" && !r.All:
+			pc, err := normalizePred(sc, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			rc.pred = &pc
+		case !r.All:
 			k, err := sc.normKey(fromJSON(r.Key))
 			if err != nil {
 				return nil, nil, fmt.Errorf("pending read: %w", err)
@@ -175,13 +200,28 @@ func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
 	return ops, reads, nil
 }
 
+// Committed reads the committed state for a Verify. It has the method set of
+// contracts.Committed, so the engine passes it to the policy as it is.
+type Committed interface {
+	// LastRow returns the committed row of tbl with the highest key in natural order
+	// (table.CompareKeys), or ok == false when the table is empty or does not exist.
+	LastRow(tbl string) (row table.Row, ok bool, err error)
+}
+
+// Verify checks, inside an apply, the changes exactly as they are about to be committed against
+// the committed state they will join. An error it returns aborts the apply: nothing is written,
+// and ApplyPending returns that error as it is.
+type Verify func(changes table.ChangeSet, committed Committed) error
+
 // ApplyPending writes p's changes and the extra system documents in one atomic transaction,
-// after checking that every row p changed or read is still at the version it saw. If anything
-// moved it returns a *ConflictError (errors.Is(err, ErrConflict)) naming the tables and keys,
-// and writes nothing. A kill at any instant leaves the store at the state before or after the
-// whole apply. The extra documents let the engine mark its audit record as applied in the same
-// step.
-func (s *Store) ApplyPending(ctx context.Context, p *Pending, extra ...SysDoc) error {
+// after checking that every row p changed or read is still at the version it saw and that every
+// predicate p read still finds what it found. If anything moved it returns a *ConflictError
+// (errors.Is(err, ErrConflict)) naming the tables and keys, and writes nothing. Then verify, when
+// not nil, sees the change set as it will be committed, under the same lock as the commit, so
+// nothing can change in between; an error from it aborts the apply. A kill at any instant leaves
+// the store at the state before or after the whole apply. The extra documents let the engine
+// mark its audit record as applied in the same step.
+func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, extra ...SysDoc) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -202,18 +242,80 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, extra ...SysDoc) e
 	}
 	for _, r := range reads {
 		mt := s.tables[r.s.Name]
-		if r.all {
+		switch {
+		case r.pred != nil:
+			if !r.pred.holds(mt) {
+				conflicts = append(conflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
+			}
+		case r.all:
 			if mt.ver != r.ver {
 				conflicts = append(conflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver})
 			}
-		} else if now := mt.version(r.key); now != r.ver {
-			conflicts = append(conflicts, Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
+		default:
+			if now := mt.version(r.key); now != r.ver {
+				conflicts = append(conflicts, Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
+			}
 		}
 	}
 	if len(conflicts) > 0 {
 		return &ConflictError{Conflicts: conflicts}
 	}
+	if verify != nil {
+		if err := verify(s.changeSetLocked(ops), lockedReader{s}); err != nil {
+			return err
+		}
+	}
 	return s.commitLocked(ops, extra)
+}
+
+// changeSetLocked renders checked ops as the change set they make to the committed rows. The
+// caller holds s.mu.
+func (s *Store) changeSetLocked(ops []op) table.ChangeSet {
+	cs := table.ChangeSet{}
+	for _, o := range ops {
+		tc := cs[o.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.s.Name] = tc
+		}
+		var before table.Row
+		if cur := s.tables[o.s.Name].rows[o.key]; cur != nil {
+			before = cur.row
+		}
+		switch {
+		case before == nil && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case before != nil && o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		case before != nil:
+			if f := changedFields(before, o.row); len(f) > 0 {
+				tc.Updated = append(tc.Updated, table.Update{Key: o.key, Before: before, After: o.row, Fields: f})
+			}
+		}
+	}
+	return cs
+}
+
+// LastRow returns the committed row of tbl with the highest key in natural order, or ok ==
+// false when the table is empty. It records no read: it is for checks, not plans.
+func (s *Store) LastRow(tbl string) (table.Row, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return lockedReader{s}.LastRow(tbl)
+}
+
+// lockedReader reads committed rows while the caller holds s.mu.
+type lockedReader struct{ s *Store }
+
+func (l lockedReader) LastRow(tbl string) (table.Row, bool, error) {
+	mt := l.s.tables[tbl]
+	if mt == nil {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	if len(mt.order) == 0 {
+		return nil, false, nil
+	}
+	return mt.order[len(mt.order)-1].row, true, nil
 }
 
 // commitLocked writes ops (already checked) and extra in one bbolt transaction at the next

@@ -101,7 +101,8 @@ func TestApplyConflicts(t *testing.T) {
 				_, err := tbl(t, v, "inventory").Remove(table.Query{Where: where("item_id", "SG006")})
 				require.NoError(t, err)
 			},
-			want: Conflict{Table: "inventory", Key: "SG006", Seen: 1, Now: 0},
+			want: Conflict{Table: "inventory", Seen: 1, Now: 2,
+				Read: `the inventory rows matching {"name":"Moon"} changed after the run read them (a row was inserted, changed or removed)`},
 		},
 		{
 			name: "missing key was inserted",
@@ -184,21 +185,25 @@ func TestApplyWithoutConflictWhenOthersTouchOtherRows(t *testing.T) {
 	assert.Equal(t, 99.0, row["price"])
 }
 
-func TestCountRecordsNoReads(t *testing.T) {
+func TestReadsAreRecordedAsPredicates(t *testing.T) {
 	s := openTemp(t)
 	v := s.Stage()
 	inv := tbl(t, v, "inventory")
 	_, err := inv.Count(table.Query{Where: where("name", "Moon")})
 	require.NoError(t, err)
 	_ = inv.Len()
-	assert.Empty(t, v.Pending().Reads)
 	find(t, inv, table.Query{Where: where("name", "Moon")})
+	find(t, inv, table.Query{Where: where("name", "Moon")}) // the same question twice is one read
 	_, _, err = tbl(t, v, "transactions").Get("TXN404")
 	require.NoError(t, err)
-	assert.Equal(t, []PendingRead{
-		{Table: "inventory", Key: "SG006", Version: 1},
-		{Table: "transactions", Key: "TXN404", Version: 0},
-	}, v.Pending().Reads)
+	reads := v.Pending().Reads
+	require.Len(t, reads, 4)
+	assert.Equal(t, PendingRead{Table: "inventory", Version: 1, Pred: predCount, Where: []byte(`{"name":"Moon"}`), N: 1}, reads[0])
+	assert.Equal(t, PendingRead{Table: "inventory", Version: 1, Pred: predCount, N: 6}, reads[1])
+	assert.Equal(t, predRows, reads[2].Pred)
+	assert.Equal(t, int64(1), reads[2].N)
+	assert.NotEmpty(t, reads[2].Digest)
+	assert.Equal(t, PendingRead{Table: "transactions", Key: "TXN404", Version: 0}, reads[3])
 }
 
 func TestPendingAppliesInAnotherProcessLifetime(t *testing.T) {
@@ -210,10 +215,10 @@ func TestPendingAppliesInAnotherProcessLifetime(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	s = openAt(t, dir) // versions are persisted: the reopened store still knows what the run saw
-	require.NoError(t, s.ApplyPending(bg, p))
+	require.NoError(t, s.ApplyPending(bg, p, nil))
 	row, _ := committed(t, s, "inventory", "SG004")
 	assert.Equal(t, int64(10), row["quantity_in_stock"])
-	err := s.ApplyPending(bg, p)
+	err := s.ApplyPending(bg, p, nil)
 	assert.ErrorIs(t, err, ErrConflict, "a pending run applies once")
 }
 
@@ -234,7 +239,7 @@ func TestApplyPendingRejectsMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := dumpString(t, s)
-			err := s.ApplyPending(bg, &tc.p)
+			err := s.ApplyPending(bg, &tc.p, nil)
 			assert.ErrorContains(t, err, tc.want)
 			assert.False(t, errors.Is(err, ErrConflict))
 			assert.Equal(t, before, dumpString(t, s))

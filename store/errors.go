@@ -38,9 +38,15 @@ type Conflict struct {
 	Key   any    `json:"key,omitempty"` // nil: the run read the whole table
 	Seen  int64  `json:"seen"`          // the version the run saw; 0: the row did not exist
 	Now   int64  `json:"now"`           // the version now; 0: the row does not exist
+	// Read describes a predicate read that no longer finds what it found ("the transactions rows
+	// matching ... changed after the run read them"); Seen and Now are then the table's versions.
+	Read string `json:"read,omitempty"`
 }
 
 func (c Conflict) String() string {
+	if c.Read != "" {
+		return c.Read
+	}
 	if c.Key == nil {
 		return fmt.Sprintf("table %s changed after the run read all of it", c.Table)
 	}

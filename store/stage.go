@@ -61,8 +61,9 @@ type stageTable struct {
 	// committed table when first written; a scan merges them with the committed order.
 	newKeys []any
 	reads   map[any]int64 // key -> version seen (0: absent), first read only
-	readAll bool          // a Find returned more than bigRead rows
-	allVer  int64         // the table's version when readAll was first set
+	preds   []predRead    // the walks of filters the run made (see reads.go)
+	readAll bool          // the run depends on the whole table (see reads.go)
+	allVer  int64         // the oldest table version seen when readAll was set
 }
 
 // write is the run's state of one row.
@@ -75,21 +76,24 @@ type write struct {
 
 // cand is a visible row found by a scan.
 type cand struct {
-	key any
-	row table.Row
-	ver int64 // committed version; meaningless when own
-	own bool  // the row comes from the run's overlay
+	key    any
+	row    table.Row
+	ver    int64 // committed version; meaningless when own
+	own    bool  // the row comes from the run's overlay
+	hidden bool  // a committed row the run's own write hides: seen by the read, not returned
 }
 
 func (t *stageTable) mem() *memTable { return t.st.tables[t.s.Name] }
 
 func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
 
+// Len counts the visible rows, recording how many committed rows there were.
 func (t *stageTable) Len() int {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
 	n := len(mt.order)
+	t.notePred(predRead{kind: predCount, ver: mt.ver, n: int64(n)})
 	for k, w := range t.writes {
 		_, committed := mt.rows[k]
 		switch {
@@ -110,89 +114,63 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // fn returns false. It holds the committed state's read lock, so fn must not call back into the
 // store. Top-level equalities are answered from a hash index (or the key map) and only those
 // candidates are checked.
-// where is the filter m was compiled from; its numeric conditions may skip rows early. visit
-// returns the table's version at the time of the visit.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, fn func(c cand) bool) (tableVer int64) {
+// where is the filter m was compiled from; its numeric conditions may skip rows early. o (may be
+// nil) is told every committed row m matches in the walked range, also one the run's own write
+// hides, and where the walk stopped. visit returns the table's version at the time of the visit.
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (tableVer int64) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
-	if recs, ok := t.bestIndex(mt, m.Equalities()); ok {
-		t.visitCandidates(recs, m, reverse, fn)
+	if recs, ok := mt.bestIndex(m.Equalities()); ok {
+		t.visitCandidates(recs, m, reverse, o, fn)
 	} else {
-		t.visitAll(mt, m, mt.prefilterFor(where), reverse, fn)
+		t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
 	}
 	return mt.ver
 }
 
-// bestIndex returns the committed candidates of the equality with the fewest, in key order; ok
-// is false when no equality can be answered from an index.
-func (t *stageTable) bestIndex(mt *memTable, eq map[string]any) (recs []*rec, ok bool) {
-	for f, v := range eq {
-		var rs []*rec
-		if f == t.s.Key {
-			k, err := t.s.normKey(v)
-			if err != nil {
-				return nil, true // no committed row has such a key; overlay rows are checked
-			}
-			if r := mt.rows[k]; r != nil {
-				rs = []*rec{r}
-			}
-		} else {
-			var can bool
-			rs, can = mt.lookup(f, v)
-			if !can {
-				continue
-			}
-		}
-		if !ok || len(rs) < len(recs) {
-			recs, ok = rs, true
-		}
-		if len(recs) == 0 {
-			break
-		}
-	}
-	return recs, ok
-}
-
 // visitCandidates visits the committed rows in recs (key order) that the run has not written,
 // merged with the run's own rows; every candidate is checked with m.
-func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool, fn func(c cand) bool) {
-	var extra []cand
-	for k, w := range t.writes {
-		if w.row != nil && m.Match(w.row) {
-			extra = append(extra, cand{key: k, row: w.row, own: true})
-		}
-	}
-	if len(extra) == 0 && len(t.writes) == 0 {
+func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) {
+	if len(t.writes) == 0 {
 		for i := range recs {
 			r := recs[i]
 			if reverse {
 				r = recs[len(recs)-1-i]
 			}
-			if m.Match(r.row) && !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+			if !m.Match(r.row) {
+				continue
+			}
+			o.add(r.key, r.ver)
+			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+				o.stopAt(r.key)
 				return
 			}
 		}
 		return
 	}
-	all := make([]cand, 0, len(recs)+len(extra))
+	var all []cand
+	for k, w := range t.writes {
+		if w.row != nil && m.Match(w.row) {
+			all = append(all, cand{key: k, row: w.row, own: true})
+		}
+	}
 	for _, r := range recs {
-		if _, written := t.writes[r.key]; written {
+		if m.Match(r.row) {
+			_, written := t.writes[r.key]
+			all = append(all, cand{key: r.key, row: r.row, ver: r.ver, hidden: written})
+		}
+	}
+	sortCands(all, reverse)
+	for _, c := range all {
+		if !c.own {
+			o.add(c.key, c.ver)
+		}
+		if c.hidden {
 			continue
 		}
-		if m.Match(r.row) {
-			all = append(all, cand{key: r.key, row: r.row, ver: r.ver})
-		}
-	}
-	if len(extra) > 0 {
-		all = append(all, extra...)
-		sort.Slice(all, func(i, j int) bool { return table.CompareKeys(all[i].key, all[j].key) < 0 })
-	}
-	if reverse {
-		slices.Reverse(all)
-	}
-	for _, c := range all {
 		if !fn(c) {
+			o.stopAt(c.key)
 			return
 		}
 	}
@@ -200,7 +178,7 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 
 // visitAll scans the committed order merged with the run's new keys. Committed rows that the
 // prefilter (may be nil) rules out are skipped without looking at them.
-func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, fn func(c cand) bool) {
+func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) {
 	ord, nk := mt.order, t.newKeys
 	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
 		for i, r := range ord {
@@ -210,13 +188,20 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 					continue
 				}
 				if sure && pf.complete {
+					o.add(r.key, r.ver)
 					if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+						o.stopAt(r.key)
 						return
 					}
 					continue
 				}
 			}
-			if m.Match(r.row) && !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+			if !m.Match(r.row) {
+				continue
+			}
+			o.add(r.key, r.ver)
+			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+				o.stopAt(r.key)
 				return
 			}
 		}
@@ -245,16 +230,27 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 			pos := at(n, i)
 			r := ord[pos]
 			i++
-			c = cand{key: r.key, row: r.row, ver: r.ver}
-			if overlay {
-				if w, ok := t.writes[r.key]; ok {
-					c = cand{key: r.key, row: w.row, own: true}
-				}
+			matched := false
+			if pass := pf == nil; !pass {
+				pass, _ = pf.check(pos)
+				matched = pass && m.Match(r.row)
+			} else {
+				matched = m.Match(r.row)
 			}
-			if !c.own && pf != nil {
-				if pass, _ := pf.check(pos); !pass {
+			if matched {
+				o.add(r.key, r.ver) // also when the run's own write hides it
+			}
+			w, written := t.writes[r.key]
+			switch {
+			case overlay && written:
+				c = cand{key: r.key, row: w.row, own: true}
+				if c.row == nil || !m.Match(c.row) {
 					continue
 				}
+			case !matched:
+				continue
+			default:
+				c = cand{key: r.key, row: r.row, ver: r.ver}
 			}
 		} else {
 			key := nk[at(k, j)]
@@ -263,39 +259,43 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 				continue // visited with the committed rows
 			}
 			c = cand{key: key, row: t.writes[key].row, own: true}
-		}
-		if c.row == nil || !m.Match(c.row) {
-			continue
+			if c.row == nil || !m.Match(c.row) {
+				continue
+			}
 		}
 		if !fn(c) {
+			o.stopAt(c.key)
 			return
 		}
 	}
 }
 
-// query returns the visible rows matching q, at most limit (0: all), and the table's version
-// when they were read. The Go predicate q.Match, which may call back into the run, is called
-// after the read lock is released.
-func (t *stageTable) query(q table.Query, limit int) ([]cand, int64, error) {
+// query returns the visible rows matching q, at most limit (0: all), recording the walk as a
+// predicate read. The Go predicate q.Match, which may call back into the run, is called after
+// the read lock is released; the read is of every candidate the dict filter let through.
+func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	m, err := t.compile(q.Where)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
+	o := &readObs{}
 	var out []cand
 	if q.Match == nil {
-		ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool {
+		ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
 			out = append(out, c)
 			return limit <= 0 || len(out) < limit
 		})
-		return out, ver, nil
+		t.noteWalk(q.Where, q.Reverse, o, ver)
+		return out, nil
 	}
 	var pre []cand
-	ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool { pre = append(pre, c); return true })
+	ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool { pre = append(pre, c); return true })
+	t.noteWalk(q.Where, q.Reverse, o, ver)
 	out = pre[:0]
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if ok {
 			out = append(out, c)
@@ -304,13 +304,13 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, int64, error) {
 			}
 		}
 	}
-	return out, ver, nil
+	return out, nil
 }
 
-// Find returns the visible rows that match q in key order, recording them as read.
+// Find returns the visible rows that match q in key order, recording the read (see reads.go).
 func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	if q.Match != nil {
-		cs, ver, err := t.query(q, q.Limit)
+		cs, err := t.query(q, q.Limit)
 		if err != nil {
 			return nil, err
 		}
@@ -318,47 +318,21 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		for i, c := range cs {
 			rows[i] = c.row
 		}
-		t.noteReads(cs, ver)
 		return rows, nil
 	}
-	// Without a Go predicate, stream: no candidate list, reads noted as they come.
+	// Without a Go predicate, stream: no candidate list.
 	m, err := t.compile(q.Where)
 	if err != nil {
 		return nil, err
 	}
 	var rows []table.Row
-	var seen []cand
-	ver := t.visit(m, q.Where, q.Reverse, func(c cand) bool {
+	o := &readObs{}
+	ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
 		rows = append(rows, c.row)
-		if !c.own && len(seen) <= bigRead {
-			seen = append(seen, c)
-		}
 		return q.Limit <= 0 || len(rows) < q.Limit
 	})
-	t.noteReads(seen, ver)
+	t.noteWalk(q.Where, q.Reverse, o, ver)
 	return rows, nil
-}
-
-// noteReads records the committed rows a Find returned, or one read of the whole table (at
-// tableVer, its version when the rows were read) when there are more than bigRead of them.
-func (t *stageTable) noteReads(cs []cand, tableVer int64) {
-	committed := 0
-	for _, c := range cs {
-		if !c.own {
-			committed++
-		}
-	}
-	if committed > bigRead {
-		if !t.readAll {
-			t.readAll, t.allVer = true, tableVer
-		}
-		return
-	}
-	for _, c := range cs {
-		if !c.own {
-			t.noteRead(c.key, c.ver)
-		}
-	}
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -367,13 +341,13 @@ func (t *stageTable) noteRead(key any, ver int64) {
 	}
 }
 
-// Count returns how many visible rows match q; it records no reads.
+// Count returns how many visible rows match q, recording how many committed rows matched.
 func (t *stageTable) Count(q table.Query) (int, error) {
 	if q.Where == nil && q.Match == nil {
 		return t.Len(), nil
 	}
 	if q.Match != nil {
-		cs, _, err := t.query(q, 0)
+		cs, err := t.query(q, 0)
 		return len(cs), err
 	}
 	m, err := t.compile(q.Where)
@@ -381,7 +355,9 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	t.visit(m, q.Where, false, func(cand) bool { n++; return true })
+	o := &readObs{countOnly: true}
+	ver := t.visit(m, q.Where, false, o, func(cand) bool { n++; return true })
+	t.noteWalk(q.Where, false, o, ver)
 	return n, nil
 }
 
@@ -443,10 +419,12 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 }
 
 // nextNum is the highest number among the visible keys of the form KeyPrefix+digits, plus one.
+// The run then depends on that number: a commit that inserts a higher key is a conflict.
 func (t *stageTable) nextNum() int64 {
 	t.st.mu.RLock()
 	mt := t.mem()
 	best := mt.maxNum
+	t.notePred(predRead{kind: predNextKey, ver: mt.ver, n: mt.maxNum})
 	if best >= 0 {
 		// The committed maximum may be a row the run removed: then look at what is left.
 		for k, w := range t.writes {
@@ -513,7 +491,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
 		}
 	}
-	cs, _, err := t.query(q, q.Limit)
+	cs, err := t.query(q, q.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -556,7 +534,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 // Remove stages the removal of every visible row that matches q (at most q.Limit) and returns
 // how many were removed.
 func (t *stageTable) Remove(q table.Query) (int, error) {
-	cs, _, err := t.query(q, q.Limit)
+	cs, err := t.query(q, q.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -639,5 +617,5 @@ func equalValue(a, b any) bool {
 // Apply writes the run's changes atomically after checking that nothing it read or changed has
 // moved (see Store.ApplyPending). The stage should not be used afterwards.
 func (sg *Stage) Apply(ctx context.Context, extra ...SysDoc) error {
-	return sg.st.ApplyPending(ctx, sg.Pending(), extra...)
+	return sg.st.ApplyPending(ctx, sg.Pending(), nil, extra...)
 }

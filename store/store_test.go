@@ -224,7 +224,7 @@ func TestDomainFromFiles(t *testing.T) {
 	require.NoError(t, err)
 	var p Pending
 	require.NoError(t, json.Unmarshal(raw, &p))
-	require.NoError(t, s.ApplyPending(bg, &p))
+	require.NoError(t, s.ApplyPending(bg, &p, nil))
 	require.NoError(t, s.Close())
 
 	_, err = Open(dir, Options{})
@@ -362,7 +362,7 @@ func TestPendingJSONRoundTrip(t *testing.T) {
 	cs, err := back.ChangeSet(s)
 	require.NoError(t, err)
 	assert.Equal(t, v.ChangeSet(), cs, "a stored dry run renders the same diff")
-	require.NoError(t, s.ApplyPending(bg, &back))
+	require.NoError(t, s.ApplyPending(bg, &back, nil))
 	row, _ := committed(t, s, "inventory", "SG001")
 	assert.Equal(t, int64(22), row["quantity_in_stock"], "JSON's 22.0 is an int again")
 }
