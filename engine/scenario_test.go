@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/tools/txtar"
 
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/table"
 )
@@ -27,7 +28,8 @@ var update = flag.Bool("update", false, "rewrite the diff sections of testdata/s
 //	-- request --   the customer's words (user_request)
 //	-- reply --     the canned model reply
 //	-- want --      JSON: outcome, status, codes (the diagnostics' codes, in order), rewrites
-//	                (rules that must appear), limit, apply_outcome, stock_after,
+//	                (rules that must appear), limit, apply_outcome, apply_codes (the apply's
+//	                diagnostics' codes, in order), stock_after,
 //	                transaction_amounts, balance_after (as in ../shared/eval/lab-requests.jsonl)
 //	-- interfere -- optional: a plan applied between the dry run and the apply
 //	-- diff --      the change set as the terminal shows it, rewritten with -update
@@ -38,6 +40,7 @@ type scenarioWant struct {
 	Rewrites           []string         `json:"rewrites"`
 	Limit              string           `json:"limit"`
 	ApplyOutcome       Outcome          `json:"apply_outcome"`
+	ApplyCodes         []string         `json:"apply_codes"`
 	StockAfter         map[string]int64 `json:"stock_after"`
 	TransactionAmounts []float64        `json:"transaction_amounts"`
 	BalanceAfter       *float64         `json:"balance_after"`
@@ -119,6 +122,12 @@ func runScenario(t *testing.T, file string) {
 		applied, err := e.Apply(ctx, res.RunID)
 		require.NoError(t, err)
 		assert.Equal(t, want.ApplyOutcome, applied.Outcome, applied.Diagnostics.String())
+		var codes []string
+		for _, d := range applied.Diagnostics {
+			codes = append(codes, d.Code)
+			assert.Equal(t, diag.StageApply, d.Stage)
+		}
+		assert.Equal(t, want.ApplyCodes, codes, applied.Diagnostics.String())
 	} else {
 		assert.Empty(t, want.ApplyOutcome, "only a pending run is applied")
 	}
@@ -207,7 +216,7 @@ func TestScenariosCoverTheContract(t *testing.T) {
 		seen["status:"+w.Status] = true
 		seen["outcome:"+string(w.Outcome)] = true
 		seen["outcome:"+string(w.ApplyOutcome)] = true
-		for _, c := range w.Codes {
+		for _, c := range append(w.Codes, w.ApplyCodes...) {
 			seen["code:"+c] = true
 		}
 	}

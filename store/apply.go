@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/starplan/starplan/table"
@@ -240,12 +241,13 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 			conflicts = append(conflicts, Conflict{Table: o.s.Name, Key: o.key, Seen: o.base, Now: now})
 		}
 	}
+	var predConflicts []Conflict
 	for _, r := range reads {
 		mt := s.tables[r.s.Name]
 		switch {
 		case r.pred != nil:
 			if !r.pred.holds(mt) {
-				conflicts = append(conflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
+				predConflicts = append(predConflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
 			}
 		case r.all:
 			if mt.ver != r.ver {
@@ -255,6 +257,13 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 			if now := mt.version(r.key); now != r.ver {
 				conflicts = append(conflicts, Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
 			}
+		}
+	}
+	// A moved row says more than a read it also changed: a table's predicate reads are reported
+	// only when none of its rows is.
+	for _, c := range predConflicts {
+		if !slices.ContainsFunc(conflicts, func(x Conflict) bool { return x.Table == c.Table }) {
+			conflicts = append(conflicts, c)
 		}
 	}
 	if len(conflicts) > 0 {
