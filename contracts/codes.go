@@ -31,4 +31,5 @@ const (
 	CodeLedgerAmount     = "ledger-amount"      // [ledger_per_item] the amount is not price × units
 	CodeBalanceChain     = "balance-chain"      // [balance_chain] a balance is not previous + amount
 	CodeLedgerOrder      = "ledger-order"       // [balance_chain] a new entry sorts before a committed one
+	CodeBalanceNegative  = "balance-negative"   // [non_negative_balance] the running balance went below 0
 )

@@ -37,7 +37,7 @@ func TestDescribe(t *testing.T) {
 	assert.Equal(t, []string{
 		"answer_text", "STATUS", "status_permits_writes",
 		"only_inventory_and_transactions", "no_deletions", "no_new_items", "keys_immutable", "only_stock_changes",
-		"stock_non_negative", "ledger_append_only", "one_transaction_per_item", "balance_chain",
+		"stock_non_negative", "ledger_append_only", "one_transaction_per_item", "balance_chain", "register_never_negative",
 	}, names)
 	assert.Contains(t, docs[0].Doc, "at most 2 sentences and 400 characters")
 	assert.Equal(t, "STATUS: one of success, no_match, insufficient_stock, invalid_request, unsupported_intent", docs[1].Doc)

@@ -40,6 +40,9 @@ var kinds = []kind{
 	{"balance_chain", "ledger_table, amount_field, balance_field",
 		"new ledger rows, in key order after the last committed one, each have balance = previous balance + amount",
 		buildBalanceChain},
+	{"non_negative_balance", "ledger_table, amount_field, balance_field",
+		"the running balance (the last committed balance plus the new rows' amounts, in key order) never goes below 0",
+		buildNonNegativeBalance},
 }
 
 // Kinds documents every check kind a domain file may refer to.

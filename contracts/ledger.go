@@ -3,6 +3,7 @@ package contracts
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 
@@ -37,14 +38,36 @@ type ledgerRule struct {
 // stockItem is one stock row whose stock changed.
 type stockItem struct {
 	key           any
-	before, after float64
+	before, after string  // the stock values, exactly as stored
+	delta         float64 // before − after: units that left (> 0) or came back (< 0)
 	price         float64
-	want          float64 // price × (before − after)
+	want          float64 // price × delta
 	done          bool
 }
 
 // units is the number of units that left (> 0) or came back (< 0).
-func (it *stockItem) units() float64 { return it.before - it.after }
+func (it *stockItem) units() float64 { return it.delta }
+
+// stockDelta returns before − after of a stock field and whether it changed. Integers are
+// compared and subtracted exactly, at any magnitude (as floats, 2^53 + 1 → 2^53 would be no
+// change at all); the difference is then a float64, as amounts are.
+func stockDelta(before, after any) (delta float64, changed, ok bool) {
+	bi, ok1 := toInt(before)
+	ai, ok2 := toInt(after)
+	if ok1 && ok2 {
+		if bi == ai {
+			return 0, false, true
+		}
+		d, _ := new(big.Float).Sub(new(big.Float).SetInt64(bi), new(big.Float).SetInt64(ai)).Float64()
+		return d, true, true
+	}
+	b, ok1 := toFloat(before)
+	a, ok2 := toFloat(after)
+	if !ok1 || !ok2 {
+		return 0, false, false
+	}
+	return b - a, b != a, true
+}
 
 // ledgerEntry is one new ledger row.
 type ledgerEntry struct {
@@ -59,16 +82,16 @@ func (l *ledgerRule) check(p *pass) error {
 	var items []stockItem
 	if t := p.changes(l.stockTable); t != nil {
 		for _, u := range t.Updated {
-			before, ok1 := toFloat(u.Before[l.stockField])
-			after, ok2 := toFloat(u.After[l.stockField])
-			if !ok1 || !ok2 || before == after {
+			delta, changed, ok := stockDelta(u.Before[l.stockField], u.After[l.stockField])
+			if !ok || !changed {
 				continue // not a stock change, or a schema problem reported elsewhere
 			}
 			price, ok := toFloat(u.Before[l.priceField])
 			if !ok {
 				continue
 			}
-			items = append(items, stockItem{key: u.Key, before: before, after: after, price: price, want: price * (before - after)})
+			items = append(items, stockItem{key: u.Key, before: formatExact(u.Before[l.stockField]), after: formatExact(u.After[l.stockField]),
+				delta: delta, price: price, want: price * delta})
 		}
 	}
 	var entries []ledgerEntry
@@ -299,10 +322,10 @@ func (l *ledgerRule) rest(p *pass, items []stockItem, entries []ledgerEntry) {
 // describeChange renders an item's stock change: "10 → 7, down 3".
 func (l *ledgerRule) describeChange(it *stockItem) string {
 	dir := "down"
-	if it.after > it.before {
+	if it.delta < 0 {
 		dir = "up"
 	}
-	return fmt.Sprintf("%s → %s, %s %s", formatNumber(it.before), formatNumber(it.after), dir, formatNumber(math.Abs(it.units())))
+	return fmt.Sprintf("%s → %s, %s %s", it.before, it.after, dir, formatNumber(math.Abs(it.units())))
 }
 
 // formula explains an item's amount: "price 60.00 × 3 units, positive as stock goes down".
@@ -388,6 +411,52 @@ func buildBalanceChain(ps *params) checkFunc {
 					ledgerTable, table.FormatValue(key), balanceField, money(bal), from, amountField, money(amount), money(want))
 			}
 			prev, prevKey, prevFrom = bal, key, ""
+		}
+		return nil
+	}
+}
+
+// buildNonNegativeBalance checks that the running balance never goes below zero: from the last
+// committed row's balance (0 when the ledger is empty), the sum of the new rows' amounts, taken
+// in key order, must stay >= 0 after every row. The running balance is computed from the
+// amounts, never read from the balance field, so a wrong balance (balance_chain's concern) cannot
+// hide a negative one. It reports the first row that takes the balance below zero.
+func buildNonNegativeBalance(ps *params) checkFunc {
+	ledgerTable := ps.str("ledger_table")
+	amountField := ps.str("amount_field")
+	balanceField := ps.str("balance_field")
+	return func(p *pass) error {
+		t := p.changes(ledgerTable)
+		if t == nil || len(t.Inserted) == 0 {
+			return nil
+		}
+		rows := slices.SortedFunc(slices.Values(t.Inserted), func(a, b table.Row) int { return table.CompareKeys(a[t.Key], b[t.Key]) })
+		last, ok, err := p.lastCommitted(ledgerTable)
+		if err != nil {
+			return err
+		}
+		running := 0.0
+		if ok {
+			b, isNum := toFloat(last[balanceField])
+			if !isNum {
+				return fmt.Errorf("committed %s row %s has %s %s, not a number", ledgerTable, table.FormatValue(last[t.Key]), balanceField, table.FormatValue(last[balanceField]))
+			}
+			running = b
+		}
+		for _, r := range rows {
+			amount, isNum := toFloat(r[amountField])
+			if !isNum {
+				continue // ledger_per_item and the schema report it
+			}
+			before := running
+			running += amount
+			if running < -Tolerance {
+				p.reportf(CodeBalanceNegative,
+					"write nothing the balance cannot cover and set STATUS to say why",
+					"new %s row %s (%s %s) takes the balance from %s to %s; it must stay >= 0",
+					ledgerTable, table.FormatValue(r[t.Key]), amountField, money(amount), money(before), money(running))
+				return nil
+			}
 		}
 		return nil
 	}

@@ -133,7 +133,7 @@ func buildNonNegative(ps *params) checkFunc {
 		check := func(key string, v any) {
 			if x, ok := toFloat(v); ok && x < 0 {
 				p.reportf(CodeNegativeValue, fmt.Sprintf("check %s before writing: if there is not enough, write nothing and set STATUS accordingly", field),
-					"the plan sets %s of %s row %s to %s; it must stay >= 0", field, tbl, key, formatNumber(x))
+					"the plan sets %s of %s row %s to %s; it must stay >= 0", field, tbl, key, formatExact(v))
 			}
 		}
 		for _, r := range t.Inserted {
@@ -165,8 +165,14 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// sameValue compares two key values: numbers by value, everything else by equality.
+// sameValue compares two key values: integers exactly, other numbers by value, everything else
+// by equality.
 func sameValue(a, b any) bool {
+	if x, ok := toInt(a); ok {
+		if y, ok := toInt(b); ok {
+			return x == y
+		}
+	}
 	if x, ok := toFloat(a); ok {
 		y, ok := toFloat(b)
 		return ok && x == y
@@ -193,6 +199,30 @@ func toFloat(v any) (float64, bool) {
 		return float64(v), true
 	}
 	return 0, false
+}
+
+// toInt returns an integer field value as int64.
+func toInt(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// formatExact renders a number as stored: integers exactly, floats as formatNumber does.
+func formatExact(v any) string {
+	if i, ok := toInt(v); ok {
+		return fmt.Sprint(i)
+	}
+	if f, ok := toFloat(v); ok {
+		return formatNumber(f)
+	}
+	return table.FormatValue(v)
 }
 
 // formatNumber renders a count: integers without a fraction, others with up to 6 digits.

@@ -362,3 +362,19 @@ func TestAuditLogCloseTwiceAndLateRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, found, "a record added after Close is written at once")
 }
+
+// next_transaction_id stops at the table's key_max with a clear error instead of making a key
+// no later run could increment.
+func TestNextTransactionIDStopsAtKeyMax(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Run(ctx, Request{Reply: `
+transactions_tbl.insert({"transaction_id": "TXN999999999", "customer_name": "A", "transaction_amount": 0.0,
+    "balance_after_transaction": 500.0, "timestamp": now()})
+print(next_transaction_id())
+STATUS = "success"
+answer_text = "Done."`})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Contains(t, res.Diagnostics[0].Message, "every transactions_tbl key up to TXN999999999 is taken; the table's key_max is 999999999")
+}

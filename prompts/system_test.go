@@ -199,9 +199,9 @@ func TestSystemSchemaBlock(t *testing.T) {
 	for _, want := range []string{
 		"inventory_tbl: One row per sunglasses style the shop stocks. 6 rows, key item_id (SG + 3 digits).",
 		"transactions_tbl: The register: one row per sale or return, each with the balance after it. 1 row, key transaction_id",
-		"- quantity_in_stock: int >= 0 — units on hand",
+		"- quantity_in_stock: int >= 0, <= 1000000000 — units on hand",
 		"- description: string, optional — ",
-		"- transaction_id: string, matching TXN[0-9]{3,}, read-only — ",
+		"- transaction_id: string, matching TXN[0-9]{3,9}, read-only — ",
 		`{"item_id":"SG003","name":"Mystique","description":"Inspired by 1950s glamo…","quantity_in_stock":3,"price":70.0}`,
 	} {
 		assert.Contains(t, s, want)

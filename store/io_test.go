@@ -139,14 +139,14 @@ func TestImportRejectsAndImportsNothing(t *testing.T) {
 			name:   "bad value names record, line, field and rule",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG002,B,2,2\nSG003,C,-3,3\n",
-			want:   `import inventory: record 3, line 4: field "quantity_in_stock" = -3 must be an int >= 0; nothing was imported`,
+			want:   `import inventory: record 3, line 4: field "quantity_in_stock" = -3 must be an int >= 0 and <= 1000000000; nothing was imported`,
 			record: 3, line: 4,
 		},
 		{
 			name:   "unparsable number",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,cheap\n",
-			want:   `import inventory: record 1, line 2: field "price" = "cheap" must be a number >= 0; nothing was imported`,
+			want:   `import inventory: record 1, line 2: field "price" = "cheap" must be a number >= 0 and <= 1000000; nothing was imported`,
 			record: 1, line: 2,
 		},
 		{

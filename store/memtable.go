@@ -69,7 +69,7 @@ func (s *schema) normKey(k any) (any, error) {
 	}
 }
 
-// keyNum returns n when key is the schema's KeyPrefix followed by digits only.
+// keyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
 func (s *schema) keyNum(key any) (int64, bool) {
 	str, ok := key.(string)
 	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {

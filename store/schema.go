@@ -3,7 +3,9 @@ package store
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -73,6 +75,15 @@ func compileSchema(s *table.Schema) (*schema, error) {
 		return nil, fmt.Errorf("table %s: key_prefix needs a string key field", s.Name)
 	case s.KeyDigits < 0:
 		return nil, fmt.Errorf("table %s: key_digits must be >= 0", s.Name)
+	case s.KeyMax < 0 || (s.KeyMax > 0 && s.KeyPrefix == ""):
+		return nil, fmt.Errorf("table %s: key_max must be > 0 and needs a key_prefix", s.Name)
+	case s.KeyMax >= math.MaxInt64/2:
+		return nil, fmt.Errorf("table %s: key_max %d leaves no room to increment; use at most %d", s.Name, s.KeyMax, int64(math.MaxInt64/2-1))
+	}
+	for i := range s.Fields {
+		if f := &s.Fields[i]; f.MaxLen < 0 {
+			return nil, fmt.Errorf("table %s: field %q: max_len must be >= 0 (0: the default, %d characters)", s.Name, f.Name, table.DefaultMaxLen)
+		}
 	}
 	c.key.Required = true
 	return c, nil
@@ -99,7 +110,14 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 		if f == nil {
 			return nil, s.unknownField(row, name, v)
 		}
-		nv, rule := f.check(v)
+		var nv any
+		rule := ""
+		if f == s.key {
+			rule = s.keyRule(v) // before the pattern: it says why such a key cannot be
+		}
+		if rule == "" {
+			nv, rule = f.check(v)
+		}
 		if rule != "" {
 			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v, Rule: rule}
 		}
@@ -116,6 +134,23 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 		out[f.Name] = nil
 	}
 	return out, nil
+}
+
+// keyRule returns the rule a key value breaks, if any: a key of the generated form (KeyPrefix
+// and digits) must carry a number up to the table's MaxKeyNum, or the next key could not be made.
+func (s *schema) keyRule(k any) string {
+	str, ok := k.(string)
+	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
+		return ""
+	}
+	digits := str[len(s.KeyPrefix):]
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return ""
+	}
+	if n, err := strconv.ParseInt(digits, 10, 64); err != nil || n > s.MaxKeyNum() {
+		return fmt.Sprintf("must carry a number of at most %d (key_max): a larger one leaves no next %s key", s.MaxKeyNum(), s.Name)
+	}
+	return ""
 }
 
 func keyOf(s *schema, row table.Row) any {
@@ -154,20 +189,22 @@ func (f *field) check(v any) (any, string) {
 			}
 			return nil, "must be a string"
 		}
+		// The length first: every later check is linear in it. A string of more than 4 bytes a
+		// character allowed is too long without counting.
+		maxLen := f.MaxChars()
+		if len(s) > utf8.UTFMax*maxLen || utf8.RuneCountInString(s) > maxLen {
+			return nil, fmt.Sprintf("must have at most %d characters (max_len)", maxLen)
+		}
 		if f.Type == table.TypeTimestamp {
 			if !isTimestamp(s) {
 				return nil, "must be an ISO-8601 timestamp such as 2025-01-01T09:00:00"
 			}
 		}
-		n := utf8.RuneCountInString(s)
-		if f.MinLen > 0 && n < f.MinLen {
+		if f.MinLen > 0 && utf8.RuneCountInString(s) < f.MinLen {
 			if f.MinLen == 1 {
 				return nil, "must not be empty"
 			}
 			return nil, fmt.Sprintf("must have at least %d characters", f.MinLen)
-		}
-		if f.MaxLen > 0 && n > f.MaxLen {
-			return nil, fmt.Sprintf("must have at most %d characters", f.MaxLen)
 		}
 		if f.enum != nil && !f.enum[s] {
 			return nil, "must be one of " + strings.Join(quoteAll(f.Enum), ", ")
@@ -200,8 +237,8 @@ func (f *field) check(v any) (any, string) {
 			}
 			n = i
 		}
-		if rule := f.bounds(float64(n), "an int"); rule != "" {
-			return nil, rule
+		if (f.Min != nil && cmpIntFloat(n, *f.Min) < 0) || (f.Max != nil && cmpIntFloat(n, *f.Max) > 0) {
+			return nil, f.numRule("must be an int")
 		}
 		return n, ""
 	case table.TypeFloat:
@@ -249,7 +286,25 @@ func (f *field) bounds(x float64, kind string) string {
 	return ""
 }
 
-func fmtNum(x float64) string { return fmt.Sprint(x) }
+func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+// cmpIntFloat compares n with x exactly (float64(n) rounds beyond 2^53).
+func cmpIntFloat(n int64, x float64) int {
+	if n > -1<<53 && n < 1<<53 {
+		return cmpFloat(float64(n), x)
+	}
+	return new(big.Float).SetInt64(n).Cmp(big.NewFloat(x))
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
 
 func toFloat(v any) float64 {
 	switch x := v.(type) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/starplan/starplan/table"
@@ -59,7 +60,7 @@ func TestValidateRejects(t *testing.T) {
 	}{
 		{"name", nil, "is required"},
 		{"name", "", "must not be empty"},
-		{"name", "toolong", "must have at most 5 characters"},
+		{"name", "toolong", "must have at most 5 characters (max_len)"},
 		{"name", 5, "must be a string"},
 		{"code", "A", "must have at least 2 characters"},
 		{"code", "ab", "must match the pattern [A-Z]+"},
@@ -149,8 +150,85 @@ func TestInventoryRules(t *testing.T) {
 	}
 	_, err = Validate(tx, table.Row{"transaction_id": "T-1", "customer_name": "a", "transaction_amount": 1,
 		"balance_after_transaction": 1, "timestamp": "2025-01-01T00:00:00"})
-	assert.ErrorContains(t, err, "must match the pattern TXN[0-9]{3,}")
+	assert.ErrorContains(t, err, "must match the pattern TXN[0-9]{3,9}")
 	_, err = Validate(tx, table.Row{"transaction_id": "TXN002", "customer_name": "a", "transaction_amount": 1,
 		"balance_after_transaction": 1, "timestamp": "01/01/2025"})
 	assert.ErrorContains(t, err, "ISO-8601")
+}
+
+// Every string is bounded: a field without max_len holds at most table.DefaultMaxLen characters,
+// and a domain may declare more. A huge value is refused without counting its characters.
+func TestStringsAreBoundedByDefault(t *testing.T) {
+	s := &table.Schema{Name: "notes", Key: "id", Fields: []table.Field{
+		{Name: "id", Type: table.TypeString},
+		{Name: "text", Type: table.TypeString},
+		{Name: "long", Type: table.TypeString, MaxLen: 5000},
+	}}
+	ok := strings.Repeat("é", table.DefaultMaxLen)
+	_, err := Validate(s, table.Row{"id": "a", "text": ok})
+	require.NoError(t, err)
+	_, err = Validate(s, table.Row{"id": "a", "text": ok + "x"})
+	assert.ErrorContains(t, err, `must have at most 1000 characters (max_len)`)
+	_, err = Validate(s, table.Row{"id": "a", "long": strings.Repeat("x", 4000)})
+	assert.NoError(t, err, "a domain may raise the bound")
+	huge := strings.Repeat("x", 16<<20)
+	_, err = Validate(s, table.Row{"id": "a", "text": huge})
+	assert.ErrorContains(t, err, "at most 1000 characters")
+	_, err = Validate(s, table.Row{"id": huge})
+	assert.ErrorContains(t, err, "at most 1000 characters", "keys too")
+
+	s.Fields[1].MaxLen = -1
+	_, err = Validate(s, table.Row{"id": "a"})
+	assert.ErrorContains(t, err, "max_len must be >= 0")
+}
+
+// Keys of the generated form stay incrementable: their number is at most key_max.
+func TestKeyNumbersAreBounded(t *testing.T) {
+	s := &table.Schema{Name: "ledger", Key: "id", KeyPrefix: "TXN", KeyDigits: 3, Fields: []table.Field{
+		{Name: "id", Type: table.TypeString, Pattern: "TXN[0-9]{3,}"},
+	}}
+	for _, id := range []string{"TXN001", "TXN999999999"} {
+		_, err := Validate(s, table.Row{"id": id})
+		assert.NoError(t, err, id)
+	}
+	for _, id := range []string{"TXN1000000000", "TXN" + strings.Repeat("9", 26), "TXN9223372036854775807"} {
+		_, err := Validate(s, table.Row{"id": id})
+		assert.ErrorContains(t, err, "must carry a number of at most 999999999 (key_max)", id)
+	}
+	s.KeyMax = 50
+	_, err := Validate(s, table.Row{"id": "TXN051"})
+	assert.ErrorContains(t, err, "at most 50 (key_max)")
+
+	bad := *s
+	bad.KeyMax = math.MaxInt64
+	_, err = Validate(&bad, table.Row{"id": "TXN001"})
+	assert.ErrorContains(t, err, "leaves no room to increment")
+	bad.KeyPrefix, bad.KeyMax = "", 10
+	_, err = Validate(&bad, table.Row{"id": "TXN001"})
+	assert.ErrorContains(t, err, "key_max must be > 0 and needs a key_prefix")
+}
+
+// The generated key stops at key_max instead of overflowing.
+func TestGeneratedKeyStopsAtKeyMax(t *testing.T) {
+	s := openTemp(t)
+	v := s.Stage()
+	tx := tbl(t, v, "transactions")
+	_, err := tx.Insert(txnRow("TXN999999999", 1))
+	require.NoError(t, err)
+	_, err = tx.Insert(table.Row{"customer_name": "Ann", "transaction_amount": 1.0, "balance_after_transaction": 1.0, "timestamp": "2025-01-02T10:00:00"})
+	assert.ErrorContains(t, err, "(key_max)")
+}
+
+// Int bounds are compared exactly, also beyond 2^53.
+func TestIntBoundsAreExact(t *testing.T) {
+	s := &table.Schema{Name: "n", Key: "id", Fields: []table.Field{
+		{Name: "id", Type: table.TypeString},
+		{Name: "qty", Type: table.TypeInt, Min: ptr(-(1 << 53)), Max: ptr(1 << 53)},
+	}}
+	_, err := Validate(s, table.Row{"id": "a", "qty": int64(1 << 53)})
+	require.NoError(t, err)
+	_, err = Validate(s, table.Row{"id": "a", "qty": int64(1<<53 + 1)})
+	assert.ErrorContains(t, err, "must be an int >= -9007199254740992 and <= 9007199254740992")
+	_, err = Validate(s, table.Row{"id": "a", "qty": int64(-(1 << 53) - 1)})
+	assert.Error(t, err)
 }

@@ -75,6 +75,21 @@ type Schema struct {
 	// number, zero-padded to KeyDigits (for example TXN002).
 	KeyPrefix string `json:"key_prefix,omitempty"`
 	KeyDigits int    `json:"key_digits,omitempty"`
+	// KeyMax bounds the number of keys of the form KeyPrefix+digits, so that the highest key
+	// always has a next one (0: DefaultKeyMax). A key beyond it is refused, whoever writes it.
+	KeyMax int64 `json:"key_max,omitempty"`
+}
+
+// DefaultKeyMax is the highest key number of a table with a KeyPrefix that declares no KeyMax:
+// nine digits, far below int64's limit, so incrementing the highest key never overflows.
+const DefaultKeyMax = 999_999_999
+
+// MaxKeyNum returns the highest number a key of the form KeyPrefix+digits may carry.
+func (s *Schema) MaxKeyNum() int64 {
+	if s.KeyMax > 0 {
+		return s.KeyMax
+	}
+	return DefaultKeyMax
 }
 
 // Field types a schema can declare.
@@ -95,10 +110,23 @@ type Field struct {
 	Min      *float64 `json:"min,omitempty"`       // inclusive lower bound for numbers
 	Max      *float64 `json:"max,omitempty"`       // inclusive upper bound for numbers
 	MinLen   int      `json:"min_len,omitempty"`   // for strings: at least this many characters
-	MaxLen   int      `json:"max_len,omitempty"`   // for strings: at most this many characters (0: no limit)
+	MaxLen   int      `json:"max_len,omitempty"`   // for strings: at most this many characters (0: DefaultMaxLen)
 	Enum     []string `json:"enum,omitempty"`      // for strings: one of these values
 	Pattern  string   `json:"pattern,omitempty"`   // for strings: RE2 the whole value must match
 	ReadOnly bool     `json:"read_only,omitempty"` // may be set on insert, never changed by update
+}
+
+// DefaultMaxLen is the most characters a string field holds when its schema declares no
+// max_len: every stored string is bounded, so no row a plan writes can make later commands slow.
+// A domain that needs longer text declares a larger max_len.
+const DefaultMaxLen = 1000
+
+// MaxChars returns the most characters a string value of f may have.
+func (f *Field) MaxChars() int {
+	if f.MaxLen > 0 {
+		return f.MaxLen
+	}
+	return DefaultMaxLen
 }
 
 // Field returns the named field, or nil.

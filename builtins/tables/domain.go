@@ -129,6 +129,10 @@ func nextTransactionID(dflt *TableValue) func(*starlark.Thread, *starlark.Builti
 			}
 			next = n + 1
 		}
+		if prefix == t.schema.KeyPrefix && int64(next) > t.schema.MaxKeyNum() {
+			return nil, fmt.Errorf("%s: every %s key up to %s is taken; the table's key_max is %d", b.Name(), t.name,
+				formatID(prefix, digits, int(t.schema.MaxKeyNum())), t.schema.MaxKeyNum())
+		}
 		return starlark.String(formatID(prefix, digits, next)), nil
 	}
 }
