@@ -2,10 +2,8 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 
@@ -154,22 +152,35 @@ func whereEqual(a, b map[string]any) bool {
 // hashes. It is stable across processes, so a run recorded by one can be applied by another.
 func digestOf(keys []verKey) uint64 {
 	var sum uint64
-	var buf [8]byte
 	for _, k := range keys {
-		h := fnv.New64a()
+		var h uint64
 		switch x := k.key.(type) {
 		case string:
-			h.Write([]byte{'s'})
-			h.Write([]byte(x))
+			h = fnvString(fnvString(fnvOffset, "s"), x)
+		case int64:
+			var buf [24]byte
+			h = fnvString(fnvString(fnvOffset, "i"), string(strconv.AppendInt(buf[:0], x, 10)))
 		default:
-			h.Write([]byte{'i'})
-			h.Write([]byte(fmt.Sprint(x)))
+			h = fnvString(fnvOffset, fmt.Sprintf("%T:%v", x, x))
 		}
-		binary.LittleEndian.PutUint64(buf[:], uint64(k.ver))
-		h.Write(buf[:])
-		sum += h.Sum64()
+		for i := range 8 {
+			h = (h ^ uint64(byte(k.ver>>(8*i)))) * fnvPrime
+		}
+		sum += h
 	}
 	return sum
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
 }
 
 // pendingPreds renders t's predicate reads for Pending. A filter too large to keep turns the
