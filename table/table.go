@@ -184,21 +184,45 @@ func (e *QueryError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Table, e.Message)
 }
 
-// FormatValue renders a field value for messages: strings quoted, others as Go prints them.
+// MaxFormatted is about the most characters FormatValue renders of one value: messages quote
+// values, and a value a plan controls must not make a message (and the result and audit record
+// that carry it) as large as itself.
+const MaxFormatted = 200
+
+// FormatValue renders a field value for messages: strings quoted, others as Go prints them; a
+// longer rendering is cut at about MaxFormatted characters and says how long the value was.
 func FormatValue(v any) string {
 	switch v := v.(type) {
 	case nil:
 		return "None"
 	case string:
-		return fmt.Sprintf("%q", v)
+		if len(v) <= MaxFormatted {
+			return fmt.Sprintf("%q", v)
+		}
+		return fmt.Sprintf("%q… (%d bytes)", clipRunes(v, MaxFormatted), len(v))
 	case bool:
 		if v {
 			return "True"
 		}
 		return "False"
 	default:
-		return fmt.Sprint(v)
+		s := fmt.Sprint(v)
+		if len(s) <= MaxFormatted {
+			return s
+		}
+		return fmt.Sprintf("%s… (%d characters)", clipRunes(s, MaxFormatted), len(s))
 	}
+}
+
+// clipRunes returns the first n runes of s at most, never cutting a UTF-8 sequence.
+func clipRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // ChangeSet is what a run would change, per table name. Its size grows with the number of changed

@@ -25,6 +25,19 @@ var (
 // MaxWhereDepth is how deeply $or/$and may nest in one filter.
 const MaxWhereDepth = 32
 
+// The size of one filter is bounded, because it is evaluated by starplan itself (in the parent
+// process when plans run isolated) against every row a query walks: these bounds keep the work
+// per row small and the compile cheap, whatever a plan builds.
+const (
+	// MaxWhereOperands is the most operators and operand values (each element of an $in or
+	// $nin list counts) one filter may hold.
+	MaxWhereOperands = 10_000
+	// MaxWhereRegexes is the most $regex operators one filter may hold.
+	MaxWhereRegexes = 16
+	// MaxRegexLen is the longest $regex pattern, in bytes.
+	MaxRegexLen = 1024
+)
+
 // Matcher is a compiled where-filter. It is immutable and safe for concurrent use. A nil
 // *Matcher matches every row.
 type Matcher struct {
@@ -514,7 +527,18 @@ func foldEqual(a, b rune) bool {
 // ---- compiling ----
 
 type compiler struct {
-	schema *Schema
+	schema   *Schema
+	operands int // operators and operand values so far
+	regexes  int
+}
+
+// count charges n operands to the filter and says when it is too large.
+func (c *compiler) count(n int) error {
+	c.operands += n
+	if c.operands > MaxWhereOperands {
+		return c.errorf("", "the filter has more than %d operators and values; filter on fewer values, or use a function: lambda row: ...", MaxWhereOperands)
+	}
+	return nil
 }
 
 func (c *compiler) errorf(suggestion, format string, args ...any) *QueryError {
@@ -589,6 +613,9 @@ func (c *compiler) logical(g *group, key string, val any, depth int) error {
 	if len(list) == 0 {
 		return c.errorf("", "%s needs at least one filter in its list", key)
 	}
+	if err := c.count(len(list)); err != nil {
+		return err
+	}
 	sub := group{or: key == "$or"}
 	for i, e := range list {
 		m, ok := e.(map[string]any)
@@ -642,6 +669,9 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 	if f != nil {
 		typ = f.Type
 	}
+	if err := c.count(1); err != nil {
+		return op{}, err
+	}
 	o := op{code: code}
 	switch code {
 	case opEq, opNe:
@@ -668,6 +698,9 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		if !ok {
 			return op{}, c.errorf("", "%s needs a list of values, such as {%q: {%q: [...]}}; got %s", name, field, name, describe(arg))
 		}
+		if err := c.count(len(list)); err != nil {
+			return op{}, err
+		}
 		o.list = make([]operand, len(list))
 		for i, e := range list {
 			v, err := c.operand(typ, field, name, e, true)
@@ -687,6 +720,13 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		}
 		o.val = operand{kind: kStr, s: s, v: s}
 		if code == opRegex {
+			c.regexes++
+			switch {
+			case c.regexes > MaxWhereRegexes:
+				return op{}, c.errorf("", "the filter has more than %d $regex operators; join the alternatives into one pattern with |", MaxWhereRegexes)
+			case len(s) > MaxRegexLen:
+				return op{}, c.errorf("", "$regex on field %q is %d bytes; patterns may have at most %d", field, len(s), MaxRegexLen)
+			}
 			re, err := regexp.Compile(s)
 			if err != nil {
 				return op{}, c.errorf("", "$regex on field %q: %v (Go RE2 syntax: no lookarounds or backreferences)", field, err)

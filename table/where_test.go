@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -649,4 +650,48 @@ func TestValuesEqual(t *testing.T) {
 		assert.Equal(t, tt.want, ValuesEqual(tt.a, tt.b), "ValuesEqual(%#v, %#v)", tt.a, tt.b)
 		assert.Equal(t, tt.want, ValuesEqual(tt.b, tt.a), "ValuesEqual(%#v, %#v)", tt.b, tt.a)
 	}
+}
+
+// A filter is evaluated by starplan itself against every row a query walks, so its size is
+// bounded at compile time, whatever a plan builds.
+func TestCompileBoundsTheFilter(t *testing.T) {
+	s := &Schema{Name: "items", Key: "id", Fields: []Field{{Name: "id", Type: TypeString}, {Name: "name", Type: TypeString}}}
+	alts := make([]any, MaxWhereRegexes+1)
+	for i := range alts {
+		alts[i] = map[string]any{"name": map[string]any{"$regex": fmt.Sprintf("a%d", i)}}
+	}
+	_, err := Compile(s, map[string]any{"$or": alts[:MaxWhereRegexes]})
+	require.NoError(t, err)
+	_, err = Compile(s, map[string]any{"$or": alts})
+	assert.ErrorContains(t, err, "more than 16 $regex operators")
+
+	_, err = Compile(s, map[string]any{"name": map[string]any{"$regex": strings.Repeat("a|", MaxRegexLen/2) + "b"}})
+	assert.ErrorContains(t, err, "patterns may have at most 1024")
+
+	in := make([]any, MaxWhereOperands)
+	for i := range in {
+		in[i] = fmt.Sprint(i)
+	}
+	_, err = Compile(s, map[string]any{"name": map[string]any{"$in": in[:MaxWhereOperands-1]}})
+	require.NoError(t, err)
+	_, err = Compile(s, map[string]any{"name": map[string]any{"$in": in}, "id": "x"})
+	assert.ErrorContains(t, err, "more than 10000 operators and values")
+
+	empties := make([]any, MaxWhereOperands+1)
+	for i := range empties {
+		empties[i] = map[string]any{}
+	}
+	_, err = Compile(s, map[string]any{"$or": empties})
+	assert.ErrorContains(t, err, "more than 10000 operators and values")
+}
+
+func TestFormatValueIsBounded(t *testing.T) {
+	assert.Equal(t, `"Aviator"`, FormatValue("Aviator"))
+	long := strings.Repeat("é", 10_000)
+	got := FormatValue(long)
+	assert.Equal(t, `"`+strings.Repeat("é", MaxFormatted)+`"… (20000 bytes)`, got)
+	list := make([]any, 10_000)
+	got = FormatValue(list)
+	assert.Less(t, len(got), 2*MaxFormatted)
+	assert.Contains(t, got, "characters)")
 }
