@@ -36,7 +36,9 @@ type Domain struct {
 	Name     string   `json:"name"`
 	Doc      string   `json:"doc,omitempty"`
 	Contract Contract `json:"contract"`
-	Rules    []Rule   `json:"rules"`
+	// Limits bound what one run may make the store do (its blast radius); see RunLimits.
+	Limits RunLimits `json:"limits"`
+	Rules  []Rule    `json:"rules"`
 
 	ready bool // validated and resolved by Parse
 }
@@ -53,6 +55,49 @@ type Contract struct {
 	// MaxChars is the most characters (Unicode code points, after trimming spaces) answer_text
 	// may hold; > 0.
 	MaxChars int `json:"answer_max_chars"`
+}
+
+// RunLimits are the blast radius of one run, set per domain next to the sandbox's steps, time
+// and memory: table calls, rows handed to the plan, rows changed (in total and per table). A run
+// that crosses one ends as limit_exceeded, naming it. Zero fields take the defaults below.
+type RunLimits struct {
+	HelperCalls         int            `json:"helper_calls,omitempty"`
+	RowsRead            int            `json:"rows_read,omitempty"`
+	RowsWritten         int            `json:"rows_written,omitempty"`
+	RowsWrittenPerTable map[string]int `json:"rows_written_per_table,omitempty"`
+}
+
+// The run limits of a domain that sets none: generous for any real request, and still bounded.
+const (
+	DefaultHelperCalls = 100_000
+	DefaultRowsRead    = 10_000_000
+	DefaultRowsWritten = 10_000
+)
+
+// WithDefaults returns l with every zero field set to its default.
+func (l RunLimits) WithDefaults() RunLimits {
+	if l.HelperCalls == 0 {
+		l.HelperCalls = DefaultHelperCalls
+	}
+	if l.RowsRead == 0 {
+		l.RowsRead = DefaultRowsRead
+	}
+	if l.RowsWritten == 0 {
+		l.RowsWritten = DefaultRowsWritten
+	}
+	return l
+}
+
+func (l RunLimits) validate() error {
+	if l.HelperCalls < 0 || l.RowsRead < 0 || l.RowsWritten < 0 {
+		return errors.New("limits: helper_calls, rows_read and rows_written must be >= 0 (0: the default)")
+	}
+	for name, n := range l.RowsWrittenPerTable {
+		if n <= 0 {
+			return fmt.Errorf("limits.rows_written_per_table[%q] must be > 0", name)
+		}
+	}
+	return nil
 }
 
 // Rule is one policy rule: a name, a one-line doc for the prompt, and a check kind with its
@@ -172,6 +217,9 @@ func (d *Domain) validate() error {
 	}
 	if c.MaxSentences <= 0 || c.MaxChars <= 0 {
 		return errors.New("contract.answer_max_sentences and contract.answer_max_chars must be > 0")
+	}
+	if err := d.Limits.validate(); err != nil {
+		return err
 	}
 	names := map[string]bool{}
 	for _, it := range contractItems {

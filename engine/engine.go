@@ -49,9 +49,11 @@ type Engine struct {
 	st     *store.Store
 	env    *sandbox.Env
 	policy *contracts.Domain
-	opts   Options
-	runner Runner
-	audit  *auditLog
+	// runLimits is the policy's blast radius of a run, as the store enforces it.
+	runLimits store.RunLimits
+	opts      Options
+	runner    Runner
+	audit     *auditLog
 	// applyMu serialises applies (see Apply); runs go on concurrently.
 	applyMu sync.Mutex
 }
@@ -65,7 +67,10 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	l := policy.Limits.WithDefaults()
 	e := &Engine{
+		runLimits: store.RunLimits{HelperCalls: l.HelperCalls, RowsRead: l.RowsRead,
+			RowsWritten: l.RowsWritten, RowsWrittenPerTable: l.RowsWrittenPerTable},
 		st:     st,
 		env:    NewEnv(Schemas(st)),
 		policy: policy,

@@ -378,3 +378,38 @@ answer_text = "Done."`})
 	require.Equal(t, OutcomeRuntimeError, res.Outcome)
 	assert.Contains(t, res.Diagnostics[0].Message, "every transactions_tbl key up to TXN999999999 is taken; the table's key_max is 999999999")
 }
+
+// The domain's run limits end a run as limit_exceeded naming the limit; the inventory domain
+// lets a real order through and stops a plan that rewrites a table.
+func TestRunLimitsFromThePolicy(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ name, src, limit string }{
+		{"rows written", `
+for i in range(101):
+    transactions_tbl.insert({"transaction_id": "TXN%03d" % (i + 2), "customer_name": "A", "transaction_amount": 0.0,
+        "balance_after_transaction": 500.0, "timestamp": now()})
+STATUS = "success"
+answer_text = "Done."`, "rows_written"},
+		{"helper calls", `
+for i in range(10001):
+    inventory_tbl.get_by_key("SG001")
+STATUS = "no_match"
+answer_text = "None."`, "helper_calls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.Run(ctx, Request{Reply: tc.src})
+			require.NoError(t, err)
+			assert.Equal(t, OutcomeLimitExceeded, res.Outcome, res.Diagnostics.String())
+			assert.Equal(t, tc.limit, string(res.Limit))
+			require.Len(t, res.Diagnostics, 1)
+			assert.Equal(t, "limit-exceeded", res.Diagnostics[0].Code)
+			assert.Contains(t, res.Diagnostics[0].Message, "(limit "+tc.limit+")")
+			assert.NotZero(t, res.Diagnostics[0].Line, "the position of the call that crossed it")
+			assert.False(t, res.Pending)
+		})
+	}
+	res, err := e.Run(ctx, Request{Reply: example(t, "03_two_item_order.star")})
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeOK, res.Outcome, "a real order is well inside the limits")
+}

@@ -68,15 +68,25 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 // when the run is accepted and changes data.
 func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, err error) {
 	began := time.Now() // the wall clock, for timing; now is the run's clock for now()
-	stage := e.st.Stage()
+	limits := e.limits(req.Limits)
+	// The store's work for the plan (scans, filters) runs in starplan, outside the sandbox's
+	// counters: it stops with the run's time and is held to the domain's run limits.
+	timeout := limits.Timeout
+	if timeout <= 0 {
+		timeout = sandbox.DefaultTimeout
+	}
+	sctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeUp)
+	defer cancel()
+	stage := e.st.StageFor(sctx, e.runLimits)
 	sres := e.runner.Run(ctx, Job{
 		Reply:   req.Reply,
 		Inputs:  map[string]any{"user_request": req.UserRequest},
-		Limits:  e.limits(req.Limits),
+		Limits:  limits,
 		View:    stage,
 		Now:     now,
 		Globals: []string{contracts.AnswerGlobal, contracts.StatusGlobal},
 	})
+	stageLimit(sres, stage, sctx)
 	res = &Result{
 		RunID:           newRunID(),
 		Outcome:         Outcome(sres.Outcome),
@@ -107,6 +117,37 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	res.normalize()
 	return res, pending, nil
+}
+
+// errTimeUp is the cause of a run's store context when the run's time is up.
+var errTimeUp = errors.New("the run's time limit passed")
+
+// stageLimit makes a run that crossed one of the store's bounds end as limit_exceeded naming
+// it: a run limit of the domain, or the time limit reached inside a scan. The plan saw a failed
+// call; in a worker that arrives as a runtime error, so the stage, which the parent holds, is
+// what decides.
+func stageLimit(res *sandbox.Result, stage *store.Stage, sctx context.Context) {
+	if res.Outcome == sandbox.OutcomeOK || res.Outcome == sandbox.OutcomeCheckFailed {
+		return
+	}
+	var d diag.Diagnostic
+	if len(res.Diagnostics) > 0 {
+		d = res.Diagnostics[0]
+	}
+	d.Stage = diag.StageRun
+	switch le := stage.Exceeded(); {
+	case le != nil:
+		res.Limit = sandbox.Limit(le.Limit)
+		d.Code, d.Message, d.Hint = sandbox.CodeLimit, le.Error(), le.Hint()
+	case res.Outcome == sandbox.OutcomeRuntimeError && errors.Is(context.Cause(sctx), errTimeUp):
+		res.Limit = sandbox.LimitTime
+		d.Code, d.Message = sandbox.CodeLimit, "the run's time limit passed while the store worked for the plan"
+		d.Hint = "filter with where on fewer, indexed fields, or read fewer rows"
+	default:
+		return
+	}
+	res.Outcome = sandbox.OutcomeLimitExceeded
+	res.Diagnostics = diag.List{d}
 }
 
 // newRunID returns a fresh run id: "r_" and 10 random hex digits.

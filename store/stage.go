@@ -24,6 +24,12 @@ const bigRead = 256
 type Stage struct {
 	st     *Store
 	tables map[string]*stageTable
+
+	ctx      context.Context // nil: scans are not stopped (see StageFor)
+	limits   RunLimits
+	calls    int
+	rowsRead int
+	exceeded *LimitError // the first run limit crossed
 }
 
 // Stage starts a run's staged view over the committed tables.
@@ -32,6 +38,7 @@ func (s *Store) Stage() *Stage {
 	for _, name := range s.names {
 		sg.tables[name] = &stageTable{
 			st:     s,
+			sg:     sg,
 			s:      s.schemas[name],
 			writes: map[any]*write{},
 			reads:  map[any]int64{},
@@ -55,6 +62,7 @@ func (sg *Stage) Table(name string) (table.Table, bool) {
 // stageTable is one table of a Stage; it implements table.Table.
 type stageTable struct {
 	st     *Store
+	sg     *Stage
 	s      *schema
 	writes map[any]*write // the overlay, by key
 	// newKeys holds, in key order, the keys written by the run that were absent from the
@@ -94,6 +102,7 @@ func (t *stageTable) Len() int {
 	mt := t.mem()
 	n := len(mt.order)
 	t.notePred(predRead{kind: predCount, ver: mt.ver, n: int64(n)})
+	_ = t.sg.call() // counted; a crossed limit fails the run's next call
 	for k, w := range t.writes {
 		_, committed := mt.rows[k]
 		switch {
@@ -117,16 +126,16 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // where is the filter m was compiled from; its numeric conditions may skip rows early. o (may be
 // nil) is told every committed row m matches in the walked range, also one the run's own write
 // hides, and where the walk stopped. visit returns the table's version at the time of the visit.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (tableVer int64) {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
 	if recs, ok := mt.bestIndex(m.Equalities()); ok {
 		t.visitCandidates(recs, m, reverse, o, fn)
 	} else {
-		t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
+		err = t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
 	}
-	return mt.ver
+	return mt.ver, err
 }
 
 // visitCandidates visits the committed rows in recs (key order) that the run has not written,
@@ -178,10 +187,17 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 
 // visitAll scans the committed order merged with the run's new keys. Committed rows that the
 // prefilter (may be nil) rules out are skipped without looking at them.
-func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) {
+// Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
+// in starplan, not in the plan, and must end with the run.
+func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) error {
 	ord, nk := mt.order, t.newKeys
 	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
 		for i, r := range ord {
+			if i%scanCheckEvery == scanCheckEvery-1 {
+				if err := t.sg.ctxErr(); err != nil {
+					return err
+				}
+			}
 			if pf != nil {
 				pass, sure := pf.check(i)
 				if !pass {
@@ -191,7 +207,7 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 					o.add(r.key, r.ver)
 					if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
 						o.stopAt(r.key)
-						return
+						return nil
 					}
 					continue
 				}
@@ -202,10 +218,10 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 			o.add(r.key, r.ver)
 			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
 				o.stopAt(r.key)
-				return
+				return nil
 			}
 		}
-		return
+		return nil
 	}
 	n, k := len(ord), len(nk)
 	i, j := 0, 0
@@ -216,7 +232,12 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 		return x
 	}
 	overlay := len(t.writes) > 0
-	for i < n || j < k {
+	for step := 1; i < n || j < k; step++ {
+		if step%scanCheckEvery == 0 {
+			if err := t.sg.ctxErr(); err != nil {
+				return err
+			}
+		}
 		takeCommitted := j >= k
 		if i < n && j < k {
 			c := table.CompareKeys(ord[at(n, i)].key, nk[at(k, j)])
@@ -265,9 +286,10 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 		}
 		if !fn(c) {
 			o.stopAt(c.key)
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // query returns the visible rows matching q, at most limit (0: all), recording the walk as a
@@ -281,15 +303,21 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	o := &readObs{}
 	var out []cand
 	if q.Match == nil {
-		ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
+		ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
 			out = append(out, c)
 			return limit <= 0 || len(out) < limit
 		})
+		if err != nil {
+			return nil, err
+		}
 		t.noteWalk(q.Where, q.Reverse, o, ver)
 		return out, nil
 	}
 	var pre []cand
-	ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool { pre = append(pre, c); return true })
+	ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool { pre = append(pre, c); return true })
+	if err != nil {
+		return nil, err
+	}
 	t.noteWalk(q.Where, q.Reverse, o, ver)
 	out = pre[:0]
 	for _, c := range pre {
@@ -309,6 +337,9 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 
 // Find returns the visible rows that match q in key order, recording the read (see reads.go).
 func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
+	if err := t.sg.call(); err != nil {
+		return nil, err
+	}
 	if q.Match != nil {
 		cs, err := t.query(q, q.Limit)
 		if err != nil {
@@ -318,7 +349,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		for i, c := range cs {
 			rows[i] = c.row
 		}
-		return rows, nil
+		return rows, t.sg.read(len(rows))
 	}
 	// Without a Go predicate, stream: no candidate list.
 	m, err := t.compile(q.Where)
@@ -327,12 +358,15 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	o := &readObs{}
-	ver := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
+	ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
 		rows = append(rows, c.row)
 		return q.Limit <= 0 || len(rows) < q.Limit
 	})
+	if err != nil {
+		return nil, err
+	}
 	t.noteWalk(q.Where, q.Reverse, o, ver)
-	return rows, nil
+	return rows, t.sg.read(len(rows))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -344,7 +378,10 @@ func (t *stageTable) noteRead(key any, ver int64) {
 // Count returns how many visible rows match q, recording how many committed rows matched.
 func (t *stageTable) Count(q table.Query) (int, error) {
 	if q.Where == nil && q.Match == nil {
-		return t.Len(), nil
+		return t.Len(), t.sg.ctxErr()
+	}
+	if err := t.sg.call(); err != nil {
+		return 0, err
 	}
 	if q.Match != nil {
 		cs, err := t.query(q, 0)
@@ -356,7 +393,10 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 	}
 	n := 0
 	o := &readObs{countOnly: true}
-	ver := t.visit(m, q.Where, false, o, func(cand) bool { n++; return true })
+	ver, err := t.visit(m, q.Where, false, o, func(cand) bool { n++; return true })
+	if err != nil {
+		return 0, err
+	}
 	t.noteWalk(q.Where, false, o, ver)
 	return n, nil
 }
@@ -364,12 +404,18 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 // Get returns the visible row with the given key, recording the read (also of a missing key).
 // A key of the wrong kind (an int for a string key field) is a *table.QueryError.
 func (t *stageTable) Get(key any) (table.Row, bool, error) {
+	if err := t.sg.call(); err != nil {
+		return nil, false, err
+	}
 	k, err := t.s.normKey(key)
 	if err != nil {
 		return nil, false, err
 	}
 	if w := t.writes[k]; w != nil {
-		return w.row, w.row != nil, nil
+		if w.row == nil {
+			return nil, false, nil
+		}
+		return w.row, true, t.sg.read(1)
 	}
 	t.st.mu.RLock()
 	r := t.mem().rows[k]
@@ -379,7 +425,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return nil, false, nil
 	}
 	t.noteRead(k, r.ver)
-	return r.row, true, nil
+	return r.row, true, t.sg.read(1)
 }
 
 // visible returns the run's view of the row with key k, nil when there is none.
@@ -398,6 +444,9 @@ func (t *stageTable) visible(k any) table.Row {
 // Insert validates row, generates a missing key when the schema has a key prefix, and stages the
 // row. The caller's map is copied, never kept.
 func (t *stageTable) Insert(row table.Row) (any, error) {
+	if err := t.sg.call(); err != nil {
+		return nil, err
+	}
 	r := maps.Clone(row)
 	if r == nil {
 		r = table.Row{}
@@ -413,6 +462,11 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 	if t.visible(k) != nil {
 		return nil, &table.FieldError{Table: t.s.Name, Key: k, Value: k,
 			Rule: fmt.Sprintf("duplicate key: a row with %s %s already exists", t.s.Key, table.FormatValue(k))}
+	}
+	if _, written := t.writes[k]; !written {
+		if err := t.sg.room(t, 1); err != nil {
+			return nil, err
+		}
 	}
 	t.stage(k, v)
 	return k, nil
@@ -491,8 +545,14 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
 		}
 	}
+	if err := t.sg.call(); err != nil {
+		return 0, err
+	}
 	cs, err := t.query(q, q.Limit)
 	if err != nil {
+		return 0, err
+	}
+	if err := t.sg.room(t, t.fresh(cs)); err != nil {
 		return 0, err
 	}
 	type change struct {
@@ -534,8 +594,14 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 // Remove stages the removal of every visible row that matches q (at most q.Limit) and returns
 // how many were removed.
 func (t *stageTable) Remove(q table.Query) (int, error) {
+	if err := t.sg.call(); err != nil {
+		return 0, err
+	}
 	cs, err := t.query(q, q.Limit)
 	if err != nil {
+		return 0, err
+	}
+	if err := t.sg.room(t, t.fresh(cs)); err != nil {
 		return 0, err
 	}
 	for _, c := range cs {

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// RunLimits bound what one run may make the store do for it: the blast radius of a plan, set by
+// its domain's policy. Zero fields are unlimited. Exceeding one fails the call that crossed it
+// with a *LimitError; Stage.Exceeded then names the limit, so the engine ends the run as
+// limit_exceeded whether the plan ran in process or in a worker.
+type RunLimits struct {
+	// HelperCalls is the most table calls (search, get, count, insert, update, ...) a run makes.
+	HelperCalls int
+	// RowsRead is the most rows the run's reads hand to the plan.
+	RowsRead int
+	// RowsWritten is the most rows a run changes (inserts, updates and removals, by key), over
+	// all tables; RowsWrittenPerTable bounds single tables as well.
+	RowsWritten         int
+	RowsWrittenPerTable map[string]int
+}
+
+// The names of the run limits, as they appear in results (Result.Limit).
+const (
+	LimitHelperCalls = "helper_calls"
+	LimitRowsRead    = "rows_read"
+	LimitRowsWritten = "rows_written"
+)
+
+// LimitError is a run limit crossed by a table call.
+type LimitError struct {
+	Limit string // one of the Limit* names
+	Max   int
+	Table string // for a per-table bound of rows written
+}
+
+func (e *LimitError) Error() string {
+	switch e.Limit {
+	case LimitHelperCalls:
+		return fmt.Sprintf("the plan made more than %d table calls (limit %s)", e.Max, e.Limit)
+	case LimitRowsRead:
+		return fmt.Sprintf("the plan read more than %d rows (limit %s)", e.Max, e.Limit)
+	}
+	if e.Table != "" {
+		return fmt.Sprintf("the plan changed more than %d rows of %s (limit %s)", e.Max, e.Table, e.Limit)
+	}
+	return fmt.Sprintf("the plan changed more than %d rows (limit %s)", e.Max, e.Limit)
+}
+
+// Hint says what to do about it.
+func (e *LimitError) Hint() string {
+	switch e.Limit {
+	case LimitHelperCalls:
+		return "fetch what you need with one search(where) instead of a call per row"
+	case LimitRowsRead:
+		return "filter with where so that only the rows you need come back"
+	}
+	return "a request changes a few rows; a plan that rewrites a table is refused"
+}
+
+// scanCheckEvery is how many rows a scan walks between two looks at the run's context.
+const scanCheckEvery = 4096
+
+// StageFor starts a run's staged view that stops its scans when ctx is done (the run's deadline
+// or cancellation) and holds the run to limits.
+func (s *Store) StageFor(ctx context.Context, limits RunLimits) *Stage {
+	sg := s.Stage()
+	sg.ctx, sg.limits = ctx, limits
+	return sg
+}
+
+// Exceeded returns the run limit the run crossed, or nil.
+func (sg *Stage) Exceeded() *LimitError { return sg.exceeded }
+
+// call counts one table call; it fails once the run has crossed a limit, so a plan cannot go on
+// past one by ignoring the error.
+func (sg *Stage) call() error {
+	if sg.exceeded != nil {
+		return sg.exceeded
+	}
+	if err := sg.ctxErr(); err != nil {
+		return err
+	}
+	sg.calls++
+	if l := sg.limits.HelperCalls; l > 0 && sg.calls > l {
+		return sg.exceed(&LimitError{Limit: LimitHelperCalls, Max: l})
+	}
+	return nil
+}
+
+// read counts n rows handed to the plan.
+func (sg *Stage) read(n int) error {
+	sg.rowsRead += n
+	if l := sg.limits.RowsRead; l > 0 && sg.rowsRead > l {
+		return sg.exceed(&LimitError{Limit: LimitRowsRead, Max: l})
+	}
+	return nil
+}
+
+// room fails when staging n more rows of t (rows the run has not written yet) would cross a
+// rows-written limit. It is asked before anything is staged, so an update of a whole table is
+// refused before it copies a row.
+func (sg *Stage) room(t *stageTable, n int) error {
+	if l := sg.limits.RowsWrittenPerTable[t.s.Name]; l > 0 && len(t.writes)+n > l {
+		return sg.exceed(&LimitError{Limit: LimitRowsWritten, Max: l, Table: t.s.Name})
+	}
+	if l := sg.limits.RowsWritten; l > 0 {
+		total := n
+		for _, x := range sg.tables {
+			total += len(x.writes)
+		}
+		if total > l {
+			return sg.exceed(&LimitError{Limit: LimitRowsWritten, Max: l})
+		}
+	}
+	return nil
+}
+
+// fresh counts the candidates whose rows the run has not written yet.
+func (t *stageTable) fresh(cs []cand) int {
+	n := 0
+	for _, c := range cs {
+		if _, ok := t.writes[c.key]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (sg *Stage) exceed(e *LimitError) error {
+	if sg.exceeded == nil {
+		sg.exceeded = e
+	}
+	return sg.exceeded
+}
+
+func (sg *Stage) ctxErr() error {
+	if sg.ctx == nil {
+		return nil
+	}
+	if err := sg.ctx.Err(); err != nil {
+		return fmt.Errorf("the run was stopped: %w", context.Cause(sg.ctx))
+	}
+	return nil
+}
