@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/starplan/starplan/internal/termsafe"
 )
 
 // contractItem is one built-in item of the output contract; its doc is rendered from the
@@ -23,7 +25,7 @@ var contractItems = []contractItem{
 }
 
 func answerDoc(c *Contract) string {
-	return fmt.Sprintf("answer_text: a non-empty string for the customer, at most %s and %d characters, on one line; no data dumps, reprs or tracebacks",
+	return fmt.Sprintf("answer_text: a non-empty string for the customer, at most %s and %d characters, on one line, plain text (no tabs, escape sequences or other control characters, no bidi overrides); no data dumps, reprs or tracebacks",
 		plural(c.MaxSentences, "sentence"), c.MaxChars)
 }
 
@@ -47,6 +49,10 @@ func checkAnswer(p *pass) {
 			fmt.Sprintf("write at most %s that answer the request, also when nothing was done", plural(c.MaxSentences, "sentence")))
 		return
 	}
+	if n, first, what := controlChars(s); n > 0 {
+		p.reportf(CodeAnswerControl, `write plain text: a space instead of a tab, no escape sequences such as "\x1b[...", no carriage returns or direction overrides; leave such characters in the data out of the answer`,
+			"answer_text has %s, the first %s at character %d; only letters, punctuation, spaces and line breaks are allowed", plural(n, "control character"), what, first)
+	}
 	if n := utf8.RuneCountInString(text); n > c.MaxChars {
 		p.reportf(CodeAnswerTooLong, "shorten it: state the outcome and the key figure, not every row",
 			"answer_text has %d characters; at most %d allowed", n, c.MaxChars)
@@ -59,6 +65,34 @@ func checkAnswer(p *pass) {
 		p.reportf(CodeAnswerNotCustomer, "write plain sentences for the customer on one line; print() diagnostics instead",
 			"answer_text %s; it must be a reply for a customer, not a log", why)
 	}
+}
+
+// controlChars counts the characters of s, apart from the white space around it, that a customer
+// must not get and a terminal would act on: control characters other than a line break (tabs,
+// carriage returns, ESC, NUL, DEL, C1 included), bidi formatting characters, line and paragraph
+// separators, and bytes that are not UTF-8. It returns their number, the 1-based character
+// position of the first in s, and what the first is ("U+001B", "the byte 0xff").
+func controlChars(s string) (n, first int, what string) {
+	start := len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+	end := len(strings.TrimRightFunc(s, unicode.IsSpace))
+	pos := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		pos++
+		bad := i >= start && i < end &&
+			(r == utf8.RuneError && size == 1 || r != '\n' && termsafe.IsControl(r) || termsafe.IsBidi(r) || termsafe.IsLineSeparator(r))
+		if bad {
+			if n == 0 {
+				first, what = pos, fmt.Sprintf("U+%04X", r)
+				if r == utf8.RuneError {
+					what = fmt.Sprintf("the byte 0x%02x", s[i])
+				}
+			}
+			n++
+		}
+		i += size
+	}
+	return n, first, what
 }
 
 // describeValue names the kind of a plain Go value in Python terms, with a short preview.

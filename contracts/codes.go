@@ -8,6 +8,7 @@ const (
 	CodeAnswerTooLong     = "answer-too-long"     // more characters than the contract allows
 	CodeAnswerSentences   = "answer-sentences"    // more sentences than the contract allows
 	CodeAnswerNotCustomer = "answer-not-customer" // a data dump, a traceback or several lines
+	CodeAnswerControl     = "answer-control-char" // a control or bidi character, not a line break
 	CodeStatusMissing     = "status-missing"      // STATUS was never set
 	CodeStatusType        = "status-type"         // STATUS is not a string
 	CodeStatusInvalid     = "status-invalid"      // STATUS is not one of the allowed values

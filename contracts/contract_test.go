@@ -61,6 +61,21 @@ func TestOutputContract(t *testing.T) {
 			want: []string{contracts.CodeStatusInvalid}, mention: []string{`"insufficient_stock"?`}},
 		{name: "STATUS far from any", globals: globals("ok", good),
 			want: []string{contracts.CodeStatusInvalid}, mention: []string{"one of success, no_match, insufficient_stock, invalid_request, unsupported_intent"}},
+		{name: "ESC in the answer", globals: globals("success", "Done. \x1b]0;pwned\x07\x1b[2J\x1b[8m"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"4 control characters", "U+001B at character 7"}},
+		{name: "C1 CSI in the answer", globals: globals("success", "Done \u009b2J"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"U+009B at character 6"}},
+		{name: "bidi override in the answer", globals: globals("success", "Total \u202e00.08$"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"U+202E"}},
+		{name: "NUL in the answer", globals: globals("success", "Done\x00 really"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"U+0000 at character 5"}},
+		{name: "a tab in the answer", globals: globals("success", "Aviator\t$80.00"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"U+0009"}},
+		{name: "a carriage return in the answer", globals: globals("success", "Approved\rRejected"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"U+000D"}},
+		{name: "a byte that is not UTF-8", globals: globals("success", "Caf\xe9"),
+			want: []string{contracts.CodeAnswerControl}, mention: []string{"the byte 0xe9 at character 4"}},
+		{name: "a line break and emoji are text", globals: globals("success", "Done! 👨\u200d👩\u200d👧 Thanks.\r\n"), want: []string{}},
 		{name: "everything wrong at once", globals: map[string]any{"STATUS": "done", "answer_text": "Aa. Bb. Cc.\n" + strings.Repeat("x", 400)},
 			want: []string{contracts.CodeAnswerTooLong, contracts.CodeAnswerSentences, contracts.CodeAnswerNotCustomer, contracts.CodeStatusInvalid}},
 	}
@@ -152,7 +167,7 @@ func FuzzAnswer(f *testing.F) {
 	d := loadInventory(f)
 	allowed := map[string]bool{
 		contracts.CodeAnswerEmpty: true, contracts.CodeAnswerTooLong: true,
-		contracts.CodeAnswerSentences: true, contracts.CodeAnswerNotCustomer: true,
+		contracts.CodeAnswerSentences: true, contracts.CodeAnswerNotCustomer: true, contracts.CodeAnswerControl: true,
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n := contracts.CountSentences(s)

@@ -183,7 +183,7 @@ func TestDependencies(t *testing.T) {
 		assert.NotEqual(t, "github.com/starplan/starplan/store", pkg)
 		if strings.HasPrefix(pkg, "github.com/starplan/starplan/") {
 			assert.Contains(t, []string{"github.com/starplan/starplan/contracts", "github.com/starplan/starplan/table",
-				"github.com/starplan/starplan/diag", "github.com/starplan/starplan/internal/spell"}, pkg)
+				"github.com/starplan/starplan/diag", "github.com/starplan/starplan/internal/spell", "github.com/starplan/starplan/internal/termsafe"}, pkg)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/starplan/starplan/internal/termsafe"
 )
 
 // show renders a cell value for people: strings as they are, other values as Python's repr
@@ -128,55 +130,15 @@ func pyFloat(f float64) string {
 	return s
 }
 
-// escape makes characters that a terminal or a reader would not see as themselves visible:
-// C0 and C1 controls (\t, \r, \x1b), format characters such as zero-width spaces and bidi
-// overrides (\u200b, \u202e), line and paragraph separators, and invalid UTF-8 bytes (\xff).
-// A line break is kept when keepNewline is set and escaped as \n otherwise.
+// escape makes characters that a terminal or a reader would not see as themselves visible
+// (termsafe.Escape: \t, \r, \x1b, \u200b, \u202e, invalid bytes as \xff). A tab is always
+// escaped, since the layout measures columns; a line break is kept when keepNewline is set and
+// escaped as \n otherwise.
 func escape(s string, keepNewline bool) string {
-	clean := utf8.ValidString(s)
-	for _, r := range s {
-		if !clean {
-			break
-		}
-		if r != '\n' && needsEscape(r) || r == '\n' && !keepNewline {
-			clean = false
-			break
-		}
+	if keepNewline {
+		return termsafe.Escape(s, termsafe.KeepNewline)
 	}
-	if clean {
-		return s
-	}
-	var sb strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&sb, `\x%02x`, s[i])
-		case r == '\n' && keepNewline:
-			sb.WriteByte('\n')
-		case r == '\n':
-			sb.WriteString(`\n`)
-		case r == '\t':
-			sb.WriteString(`\t`)
-		case r == '\r':
-			sb.WriteString(`\r`)
-		case r < 0x100 && needsEscape(r):
-			fmt.Fprintf(&sb, `\x%02x`, r)
-		case r <= 0xffff && needsEscape(r):
-			fmt.Fprintf(&sb, `\u%04x`, r)
-		case needsEscape(r):
-			fmt.Fprintf(&sb, `\U%08x`, r)
-		default:
-			sb.WriteRune(r)
-		}
-		i += size
-	}
-	return sb.String()
-}
-
-func needsEscape(r rune) bool {
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
-		r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r)
+	return termsafe.Escape(s, 0)
 }
 
 // runeWidth is the number of terminal columns r takes: 0 for combining marks, 2 for East Asian

@@ -6,9 +6,8 @@ import (
 	"io"
 	"math"
 	"strings"
-	"unicode"
-	"unicode/utf16"
 
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/table"
 )
 
@@ -28,8 +27,9 @@ import (
 // Only tables with changes appear, in name order; the three lists are always present (possibly
 // empty) and keep the change set's order (key order). A row is an object with its fields in name
 // order; "fields" lists the changed fields, sorted. A float keeps a decimal point (80.0, not 80),
-// so a Python or Starlark reader gets a float back. Invisible format characters in strings
-// (U+200B, U+202E, …) are written as \u escapes. An empty change set is {}.
+// so a Python or Starlark reader gets a float back. The characters encoding/json leaves raw
+// that a terminal would act on or not show (C1 controls, U+200B, U+202E, …; termsafe.JSON) are
+// written as \u escapes. An empty change set is {}.
 //
 // It fails, writing nothing, if a value has no JSON form (NaN or an infinite float), and
 // otherwise only with the writer's error.
@@ -96,32 +96,8 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 	if err := enc.Encode(doc); err != nil {
 		return fmt.Errorf("diffview: %w", err)
 	}
-	return writeAll(w, escapeFormat(sb.String()))
+	return writeAll(w, termsafe.JSON(sb.String()))
 }
-
-// escapeFormat writes the invisible format characters (zero-width spaces, bidi overrides) of an
-// encoded document as \u escapes, which decode to the same strings but cannot hide or reorder
-// text when the document is shown on a terminal. encoding/json already escapes the controls.
-func escapeFormat(doc string) string {
-	if !strings.ContainsFunc(doc, isFormat) {
-		return doc
-	}
-	var sb strings.Builder
-	for _, r := range doc {
-		if !isFormat(r) {
-			sb.WriteRune(r)
-			continue
-		}
-		if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
-			fmt.Fprintf(&sb, `\u%04x\u%04x`, r1, r2)
-		} else {
-			fmt.Fprintf(&sb, `\u%04x`, r)
-		}
-	}
-	return sb.String()
-}
-
-func isFormat(r rune) bool { return r > 0x7f && unicode.Is(unicode.Cf, r) }
 
 // jsonValue copies v with every float replaced by a json.Number in Python's repr, so that 80.0
 // stays 80.0. Maps are encoded with sorted keys by encoding/json.

@@ -25,6 +25,7 @@ const (
 	CodeLoad              = "load"
 	CodeTooLarge          = "program-too-large"
 	CodeTooDeep           = "nesting-too-deep"
+	CodeControlChar       = "program-control-char" // see checkText
 )
 
 // planFile is the file name programs are compiled under; positions in it are the program's.

@@ -3,6 +3,12 @@
 // pycompat), checks it statically, and runs it on go.starlark.net with nothing but the names of
 // a builtins.Registry, under step, time, output and memory limits.
 //
+// The check first makes sure that the program that runs is the program a reviewer reads: text
+// holding NUL (where the Starlark scanner would stop), other control characters but tab and line
+// breaks, bidi overrides or separators is rejected (program-control-char, checkText), so a
+// result's Program is exactly the text that was checked and then run, after its recorded
+// rewrites.
+//
 // Memory is bounded in process by two mechanisms. Before compiling, the checked syntax tree is
 // rewritten so that the operations that can amplify memory in a single step (`*` and `+` on
 // sequences, `+=`, `str.join`, `str.replace`) go through guards in package builtins that

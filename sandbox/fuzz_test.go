@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/starplan/starplan/internal/termsafe"
 )
 
 var fuzzSeeds = []string{
@@ -19,6 +22,9 @@ var fuzzSeeds = []string{
 	"x = ((((((((((1))))))))))\n",
 	"'''unterminated",
 	"l = list(range(1 << 62))\n",
+	"STATUS = 'success'\n# \x00\nSTATUS = 'hidden'\n",
+	"access = 'user' # \u202e } \u2066if admin\u2069 \u2066\n",
+	"x = 1 # note\rSTATUS = 'hidden'\n",
 }
 
 // FuzzCheck feeds arbitrary replies to extraction, pycompat and the checker: they must never
@@ -32,6 +38,9 @@ func FuzzCheck(f *testing.F) {
 		c := env.Check(reply, Limits{})
 		if c.Program == nil {
 			assert.NotEmpty(t, c.Diagnostics)
+		} else {
+			hidden := func(r rune) bool { return r == 0 || termsafe.IsBidi(r) }
+			assert.False(t, strings.ContainsFunc(c.Extracted, hidden), "an accepted program has no NUL or bidi character: what runs is what a reviewer reads")
 		}
 	})
 }

@@ -106,6 +106,9 @@ func (e *Env) Check(reply string, limits Limits) Checked {
 		return Checked{Diagnostics: ds}
 	}
 	c := Checked{Extracted: program}
+	if c.Diagnostics = checkText(program); len(c.Diagnostics) > 0 {
+		return c // before any rewrite, so that positions are the extracted program's
+	}
 	tr := pycompat.Translate(program, pycompat.Options{Modules: e.modules})
 	c.Rewrites = tr.Rewrites
 	if len(tr.Diagnostics) > 0 {

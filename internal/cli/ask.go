@@ -131,9 +131,9 @@ func printPlan(ios IOStreams, res *engine.Result) {
 	for i, line := range strings.Split(strings.TrimRight(res.Program, "\n"), "\n") {
 		mark := ""
 		if rule, ok := rewritten[i+1]; ok {
-			mark = p.paint(ansiDim, "  # rewritten: "+rule)
+			mark = p.paint(ansiDim, "  # rewritten: "+safe(rule))
 		}
-		fmt.Fprintf(ios.Out, "  %3d  %s%s\n", i+1, line, mark)
+		fmt.Fprintf(ios.Out, "  %3d  %s%s\n", i+1, safeLine(line), mark)
 	}
 }
 
@@ -228,9 +228,9 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 		if !c.Pass {
 			mark = p.paint(ansiRed, "FAIL")
 		}
-		fmt.Fprintf(w, "%s  %-8s %d attempt(s)  %6.0f ms  %s\n", mark, c.ID, c.Attempts, c.LatencyMS, c.Request)
+		fmt.Fprintf(w, "%s  %-8s %d attempt(s)  %6.0f ms  %s\n", mark, safe(c.ID), c.Attempts, c.LatencyMS, safe(c.Request))
 		for _, f := range c.Failures {
-			fmt.Fprintf(w, "        %s\n", f)
+			fmt.Fprintf(w, "        %s\n", safeBlock(f, "        "))
 		}
 	}
 	fmt.Fprintf(w, "\npassed %d/%d (%.0f%%), first try %d/%d (%.0f%%)\n", rep.Passed, rep.Total, 100*rep.PassRate, rep.FirstTryPassed, rep.Total, 100*rep.FirstTryRate)

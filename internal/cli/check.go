@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
 )
@@ -59,7 +61,7 @@ func runCheck(ios IOStreams, g *globalOptions, opts *checkOptions) error {
 		printRewrites(ios.Out, opts.File, c.Rewrites)
 		printDiagnostics(ios.Out, opts.File, c.Diagnostics)
 		if rep.OK {
-			fmt.Fprintf(ios.Out, "%s: ok\n", opts.File)
+			fmt.Fprintf(ios.Out, "%s: ok\n", safe(opts.File))
 		}
 	}
 	if !rep.OK {
@@ -70,14 +72,15 @@ func runCheck(ios IOStreams, g *globalOptions, opts *checkOptions) error {
 
 // printDiagnostics prints one finding per line, "file:line:col: code: message", and its hint.
 func printDiagnostics(w io.Writer, file string, ds diag.List) {
+	file = safe(file)
 	for _, d := range ds {
 		pos := file
 		if d.Line > 0 {
 			pos = fmt.Sprintf("%s:%d:%d", file, d.Line, d.Col)
 		}
-		fmt.Fprintf(w, "%s: %s: %s\n", pos, d.Code, d.Message)
+		fmt.Fprintf(w, "%s: %s: %s\n", pos, safe(d.Code), safeBlock(d.Message, "    "))
 		if d.Hint != "" {
-			fmt.Fprintf(w, "    Try: %s\n", d.Hint)
+			fmt.Fprintf(w, "    Try: %s\n", safeBlock(d.Hint, "         "))
 		}
 	}
 }
@@ -85,16 +88,23 @@ func printDiagnostics(w io.Writer, file string, ds diag.List) {
 // printRewrites lists what pycompat changed, so a reader knows the program that ran.
 func printRewrites(w io.Writer, file string, rws []pycompat.Rewrite) {
 	for _, r := range rws {
-		fmt.Fprintf(w, "%s:%d: rewrote %s:\n    - %s\n    + %s\n", file, r.Line, r.Rule, r.Before, r.After)
+		fmt.Fprintf(w, "%s:%d: rewrote %s:\n    - %s\n    + %s\n", safe(file), r.Line, safe(r.Rule), safeBlock(r.Before, "      "), safeBlock(r.After, "      "))
 	}
 }
 
+// writeJSON writes v as an indented JSON document. The characters encoding/json leaves raw that
+// a terminal would act on (C1 controls, bidi overrides, ...) are written as \u escapes
+// (termsafe.JSON): the document decodes to the same values, and `--json` on a terminal is safe.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return withCode(ExitInternal, fmt.Errorf("encoding JSON: %w", err), "")
+	}
+	if _, err := io.WriteString(w, termsafe.JSON(sb.String())); err != nil {
+		return withCode(ExitInternal, fmt.Errorf("writing JSON: %w", err), "")
 	}
 	return nil
 }

@@ -61,14 +61,14 @@ func Main(args []string, ios IOStreams) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		fmt.Fprintf(ios.Err, "Error: %v\n", ee.err)
+		fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(ee.err.Error(), "  "))
 		if ee.hint != "" {
-			fmt.Fprintf(ios.Err, "Try: %s\n", ee.hint)
+			fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(ee.hint, "  "))
 		}
 		return ee.code
 	}
 	// Anything else comes from flag parsing or argument validation.
-	fmt.Fprintf(ios.Err, "Error: %v\nTry: starplan --help\n", err)
+	fmt.Fprintf(ios.Err, "Error: %s\nTry: starplan --help\n", safeBlock(err.Error(), "  "))
 	return ExitUsage
 }
 

@@ -258,3 +258,22 @@ func TestIsolatedByDefault(t *testing.T) {
 	help := s.run(false, "", "--help")
 	assert.NotContains(t, help.out, workerCommand)
 }
+
+// The program in the result is the whole text that was checked: a NUL, where go.starlark.net's
+// scanner would stop, is rejected at its position instead of the prefix being run. Through the
+// isolated worker, as exec runs plans by default.
+func TestExecReportsTheWholeProgramItChecked(t *testing.T) {
+	s := newSession(t)
+	src := "STATUS = \"success\"\nanswer_text = \"Nothing to do.\"\n# \x00\nSTATUS = \"hidden\"\n"
+	plan := filepath.Join(t.TempDir(), "nul.star")
+	require.NoError(t, os.WriteFile(plan, []byte(src), 0o644))
+	o := s.run(false, "", "exec", plan)
+	assert.Equal(t, ExitRejected, o.code, o.err)
+	var res engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	assert.Equal(t, engine.OutcomeCheckFailed, res.Outcome)
+	assert.Equal(t, src, res.Program)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Equal(t, "program-control-char", res.Diagnostics[0].Code)
+	assert.Equal(t, [2]int{3, 3}, [2]int{res.Diagnostics[0].Line, res.Diagnostics[0].Col})
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -101,7 +103,7 @@ func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOpt
 func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	return withStore(ios, g, func(st *store.Store) error {
 		if opts.JSON {
-			return st.Dump(ios.Out)
+			return onTerminal(ios, store.JSON, st.Dump)
 		}
 		v := st.Stage()
 		for i, name := range st.Names() {
@@ -113,7 +115,7 @@ func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			if i > 0 {
 				fmt.Fprintln(ios.Out)
 			}
-			fmt.Fprintf(ios.Out, "%s (%d rows)\n", name, len(rows))
+			fmt.Fprintf(ios.Out, "%s (%d rows)\n", safe(name), len(rows))
 			printTable(ios.Out, t.Schema().FieldNames(), rows, 40)
 		}
 		return nil
@@ -136,11 +138,31 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 		return err
 	}
 	return withStore(ios, g, func(st *store.Store) error {
-		if err := st.Export(ios.Out, opts.Table, format); err != nil {
+		err := onTerminal(ios, format, func(w io.Writer) error { return st.Export(w, opts.Table, format) })
+		if err != nil {
 			return withCode(ExitUsage, err, "the tables are: "+strings.Join(st.Names(), ", "))
 		}
 		return nil
 	})
+}
+
+// onTerminal runs write, a writer of stored data in format, to Out. Piped or redirected, the
+// bytes are exact; on a terminal, where a person reads them, the characters a terminal would act
+// on are escaped: as \u escapes in JSON (the same values), visibly in CSV.
+func onTerminal(ios IOStreams, format store.Format, write func(io.Writer) error) error {
+	if !ios.OutTTY {
+		return write(ios.Out)
+	}
+	var sb strings.Builder
+	if err := write(&sb); err != nil {
+		return err
+	}
+	s := termsafe.Escape(sb.String(), termsafe.Text)
+	if format == store.JSON {
+		s = termsafe.JSON(sb.String())
+	}
+	_, err := io.WriteString(ios.Out, s)
+	return err
 }
 
 func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
@@ -167,7 +189,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the row named above and import again")
 		}
 		fmt.Fprintf(ios.Out, "imported %s into %s: %d inserted, %d updated, %d deleted, %d unchanged\n",
-			opts.File, opts.Table, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
+			safe(opts.File), safe(opts.Table), res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		return nil
 	})
 }

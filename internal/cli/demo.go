@@ -72,7 +72,7 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		}
 		request := exampleRequest(string(src))
 		fmt.Fprintf(ios.Out, "\n%s\n", p.paint(ansiBold, fmt.Sprintf("== %d. %s", i+1, step.Title)))
-		fmt.Fprintf(ios.Out, "Request: %s\n", request)
+		fmt.Fprintf(ios.Out, "Request: %s\n", safe(request))
 		fmt.Fprintf(ios.Out, "%s\n", p.paint(ansiDim, "Plan: testdata/examples/"+step.File+" (a hand-written example, not model output)"))
 		res, err := e.Run(ctx, engine.Request{Reply: string(src), UserRequest: request, Origin: "demo"})
 		if err != nil {
@@ -108,7 +108,7 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		if name == "inventory" {
 			fields = []string{"item_id", "name", "quantity_in_stock", "price"}
 		}
-		fmt.Fprintf(ios.Out, "%s:\n", name)
+		fmt.Fprintf(ios.Out, "%s:\n", safe(name))
 		printTable(ios.Out, fields, rows, 32)
 	}
 	fmt.Fprintf(ios.Out, "\nNext: starplan exec testdata/examples/02_purchase_wayfarer.star (on your own store), starplan runs, starplan --help\n")

@@ -70,7 +70,7 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 			return
 		}
 		// The command already failed: say what else went wrong, keep its exit code.
-		fmt.Fprintf(ios.Err, "Error: %v\n", cerr)
+		fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(cerr.Error(), "  "))
 	}()
 	return fn(e)
 }

@@ -7,8 +7,34 @@ import (
 
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/table"
 )
+
+// Everything a command prints for people that a plan, a model, a file or stored data chose
+// (output, answers, STATUS, diagnostics, requests, programs, cells, file names, errors) goes
+// through safe or safeBlock, on a terminal or not: no character of it can then act on a
+// terminal (escape sequences, C1 controls, carriage returns, bidi overrides; termsafe.Escape),
+// and each is shown escaped instead. JSON output is exact (writeJSON). The only escape sequences
+// starplan writes are its own styles below.
+
+// safe makes s printable on one line: every character a terminal acts on, a line break and a
+// tab included, is shown escaped.
+func safe(s string) string { return termsafe.Escape(s, 0) }
+
+// safeBlock makes s printable as text of several lines: line breaks and tabs stay, everything
+// else a terminal acts on is shown escaped, and each line after the first is indented by indent
+// so that the text stays under its label.
+func safeBlock(s, indent string) string {
+	s = termsafe.Escape(s, termsafe.Text)
+	if indent == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, "\n", "\n"+indent)
+}
+
+// safeLine makes one line of a listing (a program, a plan's output) printable: tabs stay.
+func safeLine(s string) string { return termsafe.Escape(s, termsafe.KeepTab) }
 
 // ANSI styles, used only when IOStreams.Color allows.
 const (
@@ -35,8 +61,8 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 	p := painter(ios.Color())
 	switch res.Outcome {
 	case engine.OutcomeOK:
-		fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "STATUS:"), res.Status)
-		fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Answer:"), res.AnswerText)
+		fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "STATUS:"), safe(res.Status))
+		fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Answer:"), safeBlock(res.AnswerText, "        "))
 	default:
 		fmt.Fprintf(w, "%s %s", p.paint(ansiRed+ansiBold, "Rejected:"), res.Outcome)
 		if res.Limit != "" {
@@ -50,7 +76,7 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 	if res.Stdout != "" {
 		fmt.Fprintln(w, p.paint(ansiBold, "Output:"))
 		for _, line := range strings.Split(strings.TrimRight(res.Stdout, "\n"), "\n") {
-			fmt.Fprintf(w, "  %s\n", line)
+			fmt.Fprintf(w, "  %s\n", safeLine(line))
 		}
 	}
 	for _, d := range res.Diagnostics {
@@ -58,9 +84,9 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 		if d.Line > 0 {
 			pos = fmt.Sprintf("line %d:%d: ", d.Line, d.Col)
 		}
-		fmt.Fprintf(w, "  %s%s: %s\n", pos, p.paint(ansiRed, d.Code), d.Message)
+		fmt.Fprintf(w, "  %s%s: %s\n", pos, p.paint(ansiRed, safe(d.Code)), safeBlock(d.Message, "    "))
 		if d.Hint != "" {
-			fmt.Fprintf(w, "    Try: %s\n", d.Hint)
+			fmt.Fprintf(w, "    Try: %s\n", safeBlock(d.Hint, "         "))
 		}
 	}
 	if !res.Changes.Empty() {
@@ -90,14 +116,18 @@ func schemaMap(e *engine.Engine) map[string]*table.Schema {
 	return m
 }
 
-// printTable prints rows as aligned columns, cutting cells wider than maxCell.
+// printTable prints rows as aligned columns, cutting cells wider than maxCell. Cells are shown
+// safe: a line break or an escape sequence in a value cannot break or restyle the table.
 func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
 	cells := make([][]string, len(rows)+1)
-	cells[0] = fields
+	cells[0] = make([]string, len(fields))
+	for j, f := range fields {
+		cells[0][j] = safe(f)
+	}
 	for i, r := range rows {
 		line := make([]string, len(fields))
 		for j, f := range fields {
-			s := fmt.Sprint(r[f])
+			s := safe(fmt.Sprint(r[f]))
 			if v, ok := r[f].(float64); ok {
 				s = fmt.Sprintf("%.2f", v)
 			}

@@ -51,7 +51,7 @@ func runRun(ctx context.Context, ios IOStreams, opts *runOptions) error {
 	} else {
 		printRewrites(ios.Out, opts.File, res.Rewrites)
 		if res.Stdout != "" {
-			fmt.Fprint(ios.Out, res.Stdout)
+			fmt.Fprint(ios.Out, safeBlock(res.Stdout, ""))
 		}
 		printDiagnostics(ios.Out, opts.File, res.Diagnostics)
 		fmt.Fprintf(ios.Out, "outcome: %s", res.Outcome)
@@ -61,7 +61,7 @@ func runRun(ctx context.Context, ios IOStreams, opts *runOptions) error {
 		fmt.Fprintf(ios.Out, ", %d steps, %s\n", res.Steps, res.Duration.Round(1000))
 		for _, name := range []string{"STATUS", "answer_text"} {
 			if v, ok := res.Globals[name]; ok {
-				fmt.Fprintf(ios.Out, "%s: %v\n", name, v)
+				fmt.Fprintf(ios.Out, "%s: %s\n", name, safeBlock(fmt.Sprint(v), "  "))
 			}
 		}
 	}

@@ -93,12 +93,12 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 		w := ios.Out
 		p := painter(ios.Color())
-		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), rec.ID, rec.Time.Local().Format("2006-01-02 15:04:05"), rec.Origin)
+		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(rec.ID), rec.Time.Local().Format("2006-01-02 15:04:05"), safe(rec.Origin))
 		if rec.Request != "" {
-			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), rec.Request)
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), safe(rec.Request))
 		}
 		if rec.Model != nil {
-			fmt.Fprintf(w, "%s %s, attempt %d, %d+%d tokens, %.0f ms\n", p.paint(ansiBold, "Model:"), rec.Model.Model, rec.Model.Attempt, rec.Model.PromptTokens, rec.Model.CompletionTokens, rec.Model.LatencyMS)
+			fmt.Fprintf(w, "%s %s, attempt %d, %d+%d tokens, %.0f ms\n", p.paint(ansiBold, "Model:"), safe(rec.Model.Model), rec.Model.Attempt, rec.Model.PromptTokens, rec.Model.CompletionTokens, rec.Model.LatencyMS)
 		}
 		state := "not applied"
 		switch {
@@ -107,17 +107,18 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		case rec.Pending:
 			state = "pending: starplan apply " + rec.ID
 		case rec.ApplyError != "":
-			state = "apply failed: " + rec.ApplyError
+			state = "apply failed: " + safe(rec.ApplyError)
 		}
 		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), rec.Outcome, rec.Steps, rec.DurationMS, state)
 		if rec.Program != "" {
 			fmt.Fprintln(w, p.paint(ansiBold, "Program:"))
 			for i, line := range strings.Split(strings.TrimRight(rec.Program, "\n"), "\n") {
-				fmt.Fprintf(w, "  %3d  %s\n", i+1, line)
+				fmt.Fprintf(w, "  %3d  %s\n", i+1, safeLine(line))
 			}
 		} else {
 			fmt.Fprintln(w, p.paint(ansiBold, "Reply (no program found):"))
-			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimSpace(rec.Reply), "\n", "\n  "))
+			reply := strings.ReplaceAll(strings.TrimSpace(rec.Reply), "\r\n", "\n")
+			fmt.Fprintf(w, "  %s\n", safeBlock(reply, "  "))
 		}
 		printRewrites(ios.Out, "line", rec.Rewrites)
 		return renderResult(ios, rec.Result(), schemaMap(e))

@@ -43,7 +43,7 @@ func runner(ios IOStreams, g *globalOptions) (*isolate.Pool, engine.Runner, erro
 		return nil, nil, withCode(ExitInternal, fmt.Errorf("starting a sandbox worker: %w", err), "pass --in-process to run plans in this process")
 	}
 	for _, w := range pool.Warnings() {
-		fmt.Fprintf(ios.Err, "warning: %s\n", w)
+		fmt.Fprintf(ios.Err, "warning: %s\n", safe(w))
 	}
 	return pool, pool, nil
 }
