@@ -25,7 +25,7 @@ var contractItems = []contractItem{
 }
 
 func answerDoc(c *Contract) string {
-	return fmt.Sprintf("answer_text: a non-empty string for the customer, at most %s and %d characters, on one line, plain text (no tabs, escape sequences or other control characters, no bidi overrides); no data dumps, reprs or tracebacks",
+	return fmt.Sprintf("answer_text: a non-empty string for the customer, at most %s and %d characters, on one line, plain text (no control characters); no data dumps, reprs or tracebacks",
 		plural(c.MaxSentences, "sentence"), c.MaxChars)
 }
 

@@ -226,7 +226,7 @@ func TestScenariosCoverTheContract(t *testing.T) {
 		"outcome:ok", "outcome:check_failed", "outcome:runtime_error", "outcome:limit_exceeded", "outcome:contract_violation", "outcome:conflict",
 		"code:no-program", "code:python-try", "code:writes-not-allowed", "code:ledger-whole-order", "code:ledger-per-unit",
 		"code:ledger-sign", "code:ledger-amount", "code:balance-chain", "code:delete-not-allowed", "code:append-only", "code:field-immutable",
-		"code:balance-negative", "code:conflict",
+		"code:balance-negative", "code:conflict", "code:answer-control-char", "code:program-control-char",
 	}
 	for _, n := range need {
 		if !seen[n] {
