@@ -90,9 +90,10 @@ func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result,
 			break
 		}
 		parent = res.RunID
+		quoted := clipped(reply.Content, MaxRepairQuote) // the model need not read a flood back
 		msgs = append(msgs,
-			llm.Message{Role: llm.RoleAssistant, Content: reply.Content},
-			llm.Message{Role: llm.RoleUser, Content: prompts.Repair(res.Program, res.Diagnostics, string(res.Outcome))},
+			llm.Message{Role: llm.RoleAssistant, Content: quoted},
+			llm.Message{Role: llm.RoleUser, Content: prompts.Repair(clipped(res.Program, MaxRepairQuote/2), res.Diagnostics, string(res.Outcome))},
 		)
 	}
 	res.Attempts = attempts

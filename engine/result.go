@@ -45,6 +45,9 @@ type Result struct {
 	Program         string             `json:"program"` // the extracted program, before rewrites
 	// Attempts lists every model round of `ask` (the last one is this result); empty for exec.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Truncated names what the result cut to keep its size bounded ("diagnostics",
+	// "diagnostic messages", "answer_text", "status", "program"; see MaxDiagnostics, ...).
+	Truncated []string `json:"truncated,omitempty"`
 }
 
 // Attempt is one model round of Ask: the reply, how its run ended, and what the call cost.

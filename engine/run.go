@@ -115,6 +115,7 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 		}
 	}
 	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
+	res.bound()
 	res.normalize()
 	return res, pending, nil
 }
