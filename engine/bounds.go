@@ -40,7 +40,7 @@ func (r *Result) bound() {
 		r.Truncated = append(r.Truncated, what)
 	}
 	if n := len(r.Diagnostics); n > MaxDiagnostics {
-		kept := r.Diagnostics[:MaxDiagnostics-1:MaxDiagnostics-1]
+		kept := r.Diagnostics[: MaxDiagnostics-1 : MaxDiagnostics-1]
 		r.Diagnostics = append(kept, diag.Diagnostic{
 			Stage: r.Diagnostics[MaxDiagnostics-1].Stage, Code: CodeMoreDiagnostics,
 			Message: fmt.Sprintf("and %d more diagnostics, left out", n-len(kept)),
