@@ -77,7 +77,12 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 	}
 	sctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeUp)
 	defer cancel()
-	stage := e.st.StageFor(sctx, e.runLimits)
+	rl := e.runLimits
+	rl.StagedBytes = limits.MaxMemory
+	if rl.StagedBytes <= 0 {
+		rl.StagedBytes = sandbox.DefaultMaxMemory
+	}
+	stage := e.st.StageFor(sctx, rl)
 	sres := e.runner.Run(ctx, Job{
 		Reply:   req.Reply,
 		Inputs:  map[string]any{"user_request": req.UserRequest},

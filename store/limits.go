@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/starplan/starplan/table"
 )
 
 // RunLimits bound what one run may make the store do for it: the blast radius of a plan, set by
@@ -18,6 +20,9 @@ type RunLimits struct {
 	// all tables; RowsWrittenPerTable bounds single tables as well.
 	RowsWritten         int
 	RowsWrittenPerTable map[string]int
+	// StagedBytes bounds the rows a run stages, at about the size they take when stored; the
+	// engine sets it to the run's memory budget, since the parent holds them (LimitMemory).
+	StagedBytes int64
 }
 
 // The names of the run limits, as they appear in results (Result.Limit).
@@ -25,6 +30,7 @@ const (
 	LimitHelperCalls = "helper_calls"
 	LimitRowsRead    = "rows_read"
 	LimitRowsWritten = "rows_written"
+	LimitMemory      = "memory" // the run's staged rows outgrew StagedBytes
 )
 
 // LimitError is a run limit crossed by a table call.
@@ -40,6 +46,8 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("the plan made more than %d table calls (limit %s)", e.Max, e.Limit)
 	case LimitRowsRead:
 		return fmt.Sprintf("the plan read more than %d rows (limit %s)", e.Max, e.Limit)
+	case LimitMemory:
+		return fmt.Sprintf("the rows the plan changed would take more than %d bytes (limit %s)", e.Max, e.Limit)
 	}
 	if e.Table != "" {
 		return fmt.Sprintf("the plan changed more than %d rows of %s (limit %s)", e.Max, e.Table, e.Limit)
@@ -54,6 +62,8 @@ func (e *LimitError) Hint() string {
 		return "fetch what you need with one search(where) instead of a call per row"
 	case LimitRowsRead:
 		return "filter with where so that only the rows you need come back"
+	case LimitMemory:
+		return "write fewer or smaller rows"
 	}
 	return "a request changes a few rows; a plan that rewrites a table is refused"
 }
@@ -125,6 +135,41 @@ func (t *stageTable) fresh(cs []cand) int {
 		}
 	}
 	return n
+}
+
+// charge adds n bytes (may be negative) to the rows the run has staged, failing when they
+// would outgrow StagedBytes. Callers charge before they stage.
+func (sg *Stage) charge(n int64) error {
+	if l := sg.limits.StagedBytes; l > 0 && sg.staged+n > l {
+		return sg.exceed(&LimitError{Limit: LimitMemory, Max: int(l)})
+	}
+	sg.staged += n
+	return nil
+}
+
+// rowSize is about the size of a row when stored: its field names and values.
+func rowSize(r table.Row) int64 {
+	n := int64(0)
+	for k, v := range r {
+		n += int64(len(k)) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(len(x)) + 2
+	case []any:
+		n := int64(2)
+		for _, e := range x {
+			n += valueSize(e) + 1
+		}
+		return n
+	case map[string]any:
+		return rowSize(x) + 2
+	}
+	return 9
 }
 
 func (sg *Stage) exceed(e *LimitError) error {

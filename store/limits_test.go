@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,6 +68,20 @@ func TestRunLimits(t *testing.T) {
 			},
 			want: LimitError{Limit: LimitRowsWritten, Max: 2, Table: "inventory"},
 		},
+		{
+			name:   "staged bytes",
+			limits: RunLimits{StagedBytes: 2000},
+			run: func(tb table.Table) error {
+				for i := 7; i < 20; i++ {
+					if _, err := tb.Insert(table.Row{"item_id": fmt.Sprintf("SG%03d", i), "name": "x",
+						"description": strings.Repeat("d", 500), "quantity_in_stock": 1, "price": 1.0}); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			want: LimitError{Limit: LimitMemory, Max: 2000},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := s.StageFor(context.Background(), tc.limits)
@@ -79,7 +94,7 @@ func TestRunLimits(t *testing.T) {
 			_, _, err = tb.Get("SG002")
 			assert.ErrorAs(t, err, &le, "once crossed, every later call fails")
 			// Under the limit, the same work goes through.
-			ok := s.StageFor(context.Background(), RunLimits{HelperCalls: 100, RowsRead: 100, RowsWritten: 100})
+			ok := s.StageFor(context.Background(), RunLimits{HelperCalls: 100, RowsRead: 100, RowsWritten: 100, StagedBytes: 1 << 20})
 			require.NoError(t, tc.run(tbl(t, ok, "inventory")))
 			assert.Nil(t, ok.Exceeded())
 		})

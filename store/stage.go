@@ -29,6 +29,7 @@ type Stage struct {
 	limits   RunLimits
 	calls    int
 	rowsRead int
+	staged   int64       // about the stored size of the rows staged (see charge)
 	exceeded *LimitError // the first run limit crossed
 }
 
@@ -468,6 +469,9 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 			return nil, err
 		}
 	}
+	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
+		return nil, err
+	}
 	t.stage(k, v)
 	return k, nil
 }
@@ -510,6 +514,14 @@ func (t *stageTable) visibleLocked(mt *memTable, k any) bool {
 		return w.row != nil
 	}
 	return mt.rows[k] != nil
+}
+
+// ownSize is the charged size of the run's own row for key k (0 when it has none).
+func (t *stageTable) ownSize(k any) int64 {
+	if w := t.writes[k]; w != nil && w.row != nil {
+		return rowSize(w.row)
+	}
+	return 0
 }
 
 // stage records row (nil: removal) as the run's state of key.
@@ -579,6 +591,15 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		}
 		changes = append(changes, change{c, v})
 	}
+	var grow int64
+	for _, ch := range changes {
+		if !equalRows(ch.row, ch.c.row) {
+			grow += rowSize(ch.row) - t.ownSize(ch.c.key)
+		}
+	}
+	if err := t.sg.charge(grow); err != nil {
+		return 0, err
+	}
 	for _, ch := range changes {
 		if equalRows(ch.row, ch.c.row) {
 			if !ch.c.own {
@@ -605,6 +626,7 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, c := range cs {
+		_ = t.sg.charge(-t.ownSize(c.key)) // a removal frees what the run had staged
 		t.stage(c.key, nil)
 	}
 	return len(cs), nil
