@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -412,4 +414,74 @@ answer_text = "None."`, "helper_calls"},
 	res, err := e.Run(ctx, Request{Reply: example(t, "03_two_item_order.star")})
 	require.NoError(t, err)
 	assert.Equal(t, OutcomeOK, res.Outcome, "a real order is well inside the limits")
+}
+
+// interfering runs plans in process, but the first time a plan reads the ledger it first
+// applies another sale: the plan then sees the data of two moments.
+type interfering struct {
+	e     *Engine
+	inner Runner
+	sale  string
+	runs  int
+}
+
+func (r *interfering) Run(ctx context.Context, job Job) *sandbox.Result {
+	r.runs++
+	if r.runs == 1 {
+		job.View = interferingView{View: job.View, done: new(bool), before: func() {
+			other, err := r.e.Run(ctx, Request{Reply: r.sale, Apply: true})
+			if err != nil || !other.Applied {
+				panic(fmt.Sprint("the interfering sale did not apply: ", err))
+			}
+		}}
+	}
+	return r.inner.Run(ctx, job)
+}
+
+type interferingView struct {
+	table.View
+	before func()
+	done   *bool // once per run, whichever table value the plan reads through
+}
+
+func (v interferingView) Table(name string) (table.Table, bool) {
+	t, ok := v.View.Table(name)
+	if name == "transactions" && ok {
+		return &interferingTable{Table: t, before: v.before, done: v.done}, true
+	}
+	return t, ok
+}
+
+type interferingTable struct {
+	table.Table
+	before func()
+	done   *bool
+}
+
+func (t *interferingTable) Find(q table.Query) ([]table.Row, error) {
+	if !*t.done {
+		*t.done = true
+		t.before()
+	}
+	return t.Table.Find(q)
+}
+
+// A commit that lands while a plan runs would make it judge a mix of two states (stock from
+// before the sale, ledger from after): the engine runs such a plan again.
+func TestPlanSeeingAMovingStoreRunsAgain(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	r := &interfering{}
+	e, err := New(st, Options{Now: func() time.Time { return fixedNow }, Runner: r})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()); assert.NoError(t, st.Close()) })
+	r.e, r.inner, r.sale = e, InProcess(e.Env()), example(t, "02_purchase_wayfarer.star")
+
+	res, err := e.Run(context.Background(), Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.runs, "the interfering sale, the mixed run, and the run again")
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	applied, err := e.Apply(context.Background(), res.RunID)
+	require.NoError(t, err)
+	assert.True(t, applied.Applied, applied.Diagnostics.String())
 }

@@ -63,10 +63,25 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	return res, nil
 }
 
+// maxEvaluations is how many times evaluate runs a plan whose reads saw another run's commit land
+// during it (see store.Stage.Moved) before it reports what it got.
+const maxEvaluations = 3
+
 // evaluate is a run up to its verdict: extract, check, run on a fresh staged view, the contract
 // and the policy, and the diff. It writes nothing. pending is what applying the run would write,
-// when the run is accepted and changes data.
+// when the run is accepted and changes data. A plan that saw the data as of more than one moment
+// (a commit landed while it ran) is run again, so its verdict is about one state of the data.
 func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, err error) {
+	for try := 1; ; try++ {
+		var moved bool
+		res, pending, moved, err = e.evaluateOnce(ctx, req, now)
+		if err != nil || !moved || try == maxEvaluations || ctx.Err() != nil {
+			return res, pending, err
+		}
+	}
+}
+
+func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, moved bool, err error) {
 	began := time.Now() // the wall clock, for timing; now is the run's clock for now()
 	limits := e.limits(req.Limits)
 	// The store's work for the plan (scans, filters) runs in starplan, outside the sandbox's
@@ -108,9 +123,9 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
-		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: e.st})
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage})
 		if err != nil {
-			return nil, nil, fmt.Errorf("checking the contract: %w", err)
+			return nil, nil, false, fmt.Errorf("checking the contract: %w", err)
 		}
 		if len(ds) > 0 {
 			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
@@ -122,7 +137,7 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 	res.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	res.bound()
 	res.normalize()
-	return res, pending, nil
+	return res, pending, stage.Moved(), nil
 }
 
 // errTimeUp is the cause of a run's store context when the run's time is up.

@@ -305,14 +305,6 @@ func (s *Store) changeSetLocked(ops []op) table.ChangeSet {
 	return cs
 }
 
-// LastRow returns the committed row of tbl with the highest key in natural order, or ok ==
-// false when the table is empty. It records no read: it is for checks, not plans.
-func (s *Store) LastRow(tbl string) (table.Row, bool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return lockedReader{s}.LastRow(tbl)
-}
-
 // lockedReader reads committed rows while the caller holds s.mu.
 type lockedReader struct{ s *Store }
 

@@ -25,6 +25,11 @@ type Stage struct {
 	st     *Store
 	tables map[string]*stageTable
 
+	// startSeq is the commit the stage started at; moved records that a read saw a table
+	// committed to after it (see Moved).
+	startSeq int64
+	moved    bool
+
 	ctx      context.Context // nil: scans are not stopped (see StageFor)
 	limits   RunLimits
 	calls    int
@@ -35,7 +40,10 @@ type Stage struct {
 
 // Stage starts a run's staged view over the committed tables.
 func (s *Store) Stage() *Stage {
-	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names))}
+	s.mu.RLock()
+	seq := s.seq
+	s.mu.RUnlock()
+	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), startSeq: seq}
 	for _, name := range s.names {
 		sg.tables[name] = &stageTable{
 			st:     s,
@@ -92,7 +100,21 @@ type cand struct {
 	hidden bool  // a committed row the run's own write hides: seen by the read, not returned
 }
 
-func (t *stageTable) mem() *memTable { return t.st.tables[t.s.Name] }
+// mem returns the table's committed state; the caller holds the Store's read lock. A table
+// committed to since the stage started makes the stage Moved.
+func (t *stageTable) mem() *memTable {
+	mt := t.st.tables[t.s.Name]
+	if mt.ver > t.sg.startSeq {
+		t.sg.moved = true
+	}
+	return mt
+}
+
+// Moved reports whether a read of the run saw a table that another run committed to after this
+// stage started: the run then saw the data as of more than one moment. Its result is safe (an
+// apply checks every read again) but may be wrong for no fault of the plan, so the engine runs
+// such a plan again.
+func (sg *Stage) Moved() bool { return sg.moved }
 
 func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
 
@@ -706,4 +728,21 @@ func equalValue(a, b any) bool {
 // moved (see Store.ApplyPending). The stage should not be used afterwards.
 func (sg *Stage) Apply(ctx context.Context, extra ...SysDoc) error {
 	return sg.st.ApplyPending(ctx, sg.Pending(), nil, extra...)
+}
+
+// LastRow returns the committed row of tbl with the highest key, for checks (it has the method
+// set of contracts.Committed). It records no read, but a table committed to since the stage
+// started makes the stage Moved, as a read does.
+func (sg *Stage) LastRow(tbl string) (table.Row, bool, error) {
+	t, ok := sg.tables[tbl]
+	if !ok {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	sg.st.mu.RLock()
+	defer sg.st.mu.RUnlock()
+	mt := t.mem()
+	if len(mt.order) == 0 {
+		return nil, false, nil
+	}
+	return mt.order[len(mt.order)-1].row, true, nil
 }
