@@ -86,6 +86,13 @@ func (f *fixture) call(method, path string, body any) response {
 
 func (f *fixture) callWith(token, method, path string, body any) response {
 	f.t.Helper()
+	r, err := f.try(token, method, path, body)
+	require.NoError(f.t, err)
+	return r
+}
+
+// try is callWith for other goroutines than the test's: it returns its errors.
+func (f *fixture) try(token, method, path string, body any) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -93,20 +100,25 @@ func (f *fixture) callWith(token, method, path string, body any) response {
 		rd = strings.NewReader(b)
 	default:
 		raw, err := json.Marshal(b)
-		require.NoError(f.t, err)
+		if err != nil {
+			return response{}, err
+		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequest(method, f.web.URL+path, rd)
-	require.NoError(f.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := f.web.Client().Do(req)
-	require.NoError(f.t, err)
+	if err != nil {
+		return response{}, err
+	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(f.t, err)
-	return response{status: resp.StatusCode, body: raw, header: resp.Header}
+	return response{status: resp.StatusCode, body: raw, header: resp.Header}, err
 }
 
 // run dry-runs a program and returns its document, requiring 200.
