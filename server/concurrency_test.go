@@ -129,7 +129,9 @@ func TestConcurrentClientsApplyEachRunAtMostOnce(t *testing.T) {
 	tb, _ := f.st.Stage().Table("transactions")
 	rows, err := tb.Find(table.Query{})
 	require.NoError(t, err)
-	sort.Slice(rows, func(i, j int) bool { return table.CompareKeys(rows[i]["transaction_id"], rows[j]["transaction_id"]) < 0 })
+	sort.Slice(rows, func(i, j int) bool {
+		return table.CompareKeys(rows[i]["transaction_id"], rows[j]["transaction_id"]) < 0
+	})
 	for i := 1; i < len(rows); i++ {
 		prev := rows[i-1]["balance_after_transaction"].(float64)
 		want := prev + rows[i]["transaction_amount"].(float64)
