@@ -42,7 +42,7 @@ type broker struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	last    int64
-	backlog []Event // the most recent events, oldest first, at most cap
+	backlog []Event // a ring of the most recent events: event id n is at (n-1) % max
 	max     int
 	subs    map[*subscription]struct{}
 	closed  bool
@@ -70,11 +70,11 @@ func (b *broker) publish(e Event) {
 	b.last++
 	e.ID, e.Time = b.last, b.now()
 	if b.max > 0 {
-		if len(b.backlog) == b.max {
-			copy(b.backlog, b.backlog[1:])
-			b.backlog = b.backlog[:b.max-1]
+		if len(b.backlog) < b.max {
+			b.backlog = append(b.backlog, e)
+		} else {
+			b.backlog[(e.ID-1)%int64(b.max)] = e
 		}
-		b.backlog = append(b.backlog, e)
 	}
 	for s := range b.subs {
 		select {
@@ -94,10 +94,9 @@ func (b *broker) subscribe(lastID int64) (s *subscription, missed []Event, ok bo
 	if b.closed {
 		return nil, nil, false
 	}
-	for _, e := range b.backlog {
-		if e.ID > lastID {
-			missed = append(missed, e)
-		}
+	first := max(lastID+1, b.last-int64(len(b.backlog))+1) // the oldest event still held
+	for id := first; id <= b.last; id++ {
+		missed = append(missed, b.backlog[(id-1)%int64(b.max)])
 	}
 	s = &subscription{C: make(chan Event, subscriberBuffer)}
 	b.subs[s] = struct{}{}

@@ -116,6 +116,12 @@ func TestBrokerCutsOffASlowSubscriberAndKeepsABoundedBacklog(t *testing.T) {
 	assert.Equal(t, int64(subscriberBuffer+1-9), missed[0].ID)
 	assert.Equal(t, int64(subscriberBuffer+1), missed[9].ID)
 	assert.Equal(t, now, missed[9].Time)
+	for i := 1; i < len(missed); i++ {
+		assert.Equal(t, missed[i-1].ID+1, missed[i].ID, "replayed in order")
+	}
+	_, missed, _ = b.subscribe(subscriberBuffer - 1)
+	require.Len(t, missed, 2, "only what came after the id given")
+	assert.Equal(t, int64(subscriberBuffer), missed[0].ID)
 
 	b.close()
 	_, _, ok = b.subscribe(0)
