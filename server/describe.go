@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -64,7 +65,7 @@ func (s *Server) Describe() (*Description, error) {
 	if err != nil {
 		return nil, internal(fmt.Errorf("rendering the plan reference: %w", err))
 	}
-	schemas, err := apiSchemas()
+	schemas, err := apiSchemasOnce()
 	if err != nil {
 		return nil, internal(err)
 	}
@@ -98,6 +99,9 @@ func (s *Server) Describe() (*Description, error) {
 	}
 	return d, nil
 }
+
+// apiSchemasOnce derives the schemas once per process: they depend only on Go types.
+var apiSchemasOnce = sync.OnceValues(apiSchemas)
 
 // apiSchemas returns the JSON Schemas of the API's documents, derived from the Go types the
 // server decodes and encodes, so they cannot drift from them.

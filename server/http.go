@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +92,7 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k := range m {
 		allow = append(allow, k)
 	}
+	sort.Strings(allow)
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, "use "+strings.Join(allow, " or "), "%s is not allowed on %s", r.Method, clip(r.URL.Path, 200)))
 }

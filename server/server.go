@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -433,8 +432,7 @@ func (s *Server) List(state string, limit int) (*RunList, error) {
 			break
 		}
 	}
-	sort.SliceStable(out.Runs, func(i, j int) bool { return out.Runs[i].Time.After(out.Runs[j].Time) })
-	return out, nil
+	return out, nil // Runs are newest first
 }
 
 func summaryState(r engine.RunSummary, d *engine.Decision) string {

@@ -83,8 +83,9 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			return withCode(ExitInternal, err, "")
 		}
 		var (
-			hs   *http.Server
-			done = make(chan error, 2) // the HTTP server or the stdio session ended by itself
+			hs        *http.Server
+			httpEnded = make(chan error, 1) // the HTTP server stopped by itself
+			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
 		)
 		if httpOn {
 			ln, err := net.Listen("tcp", opts.Listen)
@@ -97,7 +98,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				IdleTimeout:       2 * time.Minute,
 				ErrorLog:          log.New(ios.Err, "starplan serve: ", 0),
 			}
-			go func() { done <- hs.Serve(ln) }()
+			go func() { httpEnded <- hs.Serve(ln) }()
 			if !isLoopbackAddr(ln.Addr()) {
 				fmt.Fprintf(ios.Err, "warning: %s is not a loopback address: anyone who reaches it with the token can apply runs\n", ln.Addr())
 			}
@@ -109,21 +110,29 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			}
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
 		}
+		mctx, stopMCP := context.WithCancel(ctx)
+		defer stopMCP()
 		if opts.MCPStdio {
 			go func() {
-				err := srv.RunMCP(ctx, &mcp.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
-				if err == nil {
-					err = errStdioClosed
-				}
-				done <- err
+				mcpEnded <- srv.RunMCP(mctx, &mcp.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
 			}()
 		}
 		var ended error
+		stdioOpen := opts.MCPStdio
 		select {
 		case <-ctx.Done():
-		case ended = <-done:
+		case ended = <-httpEnded:
+		case ended = <-mcpEnded:
+			stdioOpen = false
 		}
+		// Drain: event streams end, requests in flight finish, then the engine may close.
 		srv.Drain()
+		if stdioOpen {
+			stopMCP()
+			if err := <-mcpEnded; ended == nil {
+				ended = err // RunMCP returns once the calls in flight are answered
+			}
+		}
 		if hs != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.DrainTimeout)
 			defer cancel()
@@ -132,15 +141,12 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				return withCode(ExitInternal, fmt.Errorf("requests still in flight after %s were cut: %w", opts.DrainTimeout, err), "raise --drain-timeout")
 			}
 		}
-		if ended != nil && !errors.Is(ended, errStdioClosed) && !errors.Is(ended, http.ErrServerClosed) {
+		if ended != nil && !errors.Is(ended, http.ErrServerClosed) && !errors.Is(ended, io.EOF) {
 			return withCode(ExitInternal, ended, "")
 		}
 		return nil
 	})
 }
-
-// errStdioClosed is how the stdio MCP session ends when its client goes away: a normal end.
-var errStdioClosed = errors.New("the MCP client closed standard input")
 
 type nopWriteCloser struct{ io.Writer }
 
