@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/server"
+)
+
+// DefaultListen is where `starplan serve` listens unless told otherwise: loopback only.
+const DefaultListen = "127.0.0.1:7410"
+
+// serveOptions are the options of `starplan serve`.
+type serveOptions struct {
+	Listen       string
+	ListenSet    bool // --listen was given (with --mcp-stdio, HTTP is served only then)
+	MCPStdio     bool
+	Token        string
+	DrainTimeout time.Duration
+}
+
+func newServeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
+	opts := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the store to other planners over HTTP and MCP",
+		Long: `Open the store once and serve it to many clients: a JSON API under /v1 (describe, check, dry
+runs, apply with the digest of the reviewed changes, reject with feedback, runs, and run events as
+Server-Sent Events at /v1/events) and MCP over streamable HTTP at /mcp, on --listen (loopback by
+default). Every HTTP request needs "Authorization: Bearer TOKEN": the token is created at the
+first start in serve.token in the store directory (mode 0600), unless --token or STARPLAN_TOKEN
+gives one.
+
+--mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
+starplan itself); HTTP is then served too only if --listen is given.
+
+SIGTERM or Ctrl-C stops accepting requests, lets those in flight finish (at most
+--drain-timeout), writes the audit log and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ListenSet = cmd.Flags().Changed("listen")
+			return runServe(cmd.Context(), ios, g, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Listen, "listen", DefaultListen, "address for HTTP (the /v1 API and MCP at /mcp); port 0 picks a free one")
+	cmd.Flags().BoolVar(&opts.MCPStdio, "mcp-stdio", false, "serve MCP on standard input and output")
+	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory)")
+	cmd.Flags().DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	return cmd
+}
+
+func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveOptions) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		given := opts.Token
+		if given == "" {
+			given = ios.Getenv("STARPLAN_TOKEN")
+		}
+		httpOn := !opts.MCPStdio || opts.ListenSet
+		token, path, created, err := "", "", false, error(nil)
+		if httpOn {
+			token, path, created, err = server.LoadToken(e.Store().Dir(), given)
+			if err != nil {
+				return withCode(ExitUsage, err, "pass --token (16 characters or more) or set STARPLAN_TOKEN")
+			}
+		}
+		srv, err := server.New(e, server.Options{Token: token})
+		if err != nil {
+			return withCode(ExitInternal, err, "")
+		}
+		var (
+			hs        *http.Server
+			httpEnded = make(chan error, 1) // the HTTP server stopped by itself
+			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
+		)
+		if httpOn {
+			ln, err := net.Listen("tcp", opts.Listen)
+			if err != nil {
+				return withCode(ExitUsage, fmt.Errorf("listening on %s: %w", opts.Listen, err), "pass --listen HOST:PORT with a free port")
+			}
+			hs = &http.Server{
+				Handler:           srv.Handler(),
+				ReadHeaderTimeout: 10 * time.Second,
+				IdleTimeout:       2 * time.Minute,
+				ErrorLog:          log.New(ios.Err, "starplan serve: ", 0),
+			}
+			go func() { httpEnded <- hs.Serve(ln) }()
+			if !isLoopbackAddr(ln.Addr()) {
+				fmt.Fprintf(ios.Err, "warning: %s is not a loopback address: anyone who reaches it with the token can apply runs\n", ln.Addr())
+			}
+			switch {
+			case created:
+				fmt.Fprintf(ios.Err, "starplan serve: created a bearer token in %s\n", path)
+			case path != "":
+				fmt.Fprintf(ios.Err, "starplan serve: bearer token in %s\n", path)
+			}
+			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
+		}
+		mctx, stopMCP := context.WithCancel(ctx)
+		defer stopMCP()
+		if opts.MCPStdio {
+			go func() {
+				mcpEnded <- srv.RunMCP(mctx, &mcp.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
+			}()
+		}
+		var ended error
+		stdioOpen := opts.MCPStdio
+		select {
+		case <-ctx.Done():
+		case ended = <-httpEnded:
+		case ended = <-mcpEnded:
+			stdioOpen = false
+		}
+		// Drain: event streams end, requests in flight finish, then the engine may close.
+		srv.Drain()
+		if stdioOpen {
+			stopMCP()
+			if err := <-mcpEnded; ended == nil {
+				ended = err // RunMCP returns once the calls in flight are answered
+			}
+		}
+		if hs != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.DrainTimeout)
+			defer cancel()
+			if err := hs.Shutdown(dctx); err != nil {
+				hs.Close()
+				return withCode(ExitInternal, fmt.Errorf("requests still in flight after %s were cut: %w", opts.DrainTimeout, err), "raise --drain-timeout")
+			}
+		}
+		if ended != nil && !errors.Is(ended, http.ErrServerClosed) && !errors.Is(ended, io.EOF) {
+			return withCode(ExitInternal, ended, "")
+		}
+		return nil
+	})
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func isLoopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}

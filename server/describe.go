@@ -1,0 +1,126 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/table"
+)
+
+// Description is what a planner needs to write a plan for this store: its tables and field
+// types, the helpers a plan can call, the output contract and the mutation policy, the limits,
+// the reference text a model writes plans from, and JSON Schemas of the API's documents.
+type Description struct {
+	Domain    string              `json:"domain"`
+	Doc       string              `json:"doc"`
+	Tables    []TableDescription  `json:"tables"`
+	Helpers   []HelperDescription `json:"helpers"`
+	Contract  contracts.Contract  `json:"contract"`
+	Rules     []contracts.RuleDoc `json:"rules" jsonschema:"the output contract's items, then the mutation policy's rules, in the order they are checked"`
+	Limits    LimitsDescription   `json:"limits"`
+	RunLimits contracts.RunLimits `json:"run_limits" jsonschema:"what one run may make the store do: table calls, rows read, rows written"`
+	States    []string            `json:"states" jsonschema:"the states of a run"`
+	Reference string              `json:"reference" jsonschema:"the reference a model writes plans from: dialect, tables with sample rows, helpers, contract, policy"`
+	Schemas   map[string]any      `json:"schemas" jsonschema:"JSON Schemas of run_request, check_request, apply_request, reject_request, run (the result document) and error"`
+}
+
+// TableDescription is one table: its schema, the value plans use for it, and its row count.
+type TableDescription struct {
+	table.Schema
+	Value string `json:"value" jsonschema:"the name a plan uses for the table, such as inventory_tbl"`
+	Rows  int    `json:"rows"`
+}
+
+// HelperDescription is one name a plan can use.
+type HelperDescription struct {
+	Name      string `json:"name"`
+	Group     string `json:"group" jsonschema:"language, module, table, domain, input or contract"`
+	Signature string `json:"signature"`
+	Doc       string `json:"doc"`
+	Example   string `json:"example,omitempty"`
+}
+
+// LimitsDescription are the default limits of a run; a run request may lower them.
+type LimitsDescription struct {
+	MaxSteps   uint64 `json:"max_steps"`
+	TimeoutMS  int64  `json:"timeout_ms"`
+	MaxOutput  int    `json:"max_output"`
+	MaxMemory  int64  `json:"max_memory"`
+	MaxProgram int    `json:"max_program"`
+	MaxNesting int    `json:"max_nesting"`
+	MaxBody    int64  `json:"max_body" jsonschema:"the largest request body the server accepts, in bytes"`
+}
+
+// Describe describes the store, its helpers and its rules as they are now.
+func (s *Server) Describe() (*Description, error) {
+	st := s.eng.Store()
+	policy := s.eng.Policy()
+	reg := s.eng.Env().Registry()
+	ref, err := s.eng.SystemPrompt()
+	if err != nil {
+		return nil, internal(fmt.Errorf("rendering the plan reference: %w", err))
+	}
+	schemas, err := apiSchemasOnce()
+	if err != nil {
+		return nil, internal(err)
+	}
+	d := &Description{
+		Domain: policy.Name, Doc: policy.Doc, Contract: policy.Contract, Rules: policy.Describe(),
+		RunLimits: policy.Limits.WithDefaults(), States: States, Reference: ref, Schemas: schemas,
+		Tables: []TableDescription{}, Helpers: []HelperDescription{},
+		Limits: LimitsDescription{
+			MaxSteps: sandbox.DefaultMaxSteps, TimeoutMS: sandbox.DefaultTimeout.Milliseconds(),
+			MaxOutput: sandbox.DefaultMaxOutput, MaxMemory: sandbox.DefaultMaxMemory,
+			MaxProgram: sandbox.DefaultMaxProgram, MaxNesting: sandbox.DefaultMaxNesting, MaxBody: s.opts.MaxBody,
+		},
+	}
+	view := st.Stage()
+	for _, name := range st.Names() {
+		t, ok := view.Table(name)
+		if !ok {
+			continue
+		}
+		td := TableDescription{Schema: *t.Schema(), Value: name, Rows: t.Len()}
+		if h, ok := reg.Lookup(name + "_tbl"); ok && h.Group == builtins.GroupTable {
+			td.Value = h.Name
+		}
+		d.Tables = append(d.Tables, td)
+	}
+	for _, h := range reg {
+		if h.Hidden {
+			continue
+		}
+		d.Helpers = append(d.Helpers, HelperDescription{Name: h.Name, Group: string(h.Group), Signature: h.Signature, Doc: h.Doc, Example: h.Example})
+	}
+	return d, nil
+}
+
+// apiSchemasOnce derives the schemas once per process: they depend only on Go types.
+var apiSchemasOnce = sync.OnceValues(apiSchemas)
+
+// apiSchemas returns the JSON Schemas of the API's documents, derived from the Go types the
+// server decodes and encodes, so they cannot drift from them.
+func apiSchemas() (map[string]any, error) {
+	out := map[string]any{}
+	for name, f := range map[string]func() (*jsonschema.Schema, error){
+		"run_request":    func() (*jsonschema.Schema, error) { return jsonschema.For[RunRequest](nil) },
+		"check_request":  func() (*jsonschema.Schema, error) { return jsonschema.For[CheckRequest](nil) },
+		"apply_request":  func() (*jsonschema.Schema, error) { return jsonschema.For[ApplyRequest](nil) },
+		"reject_request": func() (*jsonschema.Schema, error) { return jsonschema.For[RejectRequest](nil) },
+		"run":            func() (*jsonschema.Schema, error) { return jsonschema.For[RunDocument](nil) },
+		"check":          func() (*jsonschema.Schema, error) { return jsonschema.For[CheckReport](nil) },
+		"error":          func() (*jsonschema.Schema, error) { return jsonschema.For[ErrorBody](nil) },
+	} {
+		sc, err := f()
+		if err != nil {
+			return nil, fmt.Errorf("the JSON Schema of %s: %w", name, err)
+		}
+		out[name] = sc
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// Event types of a run's lifecycle, in the order they happen.
+const (
+	EventStarted  = "started"  // a dry run began (it has no run id yet: see RequestID)
+	EventFinished = "finished" // a dry run ended: its outcome, state and digest
+	EventApplied  = "applied"  // a run's changes were written
+	EventRejected = "rejected" // a reviewer rejected a run, with feedback
+	EventFailed   = "failed"   // a run or an apply ended without a verdict or wrote nothing: Code says why
+)
+
+// Event is one step of a run's lifecycle, as /v1/events streams it. ID increases by one per
+// event of this server process; a client that reconnects with Last-Event-ID gets what it missed,
+// as far as the server still holds it (Options.EventBacklog).
+type Event struct {
+	ID        int64          `json:"id"`
+	Type      string         `json:"type"`
+	Time      time.Time      `json:"time"`
+	RunID     string         `json:"run_id,omitempty"`
+	RequestID string         `json:"request_id,omitempty"` // ties started to finished
+	Origin    string         `json:"origin,omitempty"`     // serve:http or serve:mcp
+	Outcome   engine.Outcome `json:"outcome,omitempty"`
+	State     string         `json:"state,omitempty"`
+	Digest    string         `json:"digest,omitempty"`
+	Rows      int            `json:"rows,omitempty"` // changed rows (finished, applied)
+	Code      string         `json:"code,omitempty"` // failed: conflict, internal, ...
+	Message   string         `json:"message,omitempty"`
+	Feedback  string         `json:"feedback,omitempty"` // rejected
+}
+
+// broker fans events out to subscribers and keeps the last ones for reconnecting clients. A
+// subscriber that falls behind by more than its buffer is cut off (its channel closed); it
+// reconnects with Last-Event-ID and replays from the backlog. Publishing never blocks.
+type broker struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	last    int64
+	backlog []Event // a ring of the most recent events: event id n is at (n-1) % max
+	max     int
+	subs    map[*subscription]struct{}
+	closed  bool
+}
+
+// subscription is one listener. C is closed when the listener fell behind or the broker closed.
+type subscription struct {
+	C chan Event
+}
+
+// subscriberBuffer is how many events a listener may be behind before it is cut off.
+const subscriberBuffer = 256
+
+func newBroker(backlog int, now func() time.Time) *broker {
+	return &broker{max: backlog, now: now, subs: map[*subscription]struct{}{}}
+}
+
+// publish stamps e with the next id and the time and hands it to every subscriber.
+func (b *broker) publish(e Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.last++
+	e.ID, e.Time = b.last, b.now()
+	if b.max > 0 {
+		if len(b.backlog) < b.max {
+			b.backlog = append(b.backlog, e)
+		} else {
+			b.backlog[(e.ID-1)%int64(b.max)] = e
+		}
+	}
+	for s := range b.subs {
+		select {
+		case s.C <- e:
+		default:
+			close(s.C) // behind: cut off, it reconnects with Last-Event-ID
+			delete(b.subs, s)
+		}
+	}
+}
+
+// subscribe registers a listener and returns the events after lastID still in the backlog.
+// ok is false once the broker is closed.
+func (b *broker) subscribe(lastID int64) (s *subscription, missed []Event, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, nil, false
+	}
+	first := max(lastID+1, b.last-int64(len(b.backlog))+1) // the oldest event still held
+	for id := first; id <= b.last; id++ {
+		missed = append(missed, b.backlog[(id-1)%int64(b.max)])
+	}
+	s = &subscription{C: make(chan Event, subscriberBuffer)}
+	b.subs[s] = struct{}{}
+	return s, missed, true
+}
+
+func (b *broker) unsubscribe(s *subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[s]; ok {
+		delete(b.subs, s)
+		close(s.C)
+	}
+}
+
+// close ends every subscription; later publishes are dropped.
+func (b *broker) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	for s := range b.subs {
+		close(s.C)
+	}
+	b.subs = nil
+}

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP tools' inputs that are not the HTTP API's bodies.
+type (
+	// RunRef names a run.
+	RunRef struct {
+		RunID string `json:"run_id" jsonschema:"the run's id, as run_plan returned it"`
+	}
+	// ApplyInput is the input of apply_run.
+	ApplyInput struct {
+		RunID  string `json:"run_id" jsonschema:"the run's id, as run_plan returned it"`
+		Digest string `json:"digest" jsonschema:"the digest run_plan returned with the changes you reviewed; a run is applied only with its own digest"`
+	}
+	// RejectInput is the input of reject_run.
+	RejectInput struct {
+		RunID    string `json:"run_id" jsonschema:"the run's id, as run_plan returned it"`
+		Feedback string `json:"feedback" jsonschema:"why the run is rejected: what the plan should do instead"`
+	}
+	// ListInput is the input of list_runs.
+	ListInput struct {
+		State string `json:"state,omitempty" jsonschema:"only runs in this state: pending, applied, rejected, conflict, done or failed"`
+		Limit int    `json:"limit,omitempty" jsonschema:"the most runs to list (default 100, at most 1000)"`
+	}
+	// Empty is the input of tools that take none.
+	Empty struct{}
+)
+
+// MCP returns the MCP server with starplan's tools, for any transport: Handler mounts it at
+// MCPPath (streamable HTTP); the serve command runs it on stdio.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// RunMCP serves MCP on one transport (stdio, an in-memory pipe) until the client disconnects or
+// ctx ends. When ctx ends, the calls in flight finish (their own contexts are not cancelled)
+// before the session closes: a drain, as for HTTP.
+func (s *Server) RunMCP(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.mcp.Connect(context.WithoutCancel(ctx), t, nil)
+	if err != nil {
+		return fmt.Errorf("starting the MCP session: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+		ss.Close() // waits for the calls in flight
+		<-ended
+		return nil
+	}
+}
+
+func (s *Server) newMCP() (*mcp.Server, error) {
+	ref, err := s.eng.SystemPrompt()
+	if err != nil {
+		return nil, fmt.Errorf("rendering the plan reference for run_plan: %w", err)
+	}
+	version := s.opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	m := mcp.NewServer(&mcp.Implementation{Name: "starplan", Title: "starplan", Version: version}, &mcp.ServerOptions{
+		Instructions: "starplan runs plans (short Starlark programs) against a store with dry runs. " +
+			"Write a plan from run_plan's reference, dry-run it with run_plan, show the person the changes " +
+			"(the diff in changes) and, once they approve, apply_run with the run's digest; otherwise reject_run with feedback.",
+	})
+	closed, open := false, true
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:        "describe",
+		Title:       "Describe the store",
+		Description: "The store's tables and field types, the helpers a plan can call, the output contract, the mutation policy, the limits, and JSON Schemas of the documents.",
+		Annotations: readOnly,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, _ Empty) (*mcp.CallToolResult, *Description, error) {
+		d, err := s.Describe()
+		return nil, d, err
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:  "check_plan",
+		Title: "Check a plan",
+		Description: "Check a plan without running it: every problem at once, each with its line, code and a hint, " +
+			"and the Python-isms rewritten to Starlark. Give the bare program as program, or a reply holding it as reply.",
+		Annotations: readOnly,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in CheckRequest) (*mcp.CallToolResult, *CheckReport, error) {
+		rep, err := s.Check(in)
+		return nil, rep, err
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:  "run_plan",
+		Title: "Dry-run a plan",
+		Description: "Dry-run a plan against the store: the answer, the STATUS, the diagnostics, and the changes it " +
+			"would make, with the digest of those changes. Nothing is written: a run that changes data stays pending " +
+			"until apply_run with its run_id and digest. Give the customer's request as request.\n\n" +
+			"How to write the plan (the program):\n\n" + ref,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.Run(ctx, in, OriginMCP)
+		return nil, doc, err
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:  "apply_run",
+		Title: "Apply a pending run",
+		Description: "Write a pending run's changes, all or nothing, if digest is the digest of the changes that were " +
+			"reviewed. Applying an applied run again answers with the first result and writes nothing. If the data " +
+			"moved since the dry run the outcome is conflict and nothing is written: run the plan again.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &open, IdempotentHint: true, OpenWorldHint: &closed},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.Apply(ctx, in.RunID, in.Digest, OriginMCP)
+		if err != nil {
+			return nil, nil, err
+		}
+		if doc.State == StateConflict {
+			return &mcp.CallToolResult{IsError: true}, doc, nil // nothing was written; the document says why
+		}
+		return nil, doc, nil
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:  "reject_run",
+		Title: "Reject a run",
+		Description: "Record that a run is rejected, with feedback saying what should be done instead. A pending run " +
+			"can then never be applied. Rejecting it again answers with the first decision.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, IdempotentHint: true, OpenWorldHint: &closed},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RejectInput) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.Reject(ctx, in.RunID, in.Feedback, OriginMCP)
+		return nil, doc, err
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:        "list_runs",
+		Title:       "List runs",
+		Description: "The runs, newest first, optionally only those in one state (pending, applied, rejected, conflict, done, failed).",
+		Annotations: readOnly,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, *RunList, error) {
+		list, err := s.List(in.State, in.Limit)
+		return nil, list, err
+	})
+
+	mcp.AddTool(m, &mcp.Tool{
+		Name:        "show_run",
+		Title:       "Show a run",
+		Description: "A run as the audit log holds it: the result document, its digest, its state, and a reviewer's decision.",
+		Annotations: readOnly,
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.Show(in.RunID)
+		return nil, doc, err
+	})
+	return m, nil
+}

@@ -1,0 +1,476 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
+)
+
+// Defaults of Options. Each applies when the field is zero.
+const (
+	// DefaultMaxBody is the largest request body accepted, in bytes (a program is at most
+	// sandbox.DefaultMaxProgram; a model's reply may carry prose around it).
+	DefaultMaxBody = 1 << 20
+	// DefaultEventBacklog is how many recent events the server keeps for clients that reconnect.
+	DefaultEventBacklog = 1024
+	// DefaultListLimit and MaxListLimit bound GET /v1/runs.
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Origins of runs and decisions made through the server, as the audit log records them.
+const (
+	OriginHTTP = "serve:http"
+	OriginMCP  = "serve:mcp"
+)
+
+// Options configure a Server. The zero value is valid except for Token, which HTTP requires.
+type Options struct {
+	// Token is the bearer token every HTTP request must carry (Authorization: Bearer TOKEN). An
+	// empty token refuses every HTTP request; stdio MCP needs none.
+	Token string
+	// MaxBody bounds request bodies, in bytes (DefaultMaxBody when 0).
+	MaxBody int64
+	// EventBacklog is how many recent events are kept for Last-Event-ID (DefaultEventBacklog
+	// when 0).
+	EventBacklog int
+	// Now is the clock of events; nil means time.Now.
+	Now func() time.Time
+	// Version is reported to MCP clients as the server's version.
+	Version string
+}
+
+// Server serves one engine to many clients at once. Create it with New; it is safe for
+// concurrent use. Drain ends the event streams before an http.Server shuts down; the caller
+// closes the engine after that.
+type Server struct {
+	eng    *engine.Engine
+	opts   Options
+	events *broker
+	mcp    *mcp.Server
+
+	drainOnce sync.Once
+	draining  chan struct{} // closed by Drain
+}
+
+// New returns a server over eng.
+func New(eng *engine.Engine, opts Options) (*Server, error) {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.EventBacklog <= 0 {
+		opts.EventBacklog = DefaultEventBacklog
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{eng: eng, opts: opts, events: newBroker(opts.EventBacklog, opts.Now), draining: make(chan struct{})}
+	m, err := s.newMCP()
+	if err != nil {
+		return nil, err
+	}
+	s.mcp = m
+	return s, nil
+}
+
+// Drain starts the shutdown: event streams end (clients see the stream close) and later events
+// are dropped; requests in flight go on. Call it before http.Server.Shutdown, which waits for
+// them. It is safe to call more than once.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		close(s.draining)
+		s.events.close()
+	})
+}
+
+// CheckRequest is the body of POST /v1/check and the input of the check_plan tool.
+type CheckRequest struct {
+	Reply   string `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply or program"`
+	Program string `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply or program"`
+}
+
+// CheckReport is what a check found: every problem at once, and the Python-isms rewritten.
+type CheckReport struct {
+	OK          bool               `json:"ok" jsonschema:"true when the plan passed the check and would run"`
+	Program     string             `json:"program" jsonschema:"the program as extracted from the reply, before rewrites"`
+	Diagnostics diag.List          `json:"diagnostics"`
+	Rewrites    []pycompat.Rewrite `json:"rewrites"`
+}
+
+// RunRequest is the body of POST /v1/runs and the input of the run_plan tool.
+type RunRequest struct {
+	Reply   string  `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply or program"`
+	Program string  `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply or program"`
+	Request string  `json:"request,omitempty" jsonschema:"the customer's request the plan answers, verbatim; plans read it as user_request"`
+	Limits  *Limits `json:"limits,omitempty" jsonschema:"lower limits for this run; each may only be lower than the server's default"`
+}
+
+// Limits are a run's own limits. Zero fields keep the default; a field may lower its default,
+// never raise it.
+type Limits struct {
+	MaxSteps  uint64 `json:"max_steps,omitempty" jsonschema:"interpreter steps"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"wall time in milliseconds"`
+	MaxOutput int    `json:"max_output,omitempty" jsonschema:"bytes of print output kept"`
+	MaxMemory int64  `json:"max_memory,omitempty" jsonschema:"bytes the run may allocate"`
+}
+
+// ApplyRequest is the body of POST /v1/runs/{id}/apply.
+type ApplyRequest struct {
+	Digest string `json:"digest" jsonschema:"the digest of the run's change set, as its dry run returned it"`
+}
+
+// RejectRequest is the body of POST /v1/runs/{id}/reject.
+type RejectRequest struct {
+	Feedback string `json:"feedback" jsonschema:"why the run was rejected, for the planner that wrote it"`
+}
+
+// Run states, as RunDocument.State and GET /v1/runs?state= name them.
+const (
+	StatePending  = "pending"  // accepted, with changes waiting for apply
+	StateApplied  = "applied"  // its changes were written
+	StateRejected = "rejected" // a reviewer rejected it
+	StateConflict = "conflict" // its apply found that the data moved; nothing was written
+	StateDone     = "done"     // accepted, with nothing to change (a question answered)
+	StateFailed   = "failed"   // the plan was refused: check, runtime, a limit, the contract
+)
+
+// States lists the run states, for validation and documentation.
+var States = []string{StatePending, StateApplied, StateRejected, StateConflict, StateDone, StateFailed}
+
+// RunDocument is a run as every run endpoint and tool returns it: the result document, the
+// digest of its change set (what apply must be given), its state, and what the audit log knows
+// about it.
+type RunDocument struct {
+	engine.Result
+	Digest    string           `json:"digest" jsonschema:"sha256 of the canonical encoding of the change set; apply takes it"`
+	State     string           `json:"state" jsonschema:"pending, applied, rejected, conflict, done or failed"`
+	Request   string           `json:"request,omitempty"`
+	Origin    string           `json:"origin,omitempty"`
+	Time      *time.Time       `json:"time,omitempty"`
+	AppliedAt *time.Time       `json:"applied_at,omitempty"`
+	Decision  *engine.Decision `json:"decision,omitempty"`
+}
+
+// RunList is the answer of GET /v1/runs and list_runs: summaries, newest first.
+type RunList struct {
+	Runs []RunSummary `json:"runs"`
+}
+
+// RunSummary is one line of the run list.
+type RunSummary struct {
+	engine.RunSummary
+	State string `json:"state"`
+}
+
+// Check extracts, rewrites and checks a plan without running it.
+func (s *Server) Check(req CheckRequest) (*CheckReport, error) {
+	src, err := source(req.Reply, req.Program)
+	if err != nil {
+		return nil, err
+	}
+	c := s.eng.Env().Check(src, sandbox.Limits{})
+	rep := &CheckReport{OK: c.Program != nil, Program: c.Extracted, Diagnostics: c.Diagnostics, Rewrites: c.Rewrites}
+	if rep.Diagnostics == nil {
+		rep.Diagnostics = diag.List{}
+	}
+	if rep.Rewrites == nil {
+		rep.Rewrites = []pycompat.Rewrite{}
+	}
+	return rep, nil
+}
+
+// source is the text the engine extracts the program from: a reply or a bare program.
+func source(reply, program string) (string, error) {
+	switch {
+	case reply != "" && program != "":
+		return "", errorf(http.StatusBadRequest, CodeBadRequest, "send the model's reply as reply, or the bare program as program", "both reply and program are set")
+	case reply != "":
+		return reply, nil
+	case program != "":
+		return program, nil
+	}
+	return "", errorf(http.StatusBadRequest, CodeBadRequest, `send {"program": "..."} or {"reply": "..."}`, "neither reply nor program is set")
+}
+
+// sandboxLimits converts a request's limits, refusing any that would raise a default.
+func sandboxLimits(l *Limits) (sandbox.Limits, error) {
+	if l == nil {
+		return sandbox.Limits{}, nil
+	}
+	refuse := func(name string, v any, max int64) error {
+		return errorf(http.StatusBadRequest, CodeBadLimits, fmt.Sprintf("leave %s out for the default, or give 1..%d", name, max),
+			"limits.%s is %v; a run may lower a limit, never raise it above the default %d", name, v, max)
+	}
+	if l.MaxSteps > sandbox.DefaultMaxSteps {
+		return sandbox.Limits{}, refuse("max_steps", l.MaxSteps, sandbox.DefaultMaxSteps)
+	}
+	for _, c := range []struct {
+		name   string
+		v, max int64
+	}{
+		{"timeout_ms", l.TimeoutMS, sandbox.DefaultTimeout.Milliseconds()},
+		{"max_output", int64(l.MaxOutput), sandbox.DefaultMaxOutput},
+		{"max_memory", l.MaxMemory, sandbox.DefaultMaxMemory},
+	} {
+		if c.v < 0 || c.v > c.max {
+			return sandbox.Limits{}, refuse(c.name, c.v, c.max)
+		}
+	}
+	return sandbox.Limits{
+		MaxSteps: l.MaxSteps, Timeout: time.Duration(l.TimeoutMS) * time.Millisecond,
+		MaxOutput: l.MaxOutput, MaxMemory: l.MaxMemory,
+	}, nil
+}
+
+// newRequestID ties a run's started event to its finished one: "q_" and 8 random hex digits.
+func newRequestID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "q_" + hex.EncodeToString(b[:])
+}
+
+// Run dry-runs a plan: the result document, with the digest of the changes it would make. A run
+// that changes data stays pending until Apply.
+func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDocument, error) {
+	src, err := source(req.Reply, req.Program)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := sandboxLimits(req.Limits)
+	if err != nil {
+		return nil, err
+	}
+	qid := newRequestID()
+	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
+	res, err := s.eng.Run(ctx, engine.Request{Reply: src, UserRequest: req.Request, Limits: limits, Origin: origin})
+	if err != nil {
+		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
+		return nil, internal(err)
+	}
+	doc, err := s.document(res, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	doc.Request, doc.Origin = req.Request, origin
+	s.events.publish(Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, Origin: origin, Outcome: doc.Outcome,
+		State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
+	return doc, nil
+}
+
+// document builds a run's document from its result and, when known, its audit record and
+// decision.
+func (s *Server) document(res *engine.Result, rec *engine.RunRecord, d *engine.Decision) (*RunDocument, error) {
+	dg, err := Digest(res.Changes)
+	if err != nil {
+		return nil, internal(err)
+	}
+	doc := &RunDocument{Result: *res, Digest: dg, Decision: d}
+	switch {
+	case res.Applied:
+		doc.State = StateApplied
+	case d != nil:
+		doc.State = StateRejected
+	case res.Pending:
+		doc.State = StatePending
+	case res.Outcome == engine.OutcomeConflict:
+		doc.State = StateConflict
+	case res.Outcome == engine.OutcomeOK:
+		doc.State = StateDone
+	default:
+		doc.State = StateFailed
+	}
+	if rec != nil {
+		t := rec.Time
+		doc.Request, doc.Origin, doc.Time, doc.AppliedAt = rec.Request, rec.Origin, &t, rec.AppliedAt
+	}
+	return doc, nil
+}
+
+// Show returns a run as the audit log holds it.
+func (s *Server) Show(id string) (*RunDocument, error) {
+	rec, err := s.eng.Record(id)
+	if err != nil {
+		if e := unknownRun(err); e != nil {
+			return nil, e
+		}
+		return nil, internal(err)
+	}
+	d, _, err := s.eng.Decision(id)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return s.document(rec.Result(), rec, d)
+}
+
+// Apply applies a pending run's changes, once, if digest is the digest of its change set. An
+// applied run is answered with its document as the first apply left it (applying is
+// idempotent); a run whose data moved ends as a conflict (State conflict, Outcome conflict) and
+// is answered the same way on every later apply. The error is an *Error for a wrong digest, an
+// unknown run, a rejected run or one with nothing to apply.
+func (s *Server) Apply(ctx context.Context, id, digest, origin string) (*RunDocument, error) {
+	doc, err := s.Show(id)
+	if err != nil {
+		return nil, err
+	}
+	if digest != doc.Digest {
+		return nil, errorf(http.StatusPreconditionFailed, CodeDigestMismatch, "review the run again (GET /v1/runs/"+id+") and apply with the digest it shows",
+			"the digest %q is not the digest of run %s's changes; nothing was written", clip(digest, 80), id)
+	}
+	if done, err := settled(doc); done || err != nil {
+		return doc, err
+	}
+	_, err = s.eng.Apply(ctx, id)
+	var re *engine.RunError
+	if err != nil && !errors.As(err, &re) {
+		s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})
+		return nil, internal(err)
+	}
+	// Whatever happened (this apply, or another client's that came first), the log has the
+	// outcome: answer from it, so every apply of a run gets the same document.
+	doc, err = s.Show(id)
+	if err != nil {
+		return nil, err
+	}
+	if re == nil {
+		switch doc.State {
+		case StateApplied:
+			s.events.publish(Event{Type: EventApplied, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
+		case StateConflict:
+			s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Code: engine.CodeConflict, Message: firstMessage(doc.Diagnostics)})
+		}
+	}
+	if done, err := settled(doc); done || err != nil {
+		return doc, err
+	}
+	return nil, internal(fmt.Errorf("run %s is still %s after its apply", id, doc.State))
+}
+
+// settled answers an apply of a run that is no longer pending: the document for an applied or
+// conflicting run, an *Error for the others. done is false for a pending run.
+func settled(doc *RunDocument) (done bool, err error) {
+	switch doc.State {
+	case StatePending:
+		return false, nil
+	case StateApplied, StateConflict:
+		return true, nil
+	case StateRejected:
+		return true, errorf(http.StatusConflict, CodeRejected, "run the plan again, or a corrected one, for a new run",
+			"run %s was rejected; it cannot be applied", doc.RunID)
+	}
+	return true, errorf(http.StatusConflict, CodeNotApplicable, "only accepted runs that change data wait for apply",
+		"run %s has nothing to apply (state %s, outcome %s)", doc.RunID, doc.State, doc.Outcome)
+}
+
+// Reject records a reviewer's rejection of a run, with feedback; a pending run can then never
+// be applied. Rejecting a rejected run answers with the first decision.
+func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunDocument, error) {
+	before, err := s.Show(id)
+	if err != nil {
+		return nil, err
+	}
+	if before.State == StateRejected {
+		return before, nil
+	}
+	_, recorded, err := s.eng.Reject(ctx, id, feedback, origin)
+	if err != nil {
+		var re *engine.RunError
+		if errors.As(err, &re) {
+			return nil, &Error{Status: http.StatusConflict, Code: CodeAlreadyApplied, Message: err.Error(), Hint: "an applied run stays applied; run a plan that undoes it"}
+		}
+		return nil, internal(err)
+	}
+	doc, err := s.Show(id)
+	if err != nil {
+		return nil, err
+	}
+	if recorded { // not when another client's rejection came first
+		s.events.publish(Event{Type: EventRejected, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Feedback: doc.Decision.Feedback})
+	}
+	return doc, nil
+}
+
+// List returns the runs in the given state (every run for ""), newest first, at most limit
+// (DefaultListLimit when 0).
+func (s *Server) List(state string, limit int) (*RunList, error) {
+	if state != "" && !contains(States, state) {
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "state is one of "+fmt.Sprint(States), "unknown state %q", clip(state, 40))
+	}
+	if limit < 0 || limit > MaxListLimit {
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("give a limit between 1 and %d", MaxListLimit), "limit %d is out of range", limit)
+	}
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	runs, err := s.eng.Runs()
+	if err != nil {
+		return nil, internal(err)
+	}
+	decisions, err := s.eng.Decisions()
+	if err != nil {
+		return nil, internal(err)
+	}
+	out := &RunList{Runs: []RunSummary{}}
+	for _, r := range runs {
+		st := summaryState(r, decisions[r.ID])
+		if state != "" && st != state {
+			continue
+		}
+		out.Runs = append(out.Runs, RunSummary{RunSummary: r, State: st})
+		if len(out.Runs) == limit {
+			break
+		}
+	}
+	return out, nil // Runs are newest first
+}
+
+func summaryState(r engine.RunSummary, d *engine.Decision) string {
+	switch {
+	case r.Applied:
+		return StateApplied
+	case d != nil:
+		return StateRejected
+	case r.Pending:
+		return StatePending
+	case r.Outcome == engine.OutcomeConflict:
+		return StateConflict
+	case r.Outcome == engine.OutcomeOK:
+		return StateDone
+	}
+	return StateFailed
+}
+
+func firstMessage(ds diag.List) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	return ds[0].Message
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// clip cuts a caller's string quoted back in an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
