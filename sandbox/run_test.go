@@ -45,7 +45,9 @@ func TestRunBindsPerRunState(t *testing.T) {
 }
 
 func TestRunStepLimit(t *testing.T) {
-	res := run(t, "n = 0\nwhile True:\n    n += 1\n", Limits{MaxSteps: 10_000})
+	// The clock is out of reach so that only the step limit can stop the run, however slow the
+	// machine.
+	res := run(t, "n = 0\nwhile True:\n    n += 1\n", Limits{MaxSteps: 10_000, Timeout: time.Hour})
 	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
 	assert.Equal(t, LimitSteps, res.Limit)
 	require.Len(t, res.Diagnostics, 1)
@@ -53,7 +55,7 @@ func TestRunStepLimit(t *testing.T) {
 	assert.InDelta(t, 10_000, float64(res.Steps), 10)
 
 	// The same program under the default limit runs 1000× longer before it is stopped.
-	res = run(t, "n = 0\nwhile n < 100000:\n    n += 1\n", Limits{})
+	res = run(t, "n = 0\nwhile n < 100000:\n    n += 1\n", Limits{Timeout: time.Hour})
 	assert.Equal(t, OutcomeOK, res.Outcome)
 }
 
@@ -196,7 +198,7 @@ func TestRunsAreIndependent(t *testing.T) {
 				src = "while True:\n    pass\n"
 			}
 			results[i] = env.Run(context.Background(), Request{
-				Reply: src, Inputs: map[string]any{"user_request": fmt.Sprintf("r%d", i)}, Limits: Limits{MaxSteps: 100_000},
+				Reply: src, Inputs: map[string]any{"user_request": fmt.Sprintf("r%d", i)}, Limits: Limits{MaxSteps: 100_000, Timeout: time.Hour},
 			})
 		}()
 	}
