@@ -16,8 +16,8 @@ import (
 // scriptOptions is the sandbox's dialect.
 var scriptOptions = &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
 
-// TestScripts runs every testdata/builtins/*.star with the language builtins and the assert
-// module predeclared, under a 16 MiB budget.
+// TestScripts runs every testdata/builtins/*.star with the language builtins, the guards and
+// the assert module predeclared, under a 16 MiB budget.
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("../testdata/builtins/*.star")
 	require.NoError(t, err)
@@ -25,7 +25,7 @@ func TestScripts(t *testing.T) {
 	assertModule, err := starlarktest.LoadAssertModule()
 	require.NoError(t, err)
 	predeclared := starlark.StringDict{}
-	for k, v := range Language().Predeclared() {
+	for k, v := range append(Language(), Guards()...).Predeclared() {
 		predeclared[k] = v
 	}
 	for k, v := range assertModule {

@@ -340,7 +340,8 @@ func mathFsum(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	return starlark.Float(hi), nil
 }
 
-// chargeIntBits refuses an int result of more than MaxIntResultBytes and charges it.
+// chargeIntBits refuses an int result of more than MaxIntResultBytes and charges its memory;
+// the work of computing it is charged by the caller (ChargeWork).
 func chargeIntBits(thread *starlark.Thread, op string, bits float64) error {
 	bytes := bits / 8
 	if bytes > MaxIntResultBytes || math.IsNaN(bytes) {
@@ -348,7 +349,7 @@ func chargeIntBits(thread *starlark.Thread, op string, bits float64) error {
 		if bytes < math.MaxInt64 {
 			n = int64(bytes)
 		}
-		return &MemoryError{Op: op, Bytes: n, Limit: MaxIntResultBytes}
+		return &MemoryError{Op: op, Bytes: n, Limit: MaxIntResultBytes, Rule: intCapRule}
 	}
 	if bytes < 4096 {
 		return nil
@@ -382,6 +383,11 @@ func mathProd(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if aInt && xInt {
 			if err := chargeIntBits(thread, "math.prod", float64(ai.BigInt().BitLen()+xi.BigInt().BitLen())); err != nil {
 				return nil, err
+			}
+			if bitLen(ai) > 0 || bitLen(xi) > 0 {
+				if err := ChargeWork(thread, "math.prod", workSteps(mulNanos(ai.BigInt().BitLen(), xi.BigInt().BitLen()))); err != nil {
+					return nil, err
+				}
 			}
 			acc = ai.Mul(xi)
 			continue
@@ -441,14 +447,20 @@ func mathFactorial(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return nil, fmt.Errorf("%s: factorial() not defined for negative values", b.Name())
 	}
 	n, ok := i.Int64()
-	if err := chargeIntBits(thread, "math.factorial", log2Factorial(float64(i.Float()))); err != nil || !ok {
+	bits := log2Factorial(float64(i.Float()))
+	if err := chargeIntBits(thread, "math.factorial", bits); err != nil || !ok {
 		if err == nil {
-			err = &MemoryError{Op: "math.factorial", Bytes: math.MaxInt64, Limit: MaxIntResultBytes}
+			err = &MemoryError{Op: "math.factorial", Bytes: math.MaxInt64, Limit: MaxIntResultBytes, Rule: intCapRule}
 		}
 		return nil, err
 	}
 	if n < 2 {
 		return starlark.MakeInt(1), nil
+	}
+	if bits > 64 {
+		if err := ChargeWork(thread, "math.factorial", workSteps(productNanos(int(bits), float64(n)))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).MulRange(1, n)), nil
 }
@@ -483,6 +495,13 @@ func mathComb(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	if err := chargeIntBits(thread, "math.comb", bits); err != nil {
 		return nil, err
+	}
+	if bits > 64 {
+		// k steps, each a product and a quotient of the partial result by a small integer.
+		kf, _ := new(big.Float).SetInt(k).Float64()
+		if err := ChargeWork(thread, "math.comb", workSteps(kf*(4+2*words(int(bits))))); err != nil {
+			return nil, err
+		}
 	}
 	// C(n, k) = prod_{i=1..k} (n-k+i)/i, exact at every step.
 	r := big.NewInt(1)
@@ -530,7 +549,12 @@ func mathPerm(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, err
 	}
 	if !n.IsInt64() {
-		return nil, &MemoryError{Op: "math.perm", Bytes: math.MaxInt64, Limit: MaxIntResultBytes}
+		return nil, &MemoryError{Op: "math.perm", Bytes: math.MaxInt64, Limit: MaxIntResultBytes, Rule: intCapRule}
+	}
+	if bits > 64 {
+		if err := ChargeWork(thread, "math.perm", workSteps(productNanos(int(bits), kf))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).MulRange(n.Int64()-k.Int64()+1, n.Int64())), nil
 }
@@ -544,6 +568,12 @@ func mathGCD(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		i, err := intValue(b, a)
 		if err != nil {
 			return nil, err
+		}
+		if bitLen(i) > 0 {
+			// Quadratic: two 1 MB integers took 76 s.
+			if err := ChargeWork(thread, "math.gcd", workSteps(gcdNanos(g.BitLen(), i.BigInt().BitLen()))); err != nil {
+				return nil, err
+			}
 		}
 		g.GCD(nil, nil, g, new(big.Int).Abs(i.BigInt()))
 	}
@@ -568,13 +598,19 @@ func mathLCM(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if err := chargeIntBits(thread, "math.lcm", float64(l.BitLen()+x.BitLen())); err != nil {
 			return nil, err
 		}
+		if l.BitLen() > 64 || x.BitLen() > 64 {
+			ns := gcdNanos(l.BitLen(), x.BitLen()) + divNanos(x.BitLen(), 64) + mulNanos(l.BitLen(), x.BitLen())
+			if err := ChargeWork(thread, "math.lcm", workSteps(ns)); err != nil {
+				return nil, err
+			}
+		}
 		g := new(big.Int).GCD(nil, nil, l, x)
 		l.Mul(l, x.Quo(x, g))
 	}
 	return starlark.MakeBigInt(l), nil
 }
 
-func mathIsqrt(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func mathIsqrt(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var x starlark.Value
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &x); err != nil {
 		return nil, err
@@ -585,6 +621,11 @@ func mathIsqrt(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	}
 	if i.Sign() < 0 {
 		return nil, fmt.Errorf("%s: isqrt() argument must be nonnegative", b.Name())
+	}
+	if bits := bitLen(i); bits > 0 {
+		if err := ChargeWork(thread, "math.isqrt", workSteps(sqrtNanos(bits))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).Sqrt(i.BigInt())), nil
 }
@@ -764,6 +805,7 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 	m := newMeter(thread, name)
 	pc := pacer{thread: thread}
 	var size int64
+	var work float64 // of converting big integers to decimal, each time the text shows one
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -775,7 +817,11 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 		case starlark.String:
 			size += int64(len(x))
 		case starlark.Int:
-			size += int64(x.BigInt().BitLen()/3 + 1)
+			bits := bitLen(x)
+			size += int64(bits/3 + 1)
+			if bits > 0 {
+				work += textNanos(bits)
+			}
 		case starlark.Float:
 			size += 24
 		case starlark.IterableMapping:
@@ -805,6 +851,9 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 			return err
 		}
 	}
+	if work > 0 {
+		return ChargeWork(thread, name+" of big integers", workSteps(work))
+	}
 	return nil
 }
 
@@ -819,7 +868,8 @@ func jsonDumps(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		return nil, err
 	}
 	e := &jsonEncoder{thread: thread, sortKeys: sortKeys, ascii: ensureASCII, allowNaN: allowNaN,
-		itemSep: ", ", keySep: ": ", meter: newMeter(thread, b.Name()), pacer: pacer{thread: thread}}
+		itemSep: ", ", keySep: ": ", meter: newMeter(thread, b.Name()), pacer: pacer{thread: thread},
+		work: callWork{op: b.Name() + " of big integers"}}
 	switch ind := indent.(type) {
 	case starlark.NoneType:
 	case starlark.Int:
@@ -869,6 +919,7 @@ func jsonDumps(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 
 type jsonEncoder struct {
 	thread          *starlark.Thread
+	work            callWork
 	buf             strings.Builder
 	sortKeys, ascii bool
 	allowNaN        bool
@@ -923,6 +974,9 @@ func (e *jsonEncoder) encode(v starlark.Value, depth int) error {
 			e.buf.WriteString("false")
 		}
 	case starlark.Int:
+		if err := e.work.intText(e.thread, x); err != nil {
+			return err
+		}
 		e.buf.WriteString(x.String())
 	case starlark.Float:
 		s, err := e.float(float64(x))
@@ -1045,6 +1099,9 @@ func (e *jsonEncoder) object(m starlark.IterableMapping, depth int) error {
 		case starlark.String:
 			key = string(k)
 		case starlark.Int:
+			if err := e.work.intText(e.thread, k); err != nil {
+				return err
+			}
 			key = k.String()
 		case starlark.Float:
 			s, err := e.float(float64(k))

@@ -17,6 +17,7 @@ const reservedPrefix = builtins.GuardPrefix
 //	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
 //	                                        or an index or field whose parts are names or literals
 //	a % b          → _sp_mod(a, b)         unless a is a number literal
+//	a << b         → _sp_shl(a, b)         unless both operands are number literals
 //	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=), when a or f() is not a plain name
 //	x.m(args)      → _sp_method(x, "m", args)       for join, replace, format, split, rsplit,
 //	                                                 splitlines and extend
@@ -138,6 +139,8 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 			return call(builtins.GuardAdd, e.OpPos, e.X, e.Y)
 		case e.Op == syntax.PERCENT && !isNumberLit(e.X):
 			return call(builtins.GuardMod, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.LTLT && !(isNumberLit(e.X) && isNumberLit(e.Y)):
+			return call(builtins.GuardShl, e.OpPos, e.X, e.Y)
 		}
 	case *syntax.CallExpr:
 		e.Fn = g.expr(e.Fn)
