@@ -9,23 +9,26 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// Names of the guards that the sandbox's rewrite of a program calls. Plans cannot name them:
-// the checker rejects every identifier that starts with GuardPrefix.
+// GuardPrefix starts the name of every guard that GuardTree's rewrite of a program calls. Plans
+// cannot name them: the checker rejects every identifier that starts with it.
+const GuardPrefix = "_sp_"
+
+// The names of the guards.
 const (
-	GuardPrefix   = "_sp_"
-	GuardMul      = GuardPrefix + "mul"      // a * b
-	GuardAdd      = GuardPrefix + "add"      // a + b
-	GuardIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
-	GuardIMul     = GuardPrefix + "imul"     // a *= b
-	GuardMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
-	GuardMethod   = GuardPrefix + "method"   // x.name(...) for the methods in GuardedMethods
-	GuardAugIndex = GuardPrefix + "augindex" // a[k] += y, a[k] *= y with a or k not a plain name
-	GuardShl      = GuardPrefix + "shl"      // a << b
+	nameMul      = GuardPrefix + "mul"      // a * b
+	nameAdd      = GuardPrefix + "add"      // a + b
+	nameIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
+	nameIMul     = GuardPrefix + "imul"     // a *= b
+	nameMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
+	nameShl      = GuardPrefix + "shl"      // a << b
+	nameMethod   = GuardPrefix + "method"   // x.name(...) for the methods in guardedMethods
+	nameAttr     = GuardPrefix + "attr"     // x.name anywhere else, for the same methods
+	nameAugIndex = GuardPrefix + "augindex" // a[k] += y, a[k] *= y with a or k not a plain name
 )
 
-// GuardedMethods are the methods whose calls the sandbox routes through GuardMethod: each can
-// make a result much larger than its receiver and arguments in one step.
-var GuardedMethods = map[string]bool{
+// guardedMethods are the methods of strings and lists that are only ever called through a
+// guard: each can make a result much larger than its receiver and arguments in one step.
+var guardedMethods = map[string]bool{
 	"join": true, "replace": true, "format": true,
 	"split": true, "rsplit": true, "splitlines": true, "extend": true,
 	"elems": true, "codepoints": true, "elem_ords": true, "codepoint_ords": true,
@@ -34,24 +37,27 @@ var GuardedMethods = map[string]bool{
 // elemBytes estimates the memory of one element of a list or tuple: an interface value.
 const elemBytes = 16
 
-// Guards returns the hidden guard builtins and the guarded versions of the universal builtins
-// that materialise an iterable (list, tuple, sorted, set, enumerate, zip, reversed). Each
-// estimates the size of its result, asks the run's budget (Charge), then does exactly what the
-// unguarded operation does, errors included.
+// Guards returns the hidden guard builtins that GuardTree's rewrite calls, and guarded versions
+// of the universal builtins that materialise an iterable (list, tuple, sorted, set, enumerate,
+// zip, reversed), render text (str, repr, print, fail), parse integers (int) or look up methods
+// (getattr). Each estimates the size of its result and its work, asks the run's budget (Charge,
+// ChargeWork), then does exactly what the unguarded operation does, errors included.
 func Guards() Registry {
 	hidden := func(name string, fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) Helper {
 		return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
 	}
 	return Registry{
-		hidden(GuardMul, guardMul),
-		hidden(GuardAdd, guardAdd),
-		hidden(GuardIAdd, guardIAdd),
-		hidden(GuardIMul, guardMul),
-		hidden(GuardMod, guardMod),
-		hidden(GuardMethod, guardMethod),
-		hidden(GuardAugIndex, guardAugIndex),
-		hidden(GuardShl, guardShl),
+		hidden(nameMul, guardMul),
+		hidden(nameAdd, guardAdd),
+		hidden(nameIAdd, guardIAdd),
+		hidden(nameIMul, guardMul),
+		hidden(nameMod, guardMod),
+		hidden(nameMethod, guardMethod),
+		hidden(nameAugIndex, guardAugIndex),
+		hidden(nameShl, guardShl),
+		hidden(nameAttr, guardAttr),
 		intConverter(),
+		attrGetter(),
 		materialiser("list", 1),
 		materialiser("tuple", 1),
 		materialiser("sorted", 2), // sorted copies, then sorts a second slice of the same size
@@ -281,15 +287,6 @@ func guardIAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple
 	return starlark.Binary(syntax.PLUS, x, y)
 }
 
-// callMethod calls recv.name(args...) as the program wrote it.
-func callMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple) (starlark.Value, error) {
-	m, err := getAttr(recv, name)
-	if err != nil {
-		return nil, err
-	}
-	return starlark.Call(thread, m, args, nil)
-}
-
 func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 	if h, ok := recv.(starlark.HasAttrs); ok {
 		v, err := h.Attr(name)
@@ -300,41 +297,94 @@ func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 	return nil, starlark.NoSuchAttrError(recv.Type() + " has no ." + name + " field or method")
 }
 
-// guardMethod calls recv.name(args..., kwargs...) after charging the result's estimated size,
-// for the methods in GuardedMethods. Receivers of other types (a plan's own values that merely
-// have a method of that name) are called unchecked.
+// guardMethod calls recv.name(args..., kwargs...) for the methods in guardedMethods, after
+// chargeMethod.
 func guardMethod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	recv, name, rest := args[0], string(args[1].(starlark.String)), args[2:]
-	var est int64
-	switch recv := recv.(type) {
-	case starlark.String:
-		est = stringMethodBytes(recv, name, rest, kwargs)
-	case *starlark.List:
-		if name == "extend" && len(rest) == 1 {
-			if n := starlark.Len(rest[0]); n > 0 {
-				est = mulBytes(int64(recv.Len()+n), elemBytes)
-			}
-		}
-	}
-	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+	if err := chargeMethod(thread, recv, name, rest, kwargs); err != nil {
 		return nil, err
-	}
-	if name == "format" {
-		if format, ok := recv.(starlark.String); ok {
-			values := append(starlark.Tuple{}, rest...)
-			for _, kv := range kwargs {
-				values = append(values, kv[1])
-			}
-			if err := chargeFormat(thread, "str.format", format, values); err != nil {
-				return nil, err
-			}
-		}
 	}
 	m, err := getAttr(recv, name)
 	if err != nil {
 		return nil, err
 	}
 	return starlark.Call(thread, m, rest, kwargs)
+}
+
+// guardAttr is recv.name where it is not called at once, for the names in guardedMethods: a
+// string's or list's method comes back guarded (see guardBound).
+func guardAttr(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	v, err := getAttr(args[0], string(args[1].(starlark.String)))
+	if err != nil {
+		return nil, err
+	}
+	return guardBound(v), nil
+}
+
+// attrGetter wraps the universal getattr so that getattr(s, "replace") returns the guarded
+// method, as s.replace does.
+func attrGetter() Helper {
+	orig := starlark.Universe["getattr"].(*starlark.Builtin)
+	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		v, err := orig.CallInternal(thread, args, kwargs)
+		if err != nil {
+			return nil, err
+		}
+		return guardBound(v), nil
+	}
+	return Helper{Name: "getattr", Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin("getattr", fn)}
+}
+
+// guardBound returns v, a value just looked up as an attribute, with the guard on it when it is
+// one of guardedMethods bound to a string or a list: calling it charges the result (the
+// unguarded j = sep.join; j(parts) reached 4.9 GB) and then calls the method itself, so its
+// results and errors are the method's.
+func guardBound(v starlark.Value) starlark.Value {
+	m, ok := v.(*starlark.Builtin)
+	if !ok || !guardedMethods[m.Name()] {
+		return v
+	}
+	recv := m.Receiver()
+	switch recv.(type) {
+	case starlark.String, *starlark.List:
+	default:
+		return v
+	}
+	name := m.Name()
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := chargeMethod(thread, recv, name, args, kwargs); err != nil {
+			return nil, err
+		}
+		return m.CallInternal(thread, args, kwargs)
+	}).BindReceiver(recv)
+}
+
+// chargeMethod charges the estimated size of what recv.name(args..., kwargs...) returns, for
+// the methods in guardedMethods. Receivers of other types (a module's or a table's methods that
+// merely share a name) are not charged.
+func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
+	var est int64
+	switch recv := recv.(type) {
+	case starlark.String:
+		est = stringMethodBytes(recv, name, args, kwargs)
+	case *starlark.List:
+		if name == "extend" && len(args) == 1 {
+			if n := starlark.Len(args[0]); n > 0 {
+				est = mulBytes(int64(recv.Len()+n), elemBytes)
+			}
+		}
+	}
+	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+		return err
+	}
+	if format, ok := recv.(starlark.String); ok && name == "format" {
+		values := append(starlark.Tuple{}, args...)
+		for _, kv := range kwargs {
+			values = append(values, kv[1])
+		}
+		return chargeFormat(thread, "str.format", format, values)
+	}
+	return nil
 }
 
 // stringMethodBytes estimates the size of what a string method returns.

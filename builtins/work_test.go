@@ -50,7 +50,7 @@ func TestBigIntWorkReachesTheStepLimit(t *testing.T) {
 // a << b keeps to the cap on integer size that every other operation keeps to.
 func TestShiftKeepsToTheIntegerCap(t *testing.T) {
 	thread := new(starlark.Thread)
-	shl := starlark.NewBuiltin(GuardShl, guardShl)
+	shl := starlark.NewBuiltin(nameShl, guardShl)
 	nearCap := starlark.MakeBigInt(new(big.Int).Lsh(big.NewInt(1), 8*MaxIntResultBytes-100))
 	v, err := starlark.Call(thread, shl, starlark.Tuple{nearCap, starlark.MakeInt(50)}, nil)
 	require.NoError(t, err)
