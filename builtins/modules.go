@@ -704,10 +704,11 @@ func newJSONModule() *starlarkstruct.Module {
 // jsonDecode checks s (nesting depth, integer length), charges the values it will create, then
 // calls the upstream decoder; errors name the calling builtin.
 func jsonDecode(thread *starlark.Thread, name string, decode *starlark.Builtin, s string, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if err := scanJSON(s); err != nil {
+	est, err := scanJSON(s)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	if err := Charge(thread, name, int64(len(s))*4); err != nil {
+	if err := Charge(thread, name, est); err != nil {
 		return nil, err
 	}
 	v, err := decode.CallInternal(thread, args, kwargs)
@@ -717,34 +718,72 @@ func jsonDecode(thread *starlark.Thread, name string, decode *starlark.Builtin, 
 	return v, nil
 }
 
+// The memory of the values json.decode makes, in bytes, measured on go.starlark.net: every
+// value takes a slot in its list or dict (with the slack of the slice growing), and an object
+// is a whole hash table: "{}" costs about 300 times its 2 bytes of text, so a size charged by
+// the text's length let ten million of them reach 3.4 GB.
+const (
+	jsonSlotBytes   = 32  // each value's slot in its container, growth included
+	jsonObjectBytes = 576 // a *starlark.Dict and its first hash-table bucket
+	jsonArrayBytes  = 48  // a *starlark.List
+	jsonStringBytes = 16  // a string's header, beyond its bytes
+	jsonNumberBytes = 16  // a boxed int or float
+)
+
 // scanJSON checks, in one linear pass, the nesting depth and the length of integer literals of
 // a JSON text, so that the recursive decoder never meets input that would exhaust the stack or
-// take quadratic time.
-func scanJSON(s string) error {
+// take quadratic time; and it estimates the memory of the values the decoder will make.
+func scanJSON(s string) (int64, error) {
 	depth, digits := 0, 0
+	var est int64
+	inNumber, inWord := false, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= '0' && c <= '9' {
-			digits++
-			if digits > maxJSONIntDigits {
-				return fmt.Errorf("a number has more than %d digits (Python's limit for integer string conversion)", maxJSONIntDigits)
+		numeric := c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+		if numeric && (inNumber || c >= '0' && c <= '9' || c == '-') && !inWord {
+			if !inNumber {
+				inNumber = true
+				est += jsonSlotBytes + jsonNumberBytes
+			}
+			if c >= '0' && c <= '9' {
+				digits++
+				if digits > maxJSONIntDigits {
+					return 0, fmt.Errorf("a number has more than %d digits (Python's limit for integer string conversion)", maxJSONIntDigits)
+				}
+			} else {
+				digits = 0
 			}
 			continue
 		}
-		digits = 0
+		inNumber, digits = false, 0
+		if c >= 'a' && c <= 'z' {
+			if !inWord {
+				inWord = true
+				est += jsonSlotBytes // true, false and null are shared values
+			}
+			continue
+		}
+		inWord = false
 		switch c {
 		case '"':
-			i = jsonStringEnd(s, i)
+			end := jsonStringEnd(s, i)
+			est += jsonSlotBytes + jsonStringBytes + int64(end-i)
+			i = end
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {
-				return fmt.Errorf("nesting deeper than %d levels (maximum recursion depth exceeded)", maxJSONDepth)
+				return 0, fmt.Errorf("nesting deeper than %d levels (maximum recursion depth exceeded)", maxJSONDepth)
+			}
+			if c == '{' {
+				est += jsonSlotBytes + jsonObjectBytes
+			} else {
+				est += jsonSlotBytes + jsonArrayBytes
 			}
 		case ']', '}':
 			depth--
 		}
 	}
-	return nil
+	return est, nil
 }
 
 // jsonStringEnd returns the index of the quote that closes the JSON string opening at s[i], or

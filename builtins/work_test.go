@@ -3,6 +3,8 @@ package builtins
 import (
 	"errors"
 	"math/big"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +64,27 @@ func TestShiftKeepsToTheIntegerCap(t *testing.T) {
 	// Other operands keep Starlark's own errors.
 	_, err = starlark.Call(thread, shl, starlark.Tuple{starlark.MakeInt(1), starlark.MakeInt(600)}, nil)
 	assert.EqualError(t, err, "shift count too large: 600")
+}
+
+// json.decode is charged at least what the decoded values really take: "{}" is 2 bytes of text
+// and about 600 bytes of dict.
+func TestJSONDecodeIsChargedItsRealCost(t *testing.T) {
+	decode := newJSONModule().Members["decode"]
+	const n = 100_000
+	for _, item := range []string{"{}", "[]", `""`, `"abcdefgh"`, "0", "-1.5e3", "true", "null", `{"a":1}`, `{"a":{}}`, `[[],[]]`, `{"k":[1,2,"x"]}`} {
+		text := "[" + strings.Repeat(item+",", n-1) + item + "]"
+		est, err := scanJSON(text)
+		require.NoError(t, err)
+		runtime.GC()
+		before := HeapInUse()
+		thread := new(starlark.Thread)
+		SetBudget(thread, NewBudget(1<<30))
+		v, err := starlark.Call(thread, decode, starlark.Tuple{starlark.String(text)}, nil)
+		require.NoError(t, err)
+		runtime.GC()
+		live := HeapInUse() - before
+		runtime.KeepAlive(v)
+		assert.GreaterOrEqual(t, est, live, "%s: charged %d bytes for %d live", item, est, live)
+		assert.LessOrEqual(t, est, 4*max(live, int64(len(text))), "%s: charged %d bytes for %d live", item, est, live)
+	}
 }
