@@ -88,3 +88,24 @@ func TestJSONDecodeIsChargedItsRealCost(t *testing.T) {
 		assert.LessOrEqual(t, est, 4*max(live, int64(len(text))), "%s: charged %d bytes for %d live", item, est, live)
 	}
 }
+
+// Text built by appending (print, str, join, % and format) peaks at about twice its size, and is
+// charged so: 40 MiB of text does not fit a 64 MiB budget.
+func TestTextBuiltByAppendingIsChargedTwice(t *testing.T) {
+	sep := starlark.String(strings.Repeat("y", 40<<20)) // made before the budget: not the run's
+	thread := new(starlark.Thread)
+	thread.Print = func(*starlark.Thread, string) {}
+	runtime.GC()
+	SetBudget(thread, NewBudget(64<<20))
+	guards := Guards().Predeclared()
+	var me *MemoryError
+	_, err := starlark.Call(thread, guards["print"], starlark.Tuple{starlark.String("a"), starlark.String("b")}, []starlark.Tuple{{starlark.String("sep"), sep}})
+	require.True(t, errors.As(err, &me), "print: got %v", err)
+	_, err = starlark.Call(thread, guards[nameMethod], starlark.Tuple{sep, starlark.String("join"), starlark.NewList([]starlark.Value{starlark.String("a"), starlark.String("b")})}, nil)
+	require.True(t, errors.As(err, &me), "join: got %v", err)
+	_, err = starlark.Call(thread, guards[nameMod], starlark.Tuple{starlark.String("%s"), sep}, nil)
+	require.True(t, errors.As(err, &me), "%%: got %v", err)
+	// Half of it fits.
+	_, err = starlark.Call(thread, guards[nameMod], starlark.Tuple{starlark.String("%s"), sep[:20<<20]}, nil)
+	require.NoError(t, err)
+}
