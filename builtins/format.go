@@ -34,8 +34,7 @@ func format(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	}
 	s, err := FormatValue(thread, v, spec)
 	if err != nil {
-		var me *MemoryError
-		if errors.As(err, &me) {
+		if isLimit(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
@@ -67,6 +66,9 @@ func FormatValue(thread *starlark.Thread, v starlark.Value, spec string) (string
 		return formatIntSpec(thread, i, spec, "bool")
 	case starlark.Int:
 		if spec == "" {
+			if err := chargeIntText(thread, "format()", v); err != nil {
+				return "", err
+			}
 			return v.String(), nil
 		}
 		return formatIntSpec(thread, v, spec, "int")
@@ -543,6 +545,11 @@ func formatInt(thread *starlark.Thread, x starlark.Int, fs formatSpec) (string, 
 		}
 		num.digits = strconv.FormatInt(small, base)
 	} else {
+		if base&(base-1) != 0 { // in a power-of-two base the conversion is linear
+			if err := chargeIntText(thread, "format()", x); err != nil {
+				return "", err
+			}
+		}
 		bi := x.BigInt()
 		num.negative = bi.Sign() < 0
 		num.digits = new(big.Int).Abs(bi).Text(base)

@@ -9,22 +9,26 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// Names of the guards that the sandbox's rewrite of a program calls. Plans cannot name them:
-// the checker rejects every identifier that starts with GuardPrefix.
+// GuardPrefix starts the name of every guard that GuardTree's rewrite of a program calls. Plans
+// cannot name them: the checker rejects every identifier that starts with it.
+const GuardPrefix = "_sp_"
+
+// The names of the guards.
 const (
-	GuardPrefix   = "_sp_"
-	GuardMul      = GuardPrefix + "mul"      // a * b
-	GuardAdd      = GuardPrefix + "add"      // a + b
-	GuardIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
-	GuardIMul     = GuardPrefix + "imul"     // a *= b
-	GuardMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
-	GuardMethod   = GuardPrefix + "method"   // x.name(...) for the methods in GuardedMethods
-	GuardAugIndex = GuardPrefix + "augindex" // a[k] += y, a[k] *= y with a or k not a plain name
+	nameMul      = GuardPrefix + "mul"      // a * b
+	nameAdd      = GuardPrefix + "add"      // a + b
+	nameIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
+	nameIMul     = GuardPrefix + "imul"     // a *= b
+	nameMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
+	nameShl      = GuardPrefix + "shl"      // a << b
+	nameMethod   = GuardPrefix + "method"   // x.name(...) for the methods in guardedMethods
+	nameAttr     = GuardPrefix + "attr"     // x.name anywhere else, for the same methods
+	nameAugIndex = GuardPrefix + "augindex" // a[k] += y, a[k] *= y with a or k not a plain name
 )
 
-// GuardedMethods are the methods whose calls the sandbox routes through GuardMethod: each can
-// make a result much larger than its receiver and arguments in one step.
-var GuardedMethods = map[string]bool{
+// guardedMethods are the methods of strings and lists that are only ever called through a
+// guard: each can make a result much larger than its receiver and arguments in one step.
+var guardedMethods = map[string]bool{
 	"join": true, "replace": true, "format": true,
 	"split": true, "rsplit": true, "splitlines": true, "extend": true,
 	"elems": true, "codepoints": true, "elem_ords": true, "codepoint_ords": true,
@@ -33,22 +37,27 @@ var GuardedMethods = map[string]bool{
 // elemBytes estimates the memory of one element of a list or tuple: an interface value.
 const elemBytes = 16
 
-// Guards returns the hidden guard builtins and the guarded versions of the universal builtins
-// that materialise an iterable (list, tuple, sorted, set, enumerate, zip, reversed). Each
-// estimates the size of its result, asks the run's budget (Charge), then does exactly what the
-// unguarded operation does, errors included.
+// Guards returns the hidden guard builtins that GuardTree's rewrite calls, and guarded versions
+// of the universal builtins that materialise an iterable (list, tuple, sorted, set, enumerate,
+// zip, reversed), render text (str, repr, print, fail), parse integers (int) or look up methods
+// (getattr). Each estimates the size of its result and its work, asks the run's budget (Charge,
+// ChargeWork), then does exactly what the unguarded operation does, errors included.
 func Guards() Registry {
 	hidden := func(name string, fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) Helper {
 		return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
 	}
 	return Registry{
-		hidden(GuardMul, guardMul),
-		hidden(GuardAdd, guardAdd),
-		hidden(GuardIAdd, guardIAdd),
-		hidden(GuardIMul, guardMul),
-		hidden(GuardMod, guardMod),
-		hidden(GuardMethod, guardMethod),
-		hidden(GuardAugIndex, guardAugIndex),
+		hidden(nameMul, guardMul),
+		hidden(nameAdd, guardAdd),
+		hidden(nameIAdd, guardIAdd),
+		hidden(nameIMul, guardMul),
+		hidden(nameMod, guardMod),
+		hidden(nameMethod, guardMethod),
+		hidden(nameAugIndex, guardAugIndex),
+		hidden(nameShl, guardShl),
+		hidden(nameAttr, guardAttr),
+		intConverter(),
+		attrGetter(),
 		materialiser("list", 1),
 		materialiser("tuple", 1),
 		materialiser("sorted", 2), // sorted copies, then sorts a second slice of the same size
@@ -122,20 +131,47 @@ func chargeIntProduct(thread *starlark.Thread, a, b starlark.Int) error {
 	if smallA && smallB {
 		return nil
 	}
-	bits := int64(a.BigInt().BitLen()) + int64(b.BigInt().BitLen())
+	bitsA, bitsB := a.BigInt().BitLen(), b.BigInt().BitLen()
+	bits := int64(bitsA) + int64(bitsB)
 	if bits/8 > MaxIntResultBytes {
-		return &MemoryError{Op: "multiplying integers", Bytes: bits / 8, Limit: MaxIntResultBytes, Rule: "the cap on integer size"}
+		return &MemoryError{Op: "multiplying integers", Bytes: bits / 8, Limit: MaxIntResultBytes, Rule: intCapRule}
+	}
+	if err := ChargeWork(thread, "multiplying integers", workSteps(mulNanos(bitsA, bitsB))); err != nil {
+		return err
 	}
 	return Charge(thread, "multiplying integers", bits/8)
+}
+
+// guardShl is a << b: Starlark shifts by at most 511 bits at a time, but a loop of shifts
+// grows an integer past MaxIntResultBytes, the size every other operation keeps to.
+func guardShl(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	x, y := args[0], args[1]
+	if a, ok := x.(starlark.Int); ok {
+		if n, ok := y.(starlark.Int); ok {
+			if k, ok := n.Int64(); ok && k > 0 && k < 512 {
+				if bytes := (int64(bitLen(a)) + k) / 8; bytes > MaxIntResultBytes {
+					return nil, &MemoryError{Op: "shifting an integer", Bytes: bytes, Limit: MaxIntResultBytes, Rule: intCapRule}
+				}
+			}
+		}
+	}
+	return starlark.Binary(syntax.LTLT, x, y)
 }
 
 // guardMod charges string formatting with %: the text can be as long as the format plus every
 // argument's text (a format computed as "%s" * n can repeat one large argument n times).
 func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
 	x, y := args[0], args[1]
-	if format, ok := x.(starlark.String); ok {
-		if err := chargeFormat(thread, "% formatting", format, y); err != nil {
+	switch x := x.(type) {
+	case starlark.String:
+		if err := chargeFormat(thread, "% formatting", x, y); err != nil {
 			return nil, err
+		}
+	case starlark.Int:
+		if d, ok := y.(starlark.Int); ok && (bitLen(x) > 0 || bitLen(d) > 0) {
+			if err := ChargeWork(thread, "integer %", workSteps(divNanos(x.BigInt().BitLen(), d.BigInt().BitLen()))); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return starlark.Binary(syntax.PERCENT, x, y)
@@ -145,12 +181,13 @@ func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 // most every field holds the largest value's text.
 func chargeFormat(thread *starlark.Thread, op string, format starlark.String, values starlark.Value) error {
 	var largest int64
+	var slowest float64
 	measure := func(v starlark.Value) error {
-		n, ok := textSize(v)
+		n, work, ok := textSize(v)
 		if !ok {
 			return fmt.Errorf("%s: value nested more than %d levels deep", op, MaxTextDepth)
 		}
-		largest = max(largest, n)
+		largest, slowest = max(largest, n), max(slowest, work)
 		return nil
 	}
 	if t, ok := values.(starlark.Tuple); ok {
@@ -163,7 +200,12 @@ func chargeFormat(thread *starlark.Thread, op string, format starlark.String, va
 		return err
 	}
 	fields := int64(strings.Count(string(format), "%") + strings.Count(string(format), "{"))
-	return Charge(thread, op, int64(len(format))+mulBytes(fields, largest))
+	if slowest > 0 {
+		if err := ChargeWork(thread, op+" of a big integer", workSteps(float64(fields)*slowest)); err != nil {
+			return err
+		}
+	}
+	return Charge(thread, op, appended(int64(len(format))+mulBytes(fields, largest)))
 }
 
 func guardAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
@@ -207,9 +249,15 @@ func chargeSharedText(thread *starlark.Thread, op string, seq starlark.Value, k 
 	default:
 		return nil
 	}
-	n, ok := textSize(seq)
+	n, work, ok := textSize(seq)
 	if !ok {
 		return fmt.Errorf("%s: value nested more than %d levels deep", op, MaxTextDepth)
+	}
+	if work > 0 {
+		// Rendering each copy converts its big integers again.
+		if err := ChargeWork(thread, op+" of big integers (as text)", workSteps(float64(k)*work)); err != nil {
+			return err
+		}
 	}
 	return Charge(thread, op+" (as text)", mulBytes(n, k))
 }
@@ -239,15 +287,6 @@ func guardIAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple
 	return starlark.Binary(syntax.PLUS, x, y)
 }
 
-// callMethod calls recv.name(args...) as the program wrote it.
-func callMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple) (starlark.Value, error) {
-	m, err := getAttr(recv, name)
-	if err != nil {
-		return nil, err
-	}
-	return starlark.Call(thread, m, args, nil)
-}
-
 func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 	if h, ok := recv.(starlark.HasAttrs); ok {
 		v, err := h.Attr(name)
@@ -258,41 +297,94 @@ func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 	return nil, starlark.NoSuchAttrError(recv.Type() + " has no ." + name + " field or method")
 }
 
-// guardMethod calls recv.name(args..., kwargs...) after charging the result's estimated size,
-// for the methods in GuardedMethods. Receivers of other types (a plan's own values that merely
-// have a method of that name) are called unchecked.
+// guardMethod calls recv.name(args..., kwargs...) for the methods in guardedMethods, after
+// chargeMethod.
 func guardMethod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	recv, name, rest := args[0], string(args[1].(starlark.String)), args[2:]
-	var est int64
-	switch recv := recv.(type) {
-	case starlark.String:
-		est = stringMethodBytes(recv, name, rest, kwargs)
-	case *starlark.List:
-		if name == "extend" && len(rest) == 1 {
-			if n := starlark.Len(rest[0]); n > 0 {
-				est = mulBytes(int64(recv.Len()+n), elemBytes)
-			}
-		}
-	}
-	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+	if err := chargeMethod(thread, recv, name, rest, kwargs); err != nil {
 		return nil, err
-	}
-	if name == "format" {
-		if format, ok := recv.(starlark.String); ok {
-			values := append(starlark.Tuple{}, rest...)
-			for _, kv := range kwargs {
-				values = append(values, kv[1])
-			}
-			if err := chargeFormat(thread, "str.format", format, values); err != nil {
-				return nil, err
-			}
-		}
 	}
 	m, err := getAttr(recv, name)
 	if err != nil {
 		return nil, err
 	}
 	return starlark.Call(thread, m, rest, kwargs)
+}
+
+// guardAttr is recv.name where it is not called at once, for the names in guardedMethods: a
+// string's or list's method comes back guarded (see guardBound).
+func guardAttr(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+	v, err := getAttr(args[0], string(args[1].(starlark.String)))
+	if err != nil {
+		return nil, err
+	}
+	return guardBound(v), nil
+}
+
+// attrGetter wraps the universal getattr so that getattr(s, "replace") returns the guarded
+// method, as s.replace does.
+func attrGetter() Helper {
+	orig := starlark.Universe["getattr"].(*starlark.Builtin)
+	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		v, err := orig.CallInternal(thread, args, kwargs)
+		if err != nil {
+			return nil, err
+		}
+		return guardBound(v), nil
+	}
+	return Helper{Name: "getattr", Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin("getattr", fn)}
+}
+
+// guardBound returns v, a value just looked up as an attribute, with the guard on it when it is
+// one of guardedMethods bound to a string or a list: calling it charges the result (the
+// unguarded j = sep.join; j(parts) reached 4.9 GB) and then calls the method itself, so its
+// results and errors are the method's.
+func guardBound(v starlark.Value) starlark.Value {
+	m, ok := v.(*starlark.Builtin)
+	if !ok || !guardedMethods[m.Name()] {
+		return v
+	}
+	recv := m.Receiver()
+	switch recv.(type) {
+	case starlark.String, *starlark.List:
+	default:
+		return v
+	}
+	name := m.Name()
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := chargeMethod(thread, recv, name, args, kwargs); err != nil {
+			return nil, err
+		}
+		return m.CallInternal(thread, args, kwargs)
+	}).BindReceiver(recv)
+}
+
+// chargeMethod charges the estimated size of what recv.name(args..., kwargs...) returns, for
+// the methods in guardedMethods. Receivers of other types (a module's or a table's methods that
+// merely share a name) are not charged.
+func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
+	var est int64
+	switch recv := recv.(type) {
+	case starlark.String:
+		est = stringMethodBytes(recv, name, args, kwargs)
+	case *starlark.List:
+		if name == "extend" && len(args) == 1 {
+			if n := starlark.Len(args[0]); n > 0 {
+				est = mulBytes(int64(recv.Len()+n), elemBytes)
+			}
+		}
+	}
+	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+		return err
+	}
+	if format, ok := recv.(starlark.String); ok && name == "format" {
+		values := append(starlark.Tuple{}, args...)
+		for _, kv := range kwargs {
+			values = append(values, kv[1])
+		}
+		return chargeFormat(thread, "str.format", format, values)
+	}
+	return nil
 }
 
 // stringMethodBytes estimates the size of what a string method returns.
@@ -302,7 +394,7 @@ func stringMethodBytes(s starlark.String, name string, args starlark.Tuple, kwar
 		if len(args) != 1 {
 			return 0
 		}
-		return joinBytes(s, args[0])
+		return appended(joinBytes(s, args[0]))
 	case "replace":
 		if len(args) < 2 {
 			return 0
@@ -502,20 +594,27 @@ func stringifier(name string) Helper {
 	orig := starlark.Universe[name].(*starlark.Builtin)
 	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var est int64
+		var work float64
 		for _, a := range args {
-			n, ok := textSize(a)
+			n, w, ok := textSize(a)
 			if !ok {
 				return nil, fmt.Errorf("%s: value nested more than %d levels deep", name, MaxTextDepth)
 			}
 			est += n
+			work += w
 		}
 		for _, kv := range kwargs {
 			if kv[0] == starlark.String("sep") && len(args) > 1 {
-				n, _ := textSize(kv[1])
+				n, _, _ := textSize(kv[1])
 				est += mulBytes(n, int64(len(args)-1))
 			}
 		}
-		if err := Charge(thread, name+"()", est); err != nil {
+		if work > 0 {
+			if err := ChargeWork(thread, name+"() of a big integer", workSteps(work)); err != nil {
+				return nil, err
+			}
+		}
+		if err := Charge(thread, name+"()", appended(est)); err != nil {
 			return nil, err
 		}
 		return orig.CallInternal(thread, args, kwargs)
@@ -523,19 +622,32 @@ func stringifier(name string) Helper {
 	return Helper{Name: name, Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin(name, fn)}
 }
 
+// appended is the memory of building n bytes of text by appending to a strings.Builder whose
+// final size is not known in advance, as go.starlark.net's str, repr, print, str.join and %
+// formatting do: the buffer grows by copying, and the old and the new buffer are live together,
+// about twice n at the peak (print of 190 MB of separators under a 256 MiB budget reached
+// 772 MB of RSS when only n was charged).
+func appended(n int64) int64 { return mulBytes(n, 2) }
+
 // MaxTextDepth is the deepest nesting str, repr and print accept: Starlark renders nested values
 // recursively in Go, and a value nested a million levels deep would exhaust the stack, which
 // no recover can catch.
 const MaxTextDepth = 1000
 
-// textSize estimates the length of v's text form without building it, and reports false when v
-// is nested deeper than MaxTextDepth. Containers are measured
+// textSize estimates the length of v's text form without building it, and the work, in
+// nanoseconds, of converting the big integers in it to decimal (each time the text would show
+// them); it reports false when v is nested deeper than MaxTextDepth. Containers are measured
 // once each (a list holding the same sub-list twice costs one walk of it, however large the
 // text would be), and a container met again while it is being measured is a cycle, which
 // Starlark prints as "[...]".
-func textSize(v starlark.Value) (int64, bool) {
+func textSize(v starlark.Value) (int64, float64, bool) {
 	deep := false
-	var seen map[any]int64 // made on the first container: str(5) allocates nothing
+	type cost struct {
+		n    int64
+		work float64
+	}
+	var seen map[any]cost // made on the first container: str(5) allocates nothing
+	var work float64      // of the value being measured, added to its container's
 	var size func(v starlark.Value, depth int) int64
 	size = func(v starlark.Value, depth int) int64 {
 		if depth > MaxTextDepth {
@@ -550,10 +662,12 @@ func textSize(v starlark.Value) (int64, bool) {
 		case starlark.Bytes:
 			return int64(len(v))*4 + 3
 		case starlark.Int:
-			if _, ok := v.Int64(); ok {
+			bits := bitLen(v)
+			if bits == 0 {
 				return 20
 			}
-			return int64(v.BigInt().BitLen())/3 + 1
+			work += textNanos(bits)
+			return int64(bits)/3 + 1
 		case starlark.Float, starlark.Bool, starlark.NoneType:
 			return 24
 		case *starlark.List:
@@ -584,15 +698,18 @@ func textSize(v starlark.Value) (int64, bool) {
 			return 64
 		}
 		if seen == nil {
-			seen = map[any]int64{}
+			seen = map[any]cost{}
 		}
-		if n, ok := seen[key]; ok {
-			if n < 0 {
+		if c, ok := seen[key]; ok {
+			if c.n < 0 {
 				return 5 // a cycle: "[...]"
 			}
-			return n
+			work += c.work
+			return c.n
 		}
-		seen[key] = -1
+		seen[key] = cost{n: -1}
+		outer := work
+		work = 0
 		total := int64(2)
 		for _, e := range elems {
 			total += size(e, depth+1) + 2
@@ -600,9 +717,86 @@ func textSize(v starlark.Value) (int64, bool) {
 				break
 			}
 		}
-		seen[key] = total
+		seen[key] = cost{total, work}
+		work += outer
 		return total
 	}
 	n := size(v, 0)
-	return n, !deep
+	return n, work, !deep
+}
+
+// intConverter wraps the universal int. Converting a string of digits in a base that is not a
+// power of two takes time that grows with the square of its length (int("9" * 4_000_000) took
+// 43 s in one step), so such a string may have at most MaxIntStrDigits digits, as in CPython;
+// in a power-of-two base the conversion is linear and the result is held to MaxIntResultBytes.
+// The conversion's work is charged (see ChargeWork).
+func intConverter() Helper {
+	orig := starlark.Universe["int"].(*starlark.Builtin)
+	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if len(args) > 0 {
+			if s, ok := args[0].(starlark.String); ok {
+				var base starlark.Value = starlark.MakeInt(10)
+				if len(args) > 1 {
+					base = args[1]
+				}
+				for _, kv := range kwargs {
+					if kv[0] == starlark.String("base") {
+						base = kv[1]
+					}
+				}
+				if err := checkIntString(thread, string(s), base); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return orig.CallInternal(thread, args, kwargs)
+	}
+	return Helper{Name: "int", Group: GroupLanguage, Hidden: true, Value: starlark.NewBuiltin("int", fn)}
+}
+
+// checkIntString bounds int(s, base) before the conversion. A base that is not a small int is
+// left to int's own error.
+func checkIntString(thread *starlark.Thread, s string, baseValue starlark.Value) error {
+	b, ok := baseValue.(starlark.Int)
+	if !ok {
+		return nil
+	}
+	base, ok := b.Int64()
+	if !ok {
+		return nil
+	}
+	s = strings.TrimLeft(s, "+-")
+	if len(s) > 2 && s[0] == '0' {
+		prefixBase := map[byte]int64{'x': 16, 'X': 16, 'o': 8, 'O': 8, 'b': 2, 'B': 2}[s[1]]
+		if prefixBase != 0 && (base == 0 || base == prefixBase) {
+			base, s = prefixBase, s[2:]
+		}
+	}
+	if base == 0 {
+		base = 10
+	}
+	if base < 2 || base > 36 {
+		return nil
+	}
+	digits := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c >= '0' && c <= '9' || c >= 'a' && c <= 'z' {
+			digits++
+		}
+	}
+	bits := int(float64(digits)*math.Log2(float64(base))) + 1
+	if base&(base-1) == 0 {
+		if bytes := int64(bits / 8); bytes > MaxIntResultBytes {
+			return &MemoryError{Op: "int()", Bytes: bytes, Limit: MaxIntResultBytes, Rule: intCapRule}
+		}
+		return nil
+	}
+	if digits > MaxIntStrDigits {
+		return fmt.Errorf("int: the string has %d digits, more than the %d a base-%d conversion allows (as Python's int_max_str_digits): convert only the digits you need, for example int(s[:18])",
+			digits, MaxIntStrDigits, base)
+	}
+	if bits <= 64 {
+		return nil
+	}
+	return ChargeWork(thread, "int()", workSteps(parseNanos(bits)))
 }

@@ -17,12 +17,17 @@ import (
 // in steps and a cancelled run only stops between steps.
 const (
 	// MaxIntResultBytes is the largest integer, in bytes of magnitude (about 2.4 decimal digits per
-	// byte), that pow, math.prod, math.factorial, math.comb and math.perm may create: 1 MiB.
-	MaxIntResultBytes = 1 << 20
+	// byte), that *, <<, int(), pow, math.prod, math.factorial, math.comb, math.perm and math.lcm
+	// may create: 128 KiB, about 315,000 decimal digits. Arithmetic on an integer of that size
+	// takes milliseconds; at 1 MiB a single multiplication took 0.75 s and math.isqrt 12 s.
+	MaxIntResultBytes = 128 << 10
 	// MaxFormatBytes is the largest field format may pad or fill, in bytes: a width or precision
 	// above it is refused. 1 MiB.
 	MaxFormatBytes = 1 << 20
 )
+
+// intCapRule names MaxIntResultBytes in a *MemoryError.
+const intCapRule = "the cap on integer size"
 
 // pollEvery is how many iterations a builtin's loop runs between two checks of cancellation.
 const pollEvery = 4096
@@ -48,7 +53,7 @@ func Language() Registry {
 		{
 			Name: "pow", Group: GroupLanguage, Value: starlark.NewBuiltin("pow", pow),
 			Signature: "pow(base, exp, mod=None)",
-			Doc:       "Raises base to exp like Python (Starlark has no ** operator); with mod, modular exponentiation of ints. Results over 1 MiB are refused.",
+			Doc:       "Raises base to exp like Python (Starlark has no ** operator); with mod, modular exponentiation of ints. Results over 128 KiB are refused.",
 			Example:   `growth = pow(1.05, years)`,
 		},
 		{
@@ -380,6 +385,12 @@ func round(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	)
 	switch x := x.(type) {
 	case starlark.Int:
+		if bits := bitLen(x); bits > 0 && hasN && ndigits < 0 {
+			// A power of ten about as large as x, a division and a product.
+			if err := ChargeWork(thread, "round() of a big integer", workSteps(3*textNanos(bits))); err != nil {
+				return nil, err
+			}
+		}
 		v, err = roundInt(x, hasN, ndigits)
 	case starlark.Bool:
 		i, _ := asInt(x)
@@ -396,6 +407,9 @@ func round(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		return nil, fmt.Errorf("%s: type %s doesn't define __round__ method", b.Name(), pyType(x))
 	}
 	if err != nil {
+		if isLimit(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
 	return v, nil
@@ -489,8 +503,7 @@ func pow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwar
 	}
 	v, err := powValues(thread, base, exp, mod)
 	if err != nil {
-		var me *MemoryError
-		if errors.As(err, &me) {
+		if isLimit(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
@@ -505,6 +518,19 @@ func powValues(thread *starlark.Thread, base, exp, mod starlark.Value) (starlark
 		mi, mInt := asInt(mod)
 		if !bInt || !eInt || !mInt {
 			return nil, errors.New("pow() 3rd argument not allowed unless all arguments are integers")
+		}
+		if bitLen(ei) > 0 || bitLen(mi) > 0 {
+			// One modular product per exponent bit: pow(3, m-1, m) with a 1,000,000-bit m ran
+			// for minutes.
+			mBits := mi.BigInt().BitLen()
+			ns := powModNanos(ei.BigInt().BitLen(), mBits) + divNanos(bi.BigInt().BitLen(), mBits)
+			if ei.Sign() < 0 {
+				ns += gcdNanos(mBits, mBits) // the modular inverse
+			}
+			steps := workSteps(ns)
+			if err := ChargeWork(thread, "pow() with a modulus", steps); err != nil {
+				return nil, err
+			}
 		}
 		return powMod(bi.BigInt(), ei.BigInt(), mi.BigInt())
 	}
@@ -552,7 +578,12 @@ func powInt(thread *starlark.Thread, base, exp starlark.Int) (starlark.Value, er
 		if bytes < math.MaxInt64 {
 			n = int64(bytes)
 		}
-		return nil, &MemoryError{Op: "pow", Bytes: n, Limit: MaxIntResultBytes}
+		return nil, &MemoryError{Op: "pow", Bytes: n, Limit: MaxIntResultBytes, Rule: intCapRule}
+	}
+	if bytes > 8 {
+		if err := ChargeWork(thread, "pow", workSteps(productNanos(int(bytes*8), 2))); err != nil {
+			return nil, err
+		}
 	}
 	if err := Charge(thread, "pow", int64(bytes)+8); err != nil {
 		return nil, err

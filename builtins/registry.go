@@ -1,7 +1,9 @@
 // Package builtins owns every name a plan can call beyond Starlark's own universe: the
 // Python-compatible builtins (sum, round, pow, isinstance, format, ...), the modules (math, json,
-// re), the guarded versions of the operations that amplify memory, and the documentation of the
-// contract globals. The table helpers live in the subpackage builtins/tables.
+// re), the guards on the operations that amplify memory or work (both the guard builtins and
+// GuardTree, the rewrite of a program that routes its operators and methods through them), and
+// the documentation of the contract globals. The table helpers live in the subpackage
+// builtins/tables.
 //
 // Every name is a Helper value in an explicit list: the sandbox builds its predeclared names from
 // that list and the prompt renders its helper reference from the same list, so the prompt can

@@ -10,12 +10,44 @@
 // rewrites.
 //
 // Memory is bounded in process by two mechanisms. Before compiling, the checked syntax tree is
-// rewritten so that the operations that can amplify memory in a single step (`*` and `+` on
-// sequences, `+=`, `str.join`, `str.replace`) go through guards in package builtins that
-// estimate the size of their result and refuse it when it would not fit the run's budget; the
-// builtins that materialise iterables (list, sorted, enumerate, ...) are guarded the same way.
-// A heap watchdog cancels a run whose heap grows past its budget by other means. Neither is a
-// hard bound (Go cannot bound one goroutine's heap): the hard bound is the isolated worker.
+// rewritten (builtins.GuardTree) so that the operations that can amplify memory in a single
+// step (`*`, `+`, `%` and `<<`, `+=`, and the methods that build large strings and lists, such
+// as str.join and str.replace, however they are reached: called, aliased or fetched with
+// getattr) go through guards that estimate the size of their result and refuse it when it would
+// not fit the run's budget; the builtins that materialise iterables (list, sorted, enumerate,
+// ...) and render text (str, repr, print) are guarded the same way. A heap watchdog cancels a
+// run whose heap grows past its budget by other means.
+//
+// Time is bounded by the step limit and the clock, both checked by the interpreter between
+// steps. Builtins that do work out of proportion to their operands (big-integer arithmetic and
+// conversions) estimate it before they start and charge it as steps (builtins.ChargeWork), and
+// refuse a single call of more than builtins.MaxCallSteps, so one step inside a builtin cannot
+// outlast the time limit by more than about 0.1 s.
+//
+// # What differs from the isolated worker
+//
+// In process these bounds are soft; the isolated worker (package isolate) gives each run its own
+// process under OS limits and makes them hard. The differences that remain:
+//
+//   - Memory is measured on the process's heap, because Go cannot attribute allocations to a
+//     goroutine. A run's usage is the heap's growth since the run began, so concurrent runs see
+//     each other's allocations: under load a run can be stopped, or a guard can refuse it, for
+//     a neighbour's memory. This errs towards stopping runs, never towards letting one through;
+//     no sound per-run attribution is possible with the Go runtime as it is (heap profiles carry
+//     no goroutine labels), so it is left so. Run one plan at a time, or use the isolated
+//     worker, where the attribution matters.
+//   - The watchdog samples the heap every 2 ms and tolerates garbage until a collection has
+//     confirmed the growth, so a run's heap can pass its budget by up to half of it, plus what
+//     one step allocates, before it is stopped. The process's RSS also holds memory the Go
+//     runtime has not yet returned to the system.
+//   - The interpreter's own operations are not metered inside a step: comparing a value with
+//     each element of a list (`in`, list.index, ==) compares every pair in full, so a list of
+//     100,000 references to one 1 MB string searched for an equal-length string is 100 GB of
+//     comparison in one step (2.5 s per `in` measured). The time limit ends the run at the next
+//     step, not during it.
+//   - A Go stack overflow or an out-of-memory failure of the runtime ends the whole process;
+//     nesting depths are bounded (check, MaxTextDepth, json) so that a plan cannot cause the
+//     first, and the budget and watchdog make the second unlikely, not impossible.
 //
 // The package must not import clover, the store, net or the model client: a plan reaches data
 // only through the table.View that the caller binds to the thread.

@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +67,58 @@ func TestExtractLineNumbersAreTheProgramsOwn(t *testing.T) {
 	assert.Equal(t, CodeUnknownName, c.Diagnostics[0].Code)
 	assert.Equal(t, 2, c.Diagnostics[0].Line)
 	assert.Equal(t, 5, c.Diagnostics[0].Col)
+}
+
+// manyBlocks is a reply of n distinct <execute_python> blocks.
+func manyBlocks(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "<execute_python>\nx = %d\n</execute_python>\n", i)
+	}
+	return b.String()
+}
+
+// A reply is untrusted: 200,000 distinct blocks are counted, not compared pairwise (that took a
+// minute), and reported as one diagnostic.
+func TestExtractManyDistinctBlocks(t *testing.T) {
+	const n = 200_000
+	got, ds := Extract(manyBlocks(n))
+	assert.Empty(t, got)
+	require.Len(t, ds, 1)
+	assert.Equal(t, CodeAmbiguousProgram, ds[0].Code)
+	assert.Contains(t, ds[0].Message, "200000 different <execute_python> blocks")
+
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "```python\nx = %d\n```\n", i)
+	}
+	_, ds = Extract(b.String())
+	require.Len(t, ds, 1)
+	assert.Contains(t, ds[0].Message, "200000 different fenced code blocks")
+}
+
+// The common indentation is found in one pass over each line: shrinking it a byte at a time and
+// comparing again was quadratic when two long indents part halfway.
+func TestExtractDedentsLongIndents(t *testing.T) {
+	const n = 1 << 20
+	reply := "<execute_python>\n" + strings.Repeat(" ", n) + "x = 1\n" + strings.Repeat(" ", n/2) + strings.Repeat("\t", n/2) + "y = 2\n</execute_python>"
+	got, ds := Extract(reply)
+	require.Empty(t, ds)
+	assert.Equal(t, strings.Repeat(" ", n/2)+"x = 1\n"+strings.Repeat("\t", n/2)+"y = 2\n", got)
+}
+
+// BenchmarkExtractManyBlocks carries the target that extraction is linear in the reply: the
+// time per block must stay flat from 20,000 to 200,000 distinct blocks (it grew tenfold, to a
+// minute, when blocks were compared pairwise).
+func BenchmarkExtractManyBlocks(b *testing.B) {
+	for _, n := range []int{20_000, 200_000} {
+		reply := manyBlocks(n)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.SetBytes(int64(len(reply)))
+			for b.Loop() {
+				Extract(reply)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/block")
+		})
+	}
 }

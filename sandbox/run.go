@@ -188,7 +188,9 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	}
 
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
-	res.Steps = thread.ExecutionSteps()
+	// Builtins charge their work in steps (builtins.ChargeWork), so the count can pass the limit
+	// by the charge that reached it: the run used its whole allowance.
+	res.Steps = min(thread.ExecutionSteps(), limits.MaxSteps)
 	res.Stdout, res.StdoutTruncated = out.text()
 	res.Globals = plainGlobals(globals, req.Globals)
 	if err == nil {
@@ -219,11 +221,14 @@ func (p *panicError) Error() string { return fmt.Sprintf("the interpreter panick
 
 func classify(err error, reason Limit) (Outcome, Limit) {
 	var mem *builtins.MemoryError
+	var work *builtins.WorkError
 	switch {
 	case reason != "":
 		return OutcomeLimitExceeded, reason
 	case errors.As(err, &mem):
 		return OutcomeLimitExceeded, LimitMemory
+	case errors.As(err, &work):
+		return OutcomeLimitExceeded, LimitSteps
 	}
 	return OutcomeRuntimeError, ""
 }
@@ -243,9 +248,12 @@ func runDiagnostic(err error, limit Limit, limits Limits) diag.Diagnostic {
 		}
 	}
 	var pe *panicError
+	var work *builtins.WorkError
 	switch {
+	case errors.As(err, &work):
+		d.Code, d.Hint = CodeLimit, "plans never need integers of thousands of digits: look for a number that grows in a loop"
 	case limit == LimitSteps:
-		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan ran more than %d steps: look for a loop that never ends, or filter with where instead of looping over every row", limits.MaxSteps)
+		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan ran more than %d steps (work inside helpers counts too): look for a loop that never ends, or filter with where instead of looping over every row", limits.MaxSteps)
 	case limit == LimitTime:
 		d.Code, d.Hint = CodeLimit, fmt.Sprintf("the plan ran longer than %s: look for a loop that never ends or work that grows too fast", limits.Timeout)
 	case limit == LimitMemory:

@@ -45,7 +45,9 @@ func TestRunBindsPerRunState(t *testing.T) {
 }
 
 func TestRunStepLimit(t *testing.T) {
-	res := run(t, "n = 0\nwhile True:\n    n += 1\n", Limits{MaxSteps: 10_000})
+	// The clock is out of reach so that only the step limit can stop the run, however slow the
+	// machine.
+	res := run(t, "n = 0\nwhile True:\n    n += 1\n", Limits{MaxSteps: 10_000, Timeout: time.Hour})
 	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
 	assert.Equal(t, LimitSteps, res.Limit)
 	require.Len(t, res.Diagnostics, 1)
@@ -53,7 +55,7 @@ func TestRunStepLimit(t *testing.T) {
 	assert.InDelta(t, 10_000, float64(res.Steps), 10)
 
 	// The same program under the default limit runs 1000× longer before it is stopped.
-	res = run(t, "n = 0\nwhile n < 100000:\n    n += 1\n", Limits{})
+	res = run(t, "n = 0\nwhile n < 100000:\n    n += 1\n", Limits{Timeout: time.Hour})
 	assert.Equal(t, OutcomeOK, res.Outcome)
 }
 
@@ -122,6 +124,15 @@ ext.extend([2, 3])
 words = "a,b,,c".split(",", 2)
 lines = "x\ny".splitlines()
 named = "{a}-{b}".format(a = 1, b = "z")
+joiner = ", ".join
+aliased = joiner(["x", "y"])
+shown = str(joiner)
+got = getattr("a-b", "replace")("-", "+")
+spread = "".join(*[["p", "q"]])
+grow = [1]
+add = grow.extend
+add([2])
+other = getattr(grow, "pop")()
 `
 	res := run(t, src, Limits{})
 	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
@@ -142,6 +153,34 @@ named = "{a}-{b}".format(a = 1, b = "z")
 	assert.Equal(t, []any{"a", "b", ",c"}, g["words"])
 	assert.Equal(t, []any{"x", "y"}, g["lines"])
 	assert.Equal(t, "1-z", g["named"])
+	assert.Equal(t, "x, y", g["aliased"], "an alias of a guarded method")
+	assert.Equal(t, "<built-in method join of string value>", g["shown"])
+	assert.Equal(t, "a+b", g["got"], "getattr of a guarded method")
+	assert.Equal(t, "pq", g["spread"], "a guarded method called with *args")
+	assert.Equal(t, []any{int64(1)}, g["grow"], "a list's aliased extend, then pop through getattr")
+	assert.Equal(t, int64(2), g["other"])
+}
+
+// A guarded method reached through an alias or getattr keeps the method's own errors: the same
+// program run without the guards fails with the same message.
+func TestGuardedAliasesKeepTheMethodsErrors(t *testing.T) {
+	unguarded := testEnv()
+	unguarded.unguarded = true
+	for _, src := range []string{
+		"j = ''.join\nj(1)\n",
+		"r = getattr('s', 'replace')\nr(1, 2)\n",
+		"x = (5).join\n",
+		"x = getattr(5, 'join')\n",
+		"x = getattr('s', 'nope', None).format\n",
+		"e = [].extend\ne(1)\n",
+		"x = ''.join(*[1])\n",
+	} {
+		want := unguarded.Run(context.Background(), Request{Reply: src})
+		require.Equal(t, OutcomeRuntimeError, want.Outcome, src)
+		res := run(t, src, Limits{})
+		require.Equal(t, OutcomeRuntimeError, res.Outcome, src)
+		assert.Equal(t, want.Diagnostics[0].Message, res.Diagnostics[0].Message, src)
+	}
 }
 
 func TestGuardErrorsMatchTheOperators(t *testing.T) {
@@ -196,7 +235,7 @@ func TestRunsAreIndependent(t *testing.T) {
 				src = "while True:\n    pass\n"
 			}
 			results[i] = env.Run(context.Background(), Request{
-				Reply: src, Inputs: map[string]any{"user_request": fmt.Sprintf("r%d", i)}, Limits: Limits{MaxSteps: 100_000},
+				Reply: src, Inputs: map[string]any{"user_request": fmt.Sprintf("r%d", i)}, Limits: Limits{MaxSteps: 100_000, Timeout: time.Hour},
 			})
 		}()
 	}

@@ -1,0 +1,273 @@
+package builtins
+
+import (
+	"go.starlark.net/syntax"
+)
+
+// GuardTree rewrites, in place, the operations of a checked program that can amplify memory or
+// work in a single interpreter step into calls of the guards that Guards returns:
+//
+//	a * b          → _sp_mul(a, b)         unless both operands are number literals
+//	a + b          → _sp_add(a, b)         unless an operand is a number literal
+//	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
+//	                                        or an index or field whose parts are names or literals
+//	a % b          → _sp_mod(a, b)         unless a is a number literal
+//	a << b         → _sp_shl(a, b)         unless both operands are number literals
+//	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=), when a or f() is not a plain name
+//	x.m(args)      → _sp_method(x, "m", args)       for the methods in guardedMethods (join,
+//	                                                 replace, format, split, extend, ...)
+//	x.m            → _sp_attr(x, "m")               the same methods anywhere else (an alias
+//	                                                 such as j = sep.join, or x.m(*args))
+//
+// and Guards shadows getattr, so getattr(s, "replace") is guarded too: a string's or list's
+// guarded method is only ever reached through a guard, whatever the program does with it.
+//
+// Each guard estimates the size of the result and asks the run's budget before doing exactly
+// what the operator or method would; on other operand types it defers to the original
+// operation, so a program's meaning never changes. Positions are kept, so runtime errors still
+// point at the operator. The checker must have rejected every name starting with GuardPrefix.
+func GuardTree(f *syntax.File) {
+	g := guarder{}
+	g.stmts(f.Stmts)
+}
+
+type guarder struct{}
+
+func (g guarder) stmts(list []syntax.Stmt) {
+	for i, s := range list {
+		list[i] = g.stmt(s)
+	}
+}
+
+func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
+	switch s := s.(type) {
+	case *syntax.AssignStmt:
+		s.RHS = g.expr(s.RHS)
+		if s.Op == syntax.EQ {
+			s.LHS = g.target(s.LHS)
+			return s
+		}
+		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side.
+		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !isNumberLit(s.RHS)
+		switch {
+		case guard && simpleTarget(s.LHS):
+			name := nameIAdd
+			if s.Op == syntax.STAR_EQ {
+				name = nameIMul
+			}
+			s.RHS = callExpr(name, s.OpPos, s.LHS, s.RHS)
+			s.Op = syntax.EQ
+			return s
+		case guard:
+			if ix, ok := s.LHS.(*syntax.IndexExpr); ok {
+				// a[f()] += y: evaluate a and f() once, in the guard.
+				op := "+"
+				if s.Op == syntax.STAR_EQ {
+					op = "*"
+				}
+				opLit := &syntax.Literal{Token: syntax.STRING, TokenPos: s.OpPos, Raw: `"` + op + `"`, Value: op}
+				return &syntax.ExprStmt{X: callExpr(nameAugIndex, s.OpPos, g.expr(ix.X), g.expr(ix.Y), opLit, s.RHS)}
+			}
+		}
+		s.LHS = g.target(s.LHS)
+	case *syntax.ExprStmt:
+		s.X = g.expr(s.X)
+	case *syntax.IfStmt:
+		s.Cond = g.expr(s.Cond)
+		g.stmts(s.True)
+		g.stmts(s.False)
+	case *syntax.ForStmt:
+		s.X = g.expr(s.X)
+		g.stmts(s.Body)
+	case *syntax.WhileStmt:
+		s.Cond = g.expr(s.Cond)
+		g.stmts(s.Body)
+	case *syntax.DefStmt:
+		g.params(s.Params)
+		g.stmts(s.Body)
+	case *syntax.ReturnStmt:
+		if s.Result != nil {
+			s.Result = g.expr(s.Result)
+		}
+	}
+	return s
+}
+
+// target rewrites the expressions inside an assignment target (indexes), not the target itself.
+func (g guarder) target(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.IndexExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+	case *syntax.DotExpr:
+		e.X = g.expr(e.X)
+	case *syntax.TupleExpr:
+		for i, x := range e.List {
+			e.List[i] = g.target(x)
+		}
+	case *syntax.ListExpr:
+		for i, x := range e.List {
+			e.List[i] = g.target(x)
+		}
+	case *syntax.ParenExpr:
+		e.X = g.target(e.X)
+	}
+	return e
+}
+
+func (g guarder) params(ps []syntax.Expr) {
+	for _, p := range ps {
+		if b, ok := p.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+			b.Y = g.expr(b.Y) // default value
+		}
+	}
+}
+
+func (g guarder) exprs(list []syntax.Expr) {
+	for i, x := range list {
+		list[i] = g.expr(x)
+	}
+}
+
+func (g guarder) expr(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.BinaryExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+		switch {
+		case e.Op == syntax.STAR && !(isNumberLit(e.X) && isNumberLit(e.Y)):
+			return callExpr(nameMul, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.PLUS && !isNumberLit(e.X) && !isNumberLit(e.Y):
+			return callExpr(nameAdd, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.PERCENT && !isNumberLit(e.X):
+			return callExpr(nameMod, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.LTLT && !(isNumberLit(e.X) && isNumberLit(e.Y)):
+			return callExpr(nameShl, e.OpPos, e.X, e.Y)
+		}
+	case *syntax.CallExpr:
+		dot, isDot := e.Fn.(*syntax.DotExpr)
+		direct := isDot && guardedMethods[dot.Name.Name] && !hasStarArgs(e.Args)
+		if direct {
+			dot.X = g.expr(dot.X)
+		} else {
+			e.Fn = g.expr(e.Fn) // a guarded x.m becomes _sp_attr(x, "m")
+		}
+		for i, a := range e.Args {
+			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+				b.Y = g.expr(b.Y) // keyword argument
+				continue
+			}
+			e.Args[i] = g.expr(a)
+		}
+		if direct {
+			return callExpr(nameMethod, dot.NamePos, append([]syntax.Expr{dot.X, stringLit(dot.Name)}, e.Args...)...)
+		}
+	case *syntax.UnaryExpr:
+		if e.X != nil {
+			e.X = g.expr(e.X)
+		}
+	case *syntax.ParenExpr:
+		e.X = g.expr(e.X)
+	case *syntax.DotExpr:
+		e.X = g.expr(e.X)
+		if guardedMethods[e.Name.Name] {
+			return callExpr(nameAttr, e.NamePos, e.X, stringLit(e.Name))
+		}
+	case *syntax.IndexExpr:
+		e.X, e.Y = g.expr(e.X), g.expr(e.Y)
+	case *syntax.SliceExpr:
+		e.X = g.expr(e.X)
+		for _, p := range []*syntax.Expr{&e.Lo, &e.Hi, &e.Step} {
+			if *p != nil {
+				*p = g.expr(*p)
+			}
+		}
+	case *syntax.ListExpr:
+		g.exprs(e.List)
+	case *syntax.TupleExpr:
+		g.exprs(e.List)
+	case *syntax.DictExpr:
+		for _, x := range e.List {
+			entry := x.(*syntax.DictEntry)
+			entry.Key, entry.Value = g.expr(entry.Key), g.expr(entry.Value)
+		}
+	case *syntax.CondExpr:
+		e.Cond, e.True, e.False = g.expr(e.Cond), g.expr(e.True), g.expr(e.False)
+	case *syntax.LambdaExpr:
+		g.params(e.Params)
+		e.Body = g.expr(e.Body)
+	case *syntax.Comprehension:
+		e.Body = g.expr(e.Body)
+		for _, c := range e.Clauses {
+			switch c := c.(type) {
+			case *syntax.ForClause:
+				c.X = g.expr(c.X)
+			case *syntax.IfClause:
+				c.Cond = g.expr(c.Cond)
+			}
+		}
+	case *syntax.DictEntry:
+		e.Key, e.Value = g.expr(e.Key), g.expr(e.Value)
+	}
+	return e
+}
+
+// stringLit is the name of id as a string literal at its position.
+func stringLit(id *syntax.Ident) *syntax.Literal {
+	return &syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: `"` + id.Name + `"`, Value: id.Name}
+}
+
+// callExpr builds name(args...) positioned at pos.
+func callExpr(name string, pos syntax.Position, args ...syntax.Expr) *syntax.CallExpr {
+	return &syntax.CallExpr{
+		Fn:     &syntax.Ident{NamePos: pos, Name: name},
+		Lparen: pos,
+		Args:   args,
+		Rparen: pos,
+	}
+}
+
+func isNumberLit(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Literal:
+		return e.Token == syntax.INT || e.Token == syntax.FLOAT
+	case *syntax.UnaryExpr:
+		return (e.Op == syntax.MINUS || e.Op == syntax.PLUS) && isNumberLit(e.X)
+	case *syntax.ParenExpr:
+		return isNumberLit(e.X)
+	}
+	return false
+}
+
+// simpleTarget reports whether evaluating the target twice (x += y → x = f(x, y)) is the same as
+// evaluating it once: a name, or an index or field whose parts are names or literals.
+func simpleTarget(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Ident:
+		return true
+	case *syntax.DotExpr:
+		return simpleOperand(e.X)
+	case *syntax.IndexExpr:
+		return simpleOperand(e.X) && simpleOperand(e.Y)
+	}
+	return false
+}
+
+func simpleOperand(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Ident, *syntax.Literal:
+		return true
+	case *syntax.DotExpr:
+		return simpleOperand(e.X)
+	}
+	return false
+}
+
+// hasStarArgs reports whether a call spreads *args or **kwargs, whose count the guard cannot see
+// at the call site.
+func hasStarArgs(args []syntax.Expr) bool {
+	for _, a := range args {
+		if u, ok := a.(*syntax.UnaryExpr); ok && (u.Op == syntax.STAR || u.Op == syntax.STARSTAR) {
+			return true
+		}
+	}
+	return false
+}
