@@ -64,12 +64,17 @@ type MemoryError struct {
 	Bytes int64  // the estimated size of the result
 	Limit int64
 	Rule  string // what Limit is, when not the run's budget: "the cap on integer size"
+	InUse int64  // what the run already held when it asked (0: not measured)
 }
 
 func (e *MemoryError) Error() string {
 	rule := e.Rule
 	if rule == "" {
 		rule = "the run's memory budget"
+	}
+	if e.InUse > 0 {
+		return fmt.Sprintf("memory limit: %s would create about %s on top of the %s the run already holds, more than %s (%s) allows",
+			e.Op, FormatBytes(e.Bytes), FormatBytes(e.InUse), rule, FormatBytes(e.Limit))
 	}
 	return fmt.Sprintf("memory limit: %s would create about %s, more than %s (%s) allows",
 		e.Op, FormatBytes(e.Bytes), rule, FormatBytes(e.Limit))
@@ -110,10 +115,11 @@ func Charge(thread *starlark.Thread, op string, n int64) error {
 		return nil
 	}
 	runtime.GC()
-	if b.InUse()+n <= b.Limit {
+	inUse := b.InUse()
+	if inUse+n <= b.Limit {
 		return nil
 	}
-	return &MemoryError{Op: op, Bytes: n, Limit: b.Limit}
+	return &MemoryError{Op: op, Bytes: n, Limit: b.Limit, InUse: inUse}
 }
 
 var heapMetric = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
