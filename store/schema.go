@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
@@ -291,19 +292,9 @@ func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 // cmpIntFloat compares n with x exactly (float64(n) rounds beyond 2^53).
 func cmpIntFloat(n int64, x float64) int {
 	if n > -1<<53 && n < 1<<53 {
-		return cmpFloat(float64(n), x)
+		return cmp.Compare(float64(n), x)
 	}
 	return new(big.Float).SetInt64(n).Cmp(big.NewFloat(x))
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func toFloat(v any) float64 {
