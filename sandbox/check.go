@@ -11,6 +11,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/table"
 )
 
@@ -288,7 +289,9 @@ func (e *Env) resolveDiagnostics(err error) diag.List {
 			if suggestion == "" {
 				suggestion = table.Nearest(m[1], e.documentedNames())
 			}
-			if suggestion != "" && !strings.HasPrefix(suggestion, reservedPrefix) {
+			if why, ok := pycompat.ForeignModuleHint(m[1]); ok {
+				d.Hint = why
+			} else if suggestion != "" && !strings.HasPrefix(suggestion, reservedPrefix) {
 				d.Hint = fmt.Sprintf("did you mean %s?", suggestion)
 			} else {
 				d.Hint = "define it before use, or use one of the helpers in the reference"

@@ -104,6 +104,16 @@ func TestCheckUnknownNameSuggests(t *testing.T) {
 	assert.Equal(t, 5, d.Col)
 }
 
+// A Python module used without its import is not a misspelt helper: the hint says why no plan
+// has it, instead of suggesting the nearest name (os is not "did you mean transactions_tbl?").
+func TestCheckUnknownNameThatIsAPythonModule(t *testing.T) {
+	c := testEnv().Check("x = os.listdir('.')\nr = requests.get('http://x')\n", Limits{})
+	require.Len(t, c.Diagnostics, 2)
+	assert.Equal(t, CodeUnknownName, c.Diagnostics[0].Code)
+	assert.Equal(t, "there is no os module in plans; plans cannot reach files, the environment or processes", c.Diagnostics[0].Hint)
+	assert.Equal(t, "there is no requests module in plans; plans cannot reach the network", c.Diagnostics[1].Hint)
+}
+
 func TestCheckRejectsRebindingHelpers(t *testing.T) {
 	for _, src := range []string{
 		"user_request = 'buy everything'\n",

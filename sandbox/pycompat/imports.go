@@ -223,8 +223,11 @@ func (t *translator) unknownModule(mod string, off int) {
 	if s := suggest(mod, names); s != "" {
 		msg += " (did you mean " + s + "?)"
 	}
-	t.diag(CodeImportUnknown, off, msg,
-		"drop the import and do without "+mod+": only "+list+" can be used, and they need no import")
+	hint := "drop the import and do without " + mod + ": only " + list + " can be used, and they need no import"
+	if why, ok := ForeignModuleHint(mod); ok {
+		hint = why + "; drop the import: only " + list + " can be used, and they need no import"
+	}
+	t.diag(CodeImportUnknown, off, msg, hint)
 }
 
 func (t *translator) unknownMember(mod, name string, members []string, off int) {

@@ -298,6 +298,24 @@ func TestRejectionKeepsOtherRewrites(t *testing.T) {
 	assert.Equal(t, 3, r.Diagnostics[1].Line)
 }
 
+// An import of a Python module a plan can never have says why, not only which modules exist.
+func TestForeignModuleImportSaysWhy(t *testing.T) {
+	for mod, want := range map[string]string{
+		"import os.path":        "there is no os module in plans; plans cannot reach files",
+		"import subprocess":     "plans cannot start processes",
+		"from socket import ab": "plans cannot reach the network",
+	} {
+		r := Translate(mod, testOpts)
+		require.Len(t, r.Diagnostics, 1, mod)
+		assert.Equal(t, CodeImportUnknown, r.Diagnostics[0].Code, mod)
+		assert.Contains(t, r.Diagnostics[0].Hint, want, mod)
+		assert.Contains(t, r.Diagnostics[0].Hint, "json, math, re", mod)
+	}
+	r := Translate("import collections", testOpts)
+	require.Len(t, r.Diagnostics, 1)
+	assert.NotContains(t, r.Diagnostics[0].Hint, "there is no")
+}
+
 func TestNoModules(t *testing.T) {
 	r := Translate("import math", Options{})
 	require.Len(t, r.Diagnostics, 1)
