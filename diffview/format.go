@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/starplan/starplan/internal/termsafe"
@@ -141,20 +140,5 @@ func escape(s string, keepNewline bool) string {
 	return termsafe.Escape(s, 0)
 }
 
-// runeWidth is the number of terminal columns r takes: 0 for combining marks, 2 for East Asian
-// wide and fullwidth characters and most emoji, 1 otherwise. It is an approximation of
-// Unicode's East Asian Width that covers the common scripts.
-func runeWidth(r rune) int {
-	switch {
-	case r < 0x300:
-		return 1
-	case unicode.In(r, unicode.Mn, unicode.Me):
-		return 0
-	case r >= 0x1100 && r <= 0x115f, r >= 0x2e80 && r <= 0x303e, r >= 0x3041 && r <= 0xa4cf,
-		r >= 0xac00 && r <= 0xd7a3, r >= 0xf900 && r <= 0xfaff, r >= 0xfe30 && r <= 0xfe4f,
-		r >= 0xff00 && r <= 0xff60, r >= 0xffe0 && r <= 0xffe6, r >= 0x1f300 && r <= 0x1f64f,
-		r >= 0x1f900 && r <= 0x1f9ff, r >= 0x20000 && r <= 0x3fffd:
-		return 2
-	}
-	return 1
-}
+// runeWidth is the number of terminal columns r takes (termsafe measures every layout).
+func runeWidth(r rune) int { return termsafe.RuneWidth(r) }

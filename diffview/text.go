@@ -1,6 +1,7 @@
 package diffview
 
 import (
+	"github.com/starplan/starplan/internal/termsafe"
 	"slices"
 	"strings"
 )
@@ -45,13 +46,7 @@ func (t text) width() int {
 	return w
 }
 
-func strWidth(s string) int {
-	w := 0
-	for _, r := range s {
-		w += runeWidth(r)
-	}
-	return w
-}
+func strWidth(s string) int { return termsafe.Width(s) }
 
 // write renders t, with ANSI colour when color is set. Trailing spaces are dropped, and every
 // coloured run is closed, so a line never leaks its style into the next.

@@ -80,6 +80,8 @@ type globalOptions struct {
 
 func newRoot(ios IOStreams) *cobra.Command {
 	g := &globalOptions{}
+	color := "auto"
+	ios.colorMode = &color
 	root := &cobra.Command{
 		Use:   "starplan",
 		Short: "Run model-written plans safely against an embedded database",
@@ -91,7 +93,15 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 5 conflict on apply, 6 model unavailable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			switch color {
+			case "auto", "always", "never":
+				return nil
+			}
+			return fmt.Errorf("--color is %q; use auto, always or never", color)
+		},
 	}
+	root.PersistentFlags().StringVar(&color, "color", "auto", "colour in human output: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
 	root.PersistentFlags().StringVar(&g.DB, "db", "", "store directory (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
 	root.PersistentFlags().BoolVar(&g.InProcess, "in-process", false, "run plans in this process instead of isolated worker processes (a weaker memory bound, a faster start)")
 	root.AddCommand(

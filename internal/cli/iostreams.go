@@ -3,6 +3,9 @@ package cli
 import (
 	"io"
 	"os"
+	"strconv"
+
+	"golang.org/x/term"
 )
 
 // IOStreams are a command's standard streams and what is known about them. Commands never touch
@@ -15,25 +18,53 @@ type IOStreams struct {
 	OutTTY bool
 	// InTTY is whether In is a terminal, so a command may ask a question.
 	InTTY bool
+	// ErrTTY is whether Err is a terminal, so a command may show progress there.
+	ErrTTY bool
+	// Width is Out's width in columns when it is a terminal (or $COLUMNS says), else 0: the
+	// views then use their default width.
+	Width int
+	// colorMode points at --color's value: "auto" (also when nil: colour on a terminal, unless
+	// NO_COLOR is set or TERM is dumb), "always" or "never". A pointer, because the commands keep
+	// copies of their streams made before the flags are parsed.
+	colorMode *string
 	// Getenv reads the environment (NO_COLOR, STARPLAN_DB, OPENAI_API_KEY, ...).
 	Getenv func(string) string
 }
 
 // System returns the process's own streams and environment.
 func System() IOStreams {
-	return IOStreams{
+	ios := IOStreams{
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr,
-		OutTTY: isTerminal(os.Stdout), InTTY: isTerminal(os.Stdin),
+		OutTTY: isTerminal(os.Stdout), InTTY: isTerminal(os.Stdin), ErrTTY: isTerminal(os.Stderr),
 		Getenv: os.Getenv,
 	}
+	if ios.OutTTY {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 {
+			ios.Width = w
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		ios.Width = n
+	}
+	return ios
 }
 
-// Color reports whether output to Out may use ANSI colour: on a terminal, unless NO_COLOR is set.
+// Color reports whether output to Out may use ANSI colour: always with --color always, never
+// with --color never, and otherwise on a terminal unless NO_COLOR is set or TERM is dumb.
 func (s IOStreams) Color() bool {
-	return s.OutTTY && s.Getenv("NO_COLOR") == ""
+	mode := "auto"
+	if s.colorMode != nil {
+		mode = *s.colorMode
+	}
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return s.OutTTY && s.Getenv("NO_COLOR") == "" && s.Getenv("TERM") != "dumb"
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal. A character device is not enough: /dev/null is
+// one, and `exec < /dev/null` must not ask a question nobody can answer.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -100,7 +100,7 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 			label = "Changes the plan tried (none applied):"
 		}
 		fmt.Fprintln(w, p.paint(ansiBold, label))
-		if err := diffview.Terminal(w, res.Changes, diffview.Options{Color: ios.Color(), Schemas: schemas}); err != nil {
+		if err := diffview.Terminal(w, res.Changes, diffview.Options{Color: ios.Color(), Width: ios.Width, Schemas: schemas}); err != nil {
 			return withCode(ExitInternal, err, "")
 		}
 	}
@@ -134,9 +134,7 @@ func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
 			if r[f] == nil {
 				s = ""
 			}
-			if len([]rune(s)) > maxCell {
-				s = string([]rune(s)[:maxCell-1]) + "…"
-			}
+			s = termsafe.Truncate(s, maxCell)
 			line[j] = s
 		}
 		cells[i+1] = line
@@ -144,7 +142,7 @@ func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
 	widths := make([]int, len(fields))
 	for _, line := range cells {
 		for j, c := range line {
-			widths[j] = max(widths[j], len([]rune(c)))
+			widths[j] = max(widths[j], termsafe.Width(c))
 		}
 	}
 	for _, line := range cells {
@@ -155,7 +153,7 @@ func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
 			}
 			b.WriteString(c)
 			if j < len(line)-1 {
-				b.WriteString(strings.Repeat(" ", widths[j]-len([]rune(c))))
+				b.WriteString(strings.Repeat(" ", widths[j]-termsafe.Width(c)))
 			}
 		}
 		fmt.Fprintln(w, b.String())

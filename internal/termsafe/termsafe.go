@@ -10,7 +10,9 @@
 // these visibly (\x1b, \x9b, \u202e), so text can neither restyle the screen nor hide or reorder
 // what a reviewer must see.
 //
-// It is a leaf: it imports only the standard library, so any package may use it.
+// It also measures text as a terminal shows it (Width, Truncate), so every column layout agrees.
+//
+// It is a leaf: it imports only the standard library and go-runewidth, so any package may use it.
 package termsafe
 
 import (

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/internal/termsafe"
+	"github.com/starplan/starplan/table"
+)
+
+// /dev/null is a character device but not a terminal: `exec < /dev/null` must not ask.
+func TestDevNullIsNotATerminal(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer f.Close()
+	assert.False(t, isTerminal(f))
+}
+
+func TestColor(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	mode := func(m string) *string { return &m }
+	for _, tc := range []struct {
+		name string
+		ios  IOStreams
+		want bool
+	}{
+		{"terminal", IOStreams{OutTTY: true, Getenv: env()}, true},
+		{"pipe", IOStreams{OutTTY: false, Getenv: env()}, false},
+		{"NO_COLOR", IOStreams{OutTTY: true, Getenv: env("NO_COLOR", "1")}, false},
+		{"TERM=dumb", IOStreams{OutTTY: true, Getenv: env("TERM", "dumb")}, false},
+		{"always on a pipe", IOStreams{OutTTY: false, Getenv: env("NO_COLOR", "1"), colorMode: mode("always")}, true},
+		{"never on a terminal", IOStreams{OutTTY: true, Getenv: env(), colorMode: mode("never")}, false},
+	} {
+		assert.Equal(t, tc.want, tc.ios.Color(), tc.name)
+	}
+}
+
+func TestColorFlag(t *testing.T) {
+	s := newSession(t)
+	plan := example("02_purchase_wayfarer.star")
+	o := s.run(true, "n\n", "--color", "always", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", plan)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "\x1b[", "--color always colours even with NO_COLOR set")
+	o = s.run(true, "n\n", "--color", "never", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", plan)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.NotContains(t, o.out, "\x1b[")
+	o = s.run(true, "", "--color", "sometimes", "runs")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "use auto, always or never")
+}
+
+// Columns line up by display width: a CJK name takes two columns a character.
+func TestPrintTableAlignsWideCharacters(t *testing.T) {
+	var b bytes.Buffer
+	printTable(&b, []string{"name", "stock"}, []table.Row{
+		{"name": "サングラス", "stock": int64(3)},
+		{"name": "Aviator", "stock": int64(12)},
+	}, 40)
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	require.Len(t, lines, 3)
+	col := func(line, cell string) int { return termsafe.Width(line[:strings.Index(line, cell)]) }
+	assert.Equal(t, col(lines[0], "stock"), col(lines[1], "3"), b.String())
+	assert.Equal(t, col(lines[0], "stock"), col(lines[2], "12"), b.String())
+}
+
+// The diff wraps to the terminal's width, not a fixed 100 columns.
+func TestDiffFitsTheTerminalWidth(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	ios := IOStreams{In: strings.NewReader("n\n"), Out: &out, Err: &bytes.Buffer{}, OutTTY: true, InTTY: true, Width: 60,
+		Getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] }}
+	code := Main([]string{"--db", dir, "--in-process", "exec", "--request", "two items", example("03_two_item_order.star")}, ios)
+	require.Equal(t, ExitOK, code, out.String())
+	diff := out.String()[strings.Index(out.String(), "Changes"):]
+	for _, line := range strings.Split(diff, "\n") {
+		if strings.HasPrefix(line, "Apply these changes?") {
+			break
+		}
+		assert.LessOrEqual(t, termsafe.Width(line), 60, "%q", line)
+	}
+}
