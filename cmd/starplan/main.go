@@ -8,4 +8,4 @@ import (
 	"github.com/starplan/starplan/internal/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], cli.System())) }
+func main() { os.Exit(cli.Command(os.Args[1:])) }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -22,6 +24,8 @@ const (
 	ExitContract = 4 // the plan ran but broke the output contract or the mutation policy
 	ExitConflict = 5 // applying failed because the data changed since the dry run
 	ExitModel    = 6 // the model could not be reached or never produced a valid plan
+
+	ExitInterrupted = 130 // Ctrl-C or SIGTERM stopped the command (128 + SIGINT, as shells report it)
 )
 
 // exitError carries an exit code and an optional hint out of a command.
@@ -44,16 +48,36 @@ type silentExit int
 
 func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
 
+// Command is the starplan program: the process's streams, and Ctrl-C (or SIGTERM) cancelling
+// the command through its context, so workers are stopped and the audit log is flushed before
+// it exits with ExitInterrupted. A second Ctrl-C kills at once.
+func Command(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal gets the default action
+	}()
+	return MainContext(ctx, args, System())
+}
+
 // Main runs the starplan command line and returns the process exit code.
-func Main(args []string, ios IOStreams) int {
+func Main(args []string, ios IOStreams) int { return MainContext(context.Background(), args, ios) }
+
+// MainContext is Main under ctx: a command that ctx cancels exits with ExitInterrupted.
+func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	root := newRoot(ios)
 	root.SetArgs(args)
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
 	root.SetErr(ios.Err)
-	err := root.ExecuteContext(context.Background())
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(ios.Err, "Error: interrupted")
+		return ExitInterrupted
 	}
 	var silent silentExit
 	if errors.As(err, &silent) {
@@ -90,7 +114,8 @@ whitelisted database helpers, under step, time and memory limits. It checks the 
 shows what the plan would change as before/after diffs, and applies only approved runs, atomically.
 
 Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract violation,
-5 conflict on apply, 6 model unavailable.`,
+5 conflict on apply, 6 model unavailable, 130 interrupted.`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -92,4 +95,34 @@ func TestDiffFitsTheTerminalWidth(t *testing.T) {
 		}
 		assert.LessOrEqual(t, termsafe.Width(line), 60, "%q", line)
 	}
+}
+
+// A command its context cancels (Ctrl-C, through Command's signal.NotifyContext) exits 130 and
+// leaves a store another command can open: the audit log flushed, the lock released.
+func TestInterruptedCommandExits130(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }}
+	code := MainContext(ctx, []string{"--db", dir, "--in-process", "exec", "--request", "two items", example("03_two_item_order.star")}, ios)
+	assert.Equal(t, ExitInterrupted, code, errb.String())
+	assert.Contains(t, errb.String(), "interrupted")
+
+	s := &session{t: t, dir: dir}
+	o := s.run(false, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	code := Main([]string{"--version"}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &out, Getenv: func(string) string { return "" }})
+	require.Equal(t, ExitOK, code)
+	assert.Contains(t, out.String(), "starplan version ")
+	assert.Contains(t, out.String(), runtime.Version())
+
+	got := describeBuild(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.time", Value: "2026-11-25T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+	}})
+	assert.Equal(t, "v0.3.0, commit 0123456789ab+dirty of 2026-11-25T10:00:00Z, go1.26.8", got)
 }
