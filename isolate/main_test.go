@@ -42,6 +42,7 @@ func profiled(path string) int {
 const modeEnv = "STARPLAN_ISOLATE_TEST_MODE"
 
 func TestMain(m *testing.M) {
+	ServeWorkerIfAsked() // as an embedder's main does (TestSelfPool)
 	if os.Getenv(workerEnv) == "1" {
 		if path := os.Getenv(profileEnv); path != "" {
 			os.Exit(profiled(path))

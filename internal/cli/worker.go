@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -10,8 +9,9 @@ import (
 	"github.com/starplan/starplan/isolate"
 )
 
-// workerCommand is the hidden subcommand a worker process is started with.
-const workerCommand = "sandbox-worker"
+// workerCommand is the hidden subcommand a worker process is started with: the argument
+// isolate.NewSelfPool starts this binary with.
+const workerCommand = isolate.WorkerArg
 
 // newWorkerCmd is the hidden command a sandbox worker runs: it speaks the isolate protocol on
 // standard input and output and does nothing else.
@@ -34,11 +34,7 @@ func runner(ios IOStreams, g *globalOptions) (*isolate.Pool, engine.Runner, erro
 	if g.InProcess {
 		return nil, nil, nil
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, withCode(ExitInternal, fmt.Errorf("finding the starplan executable for the sandbox workers: %w", err), "pass --in-process to run plans in this process")
-	}
-	pool, err := isolate.NewPool(isolate.Options{Command: []string{exe, workerCommand}})
+	pool, err := isolate.NewSelfPool(isolate.Options{})
 	if err != nil {
 		return nil, nil, withCode(ExitInternal, fmt.Errorf("starting a sandbox worker: %w", err), "pass --in-process to run plans in this process")
 	}
