@@ -71,29 +71,69 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
 	root.SetErr(ios.Err)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	if ctx.Err() != nil {
-		fmt.Fprintln(ios.Err, "Error: interrupted")
-		return ExitInterrupted
-	}
 	var silent silentExit
 	if errors.As(err, &silent) {
-		return int(silent)
+		return int(silent) // the command printed everything itself
 	}
+	code, hint := ExitUsage, "starplan --help" // flag parsing and argument validation
 	var ee *exitError
-	if errors.As(err, &ee) {
-		fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(ee.err.Error(), "  "))
-		if ee.hint != "" {
-			fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(ee.hint, "  "))
-		}
-		return ee.code
+	switch {
+	case ctx.Err() != nil:
+		code, hint, err = ExitInterrupted, "", errors.New("interrupted")
+	case errors.As(err, &ee):
+		code, hint, err = ee.code, ee.hint, ee.err
 	}
-	// Anything else comes from flag parsing or argument validation.
-	fmt.Fprintf(ios.Err, "Error: %s\nTry: starplan --help\n", safeBlock(err.Error(), "  "))
-	return ExitUsage
+	fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(err.Error(), "  "))
+	if hint != "" {
+		fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(hint, "  "))
+	}
+	if wantsJSON(cmd, args) {
+		writeJSON(ios.Out, errorDocument{Error: errorBody{Code: exitNames[code], ExitCode: code, Message: err.Error(), Hint: hint}})
+	}
+	return code
+}
+
+// exitNames name the exit codes in JSON errors.
+var exitNames = map[int]string{
+	ExitInternal: "internal", ExitUsage: "usage", ExitRejected: "rejected", ExitContract: "contract",
+	ExitConflict: "conflict", ExitModel: "model", ExitInterrupted: "interrupted",
+}
+
+// errorDocument is what a --json caller gets on stdout when a command fails before it has a
+// result to print: {"error": {"code", "exit_code", "message", "hint"}}. The same text goes to
+// stderr for people.
+type errorDocument struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Code     string `json:"code"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// wantsJSON reports whether the command was asked for --json, also when its flags did not parse
+// (then cmd's flag set does not know, and the arguments are searched).
+func wantsJSON(cmd *cobra.Command, args []string) bool {
+	if cmd != nil {
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Changed {
+			return f.Value.String() == "true"
+		}
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // globalOptions are the flags every command shares.

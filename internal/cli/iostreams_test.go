@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -125,4 +126,31 @@ func TestVersion(t *testing.T) {
 		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.time", Value: "2026-11-25T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
 	}})
 	assert.Equal(t, "v0.3.0, commit 0123456789ab+dirty of 2026-11-25T10:00:00Z, go1.26.8", got)
+}
+
+// With --json, a failure is JSON on stdout too, with the documented exit code, whether it is a
+// usage error, an unknown run or a bad flag.
+func TestJSONErrors(t *testing.T) {
+	s := newSession(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		name string
+	}{
+		{[]string{"runs", "show", "r_0000000000", "--json"}, ExitUsage, "usage"},
+		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "usage"},
+		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "usage"},
+		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "usage"},
+	} {
+		o := s.run(false, "", tc.args...)
+		require.Equal(t, tc.code, o.code, "%v: %s", tc.args, o.err)
+		var doc errorDocument
+		require.NoError(t, json.Unmarshal([]byte(o.out), &doc), "%v: stdout %q", tc.args, o.out)
+		assert.Equal(t, tc.name, doc.Error.Code, tc.args)
+		assert.Equal(t, tc.code, doc.Error.ExitCode, tc.args)
+		assert.NotEmpty(t, doc.Error.Message, tc.args)
+		assert.Contains(t, o.err, "Error: ", "people still get the text on stderr")
+	}
+	o := s.run(false, "", "runs", "show", "r_0000000000")
+	assert.Empty(t, o.out, "without --json stdout stays empty")
 }
