@@ -76,8 +76,9 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 		return ExitOK
 	}
 	var silent silentExit
-	if errors.As(err, &silent) {
-		return int(silent) // the command printed everything itself
+	printed := errors.As(err, &silent) // the command printed its result itself
+	if printed && ctx.Err() == nil {
+		return int(silent)
 	}
 	code, hint := ExitUsage, "starplan --help" // flag parsing and argument validation
 	var ee *exitError
@@ -91,7 +92,7 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	if hint != "" {
 		fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(hint, "  "))
 	}
-	if wantsJSON(cmd, args) {
+	if wantsJSON(cmd, args) && !printed {
 		writeJSON(ios.Out, errorDocument{Error: errorBody{Code: exitNames[code], ExitCode: code, Message: err.Error(), Hint: hint}})
 	}
 	return code
