@@ -433,15 +433,25 @@ func effective(l sandbox.Limits) (budget int64, timeout time.Duration) {
 // gives a Result with outcome limit_exceeded (memory when it ran out of its OS memory limit,
 // time when it was killed at its deadline or ran out of processor time) or runtime_error (a
 // crash, a kill from outside, a cancelled context, a closed pool), with a diagnostic that says
-// which. Every table call of the plan is served from job.View in this goroutine.
+// which. A reply without exactly one program ends check_failed, as in process, without a
+// worker. Every table call of the plan is served from job.View in this goroutine.
 func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	start := time.Now()
+	// The parent extracts the program once, here. A reply without exactly one program needs no
+	// worker: its result is the extraction's diagnostics, as in process. Every failure below
+	// reports this program instead of extracting again after the worker died, which cost the
+	// parent a second pass over a reply that had just taken a worker down (issue 10: 200,000
+	// distinct blocks), outside any limit.
+	program, ds := sandbox.Extract(job.Reply)
+	if len(ds) > 0 {
+		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
+	}
 	budget, timeout := effective(job.Limits)
 	if err := ctx.Err(); err != nil {
 		// Do not spend a worker on a run that is over before it starts.
-		res := limitFailure(job, sandbox.LimitTime, "time limit exceeded: the run's deadline passed before it started", budget, timeout)
+		res := limitFailure(program, sandbox.LimitTime, "time limit exceeded: the run's deadline passed before it started", budget, timeout)
 		if errors.Is(err, context.Canceled) {
-			res = failure(job, "", errors.New("the run was cancelled before it started"))
+			res = failure(program, "", errors.New("the run was cancelled before it started"))
 			res.Diagnostics[0].Code, res.Diagnostics[0].Hint = sandbox.CodeCancelled, ""
 		}
 		res.Duration = time.Since(start)
@@ -452,9 +462,9 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	dataLimit := func(w *proc) int64 { return w.vmData0 + w.c.sent.allowance() + 2*budget + p.opts.Overhead }
 	w, err := p.acquire(ctx, func(w *proc) bool { return w.vmData <= dataLimit(w) })
 	if err != nil {
-		res := failure(job, "", err)
+		res := failure(program, "", err)
 		if errors.Is(err, context.DeadlineExceeded) {
-			res = limitFailure(job, sandbox.LimitTime, "time limit exceeded: no sandbox worker was free before the deadline", budget, timeout)
+			res = limitFailure(program, sandbox.LimitTime, "time limit exceeded: no sandbox worker was free before the deadline", budget, timeout)
 		} else if errors.Is(err, context.Canceled) {
 			res.Diagnostics[0].Code, res.Diagnostics[0].Message = sandbox.CodeCancelled, "the run was cancelled while waiting for a sandbox worker"
 		}
@@ -464,7 +474,7 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	m, err := p.runMsg(job)
 	if err != nil {
 		p.release(w)
-		res := failure(job, "", err)
+		res := failure(program, "", err)
 		res.Duration = time.Since(start)
 		return res
 	}
@@ -480,7 +490,7 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	if m.schemas == w.schemas {
 		m.schemas = "" // the worker has them
 	}
-	res := p.runOn(ctx, w, job, m, budget, timeout)
+	res := p.runOn(ctx, w, job, program, m, budget, timeout)
 	res.Duration = time.Since(start)
 	return res
 }
@@ -520,10 +530,11 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 }
 
 // runOn runs one plan on w, serving its table calls, and returns w to the pool or discards it.
-func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
+// program is the one Run extracted, for the result of a run the worker does not finish.
+func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program string, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
 	if err := w.c.enc.run(m); err != nil {
 		p.release(w)
-		return failure(job, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
+		return failure(program, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
 	}
 	w.c.max = int(max(2*budget, 64<<20))
 	deadline := time.AfterFunc(timeout+p.opts.KillGrace, func() { w.kill(killTimeout) })
@@ -537,7 +548,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 	})
 	defer stop()
 	if err := w.c.send(); err != nil {
-		return p.failed(w, job, m, err, budget, timeout)
+		return p.failed(w, program, m, err, budget, timeout)
 	}
 	if m.schemas != "" {
 		w.schemas = m.schemas // the worker has them now
@@ -549,23 +560,23 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 			if errors.As(err, &tl) {
 				w.kill(killOversize)
 			}
-			return p.failed(w, job, m, err, budget, timeout)
+			return p.failed(w, program, m, err, budget, timeout)
 		}
 		switch typ {
 		case msgCall:
 			c := d.call()
 			if d.err != nil {
 				w.kill(killBroken)
-				return p.failed(w, job, m, d.err, budget, timeout)
+				return p.failed(w, program, m, d.err, budget, timeout)
 			}
 			if err := w.c.reply(c.op, serve(job.View, c)); err != nil {
-				return p.failed(w, job, m, err, budget, timeout)
+				return p.failed(w, program, m, err, budget, timeout)
 			}
 		case msgDone:
 			dn := d.done()
 			if d.err != nil {
 				w.kill(killBroken)
-				return p.failed(w, job, m, d.err, budget, timeout)
+				return p.failed(w, program, m, d.err, budget, timeout)
 			}
 			// The run is over: a deadline that fires from now on must not blame it.
 			stopped := deadline.Stop()
@@ -579,7 +590,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, m *runMsg, bu
 			return dn.res
 		default:
 			w.kill(killBroken)
-			return p.failed(w, job, m, fmt.Errorf("unexpected message %d", typ), budget, timeout)
+			return p.failed(w, program, m, fmt.Errorf("unexpected message %d", typ), budget, timeout)
 		}
 	}
 }
@@ -671,8 +682,8 @@ func shapeOf(s *table.Schema) []string {
 }
 
 // failed ends a run whose worker stopped answering: it makes sure the process is gone, discards
-// it, and says why the run failed.
-func (p *Pool) failed(w *proc, job engine.Job, m *runMsg, err error, budget int64, timeout time.Duration) *sandbox.Result {
+// it, and says why the run failed, with the program Run extracted.
+func (p *Pool) failed(w *proc, program string, m *runMsg, err error, budget int64, timeout time.Duration) *sandbox.Result {
 	why := w.reason()
 	if why == "" {
 		// The pipe ended or broke: the worker is exiting on its own, or someone else killed it.
@@ -688,25 +699,25 @@ func (p *Pool) failed(w *proc, job engine.Job, m *runMsg, err error, budget int6
 	st, stderr := w.cmd.ProcessState, w.stderr.String()
 	switch {
 	case why == killTimeout:
-		return limitFailure(job, sandbox.LimitTime, fmt.Sprintf("time limit of %s exceeded: the worker was stopped %s after it", timeout, p.opts.KillGrace), budget, timeout)
+		return limitFailure(program, sandbox.LimitTime, fmt.Sprintf("time limit of %s exceeded: the worker was stopped %s after it", timeout, p.opts.KillGrace), budget, timeout)
 	case why == killOversize:
-		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: %v", builtins.FormatBytes(budget), err), budget, timeout)
+		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: %v", builtins.FormatBytes(budget), err), budget, timeout)
 	case why == killCancel:
-		res := failure(job, "", errors.New("the run was cancelled"))
+		res := failure(program, "", errors.New("the run was cancelled"))
 		res.Diagnostics[0].Code, res.Diagnostics[0].Hint = sandbox.CodeCancelled, ""
 		return res
 	case why == killClosed:
-		return failure(job, "", errClosed)
+		return failure(program, "", errClosed)
 	case why == "" && st.ExitCode() == exitCPU:
-		return limitFailure(job, sandbox.LimitTime, fmt.Sprintf("processor time limit exceeded: the worker used more than %d s of processor time", m.cpuSeconds), budget, timeout)
+		return limitFailure(program, sandbox.LimitTime, fmt.Sprintf("processor time limit exceeded: the worker used more than %d s of processor time", m.cpuSeconds), budget, timeout)
 	case why == "" && st.ExitCode() == exitMemory:
-		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the worker's memory grew by more than %s (twice the budget plus overhead), and the worker was stopped", builtins.FormatBytes(budget), builtins.FormatBytes(m.memCeiling-w.goTotal0)), budget, timeout)
+		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the worker's memory grew by more than %s (twice the budget plus overhead), and the worker was stopped", builtins.FormatBytes(budget), builtins.FormatBytes(m.memCeiling-w.goTotal0)), budget, timeout)
 	case why == "" && outOfMemory(stderr):
-		return limitFailure(job, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the kernel refused the worker more memory (its hard limit is %s over its start) and it stopped (%s)", builtins.FormatBytes(budget), builtins.FormatBytes(m.dataLimit-w.vmData0), stderrLine(stderr)), budget, timeout)
+		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the kernel refused the worker more memory (its hard limit is %s over its start) and it stopped (%s)", builtins.FormatBytes(budget), builtins.FormatBytes(m.dataLimit-w.vmData0), stderrLine(stderr)), budget, timeout)
 	case why == killBroken:
-		return failure(job, stderrLine(stderr), fmt.Errorf("the sandbox worker broke the protocol and was stopped: %v", err))
+		return failure(program, stderrLine(stderr), fmt.Errorf("the sandbox worker broke the protocol and was stopped: %v", err))
 	}
-	return failure(job, stderrLine(stderr), fmt.Errorf("the sandbox worker %s", exitText(st)))
+	return failure(program, stderrLine(stderr), fmt.Errorf("the sandbox worker %s", exitText(st)))
 }
 
 // outOfMemory reports whether a worker's last words say that the kernel refused it memory: the
@@ -777,14 +788,14 @@ func stderrLine(s string) string {
 	return first
 }
 
-// failure is the result of a run that failed for a reason other than a limit. detail is the
-// worker's last words, appended to the message when not empty.
-func failure(job engine.Job, detail string, err error) *sandbox.Result {
+// failure is the result of a run that failed for a reason other than a limit. program is the
+// one Run extracted before the run started; detail is the worker's last words, appended to the
+// message when not empty.
+func failure(program, detail string, err error) *sandbox.Result {
 	msg := err.Error()
 	if detail != "" {
 		msg += ": " + detail
 	}
-	program, _ := sandbox.Extract(job.Reply)
 	return &sandbox.Result{
 		Outcome: sandbox.OutcomeRuntimeError,
 		Program: program,
@@ -795,9 +806,9 @@ func failure(job engine.Job, detail string, err error) *sandbox.Result {
 	}
 }
 
-// limitFailure is the result of a run whose worker was stopped by a limit.
-func limitFailure(job engine.Job, limit sandbox.Limit, msg string, budget int64, timeout time.Duration) *sandbox.Result {
-	program, _ := sandbox.Extract(job.Reply)
+// limitFailure is the result of a run whose worker was stopped by a limit. program is the one
+// Run extracted before the run started.
+func limitFailure(program string, limit sandbox.Limit, msg string, budget int64, timeout time.Duration) *sandbox.Result {
 	hint := fmt.Sprintf("the plan needed more than %s of memory: build smaller values", builtins.FormatBytes(budget))
 	if limit == sandbox.LimitTime {
 		hint = fmt.Sprintf("the plan ran longer than %s: look for a loop that never ends or work that grows too fast", timeout)

@@ -64,6 +64,9 @@ func parityPlans(t *testing.T) map[string]string {
 		"update_func_fails":    `inventory_tbl.update({"price": 1.0}, lambda r: 1 / 0)`,
 		"unknown_update_field": `inventory_tbl.update({"colour": "red"}, lambda r: False)`,
 		"duplicate_insert":     `inventory_tbl.insert({"item_id": "SG001", "name": "X", "quantity_in_stock": 1, "price": 1.0})`,
+		// Extraction fails: the pool answers without a worker, and must answer as in process.
+		"no_program":   "Sorry, I cannot look that up.",
+		"two_programs": "<execute_python>a = 1</execute_python>\n<execute_python>b = 2</execute_python>",
 	}
 	files, err := filepath.Glob("../testdata/examples/*.star")
 	require.NoError(t, err)

@@ -53,7 +53,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &doer{hc: cfg.HTTPClient}
+	d := &doer{hc: cfg.HTTPClient, maxReply: cfg.MaxReply}
 	if !ReasoningModel(cfg.Model) {
 		t := cfg.Temperature
 		d.temperature = &t
@@ -81,10 +81,14 @@ func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 // to MaxRetryAfter), or else after an exponential backoff with jitter (DefaultBaseBackoff
 // doubling up to DefaultMaxBackoff). Other failures are not retried.
 //
+// An answer's body is read to at most Config.MaxReply bytes after decompression; a longer one
+// fails with a *ReplyTooLargeError and is not retried.
+//
 // Errors are typed: *UnreachableError, *AuthError, *ModelNotFoundError, *RateLimitError,
-// *TimeoutError, *ResponseError or *HTTPError. When ctx is done, during a request or a wait,
-// Complete stops and returns an error that wraps ctx.Err(). The Reply's Attempts, Latency and
-// Model are set even on error, and its usage too when the server reported any.
+// *TimeoutError, *ResponseError, *ReplyTooLargeError or *HTTPError. When ctx is done, during a
+// request or a wait, Complete stops and returns an error that wraps ctx.Err(). The Reply's
+// Attempts, Latency and Model are set even on error, and its usage too when the server reported
+// any.
 func (c *Client) Complete(ctx context.Context, msgs []Message) (Reply, error) {
 	start := time.Now()
 	rep := Reply{Model: c.cfg.Model}
@@ -137,6 +141,8 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest) 
 // after what wait.
 func (c *Client) classify(err error, ex *exchange, timedOut bool, n int) (_ error, wait time.Duration, retry bool) {
 	switch {
+	case ex.tooLarge:
+		return &ReplyTooLargeError{URL: c.endpoint, Limit: c.cfg.MaxReply}, 0, false
 	case timedOut:
 		return &TimeoutError{URL: c.endpoint, Timeout: c.cfg.Timeout, Attempts: n, Err: err}, 0, false
 	case errors.Is(err, openai.ErrChatCompletionInvalidModel):

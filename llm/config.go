@@ -1,11 +1,12 @@
 // Package llm owns the model client: one chat completion against any OpenAI-compatible endpoint
 // (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio) through github.com/sashabaranov/go-openai,
 // with a per-request timeout, retries with backoff on 429, 5xx and transport errors, the
-// temperature sent even when it is 0, and the usage and latency of every call reported.
+// temperature sent even when it is 0, every answer's body read to at most Config.MaxReply
+// bytes after decompression, and the usage and latency of every call reported.
 //
 // Failures are typed (*ConfigError, *UnreachableError, *AuthError, *ModelNotFoundError,
-// *RateLimitError, *TimeoutError, *ResponseError, *HTTPError) so callers can tell them apart with
-// errors.As, and each message says what to set or do next.
+// *RateLimitError, *TimeoutError, *ResponseError, *ReplyTooLargeError, *HTTPError) so callers
+// can tell them apart with errors.As, and each message says what to set or do next.
 //
 // The package knows nothing about plans: it must not import sandbox or store (or any later stage
 // such as engine). Its test double, a scripted fake server, lives in llm/llmtest.
@@ -58,6 +59,13 @@ const (
 	// that asks for longer (a daily quota, say) gets no retry: the call fails at once with a
 	// *RateLimitError or *HTTPError that reports the requested wait.
 	MaxRetryAfter = 30 * time.Second
+
+	// DefaultMaxReply is the most bytes of one answer's body the client reads, counted after
+	// any decompression: 4 MiB, some forty times the longest plan a model is asked for (a plan
+	// is at most sandbox.DefaultMaxProgram, 64 KiB) with room for JSON escaping and prose. The
+	// client stops reading there, so a small compressed body that expands without end (a gzip
+	// bomb) costs at most this much. The CLI holds a reply or plan file to the same bound.
+	DefaultMaxReply = 4 << 20
 )
 
 // Config configures a Client. The zero value of every field except APIKey is a usable default;
@@ -85,6 +93,10 @@ type Config struct {
 	// a negative value disables retries.
 	MaxRetries int
 
+	// MaxReply is the most bytes of one answer's body read, after decompression; a longer one
+	// fails with a *ReplyTooLargeError. Zero or negative means DefaultMaxReply.
+	MaxReply int64
+
 	// HTTPClient sends the requests. Nil means a fresh http.Client. Its own Timeout, if any,
 	// applies in addition to Timeout.
 	HTTPClient *http.Client
@@ -108,6 +120,7 @@ func ConfigFromEnv(getenv func(string) string) Config {
 		Model:      DefaultModel,
 		Timeout:    DefaultTimeout,
 		MaxRetries: DefaultMaxRetries,
+		MaxReply:   DefaultMaxReply,
 	}
 	if v := strings.TrimSpace(getenv(EnvAPIKey)); v != "" {
 		cfg.APIKey = v
@@ -141,6 +154,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.MaxRetries = DefaultMaxRetries
 	case cfg.MaxRetries < 0:
 		cfg.MaxRetries = 0
+	}
+	if cfg.MaxReply <= 0 {
+		cfg.MaxReply = DefaultMaxReply
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}

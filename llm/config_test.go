@@ -22,6 +22,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 			Model:      llm.DefaultModel,
 			Timeout:    llm.DefaultTimeout,
 			MaxRetries: llm.DefaultMaxRetries,
+			MaxReply:   llm.DefaultMaxReply,
 		}, cfg)
 	}
 }

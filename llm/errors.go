@@ -126,6 +126,33 @@ func (e *ResponseError) Error() string {
 
 func (e *ResponseError) Unwrap() error { return e.Err }
 
+// ReplyTooLargeError reports an answer whose body, after any decompression, is longer than
+// Limit (Config.MaxReply). The client stopped reading at Limit, so the answer cost at most that
+// much memory whatever its size. It is never retried: a server that sent this once will likely
+// do it again.
+type ReplyTooLargeError struct {
+	URL   string
+	Limit int64 // bytes
+}
+
+func (e *ReplyTooLargeError) Error() string {
+	return fmt.Sprintf("the model's reply from %s is larger than %s (counted after decompression), "+
+		"the most starplan reads of one answer; it stopped reading there and did not retry. "+
+		"A plan is far shorter: check that %s points at an OpenAI-compatible chat API, or try again "+
+		"or choose another model with %s or --model", e.URL, byteSize(e.Limit), EnvBaseURL, EnvModel)
+}
+
+// byteSize writes n bytes in the largest binary unit that divides it, such as "4 MiB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // HTTPError reports any other failing HTTP status: a 4xx other than 401, 403, 404 and 429
 // (not retried), or a 408 or 5xx that outlasted every retry.
 type HTTPError struct {

@@ -2,8 +2,10 @@ package llm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,16 +25,20 @@ type exchange struct {
 	status int         // 0 if no answer came back
 	header http.Header // the answer's headers
 	body   []byte      // the first bytes of the answer's body, as go-openai read them
+	// tooLarge is set when the body, decompressed, went past the client's MaxReply.
+	tooLarge bool
 }
 
 type exchangeKey struct{}
 
 // doer is the go-openai HTTPDoer. It writes the temperature into the request body, because
-// go-openai's ChatCompletionRequest drops a zero temperature (omitempty), and it records each
-// answer in the exchange carried by the request's context.
+// go-openai's ChatCompletionRequest drops a zero temperature (omitempty); it bounds each
+// answer's body, decompressed, to maxReply bytes; and it records each answer in the exchange
+// carried by the request's context.
 type doer struct {
 	hc          *http.Client
 	temperature *float32 // nil: send none
+	maxReply    int64    // bytes
 }
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
@@ -55,12 +61,78 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ex, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
-		ex.status = resp.StatusCode
-		ex.header = resp.Header
-		resp.Body = &prefixReader{ReadCloser: resp.Body, ex: ex}
+	ex, ok := req.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		ex = &exchange{} // a request made outside Client.attempt: bounded all the same
 	}
+	ex.status = resp.StatusCode
+	ex.header = resp.Header
+	resp.Body = &prefixReader{ReadCloser: bounded(resp, d.maxReply, ex), ex: ex}
 	return resp, nil
+}
+
+// errReplyTooLarge ends the read of a body that went past the bound; Client.classify turns it
+// into a *ReplyTooLargeError with the endpoint and the bound.
+var errReplyTooLarge = errors.New("llm: the answer's body is longer than the client's MaxReply")
+
+// bounded returns resp's body, decompressed, failing with errReplyTooLarge (and marking ex) as
+// soon as more than limit bytes come out of it. http.Transport decompresses gzip by itself when
+// it asked for it; a gzip body it did not ask for (a transport with DisableCompression, or a
+// server that compresses unasked) is decompressed here, so the bound always counts what the
+// JSON decoder would see, never the few bytes on the wire.
+func bounded(resp *http.Response, limit int64, ex *exchange) io.ReadCloser {
+	b := &boundedBody{r: resp.Body, Closer: resp.Body, left: limit, ex: ex}
+	if !resp.Uncompressed && strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		b.r = &gunzip{src: resp.Body}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Uncompressed = true
+	}
+	return b
+}
+
+// boundedBody passes at most left bytes through; reading more fails with errReplyTooLarge. It
+// never asks r for more than one byte past the bound, so what it reads is bounded too.
+type boundedBody struct {
+	r io.Reader
+	io.Closer
+	left int64
+	ex   *exchange
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.ex.tooLarge {
+		return 0, errReplyTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.r.Read(p)
+	if int64(n) > b.left {
+		n, b.left, b.ex.tooLarge = int(b.left), 0, true
+		return n, errReplyTooLarge
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+// gunzip decompresses src, reading the gzip header at the first Read rather than when the
+// answer arrives.
+type gunzip struct {
+	src io.Reader
+	zr  *gzip.Reader
+	err error
+}
+
+func (g *gunzip) Read(p []byte) (int, error) {
+	if g.zr == nil && g.err == nil {
+		g.zr, g.err = gzip.NewReader(g.src)
+	}
+	if g.err != nil {
+		return 0, g.err
+	}
+	return g.zr.Read(p)
 }
 
 // setField sets one top-level field of a JSON object.

@@ -77,13 +77,12 @@ func fenced(reply string) []string {
 	var tagged, untagged []string
 	lines := strings.Split(reply, "\n")
 	for i := 0; i < len(lines); i++ {
-		m := fenceLine.FindStringSubmatch(lines[i])
-		if m == nil {
+		if !isFence(lines[i]) {
 			continue
 		}
-		lang := strings.ToLower(m[1])
+		lang := strings.ToLower(fenceLine.FindStringSubmatch(lines[i])[1])
 		end := i + 1
-		for end < len(lines) && !fenceLine.MatchString(lines[end]) {
+		for end < len(lines) && !isFence(lines[end]) {
 			end++
 		}
 		body := tidy(strings.Join(lines[i+1:min(end, len(lines))], "\n"))
@@ -99,6 +98,14 @@ func fenced(reply string) []string {
 		return tagged
 	}
 	return untagged
+}
+
+// isFence reports whether line is a fence line. Most lines have no "```": they are passed over
+// without the regular expression, whose matcher a pool keeps only loosely (under the race
+// detector, not at all), so that a long bare program costs a few allocations, not one or more
+// per line. The isolate pool's parent extracts every reply and is held to a small bound.
+func isFence(line string) bool {
+	return strings.Contains(line, "```") && fenceLine.MatchString(line)
 }
 
 // single returns the one distinct non-empty block, or a diagnostic. It takes time linear in the

@@ -47,7 +47,7 @@ type checkReport struct {
 }
 
 func runCheck(ios IOStreams, g *globalOptions, opts *checkOptions) error {
-	src, err := readSource(ios, opts.File)
+	src, err := readPlan(ios, opts.File)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ result document.`,
 }
 
 func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOptions) error {
-	src, err := readSource(ios, opts.File)
+	src, err := readPlan(ios, opts.File)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@
 package llmtest
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -153,7 +155,7 @@ func (r Request) LastUser() string {
 }
 
 // A Step is the scripted answer to one request. Build steps with Reply, ReplyWith, Status,
-// Respond, Raw, NoChoices, Hang, Func and Always.
+// Respond, Raw, NoChoices, GzipBomb, Hang, Func and Always.
 type Step struct {
 	name  string
 	keep  bool
@@ -236,6 +238,48 @@ func Raw(body string) Step {
 	st := Respond(http.StatusOK, body, "Content-Type: text/plain; charset=utf-8")
 	st.name = fmt.Sprintf("Raw(%q)", abbreviate(body))
 	return st
+}
+
+// GzipBomb answers 200 with a chat completion whose content is n bytes of "x", sent with
+// Content-Encoding: gzip whatever the request's Accept-Encoding said. The body is a series of
+// gzip members (a valid gzip stream) built from one compressed mebibyte, so it is about a
+// thousandth of n on the wire (500 KB for 500 MB) and costs the server almost nothing to send.
+// Writing stops when the client hangs up.
+func GzipBomb(n int64) Step {
+	return Step{
+		name: fmt.Sprintf("GzipBomb(%d)", n),
+		serve: func(w http.ResponseWriter, _ *http.Request, req Request, _ <-chan struct{}) {
+			model, _ := json.Marshal(req.Model)
+			head := `{"id":"chatcmpl-llmtest","object":"chat.completion","created":0,"model":` + string(model) +
+				`,"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`
+			tail := `"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+			const chunk = 1 << 20
+			mib := gzipMember(strings.NewReader(strings.Repeat("x", chunk)))
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(http.StatusOK)
+			parts := [][]byte{gzipMember(strings.NewReader(head))}
+			for ; n >= chunk; n -= chunk {
+				parts = append(parts, mib)
+			}
+			parts = append(parts, gzipMember(strings.NewReader(strings.Repeat("x", int(n)))),
+				gzipMember(strings.NewReader(tail)))
+			for _, p := range parts {
+				if _, err := w.Write(p); err != nil {
+					return // the client stopped reading
+				}
+			}
+		},
+	}
+}
+
+// gzipMember compresses what r holds into one gzip member.
+func gzipMember(r io.Reader) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	_, _ = io.Copy(zw, r)
+	_ = zw.Close()
+	return b.Bytes()
 }
 
 // Hang never answers: it holds the request until the client gives up (its timeout or
