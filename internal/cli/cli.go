@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -186,18 +185,3 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 	return root
 }
 
-// readSource reads a plan or reply from a file, or from In when the name is "-".
-func readSource(ios IOStreams, name string) (string, error) {
-	if name == "-" {
-		b, err := io.ReadAll(ios.In)
-		if err != nil {
-			return "", withCode(ExitInternal, fmt.Errorf("reading standard input: %w", err), "")
-		}
-		return string(b), nil
-	}
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return "", withCode(ExitUsage, fmt.Errorf("cannot read %s: %w", name, errors.Unwrap(err)), "give the path of a plan file, or - to read standard input")
-	}
-	return string(b), nil
-}
