@@ -378,6 +378,72 @@ func (e *Engine) Record(id string) (*RunRecord, error) {
 	return r, nil
 }
 
+// PruneOptions say which runs Prune removes.
+type PruneOptions struct {
+	// OlderThan is the age of the runs to remove; it must be positive. A run's age counts from
+	// its last step in the log: its apply if it was applied, else its run.
+	OlderThan time.Duration
+	// Pending removes old pending runs too; they can then never be applied. Without it they are
+	// kept, and counted in PruneReport.KeptPending.
+	Pending bool
+}
+
+// PruneReport says what Prune removed.
+type PruneReport struct {
+	Before  time.Time `json:"before"`  // runs whose last step came before this were removed
+	Removed int       `json:"removed"` // how many runs
+	// Bytes is the size of the JSON of the records removed, with their decisions. The store's
+	// file does not shrink by it: bbolt reuses the freed pages for later records.
+	Bytes int64 `json:"bytes"`
+	// KeptPending counts the pending runs older than Before that were kept.
+	KeptPending int `json:"kept_pending"`
+}
+
+// Prune removes from the audit log the runs older than opts.OlderThan (by the engine's clock),
+// with the reviewers' decisions about them, in one transaction. Pending runs are kept unless
+// opts.Pending is set: they are what a later apply needs. A non-positive age is an error.
+func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
+	if opts.OlderThan <= 0 {
+		return nil, fmt.Errorf("prune runs older than %s: the age must be positive", opts.OlderThan)
+	}
+	// Under the apply lock, so no apply reads a run as pending while it goes; after a flush,
+	// so the queued records are judged too.
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
+	drop := func(doc store.SysRecord) (bool, error) {
+		var r struct {
+			Time      time.Time  `json:"time"`
+			AppliedAt *time.Time `json:"applied_at"`
+			Pending   bool       `json:"pending"`
+		}
+		if err := json.Unmarshal(doc.JSON, &r); err != nil {
+			return false, fmt.Errorf("audit record %s is unreadable: %w", doc.ID, err)
+		}
+		last := r.Time
+		if r.AppliedAt != nil && r.AppliedAt.After(last) {
+			last = *r.AppliedAt
+		}
+		switch {
+		case !last.Before(rep.Before):
+			return false, nil
+		case r.Pending && !opts.Pending:
+			rep.KeptPending++
+			return false, nil
+		}
+		return true, nil
+	}
+	pruned, err := e.st.PruneSys(ctx, auditCollection, drop, decisionCollection)
+	if err != nil {
+		return nil, fmt.Errorf("pruning the audit log: %w", err)
+	}
+	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
+	return rep, nil
+}
+
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
 // apply.
 type RunError struct {
