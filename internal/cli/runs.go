@@ -225,6 +225,12 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			state = "apply failed: " + safe(rec.ApplyError)
 		}
 		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), rec.Outcome, rec.Steps, rec.DurationMS, state)
+		if rec.ReplySHA256 != "" && rec.ReplyBytes > len(rec.Reply) {
+			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), humanBytes(int64(rec.ReplyBytes)), safe(rec.ReplySHA256))
+		}
+		if len(rec.Truncated) > 0 {
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Cut to stay bounded:"), safe(strings.Join(rec.Truncated, ", ")))
+		}
 		if rec.Program != "" {
 			fmt.Fprintln(w, p.paint(ansiBold, "Program:"))
 			for i, line := range strings.Split(strings.TrimRight(rec.Program, "\n"), "\n") {

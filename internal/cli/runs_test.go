@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +115,26 @@ func TestRunsPrune(t *testing.T) {
 	assert.Positive(t, rep.Bytes)
 	o = s.run(false, "", "runs", "show", oldPending)
 	assert.Equal(t, ExitUsage, o.code, "the pruned run is gone")
+}
+
+// runs show says when the log keeps only the start of a reply, and what the record cut.
+func TestRunsShowSaysWhatTheRecordCut(t *testing.T) {
+	s := newSession(t)
+	reply := strings.Repeat("thinking\n", 4<<10) + "<execute_python>\nSTATUS = \"success\"\nanswer_text = \"ok\"\n</execute_python>\n"
+	o := s.run(false, "", "exec", writeFile(t, "reply.txt", reply))
+	require.Equal(t, ExitOK, o.code, o.err)
+	var res engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	o = s.run(true, "", "runs", "show", res.RunID)
+	require.Equal(t, ExitOK, o.code, o.err)
+	sum := sha256.Sum256([]byte(reply))
+	assert.Contains(t, o.out, "Reply: 36.1 KiB in all, sha256 "+hex.EncodeToString(sum[:]))
+	assert.Contains(t, o.out, "Cut to stay bounded: reply")
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
 }
