@@ -191,3 +191,58 @@ func TestApplyDropsTheWritesFromTheRecord(t *testing.T) {
 	assert.Nil(t, rec.Writes)
 	assert.Equal(t, 2, rec.Changes.Rows())
 }
+
+// A conflict lists one diagnostic per moved row; its record and result keep MaxDiagnostics.
+func TestAConflictOfManyRowsIsBounded(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	var items strings.Builder
+	items.WriteString("[")
+	for i := 0; i < 100; i++ {
+		if i > 0 {
+			items.WriteString(",")
+		}
+		fmt.Fprintf(&items, `{"item_id": "X%03d", "name": "Bulk %03d", "description": "d", "quantity_in_stock": 10, "price": 1.5}`, i, i)
+	}
+	items.WriteString("]")
+	_, err := e.Store().Import(ctx, "inventory", strings.NewReader(items.String()), store.JSON, store.Upsert)
+	require.NoError(t, err)
+	plan := `
+balance = get_current_balance(transactions_tbl)
+for item in inventory_tbl.search({}):
+    if not item["item_id"].startswith("X"):
+        continue
+    inventory_tbl.update({"quantity_in_stock": item["quantity_in_stock"] - 1}, {"item_id": item["item_id"]})
+    balance += item["price"]
+    transactions_tbl.insert({
+        "transaction_id": next_transaction_id(transactions_tbl),
+        "customer_name": "Bulk",
+        "transaction_summary": "Purchase of 1 x " + item["name"] + " (" + item["item_id"] + ")",
+        "transaction_amount": item["price"],
+        "balance_after_transaction": balance,
+        "timestamp": now(),
+    })
+STATUS = "success"
+answer_text = "Done."
+`
+	first, err := e.Run(ctx, Request{Reply: plan})
+	require.NoError(t, err)
+	require.True(t, first.Pending, first.Diagnostics.String())
+	second, err := e.Run(ctx, Request{Reply: plan, Apply: true})
+	require.NoError(t, err)
+	require.True(t, second.Applied, second.Diagnostics.String())
+
+	res, err := e.Apply(ctx, first.RunID)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeConflict, res.Outcome)
+	require.Len(t, res.Diagnostics, MaxDiagnostics)
+	assert.Equal(t, CodeMoreDiagnostics, res.Diagnostics[MaxDiagnostics-1].Code)
+	assert.Contains(t, res.Truncated, "diagnostics")
+
+	rec, err := e.Record(first.RunID)
+	require.NoError(t, err)
+	assert.Len(t, rec.Diagnostics, MaxDiagnostics)
+	assert.Contains(t, rec.Truncated, "diagnostics")
+	assert.LessOrEqual(t, len(rec.ApplyError), MaxMessage+64)
+	assert.Nil(t, rec.Writes, "a conflict can never be applied")
+}
