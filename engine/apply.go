@@ -60,7 +60,11 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 		}
 		return nil
 	}
-	err := e.st.ApplyPending(ctx, rec.Writes, verify, store.SysDoc{Collection: auditCollection, ID: rec.ID, Value: rec})
+	// A settled run's writes are dead weight in the log: the record written with the data has
+	// none, and neither has the record of a conflict (it can never be applied).
+	writes := rec.Writes
+	rec.Writes = nil
+	err := e.st.ApplyPending(ctx, writes, verify, store.SysDoc{Collection: auditCollection, ID: rec.ID, Value: rec})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		return nil
@@ -68,14 +72,19 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	rec.Applied, rec.AppliedAt = false, nil
 	ds, ok := applyDiagnostics(err)
 	if !ok {
-		rec.Pending = true
+		rec.Pending, rec.Writes = true, writes
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
 		return fmt.Errorf("applying run %s: %w", rec.ID, err)
 	}
 	rec.ApplyError = err.Error()
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
+	rec.bound() // one diagnostic per moved row, and an error that may list them
 	e.audit.add(rec)
-	res.Outcome, res.Diagnostics, res.Pending, res.Applied = OutcomeConflict, ds, false, false
+	res.Outcome, res.Pending, res.Applied = OutcomeConflict, false, false
+	var cut bool
+	if res.Diagnostics, cut = capDiagnostics(ds); cut {
+		res.Truncated = addCut(res.Truncated, "diagnostics")
+	}
 	return nil
 }
 

@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
@@ -19,13 +23,19 @@ import (
 // system collections.
 const auditCollection = "runs"
 
-// RunRecord is everything the audit log keeps about one run.
+// RunRecord is everything the audit log keeps about one run. A record is bounded: see MaxRecord
+// for what is cut and what is kept whole.
 type RunRecord struct {
-	ID              string             `json:"id"`
-	Time            time.Time          `json:"time"`
-	Origin          string             `json:"origin"`
-	Request         string             `json:"request"`
+	ID      string    `json:"id"`
+	Time    time.Time `json:"time"`
+	Origin  string    `json:"origin"`
+	Request string    `json:"request"`
+	// Reply is the model's reply (or the bare program) up to MaxReplyExcerpt bytes; a longer one
+	// is cut there and Truncated names "reply". ReplyBytes and ReplySHA256 are the length and
+	// the hex SHA-256 of the whole reply, so a kept copy can be matched to the run.
 	Reply           string             `json:"reply"`
+	ReplyBytes      int                `json:"reply_bytes"`
+	ReplySHA256     string             `json:"reply_sha256,omitempty"`
 	Program         string             `json:"program"`
 	Rewrites        []pycompat.Rewrite `json:"rewrites"`
 	Diagnostics     diag.List          `json:"diagnostics"`
@@ -34,28 +44,265 @@ type RunRecord struct {
 	AnswerText      string             `json:"answer_text"`
 	Status          string             `json:"status"`
 	Changes         table.ChangeSet    `json:"changes"`
-	Outcome         Outcome            `json:"outcome"`
-	Limit           sandbox.Limit      `json:"limit,omitempty"`
-	Steps           uint64             `json:"steps"`
-	DurationMS      float64            `json:"duration_ms"`
-	Pending         bool               `json:"pending"`
-	Applied         bool               `json:"applied"`
-	AppliedAt       *time.Time         `json:"applied_at,omitempty"`
-	ApplyError      string             `json:"apply_error,omitempty"`
-	Model           *ModelCall         `json:"model,omitempty"`
-	// Writes is what applying the run writes, with the versions it saw; kept while pending.
+	// ChangedRows counts the rows the run changed, those a cut of Changes left out included.
+	ChangedRows int           `json:"changed_rows"`
+	Outcome     Outcome       `json:"outcome"`
+	Limit       sandbox.Limit `json:"limit,omitempty"`
+	Steps       uint64        `json:"steps"`
+	DurationMS  float64       `json:"duration_ms"`
+	Pending     bool          `json:"pending"`
+	Applied     bool          `json:"applied"`
+	AppliedAt   *time.Time    `json:"applied_at,omitempty"`
+	ApplyError  string        `json:"apply_error,omitempty"`
+	Model       *ModelCall    `json:"model,omitempty"`
+	// Writes is what applying the run writes, with the versions it saw; kept while pending and
+	// dropped when the run is applied, conflicts or is rejected.
 	Writes *store.Pending `json:"writes,omitempty"`
+	// Truncated names what the result and then the record cut to stay bounded: the names of
+	// Result.Truncated, and "reply", "request", "stdout", "rewrites", "changes", "origin",
+	// "model", "apply_error".
+	Truncated []string `json:"truncated,omitempty"`
 }
 
+// An audit record is bounded whatever the run did, so the log grows by a known amount per run.
+// MaxRecord bounds the stored JSON of a record without its Changes and Writes; each field has a
+// share of it (in bytes of JSON, escapes counted) and a cut field is named in
+// RunRecord.Truncated, never cut silently. The shares below, MaxProgram, MaxAnswer and
+// MaxDiagnostics diagnostics of two MaxMessage texts each add up to less than MaxRecord.
+//
+// Changes and Writes are not cut while they may still matter: Writes are what an apply writes,
+// and the change-set digest a reviewer approves (server.Digest) covers Changes, so a run that
+// is pending, was applied or conflicted keeps both whole (Writes until it is settled). Both are
+// bounded by the run's staged-bytes budget (sandbox.Limits.MaxMemory) and the domain's run
+// limits. Changes of a run that never had anything to apply (a contract violation) are only
+// shown, and are cut to MaxRecordChanges.
+const (
+	// MaxRecord is the most bytes of JSON an audit record takes, its Changes and Writes aside.
+	MaxRecord = 1 << 20
+	// MaxReplyExcerpt is the most bytes of a reply the record keeps.
+	MaxReplyExcerpt = 16 << 10
+	// MaxRecordRequest is the most bytes of the customer's request the record keeps.
+	MaxRecordRequest = 16 << 10
+	// MaxRecordStdout is the most bytes of a run's printed output the record keeps: the
+	// sandbox's default output limit, which a request may raise for its own result.
+	MaxRecordStdout = sandbox.DefaultMaxOutput
+	// MaxRecordProgram is the most bytes of JSON of the program the record keeps: room for a
+	// program of MaxProgram bytes with some quotes and line ends to escape.
+	MaxRecordProgram = MaxProgram + MaxProgram/4
+	// MaxRecordRewrites is the most Python rewrites the record lists, each line cut to
+	// maxRecordName bytes.
+	MaxRecordRewrites = 100
+	// MaxRecordChanges is the most bytes of JSON of the changes of a run that never had
+	// anything to apply; whole rows are kept, in table and key order, while they fit.
+	MaxRecordChanges = 256 << 10
+	// maxRecordName bounds the short texts of a record: origin, model name, a diagnostic's
+	// stage and code, a rewrite's rule and lines.
+	maxRecordName = 256
+)
+
 func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *RunRecord {
-	return &RunRecord{
-		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Reply: req.Reply,
+	sum := sha256.Sum256([]byte(req.Reply))
+	r := &RunRecord{
+		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest,
+		Reply: req.Reply, ReplyBytes: len(req.Reply), ReplySHA256: hex.EncodeToString(sum[:]),
 		Program: res.Program, Rewrites: res.Rewrites, Diagnostics: res.Diagnostics,
 		Stdout: res.Stdout, StdoutTruncated: res.StdoutTruncated,
-		AnswerText: res.AnswerText, Status: res.Status, Changes: res.Changes,
+		AnswerText: res.AnswerText, Status: res.Status, Changes: res.Changes, ChangedRows: res.Changes.Rows(),
 		Outcome: res.Outcome, Limit: res.Limit, Steps: res.Steps, DurationMS: res.DurationMS,
 		Pending: res.Pending, Model: req.Model, Writes: writes,
+		Truncated: slices.Clone(res.Truncated),
 	}
+	if writes == nil {
+		var cut bool
+		if r.Changes, cut = clipChanges(r.Changes, MaxRecordChanges); cut {
+			r.Truncated = addCut(r.Truncated, "changes")
+		}
+	}
+	r.bound()
+	return r
+}
+
+// bound cuts the record's fields to their shares of MaxRecord (see there) and names what it cut
+// in Truncated. It does not touch Changes or Writes, and a bounded record stays as it is.
+func (r *RunRecord) bound() {
+	text := func(s *string, max int, what string) {
+		var c bool
+		if *s, c = clipJSON(*s, max); c {
+			r.Truncated = addCut(r.Truncated, what)
+		}
+	}
+	text(&r.Reply, MaxReplyExcerpt, "reply")
+	text(&r.Request, MaxRecordRequest, "request")
+	text(&r.Origin, maxRecordName, "origin")
+	text(&r.Program, MaxRecordProgram, "program")
+	text(&r.AnswerText, MaxAnswer, "answer_text")
+	text(&r.Status, MaxAnswer, "status")
+	text(&r.ApplyError, MaxMessage, "apply_error")
+	var c bool
+	if r.Stdout, c = clipJSON(r.Stdout, MaxRecordStdout); c {
+		r.StdoutTruncated = true
+		r.Truncated = addCut(r.Truncated, "stdout")
+	}
+	if r.Model != nil {
+		m := *r.Model
+		if m.Model, c = clipJSON(m.Model, maxRecordName); c {
+			r.Truncated = addCut(r.Truncated, "model")
+		}
+		m.ParentRunID, _ = clipJSON(m.ParentRunID, maxRecordName)
+		r.Model = &m
+	}
+	if r.Diagnostics, c = capDiagnostics(r.Diagnostics); c {
+		r.Truncated = addCut(r.Truncated, "diagnostics")
+	}
+	ds := make(diag.List, len(r.Diagnostics)) // a copy: the result shares the list
+	for i, d := range r.Diagnostics {
+		var c1, c2, c3, c4 bool
+		var stage string
+		stage, c1 = clipJSON(string(d.Stage), maxRecordName)
+		d.Stage = diag.Stage(stage)
+		d.Code, c2 = clipJSON(d.Code, maxRecordName)
+		d.Message, c3 = clipJSON(d.Message, MaxMessage)
+		d.Hint, c4 = clipJSON(d.Hint, MaxMessage)
+		if c1 || c2 || c3 || c4 {
+			r.Truncated = addCut(r.Truncated, "diagnostic messages")
+		}
+		ds[i] = d
+	}
+	r.Diagnostics = ds
+	rw := r.Rewrites
+	if len(rw) > MaxRecordRewrites {
+		rw = rw[:MaxRecordRewrites]
+		r.Truncated = addCut(r.Truncated, "rewrites")
+	}
+	r.Rewrites = make([]pycompat.Rewrite, len(rw))
+	for i, w := range rw {
+		var c1, c2, c3 bool
+		w.Rule, c1 = clipJSON(w.Rule, maxRecordName)
+		w.Before, c2 = clipJSON(w.Before, maxRecordName)
+		w.After, c3 = clipJSON(w.After, maxRecordName)
+		if c1 || c2 || c3 {
+			r.Truncated = addCut(r.Truncated, "rewrites")
+		}
+		r.Rewrites[i] = w
+	}
+}
+
+// clipChanges returns the changes that fit in max bytes of JSON: whole rows, in table and key
+// order, inserted, then updated, then deleted, up to the first that does not fit. cs itself is
+// left as it is. cut reports whether any row was left out.
+func clipChanges(cs table.ChangeSet, max int) (_ table.ChangeSet, cut bool) {
+	if cs == nil {
+		return nil, false
+	}
+	size := func(v any) int {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return max + 1
+		}
+		return len(b) + 1 // and a comma
+	}
+	if size(cs) <= max {
+		return cs, false
+	}
+	out := table.ChangeSet{}
+	used := 2
+	fits := func(v any) bool {
+		n := size(v)
+		if cut || used+n > max {
+			cut = true
+			return false
+		}
+		used += n
+		return true
+	}
+	names := make([]string, 0, len(cs))
+	for name := range cs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		tc := cs[name]
+		kept := &table.TableChanges{Key: tc.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+		if !fits(map[string]*table.TableChanges{name: kept}) {
+			break
+		}
+		out[name] = kept
+		for _, row := range tc.Inserted {
+			if !fits(row) {
+				break
+			}
+			kept.Inserted = append(kept.Inserted, row)
+		}
+		for _, u := range tc.Updated {
+			if !fits(u) {
+				break
+			}
+			kept.Updated = append(kept.Updated, u)
+		}
+		for _, row := range tc.Deleted {
+			if !fits(row) {
+				break
+			}
+			kept.Deleted = append(kept.Deleted, row)
+		}
+	}
+	return out, true
+}
+
+// clipJSON cuts s so that its JSON encoding (as encoding/json writes it, with HTML escapes)
+// takes at most max bytes besides its quotes: at a UTF-8 boundary, with a marker that says how
+// long s was. Plain text is cut at about max bytes; text full of characters that JSON escapes
+// is cut shorter. cut reports whether it cut.
+func clipJSON(s string, max int) (_ string, cut bool) {
+	if len(s) <= max/6 || jsonLen(s) <= max { // no byte takes more than 6 in JSON
+		return s, false
+	}
+	marker := fmt.Sprintf("… [cut: %d bytes in all]", len(s))
+	room := max - len(marker) // the marker has nothing to escape
+	n, i := 0, 0
+	for i < len(s) {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		c := runeJSONLen(r, w)
+		if n+c > room {
+			break
+		}
+		n += c
+		i += w
+	}
+	return s[:i] + marker, true
+}
+
+// jsonLen is the length of s encoded as a JSON string, without its quotes.
+func jsonLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		n += runeJSONLen(r, w)
+		i += w
+	}
+	return n
+}
+
+// runeJSONLen is how many bytes encoding/json writes for the rune r, read from w bytes of a
+// string; at most 6.
+func runeJSONLen(r rune, w int) int {
+	switch {
+	case r == utf8.RuneError && w == 1:
+		return 6 // an invalid byte: \ufffd
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+		return 6
+	}
+	return w
+}
+
+// addCut adds what to the list of cut parts, once.
+func addCut(list []string, what string) []string {
+	if slices.Contains(list, what) {
+		return list
+	}
+	return append(list, what)
 }
 
 // Result returns the run's result document as it stands in the log.
@@ -65,6 +312,7 @@ func (r *RunRecord) Result() *Result {
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, Diagnostics: r.Diagnostics,
 		Limit: r.Limit, Rewrites: r.Rewrites, Changes: r.Changes, Pending: r.Pending,
 		Applied: r.Applied, Steps: r.Steps, DurationMS: r.DurationMS, Program: r.Program,
+		Truncated: slices.Clone(r.Truncated),
 	}
 	res.normalize()
 	return res
@@ -81,6 +329,8 @@ type RunSummary struct {
 	ChangedRows int       `json:"changed_rows"`
 	Pending     bool      `json:"pending"`
 	Applied     bool      `json:"applied"`
+	// Bytes is the size of the run's stored record (its JSON).
+	Bytes int `json:"bytes"`
 }
 
 // Runs lists the audit log, newest first.
@@ -100,7 +350,8 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 		}
 		out = append(out, RunSummary{
 			ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
-			Status: r.Status, ChangedRows: r.Changes.Rows(), Pending: r.Pending, Applied: r.Applied,
+			Status: r.Status, ChangedRows: max(r.ChangedRows, r.Changes.Rows()), // records before changed_rows lack it
+			Pending: r.Pending, Applied: r.Applied, Bytes: len(raw.JSON),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
@@ -125,6 +376,72 @@ func (e *Engine) Record(id string) (*RunRecord, error) {
 		return nil, fmt.Errorf("audit record %s is unreadable: %w", id, err)
 	}
 	return r, nil
+}
+
+// PruneOptions say which runs Prune removes.
+type PruneOptions struct {
+	// OlderThan is the age of the runs to remove; it must be positive. A run's age counts from
+	// its last step in the log: its apply if it was applied, else its run.
+	OlderThan time.Duration
+	// Pending removes old pending runs too; they can then never be applied. Without it they are
+	// kept, and counted in PruneReport.KeptPending.
+	Pending bool
+}
+
+// PruneReport says what Prune removed.
+type PruneReport struct {
+	Before  time.Time `json:"before"`  // runs whose last step came before this were removed
+	Removed int       `json:"removed"` // how many runs
+	// Bytes is the size of the JSON of the records removed, with their decisions. The store's
+	// file does not shrink by it: bbolt reuses the freed pages for later records.
+	Bytes int64 `json:"bytes"`
+	// KeptPending counts the pending runs older than Before that were kept.
+	KeptPending int `json:"kept_pending"`
+}
+
+// Prune removes from the audit log the runs older than opts.OlderThan (by the engine's clock),
+// with the reviewers' decisions about them, in one transaction. Pending runs are kept unless
+// opts.Pending is set: they are what a later apply needs. A non-positive age is an error.
+func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
+	if opts.OlderThan <= 0 {
+		return nil, fmt.Errorf("prune runs older than %s: the age must be positive", opts.OlderThan)
+	}
+	// Under the apply lock, so no apply reads a run as pending while it goes; after a flush,
+	// so the queued records are judged too.
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
+	drop := func(doc store.SysRecord) (bool, error) {
+		var r struct {
+			Time      time.Time  `json:"time"`
+			AppliedAt *time.Time `json:"applied_at"`
+			Pending   bool       `json:"pending"`
+		}
+		if err := json.Unmarshal(doc.JSON, &r); err != nil {
+			return false, fmt.Errorf("audit record %s is unreadable: %w", doc.ID, err)
+		}
+		last := r.Time
+		if r.AppliedAt != nil && r.AppliedAt.After(last) {
+			last = *r.AppliedAt
+		}
+		switch {
+		case !last.Before(rep.Before):
+			return false, nil
+		case r.Pending && !opts.Pending:
+			rep.KeptPending++
+			return false, nil
+		}
+		return true, nil
+	}
+	pruned, err := e.st.PruneSys(ctx, auditCollection, drop, decisionCollection)
+	if err != nil {
+		return nil, fmt.Errorf("pruning the audit log: %w", err)
+	}
+	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
+	return rep, nil
 }
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to

@@ -39,13 +39,8 @@ func (r *Result) bound() {
 		}
 		r.Truncated = append(r.Truncated, what)
 	}
-	if n := len(r.Diagnostics); n > MaxDiagnostics {
-		kept := r.Diagnostics[: MaxDiagnostics-1 : MaxDiagnostics-1]
-		r.Diagnostics = append(kept, diag.Diagnostic{
-			Stage: r.Diagnostics[MaxDiagnostics-1].Stage, Code: CodeMoreDiagnostics,
-			Message: fmt.Sprintf("and %d more diagnostics, left out", n-len(kept)),
-			Hint:    "fix the ones listed first: later ones often follow from them",
-		})
+	var c bool
+	if r.Diagnostics, c = capDiagnostics(r.Diagnostics); c {
 		cut("diagnostics")
 	}
 	for i := range r.Diagnostics {
@@ -57,7 +52,6 @@ func (r *Result) bound() {
 			cut("diagnostic messages")
 		}
 	}
-	var c bool
 	if r.AnswerText, c = clip(r.AnswerText, MaxAnswer); c {
 		cut("answer_text")
 	}
@@ -67,6 +61,21 @@ func (r *Result) bound() {
 	if r.Program, c = clip(r.Program, MaxProgram); c {
 		cut("program")
 	}
+}
+
+// capDiagnostics keeps at most MaxDiagnostics diagnostics, the last of which then says how many
+// more there were; cut reports whether it left any out.
+func capDiagnostics(ds diag.List) (_ diag.List, cut bool) {
+	n := len(ds)
+	if n <= MaxDiagnostics {
+		return ds, false
+	}
+	kept := ds[: MaxDiagnostics-1 : MaxDiagnostics-1]
+	return append(kept, diag.Diagnostic{
+		Stage: ds[MaxDiagnostics-1].Stage, Code: CodeMoreDiagnostics,
+		Message: fmt.Sprintf("and %d more diagnostics, left out", n-len(kept)),
+		Hint:    "fix the ones listed first: later ones often follow from them",
+	}), true
 }
 
 // clip cuts s to at most max bytes, at a UTF-8 boundary, with a marker that says how long it

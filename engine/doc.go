@@ -8,7 +8,8 @@
 //   - Apply applies a pending run atomically, after checking that nothing it read or changed
 //     has moved since (otherwise the outcome is a conflict and nothing is written).
 //   - Every run, accepted or rejected, is recorded in the audit log (the store's system
-//     collection "runs", which plans cannot see); Runs and Record read it back.
+//     collection "runs", which plans cannot see); Runs and Record read it back. Each record is
+//     bounded (MaxRecord), and Prune removes the runs older than an age.
 //
 // The engine must not know about transports: flags, terminals and HTTP belong to the callers.
 package engine

@@ -46,7 +46,8 @@ type Result struct {
 	// Attempts lists every model round of `ask` (the last one is this result); empty for exec.
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Truncated names what the result cut to keep its size bounded ("diagnostics",
-	// "diagnostic messages", "answer_text", "status", "program"; see MaxDiagnostics, ...).
+	// "diagnostic messages", "answer_text", "status", "program"; see MaxDiagnostics, ...). A
+	// result read back from the audit log also names what its record cut (see RunRecord).
 	Truncated []string `json:"truncated,omitempty"`
 }
 

@@ -169,6 +169,15 @@ func TestListRunsByState(t *testing.T) {
 	var list RunList
 	r.decode(t, &list)
 	assert.Len(t, list.Runs, 2)
+	assert.Equal(t, 5, list.Count, "the size is of the whole log")
+	runs, err := f.eng.Runs()
+	require.NoError(t, err)
+	var size int64
+	for _, s := range runs {
+		require.Positive(t, s.Bytes)
+		size += int64(s.Bytes)
+	}
+	assert.Equal(t, size, list.Bytes)
 
 	assert.Equal(t, CodeBadRequest, f.call("GET", "/v1/runs?state=lost", nil).errorCode(t))
 	assert.Equal(t, CodeBadRequest, f.call("GET", "/v1/runs?limit=x", nil).errorCode(t))

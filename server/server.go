@@ -163,9 +163,14 @@ type RunDocument struct {
 	Decision  *engine.Decision `json:"decision,omitempty"`
 }
 
-// RunList is the answer of GET /v1/runs and list_runs: summaries, newest first.
+// RunList is the answer of GET /v1/runs and list_runs: summaries, newest first, and the size of
+// the whole audit log (every run, whatever the state and limit asked for).
 type RunList struct {
 	Runs []RunSummary `json:"runs"`
+	// Count is how many runs the audit log holds.
+	Count int `json:"count" jsonschema:"how many runs the audit log holds, in every state"`
+	// Bytes is the stored size of the audit log's records (their JSON).
+	Bytes int64 `json:"bytes" jsonschema:"the stored size of every run record of the audit log, in bytes"`
 }
 
 // RunSummary is one line of the run list.
@@ -421,16 +426,14 @@ func (s *Server) List(state string, limit int) (*RunList, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
-	out := &RunList{Runs: []RunSummary{}}
+	out := &RunList{Runs: []RunSummary{}, Count: len(runs)}
 	for _, r := range runs {
+		out.Bytes += int64(r.Bytes)
 		st := summaryState(r, decisions[r.ID])
-		if state != "" && st != state {
+		if state != "" && st != state || len(out.Runs) == limit {
 			continue
 		}
 		out.Runs = append(out.Runs, RunSummary{RunSummary: r, State: st})
-		if len(out.Runs) == limit {
-			break
-		}
 	}
 	return out, nil // Runs are newest first
 }

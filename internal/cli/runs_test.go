@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
+)
+
+func TestParseAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"30d": 30 * 24 * time.Hour, "1d": 24 * time.Hour, "12h": 12 * time.Hour, "90m": 90 * time.Minute,
+		"1h30m": 90 * time.Minute, "1s": time.Second,
+	} {
+		got, err := parseAge(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "0d", "0s", "-1h", "-3d", "30", "1.5d", "d", "abc", "30 d", "99999999999999d"} {
+		_, err := parseAge(in)
+		assert.Error(t, err, "%q", in)
+	}
+}
+
+// oldRuns runs plans in the session's store with a clock days in the past: a read-only run and
+// a pending one. It returns their ids.
+func (s *session) oldRuns(days int) (readOnly, pending string) {
+	s.t.Helper()
+	require.NoError(s.t, os.MkdirAll(s.dir, 0o755))
+	st, err := store.Open(s.dir, store.Options{})
+	require.NoError(s.t, err)
+	then := time.Now().Add(-time.Duration(days) * 24 * time.Hour)
+	e, err := engine.New(st, engine.Options{Now: func() time.Time { return then }})
+	require.NoError(s.t, err)
+	ctx := context.Background()
+	for i, name := range []string{"01_round_under_100.star", "02_purchase_wayfarer.star"} {
+		b, err := os.ReadFile(example(name))
+		require.NoError(s.t, err)
+		res, err := e.Run(ctx, engine.Request{Reply: string(b), Origin: "test"})
+		require.NoError(s.t, err)
+		if i == 0 {
+			readOnly = res.RunID
+		} else {
+			require.True(s.t, res.Pending)
+			pending = res.RunID
+		}
+	}
+	require.NoError(s.t, e.Close())
+	require.NoError(s.t, st.Close())
+	return readOnly, pending
+}
+
+func TestRunsPrune(t *testing.T) {
+	s := newSession(t)
+	_, oldPending := s.oldRuns(40)
+	o := s.run(false, "", "exec", example("01_round_under_100.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	var fresh engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &fresh))
+
+	// The listing says how big the log is, on a terminal and in JSON.
+	o = s.run(true, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Regexp(t, `3 runs; the audit log holds [0-9.]+ KiB of records`, o.out)
+	o = s.run(true, "", "runs", "--limit", "1")
+	assert.Regexp(t, `1 of 3 runs shown; the audit log holds [0-9.]+ KiB of records`, o.out)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &runs))
+	require.Len(t, runs, 3)
+	for _, r := range runs {
+		assert.Positive(t, r.Bytes, r.ID)
+	}
+
+	// A bad age is a usage error and removes nothing.
+	for _, age := range []string{"0", "-30d", "soon"} {
+		o = s.run(false, "", "runs", "prune", "--older-than", age)
+		assert.Equal(t, ExitUsage, o.code, age)
+		assert.Contains(t, o.err, "Try: give an age such as --older-than 30d")
+	}
+	o = s.run(false, "", "runs", "prune")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "--older-than is required")
+
+	o = s.run(true, "", "runs", "prune", "--older-than", "30d")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Removed 1 run older than 30d")
+	assert.Contains(t, o.out, "Kept 1 pending run older than that: apply it")
+	assert.Contains(t, o.out, "does not shrink")
+
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &runs))
+	var left []string
+	for _, r := range runs {
+		left = append(left, r.ID)
+	}
+	assert.ElementsMatch(t, []string{oldPending, fresh.RunID}, left)
+
+	// Piped, the report is JSON; --pending removes the old pending run too.
+	o = s.run(false, "", "runs", "prune", "--older-than", "30d", "--pending")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var rep engine.PruneReport
+	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
+	assert.Equal(t, 1, rep.Removed)
+	assert.Zero(t, rep.KeptPending)
+	assert.Positive(t, rep.Bytes)
+	o = s.run(false, "", "runs", "show", oldPending)
+	assert.Equal(t, ExitUsage, o.code, "the pruned run is gone")
+}
+
+// runs show says when the log keeps only the start of a reply, and what the record cut.
+func TestRunsShowSaysWhatTheRecordCut(t *testing.T) {
+	s := newSession(t)
+	reply := strings.Repeat("thinking\n", 4<<10) + "<execute_python>\nSTATUS = \"success\"\nanswer_text = \"ok\"\n</execute_python>\n"
+	o := s.run(false, "", "exec", writeFile(t, "reply.txt", reply))
+	require.Equal(t, ExitOK, o.code, o.err)
+	var res engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	o = s.run(true, "", "runs", "show", res.RunID)
+	require.Equal(t, ExitOK, o.code, o.err)
+	sum := sha256.Sum256([]byte(reply))
+	assert.Contains(t, o.out, "Reply: 36.1 KiB in all, sha256 "+hex.EncodeToString(sum[:]))
+	assert.Contains(t, o.out, "Cut to stay bounded: reply")
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}

@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/ostafen/clover/v2/query"
+)
+
+// SysPruned says what PruneSys removed.
+type SysPruned struct {
+	// IDs are the ids of the documents removed from the pruned collection, sorted.
+	IDs []string
+	// Bytes is the size of the JSON of every document removed, those of the companion
+	// collections included.
+	Bytes int64
+}
+
+// PruneSys removes, in one atomic transaction, every document of the system collection coll for
+// which drop returns true, and with it the documents of the same id in the companion
+// collections with (a run's decision goes with its record). drop sees each document's id and
+// JSON under the store's write lock, so nothing changes between its verdict and the removal; it
+// must not call the store. An error from drop, or from the store, removes nothing.
+//
+// bbolt never shrinks its file: the pages freed here are reused by later writes, so the store
+// stops growing rather than getting smaller.
+func (s *Store) PruneSys(ctx context.Context, coll string, drop func(SysRecord) (bool, error), with ...string) (SysPruned, error) {
+	var out SysPruned
+	c, err := sysCollection(coll)
+	if err != nil {
+		return out, err
+	}
+	companions := make([]string, len(with))
+	for i, w := range with {
+		if companions[i], err = sysCollection(w); err != nil {
+			return out, err
+		}
+	}
+	err = s.write(ctx, func() error {
+		out = SysPruned{}
+		if ok, err := s.db.HasCollection(c); err != nil || !ok {
+			return err
+		}
+		docs, err := s.db.FindAll(query.NewQuery(c))
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			id, _ := d.Get("id").(string)
+			raw, _ := d.Get("json").(string)
+			ok, err := drop(SysRecord{ID: id, JSON: json.RawMessage(raw)})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
+				return err
+			}
+			out.IDs = append(out.IDs, id)
+			out.Bytes += int64(len(raw))
+			for _, wc := range companions {
+				n, err := s.deleteSysLocked(wc, id)
+				if err != nil {
+					return err
+				}
+				out.Bytes += n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return SysPruned{}, err
+	}
+	slices.Sort(out.IDs)
+	return out, nil
+}
+
+// deleteSysLocked removes the document id of the system collection coll, if there is one, and
+// returns the size of its JSON. It runs inside a write group.
+func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
+	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
+		return 0, err
+	}
+	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	if err != nil || doc == nil {
+		return 0, err
+	}
+	raw, _ := doc.Get("json").(string)
+	return int64(len(raw)), s.db.DeleteById(coll, doc.ObjectId())
+}
