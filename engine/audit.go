@@ -26,7 +26,8 @@ const auditCollection = "runs"
 // RunRecord is everything the audit log keeps about one run. A record is bounded: see MaxRecord
 // for what is cut and what is kept whole.
 type RunRecord struct {
-	ID      string    `json:"id"`
+	ID string `json:"run_id"` // "id" in records written before run_id was the one name
+
 	Time    time.Time `json:"time"`
 	Origin  string    `json:"origin"`
 	Request string    `json:"request"`
@@ -320,7 +321,7 @@ func (r *RunRecord) Result() *Result {
 
 // RunSummary is one line of `starplan runs`.
 type RunSummary struct {
-	ID          string    `json:"id"`
+	ID          string    `json:"run_id"`
 	Time        time.Time `json:"time"`
 	Origin      string    `json:"origin"`
 	Request     string    `json:"request"`
@@ -329,6 +330,8 @@ type RunSummary struct {
 	ChangedRows int       `json:"changed_rows"`
 	Pending     bool      `json:"pending"`
 	Applied     bool      `json:"applied"`
+	// State is where the run stands in its review (StatePending, StateApplied, ...).
+	State string `json:"state"`
 	// Bytes is the size of the run's stored record (its JSON).
 	Bytes int `json:"bytes"`
 }
@@ -342,6 +345,10 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
+	decisions, err := e.Decisions()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]RunSummary, 0, len(recs))
 	for _, raw := range recs {
 		r, err := e.decodeRecord(raw.JSON)
@@ -352,6 +359,7 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 			ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
 			Status: r.Status, ChangedRows: max(r.ChangedRows, r.Changes.Rows()), // records before changed_rows lack it
 			Pending: r.Pending, Applied: r.Applied, Bytes: len(raw.JSON),
+			State: stateOf(r.Applied, decisions[r.ID] != nil, r.Pending, r.Outcome),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })

@@ -18,6 +18,15 @@ func (e *Engine) decodeRecord(raw []byte) (*RunRecord, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, err
 	}
+	if r.ID == "" { // written before run_id was the one name of a run's id
+		var old struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &old); err != nil {
+			return nil, err
+		}
+		r.ID = old.ID
+	}
 	for name, tc := range r.Changes {
 		s, _ := e.st.Schema(name)
 		tc.Inserted = typedRows(s, tc.Inserted)

@@ -136,18 +136,18 @@ type RejectRequest struct {
 	Feedback string `json:"feedback" jsonschema:"why the run was rejected, for the planner that wrote it"`
 }
 
-// Run states, as RunDocument.State and GET /v1/runs?state= name them.
+// Run states, as RunDocument.State and GET /v1/runs?state= name them: the engine's.
 const (
-	StatePending  = "pending"  // accepted, with changes waiting for apply
-	StateApplied  = "applied"  // its changes were written
-	StateRejected = "rejected" // a reviewer rejected it
-	StateConflict = "conflict" // its apply found that the data moved; nothing was written
-	StateDone     = "done"     // accepted, with nothing to change (a question answered)
-	StateFailed   = "failed"   // the plan was refused: check, runtime, a limit, the contract
+	StatePending  = engine.StatePending
+	StateApplied  = engine.StateApplied
+	StateRejected = engine.StateRejected
+	StateConflict = engine.StateConflict
+	StateDone     = engine.StateDone
+	StateFailed   = engine.StateFailed
 )
 
 // States lists the run states, for validation and documentation.
-var States = []string{StatePending, StateApplied, StateRejected, StateConflict, StateDone, StateFailed}
+var States = engine.States
 
 // RunDocument is a run as every run endpoint and tool returns it: the result document, the
 // digest of its change set (what apply must be given), its state, and what the audit log knows
@@ -173,11 +173,8 @@ type RunList struct {
 	Bytes int64 `json:"bytes" jsonschema:"the stored size of every run record of the audit log, in bytes"`
 }
 
-// RunSummary is one line of the run list.
-type RunSummary struct {
-	engine.RunSummary
-	State string `json:"state"`
-}
+// RunSummary is one line of the run list, with its state.
+type RunSummary = engine.RunSummary
 
 // Check extracts, rewrites and checks a plan without running it.
 func (s *Server) Check(req CheckRequest) (*CheckReport, error) {
@@ -281,21 +278,7 @@ func (s *Server) document(res *engine.Result, rec *engine.RunRecord, d *engine.D
 	if err != nil {
 		return nil, internal(err)
 	}
-	doc := &RunDocument{Result: *res, Digest: dg, Decision: d}
-	switch {
-	case res.Applied:
-		doc.State = StateApplied
-	case d != nil:
-		doc.State = StateRejected
-	case res.Pending:
-		doc.State = StatePending
-	case res.Outcome == engine.OutcomeConflict:
-		doc.State = StateConflict
-	case res.Outcome == engine.OutcomeOK:
-		doc.State = StateDone
-	default:
-		doc.State = StateFailed
-	}
+	doc := &RunDocument{Result: *res, Digest: dg, Decision: d, State: engine.StateOf(res, d)}
 	if rec != nil {
 		t := rec.Time
 		doc.Request, doc.Origin, doc.Time, doc.AppliedAt = rec.Request, rec.Origin, &t, rec.AppliedAt
@@ -422,36 +405,15 @@ func (s *Server) List(state string, limit int) (*RunList, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
-	decisions, err := s.eng.Decisions()
-	if err != nil {
-		return nil, internal(err)
-	}
 	out := &RunList{Runs: []RunSummary{}, Count: len(runs)}
 	for _, r := range runs {
 		out.Bytes += int64(r.Bytes)
-		st := summaryState(r, decisions[r.ID])
-		if state != "" && st != state || len(out.Runs) == limit {
+		if state != "" && r.State != state || len(out.Runs) == limit {
 			continue
 		}
-		out.Runs = append(out.Runs, RunSummary{RunSummary: r, State: st})
+		out.Runs = append(out.Runs, r)
 	}
 	return out, nil // Runs are newest first
-}
-
-func summaryState(r engine.RunSummary, d *engine.Decision) string {
-	switch {
-	case r.Applied:
-		return StateApplied
-	case d != nil:
-		return StateRejected
-	case r.Pending:
-		return StatePending
-	case r.Outcome == engine.OutcomeConflict:
-		return StateConflict
-	case r.Outcome == engine.OutcomeOK:
-		return StateDone
-	}
-	return StateFailed
 }
 
 func firstMessage(ds diag.List) string {

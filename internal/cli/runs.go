@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/table"
 )
@@ -18,21 +20,31 @@ import (
 type runsOptions struct {
 	JSON  bool
 	Limit int
+	State string // --state: only runs in this state
+	Since string // --since: only runs at most this old (30d, 12h) or since this date
 	RunID string
 }
+
+// timeLayout is how people see a time: local, with its zone, so that two machines' listings
+// compare.
+const timeLayout = "2006-01-02 15:04:05 MST"
 
 func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	opts := &runsOptions{}
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List the audit log of runs, newest first",
-		Args:  cobra.NoArgs,
+		Example: `  starplan runs --state pending
+  starplan runs --since 7d --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRuns(ios, g, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the list as JSON")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "how many runs to list (0: all)")
+	cmd.Flags().StringVar(&opts.State, "state", "", "only runs in this state: "+strings.Join(engine.States, ", "))
+	cmd.Flags().StringVar(&opts.Since, "since", "", "only runs since an age (30d, 12h) or a date (2026-11-01)")
 	show := &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show everything the audit log holds about a run",
@@ -118,7 +130,7 @@ func runRunsPrune(ctx context.Context, ios IOStreams, g *globalOptions, opts *pr
 			return writeJSON(ios.Out, rep)
 		}
 		fmt.Fprintf(ios.Out, "Removed %d %s older than %s (before %s), %s of records.\n", rep.Removed, plural(rep.Removed, "run", "runs"),
-			opts.OlderThan, rep.Before.Local().Format("2006-01-02 15:04:05"), humanBytes(rep.Bytes))
+			opts.OlderThan, rep.Before.Local().Format(timeLayout), builtins.FormatBytes(rep.Bytes))
 		if rep.KeptPending > 0 {
 			fmt.Fprintf(ios.Out, "Kept %d pending %s older than that: apply %s (starplan apply RUN_ID), or prune with --pending.\n",
 				rep.KeptPending, plural(rep.KeptPending, "run", "runs"), plural(rep.KeptPending, "it", "them"))
@@ -126,20 +138,6 @@ func runRunsPrune(ctx context.Context, ios IOStreams, g *globalOptions, opts *pr
 		fmt.Fprintln(ios.Out, "The store's file does not shrink: its freed pages are reused for later records.")
 		return nil
 	})
-}
-
-// humanBytes renders a size in bytes for people: 512 B, 3.4 KiB, 12.0 MiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 func plural(n int, one, many string) string {
@@ -150,51 +148,80 @@ func plural(n int, one, many string) string {
 }
 
 func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
+	if opts.State != "" && !slices.Contains(engine.States, opts.State) {
+		return withCode(ExitUsage, fmt.Errorf("--state %q is not a run state", opts.State), "use one of "+strings.Join(engine.States, ", "))
+	}
+	var since time.Time
+	if opts.Since != "" {
+		var err error
+		if since, err = parseSince(opts.Since, time.Now()); err != nil {
+			return withCode(ExitUsage, err, "give an age such as --since 7d or 12h, or a date such as 2026-11-01")
+		}
+	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
-		runs, err := e.Runs()
+		all, err := e.Runs()
 		if err != nil {
 			return engineError(err)
 		}
-		total, size := len(runs), int64(0)
-		for _, r := range runs {
+		size := int64(0)
+		runs := []engine.RunSummary{}
+		for _, r := range all {
 			size += int64(r.Bytes)
+			if opts.State != "" && r.State != opts.State || r.Time.Before(since) {
+				continue
+			}
+			runs = append(runs, r)
 		}
+		matched := len(runs)
 		if opts.Limit > 0 && len(runs) > opts.Limit {
 			runs = runs[:opts.Limit]
 		}
 		if opts.JSON || !ios.OutTTY {
-			if runs == nil {
-				runs = []engine.RunSummary{}
-			}
 			return writeJSON(ios.Out, runs)
 		}
 		if len(runs) == 0 {
-			fmt.Fprintln(ios.Out, "no runs yet")
+			if len(all) == 0 {
+				fmt.Fprintln(ios.Out, "no runs yet")
+			} else {
+				fmt.Fprintf(ios.Out, "no runs match; the audit log holds %d\n", len(all))
+			}
 			return nil
 		}
 		rows := make([]table.Row, len(runs))
 		for i, r := range runs {
-			state := ""
-			switch {
-			case r.Applied:
-				state = "applied"
-			case r.Pending:
-				state = "pending"
-			}
 			rows[i] = table.Row{
-				"run": r.ID, "time": r.Time.Local().Format("2006-01-02 15:04:05"), "origin": r.Origin,
-				"outcome": string(r.Outcome), "status": r.Status, "rows": int64(r.ChangedRows), "state": state,
+				"run": r.ID, "time": r.Time.Local().Format(timeLayout), "origin": r.Origin,
+				"outcome": string(r.Outcome), "status": r.Status, "rows": int64(r.ChangedRows), "state": r.State,
 				"request": r.Request,
 			}
 		}
-		printTable(ios.Out, []string{"run", "time", "origin", "outcome", "status", "rows", "state", "request"}, rows, 48)
-		shown := fmt.Sprintf("%d %s", total, plural(total, "run", "runs"))
-		if len(runs) < total {
-			shown = fmt.Sprintf("%d of %d runs shown", len(runs), total)
+		printTable(ios.Out, []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}, rows, 48)
+		shown := fmt.Sprintf("%d %s", len(runs), plural(len(runs), "run", "runs"))
+		if len(runs) < len(all) {
+			shown = fmt.Sprintf("%d of %d runs shown", len(runs), len(all))
+			if matched > len(runs) && matched < len(all) {
+				shown += fmt.Sprintf(" (%d match; --limit 0 lists them all)", matched)
+			}
 		}
-		fmt.Fprintf(ios.Out, "%s; the audit log holds %s of records (starplan runs prune --older-than 30d removes old ones)\n", shown, humanBytes(size))
+		fmt.Fprintf(ios.Out, "%s; the audit log holds %s of records (starplan runs prune --older-than 30d removes old ones)\n", shown, builtins.FormatBytes(size))
 		return nil
 	})
+}
+
+// parseSince reads --since: an age before now (parseAge's forms: 30d, 12h) or a date
+// (2006-01-02, local) or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, time.Local); err == nil {
+		return t, nil
+	}
+	age, err := parseAge(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: neither an age (7d, 12h) nor a date (2026-11-01)", s)
+	}
+	return now.Add(-age), nil
 }
 
 func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
@@ -208,7 +235,7 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 		w := ios.Out
 		p := painter(ios.Color())
-		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(rec.ID), rec.Time.Local().Format("2006-01-02 15:04:05"), safe(rec.Origin))
+		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(rec.ID), rec.Time.Local().Format(timeLayout), safe(rec.Origin))
 		if rec.Request != "" {
 			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), safe(rec.Request))
 		}
@@ -218,7 +245,7 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		state := "not applied"
 		switch {
 		case rec.Applied:
-			state = "applied " + rec.AppliedAt.Local().Format("2006-01-02 15:04:05")
+			state = "applied " + rec.AppliedAt.Local().Format(timeLayout)
 		case rec.Pending:
 			state = "pending: starplan apply " + rec.ID
 		case rec.ApplyError != "":
@@ -226,7 +253,7 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), rec.Outcome, rec.Steps, rec.DurationMS, state)
 		if rec.ReplySHA256 != "" && rec.ReplyBytes > len(rec.Reply) {
-			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), humanBytes(int64(rec.ReplyBytes)), safe(rec.ReplySHA256))
+			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), builtins.FormatBytes(int64(rec.ReplyBytes)), safe(rec.ReplySHA256))
 		}
 		if len(rec.Truncated) > 0 {
 			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Cut to stay bounded:"), safe(strings.Join(rec.Truncated, ", ")))

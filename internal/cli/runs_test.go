@@ -138,3 +138,54 @@ func writeFile(t *testing.T, name, text string) string {
 	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
 	return p
 }
+
+// runs filters by state and age, names every run's state (never a blank column), shows times
+// with their zone, and calls a run's id run_id in JSON as everywhere else.
+func TestRunsFilters(t *testing.T) {
+	s := newSession(t)
+	oldDone, oldPending := s.oldRuns(40)
+	o := s.run(false, "", "exec", "--request", "bomb", example("05_hostile_memory_bomb.star"))
+	require.NotEqual(t, ExitOK, o.code)
+
+	list := func(args ...string) []engine.RunSummary {
+		t.Helper()
+		o := s.run(false, "", append([]string{"runs", "--json"}, args...)...)
+		require.Equal(t, ExitOK, o.code, o.err)
+		assert.Contains(t, o.out, `"run_id"`)
+		assert.NotContains(t, o.out, `"id"`)
+		var runs []engine.RunSummary
+		require.NoError(t, json.Unmarshal([]byte(o.out), &runs))
+		return runs
+	}
+	ids := func(runs []engine.RunSummary) []string {
+		var out []string
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	all := list()
+	require.Len(t, all, 3)
+	for _, r := range all {
+		assert.NotEmpty(t, r.State, r.ID)
+	}
+	assert.Equal(t, engine.StateFailed, all[0].State, "the memory bomb, newest")
+	assert.Equal(t, []string{oldPending}, ids(list("--state", "pending")))
+	assert.Equal(t, []string{oldDone}, ids(list("--state", "done")))
+	assert.Len(t, list("--since", "7d"), 1, "only the bomb is younger than a week")
+	assert.Len(t, list("--since", time.Now().AddDate(0, 0, -60).Format(time.DateOnly)), 3)
+
+	o = s.run(true, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+	zone, _ := time.Now().Zone()
+	for _, line := range strings.Split(strings.TrimSpace(o.out), "\n")[1:4] {
+		assert.Contains(t, line, " "+zone+" ", "times carry their zone")
+		assert.Regexp(t, `(pending|done|failed)`, line)
+	}
+
+	o = s.run(false, "", "runs", "--state", "sideways")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "pending, applied, rejected")
+	o = s.run(false, "", "runs", "--since", "last tuesday")
+	assert.Equal(t, ExitUsage, o.code)
+}
