@@ -80,7 +80,8 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 		return err
 	})
 	if err != nil {
-		if db == nil && file != nil {
+		if db == nil && file != nil { // bbolt panicked: its file (and lock) are ours to release
+			unlockFile(file)
 			file.Close()
 		}
 		if errors.Is(err, bbolt.ErrTimeout) {
@@ -161,7 +162,8 @@ func (s *boltStore) Close() error { return s.db.Close() }
 // committed (with fsync) when fn returns nil and rolled back otherwise. A kill at any instant
 // leaves the file at the state before or after the whole group: bbolt switches meta pages only
 // after the data pages are synced. A damaged page that bbolt panics or faults on rolls the group
-// back and is returned as a *DamagedError. The caller must hold s.mu.
+// back and is returned as a *DamagedError; a commit the file did not take (a full disk) is a
+// *WriteError. The caller must hold s.mu.
 func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 	if s.group != nil {
 		return errors.New("store: nested write group")
@@ -186,7 +188,10 @@ func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 		}
 		err = tx.Commit()
 		done = true
-		return err
+		if err != nil {
+			return &WriteError{Path: s.path, Err: err}
+		}
+		return nil
 	})
 }
 

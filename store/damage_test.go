@@ -167,3 +167,17 @@ func TestOpenCreatesTheFileWhole(t *testing.T) {
 	require.Len(t, ents, 1)
 	assert.Equal(t, dbFileName, ents[0].Name())
 }
+
+// bbolt panics inside its Open on a damaged freelist page, after it has locked and mapped the
+// file; the lock must still be released, or every later Open in the process says "in use".
+func TestOpenRefusesADamagedFreelistAndReleasesTheLock(t *testing.T) {
+	dir, b := damagedStore(t, 50, func(b []byte) []byte {
+		n := newerMeta(t, b)
+		free := binary.LittleEndian.Uint64(b[n*4096+metaOffset+32:])
+		for i := int(free) * 4096; i < int(free+1)*4096; i++ {
+			b[i] = 0xAB
+		}
+		return b
+	})
+	assertDamaged(t, dir, b, "freelist") // opens twice
+}

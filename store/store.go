@@ -33,8 +33,9 @@ type Options struct {
 	MustExist bool
 	// Domain declares the tables and seed rows; nil means Inventory().
 	Domain *Domain
-	// Stderr receives the one-time note "seeded new store at DIR with the demo data" when Open
-	// creates a store; nil discards it.
+	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data"
+	// (or "created new store at DIR with empty inventory tables") when Open creates a store; nil
+	// discards it.
 	Stderr io.Writer
 	// NoSeed creates a new store with empty tables instead of the domain's seed rows.
 	NoSeed bool
@@ -150,11 +151,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if s.created && opts.Stderr != nil {
-		what := "with the " + dom.Name + " demo data"
 		if opts.NoSeed || len(dom.Seed) == 0 {
-			what = "with empty " + dom.Name + " tables"
+			fmt.Fprintf(opts.Stderr, "created new store at %s with empty %s tables\n", dir, dom.Name)
+		} else {
+			fmt.Fprintf(opts.Stderr, "seeded new store at %s with the %s demo data\n", dir, dom.Name)
 		}
-		fmt.Fprintf(opts.Stderr, "seeded new store at %s %s\n", dir, what)
 	}
 	return s, nil
 }
