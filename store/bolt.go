@@ -12,6 +12,7 @@ import (
 
 	cloverstore "github.com/ostafen/clover/v2/store"
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The file and bucket names are the ones clover's own bbolt engine uses, so a store written by
@@ -87,10 +88,13 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 		if errors.Is(err, bbolt.ErrTimeout) {
 			return nil, &InUseError{Dir: dir}
 		}
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
+			return nil, &DamagedError{Path: path, Problem: err.Error(), Err: err}
+		}
 		if errors.Is(err, ErrDamaged) {
 			return nil, err
 		}
-		return nil, &DamagedError{Path: path, Problem: err.Error(), Err: err}
+		return nil, fmt.Errorf("open store %s: %w", dir, err) // such as no permission
 	}
 	st, err := inspectFile(file) // now under bbolt's lock
 	if err == nil && st.rollback != nil {
