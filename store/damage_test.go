@@ -181,3 +181,24 @@ func TestOpenRefusesADamagedFreelistAndReleasesTheLock(t *testing.T) {
 	})
 	assertDamaged(t, dir, b, "freelist") // opens twice
 }
+
+// A file truncated under an open store faults when bbolt reads a page past the new end through
+// its memory map; guard turns the fault into a *DamagedError instead of a crash.
+func TestReadOfAFileTruncatedUnderTheStoreIsDamagedNotACrash(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	docs := make([]SysDoc, 500)
+	for i := range docs {
+		docs[i] = SysDoc{Collection: "runs", ID: fmt.Sprintf("r%04d", i), Value: map[string]string{"pad": fmt.Sprintf("%0500d", i)}}
+	}
+	require.NoError(t, s.PutSysDocs(bg, docs...))
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	require.NoError(t, os.Truncate(filepath.Join(dir, dbFileName), 2*4096))
+	_, err := s.ListSys("runs")
+	var de *DamagedError
+	require.True(t, errors.As(err, &de), "%v", err)
+	assert.Contains(t, err.Error(), "reading it failed")
+	_, err = s.GetSys("runs", "r0499", new(map[string]string))
+	assert.True(t, errors.Is(err, ErrDamaged), "%v", err)
+}
