@@ -100,6 +100,16 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 	if err == nil && st.rollback != nil {
 		err = st.rollback
 	}
+	if err == nil {
+		err = guard(path, func() error {
+			return db.View(func(tx *bbolt.Tx) error {
+				if tx.Bucket([]byte(rootBucket)) == nil {
+					return fmt.Errorf("open store %s: %s is a bbolt file but not a starplan store (it has no %q bucket)", dir, path, rootBucket)
+				}
+				return nil
+			})
+		})
+	}
 	if err != nil {
 		db.Close()
 		return nil, err

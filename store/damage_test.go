@@ -11,6 +11,7 @@ import (
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
 )
 
 // damagedStore makes a store in a new directory, closes it, lets damage change data.db's bytes,
@@ -201,4 +202,23 @@ func TestReadOfAFileTruncatedUnderTheStoreIsDamagedNotACrash(t *testing.T) {
 	assert.Contains(t, err.Error(), "reading it failed")
 	_, err = s.GetSys("runs", "r0499", new(map[string]string))
 	assert.True(t, errors.Is(err, ErrDamaged), "%v", err)
+}
+
+// Someone else's bbolt file is neither damaged nor ours: Open says so and writes nothing (it
+// used to add its root bucket).
+func TestOpenRefusesAForeignBboltFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, dbFileName)
+	db, err := bbolt.Open(path, 0o644, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("theirs")); return err }))
+	require.NoError(t, db.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, err = Open(dir, Options{})
+	assert.ErrorContains(t, err, "is a bbolt file but not a starplan store")
+	assert.False(t, errors.Is(err, ErrDamaged))
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
 }
