@@ -100,6 +100,9 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		timeout = DefaultLockTimeout
 	}
 	rep := &CheckReport{File: filepath.Join(dir, dbFileName), Tables: []TableCount{}, Problems: []Problem{}}
+	if fi, err := os.Stat(rep.File); err == nil {
+		rep.Size = fi.Size()
+	}
 	bs, err := openBolt(dir, timeout, false)
 	var de *DamagedError
 	if errors.As(err, &de) {
@@ -194,7 +197,6 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 	if err != nil { // Open's checks passed a moment ago, under the same lock
 		return err
 	}
-	rep.Size = st.size
 	if st.olderDamaged {
 		rep.add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
 	}

@@ -61,7 +61,9 @@ func TestCheckReportsADamagedFile(t *testing.T) {
 	assert.Contains(t, problemsOf(rep, CheckFile)[0], "empty (0 bytes)")
 
 	dir, _ = damagedStore(t, 2000, func(b []byte) []byte { return b[:len(b)/2] })
-	assert.Contains(t, problemsOf(checkOf(t, dir, CheckOptions{}), CheckFile)[0], "truncated")
+	rep = checkOf(t, dir, CheckOptions{})
+	assert.Contains(t, problemsOf(rep, CheckFile)[0], "truncated")
+	assert.Positive(t, rep.Size, "the size is reported also when the file is damaged")
 
 	dir, _ = damagedStore(t, 2000, func(b []byte) []byte {
 		for i := len(b) / 4; i < len(b)*3/4; i++ {
