@@ -71,7 +71,7 @@ func TestImportOnAFullDiskExitsOne(t *testing.T) {
 	require.ErrorAs(t, err, &ee, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
 	assert.Equal(t, ExitInternal, ee.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), "Error: importing "+big+": ")
-	assert.Contains(t, stderr.String(), "writing "+s.dbFile()+" failed: ")
+	assert.Contains(t, stderr.String(), "Error: importing "+big+": writing "+s.dbFile()+" failed: ")
 	assert.Contains(t, stderr.String(), "file too large")
 	assert.Contains(t, stderr.String(), "Try: make room on the disk")
 	assert.NotContains(t, stderr.String(), "fix the row")
