@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 )
 
@@ -30,7 +31,7 @@ func (e *DamagedError) Error() string {
 // Hint says what to do about it.
 func (e *DamagedError) Hint() string {
 	return "restore " + e.Path + " from a backup (starplan will not write to it as it is); " +
-		"starplan db check reports everything it finds"
+		"starplan db check --db " + filepath.Dir(e.Path) + " reports everything it finds"
 }
 
 func (e *DamagedError) Unwrap() error { return e.Err }

@@ -54,7 +54,7 @@ func storeError(dir string, err error) error {
 	case errors.As(err, &noStore):
 		return withCode(ExitUsage, err, noStore.Hint())
 	case errors.As(err, &damaged):
-		return withCode(ExitInternal, err, "restore "+damaged.Path+" from a backup (starplan will not write to it as it is); starplan db check --db "+dir+" reports everything it finds")
+		return withCode(ExitInternal, err, damaged.Hint())
 	case errors.As(err, &write):
 		return withCode(ExitInternal, err, write.Hint())
 	case errors.As(err, &inUse):
