@@ -373,6 +373,10 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		}
 		return s.putSysLocked(metaCollection, metaID, s.metaAt(seq, touched))
 	})
+	var we *WriteError
+	if errors.As(err, &we) || errors.Is(err, ErrDamaged) {
+		return err // they name the file and say that nothing was written
+	}
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	cloverstore "github.com/ostafen/clover/v2/store"
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The file and bucket names are the ones clover's own bbolt engine uses, so a store written by
@@ -32,41 +34,127 @@ const lockTimeout = time.Second
 // mu serialises every use of the store: clover's calls during a group come from the goroutine
 // that holds it, so the shared transaction is never used concurrently.
 type boltStore struct {
-	db *bbolt.DB
+	db   *bbolt.DB
+	path string // the data.db file
 
 	mu    sync.Mutex
 	group *bbolt.Tx // the shared transaction while a group runs
 }
 
-// openBolt opens (creating if needed) the bbolt file in dir, failing with an *InUseError when
-// another process holds it for longer than timeout.
-func openBolt(dir string, timeout time.Duration) (*boltStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create store directory: %w", err)
-	}
-	db, err := bbolt.Open(filepath.Join(dir, dbFileName), 0o644, &bbolt.Options{Timeout: timeout})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, &InUseError{Dir: dir}
-	}
-	if err != nil {
+// openBolt opens the bbolt file in dir, failing with an *InUseError when another process holds
+// it for longer than timeout. A missing file is created when create is set (else the error is a
+// *NoStoreError); an existing one is never initialised: an empty, truncated or otherwise damaged
+// file is a *DamagedError, and so is a panic or fault of bbolt while it opens the file.
+func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error) {
+	path := filepath.Join(dir, dbFileName)
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if !create {
+			return nil, &NoStoreError{Dir: dir}
+		}
+		if err := createBolt(dir, path); err != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	default:
+		// Before bbolt maps the file: it would make a new database of an empty file and fault on
+		// a truncated one. Without the lock, a damaged-looking newer meta page may be one being
+		// written; that is checked again below, under the lock.
+		_, err := inspectFile(f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	exists := false
-	err = db.View(func(tx *bbolt.Tx) error {
-		exists = tx.Bucket([]byte(rootBucket)) != nil
-		return nil
+	var file *os.File // bbolt's, so that a panic inside bbolt.Open does not leak it (and its lock)
+	var db *bbolt.DB
+	err = guard(path, func() error {
+		var err error
+		db, err = bbolt.Open(path, 0o644, &bbolt.Options{Timeout: timeout,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+				file = f
+				return f, err
+			}})
+		return err
 	})
-	if err == nil && !exists { // only a new file is written to: a commit costs two fsyncs
-		err = db.Update(func(tx *bbolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists([]byte(rootBucket))
-			return err
+	if err != nil {
+		if db == nil && file != nil { // bbolt panicked: its file (and lock) are ours to release
+			unlockFile(file)
+			file.Close()
+		}
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, &InUseError{Dir: dir}
+		}
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
+			return nil, &DamagedError{Path: path, Problem: err.Error(), Err: err}
+		}
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err) // such as no permission
+	}
+	st, err := inspectFile(file) // now under bbolt's lock
+	if err == nil && st.rollback != nil {
+		err = st.rollback
+	}
+	if err == nil {
+		err = guard(path, func() error {
+			return db.View(func(tx *bbolt.Tx) error {
+				if tx.Bucket([]byte(rootBucket)) == nil {
+					return fmt.Errorf("open store %s: %s is a bbolt file but not a starplan store (it has no %q bucket)", dir, path, rootBucket)
+				}
+				return nil
+			})
 		})
 	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
+		return nil, err
 	}
-	return &boltStore{db: db}, nil
+	return &boltStore{db: db, path: path}, nil
+}
+
+// createBolt makes a new bbolt file with the root bucket at path, atomically: it is built under
+// a temporary name and linked into place, so data.db never exists half made (an empty data.db is
+// never starplan's own). When another process created it first, that one is kept.
+func createBolt(dir, path string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create store directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, dbFileName+".new-*")
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", dir, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	defer os.Remove(name)
+	db, err := bbolt.Open(name, 0o644, nil)
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", dir, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucket([]byte(rootBucket))
+		return err
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if err = os.Link(name, path); errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", dir, err)
+	}
+	if d, err := os.Open(dir); err == nil { // make the new name durable
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 // Begin implements clover's store.Store. Callers must hold s.mu (the Store's methods do).
@@ -87,22 +175,38 @@ func (s *boltStore) Close() error { return s.db.Close() }
 // runGroup runs fn with every clover transaction joined into one read-write bbolt transaction,
 // committed (with fsync) when fn returns nil and rolled back otherwise. A kill at any instant
 // leaves the file at the state before or after the whole group: bbolt switches meta pages only
-// after the data pages are synced. The caller must hold s.mu.
+// after the data pages are synced. A damaged page that bbolt panics or faults on rolls the group
+// back and is returned as a *DamagedError; a commit the file did not take (a full disk) is a
+// *WriteError. The caller must hold s.mu.
 func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 	if s.group != nil {
 		return errors.New("store: nested write group")
 	}
-	tx, err := s.db.Begin(true)
-	if err != nil {
-		return err
-	}
-	s.group = tx
-	defer func() { s.group = nil }()
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return guard(s.path, func() error {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		s.group = tx
+		done := false
+		defer func() {
+			s.group = nil
+			if !done { // fn or Commit panicked: release bbolt's writer lock
+				tx.Rollback()
+			}
+		}()
+		if err = fn(tx); err != nil {
+			done = true
+			tx.Rollback()
+			return err
+		}
+		err = tx.Commit()
+		done = true
+		if err != nil {
+			return &WriteError{Path: s.path, Err: err}
+		}
+		return nil
+	})
 }
 
 type boltTx struct {

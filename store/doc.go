@@ -15,6 +15,11 @@
 // as the audit log's runs are "_<name>" and hold JSON documents. Table names start with a letter,
 // so a plan can never see a system collection.
 //
+// A new data.db is built under a temporary name and linked into place, so it never exists half
+// made. An existing one is never created over or written to when it is damaged: Open reads both
+// bbolt meta pages itself first and runs every bbolt access under guard (see damage.go), and
+// returns a *DamagedError; Check reports what is wrong without changing anything.
+//
 // # Reads
 //
 // Open loads every table into memory: rows in natural key order (table.CompareKeys) and, per

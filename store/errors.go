@@ -86,3 +86,22 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // ErrNotEmpty is returned by Seed without force when the store already holds rows.
 var ErrNotEmpty = errors.New("the store already holds data; seed with force to replace it")
+
+// WriteError is returned when a commit could not be written to the store's file: the disk is
+// full, the file may not grow (a quota, RLIMIT_FSIZE) or the device failed. Nothing was
+// committed; the store holds what it held before.
+type WriteError struct {
+	Path string // the data.db file
+	Err  error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("writing %s failed: %v; nothing was written", e.Path, e.Err)
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Hint says what to do about it.
+func (e *WriteError) Hint() string {
+	return "make room on the disk that holds " + e.Path + " (or raise its quota), then try again"
+}

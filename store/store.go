@@ -23,13 +23,19 @@ import (
 // returns an *InUseError.
 const DefaultLockTimeout = time.Second
 
-// Options configure Open. The zero value opens the inventory domain, seeds a new store with its
-// demo data and prints nothing.
+// Options configure Open. The zero value opens the inventory domain, creating a missing store
+// seeded with its demo data, and prints nothing. (Creating is the zero value because every
+// caller that makes a fresh store, tests and evals included, relies on it; commands that only
+// read set MustExist.)
 type Options struct {
+	// MustExist makes Open fail with a *NoStoreError (errors.Is(err, ErrNoStore)) instead of
+	// creating a store when dir holds none. Reads set it: a read never creates state.
+	MustExist bool
 	// Domain declares the tables and seed rows; nil means Inventory().
 	Domain *Domain
-	// Stderr receives the one-time note "seeded new store at DIR with the demo data" when Open
-	// creates a store; nil discards it.
+	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data"
+	// (or "created new store at DIR with empty inventory tables") when Open creates a store; nil
+	// discards it.
 	Stderr io.Writer
 	// NoSeed creates a new store with empty tables instead of the domain's seed rows.
 	NoSeed bool
@@ -96,10 +102,14 @@ func ResolveDir(flag string) (string, error) {
 	return filepath.Join(home, ".local", "share", "starplan"), nil
 }
 
-// Open opens the store in dir, creating the directory and, for a new store, the tables with
-// the domain's seed rows (saying so once on opts.Stderr). Every committed row is loaded into
-// memory. When another process has the store open, Open fails within the lock timeout with an
-// error that matches ErrInUse. A store created for one domain cannot be opened as another.
+// Open opens the store in dir. When dir holds no data.db, Open creates the directory and the
+// store, with the domain's seed rows unless opts.NoSeed (saying so once on opts.Stderr), or,
+// with opts.MustExist, fails with a *NoStoreError. Every committed row is loaded into memory.
+// When another process has the store open, Open fails within the lock timeout with an error
+// that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
+// not bbolt, has a page or row that does not read back, or its newer meta page is damaged,
+// Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes nothing. A store
+// created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
 	dom := opts.Domain
 	if dom == nil {
@@ -113,30 +123,39 @@ func Open(dir string, opts Options) (*Store, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	bs, err := openBolt(dir, timeout)
+	bs, err := openBolt(dir, timeout, !opts.MustExist)
 	if err != nil {
 		return nil, err
 	}
-	db, err := clover.OpenWithStore(bs)
-	if err != nil {
-		bs.Close()
-		return nil, err
-	}
-	s := &Store{dir: dir, domain: dom, schemas: schemas, bolt: bs, db: db, tables: map[string]*memTable{}}
+	s := &Store{dir: dir, domain: dom, schemas: schemas, bolt: bs, tables: map[string]*memTable{}}
 	for name := range schemas {
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
-	if err := s.init(opts); err != nil {
-		db.Close()
+	err = guard(bs.path, func() error {
+		var err error
+		if s.db, err = clover.OpenWithStore(bs); err != nil {
+			return err
+		}
+		return s.init(opts)
+	})
+	if err != nil {
+		if s.db != nil {
+			s.db.Close()
+		} else {
+			bs.Close()
+		}
+		if errors.Is(err, ErrDamaged) || errors.Is(err, ErrNoStore) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if s.created && opts.Stderr != nil {
-		what := "with the " + dom.Name + " demo data"
 		if opts.NoSeed || len(dom.Seed) == 0 {
-			what = "with empty " + dom.Name + " tables"
+			fmt.Fprintf(opts.Stderr, "created new store at %s with empty %s tables\n", dir, dom.Name)
+		} else {
+			fmt.Fprintf(opts.Stderr, "seeded new store at %s with the %s demo data\n", dir, dom.Name)
 		}
-		fmt.Fprintf(opts.Stderr, "seeded new store at %s %s\n", dir, what)
 	}
 	return s, nil
 }
@@ -151,6 +170,9 @@ func (s *Store) init(opts Options) error {
 		return err
 	}
 	if !found {
+		if opts.MustExist {
+			return &NoStoreError{Dir: s.dir}
+		}
 		if err := s.create(opts.NoSeed); err != nil {
 			return err
 		}
@@ -194,7 +216,7 @@ func (s *Store) init(opts Options) error {
 		for _, name := range s.names {
 			t, err := loadTable(tx, s.schemas[name], m.Tables[name])
 			if err != nil {
-				return err
+				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
 			s.tables[name] = t
 		}
@@ -342,7 +364,12 @@ func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	}
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
-	return s.getSysLocked(c, id, v)
+	var found bool
+	err = guard(s.bolt.path, func() (err error) {
+		found, err = s.getSysLocked(c, id, v)
+		return err
+	})
+	return found, err
 }
 
 // ListSys returns every document of the system collection coll, sorted by id.
@@ -353,10 +380,15 @@ func (s *Store) ListSys(coll string) ([]SysRecord, error) {
 	}
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
-	if ok, err := s.db.HasCollection(c); err != nil || !ok {
-		return nil, err
-	}
-	docs, err := s.db.FindAll(query.NewQuery(c))
+	var docs []*cloverDoc
+	err = guard(s.bolt.path, func() error {
+		ok, err := s.db.HasCollection(c)
+		if err != nil || !ok {
+			return err
+		}
+		docs, err = s.db.FindAll(query.NewQuery(c))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,23 @@ func wantsJSON(cmd *cobra.Command, args []string) bool {
 type globalOptions struct {
 	DB        string // --db DIR
 	InProcess bool   // --in-process: run plans in this process instead of isolated workers
+
+	// create is set for the command being run when it may create a missing store (see
+	// createsStore); every other command fails on one.
+	create bool
+}
+
+// createsStoreAnnotation marks a command that creates a missing store, seeded with the demo
+// data, as a newcomer's first command does. The rest only open one: a read never creates state.
+const createsStoreAnnotation = "starplan/creates-store"
+
+// createsStore marks cmd with createsStoreAnnotation and returns it.
+func createsStore(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[createsStoreAnnotation] = "true"
+	return cmd
 }
 
 func newRoot(ios IOStreams) *cobra.Command {
@@ -158,12 +175,17 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch color {
 			case "auto", "always", "never":
-				return nil
+			default:
+				return fmt.Errorf("--color is %q; use auto, always or never", color)
 			}
-			return fmt.Errorf("--color is %q; use auto, always or never", color)
+			if f := cmd.Flag("db"); f != nil && f.Changed && g.DB == "" {
+				return withCode(ExitUsage, errors.New("--db is empty"), "pass --db DIR, or leave --db out to use $STARPLAN_DB or the default store")
+			}
+			g.create = cmd.Annotations[createsStoreAnnotation] != ""
+			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&color, "color", "auto", "colour in human output: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
@@ -171,15 +193,17 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 	root.PersistentFlags().BoolVar(&g.InProcess, "in-process", false, "run plans in this process instead of isolated worker processes (a weaker memory bound, a faster start)")
 	root.AddCommand(
 		newDemoCmd(ios, g),
-		newAskCmd(ios, g),
+		// The commands that run plans create a missing store; db init, seed and import decide
+		// for themselves (db.go).
+		createsStore(newAskCmd(ios, g)),
 		newEvalCmd(ios, g),
-		newExecCmd(ios, g),
+		createsStore(newExecCmd(ios, g)),
 		newApplyCmd(ios, g),
 		newRunsCmd(ios, g),
 		newCheckCmd(ios, g),
 		newRunCmd(ios, g),
 		newDBCmd(ios, g),
-		newServeCmd(ios, g),
+		createsStore(newServeCmd(ios, g)),
 		newWorkerCmd(ios),
 	)
 	return root

@@ -168,10 +168,15 @@ func TestRunsListsAndShows(t *testing.T) {
 
 func TestDBCommands(t *testing.T) {
 	s := newSession(t)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	o := s.run(false, "", "db", "dump")
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "inventory (6 rows)")
 	assert.Contains(t, o.out, "OPENING_BALANCE")
+
+	o = s.run(false, "", "db", "export", "inventory")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.True(t, strings.HasPrefix(o.out, "[\n  {\"item_id\": \"SG001\""), "JSON by default: %s", o.out)
 
 	o = s.run(false, "", "db", "export", "inventory", "--format", "csv")
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -276,4 +281,19 @@ func TestExecReportsTheWholeProgramItChecked(t *testing.T) {
 	require.NotEmpty(t, res.Diagnostics)
 	assert.Equal(t, "program-control-char", res.Diagnostics[0].Code)
 	assert.Equal(t, [2]int{3, 3}, [2]int{res.Diagnostics[0].Line, res.Diagnostics[0].Col})
+}
+
+// runRaw runs a command with exactly args (no --db added), in an environment where only HOME is
+// set, to home.
+func (s *session) runRaw(home string, args ...string) output {
+	s.t.Helper()
+	var out, errb bytes.Buffer
+	getenv := func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
+	code := Main(args, IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: getenv})
+	return output{code, out.String(), errb.String()}
 }

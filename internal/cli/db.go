@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -20,18 +22,44 @@ import (
 type dbOptions struct {
 	Force   bool
 	JSON    bool
-	Format  string
+	Format  string // db import's --format
+	Export  string // db export's --format (its own field: the two flags have different defaults)
 	Replace bool
 	Table   string
 	File    string
+	Empty   bool
 }
 
 func newDBCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	opts := &dbOptions{}
 	cmd := &cobra.Command{
 		Use:   "db",
-		Short: "Seed, dump, export and import the store's tables",
+		Short: "Create, seed, check, dump, export and import the store",
+		Long: `Create, seed, check, dump, export and import the store.
+
+db init creates a store (seeded with the demo data, or empty with --empty); db seed creates one
+seeded; db import into a missing store creates it empty, so that it holds exactly the imported
+rows. db check, dump and export only read: on a missing store they say so and create nothing.`,
 	}
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a new store, seeded with the demo data (--empty: with empty tables)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runDBInit(ios, g, opts) },
+	}
+	initCmd.Flags().BoolVar(&opts.Empty, "empty", false, "create the tables without the demo rows")
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Verify the store's file, its rows and the domain's invariants; exit 1 when anything is wrong",
+		Long: `Verify the store without changing it: the file (its size and meta pages), bbolt's page
+consistency, the store's own record, that every row decodes and fits its table's schema, and the
+domain's policy invariants over the committed rows (stock and the register balance never below
+0, each transaction's balance = the previous balance + its amount). Exit 0 when it is sound,
+1 when anything is wrong (or the check itself failed), 2 when there is no store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDBCheck(ios, g, opts) },
+	}
+	check.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	seed := &cobra.Command{
 		Use:   "seed",
 		Short: "Fill the store with the demo data (--force replaces existing data)",
@@ -55,7 +83,7 @@ func newDBCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 			return runDBExport(ios, g, opts)
 		},
 	}
-	export.Flags().StringVar(&opts.Format, "format", "json", "json or csv")
+	export.Flags().StringVar(&opts.Export, "format", "json", "json or csv")
 	imp := &cobra.Command{
 		Use:   "import TABLE FILE",
 		Short: "Import rows from a CSV or JSON file; every row is validated first, one bad row imports nothing",
@@ -67,12 +95,13 @@ func newDBCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	}
 	imp.Flags().StringVar(&opts.Format, "format", "", "json or csv (default: from the file's extension)")
 	imp.Flags().BoolVar(&opts.Replace, "replace", false, "make the table hold exactly the imported rows (default: upsert by key)")
-	cmd.AddCommand(seed, dump, export, imp)
+	cmd.AddCommand(initCmd, seed, check, dump, export, imp)
 	return cmd
 }
 
-func withStore(ios IOStreams, g *globalOptions, fn func(*store.Store) error) (err error) {
-	st, err := openStore(ios, g)
+// withStore opens the store with opts, calls fn and closes the store, reporting the first error.
+func withStore(ios IOStreams, g *globalOptions, opts store.Options, fn func(*store.Store) error) (err error) {
+	st, err := openStore(ios, g, opts)
 	if err != nil {
 		return err
 	}
@@ -84,8 +113,19 @@ func withStore(ios IOStreams, g *globalOptions, fn func(*store.Store) error) (er
 	return fn(st)
 }
 
+func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
+	return withStore(ios, g, store.Options{NoSeed: opts.Empty}, func(st *store.Store) error {
+		if !st.Created() {
+			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
+				"starplan db seed --force replaces its data with the demo data; pass --db DIR to create a store elsewhere")
+		}
+		return nil // Open said what it created
+	})
+}
+
+// runDBSeed fills the store with the demo data, creating it when missing.
 func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, func(st *store.Store) error {
+	return withStore(ios, g, store.Options{}, func(st *store.Store) error {
 		if st.Created() {
 			return nil // Open seeded it and said so
 		}
@@ -93,7 +133,7 @@ func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOpt
 			if errors.Is(err, store.ErrNotEmpty) {
 				return withCode(ExitUsage, err, "starplan db seed --force replaces the data (the audit log is kept)")
 			}
-			return withCode(ExitInternal, err, "")
+			return storeError(st.Dir(), err)
 		}
 		fmt.Fprintf(ios.Err, "seeded %s with the demo data\n", st.Dir())
 		return nil
@@ -101,7 +141,7 @@ func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOpt
 }
 
 func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, func(st *store.Store) error {
+	return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
 		if opts.JSON {
 			return onTerminal(ios, store.JSON, st.Dump)
 		}
@@ -133,11 +173,11 @@ func parseFormat(s string) (store.Format, error) {
 }
 
 func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	format, err := parseFormat(opts.Format)
+	format, err := parseFormat(opts.Export)
 	if err != nil {
 		return err
 	}
-	return withStore(ios, g, func(st *store.Store) error {
+	return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
 		err := onTerminal(ios, format, func(w io.Writer) error { return st.Export(w, opts.Table, format) })
 		if err != nil {
 			return withCode(ExitUsage, err, "the tables are: "+strings.Join(st.Names(), ", "))
@@ -183,8 +223,17 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	if opts.Replace {
 		mode = store.Replace
 	}
-	return withStore(ios, g, func(st *store.Store) error {
+	// Into a missing store, the import creates it empty: it then holds exactly the imported rows,
+	// never the demo rows mixed in.
+	return withStore(ios, g, store.Options{NoSeed: true}, func(st *store.Store) error {
 		res, err := st.Import(ctx, opts.Table, f, format, mode)
+		var (
+			damaged *store.DamagedError
+			write   *store.WriteError
+		)
+		if errors.As(err, &damaged) || errors.As(err, &write) {
+			return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
+		}
 		if err != nil {
 			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the row named above and import again")
 		}
@@ -192,4 +241,85 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 			safe(opts.File), safe(opts.Table), res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		return nil
 	})
+}
+
+// runDBCheck verifies the store and prints what it found: a report for people, or JSON.
+func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
+	dir, err := storeDir(ios, g)
+	if err != nil {
+		return err
+	}
+	dom := store.Inventory()
+	inv, err := stateInvariants(dom.Name)
+	if err != nil {
+		return withCode(ExitInternal, err, "")
+	}
+	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv})
+	if err != nil {
+		return storeError(dir, err)
+	}
+	if opts.JSON || !ios.OutTTY {
+		if err := writeJSON(ios.Out, rep); err != nil {
+			return err
+		}
+		if !rep.OK() {
+			return silentExit(ExitInternal)
+		}
+		return nil
+	}
+	fmt.Fprintf(ios.Out, "%s: %d bytes, last commit %d\n", safe(rep.File), rep.Size, rep.Seq)
+	for _, t := range rep.Tables {
+		fmt.Fprintf(ios.Out, "  %-14s %d rows\n", safe(t.Table), t.Rows)
+	}
+	if rep.OK() {
+		fmt.Fprintln(ios.Out, "No problems found: the file, every row and the domain's invariants check out.")
+		return nil
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(ios.Out, "  %-7s %s\n", p.Check+":", safe(p.Message))
+	}
+	if rep.Omitted > 0 {
+		fmt.Fprintf(ios.Out, "  ... and %d more\n", rep.Omitted)
+	}
+	what := "1 problem"
+	if n := len(rep.Problems) + rep.Omitted; n != 1 {
+		what = fmt.Sprintf("%d problems", n)
+	}
+	return withCode(ExitInternal, fmt.Errorf("%s found in %s", what, rep.File),
+		"restore "+rep.File+" from a backup; a policy problem in the rows alone can also be corrected with starplan db export and db import --replace")
+}
+
+// stateRuleKinds are the policy rule kinds that are properties of a state, not only of a change:
+// db check plays the committed rows as inserted into an empty store and holds them to these.
+// (The others, such as append_only or no_inserts, speak of a change and mean nothing here.)
+var stateRuleKinds = []string{"non_negative", "balance_chain", "non_negative_balance"}
+
+// stateInvariants returns a check of the committed rows against the named domain's state rules,
+// through the policy itself (contracts.Domain.Check), as the engine checks a run at apply.
+func stateInvariants(domain string) (func(table.ChangeSet) ([]string, error), error) {
+	pol, err := contracts.Load(domain)
+	if err != nil {
+		return nil, err
+	}
+	d := *pol
+	d.Rules = nil
+	for _, r := range pol.Rules {
+		if slices.Contains(stateRuleKinds, r.Kind) {
+			d.Rules = append(d.Rules, r)
+		}
+	}
+	// The output contract is checked on every Check; these globals satisfy it, so only the
+	// rules speak.
+	globals := map[string]any{contracts.AnswerGlobal: "Checked.", contracts.StatusGlobal: d.Contract.WriteStatus}
+	return func(rows table.ChangeSet) ([]string, error) {
+		ds, err := d.Check(contracts.Input{Globals: globals, Changes: rows, Committed: contracts.LastRows{}})
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]string, len(ds))
+		for i, dg := range ds {
+			msgs[i] = dg.Code + ": " + dg.Message
+		}
+		return msgs, nil
+	}, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
@@ -25,27 +26,49 @@ func storeDir(ios IOStreams, g *globalOptions) (string, error) {
 	return "", withCode(ExitUsage, errors.New("cannot tell where the store lives: HOME is not set"), "pass --db DIR or set STARPLAN_DB")
 }
 
-// openStore opens (creating and seeding if new) the store the flags name.
-func openStore(ios IOStreams, g *globalOptions) (*store.Store, error) {
+// openStore opens the store the flags name with opts (their Stderr is set here).
+func openStore(ios IOStreams, g *globalOptions, opts store.Options) (*store.Store, error) {
 	dir, err := storeDir(ios, g)
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(dir, store.Options{Stderr: ios.Err})
+	opts.Stderr = ios.Err
+	st, err := store.Open(dir, opts)
 	if err != nil {
-		var inUse *store.InUseError
-		if errors.As(err, &inUse) {
-			return nil, withCode(ExitInternal, err, inUse.Hint())
-		}
-		return nil, withCode(ExitInternal, err, "check that "+dir+" is a starplan store you can write to, or pass --db DIR")
+		return nil, storeError(dir, err)
 	}
 	return st, nil
 }
 
+// storeError maps the store's errors to exit codes and hints: a missing store is a usage error
+// (the command named a place that holds none); a damaged store, a full disk or a store in use
+// exit 1.
+func storeError(dir string, err error) error {
+	var (
+		noStore *store.NoStoreError
+		damaged *store.DamagedError
+		write   *store.WriteError
+		inUse   *store.InUseError
+	)
+	switch {
+	case errors.As(err, &noStore):
+		return withCode(ExitUsage, err, noStore.Hint())
+	case errors.As(err, &damaged):
+		return withCode(ExitInternal, err, damaged.Hint())
+	case errors.As(err, &write):
+		return withCode(ExitInternal, err, write.Hint())
+	case errors.As(err, &inUse):
+		return withCode(ExitInternal, err, inUse.Hint())
+	}
+	return withCode(ExitInternal, err, "check that "+dir+" is a starplan store you can write to, or pass --db DIR")
+}
+
 // withEngine opens the store and an engine over it, calls fn, and closes both, reporting the
 // first error.
+//
+// The store is created (and seeded) when missing only for the commands marked createsStore.
 func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) (err error) {
-	st, err := openStore(ios, g)
+	st, err := openStore(ios, g, store.Options{MustExist: !g.create})
 	if err != nil {
 		return err
 	}
@@ -100,6 +123,16 @@ func engineError(err error) error {
 	var re *engine.RunError
 	if errors.As(err, &re) {
 		return withCode(ExitUsage, err, re.Hint)
+	}
+	var (
+		damaged *store.DamagedError
+		write   *store.WriteError
+	)
+	if errors.As(err, &damaged) {
+		return storeError(filepath.Dir(damaged.Path), err)
+	}
+	if errors.As(err, &write) {
+		return storeError(filepath.Dir(write.Path), err)
 	}
 	return withCode(ExitInternal, err, "run the command again; starplan runs show RUN_ID says whether a run was applied")
 }

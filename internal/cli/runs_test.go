@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,13 +129,6 @@ func TestRunsShowSaysWhatTheRecordCut(t *testing.T) {
 	sum := sha256.Sum256([]byte(reply))
 	assert.Contains(t, o.out, "Reply: 36.1 KiB in all, sha256 "+hex.EncodeToString(sum[:]))
 	assert.Contains(t, o.out, "Cut to stay bounded: reply")
-}
-
-func writeFile(t *testing.T, name, text string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
-	return p
 }
 
 // runs filters by state and age, names every run's state (never a blank column), shows times

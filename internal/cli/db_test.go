@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
+)
+
+func (s *session) dbFile() string { return filepath.Join(s.dir, "data.db") }
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+// Reads never create state: on a missing store they say so, and create nothing.
+func TestReadsNeverCreateAStore(t *testing.T) {
+	for _, args := range [][]string{
+		{"runs"}, {"runs", "show", "r_0123456789"}, {"apply", "r_0123456789"},
+		{"db", "dump"}, {"db", "export", "inventory"}, {"db", "check"},
+	} {
+		s := newSession(t)
+		o := s.run(false, "", args...)
+		assert.Equal(t, ExitUsage, o.code, "%v: %s", args, o.err)
+		assert.Contains(t, o.err, "Error: no store at "+s.dir, args)
+		assert.Contains(t, o.err, "Try: run starplan db init", args)
+		_, err := os.Stat(s.dir)
+		assert.True(t, os.IsNotExist(err), "%v created %s", args, s.dir)
+	}
+}
+
+func TestEmptyDBFlagIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"--db=", "db", "dump"}, {"db", "init", "--db="}, {"--db", "", "exec", example("01_round_under_100.star")}} {
+		wd, home := t.TempDir(), t.TempDir()
+		t.Chdir(wd)
+		s := &session{t: t}
+		o := s.runRaw(home, args...)
+		assert.Equal(t, ExitUsage, o.code, "%v: %s", args, o.err)
+		assert.Contains(t, o.err, "Error: --db is empty", args)
+		for _, dir := range []string{wd, home} {
+			ents, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "%v wrote into %s", args, dir)
+		}
+	}
+}
+
+func TestDBInit(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "db", "init")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.err, "seeded new store at "+s.dir)
+	o = s.run(false, "", "db", "init", "--empty")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "a store already exists at "+s.dir+"; nothing was changed")
+	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (6 rows)", "the second init changed nothing")
+
+	s = newSession(t)
+	o = s.run(false, "", "db", "init", "--empty")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.err, "created new store at "+s.dir+" with empty inventory tables")
+	o = s.run(false, "", "db", "dump")
+	assert.Contains(t, o.out, "inventory (0 rows)")
+	assert.Contains(t, o.out, "transactions (0 rows)")
+}
+
+// An import into a new store holds exactly the imported rows, never the demo rows.
+func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
+	s := newSession(t)
+	good := writeFile(t, "good.csv", "item_id,name,description,quantity_in_stock,price\nSG007,Cat Eye,Pointed,5,75\n")
+	o := s.run(false, "", "db", "import", "inventory", good)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.err, "created new store at "+s.dir+" with empty inventory tables")
+	o = s.run(false, "", "db", "dump")
+	assert.Contains(t, o.out, "inventory (1 rows)")
+	assert.Contains(t, o.out, "transactions (0 rows)")
+	assert.NotContains(t, o.out, "Aviator")
+}
+
+// damage replaces the session store's data.db with what f makes of it.
+func (s *session) damage(f func(b []byte) []byte) []byte {
+	s.t.Helper()
+	b, err := os.ReadFile(s.dbFile())
+	require.NoError(s.t, err)
+	b = f(b)
+	require.NoError(s.t, os.WriteFile(s.dbFile(), b, 0o644))
+	return b
+}
+
+// A damaged store exits 1 with a message naming the file and what to do, never panics (exit 2),
+// never seeds over the file and never writes to it.
+func TestDamagedStoreExitsOne(t *testing.T) {
+	damages := map[string]func([]byte) []byte{
+		"empty":     func([]byte) []byte { return []byte{} },
+		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
+		"overwritten": func(b []byte) []byte {
+			for i := len(b) / 4; i < len(b)*3/4; i++ {
+				b[i] = 0xAB
+			}
+			return b
+		},
+		"newer meta page": func(b []byte) []byte {
+			n := 0
+			if le64(b[4096+64:]) > le64(b[64:]) {
+				n = 1
+			}
+			b[n*4096+72] ^= 0xFF // the checksum
+			return b
+		},
+	}
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			s := newSession(t)
+			require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+			big := "item_id,name,description,quantity_in_stock,price\n"
+			for i := range 1500 {
+				big += "SG" + string(rune('A'+i%26)) + itoa(i) + ",Item,a row to fill pages,1,2.5\n"
+			}
+			o := s.run(false, "", "db", "import", "inventory", writeFile(t, "big.csv", big))
+			require.Equal(t, ExitOK, o.code, o.err)
+			o = s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
+			require.Equal(t, ExitOK, o.code, o.err)
+			before := s.damage(damage)
+			for _, args := range [][]string{
+				{"exec", example("01_round_under_100.star")}, {"runs"}, {"db", "dump"}, {"db", "seed", "--force"},
+				{"db", "import", "inventory", writeFile(t, "one.csv", "item_id,name,description,quantity_in_stock,price\nSG999,X,y,1,1\n")},
+			} {
+				o := s.run(false, "", args...)
+				assert.Equal(t, ExitInternal, o.code, "%v: %s", args, o.err)
+				assert.Contains(t, o.err, "Error: store file "+s.dbFile()+" is damaged", args)
+				assert.Contains(t, o.err, "Try: restore "+s.dbFile()+" from a backup", args)
+				assert.NotContains(t, o.err, "seeded", args)
+			}
+			o = s.run(false, "", "db", "check")
+			assert.Equal(t, ExitInternal, o.code, o.err)
+			var rep store.CheckReport
+			require.NoError(t, json.Unmarshal([]byte(o.out), &rep), o.out)
+			assert.NotEmpty(t, rep.Problems)
+			after, err := os.ReadFile(s.dbFile())
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "nothing was written to the damaged file")
+		})
+	}
+}
+
+func le64(b []byte) uint64 {
+	var x uint64
+	for i := 7; i >= 0; i-- {
+		x = x<<8 | uint64(b[i])
+	}
+	return x
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+func TestDBCheck(t *testing.T) {
+	s := newSession(t)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	o := s.run(true, "", "db", "check")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, s.dbFile()+": ")
+	assert.Contains(t, o.out, "inventory      6 rows")
+	assert.Contains(t, o.out, "No problems found")
+
+	o = s.run(false, "", "db", "check", "--json")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var rep store.CheckReport
+	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
+	assert.True(t, rep.OK())
+	assert.Equal(t, []store.TableCount{{Table: "inventory", Rows: 6}, {Table: "transactions", Rows: 1}}, rep.Tables)
+
+	// Rows that fit the schema but break the policy: import checks the schema, check the policy.
+	ledger := writeFile(t, "ledger.csv", "transaction_id,customer_name,transaction_summary,transaction_amount,balance_after_transaction,timestamp\n"+
+		"TXN001,OPENING_BALANCE,Opening,500,500,2025-01-01T09:00:00\n"+
+		"TXN002,Alice,Sale,100,650,2025-01-01T10:00:00\n"+
+		"TXN003,Bob,Refund,-700,-50,2025-01-01T11:00:00\n")
+	o = s.run(false, "", "db", "import", "transactions", ledger, "--replace")
+	require.Equal(t, ExitOK, o.code, o.err)
+	o = s.run(true, "", "db", "check")
+	assert.Equal(t, ExitInternal, o.code)
+	assert.Contains(t, o.out, "policy: balance-chain: new transactions row \"TXN002\" has balance_after_transaction 650.00")
+	assert.Contains(t, o.out, "policy: balance-negative:")
+	assert.Contains(t, o.err, "Error: 2 problems found in "+s.dbFile())
+	o = s.run(false, "", "db", "check")
+	assert.Equal(t, ExitInternal, o.code)
+	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
+	require.Len(t, rep.Problems, 2)
+	assert.Equal(t, store.CheckPolicy, rep.Problems[0].Check)
+}

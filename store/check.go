@@ -1,0 +1,269 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ostafen/clover/v2"
+	"github.com/starplan/starplan/table"
+	"go.etcd.io/bbolt"
+)
+
+// The kinds of check a Problem comes from, in the order Check runs them.
+const (
+	CheckFile   = "file"   // the file as a whole: size, meta pages
+	CheckPages  = "pages"  // bbolt's page consistency (tx.Check)
+	CheckRecord = "record" // the store's own record: format, domain, versions
+	CheckRows   = "rows"   // every row decodes and fits its table's schema, keys are unique
+	CheckPolicy = "policy" // the domain's invariants over the committed rows
+)
+
+// maxProblemsPerCheck bounds a report: a file damaged throughout would otherwise list every page
+// and row.
+const maxProblemsPerCheck = 50
+
+// Problem is one thing Check found wrong.
+type Problem struct {
+	Check   string `json:"check"` // CheckFile, CheckPages, ...
+	Table   string `json:"table,omitempty"`
+	Message string `json:"message"`
+}
+
+// TableCount is how many rows of a table Check read.
+type TableCount struct {
+	Table string `json:"table"`
+	Rows  int    `json:"rows"`
+}
+
+// CheckReport is what Check found. Problems is empty when the store is sound; Omitted counts the
+// problems left out beyond maxProblemsPerCheck per check.
+type CheckReport struct {
+	File     string       `json:"file"`
+	Size     int64        `json:"size_bytes"`
+	Seq      int64        `json:"seq"` // the last commit's sequence number
+	Tables   []TableCount `json:"tables"`
+	Problems []Problem    `json:"problems"`
+	Omitted  int          `json:"omitted,omitempty"`
+}
+
+// OK reports whether Check found nothing wrong.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 && r.Omitted == 0 }
+
+func (r *CheckReport) add(check, tbl, format string, args ...any) {
+	n := 0
+	for _, p := range r.Problems {
+		if p.Check == check {
+			n++
+		}
+	}
+	if n >= maxProblemsPerCheck {
+		r.Omitted++
+		return
+	}
+	r.Problems = append(r.Problems, Problem{Check: check, Table: tbl, Message: fmt.Sprintf(format, args...)})
+}
+
+// CheckOptions configure Check. The zero value checks the inventory domain's store.
+type CheckOptions struct {
+	// Domain declares the tables; nil means Inventory().
+	Domain *Domain
+	// LockTimeout overrides DefaultLockTimeout when positive.
+	LockTimeout time.Duration
+	// Invariants checks the committed rows against the domain's policy. It gets every committed
+	// row of every table as inserted into an empty store, tables' rows in key order, and returns
+	// one message per violation. nil skips the policy check; an error is a failure of starplan.
+	Invariants func(rows table.ChangeSet) ([]string, error)
+}
+
+// Check verifies the store in dir without changing it: the file (its size and meta pages, as
+// Open does), bbolt's page consistency, the store's own record, that every row decodes, fits its
+// table's schema and has a unique key, that no row or table is newer than the last commit, and
+// then opts.Invariants over the committed rows. What it finds is in the report; the error is
+// for what stops a check from running: a *NoStoreError (Check never creates a store), an
+// *InUseError, or a failure of starplan itself.
+func Check(dir string, opts CheckOptions) (*CheckReport, error) {
+	dom := opts.Domain
+	if dom == nil {
+		dom = Inventory()
+	}
+	schemas, err := dom.compiled()
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	rep := &CheckReport{File: filepath.Join(dir, dbFileName), Tables: []TableCount{}, Problems: []Problem{}}
+	if fi, err := os.Stat(rep.File); err == nil {
+		rep.Size = fi.Size()
+	}
+	bs, err := openBolt(dir, timeout, false)
+	var de *DamagedError
+	if errors.As(err, &de) {
+		rep.add(CheckFile, "", "%s", de.Problem)
+		return rep, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer bs.Close()
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if err := bs.checkFile(rep); err != nil {
+		return nil, err
+	}
+	if !rep.OK() {
+		return rep, nil // following damaged pages would report their garbage
+	}
+
+	var m metaRecord
+	err = guard(bs.path, func() error {
+		db, err := clover.OpenWithStore(bs)
+		if err != nil {
+			return err
+		}
+		s := &Store{dir: dir, domain: dom, bolt: bs, db: db}
+		found, err := s.getSysLocked(metaCollection, metaID, &m)
+		if err == nil && !found {
+			err = &NoStoreError{Dir: dir}
+		}
+		return err
+	})
+	if errors.As(err, &de) {
+		rep.add(CheckRecord, "", "%s", de.Problem)
+		return rep, nil
+	}
+	if err != nil {
+		var ns *NoStoreError
+		if errors.As(err, &ns) {
+			return nil, err
+		}
+		rep.add(CheckRecord, "", "the store's record does not read back: %v", err)
+		return rep, nil
+	}
+	rep.Seq = m.Seq
+	if m.Format != formatVersion {
+		rep.add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
+	}
+	if m.Domain != dom.Name {
+		rep.add(CheckRecord, "", "the store holds the %s domain, not %s", m.Domain, dom.Name)
+		return rep, nil
+	}
+
+	names := dom.tableNames()
+	rows := table.ChangeSet{}
+	err = guard(bs.path, func() error {
+		return bs.db.View(func(tx *bbolt.Tx) error {
+			for _, name := range names {
+				rows[name] = checkTable(rep, tx, schemas[name], m)
+			}
+			return nil
+		})
+	})
+	if errors.As(err, &de) {
+		rep.add(CheckRows, "", "%s", de.Problem)
+		return rep, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Invariants != nil {
+		msgs, err := opts.Invariants(rows)
+		if err != nil {
+			return nil, err
+		}
+		for _, msg := range msgs {
+			rep.add(CheckPolicy, "", "%s", msg)
+		}
+	}
+	return rep, nil
+}
+
+// checkFile reports the older meta page's damage, which Open accepts, and runs bbolt's own
+// consistency check of every page. The caller holds b.mu.
+func (b *boltStore) checkFile(rep *CheckReport) error {
+	f, err := os.Open(b.path)
+	if err != nil {
+		return err
+	}
+	st, err := inspectFile(f)
+	f.Close()
+	if err != nil { // Open's checks passed a moment ago, under the same lock
+		return err
+	}
+	if st.olderDamaged {
+		rep.add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
+	}
+	// tx.Check walks the pages on a goroutine of its own, where a damaged page's panic cannot be
+	// recovered; so every page is first read here, under guard, by a walk of every key.
+	err = guard(b.path, func() error {
+		return b.db.View(func(tx *bbolt.Tx) error {
+			return tx.ForEach(func(_ []byte, bk *bbolt.Bucket) error {
+				return bk.ForEach(func(_, _ []byte) error { return nil })
+			})
+		})
+	})
+	if err == nil {
+		err = b.db.View(func(tx *bbolt.Tx) error {
+			for err := range tx.Check() {
+				rep.add(CheckPages, "", "%v", err)
+			}
+			return nil
+		})
+	}
+	var de *DamagedError
+	if errors.As(err, &de) {
+		rep.add(CheckPages, "", "%s", de.Problem)
+		return nil
+	}
+	return err
+}
+
+// checkTable reads one table's documents, reporting every one that does not decode, does not
+// fit the schema, repeats a key or is newer than the store's record, and returns the rows that
+// read back, in key order, as inserted rows.
+func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.TableChanges {
+	tc := &table.TableChanges{Key: s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+	tver, ok := m.Tables[s.Name]
+	if !ok {
+		rep.add(CheckRecord, s.Name, "the store's record has no version for table %s", s.Name)
+	}
+	if tver > m.Seq {
+		rep.add(CheckRecord, s.Name, "table %s is at version %d, after the last commit %d", s.Name, tver, m.Seq)
+	}
+	seen := map[any]string{}
+	if b := tx.Bucket([]byte(rootBucket)); b != nil {
+		prefix := docPrefix(s.Name)
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			id := string(k[len(prefix):])
+			row, ver, err := decodeRow(s, v)
+			if err != nil {
+				rep.add(CheckRows, s.Name, "%s document %s does not decode: %v", s.Name, id, err)
+				continue
+			}
+			key := row[s.Key]
+			if _, err := s.validate(row); err != nil {
+				rep.add(CheckRows, s.Name, "%s row %s does not fit the schema: %v", s.Name, table.FormatValue(key), err)
+			}
+			if other, dup := seen[key]; dup {
+				rep.add(CheckRows, s.Name, "%s key %s is held by two documents, %s and %s", s.Name, table.FormatValue(key), other, id)
+				continue
+			}
+			seen[key] = id
+			if ver < 1 || ver > tver {
+				rep.add(CheckRecord, s.Name, "%s row %s is at version %d, but its table is at version %d", s.Name, table.FormatValue(key), ver, tver)
+			}
+			tc.Inserted = append(tc.Inserted, row)
+		}
+	}
+	slices.SortFunc(tc.Inserted, func(a, b table.Row) int { return table.CompareKeys(a[s.Key], b[s.Key]) })
+	rep.Tables = append(rep.Tables, TableCount{Table: s.Name, Rows: len(tc.Inserted)})
+	return tc
+}
