@@ -251,3 +251,32 @@ func TestCheckCommittedErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
+
+// CheckState holds a whole state to the rules a state can break, and ignores the rules that
+// speak of a change (a state "inserts" into the append-only ledger and changes stock without
+// ledger rows, which are no faults of a state).
+func TestCheckState(t *testing.T) {
+	d := loadInventory(t)
+	ledger := func(rows ...table.Row) table.ChangeSet {
+		return table.ChangeSet{
+			"inventory":    {Key: "item_id", Inserted: []table.Row{{"item_id": "SG001", "name": "Aviator", "quantity_in_stock": int64(3), "price": 80.0}}},
+			"transactions": {Key: "transaction_id", Inserted: rows},
+		}
+	}
+	row := func(id string, amount, balance float64) table.Row {
+		return table.Row{"transaction_id": id, "customer_name": "c", "transaction_summary": "s", "transaction_amount": amount, "balance_after_transaction": balance, "timestamp": "t"}
+	}
+	ds, err := d.CheckState(ledger(row("TXN001", 500, 500), row("TXN002", 80, 580)))
+	require.NoError(t, err)
+	assert.Empty(t, ds, "a sound state")
+
+	ds, err = d.CheckState(ledger(row("TXN001", 500, 500), row("TXN002", 80, 590)))
+	require.NoError(t, err)
+	require.NotEmpty(t, ds)
+	assert.Equal(t, contracts.CodeBalanceChain, ds[0].Code)
+
+	ds, err = d.CheckState(ledger(row("TXN001", 500, 500), row("TXN002", -600, -100)))
+	require.NoError(t, err)
+	require.NotEmpty(t, ds)
+	assert.Equal(t, contracts.CodeBalanceNegative, ds[0].Code)
+}

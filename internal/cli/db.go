@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -289,30 +288,15 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 		"restore "+rep.File+" from a backup; a policy problem in the rows alone can also be corrected with starplan db export and db import --replace")
 }
 
-// stateRuleKinds are the policy rule kinds that are properties of a state, not only of a change:
-// db check plays the committed rows as inserted into an empty store and holds them to these.
-// (The others, such as append_only or no_inserts, speak of a change and mean nothing here.)
-var stateRuleKinds = []string{"non_negative", "balance_chain", "non_negative_balance"}
-
-// stateInvariants returns a check of the committed rows against the named domain's state rules,
-// through the policy itself (contracts.Domain.Check), as the engine checks a run at apply.
+// stateInvariants returns a check of the committed rows against the named domain's state rules
+// (contracts.Domain.CheckState), through the policy the engine checks every run with.
 func stateInvariants(domain string) (func(table.ChangeSet) ([]string, error), error) {
 	pol, err := contracts.Load(domain)
 	if err != nil {
 		return nil, err
 	}
-	d := *pol
-	d.Rules = nil
-	for _, r := range pol.Rules {
-		if slices.Contains(stateRuleKinds, r.Kind) {
-			d.Rules = append(d.Rules, r)
-		}
-	}
-	// The output contract is checked on every Check; these globals satisfy it, so only the
-	// rules speak.
-	globals := map[string]any{contracts.AnswerGlobal: "Checked.", contracts.StatusGlobal: d.Contract.WriteStatus}
 	return func(rows table.ChangeSet) ([]string, error) {
-		ds, err := d.Check(contracts.Input{Globals: globals, Changes: rows, Committed: contracts.LastRows{}})
+		ds, err := pol.CheckState(rows)
 		if err != nil {
 			return nil, err
 		}
