@@ -79,27 +79,22 @@ type metaRecord struct {
 }
 
 // DefaultDir is where the store lives when the command line does not say: $STARPLAN_DB, else
-// $XDG_DATA_HOME/starplan, else ~/.local/share/starplan.
-func DefaultDir() (string, error) {
-	return ResolveDir("")
-}
-
-// ResolveDir returns flag (the CLI's --db) when it is set, else DefaultDir's answer.
-func ResolveDir(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
+// $XDG_DATA_HOME/starplan, else $HOME/.local/share/starplan. getenv reads the environment
+// (os.Getenv when nil), so a caller that keeps its own environment (the CLI, tests) passes it.
+func DefaultDir(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
 	}
-	if dir := os.Getenv("STARPLAN_DB"); dir != "" {
+	if dir := getenv("STARPLAN_DB"); dir != "" {
 		return dir, nil
 	}
-	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" {
+	if dir := getenv("XDG_DATA_HOME"); dir != "" {
 		return filepath.Join(dir, "starplan"), nil
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find the store directory: %w (set STARPLAN_DB or pass --db)", err)
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "share", "starplan"), nil
 	}
-	return filepath.Join(home, ".local", "share", "starplan"), nil
+	return "", errors.New("cannot tell where the store lives: HOME is not set")
 }
 
 // Open opens the store in dir. When dir holds no data.db, Open creates the directory and the

@@ -141,24 +141,26 @@ func TestOpenInUseByAnotherProcess(t *testing.T) {
 	s.Close()
 }
 
-func TestResolveDir(t *testing.T) {
-	t.Setenv("STARPLAN_DB", "")
-	t.Setenv("XDG_DATA_HOME", "")
-	t.Setenv("HOME", "/home/someone")
-	dir, err := DefaultDir()
+func TestDefaultDir(t *testing.T) {
+	env := map[string]string{"HOME": "/home/someone"}
+	dir, err := DefaultDir(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	assert.Equal(t, "/home/someone/.local/share/starplan", dir)
 
-	t.Setenv("XDG_DATA_HOME", "/xdg")
-	dir, _ = DefaultDir()
+	env["XDG_DATA_HOME"] = "/xdg"
+	dir, _ = DefaultDir(func(k string) string { return env[k] })
 	assert.Equal(t, "/xdg/starplan", dir)
 
-	t.Setenv("STARPLAN_DB", "/env/db")
-	dir, _ = DefaultDir()
+	env["STARPLAN_DB"] = "/env/db"
+	dir, _ = DefaultDir(func(k string) string { return env[k] })
 	assert.Equal(t, "/env/db", dir)
 
-	dir, _ = ResolveDir("/flag/db")
-	assert.Equal(t, "/flag/db", dir, "--db wins")
+	_, err = DefaultDir(func(string) string { return "" })
+	assert.ErrorContains(t, err, "HOME is not set")
+
+	t.Setenv("STARPLAN_DB", "/process/env")
+	dir, _ = DefaultDir(nil)
+	assert.Equal(t, "/process/env", dir, "nil reads the process's environment")
 }
 
 // libraryDomain is a second domain, brought as files only: an int key and other rules.

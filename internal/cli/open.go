@@ -9,21 +9,16 @@ import (
 	"github.com/starplan/starplan/store"
 )
 
-// storeDir resolves --db, then $STARPLAN_DB, then the user's data directory.
+// storeDir resolves --db, else store.DefaultDir from the command's environment.
 func storeDir(ios IOStreams, g *globalOptions) (string, error) {
 	if g.DB != "" {
 		return g.DB, nil
 	}
-	if env := ios.Getenv("STARPLAN_DB"); env != "" {
-		return env, nil
+	dir, err := store.DefaultDir(ios.Getenv)
+	if err != nil {
+		return "", withCode(ExitUsage, err, "pass --db DIR or set STARPLAN_DB")
 	}
-	if xdg := ios.Getenv("XDG_DATA_HOME"); xdg != "" {
-		return xdg + "/starplan", nil
-	}
-	if home := ios.Getenv("HOME"); home != "" {
-		return home + "/.local/share/starplan", nil
-	}
-	return "", withCode(ExitUsage, errors.New("cannot tell where the store lives: HOME is not set"), "pass --db DIR or set STARPLAN_DB")
+	return dir, nil
 }
 
 // openStore opens the store the flags name with opts (their Stderr is set here).
