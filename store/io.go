@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,6 +65,13 @@ type ImportError struct {
 }
 
 func (e *ImportError) Error() string {
+	return fmt.Sprintf("import %s: %s; nothing was imported", e.Table, e.problem())
+}
+
+// problem is the record's place and what is wrong with it: "record 2, line 3: field "price" is
+// empty: it is required". An absent value is "empty" (a CSV cell, a JSON null or a missing
+// field), never Python's None.
+func (e *ImportError) problem() string {
 	var where []string
 	if e.Record > 0 {
 		where = append(where, fmt.Sprintf("record %d", e.Record))
@@ -72,13 +81,76 @@ func (e *ImportError) Error() string {
 	}
 	msg := e.Err.Error()
 	var fe *table.FieldError
-	if errors.As(e.Err, &fe) && fe.Field != "" {
+	switch {
+	case errors.As(e.Err, &fe) && fe.Field != "" && fe.Value == nil:
+		msg = fmt.Sprintf("field %q is empty: it %s", fe.Field, fe.Rule) // "is required", "must be ..."
+	case errors.As(e.Err, &fe) && fe.Field != "":
 		msg = fmt.Sprintf("field %q = %s %s", fe.Field, table.FormatValue(fe.Value), fe.Rule)
 	}
 	if len(where) == 0 {
-		return fmt.Sprintf("import %s: %s; nothing was imported", e.Table, msg)
+		return msg
 	}
-	return fmt.Sprintf("import %s: %s: %s; nothing was imported", e.Table, strings.Join(where, ", "), msg)
+	return strings.Join(where, ", ") + ": " + msg
+}
+
+// MaxImportErrors is how many bad records an import reports before it stops looking: enough to
+// fix a file in one pass, bounded for a file that is wrong on every line.
+const MaxImportErrors = 20
+
+// ImportErrors are every bad record of an import (at most MaxImportErrors, and how many more
+// there were); nothing was imported. errors.As finds each *ImportError.
+type ImportErrors struct {
+	Table string
+	Errs  []*ImportError
+	// More counts the bad records found past MaxImportErrors; Partial says the file could not
+	// be read to its end (a malformed line), so there may be others after the last one.
+	More    int
+	Partial bool
+}
+
+func (e *ImportErrors) Error() string {
+	if len(e.Errs) == 1 && e.More == 0 {
+		return e.Errs[0].Error()
+	}
+	var b strings.Builder
+	n := len(e.Errs) + e.More
+	fmt.Fprintf(&b, "import %s: %d records are wrong; nothing was imported:", e.Table, n)
+	for _, ie := range e.Errs {
+		b.WriteString("\n  " + ie.problem())
+	}
+	if e.More > 0 {
+		fmt.Fprintf(&b, "\n  and %d more", e.More)
+	}
+	if e.Partial {
+		b.WriteString("\n  (reading stopped at the last one; there may be more after it)")
+	}
+	return b.String()
+}
+
+func (e *ImportErrors) Unwrap() []error {
+	out := make([]error, len(e.Errs))
+	for i, ie := range e.Errs {
+		out[i] = ie
+	}
+	return out
+}
+
+// add records a bad record, counting those past the cap.
+func (e *ImportErrors) add(ie *ImportError) {
+	if len(e.Errs) < MaxImportErrors {
+		e.Errs = append(e.Errs, ie)
+		return
+	}
+	e.More++
+}
+
+// err is e as an error, or nil when no record was bad.
+func (e *ImportErrors) err() error {
+	if len(e.Errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(e.Errs, func(a, b *ImportError) int { return cmp.Compare(a.Record, b.Record) })
+	return e
 }
 
 func (e *ImportError) Unwrap() error { return e.Err }
@@ -268,11 +340,12 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	}
 	var recs []record
 	var err error
+	bad := &ImportErrors{Table: name}
 	switch format {
 	case JSON:
 		recs, err = readJSONRecords(sc, r)
 	case CSV:
-		recs, err = readCSVRecords(sc, r)
+		recs, err = readCSVRecords(sc, r, bad)
 	default:
 		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
 	}
@@ -308,15 +381,20 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 		}
 		row, err := sc.validate(rc.row)
 		if err != nil {
-			return res, &ImportError{Table: name, Record: rc.num, Line: rc.line, Err: err}
+			bad.add(&ImportError{Table: name, Record: rc.num, Line: rc.line, Err: err})
+			continue
 		}
 		k := row[sc.Key]
 		if j, dup := seen[k]; dup {
-			return res, &ImportError{Table: name, Record: rc.num, Line: rc.line,
-				Err: &table.FieldError{Table: name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", recs[j].num, sc.Key)}}
+			bad.add(&ImportError{Table: name, Record: rc.num, Line: rc.line,
+				Err: &table.FieldError{Table: name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", recs[j].num, sc.Key)}})
+			continue
 		}
 		seen[k] = i
 		rows[i] = row
+	}
+	if err := bad.err(); err != nil {
+		return res, err
 	}
 	var ops []op
 	for _, row := range rows {
@@ -430,14 +508,34 @@ func readJSONRecords(sc *schema, r io.Reader) ([]record, error) {
 	return recs, nil
 }
 
-func readCSVRecords(sc *schema, r io.Reader) ([]record, error) {
-	cr := csv.NewReader(r)
+// readCSVRecords reads a CSV file: a header of field names, then rows. The separator is a comma,
+// or a semicolon when the header has semicolons and no comma (as spreadsheets write CSV in
+// locales whose decimal mark is a comma). A row with the wrong number of cells is added to bad
+// and reading goes on; a malformed line ends the reading with the records found wrong so far.
+func readCSVRecords(sc *schema, r io.Reader, bad *ImportErrors) ([]record, error) {
+	br := bufio.NewReader(r)
+	cr := csv.NewReader(br)
+	if first, _ := br.Peek(64 << 10); len(first) > 0 {
+		if i := bytes.IndexByte(first, '\n'); i >= 0 {
+			first = first[:i]
+		}
+		if bytes.IndexByte(first, ',') < 0 && bytes.IndexByte(first, ';') >= 0 {
+			cr.Comma = ';'
+		}
+	}
+	cr.FieldsPerRecord = -1 // counted below, so that every short or long row is reported
 	csvErr := func(rec int, err error) error {
+		ie := &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed CSV: %v", err)}
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
-			return &ImportError{Table: sc.Name, Record: rec, Line: pe.Line, Err: fmt.Errorf("malformed CSV: %v", pe.Err)}
+			ie.Line, ie.Err = pe.Line, fmt.Errorf("malformed CSV: %v", pe.Err)
 		}
-		return &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed CSV: %v", err)}
+		if len(bad.Errs) == 0 {
+			return ie
+		}
+		bad.add(ie)
+		bad.Partial = true
+		return bad
 	}
 	header, err := cr.Read()
 	if err == io.EOF {
@@ -470,6 +568,11 @@ func readCSVRecords(sc *schema, r io.Reader) ([]record, error) {
 			return nil, csvErr(n, err)
 		}
 		line, _ := cr.FieldPos(0)
+		if len(cells) != len(cols) {
+			bad.add(&ImportError{Table: sc.Name, Record: n, Line: line,
+				Err: fmt.Errorf("%d cells, but the header names %d fields", len(cells), len(cols))})
+			continue
+		}
 		row := make(table.Row, len(cells))
 		for i, cell := range cells {
 			if v := csvValue(cols[i], cell); v != nil {

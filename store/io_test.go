@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -153,21 +154,21 @@ func TestImportRejectsAndImportsNothing(t *testing.T) {
 			name:   "multi-line quoted cell keeps line numbers right",
 			format: CSV,
 			data:   "item_id,name,description,quantity_in_stock,price\nSG001,A,\"two\nlines\",1,1\nSG002,,x,1,1\n",
-			want:   `import inventory: record 2, line 4: field "name" = None is required; nothing was imported`,
+			want:   `import inventory: record 2, line 4: field "name" is empty: it is required; nothing was imported`,
 			record: 2, line: 4,
 		},
 		{
 			name:   "missing required cell",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,,1\n",
-			want:   `import inventory: record 1, line 2: field "quantity_in_stock" = None is required; nothing was imported`,
+			want:   `import inventory: record 1, line 2: field "quantity_in_stock" is empty: it is required; nothing was imported`,
 			record: 1, line: 2,
 		},
 		{
 			name:   "wrong number of cells",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG002,B,2\n",
-			want:   `import inventory: record 2, line 3: malformed CSV: wrong number of fields; nothing was imported`,
+			want:   `import inventory: record 2, line 3: 3 cells, but the header names 4 fields; nothing was imported`,
 			record: 2, line: 3,
 		},
 		{
@@ -246,6 +247,49 @@ func TestImportRejectsAndImportsNothing(t *testing.T) {
 			assert.Equal(t, before, dumpString(t, s), "nothing is imported")
 		})
 	}
+}
+
+// Every bad record of a file is reported at once (up to MaxImportErrors, then a count), so that
+// one pass fixes the file.
+func TestImportReportsEveryBadRecord(t *testing.T) {
+	s := openTemp(t)
+	before := dumpString(t, s)
+	data := "item_id,name,quantity_in_stock,price\nSG001,A,x,1\nSG002,B,1\nSG003,C,,1\nSG004,D,1,1\nSG005,E,1,-2\n"
+	_, err := s.Import(bg, "inventory", strings.NewReader(data), CSV, Replace)
+	require.Error(t, err)
+	assert.Equal(t, `import inventory: 4 records are wrong; nothing was imported:
+  record 1, line 2: field "quantity_in_stock" = "x" must be an int >= 0 and <= 1000000000
+  record 2, line 3: 3 cells, but the header names 4 fields
+  record 3, line 4: field "quantity_in_stock" is empty: it is required
+  record 5, line 6: field "price" = -2 must be a number >= 0 and <= 1000000`, err.Error())
+	var all *ImportErrors
+	require.ErrorAs(t, err, &all)
+	assert.Len(t, all.Errs, 4)
+	assert.Equal(t, before, dumpString(t, s))
+
+	var b strings.Builder
+	b.WriteString("item_id,name,quantity_in_stock,price\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "SG%03d,A,-1,1\n", i+1)
+	}
+	_, err = s.Import(bg, "inventory", strings.NewReader(b.String()), CSV, Replace)
+	require.ErrorAs(t, err, &all)
+	assert.Len(t, all.Errs, MaxImportErrors)
+	assert.Equal(t, 50-MaxImportErrors, all.More)
+	assert.Contains(t, err.Error(), "50 records are wrong")
+	assert.Contains(t, err.Error(), fmt.Sprintf("and %d more", 50-MaxImportErrors))
+}
+
+// A file a spreadsheet wrote with semicolons (locales with a decimal comma) imports as it is.
+func TestImportSemicolonCSV(t *testing.T) {
+	s := openTemp(t)
+	data := "\ufeffitem_id;name;quantity_in_stock;price\nSG001;\"Aviator; large\";7;80\n"
+	res, err := s.Import(bg, "inventory", strings.NewReader(data), CSV, Replace)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Inserted+res.Updated)
+	var out strings.Builder
+	require.NoError(t, s.Export(&out, "inventory", JSON))
+	assert.Contains(t, out.String(), `"Aviator; large"`)
 }
 
 func TestImportFieldErrorIsReachable(t *testing.T) {

@@ -208,4 +208,3 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 	)
 	return root
 }
-

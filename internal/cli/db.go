@@ -27,6 +27,7 @@ type dbOptions struct {
 	Table   string
 	File    string
 	Empty   bool
+	BOM     bool // db export --bom: a UTF-8 byte order mark first, for spreadsheets
 }
 
 func newDBCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -83,6 +84,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 		},
 	}
 	export.Flags().StringVar(&opts.Export, "format", "json", "json or csv")
+	export.Flags().BoolVar(&opts.BOM, "bom", false, "start a CSV with a UTF-8 byte order mark, so that spreadsheet programs read its accents right")
 	imp := &cobra.Command{
 		Use:   "import TABLE FILE",
 		Short: "Import rows from a CSV or JSON file; every row is validated first, one bad row imports nothing",
@@ -176,8 +178,18 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.BOM && format != store.CSV {
+		return withCode(ExitUsage, errors.New("--bom is for CSV: JSON never starts with a byte order mark"), "add --format csv, or drop --bom")
+	}
 	return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
-		err := onTerminal(ios, format, func(w io.Writer) error { return st.Export(w, opts.Table, format) })
+		err := onTerminal(ios, format, func(w io.Writer) error {
+			if _, known := st.Schema(opts.Table); known && opts.BOM {
+				if _, err := io.WriteString(w, "\ufeff"); err != nil {
+					return err
+				}
+			}
+			return st.Export(w, opts.Table, format)
+		})
 		if err != nil {
 			return withCode(ExitUsage, err, "the tables are: "+strings.Join(st.Names(), ", "))
 		}
@@ -234,7 +246,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 			return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
 		}
 		if err != nil {
-			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the row named above and import again")
+			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and import again: nothing was written")
 		}
 		fmt.Fprintf(ios.Out, "imported %s into %s: %d inserted, %d updated, %d deleted, %d unchanged\n",
 			safe(opts.File), safe(opts.Table), res.Inserted, res.Updated, res.Deleted, res.Unchanged)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -197,4 +198,21 @@ func TestDBCheck(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
 	require.Len(t, rep.Problems, 2)
 	assert.Equal(t, store.CheckPolicy, rep.Problems[0].Check)
+}
+
+// --bom writes the byte order mark spreadsheets look for, and the file imports back unchanged.
+func TestDBExportBOM(t *testing.T) {
+	s := newSession(t)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	o := s.run(false, "", "db", "export", "inventory", "--format", "csv", "--bom")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.True(t, strings.HasPrefix(o.out, "\ufeffitem_id,"), "%.40q", o.out)
+	file := writeFile(t, "inventory.csv", o.out)
+	o = s.run(false, "", "db", "import", "inventory", file)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "0 inserted, 0 updated, 0 deleted, 6 unchanged")
+
+	o = s.run(false, "", "db", "export", "inventory", "--bom")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "--bom is for CSV")
 }
