@@ -208,9 +208,12 @@ func TestDemo(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := Main([]string{"demo"}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
 	require.Equal(t, ExitOK, code, errb.String())
-	for _, want := range []string{"Yes: our Classic sunglasses", "Applied run r_", "STATUS: insufficient_stock", "limit_exceeded (memory limit)", "SG002    Wayfarer  3"} {
+	for _, want := range []string{"Yes: our Classic sunglasses", "Applied run r_", "STATUS: insufficient_stock", "limit_exceeded (memory limit)", "SG002    Wayfarer  3",
+		"rewritten to Starlark: is-none, f-string", "go build -o starplan ./cmd/starplan"} {
 		assert.Contains(t, out.String(), want)
 	}
+	// Its store is temporary: it names no run id as a command to type later.
+	assert.NotRegexp(t, `starplan (apply|runs show) r_`, out.String())
 }
 
 func TestCheckJSON(t *testing.T) {

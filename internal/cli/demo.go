@@ -11,6 +11,7 @@ import (
 
 	"github.com/starplan/starplan"
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -81,11 +82,14 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		if err := renderResult(ios, res, schemaMap(e)); err != nil {
 			return err
 		}
+		if len(res.Rewrites) > 0 { // summed up here: the demo's store, and its audit log, go when it exits
+			fmt.Fprintln(ios.Out, p.paint(ansiDim, "(Python-isms rewritten to Starlark: "+rewriteSummary(res.Rewrites)+")"))
+		}
 		if res.Outcome != step.Outcome || res.Status != step.Status || res.Pending != step.Apply {
 			failed = append(failed, step.File)
 		}
 		if step.Apply && res.Pending {
-			fmt.Fprintf(ios.Out, "Approved by the demo: starplan apply %s\n", res.RunID)
+			fmt.Fprintln(ios.Out, "Approved by the demo (starplan apply RUN_ID on your own store)")
 			applied, err := e.Apply(ctx, res.RunID)
 			if err != nil {
 				return engineError(err)
@@ -111,7 +115,11 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		fmt.Fprintf(ios.Out, "%s:\n", safe(name))
 		printTable(ios.Out, fields, rows, 32)
 	}
-	fmt.Fprintf(ios.Out, "\nNext: starplan exec testdata/examples/02_purchase_wayfarer.star (on your own store), starplan runs, starplan --help\n")
+	fmt.Fprintf(ios.Out, "\nThe demo's store was temporary and is gone. To try these on a store of your own:\n"+
+		"  go build -o starplan ./cmd/starplan\n"+
+		"  ./starplan exec testdata/examples/02_purchase_wayfarer.star   # a dry run, then [y/N]\n"+
+		"  ./starplan runs                                               # the audit log\n"+
+		"  ./starplan --help\n")
 	if len(failed) > 0 {
 		return withCode(ExitInternal, fmt.Errorf("the demo did not behave as expected at %s", strings.Join(failed, ", ")), "run go test ./... to see what broke")
 	}
@@ -126,4 +134,24 @@ func exampleRequest(src string) string {
 		}
 	}
 	return ""
+}
+
+// rewriteSummary counts rewrites by rule, in order of first use: "f-string ×4, is-none".
+func rewriteSummary(rws []pycompat.Rewrite) string {
+	var rules []string
+	count := map[string]int{}
+	for _, r := range rws {
+		if count[r.Rule] == 0 {
+			rules = append(rules, r.Rule)
+		}
+		count[r.Rule]++
+	}
+	parts := make([]string, len(rules))
+	for i, rule := range rules {
+		parts[i] = rule
+		if n := count[rule]; n > 1 {
+			parts[i] += fmt.Sprintf(" ×%d", n)
+		}
+	}
+	return strings.Join(parts, ", ")
 }

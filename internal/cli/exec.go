@@ -67,6 +67,10 @@ func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine
 	if err := renderResult(ios, res, schemaMap(e)); err != nil {
 		return err
 	}
+	if n := len(res.Rewrites); n > 0 {
+		p := painter(ios.Color())
+		fmt.Fprintln(ios.Out, p.paint(ansiDim, fmt.Sprintf("(%d Python-isms rewritten to Starlark; starplan runs show %s lists them)", n, res.RunID)))
+	}
 	if res.Pending {
 		if !ios.InTTY {
 			fmt.Fprintf(ios.Out, "pending: starplan apply %s\n", res.RunID)

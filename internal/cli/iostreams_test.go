@@ -91,7 +91,7 @@ func TestDiffFitsTheTerminalWidth(t *testing.T) {
 	require.Equal(t, ExitOK, code, out.String())
 	diff := out.String()[strings.Index(out.String(), "Changes"):]
 	for _, line := range strings.Split(diff, "\n") {
-		if strings.HasPrefix(line, "Apply these changes?") {
+		if strings.HasPrefix(line, "Apply these changes?") || strings.HasPrefix(line, "(") {
 			break
 		}
 		assert.LessOrEqual(t, termsafe.Width(line), 60, "%q", line)

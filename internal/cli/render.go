@@ -70,9 +70,6 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 		}
 		fmt.Fprintln(w)
 	}
-	if n := len(res.Rewrites); n > 0 {
-		fmt.Fprintln(w, p.paint(ansiDim, fmt.Sprintf("(%d Python-isms rewritten to Starlark; starplan runs show %s lists them)", n, res.RunID)))
-	}
 	if res.Stdout != "" {
 		fmt.Fprintln(w, p.paint(ansiBold, "Output:"))
 		for _, line := range strings.Split(strings.TrimRight(res.Stdout, "\n"), "\n") {
