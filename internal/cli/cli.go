@@ -205,6 +205,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newDBCmd(ios, g),
 		createsStore(newServeCmd(ios, g)),
 		newWorkerCmd(ios),
+		newDocsCmd(ios),
 	)
+	finishHelp(root, ios, g)
 	return root
 }
