@@ -33,6 +33,9 @@ type AskRequest struct {
 	MaxRepairs int
 	// Limits override the engine's default limits where non-zero.
 	Limits sandbox.Limits
+	// Waiting, when set, is called before each model call with the attempt's number and the
+	// most there can be, and done is called when the call has returned (a progress display).
+	Waiting func(attempt, most int) (done func())
 }
 
 // ModelError is a failure to get a reply from the model (unreachable, refused, timed out,
@@ -70,7 +73,12 @@ func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result,
 	var res *Result
 	parent := ""
 	for n := 1; ; n++ {
+		done := func() {}
+		if req.Waiting != nil {
+			done = req.Waiting(n, max(repairs, 0)+1)
+		}
 		reply, err := model.Complete(ctx, msgs)
+		done()
 		if err != nil {
 			return nil, &ModelError{Attempt: n, Err: err}
 		}

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -71,8 +72,30 @@ type Options struct {
 	MaxRepairs int
 	// Engine configures each case's engine (runner, limits).
 	Engine engine.Options
-	// Progress, when set, is called after each case with the number done and the total.
-	Progress func(done, total int)
+	// Progress, when set, is called after each case with the suite's progress so far.
+	Progress func(Progress)
+	// GiveUpAfter stops the suite when that many cases, the first to finish, all failed to reach
+	// the model (an endpoint that is down or refuses the key): the rest would fail the same way,
+	// each after its retries. 0 means DefaultGiveUpAfter; a negative value never gives up.
+	GiveUpAfter int
+}
+
+// DefaultGiveUpAfter is Options.GiveUpAfter's default.
+const DefaultGiveUpAfter = 3
+
+// Progress is how far a suite has come.
+type Progress struct {
+	Done, Total, Passed int
+}
+
+// UnreachableError is Run giving up: the first cases to finish all failed to reach the model.
+type UnreachableError struct {
+	Cases int    // how many cases failed before Run gave up
+	Err   string // the first case's error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("the first %d requests all failed to reach the model, so the suite stopped: %s", e.Cases, e.Err)
 }
 
 // CaseResult is how one case went.
@@ -114,33 +137,62 @@ type Report struct {
 // failures that stop the whole suite (a temporary directory that cannot be made); a case whose
 // model call fails is a failed case with its Error set.
 func Run(ctx context.Context, cases []Case, model engine.Model, opts Options) (*Report, error) {
+	giveUp := opts.GiveUpAfter
+	if giveUp == 0 {
+		giveUp = DefaultGiveUpAfter
+	}
+	giveUp = min(giveUp, len(cases))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	workers := max(opts.Concurrency, 1)
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	done := 0
+	var p Progress
+	p.Total = len(cases)
+	unreachable := 0 // cases that failed to reach the model, while no case has reached it
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
-				results[i], errs[i] = runCase(ctx, cases[i], model, opts)
+				r, modelFailed, err := runCase(ctx, cases[i], model, opts)
+				results[i], errs[i] = r, err
 				mu.Lock()
-				done++
+				p.Done++
+				if r.Pass {
+					p.Passed++
+				}
+				switch {
+				case modelFailed && unreachable >= 0:
+					unreachable++
+					if giveUp > 0 && unreachable == giveUp {
+						cancel(&UnreachableError{Cases: unreachable, Err: r.Error})
+					}
+				case !modelFailed:
+					unreachable = -1 // the model answered once: its later failures are the cases'
+				}
 				if opts.Progress != nil {
-					opts.Progress(done, len(cases))
+					opts.Progress(p)
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
+feed:
 	for i := range cases {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
+	var ue *UnreachableError
+	if errors.As(context.Cause(ctx), &ue) {
+		return nil, ue
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -149,36 +201,39 @@ func Run(ctx context.Context, cases []Case, model engine.Model, opts Options) (*
 	return summarise(results), nil
 }
 
-// runCase runs one case against a fresh store in a temporary directory.
-func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (CaseResult, error) {
-	r := CaseResult{ID: c.ID, Request: c.Request}
+// runCase runs one case against a fresh store in a temporary directory. modelFailed reports a
+// case whose model call failed (the endpoint, not the plan).
+func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (r CaseResult, modelFailed bool, err error) {
+	r = CaseResult{ID: c.ID, Request: c.Request}
 	dir, err := os.MkdirTemp("", "starplan-eval-")
 	if err != nil {
-		return r, err
+		return r, modelFailed, err
 	}
 	defer os.RemoveAll(dir)
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
-		return r, err
+		return r, modelFailed, err
 	}
 	defer st.Close()
 	eng, err := engine.New(st, opts.Engine)
 	if err != nil {
-		return r, err
+		return r, modelFailed, err
 	}
 	defer eng.Close()
 
 	before, err := snapshot(st)
 	if err != nil {
-		return r, err
+		return r, modelFailed, err
 	}
 	start := time.Now()
 	res, err := eng.Ask(ctx, model, engine.AskRequest{Question: c.Request, Apply: true, MaxRepairs: opts.MaxRepairs})
 	r.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
+		var me *engine.ModelError
+		modelFailed = errors.As(err, &me)
 		r.Error = err.Error()
 		r.Failures = []string{"no answer: " + err.Error()}
-		return r, nil
+		return r, modelFailed, nil
 	}
 	r.Outcome, r.Status, r.RunID, r.Attempts = string(res.Outcome), res.Status, res.RunID, len(res.Attempts)
 	for _, a := range res.Attempts {
@@ -190,12 +245,12 @@ func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (Cas
 	}
 	after, err := snapshot(st)
 	if err != nil {
-		return r, err
+		return r, modelFailed, err
 	}
 	r.Failures = compare(c, res, before, after)
 	r.Pass = len(r.Failures) == 0
 	r.FirstTry = r.Pass && r.Attempts == 1
-	return r, nil
+	return r, modelFailed, nil
 }
 
 // state is what a case's expectations speak of.

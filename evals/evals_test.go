@@ -65,16 +65,20 @@ func TestRunSuite(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cases, 5)
 
-	var progress []int
+	var progress []Progress
 	var mu sync.Mutex
-	rep, err := Run(context.Background(), cases, fakeModel(t), Options{Concurrency: 2, Progress: func(done, total int) {
+	rep, err := Run(context.Background(), cases, fakeModel(t), Options{Concurrency: 2, Progress: func(p Progress) {
 		mu.Lock()
-		progress = append(progress, done)
+		progress = append(progress, p)
 		mu.Unlock()
-		assert.Equal(t, 5, total)
 	}})
 	require.NoError(t, err)
-	assert.Equal(t, []int{1, 2, 3, 4, 5}, progress)
+	require.Len(t, progress, 5)
+	for i, p := range progress {
+		assert.Equal(t, i+1, p.Done)
+		assert.Equal(t, 5, p.Total)
+	}
+	assert.Equal(t, rep.Passed, progress[4].Passed, "the last progress counts every pass")
 
 	byID := map[string]CaseResult{}
 	for _, c := range rep.Cases {
@@ -131,4 +135,24 @@ func TestShippedSuiteLoads(t *testing.T) {
 	cases, err := Load(f)
 	require.NoError(t, err)
 	assert.Len(t, cases, 35)
+}
+
+// A suite against an endpoint that refuses every request stops after the first few cases
+// instead of running every case through its retries; one that answers even once never gives up.
+func TestRunGivesUpOnAnUnreachableModel(t *testing.T) {
+	cases, err := Load(strings.NewReader(suite))
+	require.NoError(t, err)
+	srv := llmtest.NewServer(t, llmtest.Always(llmtest.Status(401)))
+	c, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	_, err = Run(context.Background(), cases, c, Options{Concurrency: 1})
+	var ue *UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, DefaultGiveUpAfter, ue.Cases)
+	assert.Contains(t, err.Error(), "the first 3 requests all failed to reach the model")
+	assert.Len(t, srv.Requests(), DefaultGiveUpAfter, "the cases after the third were never sent")
+
+	rep, err := Run(context.Background(), cases, c, Options{Concurrency: 1, GiveUpAfter: -1})
+	require.NoError(t, err, "a negative GiveUpAfter runs every case")
+	assert.Equal(t, len(cases), rep.Errors)
 }

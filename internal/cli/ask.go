@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,7 +97,8 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		return err
 	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
-		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs()})
+		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
+			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {
 			var me *engine.ModelError
 			if errors.As(err, &me) {
@@ -181,17 +183,6 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	if err != nil {
 		return err
 	}
-	progress := func(done, total int) {}
-	if ios.OutTTY && !opts.JSON {
-		progress = func(done, total int) {
-			const width = 30
-			filled := width * done / total
-			fmt.Fprintf(ios.Err, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
-			if done == total {
-				fmt.Fprintln(ios.Err)
-			}
-		}
-	}
 	pool, run, err := runner(ios, g)
 	if err != nil {
 		return err
@@ -199,9 +190,32 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	if pool != nil {
 		defer pool.Close()
 	}
+	// Progress goes to stderr when it is a terminal, also when the report is redirected.
+	var progress func(evals.Progress)
+	stopProgress := func() {}
+	if ios.ErrTTY {
+		var mu sync.Mutex
+		last := evals.Progress{Total: len(cases)}
+		t := startTicker(ios.Err, func(elapsed time.Duration) string {
+			mu.Lock()
+			defer mu.Unlock()
+			return evalBar(last.Done, last.Total, last.Passed, elapsed)
+		})
+		stopProgress = t.Finish
+		progress = func(p evals.Progress) {
+			mu.Lock()
+			last = p
+			mu.Unlock()
+		}
+	}
 	rep, err := evals.Run(ctx, cases, client, evals.Options{
 		Concurrency: opts.Concurrency, MaxRepairs: opts.repairs(), Progress: progress, Engine: engine.Options{Runner: run},
 	})
+	stopProgress()
+	var unreachable *evals.UnreachableError
+	if errors.As(err, &unreachable) {
+		return withCode(ExitModel, err, "check OPENAI_BASE_URL, OPENAI_API_KEY and STARPLAN_MODEL (or --base-url, --model)")
+	}
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}

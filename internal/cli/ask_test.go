@@ -24,7 +24,7 @@ func modelSession(t *testing.T, steps ...llmtest.Step) (*session, *llmtest.Serve
 	run := func(tty bool, input string, args ...string) output {
 		t.Helper()
 		var out, errb bytes.Buffer
-		ios := IOStreams{In: strings.NewReader(input), Out: &out, Err: &errb, OutTTY: tty, InTTY: tty, Getenv: func(k string) string { return env[k] }}
+		ios := IOStreams{In: strings.NewReader(input), Out: &out, Err: &errb, OutTTY: tty, InTTY: tty, ErrTTY: tty, Getenv: func(k string) string { return env[k] }}
 		code := Main(append([]string{"--db", s.dir}, args...), ios)
 		return output{code, out.String(), errb.String()}
 	}
@@ -93,7 +93,7 @@ func TestEvalCommand(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "passed 2/3 (67%), first try 2/3 (67%)")
 	assert.Contains(t, o.out, "FAIL  c")
-	assert.Contains(t, o.err, "3/3", "a progress bar on a terminal")
+	assert.Contains(t, o.err, "3/3 done, 2 passed", "a progress bar on a terminal, kept when done")
 
 	o = run(false, "", "eval", suite)
 	require.Equal(t, ExitOK, o.code, o.err, "some cases failed, but the model answered: the report is the result")

@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,4 +155,41 @@ func TestJSONErrors(t *testing.T) {
 	}
 	o := s.run(false, "", "runs", "show", "r_0000000000")
 	assert.Empty(t, o.out, "without --json stdout stays empty")
+}
+
+func TestEvalBar(t *testing.T) {
+	assert.Contains(t, evalBar(0, 4, 0, 0), "0/4 done, 0 passed, 0s elapsed, about — left")
+	bar := evalBar(1, 4, 1, 10*time.Second)
+	assert.Contains(t, bar, "1/4 done, 1 passed, 10s elapsed, about 30s left")
+	assert.Contains(t, evalBar(4, 4, 3, 40*time.Second), "4/4 done, 3 passed, 40s elapsed, about 0s left")
+}
+
+// ask says what it is waiting for on a terminal's stderr: the model, the attempt, the time.
+func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
+	var errb syncBuffer
+	waiting := askWaiting(IOStreams{Err: &errb, ErrTTY: true}, "gpt-test")
+	require.NotNil(t, waiting)
+	done := waiting(2, 3)
+	done()
+	assert.Contains(t, errb.String(), "asking gpt-test to repair its plan (attempt 2 of at most 3)")
+	assert.True(t, strings.HasSuffix(errb.String(), "\r\x1b[K"), "the line is cleared when the call returns")
+	assert.Nil(t, askWaiting(IOStreams{Err: &errb}, "gpt-test"), "no display when stderr is not a terminal")
+}
+
+// syncBuffer is a bytes.Buffer safe for the ticker's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
