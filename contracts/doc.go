@@ -14,5 +14,7 @@
 //
 // Every violation is one diag.Diagnostic at diag.StageContract with a stable code (the Code*
 // constants), a message that says what was found and what is allowed, and a hint that says what
-// to write instead. Money is compared with a tolerance of Tolerance (0.005).
+// to write instead. Money is compared exactly, in whole cents: an amount
+// or balance that is not a whole number of cents (beyond float noise) is refused, since any
+// tolerance per row would add up over a ledger.
 package contracts

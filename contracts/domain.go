@@ -22,10 +22,6 @@ const (
 	StatusGlobal = "STATUS"
 )
 
-// Tolerance is the largest difference, in currency units, at which two amounts or balances still
-// count as equal.
-const Tolerance = 0.005
-
 //go:embed domains/*.json
 var embedded embed.FS
 

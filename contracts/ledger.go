@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/starplan/starplan/table"
@@ -76,7 +77,30 @@ type ledgerEntry struct {
 	done   bool
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= Tolerance }
+// sameMoney reports whether a and b are the same amount of money: both whole cents and equal in
+// cents. Binary floating point cannot hold most cents exactly (0.1 + 0.2), so a value counts as
+// whole cents when it is within centNoise of one; there is no other tolerance, because a
+// tolerance per row adds up over a ledger unseen, half a cent at a time.
+func sameMoney(a, b float64) bool {
+	ca, okA := cents(a)
+	cb, okB := cents(b)
+	return okA && okB && ca == cb
+}
+
+// centNoise is how far from a whole cent, in cents, a float may be and still be that cent: far
+// above the rounding error of sums of cents (about 1e-8 cents at a billion), far below any
+// amount a plan could mean.
+const centNoise = 1e-3
+
+// cents returns x in whole cents, or false when x is not a whole number of cents.
+func cents(x float64) (int64, bool) {
+	c := x * 100
+	r := math.Round(c)
+	if math.Abs(c-r) > centNoise || math.Abs(r) > 1<<53 {
+		return 0, false
+	}
+	return int64(r), true
+}
 
 func (l *ledgerRule) check(p *pass) error {
 	var items []stockItem
@@ -104,6 +128,11 @@ func (l *ledgerRule) check(p *pass) error {
 					"new %s row %s has %s %s; it must be a number", l.ledgerTable, rowKey(lt, r), l.amountField, table.FormatValue(r[l.amountField]))
 				continue
 			}
+			if _, whole := cents(a); !whole {
+				p.reportf(CodeLedgerAmount, fmt.Sprintf("round %s to cents: round(amount, 2)", l.amountField),
+					"new %s row %s has %s %s, which is not a whole number of cents; money is kept in whole cents", l.ledgerTable, rowKey(lt, r), l.amountField, strconv.FormatFloat(a, 'f', -1, 64))
+				continue
+			}
 			entries = append(entries, ledgerEntry{key: r[lt.Key], amount: a})
 		}
 	}
@@ -122,7 +151,7 @@ func (l *ledgerRule) check(p *pass) error {
 // sorted by amount and walked together, which is optimal for matching within a tolerance.
 func (l *ledgerRule) matchExact(items []stockItem, entries []ledgerEntry) {
 	if len(items) == 1 && len(entries) == 1 { // the common case, without sorting
-		if near(items[0].want, entries[0].amount) {
+		if sameMoney(items[0].want, entries[0].amount) {
 			items[0].done, entries[0].done = true, true
 		}
 		return
@@ -140,7 +169,7 @@ func (l *ledgerRule) matchExact(items []stockItem, entries []ledgerEntry) {
 	for i, j := 0, 0; i < len(ii) && j < len(ei); {
 		it, e := &items[ii[i]], &entries[ei[j]]
 		switch {
-		case near(it.want, e.amount):
+		case sameMoney(it.want, e.amount):
 			it.done, e.done = true, true
 			i++
 			j++
@@ -173,7 +202,7 @@ func (l *ledgerRule) perUnit(p *pass, items []stockItem, entries []ledgerEntry) 
 		unit := it.want / n // the signed amount of one unit
 		var keys []string
 		for j := range entries {
-			if !entries[j].done && near(entries[j].amount, unit) {
+			if !entries[j].done && sameMoney(entries[j].amount, unit) {
 				keys = append(keys, table.FormatValue(entries[j].key))
 			}
 		}
@@ -182,7 +211,7 @@ func (l *ledgerRule) perUnit(p *pass, items []stockItem, entries []ledgerEntry) 
 		}
 		it.done = true
 		for j := range entries {
-			if !entries[j].done && near(entries[j].amount, unit) {
+			if !entries[j].done && sameMoney(entries[j].amount, unit) {
 				entries[j].done = true
 			}
 		}
@@ -216,9 +245,9 @@ func (l *ledgerRule) wholeOrder(p *pass, items []stockItem, entries []ledgerEntr
 		}
 		var covered []*stockItem
 		switch {
-		case len(open) >= 2 && near(e.amount, openSum):
+		case len(open) >= 2 && sameMoney(e.amount, openSum):
 			covered = open
-		case near(e.amount, total):
+		case sameMoney(e.amount, total):
 			covered = make([]*stockItem, len(items))
 			for i := range items {
 				covered[i] = &items[i]
@@ -254,7 +283,7 @@ func (l *ledgerRule) wrongSign(p *pass, items []stockItem, entries []ledgerEntry
 		}
 		for j := range entries {
 			e := &entries[j]
-			if e.done || !near(e.amount, -it.want) {
+			if e.done || !sameMoney(e.amount, -it.want) {
 				continue
 			}
 			it.done, e.done = true, true
@@ -400,7 +429,7 @@ func buildBalanceChain(ps *params) checkFunc {
 				}
 				continue // not numbers: the schema's or ledger_per_item's concern
 			}
-			if want := prev + amount; !near(bal, want) {
+			if want := prev + amount; !sameMoney(bal, want) {
 				from := prevFrom
 				if from == "" {
 					from = fmt.Sprintf("%s of %s", money(prev), table.FormatValue(prevKey))
@@ -450,7 +479,7 @@ func buildNonNegativeBalance(ps *params) checkFunc {
 			}
 			before := running
 			running += amount
-			if running < -Tolerance {
+			if math.Round(running*100) < 0 { // below zero by at least half a cent: not float noise
 				p.reportf(CodeBalanceNegative,
 					"write nothing the balance cannot cover and set STATUS to say why",
 					"new %s row %s (%s %s) takes the balance from %s to %s; it must stay >= 0",

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/starplan/starplan/table"
@@ -235,5 +236,8 @@ func formatNumber(x float64) string {
 
 // money renders an amount with two decimals.
 func money(x float64) string {
+	if _, whole := cents(x); !whole {
+		return strconv.FormatFloat(x, 'f', -1, 64) // every digit: 785.001 must not read 785.00
+	}
 	return fmt.Sprintf("%.2f", x)
 }

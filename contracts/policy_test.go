@@ -39,8 +39,12 @@ func TestPolicy(t *testing.T) {
 		{name: "two items of the same price", status: "success",
 			changes: order(ups(stock("SG005", 9), stock("SG001", 24)), txn("TXN002", 60, 560), txn("TXN003", -80, 480)),
 			want:    []string{}},
-		{name: "amounts within the tolerance", status: "success",
-			changes: order(ups(stock("SG002", 3)), txn("TXN002", 285.004, 785.001)), want: []string{}},
+		{name: "float noise far below a cent", status: "success",
+			changes: order(ups(stock("SG002", 3)), txn("TXN002", 0.1*2850, 500+0.1*2850)), want: []string{}},
+		{name: "a fraction of a cent off is refused (it would add up row after row)", status: "success",
+			changes: order(ups(stock("SG002", 3)), txn("TXN002", 285.004, 785.004)),
+			want:    []string{contracts.CodeLedgerAmount, contracts.CodeLedgerMissing, contracts.CodeBalanceChain},
+			mention: []string{"285.004", "not a whole number of cents", "785.004"}},
 		{name: "first transaction of an empty ledger", status: "success", committed: contracts.LastRows{},
 			changes: order(ups(stock("SG005", 7)), txn("TXN001", 180, 180)), want: []string{}},
 
@@ -214,7 +218,7 @@ func TestPolicyLabExpectations(t *testing.T) {
 				bal += a
 				txns = append(txns, txn("TXN00"+string(rune('2'+i)), a, bal))
 			}
-			require.InDelta(t, c.balance, bal, contracts.Tolerance)
+			require.InDelta(t, c.balance, bal, 0.001)
 			got, err := d.Check(contracts.Input{Globals: globals("success", "Done."), Changes: order(updates, txns...), Committed: seeded})
 			require.NoError(t, err)
 			assert.Empty(t, got, "%s", got)
