@@ -196,6 +196,11 @@ func (f *field) check(v any) (any, string) {
 		if len(s) > utf8.UTFMax*maxLen || utf8.RuneCountInString(s) > maxLen {
 			return nil, fmt.Sprintf("must have at most %d characters (max_len)", maxLen)
 		}
+		if !utf8.ValidString(s) {
+			// Starlark slices strings by byte; a cut character would be stored as U+FFFD (JSON
+			// has no other way), so what a reviewer saw is not what would be written.
+			return nil, "must be valid UTF-8 text (a character was cut in two, perhaps by slicing)"
+		}
 		if f.Type == table.TypeTimestamp {
 			if !isTimestamp(s) {
 				return nil, "must be an ISO-8601 timestamp such as 2025-01-01T09:00:00"

@@ -62,6 +62,7 @@ func TestValidateRejects(t *testing.T) {
 		{"name", "", "must not be empty"},
 		{"name", "toolong", "must have at most 5 characters (max_len)"},
 		{"name", 5, "must be a string"},
+		{"name", "Zo\xc3", "must be valid UTF-8 text (a character was cut in two, perhaps by slicing)"},
 		{"code", "A", "must have at least 2 characters"},
 		{"code", "ab", "must match the pattern [A-Z]+"},
 		{"code", "ABc", "must match the pattern [A-Z]+"}, // the whole value must match

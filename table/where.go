@@ -152,6 +152,11 @@ type operand struct {
 // field. A nil or empty where matches every row.
 func Compile(s *Schema, where map[string]any) (*Matcher, error) {
 	c := compiler{schema: s}
+	if bad, ok := invalidText(where); ok {
+		// A stored filter is JSON, which can only spell a cut character as U+FFFD: re-evaluated
+		// at apply, it would be another filter than the one the plan ran.
+		return nil, c.errorf("", "the filter holds text that is not valid UTF-8 (%q): a character was cut in two, perhaps by slicing a string", bad)
+	}
 	m := &Matcher{}
 	if err := c.group(&m.root, where, 0); err != nil {
 		return nil, err
@@ -871,6 +876,31 @@ func checkFinite(v any) error {
 		}
 	}
 	return nil
+}
+
+// invalidText returns the first string in v (a key or a value, at any depth) that is not valid
+// UTF-8.
+func invalidText(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, !utf8.ValidString(x)
+	case []any:
+		for _, e := range x {
+			if s, bad := invalidText(e); bad {
+				return s, true
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if !utf8.ValidString(k) {
+				return k, true
+			}
+			if s, bad := invalidText(e); bad {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
 
 // setThreshold is the list length from which $in/$nin use a hash set.

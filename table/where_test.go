@@ -128,6 +128,9 @@ func TestCompileErrors(t *testing.T) {
 		suggestion string
 	}{
 		{"unknown field", map[string]any{"quantity": int64(1)}, `unknown field "quantity"; the fields are item_id, name,`, "quantity_in_stock"},
+		{"cut character", map[string]any{"name": map[string]any{"$startswith": "\xc3"}}, `not valid UTF-8 ("\xc3")`, ""},
+		{"cut character in a list", map[string]any{"name": map[string]any{"$in": []any{"ok", "Zo\xc3"}}}, `not valid UTF-8`, ""},
+		{"cut character in a field name", map[string]any{"na\xc3": "x"}, `not valid UTF-8`, ""},
 		{"unknown field abbreviation", map[string]any{"qty": int64(1)}, `unknown field "qty"`, "quantity_in_stock"},
 		{"unknown field typo", map[string]any{"prise": int64(1)}, `unknown field "prise"`, "price"},
 		{"unknown field case", map[string]any{"Name": "x"}, `unknown field "Name"`, "name"},
