@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ column, code and a hint; exits 3 when there is any.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
-			return runCheck(ios, g, opts)
+			return runCheck(cmd.Context(), ios, g, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the findings and rewrites as JSON")
@@ -46,8 +47,8 @@ type checkReport struct {
 	Rewrites    []pycompat.Rewrite `json:"rewrites"`
 }
 
-func runCheck(ios IOStreams, g *globalOptions, opts *checkOptions) error {
-	src, err := readPlan(ios, opts.File)
+func runCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *checkOptions) error {
+	src, err := readPlan(ctx, ios, opts.File)
 	if err != nil {
 		return err
 	}

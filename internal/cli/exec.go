@@ -42,7 +42,7 @@ result document.`,
 }
 
 func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOptions) error {
-	src, err := readPlan(ios, opts.File)
+	src, err := readPlan(ctx, ios, opts.File)
 	if err != nil {
 		return err
 	}

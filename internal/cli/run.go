@@ -36,7 +36,7 @@ Python compatibility; use exec to run a plan against the store.`,
 }
 
 func runRun(ctx context.Context, ios IOStreams, opts *runOptions) error {
-	src, err := readPlan(ios, opts.File)
+	src, err := readPlan(ctx, ios, opts.File)
 	if err != nil {
 		return err
 	}

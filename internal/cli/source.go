@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,28 @@ const maxSource = llm.DefaultMaxReply
 // readPlan reads a plan or a model reply from the file name, or from In when name is "-", and
 // stops one byte past maxSource: `exec /dev/zero` fails at once instead of reading forever. A
 // file that cannot be read, or is too large, is an ExitUsage error naming it and the bound.
-func readPlan(ios IOStreams, name string) (string, error) {
+//
+// The read gives way to ctx: opening a FIFO nobody writes to, or a slow device, blocks in the
+// kernel, and Ctrl-C must still end the command at once.
+func readPlan(ctx context.Context, ios IOStreams, name string) (string, error) {
+	type read struct {
+		src string
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		src, err := readPlanNow(ios, name)
+		done <- read{src, err}
+	}()
+	select {
+	case r := <-done:
+		return r.src, r.err
+	case <-ctx.Done():
+		return "", ctx.Err() // the goroutine stays blocked until the process exits
+	}
+}
+
+func readPlanNow(ios IOStreams, name string) (string, error) {
 	what, r := "standard input", ios.In
 	if name != "-" {
 		f, err := os.Open(name)

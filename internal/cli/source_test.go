@@ -2,9 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,7 +73,7 @@ func TestAPlanFileAtTheBoundIsRead(t *testing.T) {
 	src += strings.Repeat("#", maxSource-len(src))
 	require.Len(t, src, maxSource)
 	var out, errb bytes.Buffer
-	got, err := readPlan(IOStreams{In: strings.NewReader(src), Out: &out, Err: &errb}, "-")
+	got, err := readPlan(context.Background(), IOStreams{In: strings.NewReader(src), Out: &out, Err: &errb}, "-")
 	require.NoError(t, err)
 	assert.Equal(t, src, got)
 }
@@ -83,4 +87,28 @@ func TestAskGzipBombIsAModelError(t *testing.T) {
 	assert.Contains(t, o.err, "larger than 4 MiB (counted after decompression)")
 	assert.Empty(t, o.out)
 	assert.Len(t, srv.Requests(), 1)
+}
+
+// Opening a FIFO nobody writes to blocks in the kernel; the command still ends when its context
+// does (Ctrl-C), with exit 130.
+func TestReadPlanGivesWayToCtrlC(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "plan.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- MainContext(ctx, []string{"check", fifo}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+	}()
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, ExitInterrupted, c, errb.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the command kept waiting on the FIFO after its context ended")
+	}
+	// Let the abandoned open finish, so the test leaves nothing blocked behind.
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		w.Close()
+	}
 }
