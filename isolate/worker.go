@@ -37,8 +37,8 @@ const (
 // refused with a clear error rather than read.
 const maxPoolFrame = 1 << 30
 
-// WorkerMain is the whole life of a sandbox worker process: it applies the static OS limits to
-// itself, reports ready on out, then runs the plans the pool sends on in, one at a time, until
+// WorkerMain is the whole life of a sandbox worker process: it applies the static OS limits and
+// its seccomp filter (seccomp_linux.go) to itself, reports ready on out, then runs the plans the pool sends on in, one at a time, until
 // in ends. It returns the process's exit code. Every table call of a plan travels to the pool on
 // out and its answer comes back on in; the worker holds no database handle.
 //
@@ -49,7 +49,14 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 	warnings := applyStaticLimits()
 	exitOnCPULimit()
 	w := &worker{c: newConn(in, out, maxPoolFrame)}
-	w.c.enc.ready(ready{warnings: warnings, vmData: w.dataSegment(), goTotal: goTotal()})
+	// What the worker opens, it opens before its system call filter denies opening files: its
+	// /proc/self/status (read by dataSegment) and the local time zone.
+	vm := w.dataSegment()
+	_ = time.Local.String()
+	if err := installWorkerFilter(); err != nil {
+		warnings = append(warnings, fmt.Sprintf("system calls: no seccomp filter, so sockets, files and processes are not denied (%v)", err))
+	}
+	w.c.enc.ready(ready{warnings: warnings, vmData: vm, goTotal: goTotal()})
 	if err := w.c.send(); err != nil {
 		return exitTransport
 	}
