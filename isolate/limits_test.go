@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -58,9 +59,12 @@ func helperMain(mode string) int {
 		return unprivilegedPool()
 	case "no-seccomp-worker":
 		// A worker started under a filter that denies seccomp itself: it cannot add its own.
-		if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
-			fmt.Fprintln(os.Stderr, "denySyscalls:", err)
-			return 1
+		// (The filter survives the worker's re-execution, which must not install it twice.)
+		if os.Getenv(confinedEnv) == "" {
+			if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
+				fmt.Fprintln(os.Stderr, "denySyscalls:", err)
+				return 1
+			}
 		}
 		return WorkerMain(os.Stdin, os.Stdout)
 	}
@@ -71,6 +75,10 @@ func helperMain(mode string) int {
 // seccompProbe installs the worker's filter and makes the calls it must deny and the calls a
 // worker needs, from several threads. It prints "denied" when every call went as it must.
 func seccompProbe() int {
+	if w := confine(); len(w) > 0 { // as a worker does: this re-executes the probe once
+		fmt.Println("confine:", w)
+		return 1
+	}
 	// Before the filter: what the probe needs later.
 	status, err := os.Open("/proc/self/status")
 	if err != nil {
@@ -324,6 +332,19 @@ func unprivilegedPool() int {
 		fmt.Println("network namespace:", mine, theirs, err1, err2)
 		return 1
 	}
+	// Root of its user namespace, the worker cleared its bounding set before it dropped its
+	// capabilities.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for _, set := range []string{"CapPrm", "CapEff", "CapBnd"} {
+		if !regexp.MustCompile(`(?m)^` + set + `:\s+0+$`).Match(status) {
+			fmt.Printf("%s is not empty:\n%s", set, status)
+			return 1
+		}
+	}
 	dir, err := os.MkdirTemp("", "starplan-isolate-")
 	if err != nil {
 		fmt.Println(err)
@@ -347,7 +368,8 @@ func unprivilegedPool() int {
 }
 
 // TestUnprivilegedPool: a pool started by an unprivileged user still gives its workers their
-// own network namespace (inside a user namespace) and runs plans, or says why not.
+// own network namespace (inside a user namespace) and no capability, even in their bounding
+// set, and runs plans, or says why not.
 func TestUnprivilegedPool(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the other tests already run unprivileged; switching users needs root")

@@ -145,7 +145,9 @@ func parseStatusField(b []byte, name string) int64 {
 // spawnAttr returns the process attributes of a worker: its own process group (a terminal's
 // Ctrl-C reaches the parent, which cancels the run, not the worker directly) and, when netns is
 // set, a new network namespace with no interface but a loopback that is down. A process without
-// CAP_SYS_ADMIN gets it inside a new user namespace that maps its own user and group.
+// CAP_SYS_ADMIN gets it inside a new user namespace in which its own user and group are root:
+// that root holds capabilities only over the worker's own namespaces, and the worker uses them
+// once, to clear its capability bounding set (see confine), before it drops them all.
 func spawnAttr(netns bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	if !netns {
@@ -154,8 +156,8 @@ func spawnAttr(netns bool) *syscall.SysProcAttr {
 	attr.Cloneflags = syscall.CLONE_NEWNET
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
 	return attr
 }
