@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +35,9 @@ const unprivilegedID = 65534
 // second start returns at once. confine returns a warning per confinement it could not apply;
 // when the exec fails the worker goes on in its first start, without those two.
 func confine() []string {
-	if os.Getenv(confinedEnv) != "" {
+	// The mark is the process's id, which the exec keeps: an environment that merely contains
+	// the variable does not skip the first start.
+	if os.Getenv(confinedEnv) == strconv.Itoa(os.Getpid()) {
 		os.Unsetenv(confinedEnv)
 		return checkConfined()
 	}
@@ -57,7 +60,8 @@ func confine() []string {
 	}
 	err := closeOnExec()
 	if err == nil {
-		env := append(os.Environ(), confinedEnv+"=1")
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, confinedEnv+"=") })
+		env = append(env, fmt.Sprintf("%s=%d", confinedEnv, os.Getpid()))
 		err = unix.Exec("/proc/self/exe", os.Args, env)
 	}
 	runtime.UnlockOSThread()

@@ -22,7 +22,8 @@ import (
 // thread, no_new_privs and a seccomp filter on every thread, an unprivileged user when the pool
 // runs as root, no descriptor but its pipes and the Go runtime's own, and an empty working
 // directory that no longer exists. The pool's process holds a descriptor without
-// close-on-exec when the worker starts, as a parent may have inherited one.
+// close-on-exec when the worker starts, as a parent may have inherited one, and the worker's
+// environment claims that it is confined already.
 func TestWorkerIsConfined(t *testing.T) {
 	leaked, err := os.Create(filepath.Join(t.TempDir(), "leaked"))
 	require.NoError(t, err)
@@ -30,7 +31,7 @@ func TestWorkerIsConfined(t *testing.T) {
 	_, err = unix.FcntlInt(leaked.Fd(), unix.F_SETFD, 0)
 	require.NoError(t, err)
 
-	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1, Env: []string{confinedEnv + "=1"}})
 	require.NoError(t, leaked.Close())
 	assert.Empty(t, p.Warnings(), "every confinement applies on this machine")
 	st := openStore(t)

@@ -32,9 +32,10 @@ const (
 	exitMemory    = 6 // the Go runtime's memory passed the run's ceiling
 )
 
-// confinedEnv marks a worker's second start on Linux. A worker starts twice: the first start
-// sheds what only an exec sheds from every thread (the capability bounding set, descriptors it
-// inherited) and re-executes itself; the second serves runs (see confine).
+// confinedEnv marks a worker's second start on Linux, with its process id. A worker starts
+// twice: the first start sheds what only an exec sheds from every thread (the capability
+// bounding set, descriptors it inherited) and re-executes itself; the second serves runs (see
+// confine).
 const confinedEnv = "STARPLAN_WORKER_CONFINED"
 
 // maxPoolFrame is the largest message a worker accepts from the pool, in bytes. The pool's
