@@ -12,9 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The worker's seccomp filter is an allow-list: the system calls the Go runtime (with or without
-// cgo and the race detector) makes while a worker serves runs, found by tracing the whole test
-// suite, and nothing else. Any other call fails with EPERM, so a call the list missed fails soft
+// The worker's seccomp filter is an allow-list (allowedSyscalls, in syscalls_linux_$GOARCH.go):
+// the system calls the Go runtime (with or without cgo and the race detector) makes while a
+// worker serves runs, found by tracing the isolate tests' workers under strace, and nothing else.
+// To check it again, run the tests with workers started under "strace -f" and look for EPERM
+// after the seccomp call. Any other call fails with EPERM, so a call the list missed fails soft
 // (the runtime and the standard library treat EPERM as an ordinary error) rather than killing a
 // run. A few calls are allowed only with safe arguments:
 //
@@ -26,9 +28,6 @@ import (
 //
 // Files (open, stat, ...), sockets, execve, fork, ptrace, kill, namespaces, mounts, io_uring,
 // bpf and every other call are denied.
-
-// allowedSyscalls are the calls a worker may make with any arguments; syscallsLinux*.go list
-// them per architecture.
 
 // seccomp_data offsets (struct seccomp_data, little-endian).
 const (
