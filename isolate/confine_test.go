@@ -86,3 +86,36 @@ func TestWorkerIsConfined(t *testing.T) {
 	_, err = os.Create(fmt.Sprintf("/proc/%d/cwd/file", pid))
 	assert.ErrorIs(t, err, fs.ErrNotExist, "and nothing can be created in it, even by root")
 }
+
+// TestWorkerThatCannotReexecute: a worker whose binary its unprivileged user may not execute
+// cannot start a second time; it says so once and still runs plans, as that user, without
+// capabilities and under its filter.
+func TestWorkerThatCannotReexecute(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a worker started as root changes user before it re-executes itself")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	private := filepath.Join(t.TempDir(), "isolate.test")
+	require.NoError(t, os.WriteFile(private, bin, 0o700))
+
+	p, err := NewPool(Options{Command: []string{private}, Env: []string{workerEnv + "=1"}, Warm: 1, MaxWorkers: 1})
+	require.NoError(t, err)
+	defer p.Close()
+	warnings := p.Warnings()
+	require.Len(t, warnings, 1, "%q", warnings)
+	assert.Contains(t, warnings[0], "could not re-execute itself")
+	assert.Contains(t, warnings[0], "permission denied")
+
+	st := openStore(t)
+	j, _ := job(st, `n = len(inventory_tbl)`, sandbox.Limits{})
+	res := p.Run(bg, j)
+	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", onlyWorker(t, p).cmd.Process.Pid))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^Uid:\s+65534\s+65534\s+65534\s+65534$`, string(b))
+	assert.Regexp(t, `(?m)^CapEff:\s+0+$`, string(b))
+	assert.Regexp(t, `(?m)^Seccomp:\s+2$`, string(b))
+}
