@@ -6,7 +6,7 @@
 // process's body (WorkerMain) and the pipe protocol between them. A worker is the starplan binary
 // re-executed with a hidden command; it runs the sandbox exactly as in process, except that its
 // table.View is remote: every table call travels to the pool, which owns the run's staged view,
-// and the answer travels back. The worker holds no database handle and opens no files.
+// and the answer travels back. The worker holds no database handle and cannot open files.
 //
 // Limits a worker applies to itself before it reads a program (Linux):
 //
@@ -22,11 +22,39 @@
 //     wall-clock deadline is the pool's: it kills the worker Options.KillGrace after it);
 //   - open files (RLIMIT_NOFILE 32), file size (RLIMIT_FSIZE 0), core dumps (RLIMIT_CORE 0);
 //   - network: a new network namespace (inside a new user namespace when the parent is not
-//     privileged), and a seccomp filter that makes socket, socketpair and io_uring_setup fail.
+//     privileged), and no socket (below).
 //
-// What cannot be applied is listed once by Pool.Warnings, never skipped silently. A worker that
-// hits a limit, crashes or breaks the protocol is killed and replaced; its run's outcome is
-// limit_exceeded or runtime_error, and the engine applies nothing from it.
+// What a worker holds and may do (Linux; confine_linux.go, seccomp_linux.go), in the process
+// that reads programs:
+//
+//   - capabilities: none, on every thread: the effective, permitted, inheritable, ambient and
+//     bounding sets are empty, and no_new_privs is set. A worker's first start clears the
+//     bounding set (a per-thread set, and the runtime has started threads) and re-executes
+//     itself through /proc/self/exe, so every thread of the second start begins with it. A
+//     worker without CAP_SETPCAP (an unprivileged pool that got no user namespace) cannot clear
+//     its bounding set; it has no capability, and no_new_privs keeps any exec from granting one.
+//   - user: a worker started as root runs as uid and gid 65534 (nobody), without supplementary
+//     groups. An unprivileged pool's worker is root of its own user namespace, which maps only
+//     the pool's user, and holds no capability there either.
+//   - descriptors: its standard input, output and error (its pipes to the pool) and nothing it
+//     inherited: the exec closes the rest. The serving process then opens only the Go
+//     runtime's own (its poller, its cgroup's processor limit) and its /proc/self/status.
+//   - working directory: an empty directory that the first start created and removed, so no
+//     relative path reaches the pool's directory and nothing can be created in it.
+//   - system calls: a seccomp allow-list of what the Go runtime calls while a worker serves
+//     (read and write on the descriptors it holds, memory, threads, futexes, signals to itself,
+//     timers, its poller, its own limits and usage), with memory never executable, clone only
+//     for a thread, and prlimit64 and tgkill only on itself. Everything else fails with EPERM:
+//     opening, listing or stat-ing any file, sockets, exec, fork, ptrace, kill, other processes'
+//     limits, namespaces, mounts, io_uring, bpf. It has no mount namespace of its own: the host's
+//     file tree exists, but nothing in it can be reached.
+//
+// What cannot be applied is listed once by Pool.Warnings, never skipped silently, and a worker
+// still runs without it: the pool's owner decides (the CLI prints the warnings). That holds for
+// the seccomp filter too, which is defense in depth: the interpreter gives a plan no system call
+// at all, and the filter bounds what a flaw in it could reach. A worker that hits a limit,
+// crashes or breaks the protocol is killed and replaced; its run's outcome is limit_exceeded or
+// runtime_error, and the engine applies nothing from it.
 //
 // The protocol is length-prefixed binary frames (see codec.go) with typed values, so int64
 // stays int64. Dict where-filters run in the pool, so only matching rows cross the pipe, in the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -53,56 +54,117 @@ func helperMain(mode string) int {
 		fmt.Println("spun for 20 s")
 		return 0
 	case "seccomp":
-		if err := denySockets(); err != nil {
-			fmt.Println("denySockets:", err)
-			return 1
-		}
-		// Every thread is filtered, not only the one that installed the filter.
-		errs := make(chan error, 8)
-		for range 8 {
-			go func() {
-				runtime.LockOSThread()
-				fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-				if err == nil {
-					syscall.Close(fd)
-				}
-				errs <- err
-			}()
-		}
-		for range 8 {
-			if err := <-errs; !errors.Is(err, syscall.EPERM) {
-				fmt.Println("socket on a thread:", err)
-				return 1
-			}
-		}
-		if _, err := net.DialTimeout("tcp", "127.0.0.1:9", time.Second); err == nil || !strings.Contains(err.Error(), "operation not permitted") {
-			fmt.Println("dial:", err)
-			return 1
-		}
-		if _, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0); !errors.Is(err, syscall.EPERM) {
-			fmt.Println("socketpair:", err)
-			return 1
-		}
-		if f, err := os.Open("/proc/self/status"); err != nil {
-			fmt.Println("files still open:", err)
-			return 1
-		} else {
-			f.Close()
-		}
-		fmt.Println("denied")
-		return 0
+		return seccompProbe()
 	case "unprivileged-pool":
 		return unprivilegedPool()
 	case "no-seccomp-worker":
 		// A worker started under a filter that denies seccomp itself: it cannot add its own.
-		if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
-			fmt.Fprintln(os.Stderr, "denySyscalls:", err)
-			return 1
+		// (The filter survives the worker's re-execution, which must not install it twice.)
+		if os.Getenv(confinedEnv) == "" {
+			if err := denySyscalls(unix.SYS_SECCOMP); err != nil {
+				fmt.Fprintln(os.Stderr, "denySyscalls:", err)
+				return 1
+			}
 		}
 		return WorkerMain(os.Stdin, os.Stdout)
 	}
 	fmt.Println("unknown mode", mode)
 	return 2
+}
+
+// seccompProbe installs the worker's filter and makes the calls it must deny and the calls a
+// worker needs, from several threads. It prints "denied" when every call went as it must.
+func seccompProbe() int {
+	if w := confine(); len(w) > 0 { // as a worker does: this re-executes the probe once
+		fmt.Println("confine:", w)
+		return 1
+	}
+	// Before the filter: what the probe needs later.
+	status, err := os.Open("/proc/self/status")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := installWorkerFilter(); err != nil {
+		fmt.Println("installWorkerFilter:", err)
+		return 1
+	}
+	failed := false
+	denied := func(what string, err error) {
+		if !errors.Is(err, syscall.EPERM) {
+			fmt.Printf("%s: %v, want EPERM\n", what, err)
+			failed = true
+		}
+	}
+	// Every thread is filtered, not only the one that installed the filter, and new threads
+	// still start (each goroutine below locks one).
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			runtime.LockOSThread()
+			fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		denied("socket on a thread", <-errs)
+	}
+	if _, err := net.DialTimeout("tcp", "127.0.0.1:9", time.Second); err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+		fmt.Println("dial:", err)
+		failed = true
+	}
+	_, err = syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	denied("socketpair", err)
+	_, err = os.Open("/proc/self/status")
+	denied("open", err)
+	_, err = os.Stat("/")
+	denied("stat", err)
+	_, err = os.ReadDir(".")
+	denied("reading the working directory", err)
+	err = syscall.Exec("/proc/self/exe", []string{"x"}, nil)
+	denied("execve", err)
+	_, err = syscall.ForkExec("/proc/self/exe", []string{"x"}, nil)
+	if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.ENOSYS) {
+		fmt.Println("fork:", err)
+		failed = true
+	}
+	_, err = unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
+	denied("executable mmap", err)
+	m, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		fmt.Println("mmap:", err)
+		return 1
+	}
+	denied("mprotect to executable", unix.Mprotect(m, unix.PROT_READ|unix.PROT_EXEC))
+	var lim unix.Rlimit
+	denied("prlimit of another process", unix.Prlimit(1, unix.RLIMIT_NOFILE, nil, &lim))
+	denied("kill", syscall.Kill(1, 0))
+	denied("tgkill of another process", unix.Tgkill(1, 1, 0))
+	denied("setuid", syscall.Setuid(0))
+	denied("ptrace", syscall.PtraceAttach(1))
+	_, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, 0, 0)
+	denied("io_uring_setup", errno)
+	_, _, errno = unix.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWUSER, 0, 0)
+	denied("unshare", errno)
+	// What a worker does between runs still works.
+	if err := setRunLimits(1<<40, 60); err != nil {
+		fmt.Println("setRunLimits:", err)
+		failed = true
+	}
+	b := make([]byte, 1<<10)
+	if n, err := status.ReadAt(b, 0); n == 0 {
+		fmt.Println("reading an open file:", err)
+		failed = true
+	}
+	time.Sleep(time.Millisecond)
+	if failed {
+		return 1
+	}
+	fmt.Println("denied")
+	return 0
 }
 
 // helper runs the test binary in a helper mode and returns its output and exit code.
@@ -142,9 +204,10 @@ func TestCPULimit(t *testing.T) {
 	assert.Less(t, time.Since(start), 15*time.Second, "stopped after about one second of processor time")
 }
 
-// TestSocketsDenied: after the seccomp filter no thread of the process can create a socket;
-// files still open.
-func TestSocketsDenied(t *testing.T) {
+// TestSyscallsDenied: after the worker's seccomp filter no thread of the process can create a
+// socket, open or stat a file, exec, fork, map executable memory, or reach another process; new
+// threads, timers, its own limits and its open descriptors still work.
+func TestSyscallsDenied(t *testing.T) {
 	out, code := helper(t, "seccomp")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "denied")
@@ -198,7 +261,7 @@ func TestWarningsReportWhatCouldNotApply(t *testing.T) {
 	defer p.Close()
 	warnings := p.Warnings()
 	require.Len(t, warnings, 1)
-	assert.Contains(t, warnings[0], "no seccomp filter against sockets")
+	assert.Contains(t, warnings[0], "no seccomp filter")
 	assert.Contains(t, warnings[0], "operation not permitted")
 
 	st := openStore(t)
@@ -269,6 +332,19 @@ func unprivilegedPool() int {
 		fmt.Println("network namespace:", mine, theirs, err1, err2)
 		return 1
 	}
+	// Root of its user namespace, the worker cleared its bounding set before it dropped its
+	// capabilities.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for _, set := range []string{"CapPrm", "CapEff", "CapBnd"} {
+		if !regexp.MustCompile(`(?m)^` + set + `:\s+0+$`).Match(status) {
+			fmt.Printf("%s is not empty:\n%s", set, status)
+			return 1
+		}
+	}
 	dir, err := os.MkdirTemp("", "starplan-isolate-")
 	if err != nil {
 		fmt.Println(err)
@@ -292,7 +368,8 @@ func unprivilegedPool() int {
 }
 
 // TestUnprivilegedPool: a pool started by an unprivileged user still gives its workers their
-// own network namespace (inside a user namespace) and runs plans, or says why not.
+// own network namespace (inside a user namespace) and no capability, even in their bounding
+// set, and runs plans, or says why not.
 func TestUnprivilegedPool(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the other tests already run unprivileged; switching users needs root")

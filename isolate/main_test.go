@@ -23,7 +23,9 @@ const workerEnv = "STARPLAN_ISOLATE_TEST_WORKER"
 const profileEnv = "STARPLAN_ISOLATE_TEST_CPUPROFILE"
 
 // profiled runs WorkerMain under the CPU profiler. A worker may not write files (RLIMIT_FSIZE
-// is 0), so path should be a named pipe that something copies to a file.
+// is 0), so path should be a named pipe that something copies to a file. Only the worker's
+// second start profiles (the first re-executes itself at once), as user 65534 when the tests
+// run as root: that user must be able to open the pipe for writing.
 func profiled(path string) int {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
@@ -44,7 +46,7 @@ const modeEnv = "STARPLAN_ISOLATE_TEST_MODE"
 func TestMain(m *testing.M) {
 	ServeWorkerIfAsked() // as an embedder's main does (TestSelfPool)
 	if os.Getenv(workerEnv) == "1" {
-		if path := os.Getenv(profileEnv); path != "" {
+		if path := os.Getenv(profileEnv); path != "" && os.Getenv(confinedEnv) != "" {
 			os.Exit(profiled(path))
 		}
 		os.Exit(WorkerMain(os.Stdin, os.Stdout))

@@ -6,11 +6,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +20,8 @@ import (
 const maxOpenFiles = 32
 
 // applyStaticLimits applies the limits that do not depend on the run, once, before the worker
-// reads any program: open files, file size, core dumps, and the seccomp filter that denies
-// creating sockets. It returns a warning per limit it could not apply.
+// reads any program: open files, file size and core dumps. It returns a warning per limit it
+// could not apply.
 func applyStaticLimits() []string {
 	var warnings []string
 	set := func(name string, res int, v uint64) {
@@ -52,9 +52,6 @@ func applyStaticLimits() []string {
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s could not be limited: %v", r.name, err))
 		}
-	}
-	if err := denySockets(); err != nil {
-		warnings = append(warnings, fmt.Sprintf("no seccomp filter against sockets: %v", err))
 	}
 	return warnings
 }
@@ -93,9 +90,27 @@ func cpuUsed() int64 {
 	return (us + 999_999) / 1_000_000
 }
 
+// selfStatus is /proc/self/status, opened once and read again from its start: the worker's
+// seccomp filter denies opening files.
+var selfStatus struct {
+	once sync.Once
+	f    *os.File
+}
+
 // vmData is the process's data segment as RLIMIT_DATA counts it (VmData), in bytes; 0 when it
 // cannot be read.
-func vmData() int64 { return statusField("/proc/self/status", "VmData:") }
+func vmData() int64 {
+	selfStatus.once.Do(func() { selfStatus.f, _ = os.Open("/proc/self/status") })
+	if selfStatus.f == nil {
+		return 0
+	}
+	b := make([]byte, 8<<10)
+	n, err := selfStatus.f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0
+	}
+	return parseStatusField(b[:n], "VmData:")
+}
 
 // statusField reads one "Name:   123 kB" line of a /proc status file, in bytes.
 func statusField(path, name string) int64 {
@@ -103,6 +118,11 @@ func statusField(path, name string) int64 {
 	if err != nil {
 		return 0
 	}
+	return parseStatusField(b, name)
+}
+
+// parseStatusField reads one "Name:   123 kB" line of a /proc status file's text, in bytes.
+func parseStatusField(b []byte, name string) int64 {
 	i := bytes.Index(b, []byte(name))
 	if i < 0 {
 		return 0
@@ -122,72 +142,12 @@ func statusField(path, name string) int64 {
 	return n << 10
 }
 
-// seccomp_data offsets.
-const (
-	offNr   = 0
-	offArch = 4
-)
-
-// denySockets installs a seccomp filter on every thread of the process that makes socket,
-// socketpair and io_uring_setup fail with EPERM. Without a socket the worker has no network,
-// whatever namespace it runs in.
-func denySockets() error {
-	return denySyscalls(unix.SYS_SOCKET, unix.SYS_SOCKETPAIR, unix.SYS_IO_URING_SETUP)
-}
-
-// denySyscalls installs a seccomp filter on every thread of the process that makes the given
-// system calls fail with EPERM. Calls of a foreign ABI (i386, x32) are denied too, since their
-// numbers differ. Filters stack: a later one cannot allow what an earlier one denies.
-func denySyscalls(nrs ...uint32) error {
-	var arch uint32
-	switch runtime.GOARCH {
-	case "amd64":
-		arch = unix.AUDIT_ARCH_X86_64
-	case "arm64":
-		arch = unix.AUDIT_ARCH_AARCH64
-	default:
-		return fmt.Errorf("no filter is written for %s", runtime.GOARCH)
-	}
-	const (
-		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-		deny = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
-	)
-	// Layout: 0 load arch, 1 arch check, 2 load nr, 3 x32 check, then one jump per denied call,
-	// allow, deny. Jump offsets count from the next instruction.
-	n := uint8(len(nrs))
-	prog := []unix.SockFilter{
-		{Code: ld, K: offArch},
-		{Code: jeq, K: arch, Jt: 0, Jf: n + 3}, // foreign ABI: deny
-		{Code: ld, K: offNr},
-		{Code: jge, K: 0x40000000, Jt: n + 1, Jf: 0}, // x32 ABI on amd64: deny
-	}
-	for i, nr := range nrs {
-		prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: n - uint8(i), Jf: 0})
-	}
-	prog = append(prog,
-		unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		unix.SockFilter{Code: ret, K: deny},
-	)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	// TSYNC applies the filter to every thread the Go runtime has started, not only this one.
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	if errno != 0 {
-		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", errno)
-	}
-	return nil
-}
-
 // spawnAttr returns the process attributes of a worker: its own process group (a terminal's
 // Ctrl-C reaches the parent, which cancels the run, not the worker directly) and, when netns is
 // set, a new network namespace with no interface but a loopback that is down. A process without
-// CAP_SYS_ADMIN gets it inside a new user namespace that maps its own user and group.
+// CAP_SYS_ADMIN gets it inside a new user namespace in which its own user and group are root:
+// that root holds capabilities only over the worker's own namespaces, and the worker uses them
+// once, to clear its capability bounding set (see confine), before it drops them all.
 func spawnAttr(netns bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	if !netns {
@@ -196,8 +156,8 @@ func spawnAttr(netns bool) *syscall.SysProcAttr {
 	attr.Cloneflags = syscall.CLONE_NEWNET
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
 	return attr
 }

@@ -32,13 +32,19 @@ const (
 	exitMemory    = 6 // the Go runtime's memory passed the run's ceiling
 )
 
+// confinedEnv marks a worker's second start on Linux, with its process id. A worker starts
+// twice: the first start sheds what only an exec sheds from every thread (the capability
+// bounding set, descriptors it inherited) and re-executes itself; the second serves runs (see
+// confine).
+const confinedEnv = "STARPLAN_WORKER_CONFINED"
+
 // maxPoolFrame is the largest message a worker accepts from the pool, in bytes. The pool's
 // largest messages are the rows of a search; a view holding more than this in one answer is
 // refused with a clear error rather than read.
 const maxPoolFrame = 1 << 30
 
-// WorkerMain is the whole life of a sandbox worker process: it applies the static OS limits to
-// itself, reports ready on out, then runs the plans the pool sends on in, one at a time, until
+// WorkerMain is the whole life of a sandbox worker process: it confines itself (see confine and
+// the seccomp filter in seccomp_linux.go) and applies the static OS limits, reports ready on out, then runs the plans the pool sends on in, one at a time, until
 // in ends. It returns the process's exit code. Every table call of a plan travels to the pool on
 // out and its answer comes back on in; the worker holds no database handle.
 //
@@ -46,10 +52,18 @@ const maxPoolFrame = 1 << 30
 // its result: os.Exit(isolate.WorkerMain(os.Stdin, os.Stdout)). Nothing else in the worker
 // process may write to out. The process must have been started by a Pool.
 func WorkerMain(in io.Reader, out io.Writer) int {
-	warnings := applyStaticLimits()
+	warnings := confine() // on Linux, the first start re-executes itself here
+	warnings = append(warnings, applyStaticLimits()...)
 	exitOnCPULimit()
 	w := &worker{c: newConn(in, out, maxPoolFrame)}
-	w.c.enc.ready(ready{warnings: warnings, vmData: w.dataSegment(), goTotal: goTotal()})
+	// What the worker opens, it opens before its system call filter denies opening files: its
+	// /proc/self/status (read by dataSegment) and the local time zone.
+	vm := w.dataSegment()
+	_ = time.Local.String()
+	if err := installWorkerFilter(); err != nil {
+		warnings = append(warnings, fmt.Sprintf("system calls: no seccomp filter, so sockets, files and processes are not denied (%v)", err))
+	}
+	w.c.enc.ready(ready{warnings: warnings, vmData: vm, goTotal: goTotal()})
 	if err := w.c.send(); err != nil {
 		return exitTransport
 	}
