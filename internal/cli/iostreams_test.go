@@ -104,6 +104,8 @@ func TestDiffFitsTheTerminalWidth(t *testing.T) {
 // leaves a store another command can open: the audit log flushed, the lock released.
 func TestInterruptedCommandExits130(t *testing.T) {
 	dir := t.TempDir()
+	s := &session{t: t, dir: dir}
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
@@ -112,7 +114,6 @@ func TestInterruptedCommandExits130(t *testing.T) {
 	assert.Equal(t, ExitInterrupted, code, errb.String())
 	assert.Contains(t, errb.String(), "interrupted")
 
-	s := &session{t: t, dir: dir}
 	o := s.run(false, "", "runs")
 	require.Equal(t, ExitOK, o.code, o.err)
 }
