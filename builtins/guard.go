@@ -374,17 +374,45 @@ func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, arg
 			}
 		}
 	}
-	if err := Charge(thread, recv.Type()+"."+name, est); err != nil {
+	if err := Charge(thread, methodOp(recv, name), est); err != nil {
 		return err
 	}
 	if format, ok := recv.(starlark.String); ok && name == "format" {
-		values := append(starlark.Tuple{}, args...)
-		for _, kv := range kwargs {
-			values = append(values, kv[1])
+		values := args
+		if len(kwargs) > 0 {
+			values = append(starlark.Tuple{}, args...)
+			for _, kv := range kwargs {
+				values = append(values, kv[1])
+			}
 		}
 		return chargeFormat(thread, "str.format", format, values)
 	}
 	return nil
+}
+
+// methodOps name the guarded methods of strings and lists as a MemoryError reports them
+// ("string.join"), made once: every guarded call names its operation.
+var methodOps = func() map[string]string {
+	m := make(map[string]string, 2*len(guardedMethods))
+	for name := range guardedMethods {
+		m["string."+name] = "string." + name
+		m["list."+name] = "list." + name
+	}
+	return m
+}()
+
+func methodOp(recv starlark.Value, name string) string {
+	switch recv.(type) {
+	case starlark.String:
+		if op, ok := methodOps["string."+name]; ok { // the lookup's concatenation does not allocate
+			return op
+		}
+	case *starlark.List:
+		if op, ok := methodOps["list."+name]; ok {
+			return op
+		}
+	}
+	return recv.Type() + "." + name
 }
 
 // stringMethodBytes estimates the size of what a string method returns.

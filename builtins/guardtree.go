@@ -212,17 +212,35 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 
 // stringLit is the name of id as a string literal at its position.
 func stringLit(id *syntax.Ident) *syntax.Literal {
-	return &syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: `"` + id.Name + `"`, Value: id.Name}
+	raw, ok := quotedMethods[id.Name]
+	if !ok {
+		raw = `"` + id.Name + `"`
+	}
+	return &syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: raw, Value: id.Name}
+}
+
+// quotedMethods are the guarded method names as string literals, made once: the rewrite quotes
+// one for every guarded call of every plan.
+var quotedMethods = func() map[string]string {
+	m := make(map[string]string, len(guardedMethods))
+	for name := range guardedMethods {
+		m[name] = `"` + name + `"`
+	}
+	return m
+}()
+
+// callNode is a call of a guard and the guard's name, allocated together: the rewrite makes one
+// for every amplifying operation of a plan, and one allocation is cheaper than two.
+type callNode struct {
+	call syntax.CallExpr
+	fn   syntax.Ident
 }
 
 // callExpr builds name(args...) positioned at pos.
 func callExpr(name string, pos syntax.Position, args ...syntax.Expr) *syntax.CallExpr {
-	return &syntax.CallExpr{
-		Fn:     &syntax.Ident{NamePos: pos, Name: name},
-		Lparen: pos,
-		Args:   args,
-		Rparen: pos,
-	}
+	n := &callNode{fn: syntax.Ident{NamePos: pos, Name: name}}
+	n.call = syntax.CallExpr{Fn: &n.fn, Lparen: pos, Args: args, Rparen: pos}
+	return &n.call
 }
 
 func isNumberLit(e syntax.Expr) bool {
