@@ -237,6 +237,9 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	// Into a missing store, the import creates it empty: it then holds exactly the imported rows,
 	// never the demo rows mixed in.
 	return withStore(ios, g, store.Options{NoSeed: true}, func(st *store.Store) error {
+		if _, known := st.Schema(opts.Table); !known {
+			return withCode(ExitUsage, fmt.Errorf("the store has no table %q", opts.Table), "import into one of its tables: "+strings.Join(st.Names(), ", "))
+		}
 		res, err := st.Import(ctx, opts.Table, f, format, mode)
 		var (
 			damaged *store.DamagedError

@@ -216,3 +216,18 @@ func TestDBExportBOM(t *testing.T) {
 	assert.Equal(t, ExitUsage, o.code)
 	assert.Contains(t, o.err, "--bom is for CSV")
 }
+
+// An unknown table is named as such, with the tables there are, not "fix the rows".
+func TestDBUnknownTable(t *testing.T) {
+	s := newSession(t)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	file := writeFile(t, "x.csv", "item_id\nSG001\n")
+	o := s.run(false, "", "db", "import", "inventry", file)
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, `the store has no table "inventry"`)
+	assert.Contains(t, o.err, "inventory, transactions")
+	assert.NotContains(t, o.err, "fix the rows")
+	o = s.run(false, "", "db", "export", "inventry")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "inventory")
+}
