@@ -29,7 +29,8 @@ var examples = map[string]string{
 	"starplan exec": `  starplan exec --request "Purchase 3 Wayfarer for Alice" plan.star
   model-cli "..." | starplan exec --json -      # a model reply on standard input`,
 	"starplan apply":     `  starplan apply r_0123456789`,
-	"starplan runs show": `  starplan runs show r_0123456789 --json`,
+	"starplan runs show": `  starplan runs show r_0123456789 --json
+  starplan runs show r_0123456789 --diff markdown   # paste into a review`,
 	"starplan check": `  starplan check plan.star
   starplan check --json reply.txt`,
 	"starplan run": `  starplan run testdata/adversarial/string_doubling.star

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/table"
 )
@@ -22,6 +23,7 @@ type runsOptions struct {
 	Limit int
 	State string // --state: only runs in this state
 	Since string // --since: only runs at most this old (30d, 12h) or since this date
+	Diff  string // runs show --diff: only the run's changes, as markdown or json
 	RunID string
 }
 
@@ -55,6 +57,8 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		},
 	}
 	show.Flags().BoolVar(&opts.JSON, "json", false, "print the audit record as JSON")
+	show.Flags().StringVar(&opts.Diff, "diff", "", "print only the run's changes: markdown (for a review comment) or json (with the changed fields)")
+	_ = show.RegisterFlagCompletionFunc("diff", cobra.FixedCompletions([]string{"markdown", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.AddCommand(show, newRunsPruneCmd(ios, g))
 	return cmd
 }
@@ -225,10 +229,19 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 }
 
 func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
+	if opts.Diff != "" && opts.Diff != "markdown" && opts.Diff != "json" {
+		return withCode(ExitUsage, fmt.Errorf("--diff %q: the formats are markdown and json", opts.Diff), "leave --diff out for the whole record on a terminal")
+	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rec, err := e.Record(opts.RunID)
 		if err != nil {
 			return engineError(err)
+		}
+		switch opts.Diff {
+		case "markdown":
+			return diffview.Markdown(ios.Out, rec.Changes, diffview.Options{Schemas: schemaMap(e)})
+		case "json":
+			return diffview.JSON(ios.Out, rec.Changes)
 		}
 		if opts.JSON || !ios.OutTTY {
 			return writeJSON(ios.Out, rec)

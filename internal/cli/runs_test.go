@@ -181,3 +181,25 @@ func TestRunsFilters(t *testing.T) {
 	o = s.run(false, "", "runs", "--since", "last tuesday")
 	assert.Equal(t, ExitUsage, o.code)
 }
+
+// runs show --diff prints only the changes, as Markdown for a review comment or as JSON with the
+// changed fields.
+func TestRunsShowDiff(t *testing.T) {
+	s := newSession(t)
+	_, pending := s.oldRuns(1)
+	o := s.run(false, "", "runs", "show", pending, "--diff", "markdown")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "### inventory: 1 updated")
+	assert.Contains(t, o.out, "~~6~~ → **3**")
+	o = s.run(false, "", "runs", "show", pending, "--diff", "json")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var doc map[string]struct {
+		Updated []struct {
+			Fields []string `json:"fields"`
+		} `json:"updated"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(o.out), &doc))
+	assert.Equal(t, []string{"quantity_in_stock"}, doc["inventory"].Updated[0].Fields)
+	o = s.run(false, "", "runs", "show", pending, "--diff", "html")
+	assert.Equal(t, ExitUsage, o.code)
+}
