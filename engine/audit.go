@@ -56,6 +56,8 @@ type RunRecord struct {
 	AppliedAt   *time.Time    `json:"applied_at,omitempty"`
 	ApplyError  string        `json:"apply_error,omitempty"`
 	Model       *ModelCall    `json:"model,omitempty"`
+	// Limits are the run's own limits, where its request set them (Replay runs it under them again).
+	Limits *sandbox.Limits `json:"limits,omitempty"`
 	// Writes is what applying the run writes, with the versions it saw; kept while pending and
 	// dropped when the run is applied, conflicts or is rejected.
 	Writes *store.Pending `json:"writes,omitempty"`
@@ -103,8 +105,12 @@ const (
 
 func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *RunRecord {
 	sum := sha256.Sum256([]byte(req.Reply))
+	var limits *sandbox.Limits
+	if req.Limits != (sandbox.Limits{}) {
+		limits = &req.Limits
+	}
 	r := &RunRecord{
-		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest,
+		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Limits: limits,
 		Reply: req.Reply, ReplyBytes: len(req.Reply), ReplySHA256: hex.EncodeToString(sum[:]),
 		Program: res.Program, Rewrites: res.Rewrites, Diagnostics: res.Diagnostics,
 		Stdout: res.Stdout, StdoutTruncated: res.StdoutTruncated,

@@ -24,6 +24,7 @@ const (
 	CodeInternal       = "internal"        // starplan itself failed
 	CodeUnavailable    = "shutting-down"   // the server is draining
 	CodeBadLimits      = "limits-not-allowed"
+	CodeNotReplayable  = "not-replayable" // the record holds no whole program to run again
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with

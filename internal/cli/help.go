@@ -28,7 +28,7 @@ var examples = map[string]string{
   starplan eval suite.jsonl --json > report.json`,
 	"starplan exec": `  starplan exec --request "Purchase 3 Wayfarer for Alice" plan.star
   model-cli "..." | starplan exec --json -      # a model reply on standard input`,
-	"starplan apply":     `  starplan apply r_0123456789`,
+	"starplan apply": `  starplan apply r_0123456789`,
 	"starplan runs show": `  starplan runs show r_0123456789 --json
   starplan runs show r_0123456789 --diff markdown   # paste into a review`,
 	"starplan check": `  starplan check plan.star
@@ -97,10 +97,11 @@ func finishHelp(root *cobra.Command, ios IOStreams, g *globalOptions) {
 		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
 	}
 	for path, fn := range map[string]cobra.CompletionFunc{
-		"starplan apply":     runIDs(engine.StatePending),
-		"starplan runs show": runIDs(""),
-		"starplan db export": tables,
-		"starplan db import": tables,
+		"starplan apply":       runIDs(engine.StatePending),
+		"starplan runs show":   runIDs(""),
+		"starplan runs replay": runIDs(""),
+		"starplan db export":   tables,
+		"starplan db import":   tables,
 	} {
 		find(root, path).ValidArgsFunction = fn
 	}

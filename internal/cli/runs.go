@@ -59,7 +59,22 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	show.Flags().BoolVar(&opts.JSON, "json", false, "print the audit record as JSON")
 	show.Flags().StringVar(&opts.Diff, "diff", "", "print only the run's changes: markdown (for a review comment) or json (with the changed fields)")
 	_ = show.RegisterFlagCompletionFunc("diff", cobra.FixedCompletions([]string{"markdown", "json"}, cobra.ShellCompDirectiveNoFileComp))
-	cmd.AddCommand(show, newRunsPruneCmd(ios, g))
+	replay := &cobra.Command{
+		Use:   "replay RUN_ID",
+		Short: "Run a recorded run again (its program, request, limits and now()) and say whether it gives the same result",
+		Long: `Run a recorded run's program again, with its recorded request, limits and now(), against the
+store as it is now, and compare the outcome, STATUS, answer, output and changes with the record.
+Nothing is recorded or written. Exit 0 when identical, 5 when something differs (the data the run
+read has changed since, its own apply included, or starplan itself has).`,
+		Example: "  starplan runs replay r_0123456789",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.RunID = args[0]
+			return runRunsReplay(cmd.Context(), ios, g, opts)
+		},
+	}
+	replay.Flags().BoolVar(&opts.JSON, "json", false, "print the report (with the replay's result) as JSON")
+	cmd.AddCommand(show, replay, newRunsPruneCmd(ios, g))
 	return cmd
 }
 
@@ -283,5 +298,34 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 		printRewrites(ios.Out, "line", rec.Rewrites)
 		return renderResult(ios, rec.Result(), schemaMap(e))
+	})
+}
+
+func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *runsOptions) error {
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		rep, err := e.Replay(ctx, opts.RunID)
+		if err != nil {
+			return engineError(err)
+		}
+		code := ExitOK
+		if !rep.Identical {
+			code = ExitConflict
+		}
+		if opts.JSON || !ios.OutTTY {
+			if err := writeJSON(ios.Out, rep); err != nil {
+				return err
+			}
+			return silentExit(code)
+		}
+		p := painter(ios.Color())
+		if rep.Identical {
+			fmt.Fprintf(ios.Out, "%s run %s, run again, gives the recorded result.\n", p.paint(ansiGreen+ansiBold, "Identical:"), safe(rep.RunID))
+		} else {
+			fmt.Fprintf(ios.Out, "%s run %s, run again, differs from its record: %s\n", p.paint(ansiRed+ansiBold, "Differs:"), safe(rep.RunID), safe(strings.Join(rep.Differences, "; ")))
+		}
+		if rep.Note != "" {
+			fmt.Fprintln(ios.Out, p.paint(ansiDim, "("+safe(rep.Note)+")"))
+		}
+		return silentExit(code)
 	})
 }

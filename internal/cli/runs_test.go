@@ -203,3 +203,21 @@ func TestRunsShowDiff(t *testing.T) {
 	o = s.run(false, "", "runs", "show", pending, "--diff", "html")
 	assert.Equal(t, ExitUsage, o.code)
 }
+
+func TestRunsReplay(t *testing.T) {
+	s := newSession(t)
+	readOnly, pending := s.oldRuns(1)
+	o := s.run(true, "", "runs", "replay", pending)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Identical:")
+	o = s.run(false, "", "apply", pending)
+	require.Equal(t, ExitOK, o.code, o.err)
+	o = s.run(false, "", "runs", "replay", pending)
+	assert.Equal(t, ExitConflict, o.code, o.err)
+	var rep engine.ReplayReport
+	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
+	assert.False(t, rep.Identical)
+	assert.Contains(t, rep.Differences, "changes")
+	o = s.run(false, "", "runs", "replay", readOnly)
+	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
+}
