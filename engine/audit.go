@@ -104,6 +104,9 @@ const (
 )
 
 func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *RunRecord {
+	if len(req.PlanJSON) > 0 {
+		req.Reply = string(req.PlanJSON) // what the planner sent; the compiled program is Program
+	}
 	sum := sha256.Sum256([]byte(req.Reply))
 	var limits *sandbox.Limits
 	if req.Limits != (sandbox.Limits{}) {

@@ -49,6 +49,8 @@ type Engine struct {
 	st     *store.Store
 	env    *sandbox.Env
 	policy *contracts.Domain
+	// planTools are what a JSON step plan may call.
+	planTools []string
 	// runLimits is the policy's blast radius of a run, as the store enforces it.
 	runLimits store.RunLimits
 	opts      Options
@@ -77,6 +79,7 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 		opts:   opts,
 		audit:  newAuditLog(st),
 	}
+	e.planTools = planTools(e.env.Registry())
 	e.runner = opts.Runner
 	if e.runner == nil {
 		e.runner = InProcess(e.env)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,10 @@ import (
 type Request struct {
 	// Reply is a model's reply or a bare program.
 	Reply string
+	// PlanJSON is a JSON step plan (package planjson), in place of Reply: it is compiled to the
+	// program that runs and is kept with the run, and recorded as the run's reply. A plan that
+	// does not compile ends as check_failed with a diagnostic per problem.
+	PlanJSON json.RawMessage
 	// UserRequest is the customer's request; plans read it as user_request.
 	UserRequest string
 	// Limits override the engine's default limits where non-zero.
@@ -45,10 +50,17 @@ type ModelCall struct {
 // for failures of starplan itself (the store, the audit log); every problem with the plan is in
 // the Result.
 func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
+	if req.Reply != "" && len(req.PlanJSON) > 0 {
+		return nil, errors.New("engine: a request has a Reply or a PlanJSON, not both")
+	}
 	start := e.opts.Now()
-	res, pending, err := e.evaluate(ctx, req, start)
-	if err != nil {
-		return nil, err
+	req, res := e.compilePlan(req)
+	var pending *store.Pending
+	if res == nil {
+		var err error
+		if res, pending, err = e.evaluate(ctx, req, start); err != nil {
+			return nil, err
+		}
 	}
 	rec := newRecord(res, req, start, pending)
 	if pending != nil && req.Apply {

@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/planjson"
+)
+
+// planTools lists what a JSON step plan may call (planjson.Compile): every table method as
+// "<table>.<method>", and the domain helpers.
+func planTools(reg builtins.Registry) []string {
+	var tables, methods, tools []string
+	for _, h := range reg {
+		switch {
+		case h.Hidden:
+		case h.Group == builtins.GroupTable && strings.HasPrefix(h.Name, "tbl."):
+			methods = append(methods, strings.TrimPrefix(h.Name, "tbl."))
+		case h.Group == builtins.GroupTable && h.Value != nil:
+			tables = append(tables, h.Name)
+		case h.Group == builtins.GroupDomain:
+			tools = append(tools, h.Name)
+		}
+	}
+	for _, t := range tables {
+		for _, m := range methods {
+			tools = append(tools, t+"."+m)
+		}
+	}
+	return tools
+}
+
+// compilePlan turns a request's JSON step plan into the program that runs in its place.
+func (e *Engine) compilePlan(req Request) (Request, *Result) {
+	if len(req.PlanJSON) == 0 {
+		return req, nil
+	}
+	program, ds := planjson.Compile(req.PlanJSON, e.planTools)
+	if len(ds) > 0 {
+		res := &Result{RunID: newRunID(), Outcome: OutcomeCheckFailed, Diagnostics: ds}
+		res.bound()
+		res.normalize()
+		return req, res
+	}
+	req.Reply = program
+	return req, nil
+}
