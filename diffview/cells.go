@@ -264,3 +264,13 @@ func pathKey(k string) string {
 	sb.WriteByte(']')
 	return sb.String()
 }
+
+// Summary is a change set in one line: each changed table's counts, in name order, joined by
+// "; " ("inventory: 2 updated; transactions: 2 inserted"). An empty change set is "".
+func Summary(cs table.ChangeSet) string {
+	var parts []string
+	for _, s := range sections(cs) {
+		parts = append(parts, s.summary())
+	}
+	return strings.Join(parts, "; ")
+}

@@ -91,3 +91,13 @@ func TestCellsSplitAHugeNestedValueAtMostMaxLeavesTimes(t *testing.T) {
 	assert.Equal(t, "xs[200:]", ls[maxLeaves].path)
 	assert.Equal(t, big[maxLeaves:], ls[maxLeaves].v)
 }
+
+func TestSummaryIsOneLineOfCounts(t *testing.T) {
+	cs := table.ChangeSet{
+		"transactions": {Inserted: []table.Row{{"id": "a"}, {"id": "b"}}},
+		"inventory":    {Updated: []table.Update{{Key: "x"}, {Key: "y"}}, Deleted: []table.Row{{"id": "z"}}},
+		"empty":        {},
+	}
+	assert.Equal(t, "inventory: 2 updated, 1 deleted; transactions: 2 inserted", Summary(cs))
+	assert.Equal(t, "", Summary(nil))
+}
