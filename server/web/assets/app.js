@@ -21,7 +21,7 @@
       else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, v === true ? '' : String(v));
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.append(typeof c === 'string' ? document.createTextNode(c) : c);
     }
@@ -58,10 +58,17 @@
     return { status: res.status, data };
   }
 
+  // sentence ends a message with a full stop unless it has one, then adds the hint.
+  function sentence(message, hint) {
+    let s = message || '';
+    if (s && !/[.!?]$/.test(s)) s += '.';
+    return s + (hint ? ' Try: ' + hint + '.' : '');
+  }
+
   function errorText(r) {
     const e = r.data && r.data.error;
     if (!e) return 'The server answered ' + r.status + '.';
-    return e.message + (e.hint ? ' Try: ' + e.hint : '');
+    return sentence(e.message, e.hint);
   }
 
   // ---- time
@@ -132,7 +139,19 @@
 
   // ---- the queue
 
-  async function openQueue(filter, focus) {
+  // nav counts navigations and shown is the last one on screen. An answer that arrives after a
+  // later navigation is dropped; a refresh (refresh set) redraws only the view on screen, and
+  // only while no navigation is under way, so it never takes the reader elsewhere.
+  let nav = 0;
+  let shown = 0;
+  const settled = (view, id) => nav === shown && state.view === view && (id === undefined || state.runId === id);
+
+  async function openQueue(filter, focus, refresh) {
+    if (refresh && !settled('queue')) return;
+    const seq = refresh ? nav : ++nav;
+    const r = await api('GET', '/review/queue?filter=' + encodeURIComponent(filter));
+    if (seq !== nav || (refresh && !settled('queue')) || r.status === 401) return;
+    shown = seq;
     state.filter = filter;
     state.runId = null;
     state.review = null;
@@ -141,8 +160,6 @@
       if (a.dataset.filter === filter) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
-    const r = await api('GET', '/review/queue?filter=' + encodeURIComponent(filter));
-    if (r.status === 401) return;
     show('queue');
     document.title = 'Runs: ' + filter + ' — starplan review';
     if (r.status !== 200) {
@@ -154,9 +171,24 @@
     if (focus) $('queue-h').focus();
   }
 
+  // renderQueue updates the list in place: an item that did not change keeps its node (and the
+  // focus, if it has it), so a live update does not pull the list from under the reader.
   function renderQueue(runs) {
     const list = $('queue-list');
-    list.replaceChildren(...runs.map(queueItem));
+    const old = new Map([...list.children].map((li) => [li.dataset.run, li]));
+    const want = runs.map((run) => {
+      const sig = JSON.stringify([run.request, run.proposer, run.outcome, run.status, run.state, run.summary, run.time]);
+      const li = old.get(run.id);
+      if (li && li.dataset.sig === sig) return li;
+      const fresh = queueItem(run);
+      fresh.dataset.sig = sig;
+      return fresh;
+    });
+    const keep = new Set(want);
+    for (const li of [...list.children]) if (!keep.has(li)) li.remove();
+    want.forEach((li, i) => {
+      if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
+    });
     $('queue-empty').hidden = runs.length > 0;
   }
 
@@ -174,10 +206,14 @@
 
   // ---- one run
 
-  async function openRun(id, focus) {
-    state.runId = id;
+  async function openRun(id, focus, refresh) {
+    if (refresh && !settled('run', id)) return;
+    const seq = refresh ? nav : ++nav;
     const r = await api('GET', '/review/runs/' + encodeURIComponent(id));
-    if (r.status === 401 || state.runId !== id) return;
+    if (seq !== nav || (refresh && !settled('run', id)) || r.status === 401) return;
+    shown = seq;
+    if (state.runId !== id) state.review = null;
+    state.runId = id;
     show('run');
     if (r.status !== 200) {
       $('run-h').textContent = 'Run ' + id;
@@ -277,7 +313,7 @@
 
   function firstMessage(run) {
     const d = (run.diagnostics || [])[0];
-    return d ? d.message + (d.hint ? ' Try: ' + d.hint : '') : '';
+    return d ? sentence(d.message, d.hint) : '';
   }
 
   function short(digest) {
@@ -299,13 +335,13 @@
     if (r.status === 200) {
       text = 'Applied.'; cls = 'done';
     } else if (r.status === 409 && r.data && r.data.state === 'conflict') {
-      text = 'Not applied: the data moved since this run was made, so nothing was written. ' + firstMessage(r.data); cls = 'problem';
+      text = 'Not applied: the data moved, so nothing was written. Run the plan again for a new run.'; cls = 'problem';
     } else if (r.data && r.data.error && r.data.error.code === 'digest-mismatch') {
       text = 'Not applied: this run is not the one the page showed. Review it again below.'; cls = 'problem';
     } else {
       text = 'Not applied. ' + errorText(r); cls = 'problem';
     }
-    await openRun(run.run_id, false);
+    await openRun(run.run_id, false, true);
     say(text, cls);
     if ($('action-msg')) $('action-msg').focus();
   }
@@ -320,7 +356,7 @@
     } else {
       text = 'Not rejected. ' + errorText(r); cls = 'problem';
     }
-    await openRun(run.run_id, false);
+    await openRun(run.run_id, false, true);
     say(text, cls);
   }
 
@@ -375,7 +411,7 @@
     }
     for (const d of run.diagnostics || []) {
       add(d.line, el('tr', { class: 'note diag' }, el('th', {}, ''), el('td', {},
-        d.stage + ' · ' + d.code + (d.line ? ' (line ' + d.line + (d.col ? ':' + d.col : '') + ')' : '') + ': ' + d.message + (d.hint ? ' Try: ' + d.hint : ''))));
+        d.stage + ' · ' + d.code + (d.line ? ' (line ' + d.line + (d.col ? ':' + d.col : '') + ')' : '') + ': ' + sentence(d.message, d.hint))));
     }
     const rows = [];
     lines.forEach((text, i) => {
@@ -418,17 +454,18 @@
     state.events = null;
   }
 
-  // refreshSoon redraws what an event may have changed, once per burst of events.
+  // refreshSoon redraws what events may have changed, once per burst of events: the queue on
+  // screen, or the run on screen if an event was about it.
+  const changed = new Set();
   function refreshSoon(ev) {
-    if (ev.run_id && state.view === 'run' && ev.run_id === state.runId) state.runDirty = true;
+    if (ev.run_id) changed.add(ev.run_id);
     if (state.refreshing) return;
     state.refreshing = setTimeout(async () => {
       state.refreshing = null;
-      if (state.view === 'queue') await openQueue(state.filter, false);
-      else if (state.view === 'run' && state.runDirty) {
-        state.runDirty = false;
-        await openRun(state.runId, false);
-      }
+      const runs = new Set(changed);
+      changed.clear();
+      if (state.view === 'queue') await openQueue(state.filter, false, true);
+      else if (state.view === 'run' && runs.has(state.runId)) await openRun(state.runId, false, true);
     }, 150);
   }
 
@@ -443,9 +480,16 @@
       location.hash = '#/queue/' + state.filter;
       return;
     }
-    if (typing || state.view !== 'run') return;
-    if (ev.key === 'a' && $('approve')) { ev.preventDefault(); $('approve').focus(); }
-    if (ev.key === 'r' && $('feedback')) { ev.preventDefault(); $('feedback').focus(); }
+  }
+
+  // onKeyUp moves the focus for a and r once the key is released, so the letter is never typed
+  // into the field it moves to.
+  function onKeyUp(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || state.view !== 'run') return;
+    const t = ev.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+    if (ev.key === 'a' && $('approve')) $('approve').focus();
+    if (ev.key === 'r' && $('feedback')) $('feedback').focus();
   }
 
   // ---- start
@@ -461,6 +505,7 @@
     $('logout-form').addEventListener('submit', logout);
     window.addEventListener('hashchange', route);
     document.addEventListener('keydown', onKey);
+    document.addEventListener('keyup', onKeyUp);
     setInterval(tickAges, 30000);
     if (location.hash.startsWith('#/login/expired')) return route();
     const r = await api('GET', '/review/queue?filter=pending');
