@@ -173,6 +173,14 @@ func TestLoginTradesTheTokenForAStrictSessionCookie(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.Equal(t, http.StatusUnauthorized, f.page("GET", "/v1/runs", nil, &http.Cookie{Name: SessionCookie, Value: strings.Repeat("0", 64)}, false).status)
 
+	// The page's paths answer in the API's error shape.
+	r = f.page("PUT", "/login", nil, c, true)
+	assert.Equal(t, http.StatusMethodNotAllowed, r.status)
+	assert.Equal(t, CodeMethod, r.errorCode(t))
+	r = f.page("GET", "/nothing", nil, c, false)
+	assert.Equal(t, http.StatusNotFound, r.status)
+	assert.Equal(t, CodeNotFound, r.errorCode(t))
+
 	// Logging out ends the session.
 	r = f.page("POST", "/logout", nil, c, true)
 	assert.Equal(t, http.StatusNoContent, r.status)
