@@ -6,7 +6,7 @@
 //
 // The server owns no run logic: runs, applies, rejections and the audit log are the engine's.
 // What it adds is what a network caller needs: the change-set digest (Digest), one error shape
-// (Error), bounded request bodies, bearer-token auth (LoadToken), an event stream (Events), and a
-// drain on shutdown. It must not know about flags or terminals: the `starplan serve` command in
+// (Error), bounded request bodies, bearer-token auth (LoadToken) and the sessions of the review
+// page at / (auth.go, review.go), an event stream (Events), and a drain on shutdown. It must not know about flags or terminals: the `starplan serve` command in
 // internal/cli wires it to a listener, a token file and signals.
 package server

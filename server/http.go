@@ -2,8 +2,6 @@ package server
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,27 +37,25 @@ func (s *Server) Handler() http.Handler {
 		Stateless:           true,
 		MaxRequestBodyBytes: s.opts.MaxBody,
 	}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "the API is under /v1 (GET /v1/describe) and MCP at "+MCPPath, "no endpoint %s", clip(r.URL.Path, 200)))
-	})
+	mux.Handle("/", s.reviewPage()) // the review page, its login and its data (review.go)
 	return s.guard(mux)
 }
 
-// guard refuses requests without the bearer token, and requests to a loopback listener that
-// name a foreign host (DNS rebinding), before any handler reads the body.
+// guard refuses requests without the bearer token or a review session (authorize), and requests
+// to a loopback listener that name a foreign host (DNS rebinding), before any handler reads the
+// body.
 func (s *Server) guard(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(local.String()) && !isLoopback(r.Host) {
 			writeError(w, errorf(http.StatusForbidden, CodeForbidden, "reach the server as 127.0.0.1, [::1] or localhost", "host %q is not this loopback server", clip(r.Host, 100)))
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(token))
-		if !ok || s.opts.Token == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="starplan"`)
-			writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN; the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "missing or wrong bearer token"))
+		if err := s.authorize(r); err != nil { // the bearer token, or the review page's session (auth.go)
+			if err.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="starplan"`)
+			}
+			writeError(w, err)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)

@@ -60,6 +60,8 @@ type Server struct {
 	opts   Options
 	events *broker
 	mcp    *mcp.Server
+	// sessions are the review page's logins (auth.go).
+	sessions *sessions
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
@@ -76,7 +78,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{eng: eng, opts: opts, events: newBroker(opts.EventBacklog, opts.Now), draining: make(chan struct{})}
+	s := &Server{eng: eng, opts: opts, events: newBroker(opts.EventBacklog, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
 	m, err := s.newMCP()
 	if err != nil {
 		return nil, err

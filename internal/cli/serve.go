@@ -44,6 +44,9 @@ default). Every HTTP request needs "Authorization: Bearer TOKEN": the token is c
 first start in serve.token in the store directory (mode 0600), unless --token or STARPLAN_TOKEN
 gives one.
 
+A review page for people is at / on the same address: sign in with the token, or open the
+one-time link printed at the start; the page keeps a session cookie, never the token.
+
 --mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
 starplan itself); HTTP is then served too only if --listen is given.
 
@@ -109,6 +112,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				fmt.Fprintf(ios.Err, "starplan serve: bearer token in %s\n", path)
 			}
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
+			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
 		}
 		mctx, stopMCP := context.WithCancel(ctx)
 		defer stopMCP()

@@ -1,0 +1,276 @@
+package diffview
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/starplan/starplan/table"
+)
+
+// TableCells is one table's changes laid out cell by cell, for a view that builds its own
+// markup (the review page of `starplan serve`). Every text in it is shown the way the people
+// views show values (None, True, 80.0; control and invisible characters escaped) and is plain
+// text: the view must insert it as text, never as markup.
+type TableCells struct {
+	Table   string     `json:"table"`
+	Key     string     `json:"key"`     // the table's key field
+	Summary string     `json:"summary"` // "inventory: 1 inserted, 2 updated"
+	Rows    []RowCells `json:"rows"`    // inserted, then updated, then deleted; each in key order
+}
+
+// Change kinds of a RowCells.
+const (
+	RowInserted = "inserted"
+	RowUpdated  = "updated"
+	RowDeleted  = "deleted"
+)
+
+// RowCells is one changed row.
+type RowCells struct {
+	Change string `json:"change"` // RowInserted, RowUpdated or RowDeleted
+	Key    string `json:"key"`    // the row's key, shown
+	Cells  []Cell `json:"cells"`
+}
+
+// Cell is one field of a changed row, or one path inside a nested value ("address.city",
+// "tags[0]", `meta["two words"]`). Before is absent for an inserted row or a path the row did
+// not have; After is absent for a deleted row or a path it lost. An updated row lists every
+// field, unchanged ones with Changed false, and a changed nested value by the paths that
+// differ.
+type Cell struct {
+	Path    string  `json:"path"`
+	Before  *string `json:"before,omitempty"`
+	After   *string `json:"after,omitempty"`
+	Changed bool    `json:"changed"`
+	// Words is the word diff of a changed long text (see LongCell), in order: each step is text
+	// both sides share (Same) or words removed (Del) and added (Ins) at that place.
+	Words []Word `json:"words,omitempty"`
+}
+
+// Word is one step of a word diff.
+type Word struct {
+	Same string `json:"same,omitempty"`
+	Del  string `json:"del,omitempty"`
+	Ins  string `json:"ins,omitempty"`
+}
+
+// Cells lays cs out cell by cell: the tables with changes in name order, columns ordered as in
+// the other views (the key, then opts.Schemas' order, then by name). Only opts.Schemas is read.
+// Like the other views, its cost grows with the changed rows, never with a table's size.
+func Cells(cs table.ChangeSet, opts Options) []TableCells {
+	out := []TableCells{}
+	for _, s := range sections(cs) {
+		tc := TableCells{Table: s.name, Key: s.tc.Key, Summary: s.summary(), Rows: []RowCells{}}
+		schema := opts.Schemas[s.name]
+		for _, r := range s.tc.Inserted {
+			tc.Rows = append(tc.Rows, wholeRow(RowInserted, r, schema, s.tc.Key))
+		}
+		for _, u := range s.tc.Updated {
+			tc.Rows = append(tc.Rows, updatedRow(u, schema, s.tc.Key))
+		}
+		for _, r := range s.tc.Deleted {
+			tc.Rows = append(tc.Rows, wholeRow(RowDeleted, r, schema, s.tc.Key))
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+// wholeRow lays out an inserted or deleted row: every field, nested values by path.
+func wholeRow(change string, r table.Row, schema *table.Schema, key string) RowCells {
+	names := map[string]bool{}
+	rowFields(names, []table.Row{r})
+	rc := RowCells{Change: change, Key: show(r[key]), Cells: []Cell{}}
+	for _, f := range columns(schema, key, names) {
+		for _, l := range leaves(f, r[f]) {
+			v := show(l.v)
+			c := Cell{Path: l.path, Changed: true}
+			if change == RowInserted {
+				c.After = &v
+			} else {
+				c.Before = &v
+			}
+			rc.Cells = append(rc.Cells, c)
+		}
+	}
+	return rc
+}
+
+// updatedRow lays out an updated row: every field; a changed scalar or long text as one cell, a
+// changed nested value as the paths that differ.
+func updatedRow(u table.Update, schema *table.Schema, key string) RowCells {
+	names := map[string]bool{}
+	rowFields(names, []table.Row{u.Before, u.After})
+	changed := make(map[string]bool, len(u.Fields))
+	for _, f := range u.Fields {
+		changed[f] = true
+	}
+	rc := RowCells{Change: RowUpdated, Key: show(u.Key), Cells: []Cell{}}
+	for _, f := range columns(schema, key, names) {
+		old, hadOld := u.Before[f]
+		new, hasNew := u.After[f]
+		if !changed[f] {
+			v := show(new)
+			rc.Cells = append(rc.Cells, Cell{Path: f, Before: &v, After: &v})
+			continue
+		}
+		if hadOld && hasNew && nested(old) && nested(new) {
+			rc.Cells = append(rc.Cells, nestedChange(f, old, new)...)
+			continue
+		}
+		rc.Cells = append(rc.Cells, changeCell(f, old, hadOld, new, hasNew))
+	}
+	return rc
+}
+
+// changeCell is one changed value; a word diff when both sides are strings and one is long.
+func changeCell(path string, old any, hadOld bool, new any, hasNew bool) Cell {
+	c := Cell{Path: path, Changed: true}
+	switch {
+	case hadOld && hasNew:
+		a, b := showPair(old, new)
+		c.Before, c.After = &a, &b
+		sa, aok := old.(string)
+		sb, bok := new.(string)
+		if aok && bok && (isLong(sa) || isLong(sb)) {
+			for _, ch := range wordDiff(escape(sa, true), escape(sb, true)) {
+				c.Words = append(c.Words, Word{Same: ch.Same, Del: ch.Del, Ins: ch.Ins})
+			}
+		}
+	case hadOld:
+		a := show(old)
+		c.Before = &a
+	case hasNew:
+		b := show(new)
+		c.After = &b
+	}
+	return c
+}
+
+// nestedChange lists the paths at which two nested values differ, in path order.
+func nestedChange(field string, old, new any) []Cell {
+	before, after := map[string]any{}, map[string]any{}
+	var paths []string
+	for _, l := range leaves(field, old) {
+		before[l.path] = l.v
+		paths = append(paths, l.path)
+	}
+	for _, l := range leaves(field, new) {
+		if _, ok := before[l.path]; !ok {
+			paths = append(paths, l.path)
+		}
+		after[l.path] = l.v
+	}
+	sort.Strings(paths)
+	var out []Cell
+	for _, p := range paths {
+		o, hadOld := before[p]
+		n, hasNew := after[p]
+		if hadOld && hasNew && show(o) == show(n) && sameKind(o, n) {
+			continue
+		}
+		out = append(out, changeCell(p, o, hadOld, n, hasNew))
+	}
+	if len(out) == 0 { // differs only in a way the paths cannot show (a float 1.0 and an int 1 read alike)
+		out = append(out, changeCell(field, old, true, new, true))
+	}
+	return out
+}
+
+type leaf struct {
+	path string
+	v    any
+}
+
+// maxLeaves bounds the paths one nested value is split into; past it, the rest of a list is one
+// leaf at "path[i:]" and the rest of a map one at "path{…}".
+const maxLeaves = 200
+
+// leaves splits a value into its scalar leaves by path: a map by key, a list by index. An empty
+// map or list is a leaf itself.
+func leaves(path string, v any) []leaf {
+	var out []leaf
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		if len(out) >= maxLeaves || !nested(v) {
+			out = append(out, leaf{path, v})
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for i, k := range keys {
+				if len(out) >= maxLeaves {
+					rest := make(map[string]any, len(keys)-i)
+					for _, k := range keys[i:] {
+						rest[k] = v[k]
+					}
+					out = append(out, leaf{path + "{…}", rest})
+					return
+				}
+				walk(path+pathKey(k), v[k])
+			}
+		case []any:
+			for i, e := range v {
+				if len(out) >= maxLeaves {
+					out = append(out, leaf{path + "[" + strconv.Itoa(i) + ":]", v[i:]})
+					return
+				}
+				walk(path+"["+strconv.Itoa(i)+"]", e)
+			}
+		}
+	}
+	walk(path, v)
+	return out
+}
+
+// nested reports whether v is a non-empty map or list.
+func nested(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return len(v) > 0
+	case []any:
+		return len(v) > 0
+	}
+	return false
+}
+
+func sameKind(a, b any) bool {
+	_, af := a.(float64)
+	_, bf := b.(float64)
+	return af == bf
+}
+
+// pathKey is how a map key extends a path: ".name" for an identifier, `["two words"]` otherwise.
+func pathKey(k string) string {
+	ident := k != ""
+	for i, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			ident = false
+			break
+		}
+	}
+	if ident {
+		return "." + k
+	}
+	var sb strings.Builder
+	sb.WriteByte('[')
+	repr(&sb, k)
+	sb.WriteByte(']')
+	return sb.String()
+}
+
+// Summary is a change set in one line: each changed table's counts, in name order, joined by
+// "; " ("inventory: 2 updated; transactions: 2 inserted"). An empty change set is "".
+func Summary(cs table.ChangeSet) string {
+	var parts []string
+	for _, s := range sections(cs) {
+		parts = append(parts, s.summary())
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Who may call the server. A program sends the bearer token on every request. The review page
+// (review.go) never holds the token: a person gives it once, to POST /login or through a
+// one-time link that `starplan serve` prints, and gets a session cookie (HttpOnly,
+// SameSite=Strict) that the JSON API accepts too. A request that changes anything under a
+// session must also carry PageHeader, which a form or a cross-site page cannot send without a
+// CORS preflight the server never grants, and an Origin, when the browser sends one, of this
+// server.
+
+// SessionCookie is the name of the review page's session cookie.
+const SessionCookie = "starplan_session"
+
+// PageHeader must be set (to "1") on every request that changes something under a session
+// cookie: the page's CSRF proof.
+const PageHeader = "X-Starplan-Page"
+
+// Bounds of the page's sessions.
+const (
+	// SessionTTL is how long a session lasts after its login.
+	SessionTTL = 12 * time.Hour
+	// MaxSessions bounds the live sessions; a login beyond it ends the one closest to expiry.
+	MaxSessions = 64
+	// LoginLinkTTL is how long a one-time login link stays valid if unused.
+	LoginLinkTTL = 10 * time.Minute
+	// maxLoginLinks bounds the one-time links not yet used.
+	maxLoginLinks = 8
+)
+
+// sessions holds the page's sessions and one-time login codes, by the SHA-256 of their secret,
+// with their expiry. Its size is bounded; expired entries are dropped as new ones come.
+type sessions struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	live  map[[32]byte]time.Time
+	codes map[[32]byte]time.Time
+}
+
+func newSessions(now func() time.Time) *sessions {
+	return &sessions{now: now, live: map[[32]byte]time.Time{}, codes: map[[32]byte]time.Time{}}
+}
+
+// secret returns 32 random bytes in hex and their hash.
+func secret() (string, [32]byte) {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	s := hex.EncodeToString(b[:])
+	return s, sha256.Sum256([]byte(s))
+}
+
+// put adds an entry expiring after ttl to m, first dropping expired entries and, when m is full,
+// the entry closest to expiry.
+func (ss *sessions) put(m map[[32]byte]time.Time, h [32]byte, ttl time.Duration, limit int) {
+	now := ss.now()
+	for k, exp := range m {
+		if !now.Before(exp) {
+			delete(m, k)
+		}
+	}
+	for len(m) >= limit {
+		var oldest [32]byte
+		var first time.Time
+		for k, exp := range m {
+			if first.IsZero() || exp.Before(first) {
+				oldest, first = k, exp
+			}
+		}
+		delete(m, oldest)
+	}
+	m[h] = now.Add(ttl)
+}
+
+// start opens a session and returns its id, the cookie's value.
+func (ss *sessions) start() string {
+	id, h := secret()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.put(ss.live, h, SessionTTL, MaxSessions)
+	return id
+}
+
+// valid reports whether id is a live session.
+func (ss *sessions) valid(id string) bool {
+	if id == "" {
+		return false
+	}
+	h := sha256.Sum256([]byte(id))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	exp, ok := ss.live[h]
+	return ok && ss.now().Before(exp)
+}
+
+// end closes a session.
+func (ss *sessions) end(id string) {
+	h := sha256.Sum256([]byte(id))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.live, h)
+}
+
+// newCode returns a one-time login code.
+func (ss *sessions) newCode() string {
+	code, h := secret()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.put(ss.codes, h, LoginLinkTTL, maxLoginLinks)
+	return code
+}
+
+// useCode consumes a one-time login code: true once for a code that was issued and has not
+// expired.
+func (ss *sessions) useCode(code string) bool {
+	h := sha256.Sum256([]byte(code))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	exp, ok := ss.codes[h]
+	delete(ss.codes, h)
+	return ok && ss.now().Before(exp)
+}
+
+// LoginLink returns the path of a one-time login link to the review page ("/login?code=…"):
+// the first browser that opens it within LoginLinkTTL gets a session, as if it had logged in
+// with the token. At most a few links are valid at once; a new one beyond that ends the oldest.
+func (s *Server) LoginLink() string {
+	return "/login?code=" + s.sessions.newCode()
+}
+
+// tokenOK reports whether token is the server's bearer token, in constant time.
+func (s *Server) tokenOK(token string) bool {
+	want := sha256.Sum256([]byte(s.opts.Token))
+	got := sha256.Sum256([]byte(token))
+	return s.opts.Token != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// errUnauthorized is the answer to a request that proves no right to call the server.
+func errUnauthorized() *Error {
+	return errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN; the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "missing or wrong bearer token")
+}
+
+// authorize decides whether r may go on. A request that sends Authorization is decided by its
+// bearer token alone. One that does not may fetch the review page's public files and log in;
+// anything else needs a live session cookie and, unless it only reads, the page's CSRF proof.
+func (s *Server) authorize(r *http.Request) *Error {
+	if h, sent := r.Header["Authorization"]; sent {
+		token, ok := strings.CutPrefix(strings.Join(h, ""), "Bearer ")
+		if !ok || !s.tokenOK(token) {
+			return errUnauthorized()
+		}
+		return nil
+	}
+	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if publicPage(r) {
+		if safe {
+			return nil
+		}
+		return sameOrigin(r)
+	}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || !s.sessions.valid(c.Value) {
+		return errUnauthorized()
+	}
+	if safe {
+		return nil
+	}
+	return sameOrigin(r)
+}
+
+// sameOrigin is the CSRF check of a request that changes something without a bearer token: it
+// must carry PageHeader, and the Origin and Sec-Fetch-Site a browser sends must name this server.
+func sameOrigin(r *http.Request) *Error {
+	refuse := func(why string) *Error {
+		return errorf(http.StatusForbidden, CodeForbidden, "use the review page of this server, or send the bearer token", "%s", why)
+	}
+	if r.Header.Get(PageHeader) != "1" {
+		return refuse("a request with a session cookie must carry " + PageHeader + ": 1")
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return refuse("the request came from another site (" + clip(site, 40) + ")")
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return refuse("the request came from another origin (" + clip(o, 100) + ")")
+		}
+	}
+	return nil
+}
+
+// setSession sets the session cookie: HttpOnly (no script reads it), SameSite=Strict (no other
+// site's request carries it), Secure when served over TLS.
+func setSession(w http.ResponseWriter, r *http.Request, id string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: SessionCookie, Value: id, Path: "/", MaxAge: int(ttl / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+}

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/starplan/starplan/diffview"
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/table"
+)
+
+// The review page: a queue of runs and one run at a time, for a person who approves or rejects
+// them. It is three embedded files (web/) and two JSON documents made for it (the queue with who
+// proposed each run and a one-line summary of its changes; a run with its diff laid out cell by
+// cell); approving, rejecting and the live updates go through the /v1 API and /v1/events, like
+// any other client. The page builds its DOM with textContent only, so every value a plan
+// controls is text; the Content-Security-Policy allows no inline script and nothing from
+// elsewhere, and the page works offline.
+
+//go:embed web
+var webFiles embed.FS
+
+// pageCSP is the Content-Security-Policy of the page: its own files only, no inline script or
+// style, no framing, no form posts elsewhere.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Queue filters of GET /review/queue?filter=. "failed" takes the runs the plan failed and the
+// applies that found the data moved (conflict).
+var queueFilters = map[string][]string{
+	"pending":  {StatePending},
+	"applied":  {StateApplied},
+	"rejected": {StateRejected},
+	"failed":   {StateFailed, StateConflict},
+	"all":      nil,
+}
+
+// QueueItem is one run in the review queue.
+type QueueItem struct {
+	ID       string         `json:"id"`
+	Time     time.Time      `json:"time"`
+	Request  string         `json:"request"`
+	Proposer string         `json:"proposer"` // "CLI (exec)", "API", "MCP", "ask (gpt-4o)", ...
+	Outcome  engine.Outcome `json:"outcome"`
+	Status   string         `json:"status"`
+	State    string         `json:"state"`
+	Summary  string         `json:"summary"` // "inventory: 2 updated; transactions: 2 inserted"
+}
+
+// Queue is the answer of GET /review/queue: runs newest first.
+type Queue struct {
+	Filter string      `json:"filter"`
+	Runs   []QueueItem `json:"runs"`
+}
+
+// RunReview is the answer of GET /review/runs/{id}: the run as /v1/runs/{id} returns it, who
+// proposed it, and its changes laid out cell by cell.
+type RunReview struct {
+	Run      *RunDocument          `json:"run"`
+	Proposer string                `json:"proposer"`
+	Summary  string                `json:"summary"`
+	Tables   []diffview.TableCells `json:"tables"`
+}
+
+// reviewPage serves the page at "/", its files, its login and logout and its JSON documents;
+// any other path is the API's 404.
+func (s *Server) reviewPage() http.Handler {
+	static, _ := fs.Sub(webFiles, "web")
+	files := http.FileServerFS(static)
+	mux := http.NewServeMux()
+	page := func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", pageCSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	}
+	mux.Handle("/{$}", methods{http.MethodGet: page})
+	mux.Handle("/assets/", methods{http.MethodGet: page})
+	mux.Handle("/login", methods{http.MethodPost: s.handleLogin, http.MethodGet: s.handleLoginLink})
+	mux.Handle("/logout", methods{http.MethodPost: s.handleLogout})
+	mux.Handle("/review/queue", methods{http.MethodGet: s.handleQueue})
+	mux.Handle("/review/runs/{id}", methods{http.MethodGet: s.handleRunReview})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "the API is under /v1 (GET /v1/describe), MCP at "+MCPPath+" and the review page at /", "no endpoint %s %s", r.Method, clip(r.URL.Path, 200)))
+	})
+	return mux
+}
+
+// publicPage reports whether r may be served without a session: the page and its files, and
+// logging in.
+func publicPage(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/" || p == "/login" || strings.HasPrefix(p, "/assets/") && !strings.Contains(p, "..")
+}
+
+// LoginRequest is the body of POST /login.
+type LoginRequest struct {
+	Token string `json:"token"`
+}
+
+// handleLogin trades the bearer token for a session cookie. authorize has checked the page's
+// CSRF proof.
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var req LoginRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !s.tokenOK(req.Token) {
+		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "that is not the server's token"))
+		return
+	}
+	setSession(w, r, s.sessions.start(), SessionTTL)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleLoginLink opens a session for a one-time link (LoginLink) and sends the browser to the
+// page; a used or expired link sends it to the login form.
+func (s *Server) handleLoginLink(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Cache-Control", "no-store")
+	if !s.sessions.useCode(r.URL.Query().Get("code")) {
+		http.Redirect(w, r, "/#/login/expired", http.StatusSeeOther)
+		return
+	}
+	setSession(w, r, s.sessions.start(), SessionTTL)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		s.sessions.end(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
+	q, err := s.Queue(r.URL.Query().Get("filter"))
+	respond(w, http.StatusOK, q, err)
+}
+
+func (s *Server) handleRunReview(w http.ResponseWriter, r *http.Request) {
+	rv, err := s.Review(r.PathValue("id"))
+	respond(w, http.StatusOK, rv, err)
+}
+
+// Queue lists the runs a filter takes ("pending" when empty), newest first, at most
+// DefaultListLimit.
+func (s *Server) Queue(filter string) (*Queue, error) {
+	if filter == "" {
+		filter = "pending"
+	}
+	states, ok := queueFilters[filter]
+	if !ok {
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "filter is pending, applied, rejected, failed or all", "unknown filter %q", clip(filter, 40))
+	}
+	all, err := s.List("", MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	out := &Queue{Filter: filter, Runs: []QueueItem{}}
+	for _, r := range all.Runs {
+		if states != nil && !contains(states, r.State) {
+			continue
+		}
+		item := QueueItem{ID: r.ID, Time: r.Time, Request: r.Request, Outcome: r.Outcome, Status: r.Status, State: r.State, Proposer: proposer(r.Origin, nil)}
+		if r.ChangedRows > 0 {
+			rec, err := s.eng.Record(r.ID)
+			if err != nil {
+				return nil, internal(err)
+			}
+			item.Summary, item.Proposer = diffview.Summary(rec.Changes), proposer(rec.Origin, rec.Model)
+		} else if r.Origin == "ask" {
+			if rec, err := s.eng.Record(r.ID); err == nil {
+				item.Proposer = proposer(rec.Origin, rec.Model)
+			}
+		}
+		out.Runs = append(out.Runs, item)
+		if len(out.Runs) == DefaultListLimit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Review returns a run with what the page shows of it.
+func (s *Server) Review(id string) (*RunReview, error) {
+	doc, err := s.Show(id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.eng.Record(id)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return &RunReview{
+		Run: doc, Proposer: proposer(rec.Origin, rec.Model), Summary: diffview.Summary(doc.Changes),
+		Tables: diffview.Cells(doc.Changes, diffview.Options{Schemas: s.schemas()}),
+	}, nil
+}
+
+// schemas are the store's table schemas, for the diff's column order.
+func (s *Server) schemas() map[string]*table.Schema {
+	st := s.eng.Store()
+	view := st.Stage()
+	out := map[string]*table.Schema{}
+	for _, name := range st.Names() {
+		if t, ok := view.Table(name); ok {
+			out[name] = t.Schema()
+		}
+	}
+	return out
+}
+
+// proposer names who or what proposed a run, from its origin in the audit log.
+func proposer(origin string, model *engine.ModelCall) string {
+	switch origin {
+	case OriginHTTP:
+		return "API"
+	case OriginMCP:
+		return "MCP"
+	case "exec", "demo":
+		return "CLI (" + origin + ")"
+	case "ask":
+		if model != nil && model.Model != "" {
+			return "ask (" + model.Model + ")"
+		}
+		return "ask"
+	case "":
+		return "unknown"
+	}
+	return origin
+}
