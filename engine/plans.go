@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/planjson"
 )
 
@@ -30,12 +32,21 @@ func planTools(reg builtins.Registry) []string {
 	return tools
 }
 
+// PlanTools lists what a JSON step plan may call, besides planjson.Respond.
+func (e *Engine) PlanTools() []string { return slices.Clone(e.planTools) }
+
+// CompilePlan compiles a JSON step plan against this engine's tools (planjson.Compile): the
+// program, or a diagnostic per problem.
+func (e *Engine) CompilePlan(plan []byte) (string, diag.List) {
+	return planjson.Compile(plan, e.planTools)
+}
+
 // compilePlan turns a request's JSON step plan into the program that runs in its place.
 func (e *Engine) compilePlan(req Request) (Request, *Result) {
 	if len(req.PlanJSON) == 0 {
 		return req, nil
 	}
-	program, ds := planjson.Compile(req.PlanJSON, e.planTools)
+	program, ds := e.CompilePlan(req.PlanJSON)
 	if len(ds) > 0 {
 		res := &Result{RunID: newRunID(), Outcome: OutcomeCheckFailed, Diagnostics: ds}
 		res.bound()

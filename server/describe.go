@@ -25,6 +25,7 @@ type Description struct {
 	Limits    LimitsDescription   `json:"limits"`
 	RunLimits contracts.RunLimits `json:"run_limits" jsonschema:"what one run may make the store do: table calls, rows read, rows written"`
 	States    []string            `json:"states" jsonschema:"the states of a run"`
+	PlanTools []string            `json:"plan_tools" jsonschema:"the tools a plan_json step may call, besides respond"`
 	Reference string              `json:"reference" jsonschema:"the reference a model writes plans from: dialect, tables with sample rows, helpers, contract, policy"`
 	Schemas   map[string]any      `json:"schemas" jsonschema:"JSON Schemas of run_request, check_request, apply_request, reject_request, run (the result document) and error"`
 }
@@ -72,7 +73,8 @@ func (s *Server) Describe() (*Description, error) {
 	d := &Description{
 		Domain: policy.Name, Doc: policy.Doc, Contract: policy.Contract, Rules: policy.Describe(),
 		RunLimits: policy.Limits.WithDefaults(), States: States, Reference: ref, Schemas: schemas,
-		Tables: []TableDescription{}, Helpers: []HelperDescription{},
+		PlanTools: s.eng.PlanTools(),
+		Tables:    []TableDescription{}, Helpers: []HelperDescription{},
 		Limits: LimitsDescription{
 			MaxSteps: sandbox.DefaultMaxSteps, TimeoutMS: sandbox.DefaultTimeout.Milliseconds(),
 			MaxOutput: sandbox.DefaultMaxOutput, MaxMemory: sandbox.DefaultMaxMemory,

@@ -195,3 +195,16 @@ func mcpFlow(t *testing.T, f *fixture, cs *mcp.ClientSession) {
 	res = call(t, cs, "apply_run", map[string]any{"run_id": a.RunID}, nil)
 	assert.True(t, res.IsError)
 }
+
+// run_plan takes a JSON step plan through the SDK's own client too.
+func TestMCPRunPlanJSON(t *testing.T) {
+	f := newFixture(t, Options{})
+	cs := mcpClient(t, f, false)
+	var doc RunDocument
+	res := call(t, cs, "run_plan", map[string]any{"plan_json": map[string]any{"steps": []any{
+		map[string]any{"id": "n", "tool": "inventory_tbl.count"},
+		map[string]any{"id": "done", "tool": "respond", "args": map[string]any{"status": "success", "answer_text": map[string]any{"$expr": "'%d styles' % n"}}},
+	}}}, &doc)
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, "6 styles", doc.AnswerText)
+}

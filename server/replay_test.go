@@ -35,3 +35,43 @@ func TestReplayOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
 	assert.Equal(t, CodeNotReplayable, r.errorCode(t))
 }
+
+// A JSON step plan is accepted where a reply or a program is: checked, run as a dry run with its
+// digest, and applied like any run; the compiled program comes back as the run's program.
+func TestPlanJSONOverHTTP(t *testing.T) {
+	f := newFixture(t, Options{})
+	plan := map[string]any{"steps": []any{
+		map[string]any{"id": "item", "tool": "inventory_tbl.get", "args": []any{map[string]any{"name": map[string]any{"$ieq": "aviator"}}}},
+		map[string]any{"id": "done", "tool": "respond", "args": map[string]any{
+			"status": "success", "answer_text": map[string]any{"$expr": "'We have %d Aviator.' % item['quantity_in_stock']"}}},
+	}}
+	r := f.call("POST", "/v1/check", map[string]any{"plan_json": plan})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var rep CheckReport
+	r.decode(t, &rep)
+	assert.True(t, rep.OK, "%v", rep.Diagnostics)
+
+	r = f.call("POST", "/v1/runs", map[string]any{"plan_json": plan, "request": "How many Aviator?"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	assert.Equal(t, "We have 23 Aviator.", doc.AnswerText)
+	assert.Contains(t, doc.Program, "item = inventory_tbl.get(")
+
+	bad := map[string]any{"steps": []any{map[string]any{"id": "x", "tool": "inventory_tbl.drop"}}}
+	r = f.call("POST", "/v1/check", map[string]any{"plan_json": bad})
+	require.Equal(t, http.StatusOK, r.status)
+	r.decode(t, &rep)
+	assert.False(t, rep.OK)
+	require.NotEmpty(t, rep.Diagnostics)
+	assert.Equal(t, "plan-json-unknown-tool", rep.Diagnostics[0].Code)
+
+	r = f.call("POST", "/v1/runs", map[string]any{"plan_json": plan, "program": "x = 1"})
+	assert.Equal(t, http.StatusBadRequest, r.status)
+
+	r = f.call("GET", "/v1/describe", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	var d Description
+	r.decode(t, &d)
+	assert.Contains(t, d.PlanTools, "transactions_tbl.insert")
+}

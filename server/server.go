@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -99,8 +100,23 @@ func (s *Server) Drain() {
 
 // CheckRequest is the body of POST /v1/check and the input of the check_plan tool.
 type CheckRequest struct {
-	Reply   string `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply or program"`
-	Program string `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply or program"`
+	Reply    string    `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply, program or plan_json"`
+	Program  string    `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply, program or plan_json"`
+	PlanJSON *StepPlan `json:"plan_json,omitempty" jsonschema:"the plan as JSON steps, as plan-and-execute planners write them; give reply, program or plan_json"`
+}
+
+// StepPlan is a JSON step plan (package planjson): steps that each call one tool, compiled to a
+// program that runs like any other. GET /v1/describe lists the tools.
+type StepPlan struct {
+	Steps []PlanStep `json:"steps" jsonschema:"the steps, each naming its result; they run in dependency order"`
+}
+
+// PlanStep is one step of a StepPlan.
+type PlanStep struct {
+	ID        string   `json:"id" jsonschema:"the name of the step's result (lower case letters, digits, _)"`
+	Tool      string   `json:"tool" jsonschema:"a table method (inventory_tbl.get), a domain helper (now), or respond (sets status and answer_text)"`
+	Args      any      `json:"args,omitempty" jsonschema:"a list of positional arguments or an object of keyword arguments; {\"$ref\": \"id.field\"} is an earlier result, {\"$expr\": \"...\"} an expression"`
+	DependsOn []string `json:"depends_on,omitempty" jsonschema:"ids of steps this one must follow"`
 }
 
 // CheckReport is what a check found: every problem at once, and the Python-isms rewritten.
@@ -113,10 +129,11 @@ type CheckReport struct {
 
 // RunRequest is the body of POST /v1/runs and the input of the run_plan tool.
 type RunRequest struct {
-	Reply   string  `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply or program"`
-	Program string  `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply or program"`
-	Request string  `json:"request,omitempty" jsonschema:"the customer's request the plan answers, verbatim; plans read it as user_request"`
-	Limits  *Limits `json:"limits,omitempty" jsonschema:"lower limits for this run; each may only be lower than the server's default"`
+	Reply    string    `json:"reply,omitempty" jsonschema:"a model's reply holding the plan in one <execute_python> block; give reply, program or plan_json"`
+	Program  string    `json:"program,omitempty" jsonschema:"the plan as a bare Starlark program; give reply, program or plan_json"`
+	PlanJSON *StepPlan `json:"plan_json,omitempty" jsonschema:"the plan as JSON steps, as plan-and-execute planners write them; it is compiled to a program, kept with the run"`
+	Request  string    `json:"request,omitempty" jsonschema:"the customer's request the plan answers, verbatim; plans read it as user_request"`
+	Limits   *Limits   `json:"limits,omitempty" jsonschema:"lower limits for this run; each may only be lower than the server's default"`
 }
 
 // Limits are a run's own limits. Zero fields keep the default; a field may lower its default,
@@ -180,9 +197,16 @@ type RunSummary = engine.RunSummary
 
 // Check extracts, rewrites and checks a plan without running it.
 func (s *Server) Check(req CheckRequest) (*CheckReport, error) {
-	src, err := source(req.Reply, req.Program)
+	src, plan, err := source(req.Reply, req.Program, req.PlanJSON)
 	if err != nil {
 		return nil, err
+	}
+	if plan != nil {
+		program, ds := s.eng.CompilePlan(plan)
+		if len(ds) > 0 {
+			return &CheckReport{Diagnostics: ds, Rewrites: []pycompat.Rewrite{}}, nil
+		}
+		src = program
 	}
 	c := s.eng.Env().Check(src, sandbox.Limits{})
 	rep := &CheckReport{OK: c.Program != nil, Program: c.Extracted, Diagnostics: c.Diagnostics, Rewrites: c.Rewrites}
@@ -195,17 +219,30 @@ func (s *Server) Check(req CheckRequest) (*CheckReport, error) {
 	return rep, nil
 }
 
-// source is the text the engine extracts the program from: a reply or a bare program.
-func source(reply, program string) (string, error) {
-	switch {
-	case reply != "" && program != "":
-		return "", errorf(http.StatusBadRequest, CodeBadRequest, "send the model's reply as reply, or the bare program as program", "both reply and program are set")
-	case reply != "":
-		return reply, nil
-	case program != "":
-		return program, nil
+// source is what the engine takes the program from: a reply or a bare program (src), or a JSON
+// step plan (plan), exactly one of them.
+func source(reply, program string, steps *StepPlan) (src string, plan []byte, err error) {
+	given := 0
+	for _, set := range []bool{reply != "", program != "", steps != nil} {
+		if set {
+			given++
+		}
 	}
-	return "", errorf(http.StatusBadRequest, CodeBadRequest, `send {"program": "..."} or {"reply": "..."}`, "neither reply nor program is set")
+	switch {
+	case given > 1:
+		return "", nil, errorf(http.StatusBadRequest, CodeBadRequest, "send one of reply (a model's reply), program (a bare program) or plan_json (JSON steps)", "more than one of reply, program and plan_json is set")
+	case steps != nil:
+		b, err := json.Marshal(steps)
+		if err != nil {
+			return "", nil, errorf(http.StatusBadRequest, CodeBadRequest, "args hold JSON values", "plan_json cannot be encoded: %v", err)
+		}
+		return "", b, nil
+	case reply != "":
+		return reply, nil, nil
+	case program != "":
+		return program, nil, nil
+	}
+	return "", nil, errorf(http.StatusBadRequest, CodeBadRequest, `send {"program": "..."}, {"reply": "..."} or {"plan_json": {"steps": [...]}}`, "none of reply, program and plan_json is set")
 }
 
 // sandboxLimits converts a request's limits, refusing any that would raise a default.
@@ -248,7 +285,7 @@ func newRequestID() string {
 // Run dry-runs a plan: the result document, with the digest of the changes it would make. A run
 // that changes data stays pending until Apply.
 func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDocument, error) {
-	src, err := source(req.Reply, req.Program)
+	src, plan, err := source(req.Reply, req.Program, req.PlanJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +295,7 @@ func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDo
 	}
 	qid := newRequestID()
 	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
-	res, err := s.eng.Run(ctx, engine.Request{Reply: src, UserRequest: req.Request, Limits: limits, Origin: origin})
+	res, err := s.eng.Run(ctx, engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin})
 	if err != nil {
 		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
