@@ -2,14 +2,17 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ostafen/clover/v2"
+	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
 	"go.etcd.io/bbolt"
 )
@@ -20,6 +23,8 @@ const (
 	CheckPages  = "pages"  // bbolt's page consistency (tx.Check)
 	CheckRecord = "record" // the store's own record: format, domain, versions
 	CheckRows   = "rows"   // every row decodes and fits its table's schema, keys are unique
+	CheckCounts = "counts" // every collection holds the documents the record counted and digested
+	CheckSystem = "system" // every system document (audit records, decisions) reads back
 	CheckPolicy = "policy" // the domain's invariants over the committed rows
 )
 
@@ -49,6 +54,9 @@ type CheckReport struct {
 	Tables   []TableCount `json:"tables"`
 	Problems []Problem    `json:"problems"`
 	Omitted  int          `json:"omitted,omitempty"`
+	// Unverified says why row counts and digests could not be checked (a store written before
+	// they were kept, until its next write); empty when they were.
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // OK reports whether Check found nothing wrong.
@@ -131,7 +139,9 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		s := &Store{dir: dir, domain: dom, bolt: bs, db: db}
 		found, err := s.getSysLocked(metaCollection, metaID, &m)
 		if err == nil && !found {
-			err = &NoStoreError{Dir: dir}
+			// The file exists: a missing record is damage (or another program's file), never a
+			// missing store.
+			err = &DamagedError{Path: bs.path, Problem: "it holds no starplan record: it is damaged, or not a starplan store"}
 		}
 		return err
 	})
@@ -140,10 +150,6 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		return rep, nil
 	}
 	if err != nil {
-		var ns *NoStoreError
-		if errors.As(err, &ns) {
-			return nil, err
-		}
 		rep.add(CheckRecord, "", "the store's record does not read back: %v", err)
 		return rep, nil
 	}
@@ -163,6 +169,15 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 			for _, name := range names {
 				rows[name] = checkTable(rep, tx, schemas[name], m)
 			}
+			found := scanDigests(tx)
+			if m.Digests == nil {
+				rep.Unverified = "the store was written before row counts and digests were kept; its next write records them"
+			} else {
+				for _, msg := range digestMismatches(m.Digests, found) {
+					rep.add(CheckCounts, "", "%s", msg)
+				}
+			}
+			checkSystem(rep, tx, found)
 			return nil
 		})
 	})
@@ -266,4 +281,44 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 	slices.SortFunc(tc.Inserted, func(a, b table.Row) int { return table.CompareKeys(a[s.Key], b[s.Key]) })
 	rep.Tables = append(rep.Tables, TableCount{Table: s.Name, Rows: len(tc.Inserted)})
 	return tc
+}
+
+// checkSystem decodes every document of every system collection the file holds (found, from
+// scanDigests): each must be a clover document whose id field names it and whose JSON parses.
+func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest) {
+	b := tx.Bucket([]byte(rootBucket))
+	if b == nil {
+		return
+	}
+	var colls []string
+	for coll := range found {
+		if strings.HasPrefix(coll, "_") {
+			colls = append(colls, coll)
+		}
+	}
+	slices.Sort(colls)
+	for _, coll := range colls {
+		what := "system document"
+		if coll == "_runs" {
+			what = "audit record"
+		}
+		prefix := docPrefix(coll)
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			key := string(k[len(prefix):])
+			doc, err := d.Decode(v)
+			if err != nil {
+				rep.add(CheckSystem, coll, "%s %s/%s does not decode: %v", what, coll, key, err)
+				continue
+			}
+			id, _ := doc.Get("id").(string)
+			raw, _ := doc.Get("json").(string)
+			switch {
+			case id == "" || sysDocID(coll, id) != key:
+				rep.add(CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
+			case !json.Valid([]byte(raw)):
+				rep.add(CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
+			}
+		}
+	}
 }
