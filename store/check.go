@@ -200,14 +200,21 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	return rep, nil
 }
 
-// checkFile reports the older meta page's damage, which Open accepts, and runs bbolt's own
-// consistency check of every page. The caller holds b.mu.
+// checkFile reports the older meta page's damage, which Open accepts, and checks every page:
+// first itself (checkPages, and a walk of every key under guard), then, when that found nothing,
+// with bbolt's own consistency check. tx.Check runs on a goroutine of its own, where a damaged
+// page's panic or fault cannot be recovered and would end the process, so it runs only on pages
+// already read safely. The caller holds b.mu.
 func (b *boltStore) checkFile(rep *CheckReport) error {
 	f, err := os.Open(b.path)
 	if err != nil {
 		return err
 	}
 	st, err := inspectFile(f)
+	var pageProblems []string
+	if err == nil {
+		pageProblems = checkPages(f, st)
+	}
 	f.Close()
 	if err != nil { // Open's checks passed a moment ago, under the same lock
 		return err
@@ -215,8 +222,13 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 	if st.olderDamaged {
 		rep.add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
 	}
-	// tx.Check walks the pages on a goroutine of its own, where a damaged page's panic cannot be
-	// recovered; so every page is first read here, under guard, by a walk of every key.
+	for _, p := range pageProblems {
+		rep.add(CheckPages, "", "%s", p)
+	}
+	if len(pageProblems) > 0 {
+		rep.add(CheckPages, "", "bbolt's own page check was not run: it cannot survive the damage above")
+		return nil
+	}
 	err = guard(b.path, func() error {
 		return b.db.View(func(tx *bbolt.Tx) error {
 			return tx.ForEach(func(_ []byte, bk *bbolt.Bucket) error {

@@ -90,6 +90,8 @@ type boltMeta struct {
 	pageSize int64
 	pgid     int64 // the high-water mark: pages [0, pgid) are in use
 	txid     uint64
+	root     uint64 // the root bucket's page
+	freelist uint64 // the freelist's page
 }
 
 func readMeta(b []byte, page int) boltMeta {
@@ -105,6 +107,8 @@ func readMeta(b []byte, page int) boltMeta {
 	m.pageSize = int64(le.Uint32(mb[8:]))
 	m.pgid = int64(le.Uint64(mb[40:]))
 	m.txid = le.Uint64(mb[48:])
+	m.root = le.Uint64(mb[16:])
+	m.freelist = le.Uint64(mb[32:])
 	return m
 }
 
