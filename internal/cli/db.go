@@ -282,8 +282,13 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	for _, t := range rep.Tables {
 		fmt.Fprintf(ios.Out, "  %-14s %d rows\n", safe(t.Table), t.Rows)
 	}
+	counts := "the row counts and digests, "
+	if rep.Unverified != "" {
+		counts = ""
+		fmt.Fprintf(ios.Out, "Row counts and digests not verified: %s.\n", safe(rep.Unverified))
+	}
 	if rep.OK() {
-		fmt.Fprintln(ios.Out, "No problems found: the file, every row and the domain's invariants check out.")
+		fmt.Fprintf(ios.Out, "No problems found: the file, every row and audit record, %sand the domain's invariants check out.\n", counts)
 		return nil
 	}
 	for _, p := range rep.Problems {
