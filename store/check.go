@@ -86,6 +86,10 @@ type CheckOptions struct {
 	// row of every table as inserted into an empty store, tables' rows in key order, and returns
 	// one message per violation. nil skips the policy check; an error is a failure of starplan.
 	Invariants func(rows table.ChangeSet) ([]string, error)
+	// Records decode the documents of system collections, by name ("runs" for the audit log):
+	// each gets every document's JSON and returns why it does not decode. A collection without
+	// one is checked as JSON only.
+	Records map[string]func(raw []byte) error
 }
 
 // Check verifies the store in dir without changing it: the file (its size and meta pages, as
@@ -177,7 +181,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 					rep.add(CheckCounts, "", "%s", msg)
 				}
 			}
-			checkSystem(rep, tx, found)
+			checkSystem(rep, tx, found, opts.Records)
 			return nil
 		})
 	})
@@ -296,8 +300,9 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 }
 
 // checkSystem decodes every document of every system collection the file holds (found, from
-// scanDigests): each must be a clover document whose id field names it and whose JSON parses.
-func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest) {
+// scanDigests): each must be a clover document whose id field names it and whose JSON parses,
+// and decode with the collection's entry in records when there is one.
+func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest, records map[string]func([]byte) error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return
@@ -330,6 +335,10 @@ func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest) {
 				rep.add(CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
 			case !json.Valid([]byte(raw)):
 				rep.add(CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
+			case records[coll[1:]] != nil:
+				if err := records[coll[1:]]([]byte(raw)); err != nil {
+					rep.add(CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)
+				}
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -265,7 +266,8 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}
-	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv})
+	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv,
+		Records: map[string]func([]byte) error{engine.AuditCollection: engine.CheckRecord}})
 	if err != nil {
 		return storeError(dir, err)
 	}
