@@ -93,11 +93,14 @@ type CheckOptions struct {
 }
 
 // Check verifies the store in dir without changing it: the file (its size and meta pages, as
-// Open does), bbolt's page consistency, the store's own record, that every row decodes, fits its
-// table's schema and has a unique key, that no row or table is newer than the last commit, and
-// then opts.Invariants over the committed rows. What it finds is in the report; the error is
-// for what stops a check from running: a *NoStoreError (Check never creates a store), an
-// *InUseError, or a failure of starplan itself.
+// Open does), every page (checkPages, then bbolt's own consistency check), the store's own
+// record, that every row decodes, fits its table's schema and has a unique key, that no row or
+// table is newer than the last commit, that every collection holds the documents its recorded
+// count and digest say, that every system document decodes (with opts.Records), and then
+// opts.Invariants over the committed rows. What it finds is in the report; the error is for
+// what stops a check from running: a *NoStoreError when dir holds no data.db (Check never
+// creates a store), an *InUseError, or a failure of starplan itself. Check never panics on a
+// damaged file.
 func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	dom := opts.Domain
 	if dom == nil {

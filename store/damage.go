@@ -15,8 +15,10 @@ import (
 var ErrDamaged = errors.New("store file is damaged")
 
 // DamagedError says that a store's data.db cannot be trusted: it is empty, truncated, not a
-// bbolt file, has a page or a row that does not read back, or its newer meta page is damaged (so
-// that opening it would silently go back to the previous commit). starplan never writes to a
+// bbolt file, holds no starplan record, has a page or a row that does not read back, holds
+// other documents than its record counted and digested (a row lost, added or changed outside
+// starplan), or its newer meta page is damaged (so that opening it would silently go back to the
+// previous commit). starplan never writes to a
 // file it reports damaged.
 type DamagedError struct {
 	Path    string // the data.db file

@@ -106,9 +106,10 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // with opts.MustExist, fails with a *NoStoreError. Every committed row is loaded into memory.
 // When another process has the store open, Open fails within the lock timeout with an error
 // that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
-// not bbolt, has a page or row that does not read back, or its newer meta page is damaged,
-// Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes nothing. A store
-// created for one domain cannot be opened as another.
+// not bbolt, holds no starplan record, has a page or row that does not read back, a table whose
+// rows differ from the count and digest the store recorded (see digest.go), or its newer meta
+// page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
+// nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
 	dom := opts.Domain
 	if dom == nil {
@@ -431,7 +432,8 @@ func (s *Store) PutSysDocs(ctx context.Context, docs ...SysDoc) error {
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
-// exists.
+// exists. When it does not, or does not decode, the collection is checked against its recorded
+// count and digest first: a lost or damaged document is a *DamagedError, not a missing one.
 func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	c, err := sysCollection(coll)
 	if err != nil {
@@ -453,7 +455,8 @@ func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	return found, err
 }
 
-// ListSys returns every document of the system collection coll, sorted by id.
+// ListSys returns every document of the system collection coll, sorted by id, after checking
+// them against the collection's recorded count and digest (a *DamagedError when they differ).
 func (s *Store) ListSys(coll string) ([]SysRecord, error) {
 	c, err := sysCollection(coll)
 	if err != nil {
