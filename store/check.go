@@ -180,7 +180,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 			if m.Digests == nil {
 				rep.Unverified = "the store was written before row counts and digests were kept; its next write records them"
 			} else {
-				for _, msg := range digestMismatches(m.Digests, found) {
+				for _, msg := range digestMismatches(m.Digests, found, names) {
 					rep.add(CheckCounts, "", "%s", msg)
 				}
 			}

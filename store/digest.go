@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 
@@ -136,7 +137,12 @@ func collDigestOf(tx *bbolt.Tx, coll string) collDigest {
 // digestMismatch describes how what a collection holds differs from what the store recorded, or
 // returns "" when it does not.
 func digestMismatch(coll string, recorded, found collDigest) string {
-	what, one, many := "table "+coll, "row", "rows"
+	return digestMismatchOf(coll, "table "+coll, recorded, found)
+}
+
+// digestMismatchOf is digestMismatch with the collection named as what (for a table).
+func digestMismatchOf(coll, what string, recorded, found collDigest) string {
+	one, many := "row", "rows"
 	if strings.HasPrefix(coll, "_") {
 		what, one, many = "system collection "+coll, "record", "records"
 	}
@@ -152,8 +158,9 @@ func digestMismatch(coll string, recorded, found collDigest) string {
 	}
 }
 
-// digestMismatches compares every collection recorded or found, in name order.
-func digestMismatches(recorded, found map[string]collDigest) []string {
+// digestMismatches compares every collection recorded or found, in name order; tables are the
+// domain's tables (any other name is a collection of no table: a damaged key, or not starplan's).
+func digestMismatches(recorded, found map[string]collDigest, tables []string) []string {
 	names := map[string]bool{}
 	for n := range recorded {
 		names[n] = true
@@ -168,7 +175,11 @@ func digestMismatches(recorded, found map[string]collDigest) []string {
 	sort.Strings(sorted)
 	var out []string
 	for _, n := range sorted {
-		if msg := digestMismatch(n, recorded[n], found[n]); msg != "" {
+		what := "table " + n
+		if !slices.Contains(tables, n) {
+			what = "collection " + n + " (no table of this store)"
+		}
+		if msg := digestMismatchOf(n, what, recorded[n], found[n]); msg != "" {
 			out = append(out, msg)
 		}
 	}

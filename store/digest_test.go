@@ -86,7 +86,7 @@ func TestOpenRefusesARowWhoseKeyLostABit(t *testing.T) {
 
 	assertDamaged(t, dir, b, "table transactions holds 1 row but the store recorded 2")
 	assertCheckFinds(t, dir, CheckCounts, "table transactions holds 1 row but the store recorded 2")
-	assertCheckFinds(t, dir, CheckCounts, "uransactions holds 1 row but the store recorded 0")
+	assertCheckFinds(t, dir, CheckCounts, "collection uransactions (no table of this store) holds 1 row but the store recorded 0")
 }
 
 // A flip in a row's document id keeps the row in its table, under another id.
