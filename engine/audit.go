@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -345,7 +347,42 @@ type RunSummary struct {
 	Bytes int `json:"bytes"`
 }
 
-// Runs lists the audit log, newest first.
+// UnreadableError names the audit records that are in the store but do not decode (a store's
+// damage that its digests miss, or a record of an incompatible starplan). Runs returns it along
+// with the records that do read; Record and Prune return it alone.
+type UnreadableError struct {
+	IDs []string // the unreadable records' ids, sorted
+	Err error    // why the first does not decode
+}
+
+func (e *UnreadableError) Error() string {
+	what := "audit record " + e.IDs[0] + " is"
+	if len(e.IDs) > 1 {
+		what = fmt.Sprintf("%d audit records (%s) are", len(e.IDs), strings.Join(e.IDs, ", "))
+	}
+	return fmt.Sprintf("%s unreadable: %v", what, e.Err)
+}
+
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// Hint says what to do about it.
+func (e *UnreadableError) Hint() string {
+	return "starplan db check reports every unreadable record; restore the store from a backup to get them back"
+}
+
+// CheckRecord returns why raw, a stored audit record, does not decode, or nil. db check runs it
+// over every record (store.CheckOptions.Records).
+func CheckRecord(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(new(RunRecord))
+}
+
+// AuditCollection is the system collection that holds the audit log.
+const AuditCollection = auditCollection
+
+// Runs lists the audit log, newest first. Records that do not decode are left out and named by
+// an *UnreadableError, returned with the list of those that do.
 func (e *Engine) Runs() ([]RunSummary, error) {
 	if err := e.audit.flush(); err != nil {
 		return nil, err
@@ -359,10 +396,15 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 		return nil, err
 	}
 	out := make([]RunSummary, 0, len(recs))
+	var unreadable *UnreadableError
 	for _, raw := range recs {
 		r, err := e.decodeRecord(raw.JSON)
 		if err != nil {
-			return nil, fmt.Errorf("audit record %s is unreadable: %w", raw.ID, err)
+			if unreadable == nil {
+				unreadable = &UnreadableError{Err: err}
+			}
+			unreadable.IDs = append(unreadable.IDs, raw.ID)
+			continue
 		}
 		out = append(out, RunSummary{
 			ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
@@ -372,6 +414,9 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	if unreadable != nil {
+		return out, unreadable
+	}
 	return out, nil
 }
 
@@ -390,7 +435,7 @@ func (e *Engine) Record(id string) (*RunRecord, error) {
 	}
 	r, err := e.decodeRecord(raw)
 	if err != nil {
-		return nil, fmt.Errorf("audit record %s is unreadable: %w", id, err)
+		return nil, &UnreadableError{IDs: []string{id}, Err: err}
 	}
 	return r, nil
 }
@@ -438,7 +483,8 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 			Pending   bool       `json:"pending"`
 		}
 		if err := json.Unmarshal(doc.JSON, &r); err != nil {
-			return false, fmt.Errorf("audit record %s is unreadable: %w", doc.ID, err)
+			// Its age is unknown: removing it, or keeping it, would be a guess.
+			return false, &UnreadableError{IDs: []string{doc.ID}, Err: err}
 		}
 		last := r.Time
 		if r.AppliedAt != nil && r.AppliedAt.After(last) {

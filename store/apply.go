@@ -371,7 +371,14 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		if len(ops) == 0 {
 			return nil
 		}
-		return s.putSysLocked(metaCollection, metaID, s.metaAt(seq, touched))
+		// The record's digests are kept: the group's end adds this commit's changes to them.
+		var m metaRecord
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+		next := s.metaAt(seq, touched)
+		next.Digests = m.Digests
+		return s.putSysLocked(metaCollection, metaID, next)
 	})
 	var we *WriteError
 	if errors.As(err, &we) || errors.Is(err, ErrDamaged) {

@@ -39,6 +39,13 @@ type boltStore struct {
 
 	mu    sync.Mutex
 	group *bbolt.Tx // the shared transaction while a group runs
+	// delta is what the running group changed in each collection's count and digest (see
+	// digest.go): every document it writes or deletes is tracked as it goes.
+	delta map[string]*collDigest
+	// beforeCommit, when set, runs at the end of every group that did not fail, in its
+	// transaction, with the group's delta (possibly empty); the Store records the delta in its
+	// meta record there.
+	beforeCommit func(tx *bbolt.Tx, delta map[string]*collDigest) error
 }
 
 // openBolt opens the bbolt file in dir, failing with an *InUseError when another process holds
@@ -157,16 +164,30 @@ func createBolt(dir, path string) error {
 	return nil
 }
 
+// emptyLocked reports whether the root bucket holds no key at all, as a store whose creation was
+// interrupted between making the file and writing its first commit leaves it. The caller holds
+// s.mu.
+func (s *boltStore) emptyLocked() (bool, error) {
+	empty := false
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(rootBucket))
+		k, _ := b.Cursor().First()
+		empty = k == nil
+		return nil
+	})
+	return empty, err
+}
+
 // Begin implements clover's store.Store. Callers must hold s.mu (the Store's methods do).
 func (s *boltStore) Begin(update bool) (cloverstore.Tx, error) {
 	if s.group != nil {
-		return &boltTx{tx: s.group, shared: true}, nil
+		return &boltTx{tx: s.group, shared: true, st: s}, nil
 	}
 	tx, err := s.db.Begin(update)
 	if err != nil {
 		return nil, err
 	}
-	return &boltTx{tx: tx}, nil
+	return &boltTx{tx: tx, st: s}, nil
 }
 
 // Close implements clover's store.Store.
@@ -188,14 +209,19 @@ func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 			return err
 		}
 		s.group = tx
+		s.delta = map[string]*collDigest{}
 		done := false
 		defer func() {
-			s.group = nil
+			s.group, s.delta = nil, nil
 			if !done { // fn or Commit panicked: release bbolt's writer lock
 				tx.Rollback()
 			}
 		}()
-		if err = fn(tx); err != nil {
+		err = fn(tx)
+		if err == nil && s.beforeCommit != nil {
+			err = s.beforeCommit(tx, s.delta)
+		}
+		if err != nil {
 			done = true
 			tx.Rollback()
 			return err
@@ -212,15 +238,51 @@ func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 type boltTx struct {
 	tx     *bbolt.Tx
 	shared bool // part of a group: Commit and Rollback belong to the group
+	st     *boltStore
 }
 
 func (t *boltTx) bucket() *bbolt.Bucket { return t.tx.Bucket([]byte(rootBucket)) }
 
-func (t *boltTx) Set(key, value []byte) error { return t.bucket().Put(key, value) }
+func (t *boltTx) Set(key, value []byte) error {
+	if err := t.track(key, value, true); err != nil {
+		return err
+	}
+	return t.bucket().Put(key, value)
+}
 
 func (t *boltTx) Get(key []byte) ([]byte, error) { return t.bucket().Get(key), nil }
 
-func (t *boltTx) Delete(key []byte) error { return t.bucket().Delete(key) }
+func (t *boltTx) Delete(key []byte) error {
+	if err := t.track(key, nil, false); err != nil {
+		return err
+	}
+	return t.bucket().Delete(key)
+}
+
+// track adds a document write (set) or delete to the group's digest delta: the document it
+// replaces, read in the same transaction, goes out, the new one comes in. Documents are written
+// only inside groups, so that no write escapes the digests.
+func (t *boltTx) track(key, value []byte, set bool) error {
+	coll, ok := docCollection(key)
+	if !ok {
+		return nil
+	}
+	if !t.shared {
+		return fmt.Errorf("store: document %q written outside a write group", key)
+	}
+	d := t.st.delta[coll]
+	if d == nil {
+		d = &collDigest{}
+		t.st.delta[coll] = d
+	}
+	if old := t.bucket().Get(key); old != nil {
+		d.remove(key, old)
+	}
+	if set {
+		d.add(key, value)
+	}
+	return nil
+}
 
 func (t *boltTx) Cursor(forward bool) (cloverstore.Cursor, error) {
 	return &boltCursor{c: t.bucket().Cursor(), forward: forward}, nil

@@ -2,14 +2,17 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ostafen/clover/v2"
+	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
 	"go.etcd.io/bbolt"
 )
@@ -20,6 +23,8 @@ const (
 	CheckPages  = "pages"  // bbolt's page consistency (tx.Check)
 	CheckRecord = "record" // the store's own record: format, domain, versions
 	CheckRows   = "rows"   // every row decodes and fits its table's schema, keys are unique
+	CheckCounts = "counts" // every collection holds the documents the record counted and digested
+	CheckSystem = "system" // every system document (audit records, decisions) reads back
 	CheckPolicy = "policy" // the domain's invariants over the committed rows
 )
 
@@ -49,6 +54,9 @@ type CheckReport struct {
 	Tables   []TableCount `json:"tables"`
 	Problems []Problem    `json:"problems"`
 	Omitted  int          `json:"omitted,omitempty"`
+	// Unverified says why row counts and digests could not be checked (a store written before
+	// they were kept, until its next write); empty when they were.
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // OK reports whether Check found nothing wrong.
@@ -78,14 +86,21 @@ type CheckOptions struct {
 	// row of every table as inserted into an empty store, tables' rows in key order, and returns
 	// one message per violation. nil skips the policy check; an error is a failure of starplan.
 	Invariants func(rows table.ChangeSet) ([]string, error)
+	// Records decode the documents of system collections, by name ("runs" for the audit log):
+	// each gets every document's JSON and returns why it does not decode. A collection without
+	// one is checked as JSON only.
+	Records map[string]func(raw []byte) error
 }
 
 // Check verifies the store in dir without changing it: the file (its size and meta pages, as
-// Open does), bbolt's page consistency, the store's own record, that every row decodes, fits its
-// table's schema and has a unique key, that no row or table is newer than the last commit, and
-// then opts.Invariants over the committed rows. What it finds is in the report; the error is
-// for what stops a check from running: a *NoStoreError (Check never creates a store), an
-// *InUseError, or a failure of starplan itself.
+// Open does), every page (checkPages, then bbolt's own consistency check), the store's own
+// record, that every row decodes, fits its table's schema and has a unique key, that no row or
+// table is newer than the last commit, that every collection holds the documents its recorded
+// count and digest say, that every system document decodes (with opts.Records), and then
+// opts.Invariants over the committed rows. What it finds is in the report; the error is for
+// what stops a check from running: a *NoStoreError when dir holds no data.db (Check never
+// creates a store), an *InUseError, or a failure of starplan itself. Check never panics on a
+// damaged file.
 func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	dom := opts.Domain
 	if dom == nil {
@@ -131,7 +146,9 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		s := &Store{dir: dir, domain: dom, bolt: bs, db: db}
 		found, err := s.getSysLocked(metaCollection, metaID, &m)
 		if err == nil && !found {
-			err = &NoStoreError{Dir: dir}
+			// The file exists: a missing record is damage (or another program's file), never a
+			// missing store.
+			err = &DamagedError{Path: bs.path, Problem: "it holds no starplan record: it is damaged, or not a starplan store"}
 		}
 		return err
 	})
@@ -140,10 +157,6 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		return rep, nil
 	}
 	if err != nil {
-		var ns *NoStoreError
-		if errors.As(err, &ns) {
-			return nil, err
-		}
 		rep.add(CheckRecord, "", "the store's record does not read back: %v", err)
 		return rep, nil
 	}
@@ -163,6 +176,15 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 			for _, name := range names {
 				rows[name] = checkTable(rep, tx, schemas[name], m)
 			}
+			found := scanDigests(tx)
+			if m.Digests == nil {
+				rep.Unverified = "the store was written before row counts and digests were kept; its next write records them"
+			} else {
+				for _, msg := range digestMismatches(m.Digests, found, names) {
+					rep.add(CheckCounts, "", "%s", msg)
+				}
+			}
+			checkSystem(rep, tx, found, opts.Records)
 			return nil
 		})
 	})
@@ -185,14 +207,21 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	return rep, nil
 }
 
-// checkFile reports the older meta page's damage, which Open accepts, and runs bbolt's own
-// consistency check of every page. The caller holds b.mu.
+// checkFile reports the older meta page's damage, which Open accepts, and checks every page:
+// first itself (checkPages, and a walk of every key under guard), then, when that found nothing,
+// with bbolt's own consistency check. tx.Check runs on a goroutine of its own, where a damaged
+// page's panic or fault cannot be recovered and would end the process, so it runs only on pages
+// already read safely. The caller holds b.mu.
 func (b *boltStore) checkFile(rep *CheckReport) error {
 	f, err := os.Open(b.path)
 	if err != nil {
 		return err
 	}
 	st, err := inspectFile(f)
+	var pageProblems []string
+	if err == nil {
+		pageProblems = checkPages(f, st)
+	}
 	f.Close()
 	if err != nil { // Open's checks passed a moment ago, under the same lock
 		return err
@@ -200,8 +229,13 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 	if st.olderDamaged {
 		rep.add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
 	}
-	// tx.Check walks the pages on a goroutine of its own, where a damaged page's panic cannot be
-	// recovered; so every page is first read here, under guard, by a walk of every key.
+	for _, p := range pageProblems {
+		rep.add(CheckPages, "", "%s", p)
+	}
+	if len(pageProblems) > 0 {
+		rep.add(CheckPages, "", "bbolt's own page check was not run: it cannot survive the damage above")
+		return nil
+	}
 	err = guard(b.path, func() error {
 		return b.db.View(func(tx *bbolt.Tx) error {
 			return tx.ForEach(func(_ []byte, bk *bbolt.Bucket) error {
@@ -266,4 +300,49 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 	slices.SortFunc(tc.Inserted, func(a, b table.Row) int { return table.CompareKeys(a[s.Key], b[s.Key]) })
 	rep.Tables = append(rep.Tables, TableCount{Table: s.Name, Rows: len(tc.Inserted)})
 	return tc
+}
+
+// checkSystem decodes every document of every system collection the file holds (found, from
+// scanDigests): each must be a clover document whose id field names it and whose JSON parses,
+// and decode with the collection's entry in records when there is one.
+func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest, records map[string]func([]byte) error) {
+	b := tx.Bucket([]byte(rootBucket))
+	if b == nil {
+		return
+	}
+	var colls []string
+	for coll := range found {
+		if strings.HasPrefix(coll, "_") {
+			colls = append(colls, coll)
+		}
+	}
+	slices.Sort(colls)
+	for _, coll := range colls {
+		what := "system document"
+		if coll == "_runs" {
+			what = "audit record"
+		}
+		prefix := docPrefix(coll)
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			key := string(k[len(prefix):])
+			doc, err := d.Decode(v)
+			if err != nil {
+				rep.add(CheckSystem, coll, "%s %s/%s does not decode: %v", what, coll, key, err)
+				continue
+			}
+			id, _ := doc.Get("id").(string)
+			raw, _ := doc.Get("json").(string)
+			switch {
+			case id == "" || sysDocID(coll, id) != key:
+				rep.add(CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
+			case !json.Valid([]byte(raw)):
+				rep.add(CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
+			case records[coll[1:]] != nil:
+				if err := records[coll[1:]]([]byte(raw)); err != nil {
+					rep.add(CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)
+				}
+			}
+		}
+	}
 }

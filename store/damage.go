@@ -15,8 +15,10 @@ import (
 var ErrDamaged = errors.New("store file is damaged")
 
 // DamagedError says that a store's data.db cannot be trusted: it is empty, truncated, not a
-// bbolt file, has a page or a row that does not read back, or its newer meta page is damaged (so
-// that opening it would silently go back to the previous commit). starplan never writes to a
+// bbolt file, holds no starplan record, has a page or a row that does not read back, holds
+// other documents than its record counted and digested (a row lost, added or changed outside
+// starplan), or its newer meta page is damaged (so that opening it would silently go back to the
+// previous commit). starplan never writes to a
 // file it reports damaged.
 type DamagedError struct {
 	Path    string // the data.db file
@@ -90,6 +92,8 @@ type boltMeta struct {
 	pageSize int64
 	pgid     int64 // the high-water mark: pages [0, pgid) are in use
 	txid     uint64
+	root     uint64 // the root bucket's page
+	freelist uint64 // the freelist's page
 }
 
 func readMeta(b []byte, page int) boltMeta {
@@ -105,6 +109,8 @@ func readMeta(b []byte, page int) boltMeta {
 	m.pageSize = int64(le.Uint32(mb[8:]))
 	m.pgid = int64(le.Uint64(mb[40:]))
 	m.txid = le.Uint64(mb[48:])
+	m.root = le.Uint64(mb[16:])
+	m.freelist = le.Uint64(mb[32:])
 	return m
 }
 

@@ -222,3 +222,41 @@ func TestOpenRefusesAForeignBboltFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 }
+
+// A data.db that exists but holds no starplan record is damaged (or another program's file),
+// never a missing store: "run starplan db init" would be the wrong advice, and a create would
+// write over what is there. Renaming every document key is one way to get there.
+func TestAFileWithoutTheRecordIsDamagedNotMissing(t *testing.T) {
+	dir, _ := damagedStore(t, 0, func(b []byte) []byte { return b })
+	b := rawUpdate(t, dir, func(bk *bbolt.Bucket) error {
+		var ks [][]byte
+		require.NoError(t, bk.ForEach(func(k, _ []byte) error {
+			if string(k[:2]) == "c:" {
+				ks = append(ks, append([]byte(nil), k...))
+			}
+			return nil
+		}))
+		for _, k := range ks {
+			v := append([]byte(nil), bk.Get(k)...)
+			require.NoError(t, bk.Delete(k))
+			require.NoError(t, bk.Put(append([]byte("x:"), k[2:]...), v))
+		}
+		return nil
+	})
+	assertDamaged(t, dir, b, "holds data but no starplan record")
+	rep := checkOf(t, dir, CheckOptions{})
+	assert.Contains(t, problemsOf(rep, CheckRecord), "it holds no starplan record: it is damaged, or not a starplan store")
+}
+
+// A root bucket holding nothing at all is what a create interrupted between making the file and
+// its first commit leaves: a read says so (it is not "no store"), and a create finishes the job.
+func TestAnEmptyStoreFileIsNotMissing(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, createBolt(dir, filepath.Join(dir, dbFileName)))
+	_, err := Open(dir, Options{MustExist: true})
+	assert.True(t, errors.Is(err, ErrDamaged), "%v", err)
+	assert.False(t, errors.Is(err, ErrNoStore))
+	assert.ErrorContains(t, err, "starplan db init makes one in it")
+	s := openAt(t, dir)
+	assert.True(t, s.Created())
+}

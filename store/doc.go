@@ -11,7 +11,8 @@
 // "_id" and "_v", the commit sequence number that last wrote the row (its version). Ids are
 // UUIDs (clover requires them) that grow with every insert (see rowDocID), so bbolt appends new
 // rows and Open finds them mostly in key order already. The collection "_starplan" holds the
-// store's record (domain, last sequence number, each table's version); system collections such
+// store's record (domain, last sequence number, each table's version, and each collection's
+// document count and digest: see digest.go); system collections such
 // as the audit log's runs are "_<name>" and hold JSON documents. Table names start with a letter,
 // so a plan can never see a system collection.
 //

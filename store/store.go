@@ -76,6 +76,10 @@ type metaRecord struct {
 	Domain string           `json:"domain"`
 	Seq    int64            `json:"seq"`    // the last commit sequence number
 	Tables map[string]int64 `json:"tables"` // the sequence number that last changed each table
+	// Digests holds the count and digest of the documents of every collection but this record's
+	// own, domain tables and system collections alike (see digest.go); a collection it does not
+	// name holds none. It is nil in a store written before digests existed, until its first write.
+	Digests map[string]collDigest `json:"digests,omitempty"`
 }
 
 // DefaultDir is where the store lives when the command line does not say: $STARPLAN_DB, else
@@ -102,9 +106,10 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // with opts.MustExist, fails with a *NoStoreError. Every committed row is loaded into memory.
 // When another process has the store open, Open fails within the lock timeout with an error
 // that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
-// not bbolt, has a page or row that does not read back, or its newer meta page is damaged,
-// Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes nothing. A store
-// created for one domain cannot be opened as another.
+// not bbolt, holds no starplan record, has a page or row that does not read back, a table whose
+// rows differ from the count and digest the store recorded (see digest.go), or its newer meta
+// page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
+// nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
 	dom := opts.Domain
 	if dom == nil {
@@ -155,18 +160,31 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// init creates or checks the store's collections and loads every table into memory.
+// init creates or checks the store's collections and loads every table into memory, verifying
+// each table's rows against the count and digest the store recorded. Nothing is written before
+// that verification passes.
 func (s *Store) init(opts Options) error {
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
+	s.bolt.beforeCommit = s.recordDigestsLocked
 	var m metaRecord
 	found, err := s.getSysLocked(metaCollection, metaID, &m)
 	if err != nil {
-		return err
+		return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 	}
 	if !found {
+		// An existing data.db without the record is never a missing store: it is damaged or not
+		// starplan's. Only a root bucket holding nothing at all, which an interrupted create
+		// leaves, may be made a store, and only by a command that creates stores.
+		empty, err := s.bolt.emptyLocked()
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return &DamagedError{Path: s.bolt.path, Problem: "it holds data but no starplan record: it is damaged, or not a starplan store"}
+		}
 		if opts.MustExist {
-			return &NoStoreError{Dir: s.dir}
+			return &DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record and no data: a store whose creation was interrupted (starplan db init makes one in it), or not a starplan store"}
 		}
 		if err := s.create(opts.NoSeed); err != nil {
 			return err
@@ -182,7 +200,28 @@ func (s *Store) init(opts Options) error {
 	if m.Domain != s.domain.Name {
 		return fmt.Errorf("the store holds the %s domain, not %s", m.Domain, s.domain.Name)
 	}
-	// A domain may gain tables after its stores were created: add them, empty.
+	s.seq = m.Seq
+	err = s.bolt.db.View(func(tx *bbolt.Tx) error {
+		for _, name := range s.names {
+			t, dg, err := loadTable(tx, s.schemas[name], m.Tables[name])
+			if err != nil {
+				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+			}
+			if m.Digests != nil {
+				if msg := digestMismatch(name, m.Digests[name], dg); msg != "" {
+					return &DamagedError{Path: s.bolt.path, Problem: msg}
+				}
+			}
+			s.tables[name] = t
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// A domain may gain tables after its stores were created: add them, empty. A store written
+	// before digests existed gets them on its first write-open (recordDigestsLocked computes
+	// them when the record has none).
 	var missing []string
 	for _, name := range s.names {
 		ok, err := s.db.HasCollection(name)
@@ -193,8 +232,8 @@ func (s *Store) init(opts Options) error {
 			missing = append(missing, name)
 		}
 	}
-	if len(missing) > 0 {
-		err := s.bolt.runGroup(func(*bbolt.Tx) error {
+	if len(missing) > 0 || (m.Digests == nil && !opts.MustExist) {
+		return s.bolt.runGroup(func(*bbolt.Tx) error {
 			for _, name := range missing {
 				if err := s.db.CreateCollection(name); err != nil {
 					return err
@@ -202,21 +241,62 @@ func (s *Store) init(opts Options) error {
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+	}
+	return nil
+}
+
+// recordDigestsLocked is the last step of every write group (boltStore.beforeCommit): it adds
+// the group's changes to the counts and digests in the store's record, or, when the record has
+// none yet (a store written before digests existed), computes them from every document in the
+// file. It writes nothing when there is no record (yet) or nothing changed.
+func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) error {
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil || !found {
+		return err
+	}
+	switch {
+	case m.Digests == nil:
+		m.Digests = scanDigests(tx)
+	case len(delta) == 0:
+		return nil
+	default:
+		for coll, d := range delta {
+			cur := m.Digests[coll]
+			cur.Rows += d.Rows
+			cur.Sum += d.Sum
+			if cur == (collDigest{}) {
+				delete(m.Digests, coll)
+			} else {
+				m.Digests[coll] = cur
+			}
 		}
 	}
-	s.seq = m.Seq
-	return s.bolt.db.View(func(tx *bbolt.Tx) error {
-		for _, name := range s.names {
-			t, err := loadTable(tx, s.schemas[name], m.Tables[name])
-			if err != nil {
-				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
-			}
-			s.tables[name] = t
-		}
-		return nil
-	})
+	return s.putSysLocked(metaCollection, metaID, m)
+}
+
+// verifySysLocked checks the system collection coll's documents against the count and digest
+// the store recorded, returning a *DamagedError when they differ. The caller holds s.bolt.mu.
+func (s *Store) verifySysLocked(coll string) error {
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil {
+		return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+	}
+	if !found {
+		return &DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record: it is damaged, or not a starplan store"}
+	}
+	if m.Digests == nil {
+		return nil // written before digests existed: nothing to verify against
+	}
+	var got collDigest
+	if err := s.bolt.db.View(func(tx *bbolt.Tx) error { got = collDigestOf(tx, coll); return nil }); err != nil {
+		return err
+	}
+	if msg := digestMismatch(coll, m.Digests[coll], got); msg != "" {
+		return &DamagedError{Path: s.bolt.path, Problem: msg}
+	}
+	return nil
 }
 
 // create makes a new store: one collection per table, the seed rows at version 1, the meta
@@ -260,17 +340,18 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 	return s.db.Insert(collection, docs...)
 }
 
-// loadTable reads one table's documents into memory.
-func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, error) {
+// loadTable reads one table's documents into memory, and returns the count and digest of the
+// documents it read (a second walk of the same pages, which costs a fraction of the decoding).
+func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, collDigest, error) {
 	var recs []*rec
 	err := loadDocs(tx, s, func(row table.Row, id string, version int64) error {
 		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version, id: id})
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, collDigest{}, err
 	}
-	return newMemTable(s, recs, ver), nil
+	return newMemTable(s, recs, ver), collDigestOf(tx, s.Name), nil
 }
 
 // Close releases the store. Stages of a closed store must not be used.
@@ -351,7 +432,8 @@ func (s *Store) PutSysDocs(ctx context.Context, docs ...SysDoc) error {
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
-// exists.
+// exists. When it does not, or does not decode, the collection is checked against its recorded
+// count and digest first: a lost or damaged document is a *DamagedError, not a missing one.
 func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	c, err := sysCollection(coll)
 	if err != nil {
@@ -362,12 +444,19 @@ func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	var found bool
 	err = guard(s.bolt.path, func() (err error) {
 		found, err = s.getSysLocked(c, id, v)
+		if err != nil || !found {
+			// A document that is missing or does not decode may have been lost or damaged.
+			if verr := s.verifySysLocked(c); verr != nil {
+				return verr
+			}
+		}
 		return err
 	})
 	return found, err
 }
 
-// ListSys returns every document of the system collection coll, sorted by id.
+// ListSys returns every document of the system collection coll, sorted by id, after checking
+// them against the collection's recorded count and digest (a *DamagedError when they differ).
 func (s *Store) ListSys(coll string) ([]SysRecord, error) {
 	c, err := sysCollection(coll)
 	if err != nil {
@@ -377,6 +466,11 @@ func (s *Store) ListSys(coll string) ([]SysRecord, error) {
 	defer s.bolt.mu.Unlock()
 	var docs []*cloverDoc
 	err = guard(s.bolt.path, func() error {
+		// First, and even when the collection seems not to exist (its metadata may be what was
+		// damaged): a lost or damaged document is reported as such, not as a shorter list.
+		if err := s.verifySysLocked(c); err != nil {
+			return err
+		}
 		ok, err := s.db.HasCollection(c)
 		if err != nil || !ok {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -268,7 +269,8 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}
-	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv})
+	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv,
+		Records: map[string]func([]byte) error{engine.AuditCollection: engine.CheckRecord}})
 	if err != nil {
 		return storeError(dir, err)
 	}
@@ -285,8 +287,13 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	for _, t := range rep.Tables {
 		fmt.Fprintf(ios.Out, "  %-14s %d rows\n", safe(t.Table), t.Rows)
 	}
+	counts := "the row counts and digests, "
+	if rep.Unverified != "" {
+		counts = ""
+		fmt.Fprintf(ios.Out, "Row counts and digests not verified: %s.\n", safe(rep.Unverified))
+	}
 	if rep.OK() {
-		fmt.Fprintln(ios.Out, "No problems found: the file, every row and the domain's invariants check out.")
+		fmt.Fprintf(ios.Out, "No problems found: the file, every row and audit record, %sand the domain's invariants check out.\n", counts)
 		return nil
 	}
 	for _, p := range rep.Problems {

@@ -143,7 +143,7 @@ func runRunsPrune(ctx context.Context, ios IOStreams, g *globalOptions, opts *pr
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rep, err := e.Prune(ctx, engine.PruneOptions{OlderThan: age, Pending: opts.Pending})
 		if err != nil {
-			return engineError(err)
+			return runsError(err)
 		}
 		if opts.JSON || !ios.OutTTY {
 			return writeJSON(ios.Out, rep)
@@ -179,8 +179,17 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		all, err := e.Runs()
-		if err != nil {
+		var unreadable *engine.UnreadableError
+		if err != nil && !errors.As(err, &unreadable) {
 			return engineError(err)
+		}
+		// Records that do not decode are left out of the list, which is printed; the command
+		// then fails naming them.
+		done := func() error {
+			if unreadable != nil {
+				return runsError(unreadable)
+			}
+			return nil
 		}
 		size := int64(0)
 		runs := []engine.RunSummary{}
@@ -196,7 +205,10 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			runs = runs[:opts.Limit]
 		}
 		if opts.JSON || !ios.OutTTY {
-			return writeJSON(ios.Out, runs)
+			if err := writeJSON(ios.Out, runs); err != nil {
+				return err
+			}
+			return done()
 		}
 		if len(runs) == 0 {
 			if len(all) == 0 {
@@ -204,7 +216,7 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			} else {
 				fmt.Fprintf(ios.Out, "no runs match; the audit log holds %d\n", len(all))
 			}
-			return nil
+			return done()
 		}
 		rows := make([]table.Row, len(runs))
 		for i, r := range runs {
@@ -223,8 +235,18 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			}
 		}
 		fmt.Fprintf(ios.Out, "%s; the audit log holds %s of records (starplan runs prune --older-than 30d removes old ones)\n", shown, builtins.FormatBytes(size))
-		return nil
+		return done()
 	})
+}
+
+// runsError maps an error about the audit log to its exit code and hint: an unreadable record
+// is the store's damage (exit 1), not a failure to run the command again.
+func runsError(err error) error {
+	var unreadable *engine.UnreadableError
+	if errors.As(err, &unreadable) {
+		return withCode(ExitInternal, err, unreadable.Hint())
+	}
+	return engineError(err)
 }
 
 // parseSince reads --since: an age before now (parseAge's forms: 30d, 12h) or a date
@@ -250,7 +272,7 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rec, err := e.Record(opts.RunID)
 		if err != nil {
-			return engineError(err)
+			return runsError(err)
 		}
 		switch opts.Diff {
 		case "markdown":

@@ -221,3 +221,46 @@ func TestRunsReplay(t *testing.T) {
 	o = s.run(false, "", "runs", "replay", readOnly)
 	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
 }
+
+// One audit record that does not decode: runs lists the others and fails naming it, and no
+// command tells the user to "run the command again".
+func TestRunsWithAnUnreadableRecord(t *testing.T) {
+	s := newSession(t)
+	readOnly, _ := s.oldRuns(1)
+	st, err := store.Open(s.dir, store.Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.Close())
+
+	o := s.run(false, "", "runs")
+	assert.Equal(t, ExitInternal, o.code)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(o.out), &runs))
+	assert.Len(t, runs, 2, "the readable runs are listed")
+	assert.Contains(t, o.err, "audit record r_bad is unreadable")
+	assert.Contains(t, o.err, "Try: starplan db check reports every unreadable record")
+
+	o = s.run(true, "", "runs")
+	assert.Equal(t, ExitInternal, o.code)
+	assert.Contains(t, o.out, readOnly)
+
+	for _, args := range [][]string{{"runs", "show", "r_bad"}, {"runs", "prune", "--older-than", "1h"}} {
+		o = s.run(false, "", args...)
+		assert.Equal(t, ExitInternal, o.code, args)
+		assert.Contains(t, o.err, "audit record r_bad is unreadable", args)
+		assert.NotContains(t, o.err, "run the command again", args)
+	}
+}
+
+// db check decodes every audit record as runs does, and names the one that does not.
+func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
+	s := newSession(t)
+	s.oldRuns(1)
+	st, err := store.Open(s.dir, store.Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.Close())
+	o := s.run(true, "", "db", "check")
+	assert.Equal(t, ExitInternal, o.code)
+	assert.Contains(t, o.out, "audit record r_bad of _runs is unreadable")
+}
