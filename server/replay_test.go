@@ -75,3 +75,18 @@ func TestPlanJSONOverHTTP(t *testing.T) {
 	r.decode(t, &d)
 	assert.Contains(t, d.PlanTools, "transactions_tbl.insert")
 }
+
+// A damaged audit record does not take the run list down: the others list, and the damaged one is
+// named apart.
+func TestListNamesUnreadableRecordsApart(t *testing.T) {
+	f := newFixture(t, Options{})
+	doc := f.run(example(t, "01_round_under_100.star"), "round?")
+	require.NoError(t, f.st.PutSys(testContext(t), engine.AuditCollection, "r_bad", map[string]any{"time": "yesterday"}))
+	r := f.call("GET", "/v1/runs", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var list RunList
+	r.decode(t, &list)
+	require.Len(t, list.Runs, 1)
+	assert.Equal(t, doc.RunID, list.Runs[0].ID)
+	assert.Equal(t, []string{"r_bad"}, list.Unreadable)
+}

@@ -190,6 +190,9 @@ type RunList struct {
 	Count int `json:"count" jsonschema:"how many runs the audit log holds, in every state"`
 	// Bytes is the stored size of the audit log's records (their JSON).
 	Bytes int64 `json:"bytes" jsonschema:"the stored size of every run record of the audit log, in bytes"`
+	// Unreadable names the records in the store that do not decode (damage; starplan db check
+	// reports them); the list holds the others.
+	Unreadable []string `json:"unreadable,omitempty" jsonschema:"ids of audit records that are damaged and cannot be read; starplan db check reports them"`
 }
 
 // RunSummary is one line of the run list, with its state.
@@ -441,10 +444,14 @@ func (s *Server) List(state string, limit int) (*RunList, error) {
 		limit = DefaultListLimit
 	}
 	runs, err := s.eng.Runs()
-	if err != nil {
+	var unreadable *engine.UnreadableError
+	if err != nil && !errors.As(err, &unreadable) {
 		return nil, internal(err)
 	}
 	out := &RunList{Runs: []RunSummary{}, Count: len(runs)}
+	if unreadable != nil {
+		out.Unreadable = unreadable.IDs // listed apart: the others still list
+	}
 	for _, r := range runs {
 		out.Bytes += int64(r.Bytes)
 		if state != "" && r.State != state || len(out.Runs) == limit {
