@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/starplan/starplan/internal/benchhook"
 	"os"
 	"path/filepath"
 	"sync"
@@ -263,6 +264,34 @@ func BenchmarkTwoItemPurchase(b *testing.B) {
 		if _, _, err := e.evaluate(ctx, req, fixedNow); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTwoItemPurchaseGuards: the same purchase with the sandbox's memory guards (the
+// rewrite that routes amplifying operations through a budget check, and the heap watchdog) and
+// without them. Target: the guards add less than 5% (compare the two with benchstat -col /sub).
+func BenchmarkTwoItemPurchaseGuards(b *testing.B) {
+	guarded, _ := newEngine(b)
+	restore := benchhook.WithoutGuards()
+	unguarded, _ := newEngine(b)
+	restore()
+	req := Request{Reply: example(b, "03_two_item_order.star"), UserRequest: "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses."}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+	}{{"guarded", guarded}, {"unguarded", unguarded}} {
+		b.Run(tc.name, func(b *testing.B) {
+			res, _, err := tc.e.evaluate(ctx, req, fixedNow)
+			require.NoError(b, err)
+			require.True(b, res.Pending, res.Diagnostics.String())
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := tc.e.evaluate(ctx, req, fixedNow); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
