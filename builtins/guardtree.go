@@ -158,7 +158,14 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 			e.Args[i] = g.expr(a)
 		}
 		if direct {
-			return callExpr(nameMethod, dot.NamePos, append([]syntax.Expr{dot.X, stringLit(dot.Name)}, e.Args...)...)
+			// x.m(args) becomes _sp_method(x, "m", args) in place: one new argument list, and the
+			// call keeps its node (positioned at the method's name, where errors point).
+			args := make([]syntax.Expr, len(e.Args)+2)
+			args[0], args[1] = dot.X, stringLit(dot.Name)
+			copy(args[2:], e.Args)
+			e.Fn = &syntax.Ident{NamePos: dot.NamePos, Name: nameMethod}
+			e.Lparen, e.Args, e.Rparen = dot.NamePos, args, dot.NamePos
+			return e
 		}
 	case *syntax.UnaryExpr:
 		if e.X != nil {
