@@ -61,17 +61,23 @@ func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	repairs := req.MaxRepairs
-	if repairs == 0 {
-		repairs = DefaultMaxRepairs
-	}
 	msgs := []llm.Message{
 		{Role: llm.RoleSystem, Content: system},
 		{Role: llm.RoleUser, Content: prompts.User(req.Question)},
 	}
+	return e.plan(ctx, model, req, msgs, "", 0)
+}
+
+// plan asks model for a plan from msgs, runs each reply, and sends failures back for a repair,
+// at most req.MaxRepairs times. parent is the run the first attempt follows (a rejected run, for
+// a replan) and replan how many rejections led here.
+func (e *Engine) plan(ctx context.Context, model Model, req AskRequest, msgs []llm.Message, parent string, replan int) (*Result, error) {
+	repairs := req.MaxRepairs
+	if repairs == 0 {
+		repairs = DefaultMaxRepairs
+	}
 	var attempts []Attempt
 	var res *Result
-	parent := ""
 	for n := 1; ; n++ {
 		done := func() {}
 		if req.Waiting != nil {
@@ -84,7 +90,7 @@ func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result,
 		}
 		call := &ModelCall{
 			Model: reply.Model, Attempt: n, PromptTokens: reply.PromptTokens, CompletionTokens: reply.CompletionTokens,
-			LatencyMS: float64(reply.Latency.Microseconds()) / 1000, ParentRunID: parent,
+			LatencyMS: float64(reply.Latency.Microseconds()) / 1000, ParentRunID: parent, Replan: replan,
 		}
 		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call})
 		if err != nil {

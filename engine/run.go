@@ -43,7 +43,10 @@ type ModelCall struct {
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 	LatencyMS        float64 `json:"latency_ms"`
-	ParentRunID      string  `json:"parent_run_id,omitempty"` // the run this attempt repairs
+	ParentRunID      string  `json:"parent_run_id,omitempty"` // the run this attempt repairs, or replans after its rejection
+	// Replan is how many reviewer rejections led to this attempt: 0 for the question's own
+	// attempts, 1 for a plan asked for after the first rejection, ...
+	Replan int `json:"replan,omitempty"`
 }
 
 // Run executes a plan against a staged view of the store and returns its result. The error is

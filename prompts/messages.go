@@ -20,6 +20,12 @@ func User(request string) string {
 	return mustRender("user.tmpl", struct{ Request string }{jsonString(request)})
 }
 
+// Rejected renders the message that asks for a new plan after a reviewer rejected the last one,
+// quoting their feedback as a JSON string.
+func Rejected(feedback string) string {
+	return mustRender("rejected.tmpl", struct{ Feedback string }{jsonString(feedback)})
+}
+
 // outcomeText says in words what each outcome of a failed attempt means. Outcomes not listed
 // are shown as they are.
 var outcomeText = map[string]string{

@@ -24,7 +24,9 @@ const (
 	CodeInternal       = "internal"        // starplan itself failed
 	CodeUnavailable    = "shutting-down"   // the server is draining
 	CodeBadLimits      = "limits-not-allowed"
-	CodeNotReplayable  = "not-replayable" // the record holds no whole program to run again
+	CodeNotReplayable  = "not-replayable"    // the record holds no whole program to run again
+	CodeModel          = "model-unavailable" // the model could not be reached or answered badly
+	CodeReplan         = "replan-failed"     // asking the model again after a rejection failed
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with

@@ -14,25 +14,30 @@ const (
 	EventApplied  = "applied"  // a run's changes were written
 	EventRejected = "rejected" // a reviewer rejected a run, with feedback
 	EventFailed   = "failed"   // a run or an apply ended without a verdict or wrote nothing: Code says why
+	// EventReplanning: a reviewer rejected a run the model wrote; the model is asked again with
+	// the feedback, and the new run's finished event names the rejected one as parent_run_id.
+	EventReplanning = "replanning"
 )
 
 // Event is one step of a run's lifecycle, as /v1/events streams it. ID increases by one per
 // event of this server process; a client that reconnects with Last-Event-ID gets what it missed,
 // as far as the server still holds it (Options.EventBacklog).
 type Event struct {
-	ID        int64          `json:"id"`
-	Type      string         `json:"type"`
-	Time      time.Time      `json:"time"`
-	RunID     string         `json:"run_id,omitempty"`
-	RequestID string         `json:"request_id,omitempty"` // ties started to finished
-	Origin    string         `json:"origin,omitempty"`     // serve:http or serve:mcp
-	Outcome   engine.Outcome `json:"outcome,omitempty"`
-	State     string         `json:"state,omitempty"`
-	Digest    string         `json:"digest,omitempty"`
-	Rows      int            `json:"rows,omitempty"` // changed rows (finished, applied)
-	Code      string         `json:"code,omitempty"` // failed: conflict, internal, ...
-	Message   string         `json:"message,omitempty"`
-	Feedback  string         `json:"feedback,omitempty"` // rejected
+	ID    int64     `json:"id"`
+	Type  string    `json:"type"`
+	Time  time.Time `json:"time"`
+	RunID string    `json:"run_id,omitempty"`
+	// ParentRunID is the rejected run a replanned run follows (finished).
+	ParentRunID string         `json:"parent_run_id,omitempty"`
+	RequestID   string         `json:"request_id,omitempty"` // ties started to finished
+	Origin      string         `json:"origin,omitempty"`     // serve:http or serve:mcp
+	Outcome     engine.Outcome `json:"outcome,omitempty"`
+	State       string         `json:"state,omitempty"`
+	Digest      string         `json:"digest,omitempty"`
+	Rows        int            `json:"rows,omitempty"` // changed rows (finished, applied)
+	Code        string         `json:"code,omitempty"` // failed: conflict, internal, ...
+	Message     string         `json:"message,omitempty"`
+	Feedback    string         `json:"feedback,omitempty"` // rejected
 }
 
 // broker fans events out to subscribers and keeps the last ones for reconnecting clients. A

@@ -30,6 +30,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/runs/{id}/apply", methods{http.MethodPost: s.handleApply})
 	mux.Handle("/v1/runs/{id}/reject", methods{http.MethodPost: s.handleReject})
 	mux.Handle("/v1/runs/{id}/replay", methods{http.MethodPost: s.handleReplay})
+	mux.Handle("/v1/ask", methods{http.MethodPost: s.handleAsk})
 	mux.Handle("/v1/events", methods{http.MethodGet: s.handleEvents})
 	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// Stateless: every call is one POST, so no session outlives its request and a drain

@@ -63,6 +63,9 @@ type RunReview struct {
 	Proposer string                `json:"proposer"`
 	Summary  string                `json:"summary"`
 	Tables   []diffview.TableCells `json:"tables"`
+	// Replans says whether rejecting this run asks the model for a new plan: it came from a
+	// model and the server has one (Options.Model).
+	Replans bool `json:"replans"`
 }
 
 // reviewPage serves the page at "/", its files, its login and logout and its JSON documents;
@@ -201,7 +204,8 @@ func (s *Server) Review(id string) (*RunReview, error) {
 	}
 	return &RunReview{
 		Run: doc, Proposer: proposer(rec.Origin, rec.Model), Summary: diffview.Summary(doc.Changes),
-		Tables: diffview.Cells(doc.Changes, diffview.Options{Schemas: s.schemas()}),
+		Tables:  diffview.Cells(doc.Changes, diffview.Options{Schemas: s.schemas()}),
+		Replans: rec.Origin == "ask" && s.opts.Model != nil,
 	}, nil
 }
 

@@ -51,6 +51,12 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported to MCP clients as the server's version.
 	Version string
+	// Model, when set, writes plans for POST /v1/ask and is asked again, with the reviewer's
+	// feedback, when a run it wrote is rejected (engine.Replan, at most engine.MaxReplans times
+	// per question). Without it, /v1/ask answers no-model and a rejection only records.
+	Model engine.Model
+	// MaxRepairs is engine.AskRequest.MaxRepairs for the model's plans (0: the engine's default).
+	MaxRepairs int
 }
 
 // Server serves one engine to many clients at once. Create it with New; it is safe for
@@ -66,6 +72,12 @@ type Server struct {
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
+
+	// bg is the context of work a request leaves running (replanning); Drain cancels it and
+	// waits for background.
+	bg         context.Context
+	stopBG     context.CancelFunc
+	background sync.WaitGroup
 }
 
 // New returns a server over eng.
@@ -80,6 +92,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{eng: eng, opts: opts, events: newBroker(opts.EventBacklog, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
 	m, err := s.newMCP()
 	if err != nil {
 		return nil, err
@@ -94,6 +107,8 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		close(s.draining)
+		s.stopBG()
+		s.background.Wait() // a replan's model call ends with its context
 		s.events.close()
 	})
 }
@@ -427,6 +442,9 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	}
 	if recorded { // not when another client's rejection came first
 		s.events.publish(Event{Type: EventRejected, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Feedback: doc.Decision.Feedback})
+		if doc.Origin == "ask" {
+			s.replan(id, doc.Decision.Feedback, origin)
+		}
 	}
 	return doc, nil
 }

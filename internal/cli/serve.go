@@ -25,6 +25,7 @@ const DefaultListen = "127.0.0.1:7410"
 
 // serveOptions are the options of `starplan serve`.
 type serveOptions struct {
+	modelOptions
 	Listen       string
 	ListenSet    bool // --listen was given (with --mcp-stdio, HTTP is served only then)
 	MCPStdio     bool
@@ -62,6 +63,7 @@ SIGTERM or Ctrl-C stops accepting requests, lets those in flight finish (at most
 	cmd.Flags().BoolVar(&opts.MCPStdio, "mcp-stdio", false, "serve MCP on standard input and output")
 	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory)")
 	cmd.Flags().DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	opts.modelOptions.register(cmd)
 	return cmd
 }
 
@@ -81,7 +83,15 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				return withCode(ExitUsage, err, "pass --token (16 characters or more) or set STARPLAN_TOKEN")
 			}
 		}
-		srv, err := server.New(e, server.Options{Token: token})
+		// A model, when one is configured, answers POST /v1/ask and replans rejected ask runs.
+		var model engine.Model
+		if client, err := opts.client(ios); err == nil {
+			model = client
+			fmt.Fprintf(ios.Err, "starplan serve: model %s for /v1/ask and for replanning after a rejection\n", safe(client.Model()))
+		} else {
+			fmt.Fprintln(ios.Err, "starplan serve: no model configured (OPENAI_API_KEY, OPENAI_BASE_URL): /v1/ask is off, and a rejection only records")
+		}
+		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs()})
 		if err != nil {
 			return withCode(ExitInternal, err, "")
 		}

@@ -304,8 +304,10 @@
       default: text = 'The plan failed (' + run.outcome + '): ' + firstMessage(run); cls = 'problem';
     }
     box.append(el('p', { id: 'decided', class: cls }, text));
-    if (run.state === 'rejected' && review.proposer.startsWith('ask')) {
-      box.append(el('p', { class: 'hint' }, 'Replanning from the feedback is not wired yet: run starplan ask again with the feedback in the request.'));
+    if (run.state === 'rejected' && review.replans) {
+      box.append(el('p', { class: 'hint' }, 'The model is asked for a new plan with this feedback; it joins the queue when it is ready.'));
+    } else if (run.state === 'rejected' && review.proposer.startsWith('ask')) {
+      box.append(el('p', { class: 'hint' }, 'This server has no model, so nothing replans: run starplan ask again with the feedback in the request.'));
     }
     box.append(msg);
     return box;

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// AskRequest is the body of POST /v1/ask: a customer's request for the configured model to
+// plan.
+type AskRequest struct {
+	Request string `json:"request" jsonschema:"the customer's request, verbatim"`
+}
+
+// CodeNoModel is the error of /v1/ask on a server started without a model.
+const CodeNoModel = "no-model"
+
+// Ask has the configured model write a plan for the request (engine.Ask: repairs included) and
+// returns the last attempt's run as a dry run, like POST /v1/runs. Without Options.Model it is an
+// *Error.
+func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDocument, error) {
+	if s.opts.Model == nil {
+		return nil, errorf(http.StatusNotImplemented, CodeNoModel, "start starplan serve with a model (OPENAI_API_KEY, OPENAI_BASE_URL, STARPLAN_MODEL), or send a plan to POST /v1/runs", "this server has no model to ask")
+	}
+	if req.Request == "" {
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, `send {"request": "..."}`, "the request is empty")
+	}
+	qid := newRequestID()
+	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
+	res, err := s.eng.Ask(ctx, s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs})
+	if err != nil {
+		code, status := CodeInternal, http.StatusInternalServerError
+		var me *engine.ModelError
+		if errors.As(err, &me) {
+			code, status = CodeModel, http.StatusBadGateway
+		}
+		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: code, Message: err.Error()})
+		return nil, &Error{Status: status, Code: code, Message: err.Error(), Hint: "check the model's endpoint and key"}
+	}
+	return s.finished(res, qid, "", origin)
+}
+
+// finished builds a new run's document and says so on the event stream.
+func (s *Server) finished(res *engine.Result, qid, parent, origin string) (*RunDocument, error) {
+	doc, err := s.Show(res.RunID)
+	if err != nil {
+		return nil, err
+	}
+	s.events.publish(Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, ParentRunID: parent, Origin: origin,
+		Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
+	return doc, nil
+}
+
+// replan asks the model for a new plan after a reviewer rejected a run the model wrote, in the
+// background: the rejection answers at once, and the new run arrives on the event stream
+// ("replanning", then "finished" with parent_run_id, or "failed"). Drain waits for it.
+func (s *Server) replan(id, feedback, origin string) {
+	if s.opts.Model == nil {
+		return
+	}
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		s.events.publish(Event{Type: EventReplanning, RunID: id, Origin: origin, Feedback: feedback})
+		res, err := s.eng.Replan(s.bg, s.opts.Model, id, engine.AskRequest{MaxRepairs: s.opts.MaxRepairs})
+		if err != nil {
+			s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeReplan, Message: err.Error()})
+			return
+		}
+		s.finished(res, "", id, origin) //nolint:errcheck // a failure to show it is on the stream as nothing; the run is in the log
+	}()
+}
+
+func (s *Server) handleAsk(w http.ResponseWriter, r *http.Request) {
+	var req AskRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	doc, err := s.Ask(r.Context(), req, OriginHTTP)
+	respond(w, http.StatusOK, doc, err)
+}

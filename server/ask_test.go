@@ -1,0 +1,107 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/llm/llmtest"
+)
+
+// modelFixture is a server whose model is the scripted OpenAI-compatible test server, through
+// the real client.
+func modelFixture(t *testing.T, steps ...llmtest.Step) (*fixture, *llmtest.Server) {
+	t.Helper()
+	srv := llmtest.NewServer(t, steps...)
+	client, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	return newFixture(t, Options{Model: client}), srv
+}
+
+func tagged(program string) string { return "<execute_python>\n" + program + "\n</execute_python>" }
+
+// POST /v1/ask has the model plan; a rejection with feedback asks it again, in the background,
+// and the new run arrives on the event stream linked to the rejected one.
+func TestAskThenRejectReplans(t *testing.T) {
+	f, model := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	events := f.subscribe(testContext(t), nil)
+	events.untilSubscribed()
+
+	r := f.call("POST", "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var first RunDocument
+	r.decode(t, &first)
+	assert.Equal(t, StatePending, first.State)
+	assert.Equal(t, "ask", first.Origin)
+
+	r = f.call("POST", "/v1/runs/"+first.RunID+"/reject", RejectRequest{Feedback: "Alice pays with her member discount: 10% off."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+
+	var replanned Event
+	for ev, ok := events.next(); ok; ev, ok = events.next() {
+		if ev.Type == EventFinished && ev.ParentRunID == first.RunID {
+			replanned = ev
+			break
+		}
+	}
+	require.NotEmpty(t, replanned.RunID, "a finished event for the replanned run")
+	assert.Equal(t, StatePending, replanned.State)
+	reqs := model.Requests()
+	require.Len(t, reqs, 2)
+	assert.Contains(t, reqs[1].LastUser(), "member discount", "the model read the feedback")
+
+	rec, err := f.eng.Record(replanned.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, first.RunID, rec.Model.ParentRunID)
+	assert.Equal(t, 1, rec.Model.Replan)
+}
+
+func TestAskWithoutAModel(t *testing.T) {
+	f := newFixture(t, Options{})
+	r := f.call("POST", "/v1/ask", AskRequest{Request: "hi"})
+	assert.Equal(t, http.StatusNotImplemented, r.status)
+	assert.Equal(t, CodeNoModel, r.errorCode(t))
+
+	doc := f.run(example(t, "02_purchase_wayfarer.star"), "x")
+	r = f.call("POST", "/v1/runs/"+doc.RunID+"/reject", RejectRequest{Feedback: "no"})
+	require.Equal(t, http.StatusOK, r.status)
+	runs, err := f.eng.Runs()
+	require.NoError(t, err)
+	assert.Len(t, runs, 1, "a run no model wrote is not replanned")
+}
+
+// The model that cannot be reached is a 502 with the model's code, and the stream says failed.
+func TestAskModelUnavailable(t *testing.T) {
+	f, _ := modelFixture(t, llmtest.Always(llmtest.Status(401)))
+	r := f.call("POST", "/v1/ask", AskRequest{Request: "hi"})
+	assert.Equal(t, http.StatusBadGateway, r.status)
+	assert.Equal(t, CodeModel, r.errorCode(t))
+	assert.True(t, strings.Contains(string(r.body), "model call 1 failed"), "%s", r.body)
+}
+
+// reject_run through the SDK's MCP client replans a run the model wrote, as the HTTP API does.
+func TestMCPRejectReplans(t *testing.T) {
+	f, _ := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	events := f.subscribe(testContext(t), nil)
+	events.untilSubscribed()
+	first, err := f.srv.Ask(testContext(t), AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."}, OriginMCP)
+	require.NoError(t, err)
+	cs := mcpClient(t, f, false)
+	res := call(t, cs, "reject_run", map[string]any{"run_id": first.RunID, "feedback": "Bill it to Alice's shop account."}, nil)
+	require.False(t, res.IsError, text(res))
+	for ev, ok := events.next(); ok; ev, ok = events.next() {
+		if ev.Type == EventFinished && ev.ParentRunID == first.RunID {
+			rec, err := f.eng.Record(ev.RunID)
+			require.NoError(t, err)
+			assert.Equal(t, 1, rec.Model.Replan, "the first replan")
+			assert.Less(t, rec.Model.Replan, engine.MaxReplans)
+			return
+		}
+	}
+	t.Fatal("the stream ended before the replanned run finished")
+}
