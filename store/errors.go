@@ -105,3 +105,20 @@ func (e *WriteError) Unwrap() error { return e.Err }
 func (e *WriteError) Hint() string {
 	return "make room on the disk that holds " + e.Path + " (or raise its quota), then try again"
 }
+
+// DomainError is Open of a store made for another domain: its tables and rules are another's,
+// so it is refused rather than read as the wrong one.
+type DomainError struct {
+	Dir    string
+	Holds  string // the domain the store was created for
+	Wanted string // the domain Open was given
+}
+
+func (e *DomainError) Error() string {
+	return fmt.Sprintf("the store holds the %s domain, not %s", e.Holds, e.Wanted)
+}
+
+// Hint says what to do about it.
+func (e *DomainError) Hint() string {
+	return fmt.Sprintf("open %s with the %s domain (store.Options.Domain), or pass --db DIR for a store of the %s domain", e.Dir, e.Holds, e.Wanted)
+}

@@ -198,7 +198,7 @@ func (s *Store) init(opts Options) error {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
 	if m.Domain != s.domain.Name {
-		return fmt.Errorf("the store holds the %s domain, not %s", m.Domain, s.domain.Name)
+		return &DomainError{Dir: s.dir, Holds: m.Domain, Wanted: s.domain.Name}
 	}
 	s.seq = m.Seq
 	err = s.bolt.db.View(func(tx *bbolt.Tx) error {

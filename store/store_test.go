@@ -231,6 +231,9 @@ func TestDomainFromFiles(t *testing.T) {
 
 	_, err = Open(dir, Options{})
 	assert.ErrorContains(t, err, "holds the library domain, not inventory")
+	var de *DomainError
+	require.ErrorAs(t, err, &de)
+	assert.Contains(t, de.Hint(), "--db DIR for a store of the inventory domain")
 
 	s, err = Open(dir, Options{Domain: d})
 	require.NoError(t, err)

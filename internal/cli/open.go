@@ -44,6 +44,7 @@ func storeError(dir string, err error) error {
 		damaged *store.DamagedError
 		write   *store.WriteError
 		inUse   *store.InUseError
+		domain  *store.DomainError
 	)
 	switch {
 	case errors.As(err, &noStore):
@@ -54,6 +55,8 @@ func storeError(dir string, err error) error {
 		return withCode(ExitInternal, err, write.Hint())
 	case errors.As(err, &inUse):
 		return withCode(ExitInternal, err, inUse.Hint())
+	case errors.As(err, &domain):
+		return withCode(ExitUsage, err, domain.Hint())
 	}
 	return withCode(ExitInternal, err, "check that "+dir+" is a starplan store you can write to, or pass --db DIR")
 }
