@@ -204,8 +204,10 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + moved.RunID))
 	b.wait("the moved run", `document.querySelector("#approve") !== null && document.querySelector("#run-h").textContent === "Run `+moved.RunID+`"`)
 	b.do(chromedp.Click(chromedp.CSS("#approve")))
-	b.wait("the conflict", `document.querySelector("#decided") && document.querySelector("#decided").textContent.includes("the data moved")`)
-	assert.Contains(t, eval[string](b, `document.querySelector("#action-msg").textContent`), "nothing was written")
+	// The event stream may show the conflict before the apply's own answer says what happened:
+	// wait for both.
+	b.wait("the conflict", `document.querySelector("#decided") && document.querySelector("#decided").textContent.includes("the data moved")`+
+		` && document.querySelector("#action-msg") && document.querySelector("#action-msg").textContent.includes("nothing was written")`)
 	assert.Equal(t, "conflict", eval[string](b, `document.querySelector("#run-state").textContent`))
 	assert.Equal(t, stock-1, f.committed("inventory", "SG001")["quantity_in_stock"])
 	assert.Equal(t, ledger+1, f.count("transactions"))
