@@ -23,7 +23,9 @@ type Runner interface {
 
 // Job is one plan execution as a Runner sees it.
 type Job struct {
-	Reply  string
+	Reply string
+	// Bare says Reply is the program itself (sandbox.Request.Bare): runners must not extract.
+	Bare   bool
 	Inputs map[string]any
 	Limits sandbox.Limits
 	View   table.View // the run's staged view; the runner must route every table call to it
@@ -125,6 +127,7 @@ type inProcess struct{ env *sandbox.Env }
 func (r inProcess) Run(ctx context.Context, job Job) *sandbox.Result {
 	return r.env.Run(ctx, sandbox.Request{
 		Reply:   job.Reply,
+		Bare:    job.Bare,
 		Inputs:  job.Inputs,
 		Limits:  job.Limits,
 		Bind:    func(th *starlark.Thread) { tables.Bind(th, job.View, job.Now) },

@@ -53,6 +53,6 @@ func (e *Engine) compilePlan(req Request) (Request, *Result) {
 		res.normalize()
 		return req, res
 	}
-	req.Reply = program
+	req.Reply, req.bare = program, true
 	return req, nil
 }

@@ -66,3 +66,16 @@ func TestPlanToolsNameTableMethodsAndHelpers(t *testing.T) {
 	assert.Subset(t, e.planTools, []string{"inventory_tbl.get", "transactions_tbl.insert", "inventory_tbl.update", "get_current_balance", "next_transaction_id", "now"})
 	assert.NotContains(t, e.planTools, "len", "language builtins are reached through $expr")
 }
+
+// A compiled plan runs as compiled: text in it that looks like a reply's tag is a string, not a
+// block to extract.
+func TestPlanJSONRunsAsCompiled(t *testing.T) {
+	e, _ := newEngine(t)
+	res, err := e.Run(context.Background(), Request{PlanJSON: json.RawMessage(`{"steps": [
+	  {"id": "n", "tool": "inventory_tbl.count"},
+	  {"id": "done", "tool": "respond", "args": {"status": "success", "answer_text": {"$expr": "'<execute_python>x = 1</execute_python> %d' % n"}}}
+	]}`)})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "<execute_python>x = 1</execute_python> 6", res.AnswerText)
+}

@@ -16,7 +16,9 @@ const MaxReplans = 3
 // model sees the customer's request, the plan it wrote, and the reviewer's feedback (as recorded
 // by Reject). The new plan goes through Ask's loop (repairs included); its runs link to the
 // rejected one (ModelCall.ParentRunID) and count the replan (ModelCall.Replan). A run that was
-// not rejected, did not come from a model, or ends a chain of MaxReplans is a *RunError.
+// not rejected, was not accepted (a failed attempt), did not come from a model, or ends a chain
+// of MaxReplans is a *RunError: so one question costs at most (MaxReplans+1) × (repairs+1)
+// model calls, however many of its runs are rejected.
 func (e *Engine) Replan(ctx context.Context, model Model, runID string, req AskRequest) (*Result, error) {
 	rec, err := e.Record(runID)
 	if err != nil {
@@ -29,6 +31,10 @@ func (e *Engine) Replan(ctx context.Context, model Model, runID string, req AskR
 	switch {
 	case !rejected:
 		return nil, &RunError{ID: runID, Problem: "was not rejected, so there is no feedback to plan again from", Hint: "reject it with feedback first"}
+	case rec.Outcome != OutcomeOK:
+		// Only the accepted end of a chain of attempts is replanned: the failed attempts before
+		// it were repaired already, and replanning each would multiply the model calls.
+		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("ended as %s, an attempt its chain already repaired; only an accepted plan is planned again", rec.Outcome), Hint: "reject the accepted run of the chain"}
 	case rec.Model == nil:
 		return nil, &RunError{ID: runID, Problem: "did not come from a model (origin " + rec.Origin + "), so there is none to ask again", Hint: "send a new plan instead"}
 	case rec.Model.Replan >= MaxReplans:

@@ -68,3 +68,25 @@ func TestReplanAfterRejection(t *testing.T) {
 	_, err = e.Replan(ctx, client, plain.RunID, AskRequest{})
 	require.ErrorAs(t, err, &re, "a run no model wrote cannot be replanned")
 }
+
+// Only the accepted end of a chain is replanned: rejecting its failed attempts does not multiply
+// the model calls (found in review: 120 calls from one question).
+func TestReplanOnlyFromAnAcceptedRun(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	srv := llmtest.NewServer(t, llmtest.Reply(tagged("try:\n    pass\nexcept:\n    pass")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	client, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	res, err := e.Ask(ctx, client, AskRequest{Question: purchaseQuestion})
+	require.NoError(t, err)
+	require.Len(t, res.Attempts, 2)
+	failed := res.Attempts[0].RunID
+	_, _, err = e.Reject(ctx, failed, "no", "test")
+	require.NoError(t, err)
+	calls := len(srv.Requests())
+	_, err = e.Replan(ctx, client, failed, AskRequest{})
+	var re *RunError
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, re.Problem, "only an accepted plan")
+	assert.Equal(t, calls, len(srv.Requests()), "no model call")
+}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 )
 
@@ -44,7 +46,7 @@ func (e *Engine) Replay(ctx context.Context, id string) (*ReplayReport, error) {
 	if rec.Limits != nil {
 		limits = *rec.Limits
 	}
-	res, _, err := e.evaluate(ctx, Request{Reply: rec.Program, UserRequest: rec.Request, Limits: limits, Origin: "replay"}, rec.Time)
+	res, _, err := e.evaluate(ctx, Request{Reply: rec.Program, bare: true, UserRequest: rec.Request, Limits: limits, Origin: "replay"}, rec.Time)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +57,12 @@ func (e *Engine) Replay(ctx context.Context, id string) (*ReplayReport, error) {
 	}
 	if rec.Outcome != res.Outcome {
 		differ("outcome", rec.Outcome, res.Outcome)
+	}
+	if rec.Limit != res.Limit {
+		differ("limit", quote(string(rec.Limit)), quote(string(res.Limit)))
+	}
+	if was, now := codesOf(rec.Diagnostics), codesOf(res.Diagnostics); was != now && !slices.Contains(rec.Truncated, "diagnostics") {
+		differ("diagnostics", quote(was), quote(now))
 	}
 	if rec.Status != res.Status {
 		differ("status", quote(rec.Status), quote(res.Status))
@@ -80,6 +88,16 @@ func (e *Engine) Replay(ctx context.Context, id string) (*ReplayReport, error) {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// codesOf lists a run's diagnostic codes, for comparing two runs' findings (their messages may be
+// cut in the record).
+func codesOf(ds diag.List) string {
+	codes := make([]string, len(ds))
+	for i, d := range ds {
+		codes[i] = d.Code
+	}
+	return strings.Join(codes, ", ")
+}
 
 // sameChanges compares two change sets by their JSON, which is how the record holds them.
 func sameChanges(rec *RunRecord, res *Result) (bool, error) {

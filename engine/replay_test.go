@@ -48,3 +48,18 @@ func TestReplay(t *testing.T) {
 	var re *RunError
 	assert.ErrorAs(t, err, &re)
 }
+
+// A recorded program runs again as it was recorded: a tag inside one of its strings is text, not
+// a block to extract (found in review: the replay ran only what followed the inner tag).
+func TestReplayRunsTheRecordedProgramAsItIs(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	reply := "<execute_python>\ns = \"<execute_python>\"\nSTATUS = \"success\"\nanswer_text = \"tag: \" + s\n</execute_python>"
+	res, err := e.Run(ctx, Request{Reply: reply})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	rep, err := e.Replay(ctx, res.RunID)
+	require.NoError(t, err)
+	assert.True(t, rep.Identical, "%v", rep.Differences)
+	assert.Equal(t, "tag: <execute_python>", rep.Result.AnswerText)
+}

@@ -34,6 +34,10 @@ type Request struct {
 	Origin string
 	// Model describes the model call that produced Reply, for the audit log; empty otherwise.
 	Model *ModelCall
+
+	// bare says Reply is a program starplan made or recorded (a compiled JSON plan, a replay),
+	// run as it is, without extraction.
+	bare bool
 }
 
 // ModelCall is what the audit log keeps about the model call behind a reply.
@@ -115,6 +119,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 	stage := e.st.StageFor(sctx, rl)
 	sres := e.runner.Run(ctx, Job{
 		Reply:   req.Reply,
+		Bare:    req.bare,
 		Inputs:  map[string]any{"user_request": req.UserRequest},
 		Limits:  limits,
 		View:    stage,

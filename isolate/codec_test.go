@@ -142,7 +142,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		m := &runMsg{
 			schemas: `[{"name":"inventory"}]`, names: []string{"inventory", "transactions"},
-			reply: "x = 1", inputs: map[string]any{"user_request": "buy 2"},
+			reply: "x = 1", bare: true, inputs: map[string]any{"user_request": "buy 2"},
 			globals: []string{"STATUS", "answer_text"},
 			limits:  sandbox.Limits{MaxSteps: 7, Timeout: 3 * time.Second, MaxOutput: 5, MaxMemory: 1 << 20, MaxProgram: 9, MaxNesting: 4},
 			now:     time.Date(2025, 3, 14, 17, 9, 26, 123, time.FixedZone("UTC+2", 2*3600)),

@@ -56,3 +56,15 @@ func TestAFailedRunReportsTheProgramExtractedBeforeIt(t *testing.T) {
 	assert.Contains(t, res.Diagnostics[0].Message, "killed by signal SIGKILL")
 	assert.Equal(t, spin, res.Program)
 }
+
+// A bare job (a compiled plan, a replay) reaches the worker as the program itself: a tag in one
+// of its strings is text, in the parent and in the worker.
+func TestBareJobIsNotExtracted(t *testing.T) {
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	st := openStore(t)
+	j, _ := job(st, "s = \"<execute_python>\"\nanswer_text = s + \" ok\"\n", sandbox.Limits{})
+	j.Bare = true
+	res := p.Run(bg, j)
+	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "<execute_python> ok", res.Globals["answer_text"])
+}

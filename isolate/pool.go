@@ -442,7 +442,10 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// reports this program instead of extracting again after the worker died, which cost the
 	// parent a second pass over a reply that had just taken a worker down (issue 10: 200,000
 	// distinct blocks), outside any limit.
-	program, ds := sandbox.Extract(job.Reply)
+	program, ds := job.Reply, diag.List(nil)
+	if !job.Bare {
+		program, ds = sandbox.Extract(job.Reply)
+	}
 	if len(ds) > 0 {
 		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
 	}
@@ -522,6 +525,7 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 		schemas: p.schemaJSON,
 		names:   names,
 		reply:   job.Reply,
+		bare:    job.Bare,
 		inputs:  job.Inputs,
 		globals: job.Globals,
 		limits:  job.Limits,

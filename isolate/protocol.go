@@ -60,6 +60,7 @@ type runMsg struct {
 	schemas string
 	names   []string
 	reply   string
+	bare    bool // reply is the program itself (sandbox.Request.Bare)
 	inputs  map[string]any
 	globals []string // the globals the result must carry (nil: all)
 	limits  sandbox.Limits
@@ -80,6 +81,7 @@ func (e *encoder) run(m *runMsg) error {
 	e.string(m.schemas)
 	e.strings(m.names)
 	e.string(m.reply)
+	e.bool(m.bare)
 	if err := e.value(m.inputs); err != nil {
 		return err
 	}
@@ -105,7 +107,7 @@ func (e *encoder) run(m *runMsg) error {
 }
 
 func (d *decoder) run() *runMsg {
-	m := &runMsg{schemas: d.string(), names: d.strings(), reply: d.string()}
+	m := &runMsg{schemas: d.string(), names: d.strings(), reply: d.string(), bare: d.bool()}
 	m.inputs, _ = d.value().(map[string]any)
 	if some, names := d.bool(), d.strings(); some {
 		m.globals = append([]string{}, names...)

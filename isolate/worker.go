@@ -152,6 +152,7 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 	view := newRemoteView(w.c, m.names, w.env)
 	return w.env.Run(context.Background(), sandbox.Request{
 		Reply:   m.reply,
+		Bare:    m.bare,
 		Inputs:  m.inputs,
 		Limits:  m.limits,
 		Bind:    func(th *starlark.Thread) { tables.Bind(th, view, m.now) },

@@ -42,8 +42,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.starlark.net/syntax"
+
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/internal/spell"
+	"github.com/starplan/starplan/sandbox/pycompat"
 )
 
 // Diagnostic codes of a plan that cannot be compiled.
@@ -61,8 +64,9 @@ const Respond = "respond"
 
 // Bounds of a plan, far above what a plan needs and far below what would cost anything.
 const (
-	MaxSteps = 500 // steps in one plan
-	MaxDepth = 32  // nesting of an argument's JSON
+	MaxSteps       = 500 // steps in one plan, and names in one step's depends_on
+	MaxDepth       = 32  // nesting of an argument's JSON
+	MaxDiagnostics = 50  // problems reported before the compiler stops looking
 )
 
 // Plan is a JSON step plan.
@@ -120,10 +124,20 @@ func Compile(src []byte, tools []string) (string, diag.List) {
 	lines := make([]string, len(c.steps))
 	deps := make([][]int, len(c.steps))
 	for i := range c.steps {
+		if c.full() {
+			break
+		}
 		lines[i], deps[i] = c.step(i)
 	}
-	order := c.order(deps)
+	var order []int
+	if !c.full() {
+		order = c.order(deps)
+	}
 	if len(c.ds) > 0 {
+		if c.more > 0 || c.full() {
+			c.ds = append(c.ds, diag.Diagnostic{Stage: diag.StageCheck, Code: CodeInvalid,
+				Message: fmt.Sprintf("the compiler stopped after %d problems; fix these and check again", MaxDiagnostics)})
+		}
 		return "", c.ds
 	}
 	var b strings.Builder
@@ -139,8 +153,11 @@ type compiler struct {
 	steps   []Step
 	byID    map[string]int
 	ds      diag.List
-	current int   // the step being compiled
-	refs    []int // the steps it depends on, so far
+	current int      // the step being compiled
+	refs    []int    // the steps it depends on, so far
+	more    int      // problems found past MaxDiagnostics
+	ids     []string // the step ids, sorted, for hints (made once)
+	list    []string // the tools, sorted, for hints (made once)
 }
 
 // taken records the first part of a tool name ("inventory_tbl" of "inventory_tbl.get") as a
@@ -164,8 +181,15 @@ func (c *compiler) where(i int) string {
 }
 
 func (c *compiler) report(code string, i int, hint, format string, args ...any) {
+	if len(c.ds) >= MaxDiagnostics {
+		c.more++
+		return
+	}
 	c.ds = append(c.ds, diag.Diagnostic{Stage: diag.StageCheck, Code: code, Message: c.where(i) + fmt.Sprintf(format, args...), Hint: hint})
 }
+
+// full reports whether the compiler has found as many problems as it reports: it stops looking.
+func (c *compiler) full() bool { return len(c.ds) >= MaxDiagnostics }
 
 func (c *compiler) fail(code string, i int, format string, args ...any) diag.List {
 	c.report(code, i, "", format, args...)
@@ -196,6 +220,10 @@ func (c *compiler) index() {
 func (c *compiler) step(i int) (string, []int) {
 	s := c.steps[i]
 	c.current, c.refs = i, nil
+	if len(s.DependsOn) > MaxSteps {
+		c.report(CodeInvalid, i, "list each step it follows once", "depends_on names %d steps; a plan has at most %d", len(s.DependsOn), MaxSteps)
+		return "", nil
+	}
 	for _, d := range s.DependsOn {
 		if j, ok := c.byID[d]; ok {
 			c.refs = append(c.refs, j)
@@ -205,7 +233,7 @@ func (c *compiler) step(i int) (string, []int) {
 	}
 	if s.Tool != Respond && !c.tools[s.Tool] {
 		hint := "the tools are " + strings.Join(c.toolList(), ", ")
-		if near := spell.Nearest(s.Tool, c.toolList()); near != "" {
+		if near := nearest(s.Tool, c.toolList()); near != "" {
 			hint = "did you mean " + near + "?"
 		}
 		c.report(CodeUnknownTool, i, hint, "tool %q is not one of the store's tools", clip(s.Tool))
@@ -378,12 +406,66 @@ func (c *compiler) expr(raw json.RawMessage) string {
 		c.report(CodeArgument, c.current, "write the expression on one line", "$expr spans lines")
 		return "None"
 	}
+	if why := notOneExpression(e); why != "" {
+		c.report(CodeArgument, c.current, `an $expr is one expression, such as item['price'] * 3; statements belong in steps of their own`, "$expr %q is not one expression: %s", clip(e), why)
+		return "None"
+	}
 	for _, w := range words.FindAllString(e, -1) {
 		if j, ok := c.byID[w]; ok && j != c.current {
 			c.refs = append(c.refs, j)
 		}
 	}
 	return "(" + e + ")"
+}
+
+// notOneExpression says why e is not exactly one expression without comments, or "" when it is.
+// The compiled program must do what the steps say and nothing more: an $expr such as
+// "0); tbl.remove(...); (0" would add statements no step declares, and a comment would hide the
+// rest of its line.
+func notOneExpression(e string) string {
+	tr := pycompat.Translate(e, pycompat.Options{}) // f-strings and the like, as the program will have them
+	if len(tr.Diagnostics) == 0 {
+		e = tr.Source
+	}
+	x, err := syntax.ParseExpr("expr", e, syntax.RetainComments)
+	if err != nil {
+		return err.Error()
+	}
+	commented := false
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if n == nil {
+			return false
+		}
+		if c := n.Comments(); c != nil && (len(c.Before) > 0 || len(c.Suffix) > 0 || len(c.After) > 0) {
+			commented = true
+		}
+		return !commented
+	})
+	if commented || strings.Contains(e, "#") && hasComment(e) {
+		return "it holds a comment"
+	}
+	return ""
+}
+
+// hasComment reports whether e has a # outside its string literals.
+func hasComment(e string) bool {
+	var quote rune
+	escaped := false
+	for _, r := range e {
+		switch {
+		case escaped:
+			escaped = false
+		case quote != 0 && r == '\\':
+			escaped = true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote == 0 && (r == '"' || r == '\''):
+			quote = r
+		case quote == 0 && r == '#':
+			return true
+		}
+	}
+	return false
 }
 
 // order sorts the steps so that each follows what it depends on, keeping the plan's order
@@ -436,24 +518,32 @@ func (c *compiler) order(deps [][]int) []int {
 }
 
 func (c *compiler) stepHint(id string) string {
-	ids := make([]string, 0, len(c.byID))
-	for k := range c.byID {
-		ids = append(ids, k)
+	if c.ids == nil {
+		c.ids = sortedKeys(c.byID)
 	}
-	sort.Strings(ids)
-	if near := spell.Nearest(id, ids); near != "" {
+	if near := nearest(id, c.ids); near != "" {
 		return "did you mean " + near + "?"
 	}
-	return "the steps are " + strings.Join(ids, ", ")
+	if len(c.ids) > 20 {
+		return "the plan has no step with that id"
+	}
+	return "the steps are " + strings.Join(c.ids, ", ")
 }
 
 func (c *compiler) toolList() []string {
-	out := make([]string, 0, len(c.tools)+1)
-	for t := range c.tools {
-		out = append(out, t)
+	if c.list == nil {
+		c.list = append(sortedKeys(c.tools), Respond)
 	}
-	sort.Strings(out)
-	return append(out, Respond)
+	return c.list
+}
+
+// nearest is spell.Nearest for names a step could mean; a name longer than any id or tool is no
+// slip of the keyboard, and comparing it would cost its length times every candidate's.
+func nearest(name string, candidates []string) string {
+	if len(name) > 80 {
+		return ""
+	}
+	return spell.Nearest(name, candidates)
 }
 
 // quote writes s as a string literal: JSON's escapes are starplan's too.

@@ -133,3 +133,55 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// An $expr is one expression: it cannot add statements no step declares, or hide the rest of a
+// line in a comment (found in review: "0); inventory_tbl.update(...); (0" updated rows the plan
+// never listed, and "0 # <execute_python>..." cut the program).
+func TestExprIsOneExpression(t *testing.T) {
+	for _, e := range []string{
+		`'x'); inventory_tbl.update({'price': 0}, lambda r: True); ('y'`,
+		`0 # <execute_python>x = 1`,
+		`1; 2`,
+		`x = 1`,
+		`lambda: 1)(`,
+	} {
+		src := `{"steps": [{"id": "a", "tool": "now", "args": [{"$expr": ` + quote(e) + `}]}]}`
+		assert.Equal(t, []string{CodeArgument}, codes(t, src), e)
+	}
+	for _, e := range []string{`"# not a comment"`, `f"{x['a']} # {y}"`, `[r for r in rows if r['n'] > 1]`, `lambda r: r['price'] < 100`} {
+		src := `{"steps": [{"id": "a", "tool": "now", "args": [{"$expr": ` + quote(e) + `}]}]}`
+		_, ds := Compile([]byte(src), tools)
+		assert.Empty(t, ds, e)
+	}
+}
+
+// A hostile plan costs the compiler little: a step naming an unknown step 250,000 times is one
+// diagnostic, and the compiler stops after MaxDiagnostics problems (found in review: 37 s of CPU
+// and 2.1 GB for one 1 MiB plan).
+func TestCompileIsBoundedOnHostilePlans(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"steps": [{"id": "a", "tool": "now", "depends_on": [`)
+	for i := range 250_000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"z"`)
+	}
+	b.WriteString(`]}]}`)
+	_, ds := Compile([]byte(b.String()), tools)
+	require.Len(t, ds, 1)
+	assert.Contains(t, ds[0].Message, "depends_on names 250000 steps")
+
+	b.Reset()
+	b.WriteString(`{"steps": [`)
+	for i := range MaxSteps {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"id": "s` + strings.Repeat("x", i%40) + `_` + string(rune('a'+i%26)) + `", "tool": "` + strings.Repeat("q", 1000) + `", "depends_on": ["nope1", "nope2"]}`)
+	}
+	b.WriteString(`]}`)
+	_, ds = Compile([]byte(b.String()), tools)
+	assert.Len(t, ds, MaxDiagnostics+1, "at most MaxDiagnostics, then one saying the compiler stopped")
+	assert.Contains(t, ds[len(ds)-1].Message, "stopped after")
+}

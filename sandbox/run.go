@@ -52,6 +52,10 @@ const (
 type Request struct {
 	// Reply is a model's reply or a bare program; Extract finds the program in it.
 	Reply string
+	// Bare says Reply is the program itself, to be checked as it is, without extraction: a
+	// program starplan compiled (a JSON step plan) or one the audit log recorded (a replay).
+	// Extraction would read a tag inside one of its strings or comments as a block of a reply.
+	Bare bool
 	// Inputs supplies the environment's per-run names (such as user_request) as plain Go values.
 	Inputs map[string]any
 	// Limits bounds the run; the zero value means the defaults.
@@ -100,11 +104,16 @@ type Checked struct {
 
 // Check extracts, rewrites and checks a reply without running it.
 func (e *Env) Check(reply string, limits Limits) Checked {
-	limits = limits.withDefaults()
 	program, ds := Extract(reply)
 	if len(ds) > 0 {
 		return Checked{Diagnostics: ds}
 	}
+	return e.CheckProgram(program, limits)
+}
+
+// CheckProgram rewrites and checks a program as it is, with no extraction (see Request.Bare).
+func (e *Env) CheckProgram(program string, limits Limits) Checked {
+	limits = limits.withDefaults()
 	c := Checked{Extracted: program}
 	if c.Diagnostics = checkText(program); len(c.Diagnostics) > 0 {
 		return c // before any rewrite, so that positions are the extracted program's
@@ -124,7 +133,12 @@ func (e *Env) Check(reply string, limits Limits) Checked {
 func (e *Env) Run(ctx context.Context, req Request) *Result {
 	start := time.Now()
 	limits := req.Limits.withDefaults()
-	c := e.Check(req.Reply, limits)
+	var c Checked
+	if req.Bare {
+		c = e.CheckProgram(req.Reply, limits)
+	} else {
+		c = e.Check(req.Reply, limits)
+	}
 	res := &Result{Program: c.Extracted, Rewrites: c.Rewrites, Diagnostics: c.Diagnostics}
 	if c.Program == nil {
 		res.Outcome = OutcomeCheckFailed

@@ -60,6 +60,11 @@ func (s *Server) replan(id, feedback, origin string) {
 	if s.opts.Model == nil {
 		return
 	}
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return // draining: the rejection is recorded; nobody would hear of the new plan
+	}
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()

@@ -105,3 +105,15 @@ func TestMCPRejectReplans(t *testing.T) {
 	}
 	t.Fatal("the stream ended before the replanned run finished")
 }
+
+// A rejection after Drain records, and starts nothing that would outlive the server.
+func TestNoReplanAfterDrain(t *testing.T) {
+	f, model := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	doc, err := f.srv.Ask(testContext(t), AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."}, OriginHTTP)
+	require.NoError(t, err)
+	f.srv.Drain()
+	_, err = f.srv.Reject(testContext(t), doc.RunID, "no", OriginHTTP)
+	require.NoError(t, err)
+	f.srv.background.Wait()
+	assert.Len(t, model.Requests(), 1, "no replan started after Drain")
+}

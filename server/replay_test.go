@@ -90,3 +90,15 @@ func TestListNamesUnreadableRecordsApart(t *testing.T) {
 	assert.Equal(t, doc.RunID, list.Runs[0].ID)
 	assert.Equal(t, []string{"r_bad"}, list.Unreadable)
 }
+
+// A plan_json's numbers reach the compiler as the client wrote them.
+func TestPlanJSONKeepsNumbers(t *testing.T) {
+	f := newFixture(t, Options{})
+	body := `{"plan_json": {"steps": [{"id": "a", "tool": "inventory_tbl.search", "args": [{"price": {"$in": [10.0, 9007199254740993, 1e2]}}]},
+	  {"id": "done", "tool": "respond", "args": {"status": "success", "answer_text": "ok"}}]}}`
+	r := f.call("POST", "/v1/runs", body) // a string body is sent as it is
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	assert.Contains(t, doc.Program, `[10.0, 9007199254740993, 1e2]`)
+}

@@ -74,10 +74,12 @@ type Server struct {
 	draining  chan struct{} // closed by Drain
 
 	// bg is the context of work a request leaves running (replanning); Drain cancels it and
-	// waits for background.
+	// waits for background. bgMu orders starting such work against Drain.
 	bg         context.Context
 	stopBG     context.CancelFunc
 	background sync.WaitGroup
+	bgMu       sync.Mutex
+	bgClosed   bool
 }
 
 // New returns a server over eng.
@@ -107,6 +109,9 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		close(s.draining)
+		s.bgMu.Lock()
+		s.bgClosed = true // no background work starts from here on
+		s.bgMu.Unlock()
 		s.stopBG()
 		s.background.Wait() // a replan's model call ends with its context
 		s.events.close()
@@ -124,6 +129,21 @@ type CheckRequest struct {
 // program that runs like any other. GET /v1/describe lists the tools.
 type StepPlan struct {
 	Steps []PlanStep `json:"steps" jsonschema:"the steps, each naming its result; they run in dependency order"`
+	// raw is the plan as the client sent it: compiled from these bytes, numbers keep their
+	// digits (10.0 stays a float, 9007199254740993 stays exact) and unknown fields are refused.
+	raw json.RawMessage
+}
+
+// UnmarshalJSON keeps the bytes of the plan beside its decoded steps.
+func (p *StepPlan) UnmarshalJSON(b []byte) error {
+	type plain StepPlan
+	var v plain
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = StepPlan(v)
+	p.raw = append(json.RawMessage(nil), b...)
+	return nil
 }
 
 // PlanStep is one step of a StepPlan.
@@ -249,6 +269,8 @@ func source(reply, program string, steps *StepPlan) (src string, plan []byte, er
 	switch {
 	case given > 1:
 		return "", nil, errorf(http.StatusBadRequest, CodeBadRequest, "send one of reply (a model's reply), program (a bare program) or plan_json (JSON steps)", "more than one of reply, program and plan_json is set")
+	case steps != nil && steps.raw != nil:
+		return "", steps.raw, nil
 	case steps != nil:
 		b, err := json.Marshal(steps)
 		if err != nil {
@@ -442,7 +464,7 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	}
 	if recorded { // not when another client's rejection came first
 		s.events.publish(Event{Type: EventRejected, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Feedback: doc.Decision.Feedback})
-		if doc.Origin == "ask" {
+		if doc.Origin == "ask" && doc.Outcome == engine.OutcomeOK { // engine.Replan's rule: only an accepted plan
 			s.replan(id, doc.Decision.Feedback, origin)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -129,8 +131,12 @@ func wantsJSON(cmd *cobra.Command, args []string) bool {
 		if a == "--" {
 			break
 		}
-		if a == "--json" || a == "--json=true" {
+		if a == "--json" {
 			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--json="); ok {
+			b, err := strconv.ParseBool(v) // as the flag itself reads it
+			return err == nil && b
 		}
 	}
 	return false

@@ -144,6 +144,7 @@ func TestJSONErrors(t *testing.T) {
 		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "usage"},
 		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "usage"},
 		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "usage"},
+		{[]string{"runs", "--bogus", "--json=1"}, ExitUsage, "usage"},
 	} {
 		o := s.run(false, "", tc.args...)
 		require.Equal(t, tc.code, o.code, "%v: %s", tc.args, o.err)
