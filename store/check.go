@@ -102,17 +102,9 @@ type CheckOptions struct {
 // creates a store), an *InUseError, or a failure of starplan itself. Check never panics on a
 // damaged file.
 func Check(dir string, opts CheckOptions) (*CheckReport, error) {
-	dom := opts.Domain
-	if dom == nil {
-		dom = Inventory()
-	}
-	schemas, err := dom.compiled()
+	dom, schemas, timeout, err := resolve(opts.Domain, opts.LockTimeout)
 	if err != nil {
 		return nil, err
-	}
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
 	}
 	rep := &CheckReport{File: filepath.Join(dir, dbFileName), Tables: []TableCount{}, Problems: []Problem{}}
 	if fi, err := os.Stat(rep.File); err == nil {

@@ -111,17 +111,9 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
 // nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
-	dom := opts.Domain
-	if dom == nil {
-		dom = Inventory()
-	}
-	schemas, err := dom.compiled()
+	dom, schemas, timeout, err := resolve(opts.Domain, opts.LockTimeout)
 	if err != nil {
 		return nil, err
-	}
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
 	}
 	bs, err := openBolt(dir, timeout, !opts.MustExist)
 	if err != nil {
@@ -158,6 +150,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// resolve returns the domain a caller named (the inventory domain when nil), its compiled
+// schemas, and the lock timeout to wait for (DefaultLockTimeout when 0): what Open and Check
+// both start from.
+func resolve(dom *Domain, timeout time.Duration) (*Domain, map[string]*schema, time.Duration, error) {
+	if dom == nil {
+		dom = Inventory()
+	}
+	schemas, err := dom.compiled()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	return dom, schemas, timeout, nil
 }
 
 // init creates or checks the store's collections and loads every table into memory, verifying
