@@ -66,23 +66,27 @@ func hostile(n int) string { return strings.Repeat("<\x00", n/2) }
 // Whatever each field holds, a record's JSON without Changes and Writes stays within MaxRecord,
 // names every field it cut, and leaves the run's result as it was.
 func TestAuditRecordIsBoundedWhateverItHolds(t *testing.T) {
+	// One hostile mebibyte, shared by every field (strings are immutable): each field holds it
+	// whole, and the test allocates it once, not thousands of times (it took minutes under -race
+	// on a loaded machine).
 	big := 1 << 20
+	h := hostile(big)
 	var ds diag.List
 	for i := 0; i < 3*MaxDiagnostics; i++ {
-		ds = append(ds, diag.Diagnostic{Stage: diag.Stage(hostile(big)), Code: hostile(big), Message: hostile(big), Hint: hostile(big)})
+		ds = append(ds, diag.Diagnostic{Stage: diag.Stage(h), Code: h, Message: h, Hint: h})
 	}
 	var rws []pycompat.Rewrite
 	for i := 0; i < 10*MaxRecordRewrites; i++ {
-		rws = append(rws, pycompat.Rewrite{Line: i, Rule: hostile(big), Before: hostile(big), After: hostile(big)})
+		rws = append(rws, pycompat.Rewrite{Line: i, Rule: h, Before: h, After: h})
 	}
 	res := &Result{
-		RunID: "r_0123456789", Outcome: OutcomeRuntimeError, Status: hostile(big), AnswerText: hostile(big),
-		Stdout: hostile(big), Diagnostics: ds, Rewrites: rws, Program: hostile(big), Truncated: []string{"program"},
+		RunID: "r_0123456789", Outcome: OutcomeRuntimeError, Status: h, AnswerText: h,
+		Stdout: h, Diagnostics: ds, Rewrites: rws, Program: h, Truncated: []string{"program"},
 	}
-	req := Request{Reply: hostile(5 << 20), UserRequest: hostile(big), Origin: hostile(big),
-		Model: &ModelCall{Model: hostile(big), ParentRunID: hostile(big)}}
+	req := Request{Reply: hostile(5 << 20), UserRequest: h, Origin: h,
+		Model: &ModelCall{Model: h, ParentRunID: h}}
 	rec := newRecord(res, req, fixedNow, nil)
-	rec.ApplyError = hostile(big)
+	rec.ApplyError = h
 	rec.bound()
 
 	b, err := json.Marshal(rec)
@@ -104,10 +108,10 @@ func TestAuditRecordIsBoundedWhateverItHolds(t *testing.T) {
 
 	// The run's own result is not cut by its record.
 	assert.Len(t, res.Diagnostics, 3*MaxDiagnostics)
-	assert.Equal(t, hostile(big), res.Diagnostics[0].Message)
+	assert.Equal(t, h, res.Diagnostics[0].Message)
 	assert.Len(t, res.Rewrites, 10*MaxRecordRewrites)
 	assert.Equal(t, []string{"program"}, res.Truncated)
-	assert.Equal(t, hostile(big), req.Model.Model)
+	assert.Equal(t, h, req.Model.Model)
 }
 
 func TestClipJSON(t *testing.T) {
