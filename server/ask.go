@@ -74,7 +74,9 @@ func (s *Server) replan(id, feedback, origin string) {
 			s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeReplan, Message: err.Error()})
 			return
 		}
-		s.finished(res, "", id, origin) //nolint:errcheck // a failure to show it is on the stream as nothing; the run is in the log
+		if _, err := s.finished(res, "", id, origin); err != nil {
+			s.events.publish(Event{Type: EventFailed, RunID: res.RunID, Origin: origin, Code: CodeInternal, Message: err.Error()})
+		}
 	}()
 }
 
