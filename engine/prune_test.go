@@ -28,7 +28,9 @@ func (c *clock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func TestPruneRemovesOldRunsOnly(t *testing.T) {
+// clockedEngine is an engine over a fresh demo store whose clock the test moves.
+func clockedEngine(t *testing.T) (*Engine, *clock) {
+	t.Helper()
 	clk := &clock{now: fixedNow}
 	st := openStore(t, t.TempDir())
 	e, err := New(st, Options{Now: clk.Now})
@@ -37,6 +39,11 @@ func TestPruneRemovesOldRunsOnly(t *testing.T) {
 		assert.NoError(t, e.Close())
 		assert.NoError(t, st.Close())
 	})
+	return e, clk
+}
+
+func TestPruneRemovesOldRunsOnly(t *testing.T) {
+	e, clk := clockedEngine(t)
 	ctx := context.Background()
 	run := func(name string) *Result {
 		t.Helper()
@@ -47,7 +54,7 @@ func TestPruneRemovesOldRunsOnly(t *testing.T) {
 	old := run("01_round_under_100.star")
 	pending := run("02_purchase_wayfarer.star")
 	rejected := run("02_purchase_wayfarer.star")
-	_, _, err = e.Reject(ctx, rejected.RunID, "no", "test")
+	_, _, err := e.Reject(ctx, rejected.RunID, "no", "test")
 	require.NoError(t, err)
 	appliedLate := run("03_two_item_order.star")
 	clk.advance(20 * 24 * time.Hour)
@@ -88,14 +95,7 @@ func TestPruneRemovesOldRunsOnly(t *testing.T) {
 }
 
 func TestPruneCanRemovePendingRuns(t *testing.T) {
-	clk := &clock{now: fixedNow}
-	st := openStore(t, t.TempDir())
-	e, err := New(st, Options{Now: clk.Now})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, e.Close())
-		assert.NoError(t, st.Close())
-	})
+	e, clk := clockedEngine(t)
 	ctx := context.Background()
 	res, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
 	require.NoError(t, err)
