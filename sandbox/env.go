@@ -12,7 +12,8 @@ import (
 
 // Env is everything a plan can name: Starlark's universe, the language builtins and modules, the
 // guards, and the registries the caller adds (the table helpers of a domain). An Env is
-// immutable and safe for concurrent runs; build it once per domain.
+// immutable and safe for concurrent runs; build it once per domain. It remembers the programs it
+// checked last (see checkCache), so build one per domain and keep it.
 type Env struct {
 	registry    builtins.Registry
 	predeclared starlark.StringDict // frozen values, shared by every run
@@ -20,6 +21,7 @@ type Env struct {
 	protected   map[string]bool     // names a plan may not rebind at top level
 	modules     map[string][]string // module name → member names, for pycompat
 	unguarded   bool                // benchmarks only: no guard rewrite and no watchdog
+	checks      *checkCache         // recently checked programs; nil: none kept
 }
 
 // NewEnv builds an environment from the language builtins, the guards and regs, in that order;
@@ -35,6 +37,7 @@ func NewEnv(regs ...builtins.Registry) *Env {
 		protected: map[string]bool{},
 		modules:   map[string][]string{},
 		unguarded: benchhook.Unguarded(),
+		checks:    newCheckCache(),
 	}
 	byName := map[string]int{}
 	for _, h := range all {

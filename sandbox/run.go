@@ -112,8 +112,22 @@ func (e *Env) Check(reply string, limits Limits) Checked {
 }
 
 // CheckProgram rewrites and checks a program as it is, with no extraction (see Request.Bare).
+// A program checked recently is not checked again: its first check is returned.
 func (e *Env) CheckProgram(program string, limits Limits) Checked {
 	limits = limits.withDefaults()
+	if e.checks == nil {
+		return e.checkProgram(program, limits)
+	}
+	key := keyOf(program, limits)
+	if c, ok := e.checks.get(key); ok {
+		return c
+	}
+	c := e.checkProgram(program, limits)
+	e.checks.put(key, c)
+	return c
+}
+
+func (e *Env) checkProgram(program string, limits Limits) Checked {
 	c := Checked{Extracted: program}
 	if c.Diagnostics = checkText(program); len(c.Diagnostics) > 0 {
 		return c // before any rewrite, so that positions are the extracted program's
