@@ -732,7 +732,7 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 			case len(s) > MaxRegexLen:
 				return op{}, c.errorf("", "$regex on field %q is %d bytes; patterns may have at most %d", field, len(s), MaxRegexLen)
 			}
-			re, err := regexp.Compile(s)
+			re, err := compileRegex(s)
 			if err != nil {
 				return op{}, c.errorf("", "$regex on field %q: %v (Go RE2 syntax: no lookarounds or backreferences)", field, err)
 			}
