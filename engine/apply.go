@@ -17,6 +17,12 @@ import (
 // applied later. Unknown runs, runs already applied and runs with nothing to apply are
 // *RunError values.
 func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
+	return e.ApplyAs(ctx, runID, "")
+}
+
+// ApplyAs is Apply on behalf of origin (who approved: "apply", "serve:http", ...), which the
+// run's record keeps with the apply or the conflict it found.
+func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, error) {
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
@@ -33,6 +39,7 @@ func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
 		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %d changed rows)", rec.Outcome, rec.Changes.Rows()), Hint: "only accepted runs that change data wait for apply"}
 	}
 	res := rec.Result()
+	rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
 	if err := e.applyRecord(ctx, rec, res); err != nil {
 		return nil, err
 	}
@@ -76,7 +83,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
 		return fmt.Errorf("applying run %s: %w", rec.ID, err)
 	}
-	rec.ApplyError = err.Error()
+	rec.ApplyError, rec.ConflictAt = err.Error(), &at
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
 	rec.bound() // one diagnostic per moved row, and an error that may list them
 	e.audit.add(rec)

@@ -57,7 +57,11 @@ type RunRecord struct {
 	Applied     bool          `json:"applied"`
 	AppliedAt   *time.Time    `json:"applied_at,omitempty"`
 	ApplyError  string        `json:"apply_error,omitempty"`
-	Model       *ModelCall    `json:"model,omitempty"`
+	// ConflictAt is when an apply found that the data the run depended on had moved.
+	ConflictAt *time.Time `json:"conflict_at,omitempty"`
+	// ApplyOrigin is who applied the run, or tried to (Engine.ApplyAs).
+	ApplyOrigin string     `json:"apply_origin,omitempty"`
+	Model       *ModelCall `json:"model,omitempty"`
 	// Limits are the run's own limits, where its request set them (Replay runs it under them again).
 	Limits *sandbox.Limits `json:"limits,omitempty"`
 	// Writes is what applying the run writes, with the versions it saw; kept while pending and
@@ -150,6 +154,7 @@ func (r *RunRecord) bound() {
 	text(&r.AnswerText, MaxAnswer, "answer_text")
 	text(&r.Status, MaxAnswer, "status")
 	text(&r.ApplyError, MaxMessage, "apply_error")
+	text(&r.ApplyOrigin, maxRecordName, "apply_origin")
 	var c bool
 	if r.Stdout, c = clipJSON(r.Stdout, MaxRecordStdout); c {
 		r.StdoutTruncated = true

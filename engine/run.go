@@ -73,6 +73,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if pending != nil && req.Apply {
 		e.applyMu.Lock()
 		defer e.applyMu.Unlock()
+		rec.ApplyOrigin = rec.Origin // applied by whoever ran it, with no review between
 		if err := e.applyRecord(ctx, rec, res); err != nil {
 			return nil, err // applyRecord has queued the still-pending record
 		}

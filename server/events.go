@@ -23,7 +23,7 @@ const (
 // event of this server process; a client that reconnects with Last-Event-ID gets what it missed,
 // as far as the server still holds it (Options.EventBacklog).
 type Event struct {
-	ID    int64     `json:"id"`
+	ID    int64     `json:"id,omitempty"` // 0 in a run's recorded history
 	Type  string    `json:"type"`
 	Time  time.Time `json:"time"`
 	RunID string    `json:"run_id,omitempty"`
@@ -129,4 +129,43 @@ func (b *broker) close() {
 		close(s.C)
 	}
 	b.subs = nil
+}
+
+// history is a run's lifecycle as its audit record and decision keep it: the events /v1/events
+// streamed for it, rebuilt from what is stored, so that they outlive the server process and
+// cover runs made by the CLI or another server. A history event has no id (ids number one
+// process's stream) and no request id; everything else is what the live event said. digest is
+// the digest of the run's changes.
+func history(rec *engine.RunRecord, d *engine.Decision, digest string) []Event {
+	ev := func(e Event) Event {
+		e.RunID = rec.ID
+		return e
+	}
+	finished := ev(Event{Type: EventFinished, Time: rec.Time.Add(time.Duration(rec.DurationMS * float64(time.Millisecond))),
+		Origin: rec.Origin, Outcome: rec.Outcome, Digest: digest, Rows: rec.ChangedRows})
+	if rec.Model != nil {
+		finished.ParentRunID = rec.Model.ParentRunID
+	}
+	// The state the run finished in: a conflict or an apply came later, and a conflict replaced
+	// the outcome, which was ok when the run finished (only accepted runs wait for an apply).
+	switch {
+	case rec.Applied || rec.ConflictAt != nil || d != nil && rec.Outcome == engine.OutcomeOK && rec.ChangedRows > 0:
+		finished.Outcome, finished.State = engine.OutcomeOK, StatePending
+	default:
+		finished.State = engine.StateOf(rec.Result(), nil)
+	}
+	out := []Event{ev(Event{Type: EventStarted, Time: rec.Time, Origin: rec.Origin}), finished}
+	if d != nil {
+		out = append(out, ev(Event{Type: EventRejected, Time: d.Time, Origin: d.Origin, Outcome: finished.Outcome,
+			State: StateRejected, Feedback: d.Feedback}))
+	}
+	switch {
+	case rec.AppliedAt != nil:
+		out = append(out, ev(Event{Type: EventApplied, Time: *rec.AppliedAt, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StateApplied,
+			Digest: digest, Rows: rec.ChangedRows}))
+	case rec.ConflictAt != nil:
+		out = append(out, ev(Event{Type: EventFailed, Time: *rec.ConflictAt, Origin: rec.ApplyOrigin, Outcome: engine.OutcomeConflict,
+			State: StateConflict, Code: engine.CodeConflict, Message: firstMessage(rec.Diagnostics)}))
+	}
+	return out
 }

@@ -215,6 +215,9 @@ type RunDocument struct {
 	Time      *time.Time       `json:"time,omitempty"`
 	AppliedAt *time.Time       `json:"applied_at,omitempty"`
 	Decision  *engine.Decision `json:"decision,omitempty"`
+	// Events is the run's lifecycle as the audit log keeps it (the events /v1/events streamed
+	// for it, without their stream ids); empty in the answer of the dry run itself.
+	Events []Event `json:"events,omitempty" jsonschema:"the run's lifecycle as recorded: started, finished, rejected, applied, failed"`
 }
 
 // RunList is the answer of GET /v1/runs and list_runs: summaries, newest first, and the size of
@@ -361,6 +364,7 @@ func (s *Server) document(res *engine.Result, rec *engine.RunRecord, d *engine.D
 	if rec != nil {
 		t := rec.Time
 		doc.Request, doc.Origin, doc.Time, doc.AppliedAt = rec.Request, rec.Origin, &t, rec.AppliedAt
+		doc.Events = history(rec, d, dg)
 	}
 	return doc, nil
 }
@@ -398,7 +402,7 @@ func (s *Server) Apply(ctx context.Context, id, digest, origin string) (*RunDocu
 	if done, err := settled(doc); done || err != nil {
 		return doc, err
 	}
-	_, err = s.eng.Apply(ctx, id)
+	_, err = s.eng.ApplyAs(ctx, id, origin)
 	var re *engine.RunError
 	if err != nil && !errors.As(err, &re) {
 		s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})

@@ -32,9 +32,13 @@ is 5: run the plan again against the current data.`,
 	return cmd
 }
 
+// originCLI is who applied a run approved on the command line (apply, or [y/N] after exec or ask),
+// as the run's record keeps it.
+const originCLI = "cli"
+
 func runApply(ctx context.Context, ios IOStreams, g *globalOptions, opts *applyOptions) error {
 	return withEngine(ios, g, func(e *engine.Engine) error {
-		res, err := e.Apply(ctx, opts.RunID)
+		res, err := e.ApplyAs(ctx, opts.RunID, originCLI)
 		if err != nil {
 			return engineError(err)
 		}

@@ -90,7 +90,7 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		}
 		if step.Apply && res.Pending {
 			fmt.Fprintln(ios.Out, "Approved by the demo (starplan apply RUN_ID on your own store)")
-			applied, err := e.Apply(ctx, res.RunID)
+			applied, err := e.ApplyAs(ctx, res.RunID, "demo")
 			if err != nil {
 				return engineError(err)
 			}

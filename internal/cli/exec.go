@@ -80,7 +80,7 @@ func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine
 			fmt.Fprintf(ios.Out, "Not applied. To apply later: starplan apply %s\n", res.RunID)
 			return nil
 		}
-		applied, err := e.Apply(ctx, res.RunID)
+		applied, err := e.ApplyAs(ctx, res.RunID, originCLI)
 		if err != nil {
 			return engineError(err)
 		}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
+)
+
+// A run's recorded history is what the event stream said about it, and it is kept with the
+// run: another server over the same store, after the first has gone, shows the same events.
+func TestRunsKeepTheirEventsAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func() (*Server, func()) {
+		st, err := store.Open(dir, store.Options{})
+		require.NoError(t, err)
+		eng, err := engine.New(st, engine.Options{})
+		require.NoError(t, err)
+		srv, err := New(eng, Options{Token: testToken})
+		require.NoError(t, err)
+		return srv, func() {
+			srv.Drain()
+			require.NoError(t, eng.Close())
+			require.NoError(t, st.Close())
+		}
+	}
+	srv, stop := open()
+	sub, _, ok := srv.events.subscribe(0)
+	require.True(t, ok)
+
+	run := func(customer string) *RunDocument {
+		doc, err := srv.Run(ctx, RunRequest{Program: purchase("Aviator", 1, customer), Request: "one Aviator"}, OriginHTTP)
+		require.NoError(t, err)
+		require.Equal(t, StatePending, doc.State)
+		return doc
+	}
+	applied, rejected, conflicting, waiting := run("Ann"), run("Bob"), run("Cy"), run("Di")
+	_, err := srv.Apply(ctx, applied.RunID, applied.Digest, OriginMCP)
+	require.NoError(t, err)
+	_, err = srv.Reject(ctx, rejected.RunID, "not today", OriginHTTP)
+	require.NoError(t, err)
+	doc, err := srv.Apply(ctx, conflicting.RunID, conflicting.Digest, OriginHTTP)
+	require.NoError(t, err)
+	require.Equal(t, StateConflict, doc.State)
+	failed, err := srv.Run(ctx, RunRequest{Program: "answer_text = 'x'\nSTATUS = 'no_such_status'\n"}, OriginHTTP)
+	require.NoError(t, err)
+
+	// What the stream said, per run, without what only a stream has (ids, request ids).
+	live := map[string][]Event{}
+	for range 4*2 + 3 + 2 { // four dry runs, one apply, one rejection, one conflict, one failed run
+		ev := <-sub.C
+		if ev.Type == EventStarted {
+			continue
+		}
+		ev.ID, ev.RequestID = 0, ""
+		live[ev.RunID] = append(live[ev.RunID], ev)
+	}
+	stop()
+
+	srv, stop = open()
+	defer stop()
+	for _, id := range []string{applied.RunID, rejected.RunID, conflicting.RunID, waiting.RunID, failed.RunID} {
+		doc, err := srv.Show(id)
+		require.NoError(t, err)
+		require.NotEmpty(t, doc.Events, id)
+		started := doc.Events[0]
+		assert.Equal(t, EventStarted, started.Type, id)
+		assert.Equal(t, OriginHTTP, started.Origin, id)
+		var recorded []Event
+		for _, ev := range doc.Events[1:] {
+			assert.False(t, ev.Time.Before(started.Time), "%s: %s is not before the run started", id, ev.Type)
+			recorded = append(recorded, ev)
+		}
+		want := live[id]
+		require.Len(t, recorded, len(want), "%s: %v", id, recorded)
+		for i := range want {
+			want[i].Time, recorded[i].Time = time.Time{}, time.Time{} // each was taken at its own moment
+			assert.Equal(t, want[i], recorded[i], "%s: event %d", id, i)
+		}
+	}
+	doc, err = srv.Show(applied.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{EventStarted, EventFinished, EventApplied}, types(doc.Events))
+	assert.Equal(t, *doc.AppliedAt, doc.Events[2].Time)
+	doc, err = srv.Show(conflicting.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{EventStarted, EventFinished, EventFailed}, types(doc.Events))
+	assert.Equal(t, engine.CodeConflict, doc.Events[2].Code)
+	doc, err = srv.Show(rejected.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, "not today", doc.Events[2].Feedback)
+}
+
+func types(evs []Event) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.Type)
+	}
+	return out
+}
