@@ -96,7 +96,8 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 	if err != nil {
 		return err
 	}
-	return withEngine(ios, g, func(e *engine.Engine) error {
+	var review string
+	err = withEngine(ios, g, func(e *engine.Engine) error {
 		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
 			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {
@@ -113,13 +114,17 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		if human && len(res.Attempts) > 1 {
 			fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d times)\n", len(res.Attempts), len(res.Attempts)-1)
 		}
-		err = finishRun(ctx, ios, e, res, opts.JSON)
+		review, err = finishRun(ctx, ios, e, res, opts.JSON)
 		var silent silentExit
 		if errors.As(err, &silent) && res.Diagnostics.Has(engine.CodeNoValidPlan) {
 			return silentExit(ExitModel)
 		}
 		return err
 	})
+	if err != nil || review == "" {
+		return err
+	}
+	return approveRun(ctx, ios, g, review)
 }
 
 // printPlan prints the program of a run with its line numbers, marking the rewritten lines.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,61 @@ func TestExecOnATerminalAsksBeforeApplying(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "~ SG002    3 → 0", "the first purchase was applied")
 	assert.Contains(t, o.out, "Not applied. To apply later: starplan apply r_")
+}
+
+// While exec waits for a person at [y/N], it does not hold the store: another command uses it
+// meanwhile (here, the same purchase applied at once). The approved run is then applied only if
+// nothing it depended on moved, so it ends as a conflict instead of selling the stock twice.
+func TestExecReleasesTheStoreWhileAskingToApply(t *testing.T) {
+	s := newSession(t)
+	var inner output
+	answer := &promptReader{answer: "y\n", meanwhile: func() {
+		inner = s.run(false, "", "exec", "--apply", example("02_purchase_wayfarer.star"))
+	}}
+	var out, errb bytes.Buffer
+	ios := IOStreams{In: answer, Out: &out, Err: &errb, OutTTY: true, InTTY: true, Getenv: func(k string) string {
+		if k == "NO_COLOR" {
+			return "1"
+		}
+		return ""
+	}}
+	code := Main([]string{"--db", s.dir, "exec", example("02_purchase_wayfarer.star")}, ios)
+	require.True(t, answer.asked)
+	require.Equal(t, ExitOK, inner.code, "the store was free while the first exec waited: %s", inner.err)
+	assert.Contains(t, inner.out, `"applied": true`)
+	assert.Contains(t, out.String(), "Apply these changes? [y/N]")
+	assert.Equal(t, ExitConflict, code, "%s\n%s", out.String(), errb.String())
+	assert.Contains(t, out.String(), "conflict")
+	o := s.run(false, "", "db", "dump", "--json")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var dump map[string][]map[string]any
+	require.NoError(t, json.Unmarshal([]byte(o.out), &dump))
+	for _, row := range dump["inventory"] {
+		if row["item_id"] == "SG002" {
+			assert.EqualValues(t, 3, row["quantity_in_stock"], "sold once, not twice")
+		}
+	}
+}
+
+// promptReader is a terminal's input: the first read (the program waiting for an answer) runs
+// meanwhile, then returns answer.
+type promptReader struct {
+	answer    string
+	meanwhile func()
+	asked     bool
+}
+
+func (r *promptReader) Read(p []byte) (int, error) {
+	if !r.asked {
+		r.asked = true
+		r.meanwhile()
+	}
+	n := copy(p, r.answer)
+	r.answer = r.answer[n:]
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 func TestExecNotInteractiveLeavesThePendingRunID(t *testing.T) {

@@ -46,26 +46,33 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 	if err != nil {
 		return err
 	}
-	return withEngine(ios, g, func(e *engine.Engine) error {
+	var review string
+	err = withEngine(ios, g, func(e *engine.Engine) error {
 		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
 		if err != nil {
 			return engineError(err)
 		}
-		return finishRun(ctx, ios, e, res, opts.JSON)
+		review, err = finishRun(ctx, ios, e, res, opts.JSON)
+		return err
 	})
+	if err != nil || review == "" {
+		return err
+	}
+	return approveRun(ctx, ios, g, review)
 }
 
-// finishRun prints a run's result, asks for approval of a pending run on a terminal, and ends
-// with the run's exit code. exec and ask share it.
-func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine.Result, asJSON bool) error {
+// finishRun prints a run's result and ends with the run's exit code. exec and ask share it. A
+// pending run on a terminal is not decided here: its id is returned, for approveRun to ask
+// about once the store is closed.
+func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine.Result, asJSON bool) (review string, err error) {
 	if asJSON || !ios.OutTTY {
 		if err := writeJSON(ios.Out, res); err != nil {
-			return err
+			return "", err
 		}
-		return silentExit(outcomeExit(res.Outcome))
+		return "", silentExit(outcomeExit(res.Outcome))
 	}
 	if err := renderResult(ios, res, schemaMap(e)); err != nil {
-		return err
+		return "", err
 	}
 	if n := len(res.Rewrites); n > 0 {
 		p := painter(ios.Color())
@@ -74,19 +81,28 @@ func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine
 	if res.Pending {
 		if !ios.InTTY {
 			fmt.Fprintf(ios.Out, "pending: starplan apply %s\n", res.RunID)
-			return silentExit(outcomeExit(res.Outcome))
+			return "", silentExit(outcomeExit(res.Outcome))
 		}
-		if !confirm(ios, "Apply these changes? [y/N] ") {
-			fmt.Fprintf(ios.Out, "Not applied. To apply later: starplan apply %s\n", res.RunID)
-			return nil
-		}
-		applied, err := e.ApplyAs(ctx, res.RunID, originCLI)
+		return res.RunID, nil
+	}
+	return "", silentExit(outcomeExit(res.Outcome))
+}
+
+// approveRun asks the person whether to apply a pending run, and applies it if they say yes.
+// The store is closed while they decide, so other commands and servers can use it meanwhile;
+// the apply then checks, as every apply does, that nothing the run depended on has moved.
+func approveRun(ctx context.Context, ios IOStreams, g *globalOptions, runID string) error {
+	if !confirm(ios, "Apply these changes? [y/N] ") {
+		fmt.Fprintf(ios.Out, "Not applied. To apply later: starplan apply %s\n", runID)
+		return nil
+	}
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		applied, err := e.ApplyAs(ctx, runID, originCLI)
 		if err != nil {
 			return engineError(err)
 		}
 		return reportApply(ios, e, applied)
-	}
-	return silentExit(outcomeExit(res.Outcome))
+	})
 }
 
 // reportApply prints the outcome of an apply.
