@@ -67,6 +67,7 @@ func Main(args []string, ios IOStreams) int { return MainContext(context.Backgro
 
 // MainContext is Main under ctx: a command that ctx cancels exits with ExitInterrupted.
 func MainContext(ctx context.Context, args []string, ios IOStreams) int {
+	ios.args = args
 	root := newRoot(ios)
 	root.SetArgs(args)
 	root.SetIn(ios.In)
@@ -191,6 +192,20 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 				return withCode(ExitUsage, errors.New("--db is empty"), "pass --db DIR, or leave --db out to use $STARPLAN_DB or the default store")
 			}
 			g.create = cmd.Annotations[createsStoreAnnotation] != ""
+			through := cmd.Annotations[throughServerAnnotation] != ""
+			switch {
+			case ios.host != nil && !through:
+				return relayRefusal(cmd)
+			case ios.host == nil && through:
+				// A server on the store holds its lock: run the command there.
+				code, relayed, err := relayCommand(cmd.Context(), ios, g)
+				if err != nil {
+					return err
+				}
+				if relayed {
+					return silentExit(code)
+				}
+			}
 			return nil
 		},
 	}
@@ -201,10 +216,10 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newDemoCmd(ios, g),
 		// The commands that run plans create a missing store; db init, seed and import decide
 		// for themselves (db.go).
-		createsStore(newAskCmd(ios, g)),
+		throughServer(createsStore(newAskCmd(ios, g))),
 		newEvalCmd(ios, g),
-		createsStore(newExecCmd(ios, g)),
-		newApplyCmd(ios, g),
+		throughServer(createsStore(newExecCmd(ios, g))),
+		throughServer(newApplyCmd(ios, g)),
 		newRunsCmd(ios, g),
 		newCheckCmd(ios, g),
 		newRunCmd(ios, g),

@@ -97,12 +97,18 @@ domain's policy invariants over the committed rows (stock and the register balan
 	}
 	imp.Flags().StringVar(&opts.Format, "format", "", "json or csv (default: from the file's extension)")
 	imp.Flags().BoolVar(&opts.Replace, "replace", false, "make the table hold exactly the imported rows (default: upsert by key)")
-	cmd.AddCommand(initCmd, seed, check, dump, export, imp)
+	// A running server holds the store: seeding, reading and importing go through it; init and
+	// check need the store's file to themselves.
+	cmd.AddCommand(initCmd, throughServer(seed), check, throughServer(dump), throughServer(export), throughServer(imp))
 	return cmd
 }
 
 // withStore opens the store with opts, calls fn and closes the store, reporting the first error.
+// Inside `starplan serve`, running for a client, fn gets the server's store, which stays open.
 func withStore(ios IOStreams, g *globalOptions, opts store.Options, fn func(*store.Store) error) (err error) {
+	if ios.host != nil {
+		return fn(ios.host.eng.Store())
+	}
 	st, err := openStore(ios, g, opts)
 	if err != nil {
 		return err
@@ -226,7 +232,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(opts.File)
+	f, err := os.Open(ios.path(opts.File))
 	if err != nil {
 		return withCode(ExitUsage, err, "give the path of a CSV or JSON file")
 	}

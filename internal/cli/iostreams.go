@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/term"
@@ -29,6 +30,23 @@ type IOStreams struct {
 	colorMode *string
 	// Getenv reads the environment (NO_COLOR, STARPLAN_DB, OPENAI_API_KEY, ...).
 	Getenv func(string) string
+	// Dir is the directory relative file names are read from; empty: the process's own. A
+	// command a server runs for a client (see relay.go) reads files from the client's.
+	Dir string
+
+	// args are the command line being run (what a relay forwards).
+	args []string
+	// host is set when the command runs inside `starplan serve` for a client: it uses the
+	// server's store and engine instead of opening the store.
+	host *host
+}
+
+// path is name as this command must open it: relative to Dir when Dir is set.
+func (s IOStreams) path(name string) string {
+	if s.Dir == "" || filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(s.Dir, name)
 }
 
 // System returns the process's own streams and environment.

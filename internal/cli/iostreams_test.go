@@ -178,7 +178,8 @@ func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
 	assert.Nil(t, askWaiting(IOStreams{Err: &errb}, "gpt-test"), "no display when stderr is not a terminal")
 }
 
-// syncBuffer is a bytes.Buffer safe for the ticker's goroutine.
+// syncBuffer is a bytes.Buffer that another goroutine (a ticker, a server) may write while the
+// test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

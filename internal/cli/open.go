@@ -65,7 +65,13 @@ func storeError(dir string, err error) error {
 // first error.
 //
 // The store is created (and seeded) when missing only for the commands marked createsStore.
+//
+// Inside `starplan serve`, running for a client (ios.host), it calls fn with the server's engine,
+// which stays open.
 func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) (err error) {
+	if ios.host != nil {
+		return fn(ios.host.eng)
+	}
 	st, err := openStore(ios, g, store.Options{MustExist: !g.create})
 	if err != nil {
 		return err

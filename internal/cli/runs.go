@@ -74,8 +74,8 @@ read has changed since, its own apply included, or starplan itself has).`,
 		},
 	}
 	replay.Flags().BoolVar(&opts.JSON, "json", false, "print the report (with the replay's result) as JSON")
-	cmd.AddCommand(show, replay, newRunsPruneCmd(ios, g))
-	return cmd
+	cmd.AddCommand(throughServer(show), throughServer(replay), throughServer(newRunsPruneCmd(ios, g)))
+	return throughServer(cmd)
 }
 
 // pruneOptions are the options of `starplan runs prune`.

@@ -48,6 +48,11 @@ gives one.
 A review page for people is at / on the same address: sign in with the token, or open the
 one-time link printed at the start; the page keeps a session cookie, never the token.
 
+While it runs, the CLI commands that use this store (exec, ask, apply, runs, db seed, dump,
+export and import) run inside it, through the socket serve.sock in the store directory, which only
+this user can open: they print what they would print alone. db init and db check need the store
+to themselves.
+
 --mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
 starplan itself); HTTP is then served too only if --listen is given.
 
@@ -95,6 +100,15 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		if err != nil {
 			return withCode(ExitInternal, err, "")
 		}
+		// CLI commands on this store run here while the server holds it (relay.go).
+		relay, err := listenRelay(e.Store().Dir(), e)
+		if err != nil {
+			fmt.Fprintf(ios.Err, "warning: CLI commands on this store cannot go through the server (%s); they will find the store in use\n", safe(err.Error()))
+		} else {
+			go relay.serve()
+			defer relay.close() // also on the early returns below
+			fmt.Fprintf(ios.Err, "starplan serve: CLI commands on this store go through %s\n", safe(relay.path))
+		}
 		var (
 			hs        *http.Server
 			httpEnded = make(chan error, 1) // the HTTP server stopped by itself
@@ -139,8 +153,12 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		case ended = <-mcpEnded:
 			stdioOpen = false
 		}
-		// Drain: event streams end, requests in flight finish, then the engine may close.
+		// Drain: event streams end, requests in flight finish, CLI commands end, then the engine
+		// may close.
 		srv.Drain()
+		if relay != nil {
+			relay.close()
+		}
 		if stdioOpen {
 			stopMCP()
 			if err := <-mcpEnded; ended == nil {

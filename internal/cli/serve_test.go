@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -120,7 +119,7 @@ func TestServeBinaryMCPStdio(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	cmd := exec.Command(bin, "--db", dir, "serve", "--mcp-stdio")
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	errb := &lockedBuffer{}
+	errb := &syncBuffer{}
 	cmd.Stderr = errb
 	client := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -140,24 +139,6 @@ func TestServeBinaryMCPStdio(t *testing.T) {
 	assert.Equal(t, server.StateApplied, applied.State)
 	assert.Equal(t, applied, again)
 	require.NoError(t, cs.Close(), "the server exits 0 when its standard input closes: %s", errb)
-}
-
-// lockedBuffer collects a child's standard error while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestServeBinaryDrainsOnSIGTERM starts the real binary on HTTP, sends SIGTERM while a run is in

@@ -43,7 +43,7 @@ func readPlan(ctx context.Context, ios IOStreams, name string) (string, error) {
 func readPlanNow(ios IOStreams, name string) (string, error) {
 	what, r := "standard input", ios.In
 	if name != "-" {
-		f, err := os.Open(name)
+		f, err := os.Open(ios.path(name))
 		if err != nil {
 			return "", withCode(ExitUsage, fmt.Errorf("cannot read %s: %w", name, errors.Unwrap(err)), "give the path of a plan file, or - to read standard input")
 		}

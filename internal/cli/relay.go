@@ -1,0 +1,425 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/engine"
+)
+
+// While `starplan serve` runs on a store it holds the store's lock, so another process cannot
+// open it. The server therefore listens on a unix socket in the store directory (SocketName),
+// and the commands that use the store (those marked throughServer) run inside the server when
+// one answers there: the client sends its command line, environment and working directory, and
+// relays its standard input to the command and the command's output and exit code back. The
+// command runs as it would locally, on the server's engine and store, so its output is the
+// same; only the files it names are read by the server's process (which runs as the same user:
+// the server refuses any other).
+//
+// The protocol is a stream of frames, each a type byte, a 4-byte big-endian length and that
+// many bytes: first the client's hello (JSON), then standard input and its end; the server
+// answers with standard output and error, and ends with the exit code.
+
+// SocketName is the file name of the socket a server listens on in its store directory.
+const SocketName = "serve.sock"
+
+const (
+	frameHello  = 'h' // client: relayHello as JSON
+	frameStdin  = 'i' // client: bytes of standard input
+	frameEOF    = 'e' // client: standard input ended
+	frameStdout = 'o' // server: bytes of standard output
+	frameStderr = 'r' // server: bytes of standard error
+	frameExit   = 'x' // server: the exit code, 4 bytes big-endian; the last frame
+
+	maxFrame = 1 << 20 // the largest frame either side accepts, in bytes
+	// maxStdinBacklog is how much of the client's standard input the server holds before the
+	// command reads it; a client sending more is cut off. exec - reads at most maxSource.
+	maxStdinBacklog = 2*maxSource + maxFrame
+	// relayVersion changes when the protocol does; a server answers another with an error.
+	relayVersion = 1
+)
+
+// relayHello is what the client sends first.
+type relayHello struct {
+	Version int               `json:"version"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+	Dir     string            `json:"dir"`
+	OutTTY  bool              `json:"out_tty"`
+	InTTY   bool              `json:"in_tty"`
+	ErrTTY  bool              `json:"err_tty"`
+	Width   int               `json:"width"`
+}
+
+// relayedEnv are the environment variables a relayed command may read: colour, width, and the
+// model's configuration (ask). Others stay with the client.
+func relayedEnv(getenv func(string) string) map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"NO_COLOR", "TERM", "COLUMNS", "OPENAI_API_KEY", "OPENAI_BASE_URL", "STARPLAN_MODEL"} {
+		if v := getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// host is what a command running inside a server for a client uses instead of opening the store.
+type host struct {
+	eng *engine.Engine
+}
+
+// throughServerAnnotation marks the commands that run inside a server on their store when one
+// answers on its socket.
+const throughServerAnnotation = "starplan/through-server"
+
+func throughServer(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[throughServerAnnotation] = "yes"
+	return cmd
+}
+
+func writeFrame(w io.Writer, typ byte, payload []byte) error {
+	var head [5]byte
+	head[0] = typ
+	binary.BigEndian.PutUint32(head[1:], uint32(len(payload)))
+	if _, err := w.Write(head[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+func readFrame(r io.Reader) (typ byte, payload []byte, err error) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("a frame of %d bytes is larger than %d", n, maxFrame)
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, nil, err
+	}
+	return head[0], payload, nil
+}
+
+// frameWriter writes each Write as one frame (or several, for a large one) of its type.
+type frameWriter struct {
+	mu  *sync.Mutex // shared by a connection's writers
+	w   io.Writer
+	typ byte
+}
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for done := 0; done < len(p); {
+		n := min(len(p)-done, maxFrame)
+		if err := writeFrame(f.w, f.typ, p[done:done+n]); err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return len(p), nil
+}
+
+// relayCommand runs the command through the server on its store, if one answers on the store's
+// socket. relayed is false when none does: the command then runs here.
+func relayCommand(ctx context.Context, ios IOStreams, g *globalOptions) (code int, relayed bool, err error) {
+	dir, err := storeDir(ios, g)
+	if err != nil {
+		return 0, false, nil // the command reports it itself
+	}
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	conn, err := d.DialContext(dctx, "unix", filepath.Join(dir, SocketName))
+	cancel()
+	if err != nil {
+		return 0, false, nil // no server (or a stale socket a killed server left)
+	}
+	defer conn.Close()
+	wd := ios.Dir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return 0, true, withCode(ExitInternal, fmt.Errorf("finding the working directory: %w", err), "")
+		}
+	}
+	hello, err := json.Marshal(relayHello{Version: relayVersion, Args: ios.args, Env: relayedEnv(ios.Getenv), Dir: wd,
+		OutTTY: ios.OutTTY, InTTY: ios.InTTY, ErrTTY: ios.ErrTTY, Width: ios.Width})
+	if err != nil {
+		return 0, true, withCode(ExitInternal, err, "")
+	}
+	var mu sync.Mutex
+	if err := writeFrame(conn, frameHello, hello); err != nil {
+		return 0, true, serverGone(dir, err)
+	}
+	// Standard input goes to the command as it comes; the command may never read it.
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, rerr := ios.In.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				werr := writeFrame(conn, frameStdin, buf[:n])
+				mu.Unlock()
+				if werr != nil {
+					return
+				}
+			}
+			if rerr != nil {
+				mu.Lock()
+				_ = writeFrame(conn, frameEOF, nil)
+				mu.Unlock()
+				return
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { conn.Close() }) // Ctrl-C: the server cancels the command
+	defer stop()
+	r := bufio.NewReader(conn)
+	for {
+		typ, payload, err := readFrame(r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, true, ctx.Err()
+			}
+			return 0, true, serverGone(dir, err)
+		}
+		switch typ {
+		case frameStdout:
+			ios.Out.Write(payload)
+		case frameStderr:
+			ios.Err.Write(payload)
+		case frameExit:
+			if len(payload) != 4 {
+				return 0, true, serverGone(dir, errors.New("a malformed exit frame"))
+			}
+			return int(binary.BigEndian.Uint32(payload)), true, nil
+		default:
+			return 0, true, serverGone(dir, fmt.Errorf("an unknown frame %q", typ))
+		}
+	}
+}
+
+func serverGone(dir string, err error) error {
+	return withCode(ExitInternal, fmt.Errorf("the server on %s stopped answering: %w", dir, err),
+		"see whether starplan serve is still running on it; the command may or may not have finished (starplan runs shows what was recorded)")
+}
+
+// relayServer runs the commands of clients that connect to a server's socket.
+type relayServer struct {
+	host  *host
+	ln    net.Listener
+	path  string
+	ctx   context.Context // cancelled when the server stops: running commands end
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// listenRelay listens on the store directory's socket. A socket file left by a server that is
+// gone is replaced: the store's lock, which this server holds, proves no other server runs.
+func listenRelay(dir string, eng *engine.Engine) (*relayServer, error) {
+	path := filepath.Join(dir, SocketName)
+	if len(path) >= 108 { // sockaddr_un's sun_path, with its terminating zero
+		return nil, fmt.Errorf("the socket path %s is longer than a unix socket path may be", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	ln, err := listenUnix(path)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// serve accepts clients until close.
+func (s *relayServer) serve() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
+			s.run(conn)
+		}()
+	}
+}
+
+// close stops accepting, ends the commands still running (a command waiting for its client's
+// answer sees its input end, and Ctrl-C's cancellation), waits for them and removes the socket.
+func (s *relayServer) close() {
+	s.mu.Lock()
+	if s.ctx.Err() != nil { // closed before
+		s.mu.Unlock()
+		return
+	}
+	s.stop()
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	os.Remove(s.path)
+}
+
+// run serves one client: its command, with its input, output and exit code.
+func (s *relayServer) run(conn net.Conn) {
+	var wmu sync.Mutex
+	exit := func(code int) {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(code))
+		wmu.Lock()
+		_ = writeFrame(conn, frameExit, b[:])
+		wmu.Unlock()
+	}
+	stderr := frameWriter{mu: &wmu, w: conn, typ: frameStderr}
+	if err := samePeer(conn); err != nil {
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		exit(ExitUsage)
+		return
+	}
+	r := bufio.NewReader(conn)
+	typ, payload, err := readFrame(r)
+	var hello relayHello
+	if err == nil && typ == frameHello {
+		err = json.Unmarshal(payload, &hello)
+	} else if err == nil {
+		err = fmt.Errorf("the first frame is %q, not a hello", typ)
+	}
+	if err == nil && hello.Version != relayVersion {
+		err = fmt.Errorf("the client speaks version %d of the protocol, this server %d", hello.Version, relayVersion)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %s\nTry: use the same starplan binary as the server\n", safe(err.Error()))
+		exit(ExitUsage)
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	in := newStdinBuffer()
+	go func() {
+		// The client's input, until it ends; then the connection's end is the client's Ctrl-C.
+		for {
+			typ, payload, err := readFrame(r)
+			switch {
+			case err != nil:
+				in.close(io.ErrUnexpectedEOF)
+				cancel()
+				return
+			case typ == frameStdin:
+				if !in.add(payload) {
+					cancel()
+					return
+				}
+			case typ == frameEOF:
+				in.close(io.EOF)
+			}
+		}
+	}()
+	ios := IOStreams{
+		In: in, Out: frameWriter{mu: &wmu, w: conn, typ: frameStdout}, Err: stderr,
+		OutTTY: hello.OutTTY, InTTY: hello.InTTY, ErrTTY: hello.ErrTTY, Width: hello.Width,
+		Getenv: func(k string) string { return hello.Env[k] },
+		Dir:    hello.Dir,
+		host:   s.host,
+	}
+	exit(MainContext(ctx, hello.Args, ios))
+}
+
+// stdinBuffer holds a client's standard input until the command reads it.
+type stdinBuffer struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	buf  []byte
+	err  error // set when the input ended
+}
+
+func newStdinBuffer() *stdinBuffer {
+	b := &stdinBuffer{}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// add appends input; false when the client sent more than the server holds.
+func (b *stdinBuffer) add(p []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return true
+	}
+	if len(b.buf)+len(p) > maxStdinBacklog {
+		b.err = fmt.Errorf("more than %d bytes of standard input waiting", maxStdinBacklog)
+		b.cond.Broadcast()
+		return false
+	}
+	b.buf = append(b.buf, p...)
+	b.cond.Broadcast()
+	return true
+}
+
+func (b *stdinBuffer) close(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.cond.Broadcast()
+}
+
+func (b *stdinBuffer) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.buf) == 0 && b.err == nil {
+		b.cond.Wait()
+	}
+	if len(b.buf) == 0 {
+		return 0, b.err
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+// relayRefusal is the error of a command a client asked a server for that does not run there.
+func relayRefusal(cmd *cobra.Command) error {
+	return withCode(ExitUsage, fmt.Errorf("%s does not run through starplan serve", strings.TrimPrefix(cmd.CommandPath(), "starplan ")),
+		"stop the server on this store to run it, or run it on another store with --db")
+}

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// samePeer refuses a client that is not running as this process's user (root excepted): the
+// command it sends runs with the server's rights. The socket's mode already says so; this holds
+// also where a directory's permissions do not.
+func samePeer(conn net.Conn) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("not a unix socket connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("reading the client's credentials: %w", credErr)
+	}
+	if uid := uint32(os.Getuid()); cred.Uid != uid && cred.Uid != 0 {
+		return fmt.Errorf("the client runs as uid %d; this server serves only uid %d through its socket", cred.Uid, uid)
+	}
+	return nil
+}
+
+// listenUnix listens on a unix socket at path that only this user can connect to: the umask
+// is tightened while the socket is made, so there is no moment when it is open to others.
+func listenUnix(path string) (net.Listener, error) {
+	old := unix.Umask(0o177)
+	defer unix.Umask(old)
+	return net.Listen("unix", path)
+}
