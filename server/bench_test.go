@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -139,4 +140,53 @@ func BenchmarkServerOverhead(b *testing.B) {
 	viaHTTP.report(b, "http-")
 	b.ReportMetric(float64((inProcess.pct(0.5) - direct.pct(0.5)).Microseconds()), "handler-added-p50-µs")
 	b.ReportMetric(float64((viaHTTP.pct(0.5) - direct.pct(0.5)).Microseconds()), "http-added-p50-µs")
+}
+
+// BenchmarkClients: throughput and latency of the lab's two-item purchase dry run
+// (testdata/examples/03_two_item_order.star: two reads, two stock updates, two ledger rows, the
+// contract, the diff, the digest, the audit record and two events) over real HTTP, by 1, 8 and
+// 64 concurrent clients, each on its own kept-alive connection. It reports requests per second
+// and the 99th percentile of a request's latency, in milliseconds:
+//
+//	go test -run - -bench Clients -count 6 ./server | tee new.txt && benchstat new.txt
+func BenchmarkClients(b *testing.B) {
+	reply := example(b, "03_two_item_order.star")
+	for _, clients := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			f := newFixture(b, Options{})
+			body, err := json.Marshal(RunRequest{Reply: reply, Request: "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses."})
+			require.NoError(b, err)
+			url := f.web.URL + "/v1/runs"
+			transport := &http.Transport{MaxIdleConnsPerHost: clients}
+			defer transport.CloseIdleConnections()
+			client := &http.Client{Transport: transport}
+			benchRequest(b, client, url, body) // a pending run: the purchase is valid
+			var lat latencies
+			// b.N requests, timed until the last one is answered (b.Loop would stop the timer
+			// while the last clients' requests are still in flight).
+			work := make(chan struct{})
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range work {
+						start := time.Now()
+						benchRequest(b, client, url, body)
+						lat.add(time.Since(start))
+					}
+				}()
+			}
+			b.ResetTimer()
+			for range b.N {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ReportMetric(float64(lat.pct(0.99))/float64(time.Millisecond), "p99-ms")
+			b.ReportMetric(0, "ns/op") // the wall time of b.N requests by many clients: req/s says it
+		})
+	}
 }
