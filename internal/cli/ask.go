@@ -98,6 +98,9 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 	}
 	var review string
 	err = withEngine(ios, g, func(e *engine.Engine) error {
+		// While the model thinks, other commands on the store run through this process.
+		stopHosting := hostWhileWaiting(ios, e)
+		defer stopHosting()
 		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
 			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {

@@ -18,7 +18,11 @@ import (
 
 // modelSession runs commands with the environment pointing at a scripted model server.
 func modelSession(t *testing.T, steps ...llmtest.Step) (*session, *llmtest.Server, func(tty bool, input string, args ...string) output) {
-	s := newSession(t)
+	return modelSessionAt(t, newSession(t), steps...)
+}
+
+// modelSessionAt is modelSession on the store of s.
+func modelSessionAt(t *testing.T, s *session, steps ...llmtest.Step) (*session, *llmtest.Server, func(tty bool, input string, args ...string) output) {
 	srv := llmtest.NewServer(t, steps...)
 	env := map[string]string{"OPENAI_BASE_URL": srv.URL, "OPENAI_API_KEY": llmtest.APIKey, "STARPLAN_MODEL": llmtest.Model, "NO_COLOR": "1"}
 	run := func(tty bool, input string, args ...string) output {
@@ -109,4 +113,25 @@ func TestEvalExitsSixWhenTheModelIsUnreachable(t *testing.T) {
 	require.NoError(t, os.WriteFile(suite, []byte(`{"request": "How many Aviator?", "status": "success"}`+"\n"), 0o644))
 	o := run(false, "", "eval", suite)
 	assert.Equal(t, ExitModel, o.code, o.out)
+}
+
+// While ask waits for the model it holds the store, and lets other commands on it run through
+// it instead of failing on the lock.
+func TestAskLetsOtherCommandsUseTheStoreWhileTheModelThinks(t *testing.T) {
+	s := newSession(t)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	var meanwhile output
+	_, _, run := modelSessionAt(t, s, llmtest.Func(func(llmtest.Request) llmtest.Step {
+		meanwhile = s.run(false, "", "exec", "--apply", example("02_purchase_wayfarer.star"))
+		return reply(t, "01_round_under_100.star")
+	}))
+	o := run(false, "", "ask", "--json", "Do you have any round sunglasses in stock that are under $100?")
+	require.Equal(t, ExitOK, o.code, o.err)
+	require.Equal(t, ExitOK, meanwhile.code, "the other command ran through ask: %s", meanwhile.err)
+	assert.Contains(t, meanwhile.out, `"applied": true`)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs", "--json").out), &runs))
+	assert.Len(t, runs, 2)
+	_, err := os.Stat(filepath.Join(s.dir, SocketName))
+	assert.True(t, os.IsNotExist(err), "ask removed its socket")
 }

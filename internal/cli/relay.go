@@ -225,14 +225,15 @@ func serverGone(dir string, err error) error {
 
 // relayServer runs the commands of clients that connect to a server's socket.
 type relayServer struct {
-	host  *host
-	ln    net.Listener
-	path  string
-	ctx   context.Context // cancelled when the server stops: running commands end
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	host    *host
+	ln      net.Listener
+	path    string
+	ctx     context.Context // cancelled when the server stops: running commands end
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool
 }
 
 // listenRelay listens on the store directory's socket. A socket file left by a server that is
@@ -261,7 +262,7 @@ func (s *relayServer) serve() {
 			return
 		}
 		s.mu.Lock()
-		if s.ctx.Err() != nil {
+		if s.closing {
 			s.mu.Unlock()
 			conn.Close()
 			return
@@ -282,23 +283,52 @@ func (s *relayServer) serve() {
 	}
 }
 
-// close stops accepting, ends the commands still running (a command waiting for its client's
-// answer sees its input end, and Ctrl-C's cancellation), waits for them and removes the socket.
-func (s *relayServer) close() {
+// close stops accepting, lets the commands still running finish for at most grace, then ends
+// them (a command waiting for its client's answer sees its input end, and Ctrl-C's
+// cancellation), waits for them and removes the socket.
+func (s *relayServer) close(grace time.Duration) {
 	s.mu.Lock()
-	if s.ctx.Err() != nil { // closed before
+	if s.closing {
 		s.mu.Unlock()
 		return
 	}
-	s.stop()
+	s.closing = true
 	s.ln.Close()
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+	}
+	s.mu.Lock()
+	s.stop()
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	<-done
 	os.Remove(s.path)
 }
+
+// hostWhileWaiting lets the commands of other processes use the store through this one while it
+// holds the store for a long time (ask, waiting for a model), as `starplan serve` does. The
+// returned function stops, giving those commands a moment to finish. Where no socket can be
+// made, nothing is served: the others then find the store in use, as before.
+func hostWhileWaiting(ios IOStreams, e *engine.Engine) (stop func()) {
+	if ios.host != nil { // already inside a server
+		return func() {}
+	}
+	relay, err := listenRelay(e.Store().Dir(), e)
+	if err != nil {
+		return func() {}
+	}
+	go relay.serve()
+	return func() { relay.close(hostGrace) }
+}
+
+// hostGrace is how long a command that hosted others waits for them before it exits.
+const hostGrace = 10 * time.Second
 
 // run serves one client: its command, with its input, output and exit code.
 func (s *relayServer) run(conn net.Conn) {

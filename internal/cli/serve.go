@@ -106,7 +106,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			fmt.Fprintf(ios.Err, "warning: CLI commands on this store cannot go through the server (%s); they will find the store in use\n", safe(err.Error()))
 		} else {
 			go relay.serve()
-			defer relay.close() // also on the early returns below
+			defer relay.close(0) // also on the early returns below
 			fmt.Fprintf(ios.Err, "starplan serve: CLI commands on this store go through %s\n", safe(relay.path))
 		}
 		var (
@@ -157,7 +157,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		// may close.
 		srv.Drain()
 		if relay != nil {
-			relay.close()
+			relay.close(0) // the server is stopping: commands running for clients end now
 		}
 		if stdioOpen {
 			stopMCP()
