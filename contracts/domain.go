@@ -1,17 +1,15 @@
 package contracts
 
 import (
-	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
 	"strings"
 
 	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/table"
 )
 
@@ -21,9 +19,6 @@ const (
 	AnswerGlobal = "answer_text"
 	StatusGlobal = "STATUS"
 )
-
-//go:embed domains/*.json
-var embedded embed.FS
 
 // Domain is one domain's output contract and mutation policy. Build it with Load or Parse, which
 // validate it and resolve its rules; treat the result as read-only. A loaded Domain is safe for
@@ -144,31 +139,44 @@ func (m LastRows) LastRow(tbl string) (table.Row, bool, error) {
 	return r, ok, nil
 }
 
-// Names lists the embedded domains, sorted.
-func Names() []string {
-	ents, _ := fs.ReadDir(embedded, "domains")
-	var names []string
-	for _, e := range ents {
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			names = append(names, n)
-		}
+// PolicyFile is the file of a domain's directory that holds its contract, run limits and rules
+// (see package domains).
+const PolicyFile = "policy.json"
+
+// Names lists the domains that ship with starplan.
+func Names() []string { return domains.Names() }
+
+// Load returns the policy of a domain that ships with starplan, by name (see Names). An unknown
+// name is an error that lists the known ones.
+func Load(name string) (*Domain, error) {
+	dir, ok := domains.Builtin(name)
+	if !ok {
+		return nil, fmt.Errorf("contracts: no built-in domain %q (have %s)", name, strings.Join(Names(), ", "))
 	}
-	return names
+	data, err := fs.ReadFile(dir, PolicyFile)
+	if err != nil {
+		return nil, fmt.Errorf("contracts: domain %s: %w", name, err)
+	}
+	return FromDefinition(name, map[string]string{PolicyFile: string(data)})
 }
 
-// Load returns the embedded domain with the given name (see Names). An unknown name is an error
-// that lists the known ones.
-func Load(name string) (*Domain, error) {
-	data, err := embedded.ReadFile(path.Join("domains", name+".json"))
-	if err != nil {
-		return nil, fmt.Errorf("contracts: no domain %q (have %s)", name, strings.Join(Names(), ", "))
+// FromDefinition returns the policy of the domain called name from its definition files (a
+// store's store.Domain.Definition): policy.json, whose name must be the domain's. A nil
+// definition (a domain built in Go) means the built-in domain of that name.
+func FromDefinition(name string, def map[string]string) (*Domain, error) {
+	if def == nil {
+		return Load(name)
 	}
-	d, err := Parse(bytes.NewReader(data))
+	text, ok := def[PolicyFile]
+	if !ok {
+		return nil, fmt.Errorf("contracts: domain %s has no %s", name, PolicyFile)
+	}
+	d, err := Parse(strings.NewReader(text))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", PolicyFile, err)
 	}
 	if d.Name != name {
-		return nil, fmt.Errorf("contracts: domains/%s.json declares name %q", name, d.Name)
+		return nil, fmt.Errorf("contracts: %s declares the domain %q, not %q", PolicyFile, d.Name, name)
 	}
 	return d, nil
 }

@@ -23,7 +23,7 @@ func TestLoad(t *testing.T) {
 	assert.Equal(t, 400, d.Contract.MaxChars)
 
 	_, err := contracts.Load("bakery")
-	assert.ErrorContains(t, err, `no domain "bakery" (have inventory)`)
+	assert.ErrorContains(t, err, `no built-in domain "bakery" (have inventory)`)
 }
 
 func TestDescribe(t *testing.T) {
@@ -183,7 +183,7 @@ func TestDependencies(t *testing.T) {
 		assert.NotEqual(t, "github.com/starplan/starplan/store", pkg)
 		if strings.HasPrefix(pkg, "github.com/starplan/starplan/") {
 			assert.Contains(t, []string{"github.com/starplan/starplan/contracts", "github.com/starplan/starplan/table",
-				"github.com/starplan/starplan/diag", "github.com/starplan/starplan/internal/spell", "github.com/starplan/starplan/internal/termsafe"}, pkg)
+				"github.com/starplan/starplan/diag", "github.com/starplan/starplan/domains", "github.com/starplan/starplan/internal/spell", "github.com/starplan/starplan/internal/termsafe"}, pkg)
 		}
 	}
 }

@@ -137,5 +137,5 @@ func (e *Engine) SystemPrompt() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return prompts.System(prompts.Input{Tables: infos, Registry: e.env.Registry(), Policy: e.policy})
+	return prompts.System(prompts.Input{Tables: infos, Registry: e.env.Registry(), Policy: e.policy, Definition: e.st.Domain().Definition})
 }

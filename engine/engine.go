@@ -64,7 +64,7 @@ type Engine struct {
 
 // New returns an engine over st, with the contract and policy of the store's domain.
 func New(st *store.Store, opts Options) (*Engine, error) {
-	policy, err := contracts.Load(st.Domain().Name)
+	policy, err := contracts.FromDefinition(st.Domain().Name, st.Domain().Definition)
 	if err != nil {
 		return nil, fmt.Errorf("loading the contract of domain %s: %w", st.Domain().Name, err)
 	}

@@ -8,8 +8,9 @@
 // contract and mutation policy from contracts.Domain.Describe, and the schema block from the live
 // store's schemas, row counts and sample rows, which the caller passes in as plain values.
 // Per-domain text that no code can derive (what each STATUS means, a tone example for it, one
-// example plan) lives in templates/domains/<domain>.json and .star; a domain without them gets a
-// prompt without those sections.
+// example plan) lives in the domain's directory, prompt.json and example.star (package domains),
+// which the caller passes as the domain's definition; a domain without them gets a prompt
+// without those sections.
 //
 // It must not import the model client (llm) or store internals: the caller reads the store.
 package prompts

@@ -1,9 +1,6 @@
 package prompts
 
 import (
-	"io/fs"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,29 +8,45 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/domains"
 )
 
-// Every embedded domain file belongs to a known domain and notes exactly its statuses, so a
-// renamed or added STATUS cannot silently lose its tone example.
-func TestDomainNotesMatchTheContracts(t *testing.T) {
-	files, err := fs.Glob(templateFS, "templates/domains/*.json")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		name := strings.TrimSuffix(strings.TrimPrefix(f, "templates/domains/"), ".json")
+// Every built-in domain notes exactly its statuses, each with a tone example that is a valid
+// answer, so a renamed or added STATUS cannot silently lose its note.
+func TestBuiltinDomainNotesMatchTheirContracts(t *testing.T) {
+	for _, name := range domains.Names() {
 		policy, err := contracts.Load(name)
-		require.NoError(t, err, f)
-		notes, err := loadDomainNotes(name)
-		require.NoError(t, err, f)
-		assert.ElementsMatch(t, policy.Contract.Statuses, slices.Collect(maps.Keys(notes.Statuses)), f)
-		for s, n := range notes.Statuses {
-			assert.NotEmpty(t, n.When, "%s: %s", f, s)
-			// The tone example is itself a valid answer under its STATUS.
-			ds, err := policy.Check(contracts.Input{Globals: map[string]any{
-				contracts.AnswerGlobal: n.Answer, contracts.StatusGlobal: s,
-			}})
-			require.NoError(t, err)
-			assert.Empty(t, ds, "%s: %s", f, s)
-		}
+		require.NoError(t, err)
+		def := builtinDefinition(name)
+		require.Contains(t, def, NotesFile, name)
+		assert.Empty(t, CheckNotes(def, policy), name)
 	}
+}
+
+// CheckNotes names each kind of problem.
+func TestCheckNotes(t *testing.T) {
+	policy, err := contracts.Load(domains.Inventory)
+	require.NoError(t, err)
+	def := builtinDefinition(domains.Inventory)
+	good := def[NotesFile]
+
+	def[NotesFile] = `{"statuses": {`
+	assert.ErrorContains(t, CheckNotes(def, policy)[0], "prompt.json")
+
+	def[NotesFile] = `{"statuses": {"success": {"when": "", "answer": "Done."}, "sold_out": {"when": "x", "answer": "y"}}}`
+	var msgs []string
+	for _, e := range CheckNotes(def, policy) {
+		msgs = append(msgs, e.Error())
+	}
+	assert.Contains(t, msgs, `prompt.json: STATUS "no_match" of the contract has no note`)
+	assert.Contains(t, msgs, `prompt.json: STATUS "sold_out" is not one of the contract's (success, no_match, insufficient_stock, invalid_request, unsupported_intent)`)
+	assert.Contains(t, msgs, `prompt.json: STATUS "success" has no "when"`)
+
+	def[NotesFile] = good[:len(good)/2]
+	assert.ErrorContains(t, CheckNotes(def, policy)[0], "prompt.json")
+	def[NotesFile] = strings.Replace(good, `"Done: 1 Moon for $120.00. Thank you!"`, `"One. Two. Three."`, 1)
+	require.NotEqual(t, good, def[NotesFile])
+	assert.ErrorContains(t, CheckNotes(def, policy)[0], `the example answer for "success" breaks the contract`)
+	delete(def, NotesFile)
+	assert.Empty(t, CheckNotes(def, policy), "a domain may have no notes")
 }

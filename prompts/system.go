@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/table"
@@ -53,9 +55,12 @@ type Input struct {
 	Tables []TableInfo
 	// Registry is the sandbox's registry ((*sandbox.Env).Registry()); hidden names are skipped.
 	Registry builtins.Registry
-	// Policy is the domain's output contract and mutation policy; required. Its Name selects the
-	// per-domain status notes and example plan (templates/domains/<name>.json and .star).
+	// Policy is the domain's output contract and mutation policy; required.
 	Policy *contracts.Domain
+	// Definition is the domain's definition files (store.Domain.Definition), which hold its
+	// status notes (prompt.json) and example plan (example.star). nil: those of the built-in
+	// domain named Policy.Name, if there is one.
+	Definition map[string]string
 }
 
 // System renders the system prompt: the role, the output format, the Starlark dialect, the
@@ -66,7 +71,11 @@ func System(in Input) (string, error) {
 	if in.Policy == nil {
 		return "", errors.New("prompts: Input.Policy is nil")
 	}
-	dom, err := loadDomainNotes(in.Policy.Name)
+	def := in.Definition
+	if def == nil {
+		def = builtinDefinition(in.Policy.Name)
+	}
+	dom, err := notesFromDefinition(def)
 	if err != nil {
 		return "", err
 	}
@@ -399,6 +408,14 @@ func helperGroups(reg builtins.Registry, infos []TableInfo) []helperGroup {
 	return out
 }
 
+// The files of a domain's directory that the prompt reads (see package domains).
+const (
+	// NotesFile holds what each STATUS means, with a one-line answer_text in the right tone.
+	NotesFile = "prompt.json"
+	// ExampleFile holds the example plan the prompt shows.
+	ExampleFile = "example.star"
+)
+
 // domainNotes is the per-domain text no code can derive: what each STATUS means with a one-line
 // answer_text in the right tone, and an example plan.
 type domainNotes struct {
@@ -406,33 +423,81 @@ type domainNotes struct {
 		When   string `json:"when"`
 		Answer string `json:"answer"`
 	} `json:"statuses"`
-	Example string `json:"-"` // templates/domains/<name>.star, when present
+	Example string `json:"-"` // example.star, when present
 }
 
-// loadDomainNotes reads templates/domains/<name>.json and .star; both are optional.
-func loadDomainNotes(name string) (domainNotes, error) {
+// notesFromDefinition reads a domain's status notes and example plan from its definition files;
+// a domain without them gets a prompt without those sections. The error names the file.
+func notesFromDefinition(def map[string]string) (domainNotes, error) {
 	var n domainNotes
-	data, err := templateFS.ReadFile("templates/domains/" + name + ".json")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return n, fmt.Errorf("prompts: %w", err)
-	default:
-		dec := json.NewDecoder(bytes.NewReader(data))
+	if text, ok := def[NotesFile]; ok {
+		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&n); err != nil {
-			return n, fmt.Errorf("prompts: templates/domains/%s.json: %w", name, err)
+			return n, fmt.Errorf("prompts: %s: %w", NotesFile, err)
 		}
 	}
-	plan, err := templateFS.ReadFile("templates/domains/" + name + ".star")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return n, fmt.Errorf("prompts: %w", err)
-	default:
-		n.Example = strings.TrimSpace(string(plan))
-	}
+	n.Example = strings.TrimSpace(def[ExampleFile])
 	return n, nil
+}
+
+// CheckNotes reports what is wrong with a domain's prompt files against its policy: a
+// prompt.json that does not decode, a STATUS of the contract it says nothing about (or one it
+// notes that the contract lacks), a note without "when", and a tone example that is not itself a
+// valid answer under its STATUS. Each problem is one error naming the file.
+func CheckNotes(def map[string]string, policy *contracts.Domain) []error {
+	n, err := notesFromDefinition(def)
+	if err != nil {
+		return []error{err}
+	}
+	if _, ok := def[NotesFile]; !ok {
+		return nil
+	}
+	var errs []error
+	for _, s := range policy.Contract.Statuses {
+		if _, ok := n.Statuses[s]; !ok {
+			errs = append(errs, fmt.Errorf("%s: STATUS %q of the contract has no note", NotesFile, s))
+		}
+	}
+	names := make([]string, 0, len(n.Statuses))
+	for s := range n.Statuses {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	for _, s := range names {
+		note := n.Statuses[s]
+		if !slices.Contains(policy.Contract.Statuses, s) {
+			errs = append(errs, fmt.Errorf("%s: STATUS %q is not one of the contract's (%s)", NotesFile, s, strings.Join(policy.Contract.Statuses, ", ")))
+			continue
+		}
+		if strings.TrimSpace(note.When) == "" {
+			errs = append(errs, fmt.Errorf("%s: STATUS %q has no \"when\"", NotesFile, s))
+		}
+		ds, err := policy.Check(contracts.Input{Globals: map[string]any{contracts.AnswerGlobal: note.Answer, contracts.StatusGlobal: s}})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: STATUS %q: %w", NotesFile, s, err))
+		}
+		for _, d := range ds {
+			errs = append(errs, fmt.Errorf("%s: the example answer for %q breaks the contract: %s", NotesFile, s, d.Message))
+		}
+	}
+	return errs
+}
+
+// builtinDefinition returns the prompt files of the built-in domain called name; nil when there
+// is none.
+func builtinDefinition(name string) map[string]string {
+	dir, ok := domains.Builtin(name)
+	if !ok {
+		return nil
+	}
+	def := map[string]string{}
+	for _, f := range []string{NotesFile, ExampleFile} {
+		if b, err := fs.ReadFile(dir, f); err == nil {
+			def[f] = string(b)
+		}
+	}
+	return def
 }
 
 // tidy trims trailing spaces, collapses runs of blank lines and ends the text with one newline.

@@ -399,7 +399,7 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 
 // metaAt is the meta record after a commit at seq that changed the touched tables.
 func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables))}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition}
 	for name, t := range s.tables {
 		m.Tables[name] = t.ver
 		if touched[name] {

@@ -22,10 +22,6 @@ const (
 	rootBucket = "root"
 )
 
-// lockTimeout is how long Open waits for another process to release the store's file lock
-// before it reports ErrInUse.
-const lockTimeout = time.Second
-
 // boltStore implements clover's store.Store over a bbolt database that it opens itself (clover's
 // bbolt engine waits forever for the file lock), and adds groups: while group runs, every
 // transaction clover begins is one shared read-write bbolt transaction whose Commit and Rollback

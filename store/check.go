@@ -78,14 +78,14 @@ func (r *CheckReport) add(check, tbl, format string, args ...any) {
 
 // CheckOptions configure Check. The zero value checks the inventory domain's store.
 type CheckOptions struct {
-	// Domain declares the tables; nil means Inventory().
+	// Domain declares the tables; nil means the domain the store recorded.
 	Domain *Domain
 	// LockTimeout overrides DefaultLockTimeout when positive.
 	LockTimeout time.Duration
-	// Invariants checks the committed rows against the domain's policy. It gets every committed
+	// Invariants checks the committed rows against the domain's policy. It gets the domain and every committed
 	// row of every table as inserted into an empty store, tables' rows in key order, and returns
 	// one message per violation. nil skips the policy check; an error is a failure of starplan.
-	Invariants func(rows table.ChangeSet) ([]string, error)
+	Invariants func(dom *Domain, rows table.ChangeSet) ([]string, error)
 	// Records decode the documents of system collections, by name ("runs" for the audit log):
 	// each gets every document's JSON and returns why it does not decode. A collection without
 	// one is checked as JSON only.
@@ -102,15 +102,16 @@ type CheckOptions struct {
 // creates a store), an *InUseError, or a failure of starplan itself. Check never panics on a
 // damaged file.
 func Check(dir string, opts CheckOptions) (*CheckReport, error) {
-	dom, schemas, timeout, err := resolve(opts.Domain, opts.LockTimeout)
-	if err != nil {
-		return nil, err
+	if opts.Domain != nil {
+		if _, err := opts.Domain.compiled(); err != nil {
+			return nil, err
+		}
 	}
 	rep := &CheckReport{File: filepath.Join(dir, dbFileName), Tables: []TableCount{}, Problems: []Problem{}}
 	if fi, err := os.Stat(rep.File); err == nil {
 		rep.Size = fi.Size()
 	}
-	bs, err := openBolt(dir, timeout, false)
+	bs, err := openBolt(dir, lockTimeout(opts.LockTimeout), false)
 	var de *DamagedError
 	if errors.As(err, &de) {
 		rep.add(CheckFile, "", "%s", de.Problem)
@@ -135,7 +136,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		if err != nil {
 			return err
 		}
-		s := &Store{dir: dir, domain: dom, bolt: bs, db: db}
+		s := &Store{dir: dir, bolt: bs, db: db}
 		found, err := s.getSysLocked(metaCollection, metaID, &m)
 		if err == nil && !found {
 			// The file exists: a missing record is damage (or another program's file), never a
@@ -156,9 +157,20 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	if m.Format != formatVersion {
 		rep.add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
+	dom := opts.Domain
+	if dom == nil {
+		if dom, err = m.domain(); err != nil {
+			rep.add(CheckRecord, "", "%v", err)
+			return rep, nil
+		}
+	}
 	if m.Domain != dom.Name {
 		rep.add(CheckRecord, "", "the store holds the %s domain, not %s", m.Domain, dom.Name)
 		return rep, nil
+	}
+	schemas, err := dom.compiled()
+	if err != nil {
+		return nil, err
 	}
 
 	names := dom.tableNames()
@@ -188,7 +200,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		return nil, err
 	}
 	if opts.Invariants != nil {
-		msgs, err := opts.Invariants(rows)
+		msgs, err := opts.Invariants(dom, rows)
 		if err != nil {
 			return nil, err
 		}

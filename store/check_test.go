@@ -33,7 +33,7 @@ func TestCheckASoundStore(t *testing.T) {
 	s := openAt(t, dir)
 	require.NoError(t, s.Close())
 	var got table.ChangeSet
-	rep := checkOf(t, dir, CheckOptions{Invariants: func(rows table.ChangeSet) ([]string, error) {
+	rep := checkOf(t, dir, CheckOptions{Invariants: func(_ *Domain, rows table.ChangeSet) ([]string, error) {
 		got = rows
 		return nil, nil
 	}})
@@ -113,13 +113,13 @@ func TestCheckReportsThePolicy(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir)
 	require.NoError(t, s.Close())
-	rep := checkOf(t, dir, CheckOptions{Invariants: func(table.ChangeSet) ([]string, error) {
+	rep := checkOf(t, dir, CheckOptions{Invariants: func(*Domain, table.ChangeSet) ([]string, error) {
 		return []string{"the balance chain breaks at TXN002"}, nil
 	}})
 	assert.Equal(t, []string{"the balance chain breaks at TXN002"}, problemsOf(rep, CheckPolicy))
 	assert.False(t, rep.OK())
 
-	_, err := Check(dir, CheckOptions{Invariants: func(table.ChangeSet) ([]string, error) { return nil, errors.New("boom") }})
+	_, err := Check(dir, CheckOptions{Invariants: func(*Domain, table.ChangeSet) ([]string, error) { return nil, errors.New("boom") }})
 	assert.ErrorContains(t, err, "boom")
 }
 

@@ -2,15 +2,17 @@ package store
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/table"
 )
 
@@ -20,64 +22,105 @@ import (
 //	domain.json  {"name": "inventory", "doc": "...", "tables": [<table.Schema>, ...]}
 //	seed.json    {"<table>": [<row>, ...], ...}
 //
-// Adding a domain needs no Go changes: LoadDomain reads any such directory.
+// and the files of the layers above the store (the policy, the prompt notes, the example plan;
+// see package domains), which the store keeps as the domain's Definition. Adding a domain needs
+// no Go changes: LoadDomain reads any such directory.
 type Domain struct {
 	Name   string          `json:"name"`
 	Doc    string          `json:"doc,omitempty"`
 	Tables []*table.Schema `json:"tables"`
 	// Seed holds the rows of a new store, per table, already validated against the schemas.
 	Seed map[string][]table.Row `json:"-"`
+	// Definition holds the domain's files as read (every definition file at the root of its
+	// directory but seed.json), by name. A store records them when it is created, and a store
+	// opened without a domain is opened with the one it recorded.
+	Definition map[string]string `json:"-"`
 
 	schemas map[string]*schema
 }
 
-//go:embed domains
-var domainsFS embed.FS
+// The files of a domain's directory. The store reads domain.json and seed.json; it records
+// every definition file (a lower-case name ending in .json, .star or .md) for the layers above.
+const (
+	DomainFile = "domain.json"
+	SeedFile   = "seed.json"
+	// MaxDefinition is the most bytes a domain's definition files may hold together.
+	MaxDefinition = 1 << 20
+)
 
-// Inventory returns the inventory domain that ships with starplan: the tables inventory and
-// transactions, seeded with the demo store (six sunglasses styles and the opening balance). Each
-// call returns a new value that the caller may change.
+var definitionFileRE = regexp.MustCompile(`^[a-z][a-z0-9_]*\.(json|star|md)$`)
+
+// Inventory returns the inventory domain that ships with starplan (domains/inventory): the
+// tables inventory and transactions, seeded with the demo store (six sunglasses styles and the
+// opening balance). Each call returns a new value that the caller may change.
 func Inventory() *Domain {
-	sub, err := fs.Sub(domainsFS, "domains/inventory")
-	if err != nil {
-		panic(err)
+	dir, ok := domains.Builtin(domains.Inventory)
+	if !ok {
+		panic("the inventory domain is not embedded")
 	}
-	d, err := LoadDomain(sub)
+	d, err := LoadDomain(dir)
 	if err != nil {
 		panic(fmt.Sprintf("the embedded inventory domain is broken: %v", err))
 	}
 	return d
 }
 
-// LoadDomain reads a domain from fsys (use os.DirFS for a directory): domain.json, and
-// seed.json when present. It checks every schema and validates every seed row, so a domain that
-// loads can be opened.
+// LoadDomain reads a domain from fsys (use os.DirFS for a directory): domain.json, seed.json
+// when present, and the other definition files as its Definition. It checks every schema and
+// validates every seed row, so a domain that loads can be opened.
 func LoadDomain(fsys fs.FS) (*Domain, error) {
-	raw, err := fs.ReadFile(fsys, "domain.json")
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("load domain: %w", err)
 	}
+	def := map[string]string{}
+	var seed []byte
+	total := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !definitionFileRE.MatchString(e.Name()) {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("load domain: %w", err)
+		}
+		if e.Name() == SeedFile {
+			seed = b
+			continue
+		}
+		if total += len(b); total > MaxDefinition {
+			return nil, fmt.Errorf("load domain: its definition files hold more than %d bytes", MaxDefinition)
+		}
+		def[e.Name()] = string(b)
+	}
+	if _, ok := def[DomainFile]; !ok {
+		return nil, fmt.Errorf("load domain: no %s", DomainFile)
+	}
+	d, err := DomainFromDefinition(def)
+	if err != nil {
+		return nil, err
+	}
+	if seed != nil {
+		if d.Seed, err = d.decodeTables(bytes.NewReader(seed)); err != nil {
+			return nil, fmt.Errorf("load domain %s: %s: %w", d.Name, SeedFile, err)
+		}
+	}
+	return d, nil
+}
+
+// DomainFromDefinition builds a domain (without seed rows) from its definition files, as a
+// store recorded them.
+func DomainFromDefinition(def map[string]string) (*Domain, error) {
 	var d Domain
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(strings.NewReader(def[DomainFile]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("load domain: domain.json: %w", err)
+		return nil, fmt.Errorf("load domain: %s: %w", DomainFile, err)
 	}
 	if err := d.check(); err != nil {
-		return nil, fmt.Errorf("load domain: domain.json: %w", err)
+		return nil, fmt.Errorf("load domain: %s: %w", DomainFile, err)
 	}
-	raw, err = fs.ReadFile(fsys, "seed.json")
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return &d, nil
-	case err != nil:
-		return nil, fmt.Errorf("load domain %s: %w", d.Name, err)
-	}
-	seed, err := d.decodeTables(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("load domain %s: seed.json: %w", d.Name, err)
-	}
-	d.Seed = seed
+	d.Definition = maps.Clone(def)
 	return &d, nil
 }
 

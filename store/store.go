@@ -31,7 +31,8 @@ type Options struct {
 	// MustExist makes Open fail with a *NoStoreError (errors.Is(err, ErrNoStore)) instead of
 	// creating a store when dir holds none. Reads set it: a read never creates state.
 	MustExist bool
-	// Domain declares the tables and seed rows; nil means Inventory().
+	// Domain declares the tables and seed rows. nil opens an existing store with the domain it
+	// recorded when it was created, and creates a new one with Inventory().
 	Domain *Domain
 	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data"
 	// (or "created new store at DIR with empty inventory tables") when Open creates a store; nil
@@ -61,6 +62,8 @@ type Store struct {
 	tables map[string]*memTable
 	seq    int64 // the last commit sequence number
 	closed bool
+	// definition is the domain definition the store recorded, written back with every commit.
+	definition map[string]string
 }
 
 // metaCollection holds the store's own record; system collections are "_" + name; domain
@@ -80,6 +83,24 @@ type metaRecord struct {
 	// own, domain tables and system collections alike (see digest.go); a collection it does not
 	// name holds none. It is nil in a store written before digests existed, until its first write.
 	Digests map[string]collDigest `json:"digests,omitempty"`
+	// Definition is the domain's definition files (Domain.Definition), recorded when the store
+	// was created. A store created before it was kept holds the inventory domain.
+	Definition map[string]string `json:"definition,omitempty"`
+}
+
+// domain is the domain a store holds by its record, for a caller that named none.
+func (m *metaRecord) domain() (*Domain, error) {
+	if m.Definition == nil {
+		if m.Domain != Inventory().Name {
+			return nil, fmt.Errorf("the store holds the %s domain but not its definition", m.Domain)
+		}
+		return Inventory(), nil
+	}
+	d, err := DomainFromDefinition(m.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("the store's recorded domain: %w", err)
+	}
+	return d, nil
 }
 
 // DefaultDir is where the store lives when the command line does not say: $STARPLAN_DB, else
@@ -111,19 +132,16 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
 // nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
-	dom, schemas, timeout, err := resolve(opts.Domain, opts.LockTimeout)
+	if opts.Domain != nil {
+		if _, err := opts.Domain.compiled(); err != nil {
+			return nil, err
+		}
+	}
+	bs, err := openBolt(dir, lockTimeout(opts.LockTimeout), !opts.MustExist)
 	if err != nil {
 		return nil, err
 	}
-	bs, err := openBolt(dir, timeout, !opts.MustExist)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{dir: dir, domain: dom, schemas: schemas, bolt: bs, tables: map[string]*memTable{}}
-	for name := range schemas {
-		s.names = append(s.names, name)
-	}
-	sort.Strings(s.names)
+	s := &Store{dir: dir, bolt: bs, tables: map[string]*memTable{}}
 	err = guard(bs.path, func() error {
 		var err error
 		if s.db, err = clover.OpenWithStore(bs); err != nil {
@@ -142,7 +160,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	if s.created && opts.Stderr != nil {
+	if dom := s.domain; s.created && opts.Stderr != nil {
 		if opts.NoSeed || len(dom.Seed) == 0 {
 			fmt.Fprintf(opts.Stderr, "created new store at %s with empty %s tables\n", dir, dom.Name)
 		} else {
@@ -152,21 +170,23 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// resolve returns the domain a caller named (the inventory domain when nil), its compiled
-// schemas, and the lock timeout to wait for (DefaultLockTimeout when 0): what Open and Check
-// both start from.
-func resolve(dom *Domain, timeout time.Duration) (*Domain, map[string]*schema, time.Duration, error) {
-	if dom == nil {
-		dom = Inventory()
+// lockTimeout is the lock timeout to wait for: DefaultLockTimeout when 0.
+func lockTimeout(t time.Duration) time.Duration {
+	if t <= 0 {
+		return DefaultLockTimeout
 	}
+	return t
+}
+
+// use makes dom the store's domain.
+func (s *Store) use(dom *Domain) error {
 	schemas, err := dom.compiled()
 	if err != nil {
-		return nil, nil, 0, err
+		return err
 	}
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	return dom, schemas, timeout, nil
+	s.domain, s.schemas, s.names = dom, schemas, dom.tableNames()
+	sort.Strings(s.names)
+	return nil
 }
 
 // init creates or checks the store's collections and loads every table into memory, verifying
@@ -195,6 +215,13 @@ func (s *Store) init(opts Options) error {
 		if opts.MustExist {
 			return &DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record and no data: a store whose creation was interrupted (starplan db init makes one in it), or not a starplan store"}
 		}
+		dom := opts.Domain
+		if dom == nil {
+			dom = Inventory()
+		}
+		if err := s.use(dom); err != nil {
+			return err
+		}
 		if err := s.create(opts.NoSeed); err != nil {
 			return err
 		}
@@ -205,6 +232,18 @@ func (s *Store) init(opts Options) error {
 	}
 	if m.Format != formatVersion {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
+	}
+	s.definition = m.Definition
+	if s.domain == nil {
+		dom := opts.Domain
+		if dom == nil {
+			if dom, err = m.domain(); err != nil {
+				return &DamagedError{Path: s.bolt.path, Problem: err.Error(), Err: err}
+			}
+		}
+		if err := s.use(dom); err != nil {
+			return err
+		}
 	}
 	if m.Domain != s.domain.Name {
 		return &DomainError{Dir: s.dir, Holds: m.Domain, Wanted: s.domain.Name}
@@ -319,7 +358,7 @@ func (s *Store) create(noSeed bool) error {
 			return err
 		}
 	}
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}, Definition: s.domain.Definition}
 	return s.bolt.runGroup(func(*bbolt.Tx) error {
 		for _, name := range s.names {
 			if err := s.db.CreateCollection(name); err != nil {

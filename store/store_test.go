@@ -81,10 +81,10 @@ func TestOpenNoSeed(t *testing.T) {
 // TestSeedIsTheDemoStore checks the embedded seed against the shared evaluation data, byte for
 // byte in meaning, and that a new store holds exactly it.
 func TestSeedIsTheDemoStore(t *testing.T) {
-	raw, err := os.ReadFile("domains/inventory/seed.json")
+	raw, err := os.ReadFile("../domains/inventory/seed.json")
 	require.NoError(t, err)
 	if shared, err := os.ReadFile("../../shared/eval/seed-store.json"); err == nil {
-		assert.JSONEq(t, string(shared), string(raw), "store/domains/inventory/seed.json must be the demo store")
+		assert.JSONEq(t, string(shared), string(raw), "domains/inventory/seed.json must be the demo store")
 	}
 	s := openTemp(t)
 	var dump bytes.Buffer
@@ -229,7 +229,13 @@ func TestDomainFromFiles(t *testing.T) {
 	require.NoError(t, s.ApplyPending(bg, &p, nil))
 	require.NoError(t, s.Close())
 
-	_, err = Open(dir, Options{})
+	// Opened without a domain, the store has the one it recorded; opened as another, it refuses.
+	s, err = Open(dir, Options{MustExist: true})
+	require.NoError(t, err)
+	assert.Equal(t, "library", s.Domain().Name)
+	assert.Equal(t, []string{"books"}, s.Names())
+	require.NoError(t, s.Close())
+	_, err = Open(dir, Options{Domain: Inventory()})
 	assert.ErrorContains(t, err, "holds the library domain, not inventory")
 	var de *DomainError
 	require.ErrorAs(t, err, &de)

@@ -270,12 +270,7 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return err
 	}
-	dom := store.Inventory()
-	inv, err := stateInvariants(dom.Name)
-	if err != nil {
-		return withCode(ExitInternal, err, "")
-	}
-	rep, err := store.Check(dir, store.CheckOptions{Domain: dom, Invariants: inv,
+	rep, err := store.Check(dir, store.CheckOptions{Invariants: stateInvariants,
 		Records: map[string]func([]byte) error{engine.AuditCollection: engine.CheckRecord}})
 	if err != nil {
 		return storeError(dir, err)
@@ -316,22 +311,20 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 		"restore "+rep.File+" from a backup; a policy problem in the rows alone can also be corrected with starplan db export and db import --replace")
 }
 
-// stateInvariants returns a check of the committed rows against the named domain's state rules
+// stateInvariants checks the committed rows against the state rules of the store's domain
 // (contracts.Domain.CheckState), through the policy the engine checks every run with.
-func stateInvariants(domain string) (func(table.ChangeSet) ([]string, error), error) {
-	pol, err := contracts.Load(domain)
+func stateInvariants(dom *store.Domain, rows table.ChangeSet) ([]string, error) {
+	pol, err := contracts.FromDefinition(dom.Name, dom.Definition)
 	if err != nil {
 		return nil, err
 	}
-	return func(rows table.ChangeSet) ([]string, error) {
-		ds, err := pol.CheckState(rows)
-		if err != nil {
-			return nil, err
-		}
-		msgs := make([]string, len(ds))
-		for i, dg := range ds {
-			msgs[i] = dg.Code + ": " + dg.Message
-		}
-		return msgs, nil
-	}, nil
+	ds, err := pol.CheckState(rows)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]string, len(ds))
+	for i, dg := range ds {
+		msgs[i] = dg.Code + ": " + dg.Message
+	}
+	return msgs, nil
 }
