@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/starplan/starplan/internal/termsafe"
 )
 
 // The MCP tools' inputs that are not the HTTP API's bodies.
@@ -102,8 +105,8 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"until apply_run with its run_id and digest. Give the customer's request as request.\n\n" +
 			"How to write the plan (the program):\n\n" + ref,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Run(ctx, in, OriginMCP)
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.run(ctx, in, OriginMCP, progress(ctx, req))
 		return nil, doc, err
 	})
 
@@ -114,8 +117,8 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"reviewed. Applying an applied run again answers with the first result and writes nothing. If the data " +
 			"moved since the dry run the outcome is conflict and nothing is written: run the plan again.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &open, IdempotentHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Apply(ctx, in.RunID, in.Digest, OriginMCP)
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.apply(ctx, in.RunID, in.Digest, OriginMCP, progress(ctx, req))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,4 +159,55 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		return nil, doc, err
 	})
 	return m, nil
+}
+
+// progress returns the observer that sends a call's events to its client as progress
+// notifications, or nil when the call carries no progress token. Each event is one step: its
+// message is the event's type and a short, escaped detail, and its _meta holds the event. A
+// notification that cannot be sent is dropped: progress never fails the call.
+func progress(ctx context.Context, req *mcp.CallToolRequest) observer {
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	step := 0
+	return func(e Event) {
+		step++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(step), Message: progressMessage(e),
+			Meta: mcp.Meta{progressEventKey: e},
+		})
+	}
+}
+
+// progressEventKey is the _meta key of a progress notification's event, as /v1/events sends it.
+const progressEventKey = "starplan/event"
+
+// progressMessage is an event on one line: "finished r_…: outcome ok, state pending, 2 rows".
+// Only the event's message can hold text from elsewhere (an error, a plan's diagnostic): it is
+// escaped and cut.
+func progressMessage(e Event) string {
+	var details []string
+	add := func(label, v string) {
+		if v != "" {
+			details = append(details, label+v)
+		}
+	}
+	add("outcome ", string(e.Outcome))
+	add("state ", e.State)
+	if e.Rows > 0 {
+		add("", fmt.Sprintf("%d rows", e.Rows))
+	}
+	add("code ", e.Code)
+	add("", termsafe.Truncate(termsafe.Escape(e.Message, 0), 160))
+	msg := e.Type
+	if id := e.RunID; id != "" {
+		msg += " " + id
+	} else if e.RequestID != "" {
+		msg += " " + e.RequestID
+	}
+	if len(details) > 0 {
+		msg += ": " + strings.Join(details, ", ")
+	}
+	return msg
 }
