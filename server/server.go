@@ -57,6 +57,9 @@ type Options struct {
 	Model engine.Model
 	// MaxRepairs is engine.AskRequest.MaxRepairs for the model's plans (0: the engine's default).
 	MaxRepairs int
+	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
+	// the client supports it: the digest alone approves, as for clients without elicitation.
+	NoElicit bool
 }
 
 // Server serves one engine to many clients at once. Create it with New; it is safe for
