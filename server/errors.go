@@ -20,6 +20,7 @@ const (
 	CodeDigestMismatch = "digest-mismatch" // apply with a digest that is not the run's
 	CodeNotApplicable  = "not-applicable"  // the run has nothing to apply (failed, read-only)
 	CodeRejected       = "run-rejected"    // the run was rejected; it can no longer be applied
+	CodeDeclined       = "apply-declined"  // MCP: the person did not confirm the apply; the run is still pending
 	CodeAlreadyApplied = "already-applied" // reject of a run that was applied
 	CodeInternal       = "internal"        // starplan itself failed
 	CodeUnavailable    = "shutting-down"   // the server is draining

@@ -65,12 +65,13 @@ func newBroker(backlog int, now func() time.Time) *broker {
 	return &broker{max: backlog, now: now, subs: map[*subscription]struct{}{}}
 }
 
-// publish stamps e with the next id and the time and hands it to every subscriber.
-func (b *broker) publish(e Event) {
+// publish stamps e with the next id and the time, hands it to every subscriber and returns it
+// as stamped (unstamped once the broker is closed).
+func (b *broker) publish(e Event) Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return
+		return e
 	}
 	b.last++
 	e.ID, e.Time = b.last, b.now()
@@ -89,6 +90,7 @@ func (b *broker) publish(e Event) {
 			delete(b.subs, s)
 		}
 	}
+	return e
 }
 
 // subscribe registers a listener and returns the events after lastID still in the backlog.

@@ -3,8 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/starplan/starplan/diffview"
+	"github.com/starplan/starplan/internal/termsafe"
 )
 
 // The MCP tools' inputs that are not the HTTP API's bodies.
@@ -102,8 +106,8 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"until apply_run with its run_id and digest. Give the customer's request as request.\n\n" +
 			"How to write the plan (the program):\n\n" + ref,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Run(ctx, in, OriginMCP)
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
+		doc, err := s.run(ctx, in, OriginMCP, progress(ctx, req))
 		return nil, doc, err
 	})
 
@@ -111,11 +115,32 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		Name:  "apply_run",
 		Title: "Apply a pending run",
 		Description: "Write a pending run's changes, all or nothing, if digest is the digest of the changes that were " +
-			"reviewed. Applying an applied run again answers with the first result and writes nothing. If the data " +
+			"reviewed. When the client supports elicitation, the person is first asked to confirm, with a one-line " +
+			"summary of the changes; if they do not, nothing is written, the result is an error (" + CodeDeclined + ") " +
+			"carrying the run, still pending, and it can be applied later with the same digest. " +
+			"Applying an applied run again answers with the first result and writes nothing. If the data " +
 			"moved since the dry run the outcome is conflict and nothing is written: run the plan again.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &open, IdempotentHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Apply(ctx, in.RunID, in.Digest, OriginMCP)
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
+		if s.asks(req) {
+			doc, pending, err := s.toApply(in.RunID, in.Digest)
+			if err != nil {
+				return nil, nil, err
+			}
+			if pending {
+				answer := confirmation(req, doc)
+				if answer == nil { // ask first: the SDK calls again with the answer
+					return &mcp.CallToolResult{
+						InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Message: confirmMessage(doc), RequestedSchema: confirmForm}},
+						RequestState:  confirmState(doc),
+					}, nil, nil
+				}
+				if answer.Action != "accept" {
+					return declined(doc, answer.Action), doc, nil // nothing was written
+				}
+			}
+		}
+		doc, err := s.apply(ctx, in.RunID, in.Digest, OriginMCP, progress(ctx, req))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,4 +181,117 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		return nil, doc, err
 	})
 	return m, nil
+}
+
+// confirmKey names apply_run's one input request: the person's confirmation.
+const confirmKey = "confirm_apply"
+
+// confirmForm is the schema of the confirmation: no fields, the person accepts or declines.
+var confirmForm = map[string]any{"type": "object", "properties": map[string]any{}}
+
+// asks reports whether apply_run asks the person before it writes: the client declared form
+// elicitation and Options.NoElicit is not set. Without it the digest alone approves.
+func (s *Server) asks(req *mcp.CallToolRequest) bool {
+	if s.opts.NoElicit {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	e := caps.Elicitation
+	return e.Form != nil || e.URL == nil // neither set means form (the older protocol versions)
+}
+
+// confirmState ties the answer to the question: the answer counts only for the run and digest it
+// was asked about. It is opaque to the client, which echoes it with the answer.
+func confirmState(doc *RunDocument) string { return "confirm " + doc.RunID + " " + doc.Digest }
+
+// confirmation returns the person's answer to the question asked about doc, or nil when it has
+// not been asked yet. The client relays the answer: as everything an MCP client reports, it is
+// the client's word, and the digest stays what binds an apply to the reviewed changes.
+func confirmation(req *mcp.CallToolRequest, doc *RunDocument) *mcp.ElicitResult {
+	if req.Params.RequestState != confirmState(doc) {
+		return nil
+	}
+	answer, _ := req.Params.InputResponses[confirmKey].(*mcp.ElicitResult)
+	return answer
+}
+
+// confirmMessage is the question, on one line: the run, the customer's request, what the run
+// changes per table and the start of the digest. The request is the client's text: its unsafe
+// characters are escaped, so the line shows what it says. The rest is the server's (the run id,
+// the digest, the counts) or the domain's (table names, which are identifiers).
+func confirmMessage(doc *RunDocument) string {
+	msg := "Apply run " + doc.RunID
+	if doc.Request != "" {
+		msg += ` for "` + termsafe.Truncate(termsafe.Escape(doc.Request, 0), 80) + `"`
+	}
+	return msg + ": " + diffview.Summary(doc.Changes) + " (digest " + clip(doc.Digest, len(digestPrefix)+12) + ")?"
+}
+
+// declined is apply_run's answer when the person did not confirm: a tool error that carries the
+// run (still pending) as its structured content.
+func declined(doc *RunDocument, action string) *mcp.CallToolResult {
+	how := "did not agree to apply"
+	switch action {
+	case "decline":
+		how = "declined to apply"
+	case "cancel":
+		how = "dismissed the question whether to apply"
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+		"%s: the person %s run %s; nothing was written. The run is still pending: apply_run again with the same digest "+
+			"once they agree, or reject_run with their feedback.", CodeDeclined, how, doc.RunID)}}}
+}
+
+// progress returns the observer that sends a call's events to its client as progress
+// notifications, or nil when the call carries no progress token. Each event is one step: its
+// message is the event's type and a short, escaped detail, and its _meta holds the event. A
+// notification that cannot be sent is dropped: progress never fails the call.
+func progress(ctx context.Context, req *mcp.CallToolRequest) observer {
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	step := 0
+	return func(e Event) {
+		step++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(step), Message: progressMessage(e),
+			Meta: mcp.Meta{progressEventKey: e},
+		})
+	}
+}
+
+// progressEventKey is the _meta key of a progress notification's event, as /v1/events sends it.
+const progressEventKey = "starplan/event"
+
+// progressMessage is an event on one line: "finished r_…: outcome ok, state pending, 2 rows".
+// Only the event's message can hold text from elsewhere (an error, a plan's diagnostic): it is
+// escaped and cut.
+func progressMessage(e Event) string {
+	var details []string
+	add := func(label, v string) {
+		if v != "" {
+			details = append(details, label+v)
+		}
+	}
+	add("outcome ", string(e.Outcome))
+	add("state ", e.State)
+	if e.Rows > 0 {
+		add("", fmt.Sprintf("%d rows", e.Rows))
+	}
+	add("code ", e.Code)
+	add("", termsafe.Truncate(termsafe.Escape(e.Message, 0), 160))
+	msg := e.Type
+	if id := e.RunID; id != "" {
+		msg += " " + id
+	} else if e.RequestID != "" {
+		msg += " " + e.RequestID
+	}
+	if len(details) > 0 {
+		msg += ": " + strings.Join(details, ", ")
+	}
+	return msg
 }

@@ -29,8 +29,23 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // carries) or over streamable HTTP.
 func mcpClient(t *testing.T, f *fixture, overHTTP bool) *mcp.ClientSession {
 	t.Helper()
+	return mcpClientWith(t, f, overHTTP, nil, "")
+}
+
+// label names a subtest after a protocol version.
+func label(version string) string {
+	if version == "" {
+		return "latest"
+	}
+	return version
+}
+
+// mcpClientWith is mcpClient with the client's options (its elicitation and progress handlers)
+// and a protocol version ("" for the SDK's latest).
+func mcpClientWith(t *testing.T, f *fixture, overHTTP bool, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
 	ctx := testContext(t)
-	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, opts)
 	var transport mcp.Transport
 	if overHTTP {
 		transport = &mcp.StreamableClientTransport{
@@ -46,7 +61,7 @@ func mcpClient(t *testing.T, f *fixture, overHTTP bool) *mcp.ClientSession {
 		t.Cleanup(func() { cancel(); <-done })
 		transport = clientSide
 	}
-	cs, err := client.Connect(ctx, transport, nil)
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	require.NoError(t, err)
 	t.Cleanup(func() { cs.Close() })
 	return cs

@@ -57,6 +57,9 @@ type Options struct {
 	Model engine.Model
 	// MaxRepairs is engine.AskRequest.MaxRepairs for the model's plans (0: the engine's default).
 	MaxRepairs int
+	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
+	// the client supports it: the digest alone approves, as for clients without elicitation.
+	NoElicit bool
 }
 
 // Server serves one engine to many clients at once. Create it with New; it is safe for
@@ -328,6 +331,22 @@ func newRequestID() string {
 // Run dry-runs a plan: the result document, with the digest of the changes it would make. A run
 // that changes data stays pending until Apply.
 func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDocument, error) {
+	return s.run(ctx, req, origin, nil)
+}
+
+// observer is told the events of one call as they are published (an MCP call's progress); nil
+// tells no one. It runs on the call's goroutine, never under the broker's lock.
+type observer func(Event)
+
+// emit publishes e and tells the call's observer, if any, the event as published.
+func (s *Server) emit(obs observer, e Event) {
+	e = s.events.publish(e)
+	if obs != nil {
+		obs(e)
+	}
+}
+
+func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs observer) (*RunDocument, error) {
 	src, plan, err := source(req.Reply, req.Program, req.PlanJSON)
 	if err != nil {
 		return nil, err
@@ -337,10 +356,10 @@ func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDo
 		return nil, err
 	}
 	qid := newRequestID()
-	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
+	s.emit(obs, Event{Type: EventStarted, RequestID: qid, Origin: origin})
 	res, err := s.eng.Run(ctx, engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin})
 	if err != nil {
-		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
+		s.emit(obs, Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
 	}
 	doc, err := s.document(res, nil, nil)
@@ -348,7 +367,7 @@ func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDo
 		return nil, err
 	}
 	doc.Request, doc.Origin = req.Request, origin
-	s.events.publish(Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, Origin: origin, Outcome: doc.Outcome,
+	s.emit(obs, Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, Origin: origin, Outcome: doc.Outcome,
 		State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
 	return doc, nil
 }
@@ -391,21 +410,36 @@ func (s *Server) Show(id string) (*RunDocument, error) {
 // is answered the same way on every later apply. The error is an *Error for a wrong digest, an
 // unknown run, a rejected run or one with nothing to apply.
 func (s *Server) Apply(ctx context.Context, id, digest, origin string) (*RunDocument, error) {
-	doc, err := s.Show(id)
+	return s.apply(ctx, id, digest, origin, nil)
+}
+
+// toApply is what Apply checks before it writes: the run's document, if digest is the digest of
+// its changes. pending is true when the run waits for this apply; otherwise doc and err are
+// Apply's answer.
+func (s *Server) toApply(id, digest string) (doc *RunDocument, pending bool, err error) {
+	doc, err = s.Show(id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if digest != doc.Digest {
-		return nil, errorf(http.StatusPreconditionFailed, CodeDigestMismatch, "review the run again (GET /v1/runs/"+id+") and apply with the digest it shows",
+		return nil, false, errorf(http.StatusPreconditionFailed, CodeDigestMismatch, "review the run again (GET /v1/runs/"+id+") and apply with the digest it shows",
 			"the digest %q is not the digest of run %s's changes; nothing was written", clip(digest, 80), id)
 	}
 	if done, err := settled(doc); done || err != nil {
+		return doc, false, err
+	}
+	return doc, true, nil
+}
+
+func (s *Server) apply(ctx context.Context, id, digest, origin string, obs observer) (*RunDocument, error) {
+	doc, pending, err := s.toApply(id, digest)
+	if !pending {
 		return doc, err
 	}
 	_, err = s.eng.ApplyAs(ctx, id, origin)
 	var re *engine.RunError
 	if err != nil && !errors.As(err, &re) {
-		s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})
+		s.emit(obs, Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
 	}
 	// Whatever happened (this apply, or another client's that came first), the log has the
@@ -417,9 +451,9 @@ func (s *Server) Apply(ctx context.Context, id, digest, origin string) (*RunDocu
 	if re == nil {
 		switch doc.State {
 		case StateApplied:
-			s.events.publish(Event{Type: EventApplied, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
+			s.emit(obs, Event{Type: EventApplied, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
 		case StateConflict:
-			s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Code: engine.CodeConflict, Message: firstMessage(doc.Diagnostics)})
+			s.emit(obs, Event{Type: EventFailed, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Code: engine.CodeConflict, Message: firstMessage(doc.Diagnostics)})
 		}
 	}
 	if done, err := settled(doc); done || err != nil {
