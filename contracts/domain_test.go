@@ -187,3 +187,30 @@ func TestDependencies(t *testing.T) {
 		}
 	}
 }
+
+// Every kind says which of its parameters name tables and fields, and CheckSchema finds each
+// name a domain's tables lack.
+func TestCheckSchema(t *testing.T) {
+	for _, k := range contracts.Kinds() {
+		for _, p := range strings.Split(strings.NewReplacer("[", "", "]", "").Replace(k.Params), ", ") {
+			assert.True(t, contracts.KindRefersTo(k.Name, p), "kind %s: parameter %s is not in refs", k.Name, p)
+		}
+	}
+	d := loadInventory(t)
+	fields := map[string][]string{
+		"inventory":    {"item_id", "name", "description", "quantity_in_stock", "price"},
+		"transactions": {"transaction_id", "customer_name", "transaction_summary", "transaction_amount", "balance_after_transaction", "timestamp"},
+	}
+	assert.Empty(t, d.CheckSchema(fields))
+
+	fields["stock"] = fields["inventory"]
+	delete(fields, "inventory")
+	fields["transactions"] = []string{"transaction_id", "amount", "balance_after_transaction"}
+	var msgs []string
+	for _, err := range d.CheckSchema(fields) {
+		msgs = append(msgs, err.Error())
+	}
+	assert.Contains(t, msgs, `rule "only_inventory_and_transactions": tables names table "inventory", which the domain does not have`)
+	assert.Contains(t, strings.Join(msgs, "\n"), `rule "balance_chain": amount_field names field "transaction_amount", which table transactions does not have`)
+	assert.Len(t, msgs, 8, "every rule that names a missing table or field")
+}

@@ -2,8 +2,11 @@ package contracts
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/starplan/starplan/internal/spell"
 )
 
 // checkFunc is a resolved rule: it reports violations on the pass and returns an error only for a
@@ -172,4 +175,87 @@ func set(names []string) map[string]bool {
 // inSet reports whether name is in s; a nil s holds every name.
 func inSet(s map[string]bool, name string) bool {
 	return s == nil || s[name]
+}
+
+// refs says, per kind, which parameters name tables ("") and which name fields of the table a
+// parameter names (the field's table parameter), so CheckSchema can check them against a schema.
+var refs = map[string]map[string]string{
+	"only_tables":          {"tables": ""},
+	"no_deletes":           {"tables": ""},
+	"no_inserts":           {"table": ""},
+	"append_only":          {"table": ""},
+	"key_immutable":        {"tables": ""},
+	"mutable_fields":       {"table": "", "fields": "table"},
+	"non_negative":         {"table": "", "field": "table"},
+	"ledger_per_item":      {"stock_table": "", "stock_field": "stock_table", "price_field": "stock_table", "ledger_table": "", "amount_field": "ledger_table"},
+	"balance_chain":        {"ledger_table": "", "amount_field": "ledger_table", "balance_field": "ledger_table"},
+	"non_negative_balance": {"ledger_table": "", "amount_field": "ledger_table", "balance_field": "ledger_table"},
+}
+
+// KindRefersTo reports whether CheckSchema knows what the parameter of a kind names.
+func KindRefersTo(kind, param string) bool {
+	_, ok := refs[kind][param]
+	return ok
+}
+
+// CheckSchema reports every table and field a rule names that the domain's tables lack (fields
+// lists each table's fields), with a did-you-mean where one is near: a rule about a table that
+// does not exist would never fire.
+func (d *Domain) CheckSchema(fields map[string][]string) []error {
+	tables := make([]string, 0, len(fields))
+	for t := range fields {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	var errs []error
+	for _, r := range d.Rules {
+		ref := refs[r.Kind]
+		names := make([]string, 0, len(ref))
+		for p := range ref {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		for _, p := range names {
+			of := ref[p]
+			for _, v := range stringsOf(r.Params[p]) {
+				switch {
+				case of == "":
+					if _, ok := fields[v]; !ok {
+						errs = append(errs, fmt.Errorf("rule %q: %s names table %q, which the domain does not have%s", r.Name, p, v, hintOf(v, tables)))
+					}
+				default:
+					tbl, _ := r.Params[of].(string)
+					fs, ok := fields[tbl]
+					if ok && !slices.Contains(fs, v) {
+						errs = append(errs, fmt.Errorf("rule %q: %s names field %q, which table %s does not have%s", r.Name, p, v, tbl, hintOf(v, fs)))
+					}
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// stringsOf is a parameter's value as a list of strings: one string, or each string of a list.
+func stringsOf(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func hintOf(x string, candidates []string) string {
+	if near := spell.Nearest(x, candidates); near != "" {
+		return fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return ""
 }

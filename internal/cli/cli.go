@@ -224,6 +224,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newCheckCmd(ios, g),
 		newRunCmd(ios, g),
 		newDBCmd(ios, g),
+		newDomainCmd(ios, g),
 		createsStore(newServeCmd(ios, g)),
 		newWorkerCmd(ios),
 		newDocsCmd(ios),

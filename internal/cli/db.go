@@ -28,7 +28,8 @@ type dbOptions struct {
 	Table   string
 	File    string
 	Empty   bool
-	BOM     bool // db export --bom: a UTF-8 byte order mark first, for spreadsheets
+	BOM     bool   // db export --bom: a UTF-8 byte order mark first, for spreadsheets
+	Domain  string // db init --domain: the directory of the store's domain
 }
 
 func newDBCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -45,10 +46,17 @@ rows. db check, dump and export only read: on a missing store they say so and cr
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create a new store, seeded with the demo data (--empty: with empty tables)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runDBInit(ios, g, opts) },
+		Long: `Create a new store. It holds the built-in inventory domain, seeded with the demo data
+(--empty: with empty tables), or the domain in the directory --domain names (with its seed.json,
+if it has one). A domain directory is checked as a whole first (starplan domain check DIR), and a
+broken one creates nothing. The store keeps its domain: later commands need no flag.`,
+		Example: `  starplan db init --db ./shop
+  starplan db init --domain ./library --db ./library-store`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDBInit(ios, g, opts) },
 	}
 	initCmd.Flags().BoolVar(&opts.Empty, "empty", false, "create the tables without the demo rows")
+	initCmd.Flags().StringVar(&opts.Domain, "domain", "", "the directory of the domain the store holds (default: the built-in inventory domain)")
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "Verify the store's file, its rows and the domain's invariants; exit 1 when anything is wrong",
@@ -122,7 +130,14 @@ func withStore(ios IOStreams, g *globalOptions, opts store.Options, fn func(*sto
 }
 
 func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, store.Options{NoSeed: opts.Empty}, func(st *store.Store) error {
+	var dom *store.Domain
+	if opts.Domain != "" {
+		var err error
+		if dom, err = loadDomainDir(ios, opts.Domain); err != nil {
+			return err
+		}
+	}
+	return withStore(ios, g, store.Options{NoSeed: opts.Empty, Domain: dom}, func(st *store.Store) error {
 		if !st.Created() {
 			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
 				"starplan db seed --force replaces its data with the demo data; pass --db DIR to create a store elsewhere")

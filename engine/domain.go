@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/prompts"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
+)
+
+// DomainFiles are the files a domain's directory may hold (see package domains), with what each
+// is; README.md may document the domain.
+var DomainFiles = []struct{ Name, Doc string }{
+	{store.DomainFile, "name, doc and tables: fields, types, keys, key generation, bounds"},
+	{store.SeedFile, "the rows of a new store (optional)"},
+	{contracts.PolicyFile, "the output contract (statuses, which may write, answer bounds), run limits and rules"},
+	{prompts.NotesFile, "what each STATUS means, with an answer in the right tone (optional)"},
+	{prompts.ExampleFile, "an example plan the prompt shows (optional; it must pass the check)"},
+	{"README.md", "notes for people (optional; not read)"},
+}
+
+// LoadDomain reads a domain's directory and checks it as a whole, before any store is made of
+// it: each file by the layer that reads it (the tables and seed rows by the store, the policy by
+// contracts, the status notes by prompts), then across them: every table and field a rule names
+// exists, every STATUS has its note and the notes' example answers keep the contract, the example
+// plan passes the check against the domain's own tables, and no file is one starplan does not
+// read (a misspelt name would be silently ignored). It returns every problem it finds, each
+// naming its file; the domain is nil when there is any.
+func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
+	var errs []error
+	if entries, err := fs.ReadDir(fsys, "."); err == nil {
+		known := make([]string, len(DomainFiles))
+		for i, f := range DomainFiles {
+			known[i] = f.Name
+		}
+		for _, e := range entries {
+			if !e.IsDir() && !slices.Contains(known, e.Name()) && !strings.HasPrefix(e.Name(), ".") {
+				errs = append(errs, fmt.Errorf("%s: not a file of a domain (%s)", e.Name(), strings.Join(known, ", ")))
+			}
+		}
+	}
+	dom, err := store.LoadDomain(fsys)
+	if err != nil {
+		return nil, append(errs, err)
+	}
+	policy, err := contracts.FromDefinition(dom.Name, dom.Definition)
+	if err != nil {
+		return nil, append(errs, err)
+	}
+	fields := map[string][]string{}
+	for _, t := range dom.Tables {
+		for _, f := range t.Fields {
+			fields[t.Name] = append(fields[t.Name], f.Name)
+		}
+	}
+	for _, err := range policy.CheckSchema(fields) {
+		errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
+	}
+	errs = append(errs, prompts.CheckNotes(dom.Definition, policy)...)
+	if ex := dom.Definition[prompts.ExampleFile]; ex != "" {
+		for _, d := range NewEnv(dom.Tables).CheckProgram(ex, sandbox.Limits{}).Diagnostics {
+			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", prompts.ExampleFile, d.Line, d.Col, d.Message))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return dom, nil
+}
