@@ -122,4 +122,3 @@ func showDomain(ios IOStreams, dom *store.Domain, asJSON bool) error {
 	}
 	return nil
 }
-
