@@ -27,7 +27,7 @@ const (
 	GroupLanguage Group = "language" // Python-compatible builtins
 	GroupModule   Group = "module"   // math, json, re
 	GroupTable    Group = "table"    // <table>_tbl values and their methods
-	GroupDomain   Group = "domain"   // domain helpers: get_current_balance, now, ...
+	GroupDomain   Group = "domain"   // domain helpers: now, and each domain's own (helpers.star)
 	GroupInput    Group = "input"    // per-run inputs such as user_request
 	GroupContract Group = "contract" // globals the plan must set: answer_text, STATUS
 )

@@ -41,7 +41,8 @@ func bigStore(b *testing.B, n int) *store.Store {
 // Target: ≤ 15 ms.
 func BenchmarkSearchSum100k(b *testing.B) {
 	st := bigStore(b, 100_000)
-	env := NewEnv(Schemas(st))
+	env, err := EnvOf(st)
+	require.NoError(b, err)
 	runner := InProcess(env)
 	plan := `rows = inventory_tbl.search({"price": {"$lt": 100}, "quantity_in_stock": {"$gt": 10}})
 total = sum([r["price"] for r in rows])

@@ -19,6 +19,7 @@ var DomainFiles = []struct{ Name, Doc string }{
 	{store.SeedFile, "the rows of a new store (optional)"},
 	{contracts.PolicyFile, "the output contract (statuses, which may write, answer bounds), run limits and rules"},
 	{prompts.NotesFile, "what each STATUS means, with an answer in the right tone (optional)"},
+	{sandbox.HelpersFile, "the domain's helpers, Starlark functions every plan may call, with docstrings (optional)"},
 	{prompts.ExampleFile, "an example plan the prompt shows (optional; it must pass the check)"},
 	{"README.md", "notes for people (optional; not read)"},
 }
@@ -61,8 +62,12 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
 	}
 	errs = append(errs, prompts.CheckNotes(dom.Definition, policy)...)
-	if ex := dom.Definition[prompts.ExampleFile]; ex != "" {
-		for _, d := range NewEnv(dom.Tables).CheckProgram(ex, sandbox.Limits{}).Diagnostics {
+	env, ds := NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
+	for _, d := range ds {
+		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", sandbox.HelpersFile, d.Line, d.Col, d.Message))
+	}
+	if ex := dom.Definition[prompts.ExampleFile]; ex != "" && env != nil {
+		for _, d := range env.CheckProgram(ex, sandbox.Limits{}).Diagnostics {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", prompts.ExampleFile, d.Line, d.Col, d.Message))
 		}
 	}

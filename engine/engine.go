@@ -10,6 +10,7 @@ import (
 
 	"github.com/starplan/starplan/builtins/tables"
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -32,6 +33,9 @@ type Job struct {
 	Now    time.Time  // the run's fixed timestamp (now())
 	// Globals names the final globals the result must carry (nil: all).
 	Globals []string
+	// Helpers is the source of the domain's helpers (helpers.star; "" for none): a runner that
+	// builds its own environment from the view's schemas (NewEnv) builds it with them.
+	Helpers string
 }
 
 // Options configure an Engine. The zero value is valid: in-process runs, default limits, the
@@ -48,9 +52,10 @@ type Options struct {
 // Engine runs plans against one store. It is safe for concurrent use. Close flushes the audit
 // log; an engine must be closed before its store.
 type Engine struct {
-	st     *store.Store
-	env    *sandbox.Env
-	policy *contracts.Domain
+	st      *store.Store
+	env     *sandbox.Env
+	helpers string // the domain's helpers.star, for runners that build their own environment
+	policy  *contracts.Domain
 	// planTools are what a JSON step plan may call.
 	planTools []string
 	// runLimits is the policy's blast radius of a run, as the store enforces it.
@@ -71,15 +76,20 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	env, err := EnvOf(st)
+	if err != nil {
+		return nil, err
+	}
 	l := policy.Limits.WithDefaults()
 	e := &Engine{
 		runLimits: store.RunLimits{HelperCalls: l.HelperCalls, RowsRead: l.RowsRead,
 			RowsWritten: l.RowsWritten, RowsWrittenPerTable: l.RowsWrittenPerTable},
-		st:     st,
-		env:    NewEnv(Schemas(st)),
-		policy: policy,
-		opts:   opts,
-		audit:  newAuditLog(st),
+		st:      st,
+		env:     env,
+		helpers: st.Domain().Definition[sandbox.HelpersFile],
+		policy:  policy,
+		opts:    opts,
+		audit:   newAuditLog(st),
 	}
 	e.planTools = planTools(e.env.Registry())
 	e.runner = opts.Runner
@@ -113,9 +123,29 @@ func Schemas(st *store.Store) []*table.Schema {
 	return out
 }
 
-// NewEnv returns the environment of plans over tables with the given schemas.
-func NewEnv(schemas []*table.Schema) *sandbox.Env {
-	return sandbox.NewEnv(tables.Registry(schemas))
+// NewEnv returns the environment of plans over tables with the given schemas and the domain's
+// helpers (the source of its helpers.star; "" for none). The diagnostics are the helpers'
+// problems, positioned in that file; the environment is nil when there are any.
+func NewEnv(schemas []*table.Schema, helpers string) (*sandbox.Env, diag.List) {
+	base := tables.Registry(schemas)
+	env := sandbox.NewEnv(base)
+	if helpers == "" {
+		return env, nil
+	}
+	reg, ds := env.LoadHelpers(helpers)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	return sandbox.NewEnv(base, reg), nil
+}
+
+// EnvOf returns the environment of plans over st: its tables and its domain's helpers.
+func EnvOf(st *store.Store) (*sandbox.Env, error) {
+	env, ds := NewEnv(Schemas(st), st.Domain().Definition[sandbox.HelpersFile])
+	if len(ds) > 0 {
+		return nil, fmt.Errorf("loading the helpers of domain %s: %s: %s", st.Domain().Name, sandbox.HelpersFile, ds[0])
+	}
+	return env, nil
 }
 
 // InProcess returns a Runner that runs plans in this process, bounded by the sandbox's

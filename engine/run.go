@@ -126,6 +126,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		View:    stage,
 		Now:     now,
 		Globals: []string{contracts.AnswerGlobal, contracts.StatusGlobal},
+		Helpers: e.helpers,
 	})
 	stageLimit(sres, stage, sctx)
 	res = &Result{

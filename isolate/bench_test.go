@@ -37,7 +37,7 @@ import (
 // runner is what the benchmarks compare: the pool, or engine.InProcess.
 func runners(b *testing.B, st *store.Store) map[string]engine.Runner {
 	return map[string]engine.Runner{
-		"in_process": engine.InProcess(engine.NewEnv(engine.Schemas(st))),
+		"in_process": engine.InProcess(mustEnv(b, st)),
 		"isolated":   newPool(b, Options{Warm: 1, MaxWorkers: 1}),
 	}
 }
@@ -102,7 +102,7 @@ func BenchmarkTwoItemOrder(b *testing.B) {
 	require.NoError(b, err)
 	st := openStore(b)
 	j := engine.Job{Reply: string(src), Inputs: map[string]any{"user_request": "3 classic and 1 aviator"},
-		Now: fixedNow, Globals: []string{"STATUS", "answer_text"}}
+		Now: fixedNow, Globals: []string{"STATUS", "answer_text"}, Helpers: st.Domain().Definition[sandbox.HelpersFile]}
 	for _, name := range []string{"in_process", "isolated"} {
 		b.Run(name, func(b *testing.B) { loop(b, st, runners(b, st)[name], j) })
 	}

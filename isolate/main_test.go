@@ -93,11 +93,12 @@ var fixedNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 func job(st *store.Store, src string, limits sandbox.Limits) (engine.Job, *store.Stage) {
 	stage := st.Stage()
 	return engine.Job{
-		Reply:  src,
-		Inputs: map[string]any{"user_request": "test"},
-		Limits: limits,
-		View:   stage,
-		Now:    fixedNow,
+		Reply:   src,
+		Inputs:  map[string]any{"user_request": "test"},
+		Limits:  limits,
+		View:    stage,
+		Now:     fixedNow,
+		Helpers: st.Domain().Definition[sandbox.HelpersFile],
 	}, stage
 }
 

@@ -98,10 +98,11 @@ type Pool struct {
 	// noRowCache turns the workers' row caches off (benchmarks of the cold path).
 	noRowCache bool
 
-	schemaMu    sync.Mutex
-	schemaViews []*table.Schema // the schemas behind schemaJSON
-	schemaNames []string
-	schemaJSON  string
+	schemaMu      sync.Mutex
+	schemaViews   []*table.Schema // the schemas behind schemaJSON
+	schemaNames   []string
+	schemaHelpers string
+	schemaJSON    string
 }
 
 var _ engine.Runner = (*Pool)(nil)
@@ -514,12 +515,12 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 	}
 	p.schemaMu.Lock()
 	defer p.schemaMu.Unlock()
-	if !slices.Equal(schemas, p.schemaViews) || !slices.Equal(names, p.schemaNames) {
-		b, err := json.Marshal(schemas)
+	if !slices.Equal(schemas, p.schemaViews) || !slices.Equal(names, p.schemaNames) || job.Helpers != p.schemaHelpers {
+		b, err := json.Marshal(envSpec{Schemas: schemas, Helpers: job.Helpers})
 		if err != nil {
 			return nil, fmt.Errorf("isolate: encoding the schemas: %w", err)
 		}
-		p.schemaViews, p.schemaNames, p.schemaJSON = schemas, names, string(b)
+		p.schemaViews, p.schemaNames, p.schemaHelpers, p.schemaJSON = schemas, names, job.Helpers, string(b)
 	}
 	return &runMsg{
 		schemas: p.schemaJSON,

@@ -55,8 +55,9 @@ func (d *decoder) ready() ready {
 
 // runMsg asks a worker to run one plan.
 type runMsg struct {
-	// schemas is the JSON of the view's schemas in Names order, or "" when the worker has them
-	// already; the worker keeps the environment of the last ones.
+	// schemas is the JSON of the environment's envSpec (the view's schemas in Names order and
+	// the domain's helpers), or "" when the worker has it already; the worker keeps the
+	// environment of the last one.
 	schemas string
 	names   []string
 	reply   string
@@ -419,4 +420,10 @@ func (d *decoder) done() done {
 	r.Steps = d.uvarint()
 	r.Duration = time.Duration(d.varint())
 	return done{res: r, vmData: d.varint()}
+}
+
+// envSpec is what a worker builds its environment from (engine.NewEnv).
+type envSpec struct {
+	Schemas []*table.Schema `json:"schemas"`
+	Helpers string          `json:"helpers,omitempty"`
 }

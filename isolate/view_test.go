@@ -89,7 +89,7 @@ func TestParity(t *testing.T) {
 			stIn, stIso := openStore(t), openStore(t)
 			jIn, stageIn := job(stIn, src, sandbox.Limits{})
 			jIso, stageIso := job(stIso, src, sandbox.Limits{})
-			want := engine.InProcess(engine.NewEnv(engine.Schemas(stIn))).Run(bg, jIn)
+			want := engine.InProcess(mustEnv(t, stIn)).Run(bg, jIn)
 			got := p.Run(bg, jIso)
 			if want.Outcome != sandbox.OutcomeOK {
 				want.Globals = nil // a failed run's half-set globals do not cross
@@ -199,4 +199,12 @@ odd = len(inventory_tbl.search(lambda r: r["quantity_in_stock"] % 2 == 1))
 	want, err := inv.Count(table.Query{Match: func(r table.Row) (bool, error) { return r["quantity_in_stock"].(int64)%2 == 1, nil }})
 	require.NoError(t, err)
 	assert.Equal(t, int64(want), res.Globals["odd"])
+}
+
+// mustEnv is the environment of plans over st, its domain's helpers included.
+func mustEnv(t testing.TB, st *store.Store) *sandbox.Env {
+	t.Helper()
+	env, err := engine.EnvOf(st)
+	require.NoError(t, err)
+	return env
 }

@@ -143,11 +143,15 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 		return workerFailure(errors.New("the pool sent no schemas to a worker without any"))
 	}
 	if m.schemas != "" && m.schemas != w.schemas {
-		var schemas []*table.Schema
-		if err := json.Unmarshal([]byte(m.schemas), &schemas); err != nil {
+		var spec envSpec
+		if err := json.Unmarshal([]byte(m.schemas), &spec); err != nil {
 			return workerFailure(fmt.Errorf("decoding the view's schemas: %w", err))
 		}
-		w.env, w.schemas = engine.NewEnv(schemas), m.schemas
+		env, ds := engine.NewEnv(spec.Schemas, spec.Helpers)
+		if len(ds) > 0 {
+			return workerFailure(fmt.Errorf("the domain's helpers: %s", ds))
+		}
+		w.env, w.schemas = env, m.schemas
 	}
 	view := newRemoteView(w.c, m.names, w.env)
 	return w.env.Run(context.Background(), sandbox.Request{

@@ -8,6 +8,7 @@ import (
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/prompts"
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
 
@@ -30,7 +31,7 @@ func demoInput(t *testing.T, st *store.Store) prompts.Input {
 	require.NoError(t, err)
 	return prompts.Input{
 		Tables:   infos,
-		Registry: engine.NewEnv(engine.Schemas(st)).Registry(),
+		Registry: mustEnv(t, st).Registry(),
 		Policy:   policy,
 	}
 }
@@ -40,4 +41,12 @@ func demoSystem(t *testing.T) string {
 	s, err := prompts.System(demoInput(t, openDemo(t)))
 	require.NoError(t, err)
 	return s
+}
+
+// mustEnv is the environment of plans over st, its domain's helpers included.
+func mustEnv(t *testing.T, st *store.Store) *sandbox.Env {
+	t.Helper()
+	env, err := engine.EnvOf(st)
+	require.NoError(t, err)
+	return env
 }

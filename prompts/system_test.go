@@ -233,7 +233,7 @@ func TestSystemOtherDomain(t *testing.T) {
 	schema := &table.Schema{Name: "books", Key: "isbn", Fields: []table.Field{{Name: "isbn", Type: table.TypeString, Required: true}}}
 	s, err := prompts.System(prompts.Input{
 		Tables:   []prompts.TableInfo{{Schema: schema, Rows: 0}},
-		Registry: engine.NewEnv([]*table.Schema{schema}).Registry(),
+		Registry: noHelpers([]*table.Schema{schema}).Registry(),
 		Policy:   policy,
 	})
 	require.NoError(t, err)
@@ -272,4 +272,10 @@ func TestSystemExamplePlanRuns(t *testing.T) {
 	assert.Equal(t, int64(9), res.Changes["inventory"].Updated[0].After["quantity_in_stock"])
 	require.Len(t, res.Changes["transactions"].Inserted, 1)
 	assert.Equal(t, 620.0, res.Changes["transactions"].Inserted[0]["balance_after_transaction"])
+}
+
+// noHelpers is the environment of plans over tables of a domain without helpers.
+func noHelpers(schemas []*table.Schema) *sandbox.Env {
+	env, _ := engine.NewEnv(schemas, "")
+	return env
 }

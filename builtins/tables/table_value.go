@@ -156,6 +156,7 @@ var tableMethods = []method{
 	{"all", "all() -> list of rows", "Returns every row in key order.", `names = [row["name"] for row in %s.all()]`, allMethod},
 	{"search", "search(where) -> list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
 	{"get", "get(where) -> row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
+	{"last", "last(where=None) -> row or None", "Returns the last row in key order that matches where, or None.", `row = %s.last()`, lastMethod},
 	{"get_by_key", "get_by_key(key) -> row or None", "Returns the row with that key, or None.", `row = %s.get_by_key("SG001")`, getByKeyMethod},
 	{"count", "count(where=None) -> int", "Counts the rows that match where (every row when where is None).", `n = %s.count({"quantity_in_stock": 0})`, countMethod},
 	{"insert", "insert(row) -> key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", `key = %s.insert({"item_id": "SG007", "name": "Cat Eye", "quantity_in_stock": 5, "price": 75.0})`, insertMethod},
@@ -239,12 +240,25 @@ func getMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "where", &where); err != nil {
 		return nil, err
 	}
+	return oneRow(thread, b, where, false)
+}
+
+func lastMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var where starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "where?", &where); err != nil {
+		return nil, err
+	}
+	return oneRow(thread, b, where, true)
+}
+
+// oneRow is the first row in key order (the last, with reverse) that matches where, or None.
+func oneRow(thread *starlark.Thread, b *starlark.Builtin, where starlark.Value, reverse bool) (starlark.Value, error) {
 	t := receiver(b)
 	q, err := t.query(thread, where, false)
 	if err != nil {
 		return nil, fail(b, err)
 	}
-	q.Limit = 1
+	q.Limit, q.Reverse = 1, reverse
 	tb, err := t.table(thread)
 	if err != nil {
 		return nil, fail(b, err)

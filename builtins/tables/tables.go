@@ -1,6 +1,5 @@
 // Package tables is the table half of a plan's builtins: one `<table>_tbl` value per schema
-// (inventory_tbl, transactions_tbl, ...) with its methods, the domain helpers
-// (get_current_balance, next_transaction_id, now), the documentation of the per-run input
+// (inventory_tbl, transactions_tbl, ...) with its methods, now(), the documentation of the per-run input
 // user_request and of the contract globals answer_text and STATUS, and the lazy row values that
 // the table methods hand to a plan.
 //
@@ -56,24 +55,11 @@ func boundTo(thread *starlark.Thread) (*binding, error) {
 
 // Names of the non-table entries of the registry.
 const (
-	NameGetCurrentBalance = "get_current_balance"
-	NameNextTransactionID = "next_transaction_id"
-	NameNow               = "now"
-	NameUserRequest       = "user_request"
-	NameAnswerText        = "answer_text"
-	NameStatus            = "STATUS"
-	NameLen               = "len"
-)
-
-// BalanceField is the field whose presence makes a table the ledger of get_current_balance and
-// next_transaction_id.
-const BalanceField = "balance_after_transaction"
-
-// DefaultIDPrefix and DefaultIDDigits shape next_transaction_id's result when the ledger's
-// schema declares no KeyPrefix/KeyDigits: TXN002.
-const (
-	DefaultIDPrefix = "TXN"
-	DefaultIDDigits = 3
+	NameNow         = "now"
+	NameUserRequest = "user_request"
+	NameAnswerText  = "answer_text"
+	NameStatus      = "STATUS"
+	NameLen         = "len"
 )
 
 // Registry returns, as builtins.Helper entries with a signature, one line of doc and an example:
@@ -81,10 +67,8 @@ const (
 //   - one `<schema.Name>_tbl` value per schema (GroupTable), followed by one documentation-only
 //     entry per method, named "tbl.search" and so on (Value nil; the methods are reached through
 //     the table values);
-//   - the domain helpers (GroupDomain): get_current_balance when a schema has a
-//     balance_after_transaction field (that table is then the ledger, the helpers' default
-//     table), next_transaction_id when the ledger has a text key or a schema declares a
-//     KeyPrefix (that table is its default), and now;
+//   - now (GroupDomain), the run's timestamp (a domain's own helpers are Starlark, in its
+//     helpers.star: see sandbox.Env.LoadHelpers);
 //   - the per-run input user_request (GroupInput, Value nil: the sandbox supplies it);
 //   - the contract globals answer_text and STATUS (GroupContract, Value nil: the plan sets them);
 //   - a hidden `len` that extends Starlark's len to table values (len(inventory_tbl) needs the
@@ -94,15 +78,8 @@ const (
 // The values are frozen and may be shared by concurrent runs; Bind supplies each run's data.
 func Registry(schemas []*table.Schema) builtins.Registry {
 	var reg builtins.Registry
-	var ledger, prefixed *TableValue
 	for _, s := range schemas {
 		tv := NewTableValue(s)
-		if ledger == nil && s.Field(BalanceField) != nil {
-			ledger = tv
-		}
-		if prefixed == nil && s.KeyPrefix != "" && tv.textKey() {
-			prefixed = tv
-		}
 		reg = append(reg, builtins.Helper{
 			Name:      tv.name,
 			Group:     builtins.GroupTable,
@@ -115,37 +92,12 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 	if len(schemas) > 0 {
 		reg = append(reg, methodDocs(NewTableValue(schemas[0]))...)
 	}
-	if ledger != nil {
-		reg = append(reg, builtins.Helper{
-			Name:      NameGetCurrentBalance,
-			Group:     builtins.GroupDomain,
-			Signature: fmt.Sprintf("get_current_balance(tbl=%s) -> float", ledger.name),
-			Doc:       fmt.Sprintf("Returns the register balance: %s of the newest row (highest key) of tbl, as a float; 0.0 when tbl is empty.", BalanceField),
-			Example:   fmt.Sprintf("balance = get_current_balance(%s)", ledger.name),
-			Value:     starlark.NewBuiltin(NameGetCurrentBalance, getCurrentBalance(ledger)),
-		})
-	}
-	idTable := ledger
-	if idTable == nil || !idTable.textKey() {
-		idTable = prefixed
-	}
-	if idTable != nil {
-		prefix, digits := idTable.idShape()
-		reg = append(reg, builtins.Helper{
-			Name:      NameNextTransactionID,
-			Group:     builtins.GroupDomain,
-			Signature: fmt.Sprintf("next_transaction_id(tbl=%s, prefix=%q) -> str", idTable.name, prefix),
-			Doc:       fmt.Sprintf("Returns the next free key: the highest number among tbl's keys with that prefix, plus 1, zero-padded to %d digits (%s when the highest is %s).", digits, formatID(prefix, digits, 2), formatID(prefix, digits, 1)),
-			Example:   fmt.Sprintf("txn_id = next_transaction_id(%s)", idTable.name),
-			Value:     starlark.NewBuiltin(NameNextTransactionID, nextTransactionID(idTable)),
-		})
-	}
 	reg = append(reg,
 		builtins.Helper{
 			Name:      NameNow,
 			Group:     builtins.GroupDomain,
 			Signature: "now() -> str",
-			Doc:       "Returns the run's timestamp as ISO-8601 text to the second (2025-01-01T09:00:00); every call in a run returns the same value.",
+			Doc:       "Returns the run's timestamp, ISO-8601 to the second (2025-01-01T09:00:00); the same on every call.",
 			Example:   `row["timestamp"] = now()`,
 			Value:     starlark.NewBuiltin(NameNow, nowBuiltin),
 		},

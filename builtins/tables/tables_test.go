@@ -117,8 +117,8 @@ func TestRegistry(t *testing.T) {
 		"inventory_tbl": builtins.GroupTable, "transactions_tbl": builtins.GroupTable,
 		"tbl.all": builtins.GroupTable, "tbl.search": builtins.GroupTable, "tbl.get": builtins.GroupTable,
 		"tbl.get_by_key": builtins.GroupTable, "tbl.count": builtins.GroupTable, "tbl.insert": builtins.GroupTable,
-		"tbl.update": builtins.GroupTable, "tbl.remove": builtins.GroupTable,
-		"get_current_balance": builtins.GroupDomain, "next_transaction_id": builtins.GroupDomain, "now": builtins.GroupDomain,
+		"tbl.update": builtins.GroupTable, "tbl.remove": builtins.GroupTable, "tbl.last": builtins.GroupTable,
+		"now":          builtins.GroupDomain,
 		"user_request": builtins.GroupInput, "answer_text": builtins.GroupContract, "STATUS": builtins.GroupContract,
 		"len": builtins.GroupLanguage,
 	}
@@ -134,13 +134,10 @@ func TestRegistry(t *testing.T) {
 	}
 	assert.True(t, names["len"].Hidden)
 	assert.NotContains(t, reg.Documented().Names(), "len")
-	assert.Equal(t, "get_current_balance(tbl=transactions_tbl) -> float", names["get_current_balance"].Signature)
-	assert.Equal(t, `next_transaction_id(tbl=transactions_tbl, prefix="TXN") -> str`, names["next_transaction_id"].Signature)
-	assert.Contains(t, names["next_transaction_id"].Doc, "TXN002 when the highest is TXN001")
 	assert.Equal(t, "inventory_tbl: table (key item_id; fields item_id, name, description, quantity_in_stock, price)", names["inventory_tbl"].Signature)
 
 	pre := reg.Predeclared()
-	assert.ElementsMatch(t, []string{"inventory_tbl", "transactions_tbl", "get_current_balance", "next_transaction_id", "now", "len"}, keys(pre))
+	assert.ElementsMatch(t, []string{"inventory_tbl", "transactions_tbl", "now", "len"}, keys(pre), "a domain's own helpers are Starlark (helpers.star)")
 }
 
 func keys(d starlark.StringDict) []string {
@@ -151,10 +148,10 @@ func keys(d starlark.StringDict) []string {
 	return out
 }
 
-func TestRegistryOmitsDomainHelpersWithoutTheirTables(t *testing.T) {
-	reg := Registry(testSchemas()[:1]) // inventory only: no ledger, no key prefix
+func TestRegistryOfOneTable(t *testing.T) {
+	reg := Registry(testSchemas()[:1])
 	assert.Equal(t, []string{"STATUS", "answer_text", "inventory_tbl", "len", "now",
-		"tbl.all", "tbl.count", "tbl.get", "tbl.get_by_key", "tbl.insert", "tbl.remove", "tbl.search", "tbl.update",
+		"tbl.all", "tbl.count", "tbl.get", "tbl.get_by_key", "tbl.insert", "tbl.last", "tbl.remove", "tbl.search", "tbl.update",
 		"user_request"}, reg.Names())
 	assert.Len(t, Registry(nil), 5, "now, the input, the contract globals and len remain")
 }
@@ -178,7 +175,7 @@ func TestHelpersNeedABoundView(t *testing.T) {
 		"inventory_tbl.all()", "inventory_tbl.search({})", "inventory_tbl.get(None)", `inventory_tbl.get_by_key("SG001")`,
 		"inventory_tbl.count()", "len(inventory_tbl)", `inventory_tbl.insert({"item_id": "X"})`,
 		`inventory_tbl.update({"price": 1}, lambda r: True)`, "inventory_tbl.remove(lambda r: True)",
-		"get_current_balance()", "next_transaction_id()", "now()",
+		"inventory_tbl.last()", "now()",
 	}
 	for _, call := range calls {
 		t.Run(call, func(t *testing.T) {
@@ -281,11 +278,12 @@ func TestConcurrentRunsShareValues(t *testing.T) {
 			src := fmt.Sprintf(`
 for n in range(20):
     inventory_tbl.update({"quantity_in_stock": %d + n}, {"item_id": "SG001"})
-    transactions_tbl.insert({"transaction_id": next_transaction_id(), "customer_name": "c", "transaction_amount": 1.0, "balance_after_transaction": get_current_balance() + 1, "timestamp": now()})
+    last = transactions_tbl.last()
+    transactions_tbl.insert({"transaction_id": "TXN%%d" %% (100 + n), "customer_name": "c", "transaction_amount": 1.0, "balance_after_transaction": last["balance_after_transaction"] + 1, "timestamp": now()})
 if inventory_tbl.get_by_key("SG001")["quantity_in_stock"] != %d + 19:
     fail("lost an update")
-if len(transactions_tbl) != 21 or get_current_balance() != 520.0:
-    fail("ledger is wrong: %%d rows, balance %%s" %% (len(transactions_tbl), get_current_balance()))
+if len(transactions_tbl) != 21 or transactions_tbl.last()["balance_after_transaction"] != 520.0:
+    fail("ledger is wrong: %%d rows, last %%s" %% (len(transactions_tbl), transactions_tbl.last()))
 if now() != "2025-03-14T15:09:%02d":
     fail("now is " + now())
 `, i*100, i*100, 26+i)
@@ -468,8 +466,7 @@ func TestViewErrorsPropagate(t *testing.T) {
 		{schemas[0], `inventory_tbl.insert({"item_id": "X"})`},
 		{schemas[0], `inventory_tbl.update({"price": 1}, lambda r: True)`},
 		{schemas[0], "inventory_tbl.remove(lambda r: True)"},
-		{schemas[1], "get_current_balance()"},
-		{schemas[1], "next_transaction_id()"},
+		{schemas[1], "transactions_tbl.last()"},
 	} {
 		t.Run(tc.call, func(t *testing.T) {
 			thread := &starlark.Thread{}
@@ -519,55 +516,11 @@ m = inventory_tbl.count(len)
 	assert.Equal(t, starlark.MakeInt(6), g["m"])
 }
 
-func TestLedgerBalanceKinds(t *testing.T) {
-	schemas := testSchemas()
-	for _, tc := range []struct {
-		balance any
-		want    starlark.Value
-		err     string
-	}{
-		{int64(42), starlark.Float(42), ""},
-		{12.5, starlark.Float(12.5), ""},
-		{nil, starlark.Float(0), ""},
-		{"500", nil, `get_current_balance: the newest row "TXN002" has balance_after_transaction = "500", not a number`},
-	} {
-		data := seedData()
-		row := table.Row{"transaction_id": "TXN002"}
-		if tc.balance != nil {
-			row["balance_after_transaction"] = tc.balance
-		}
-		data["transactions"] = append(data["transactions"], row)
-		e := &env{reg: Registry(schemas), view: newMemView(schemas, data)}
-		g, err := e.exec(t, "b = get_current_balance()", nil)
-		if tc.err != "" {
-			assert.ErrorContains(t, err, tc.err)
-			continue
-		}
-		require.NoError(t, err)
-		assert.Equal(t, tc.want, g["b"])
-	}
-}
-
-func TestNextIDOnOtherTables(t *testing.T) {
-	ledger := &table.Schema{Name: "ledger", Key: "id", Fields: []table.Field{
-		{Name: "id", Type: table.TypeString}, {Name: BalanceField, Type: table.TypeFloat},
-	}}
+func TestNumericKeys(t *testing.T) {
 	numbered := &table.Schema{Name: "numbered", Key: "n", Fields: []table.Field{{Name: "n", Type: table.TypeInt}}}
-	reg := Registry([]*table.Schema{numbered, ledger})
-	next, ok := reg.Lookup(NameNextTransactionID)
-	require.True(t, ok, "a text-keyed ledger gets next_transaction_id even without a key prefix")
-	assert.Equal(t, `next_transaction_id(tbl=ledger_tbl, prefix="TXN") -> str`, next.Signature)
-	e := &env{reg: reg, view: newMemView([]*table.Schema{numbered, ledger}, map[string][]table.Row{
-		"ledger":   {{"id": "TXN99999999999999999999", BalanceField: 1.0}},
+	e := &env{reg: Registry([]*table.Schema{numbered}), view: newMemView([]*table.Schema{numbered}, map[string][]table.Row{
 		"numbered": {{"n": int64(1)}, {"n": int64(2)}},
 	})}
-	_, err := e.exec(t, "next_transaction_id()", nil)
-	assert.ErrorContains(t, err, `next_transaction_id: the highest key "TXN99999999999999999999" has a number too large to increment`)
-	_, err = e.exec(t, "next_transaction_id(numbered_tbl)", nil)
-	assert.ErrorContains(t, err, `next_transaction_id: numbered_tbl has keys that are not text (n); it needs a table with keys such as "TXN001"`)
-	_, err = e.exec(t, "get_current_balance(1, 2)", nil)
-	assert.ErrorContains(t, err, "get_current_balance: got 2 arguments, want at most 1")
-
 	// Numeric keys: get_by_key wants a number.
 	g := e.run(t, `
 a = numbered_tbl.get_by_key(2)
@@ -577,16 +530,15 @@ c = numbered_tbl.get_by_key(3)
 	assert.Equal(t, `{"n": 2}`, g["a"].String())
 	assert.Equal(t, `{"n": 2}`, g["b"].String())
 	assert.Equal(t, starlark.None, g["c"])
-	_, err = e.exec(t, `numbered_tbl.get_by_key("2")`, nil)
+	_, err := e.exec(t, `numbered_tbl.get_by_key("2")`, nil)
 	assert.ErrorContains(t, err, `numbered keys (n) are numbers, not string "2"`)
 	_, err = e.exec(t, `numbered_tbl.get_by_key(1 << 70)`, nil)
 	assert.ErrorContains(t, err, "is too large (must fit in 64 bits)")
 	_, err = e.exec(t, `numbered_tbl.search("x")`, nil)
 	assert.ErrorContains(t, err, `where must be a dict such as {"n": "x"}`, "a table with only its key uses the key in examples")
-
-	// Without a ledger or a key prefix there is no id helper.
-	_, ok = Registry([]*table.Schema{numbered}).Lookup(NameNextTransactionID)
-	assert.False(t, ok)
+	g = e.run(t, "last = numbered_tbl.last()\nnone = numbered_tbl.last({\"n\": 7})")
+	assert.Equal(t, `{"n": 2}`, g["last"].String())
+	assert.Equal(t, starlark.None, g["none"])
 }
 
 func TestSchemasWithoutDocsOrDeclaredKeys(t *testing.T) {

@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diag"
+)
+
+// HelpersFile is the name a domain's helpers are compiled under: positions in them are the
+// file's, and a runtime error inside a helper is reported at the plan's call of it.
+const HelpersFile = "helpers.star"
+
+// Limits of running a helpers file's top level, which only defines functions and constants.
+const (
+	helpersSteps  = 1_000_000
+	helpersMemory = 64 << 20
+)
+
+// LoadHelpers checks and runs a domain's helpers, Starlark source written by the domain's
+// author, and returns each function it defines as a domain helper (names starting with _ are
+// the file's own). The file is checked as plans are (no load, no reserved names, the memory
+// guards) and sees e's names; its top level runs once, now, under limits. A helper runs in the
+// thread of the plan that calls it, so the plan's step, time and memory limits count its work.
+//
+// A helper's reference is its def line (the signature), the first paragraph of its docstring
+// (the doc) and a docstring line "Example: ..." (the example). Every problem is a diagnostic
+// positioned in the file.
+func (e *Env) LoadHelpers(src string) (builtins.Registry, diag.List) {
+	if len(src) > DefaultMaxProgram {
+		return nil, diag.List{{Stage: diag.StageCheck, Code: CodeTooLarge,
+			Message: fmt.Sprintf("%s is %d bytes; at most %d are accepted", HelpersFile, len(src), DefaultMaxProgram)}}
+	}
+	f, err := fileOptions.Parse(HelpersFile, src, 0)
+	if err != nil {
+		return nil, syntaxDiagnostics(err)
+	}
+	if ds := e.checkTree(f); len(ds) > 0 {
+		return nil, ds
+	}
+	if !e.unguarded {
+		guardTree(f)
+	}
+	prog, err := starlark.FileProgram(f, e.isPredeclared)
+	if err != nil {
+		return nil, e.resolveDiagnostics(err)
+	}
+	thread := &starlark.Thread{Name: "helpers"}
+	thread.SetMaxExecutionSteps(helpersSteps)
+	builtins.SetBudget(thread, builtins.NewBudget(helpersMemory))
+	globals, err := initProgram(prog, thread, e.predeclared)
+	if err != nil {
+		d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeRuntime, Message: err.Error()}
+		if ee, ok := err.(*starlark.EvalError); ok {
+			d.Message = ee.Msg
+			if n := len(ee.CallStack); n > 0 {
+				d.Line, d.Col = int(ee.CallStack[n-1].Pos.Line), int(ee.CallStack[n-1].Pos.Col)
+			}
+		}
+		return nil, diag.List{d}
+	}
+	globals.Freeze()
+	lines := strings.Split(src, "\n")
+	var reg builtins.Registry
+	for _, stmt := range f.Stmts {
+		def, ok := stmt.(*syntax.DefStmt)
+		if !ok || strings.HasPrefix(def.Name.Name, "_") {
+			continue
+		}
+		fn, ok := globals[def.Name.Name].(*starlark.Function)
+		if !ok {
+			continue // rebound by a later statement
+		}
+		doc, example := docOf(fn.Doc())
+		if doc == "" {
+			return nil, diag.List{{Stage: diag.StageCheck, Code: CodeHelperDoc, Line: int(def.Def.Line), Col: int(def.Def.Col),
+				Message: fmt.Sprintf("helper %s has no docstring", def.Name.Name),
+				Hint:    `start its body with a """docstring""": what it returns, then an "Example: ..." line; the prompt shows it to the model`}}
+		}
+		reg = append(reg, builtins.Helper{
+			Name:      def.Name.Name,
+			Group:     builtins.GroupDomain,
+			Signature: signature(lines, def),
+			Doc:       doc,
+			Example:   example,
+			Value:     fn,
+		})
+	}
+	return reg, nil
+}
+
+// CodeHelperDoc is the diagnostic of a domain helper without a docstring.
+const CodeHelperDoc = "helper-doc"
+
+// docOf splits a docstring into its first paragraph, on one line, and its "Example:" line.
+func docOf(s string) (doc, example string) {
+	var para []string
+	inPara := true
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "Example:"):
+			example = strings.TrimSpace(strings.TrimPrefix(l, "Example:"))
+		case l == "":
+			inPara = inPara && len(para) == 0
+		case inPara:
+			para = append(para, l)
+		}
+	}
+	return strings.Join(para, " "), example
+}
+
+// signature is the def's text from its name to its closing parenthesis, on one line.
+func signature(lines []string, def *syntax.DefStmt) string {
+	from, to := def.Name.NamePos, def.Rparen
+	var b strings.Builder
+	for ln := from.Line; ln <= to.Line && int(ln) <= len(lines); ln++ {
+		text := lines[ln-1]
+		start, end := 0, len(text)
+		if ln == from.Line {
+			start = runeOffset(text, int(from.Col))
+		}
+		if ln == to.Line {
+			end = runeOffset(text, int(to.Col)+1)
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strings.TrimSpace(text[start:end]))
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(b.String(), "( ", "("), " )", ")")
+}
+
+// runeOffset is the byte offset of the 1-based rune column col in text.
+func runeOffset(text string, col int) int {
+	off := 0
+	for i := 1; i < col && off < len(text); i++ {
+		_, n := utf8.DecodeRuneInString(text[off:])
+		off += n
+	}
+	return off
+}
