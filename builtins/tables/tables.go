@@ -110,20 +110,17 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 			Doc:       tableDoc(s),
 			Example:   tableExample(tv),
 			Value:     tv,
+			Check:     tv.checkCall,
 		})
 	}
 	if len(schemas) > 0 {
 		reg = append(reg, methodDocs(NewTableValue(schemas[0]))...)
 	}
 	if ledger != nil {
-		reg = append(reg, builtins.Helper{
-			Name:      NameGetCurrentBalance,
-			Group:     builtins.GroupDomain,
-			Signature: fmt.Sprintf("get_current_balance(tbl=%s) -> float", ledger.name),
-			Doc:       fmt.Sprintf("Returns the register balance: %s of the newest row (highest key) of tbl, as a float; 0.0 when tbl is empty.", BalanceField),
-			Example:   fmt.Sprintf("balance = get_current_balance(%s)", ledger.name),
-			Value:     starlark.NewBuiltin(NameGetCurrentBalance, getCurrentBalance(ledger)),
-		})
+		reg = append(reg, function(NameGetCurrentBalance, builtins.Params{{Name: "tbl", Default: ledger.name}}, "float",
+			fmt.Sprintf("Returns the register balance: %s of the newest row (highest key) of tbl, as a float; 0.0 when tbl is empty.", BalanceField),
+			fmt.Sprintf("balance = get_current_balance(%s)", ledger.name),
+			getCurrentBalance(ledger)))
 	}
 	idTable := ledger
 	if idTable == nil || !idTable.textKey() {
@@ -131,24 +128,16 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 	}
 	if idTable != nil {
 		prefix, digits := idTable.idShape()
-		reg = append(reg, builtins.Helper{
-			Name:      NameNextTransactionID,
-			Group:     builtins.GroupDomain,
-			Signature: fmt.Sprintf("next_transaction_id(tbl=%s, prefix=%q) -> str", idTable.name, prefix),
-			Doc:       fmt.Sprintf("Returns the next free key: the highest number among tbl's keys with that prefix, plus 1, zero-padded to %d digits (%s when the highest is %s).", digits, formatID(prefix, digits, 2), formatID(prefix, digits, 1)),
-			Example:   fmt.Sprintf("txn_id = next_transaction_id(%s)", idTable.name),
-			Value:     starlark.NewBuiltin(NameNextTransactionID, nextTransactionID(idTable)),
-		})
+		reg = append(reg, function(NameNextTransactionID, builtins.Params{{Name: "tbl", Default: idTable.name}, {Name: "prefix", Default: fmt.Sprintf("%q", prefix)}}, "str",
+			fmt.Sprintf("Returns the next free key: the highest number among tbl's keys with that prefix, plus 1, zero-padded to %d digits (%s when the highest is %s).", digits, formatID(prefix, digits, 2), formatID(prefix, digits, 1)),
+			fmt.Sprintf("txn_id = next_transaction_id(%s)", idTable.name),
+			nextTransactionID(idTable)))
 	}
 	reg = append(reg,
-		builtins.Helper{
-			Name:      NameNow,
-			Group:     builtins.GroupDomain,
-			Signature: "now() -> str",
-			Doc:       "Returns the run's timestamp as ISO-8601 text to the second (2025-01-01T09:00:00); every call in a run returns the same value.",
-			Example:   `row["timestamp"] = now()`,
-			Value:     starlark.NewBuiltin(NameNow, nowBuiltin),
-		},
+		function(NameNow, nil, "str",
+			"Returns the run's timestamp as ISO-8601 text to the second (2025-01-01T09:00:00); every call in a run returns the same value.",
+			`row["timestamp"] = now()`,
+			nowBuiltin),
 		builtins.Helper{
 			Name:      NameUserRequest,
 			Group:     builtins.GroupInput,
@@ -186,6 +175,22 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 		}
 	}
 	return reg
+}
+
+// function is a domain helper: its signature and the static check of its calls both come from
+// params, which fn unpacks at run time.
+func function(name string, params builtins.Params, returns, doc, example string,
+	fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) builtins.Helper {
+	signature := fmt.Sprintf("%s(%s) -> %s", name, params, returns)
+	return builtins.Helper{
+		Name:      name,
+		Group:     builtins.GroupDomain,
+		Signature: signature,
+		Doc:       doc,
+		Example:   example,
+		Value:     starlark.NewBuiltin(name, fn),
+		Check:     params.Check(name, signature),
+	}
 }
 
 func tableDoc(s *table.Schema) string {
