@@ -60,24 +60,25 @@ func (ps Params) String() string {
 }
 
 // Bind checks the arguments of call against the parameters, the way starlark.UnpackArgs will
-// at run time, and returns the argument expression of every parameter it can bind for certain
-// (positional arguments before any *args, and keywords). callee names the helper in messages
-// ("inventory_tbl.update") and signature is how to call it, for the hints.
+// at run time, and calls bind with the index and argument expression of every parameter it can
+// bind for certain (positional arguments before any *args, and keywords), in the call's order.
+// callee names the helper in messages ("inventory_tbl.update") and signature is how to call it,
+// for the hints. A list has at most 64 parameters.
 //
 // It reports, with CodeWrongArguments: more positional arguments than parameters (at the first
 // extra one), a keyword that names no parameter (at the keyword, with a did-you-mean), a
 // parameter given twice (at the second), and a required parameter missing (at the closing
 // parenthesis). A call with *args or **kwargs is never reported missing an argument, and one
-// with *args never passes too few positionals to bind them all.
-func (ps Params) Bind(callee, signature string, call *syntax.CallExpr) (map[string]syntax.Expr, diag.List) {
+// with *args binds none of its positionals.
+func (ps Params) Bind(callee, signature string, call *syntax.CallExpr, bind func(i int, arg syntax.Expr)) diag.List {
 	var ds diag.List
-	report := func(pos syntax.Position, format string, args ...any) {
+	report := func(pos syntax.Position, hint, format string, args ...any) {
 		ds = append(ds, diag.Diagnostic{
 			Stage: diag.StageCheck, Code: CodeWrongArguments, Line: int(pos.Line), Col: int(pos.Col),
-			Message: fmt.Sprintf(format, args...), Hint: "call it as " + signature,
+			Message: fmt.Sprintf(format, args...), Hint: hint + "call it as " + signature,
 		})
 	}
-	bound := make(map[string]syntax.Expr, len(ps))
+	var bound uint64 // bit i: parameter i has its argument
 	positional, spread := 0, false
 	for _, arg := range call.Args {
 		switch a := arg.(type) {
@@ -90,19 +91,19 @@ func (ps Params) Bind(callee, signature string, call *syntax.CallExpr) (map[stri
 			if kw, ok := a.X.(*syntax.Ident); ok && a.Op == syntax.EQ {
 				i := ps.index(kw.Name)
 				switch {
+				case i < 0 && len(ps) == 0:
+					report(kw.NamePos, "", "%s takes no arguments", callee)
 				case i < 0:
-					msg := fmt.Sprintf("%s has no parameter %s", callee, kw.Name)
-					if len(ps) == 0 {
-						msg = fmt.Sprintf("%s takes no arguments", callee)
-					}
-					report(kw.NamePos, "%s", msg)
+					hint := ""
 					if near := spell.Nearest(kw.Name, ps.names()); near != "" {
-						ds[len(ds)-1].Hint = fmt.Sprintf("did you mean %s? call it as %s", near, signature)
+						hint = fmt.Sprintf("did you mean %s? ", near)
 					}
-				case bound[kw.Name] != nil:
-					report(kw.NamePos, "%s got two values for %s", callee, kw.Name)
+					report(kw.NamePos, hint, "%s has no parameter %s", callee, kw.Name)
+				case bound&(1<<i) != 0:
+					report(kw.NamePos, "", "%s got two values for %s", callee, kw.Name)
 				default:
-					bound[kw.Name] = a.Y
+					bound |= 1 << i
+					bind(i, a.Y)
 				}
 				continue
 			}
@@ -111,25 +112,26 @@ func (ps Params) Bind(callee, signature string, call *syntax.CallExpr) (map[stri
 		if positional == len(ps) {
 			start, _ := arg.Span()
 			if len(ps) == 0 {
-				report(start, "%s takes no arguments", callee)
+				report(start, "", "%s takes no arguments", callee)
 			} else {
-				report(start, "%s takes at most %d arguments (%s); got more", callee, len(ps), ps)
+				report(start, "", "%s takes at most %d arguments (%s); got more", callee, len(ps), ps)
 			}
-			return bound, ds
+			return ds
 		}
 		if !spread {
-			bound[ps[positional].Name] = arg
+			bound |= 1 << positional
+			bind(positional, arg)
 		}
 		positional++
 	}
 	if !spread {
-		for _, p := range ps {
-			if p.Default == "" && bound[p.Name] == nil {
-				report(call.Rparen, "%s needs its %s argument", callee, p.Name)
+		for i, p := range ps {
+			if p.Default == "" && bound&(1<<i) == 0 {
+				report(call.Rparen, "", "%s needs its %s argument", callee, p.Name)
 			}
 		}
 	}
-	return bound, ds
+	return ds
 }
 
 func (ps Params) index(name string) int {
@@ -156,7 +158,6 @@ func (ps Params) Check(name, signature string) CallCheck {
 		if method != "" {
 			return nil
 		}
-		_, ds := ps.Bind(name, signature, call)
-		return ds
+		return ps.Bind(name, signature, call, func(int, syntax.Expr) {})
 	}
 }

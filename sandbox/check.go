@@ -192,8 +192,15 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 			}
 		}
 	}
-	var calls []*syntax.CallExpr // calls of helpers that check their calls
-	var bound map[string]bool    // names bound anywhere: a helper's name may be shadowed there
+	// A helper's findings are kept apart until the walk has seen every binding: a name that a
+	// function, lambda or comprehension binds may be another value there, so its findings are
+	// dropped (top-level rebinding is predeclared-assign).
+	type finding struct {
+		name string
+		d    diag.Diagnostic
+	}
+	var found []finding
+	var bound map[string]bool // helper names bound anywhere in the program
 	bind := func(id *syntax.Ident) {
 		if e.calls[id.Name] != nil {
 			if bound == nil {
@@ -205,8 +212,10 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CallExpr:
-			if name, _ := callee(n); e.calls[name] != nil {
-				calls = append(calls, n)
+			if name, method := callee(n); e.calls[name] != nil {
+				for _, d := range e.calls[name](method, n) {
+					found = append(found, finding{name, d})
+				}
 			}
 		case *syntax.AssignStmt:
 			bindingTargets(n.LHS, bind)
@@ -237,9 +246,9 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 		}
 		return true
 	})
-	for _, call := range calls {
-		if name, method := callee(call); !bound[name] {
-			ds = append(ds, e.calls[name](method, call)...)
+	for _, f := range found {
+		if !bound[f.name] {
+			ds = append(ds, f.d)
 		}
 	}
 	return ds

@@ -223,8 +223,9 @@ func TestCheckAsksHelpersAboutTheirCalls(t *testing.T) {
 	assert.Equal(t, 15, c.Diagnostics[1].Col)
 }
 
-// A name a function, lambda or comprehension binds may be another value there: its calls are
-// never checked, anywhere in the program (the check must not flag what could run). Calls of
+// A name a function, lambda or comprehension binds may be another value there: what its calls'
+// checks find is never reported, anywhere in the program (the check must not flag what could
+// run). Calls of
 // other values' methods and of names without a value are not the helpers' either.
 func TestCheckLeavesShadowedAndOtherCallsAlone(t *testing.T) {
 	for _, src := range []string{
@@ -241,6 +242,5 @@ func TestCheckLeavesShadowedAndOtherCallsAlone(t *testing.T) {
 		var asked []string
 		c := checkedEnv(&asked).Check(src, Limits{})
 		assert.NotContains(t, codes(c), CodeWrongArguments, src)
-		assert.Empty(t, asked, src)
 	}
 }

@@ -24,24 +24,26 @@ var literalChecks = map[string]func(t *TableValue, arg syntax.Expr) diag.List{
 // sure of (an unknown method, which Attr explains at run time; computed dicts, keys and
 // filters; *args and **kwargs) is left to the run.
 func (t *TableValue) checkCall(name string, call *syntax.CallExpr) diag.List {
-	m, ok := lookupMethod(name)
-	if !ok {
+	i := methodIndex(name)
+	if i < 0 {
 		return nil
 	}
-	bound, ds := m.params.Bind(t.name+"."+m.name, t.name+"."+m.signature(), call)
-	for _, p := range m.params {
-		if arg := bound[p.Name]; arg != nil && literalChecks[p.Name] != nil {
-			ds = append(ds, literalChecks[p.Name](t, arg)...)
+	m := &tableMethods[i]
+	var ds diag.List
+	bindDiags := m.params.Bind(t.calls[i].callee, t.calls[i].signature, call, func(p int, arg syntax.Expr) {
+		if check := literalChecks[m.params[p].Name]; check != nil {
+			ds = append(ds, check(t, arg)...)
 		}
-	}
-	return ds
+	})
+	return append(bindDiags, ds...)
 }
 
 // checkFields reports the string-literal keys of a literal dict that are not fields of the
 // table: a row to insert or the fields to update.
 func (t *TableValue) checkFields(arg syntax.Expr) diag.List {
 	var ds diag.List
-	for _, e := range literalDict(arg) {
+	for _, x := range literalDict(arg) {
+		e := x.(*syntax.DictEntry)
 		key, ok := stringLiteral(e.Key)
 		if !ok || t.schema.Field(key) != nil {
 			continue
@@ -60,7 +62,8 @@ func (t *TableValue) checkFields(arg syntax.Expr) diag.List {
 // to the run.
 func (t *TableValue) checkWhere(arg syntax.Expr) diag.List {
 	var ds diag.List
-	for _, e := range literalDict(arg) {
+	for _, x := range literalDict(arg) {
+		e := x.(*syntax.DictEntry)
 		key, ok := stringLiteral(e.Key)
 		if !ok {
 			continue
@@ -86,7 +89,8 @@ func (t *TableValue) checkWhere(arg syntax.Expr) diag.List {
 			ds = append(ds, t.diagnostic(builtins.CodeUnknownField, e.Key, qe.Message, qe.Suggestion, "filter on one of the fields listed"))
 			continue
 		}
-		for _, oe := range literalDict(e.Value) {
+		for _, y := range literalDict(e.Value) {
+			oe := y.(*syntax.DictEntry)
 			name, ok := stringLiteral(oe.Key)
 			if !ok {
 				continue
@@ -112,20 +116,13 @@ func (t *TableValue) diagnostic(code string, at syntax.Expr, message, suggestion
 		Message: t.name + ": " + message, Hint: hint}
 }
 
-// literalDict returns the entries of a dict literal ({...}, perhaps in parentheses), or nil for
-// any other expression.
-func literalDict(e syntax.Expr) []*syntax.DictEntry {
-	d, ok := unparen(e).(*syntax.DictExpr)
-	if !ok {
-		return nil
+// literalDict returns the entries (each a *syntax.DictEntry) of a dict literal ({...}, perhaps
+// in parentheses), or nil for any other expression.
+func literalDict(e syntax.Expr) []syntax.Expr {
+	if d, ok := unparen(e).(*syntax.DictExpr); ok {
+		return d.List
 	}
-	entries := make([]*syntax.DictEntry, 0, len(d.List))
-	for _, x := range d.List {
-		if de, ok := x.(*syntax.DictEntry); ok {
-			entries = append(entries, de)
-		}
-	}
-	return entries
+	return nil
 }
 
 // stringLiteral returns the value of a string literal ("name", perhaps in parentheses).

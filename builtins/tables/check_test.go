@@ -68,7 +68,7 @@ func TestCheckCalls(t *testing.T) {
 		{"update where", `inventory_tbl.update({"price": 1.0}, {"itemid": "SG001"})`,
 			[]want{{builtins.CodeUnknownField, 1, `"itemid"`, "did you mean item_id?"}}, false},
 		{"update keywords", `inventory_tbl.update(where={"itemid": "SG001"}, fields={"prce": 1.0})`,
-			[]want{{builtins.CodeUnknownField, 1, `"prce"`, "did you mean price?"}, {builtins.CodeUnknownField, 1, `"itemid"`, "did you mean item_id?"}}, false},
+			[]want{{builtins.CodeUnknownField, 1, `"itemid"`, "did you mean item_id?"}, {builtins.CodeUnknownField, 1, `"prce"`, "did you mean price?"}}, false},
 		{"search where", `rows = inventory_tbl.search({"nmae": "Aviator"})`,
 			[]want{{builtins.CodeUnknownField, 1, `"nmae"`, "did you mean name?"}}, false},
 		{"where in parentheses", `rows = inventory_tbl.search(({("nmae"): "Aviator"}))`,

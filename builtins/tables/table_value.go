@@ -24,6 +24,7 @@ type TableValue struct {
 	name    string
 	shape   *shape
 	methods map[string]*starlark.Builtin
+	calls   []methodCall // by index in tableMethods, for the static check
 }
 
 var (
@@ -34,8 +35,10 @@ var (
 func NewTableValue(s *table.Schema) *TableValue {
 	tv := &TableValue{schema: s, name: s.Name + "_tbl", shape: newShape(s)}
 	tv.methods = make(map[string]*starlark.Builtin, len(tableMethods))
-	for _, m := range tableMethods {
+	tv.calls = make([]methodCall, len(tableMethods))
+	for i, m := range tableMethods {
 		tv.methods[m.name] = starlark.NewBuiltin(tv.name+"."+m.name, m.fn).BindReceiver(tv)
+		tv.calls[i] = methodCall{callee: tv.name + "." + m.name, signature: tv.name + "." + m.signature()}
 	}
 	return tv
 }
@@ -154,14 +157,20 @@ func (m *method) signature() string {
 	return fmt.Sprintf("%s(%s) -> %s", m.name, m.params, m.returns)
 }
 
-// lookupMethod returns the method with the given name.
-func lookupMethod(name string) (*method, bool) {
+// methodIndex returns the index of the named method in tableMethods, or -1.
+func methodIndex(name string) int {
 	for i := range tableMethods {
 		if tableMethods[i].name == name {
-			return &tableMethods[i], true
+			return i
 		}
 	}
-	return nil, false
+	return -1
+}
+
+// methodCall is how the static check names one method of one table value in its messages.
+type methodCall struct {
+	callee    string // inventory_tbl.update
+	signature string // inventory_tbl.update(fields, where) -> int
 }
 
 // whereDoc is how every method documents its where argument.
