@@ -114,7 +114,11 @@ func (ps Params) Bind(callee, signature string, call *syntax.CallExpr, bind func
 			if len(ps) == 0 {
 				report(start, "", "%s takes no arguments", callee)
 			} else {
-				report(start, "", "%s takes at most %d arguments (%s); got more", callee, len(ps), ps)
+				plural := "s"
+				if len(ps) == 1 {
+					plural = ""
+				}
+				report(start, "", "%s takes at most %d argument%s (%s); got more", callee, len(ps), plural, ps)
 			}
 			return ds
 		}

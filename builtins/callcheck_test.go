@@ -49,3 +49,15 @@ func TestParamsString(t *testing.T) {
 	assert.Equal(t, "", Params(nil).String())
 	assert.Equal(t, `fields, where=None, prefix="TXN"`, Params{{Name: "fields"}, {Name: "where", Default: "None"}, {Name: "prefix", Default: `"TXN"`}}.String())
 }
+
+func TestBindMessages(t *testing.T) {
+	one := Params{{Name: "where"}}
+	ds := one.Bind("tbl.get", "tbl.get(where)", parseCall(t, "f(1, 2)"), func(int, syntax.Expr) {})
+	require.Len(t, ds, 1)
+	assert.Equal(t, "tbl.get takes at most 1 argument (where); got more", ds[0].Message)
+	ds = Params{{Name: "a"}, {Name: "b"}}.Bind("f", "f(a, b)", parseCall(t, "f(1, 2, 3)"), func(int, syntax.Expr) {})
+	require.Len(t, ds, 1)
+	assert.Equal(t, "f takes at most 2 arguments (a, b); got more", ds[0].Message)
+	assert.Equal(t, 1, ds[0].Line)
+	assert.Equal(t, 9, ds[0].Col)
+}
