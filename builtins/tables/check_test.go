@@ -202,3 +202,32 @@ func TestArityAgreesWithTheRun(t *testing.T) {
 		}
 	}
 }
+
+// The same for the domain helpers, whose parameters are declared next to their registry entry.
+func TestDomainHelperArityAgreesWithTheRun(t *testing.T) {
+	reg := Registry(testSchemas())
+	args := []string{"transactions_tbl", `"TXN"`, "3"}
+	for _, h := range reg {
+		if h.Group != builtins.GroupDomain {
+			continue
+		}
+		for n := range len(args) + 1 {
+			for _, kw := range []string{"", "tbl=transactions_tbl", "prefix=\"TXN\""} {
+				list := slices.Clone(args[:n])
+				if kw != "" {
+					list = append(list, kw)
+				}
+				src := "x = " + h.Name + "(" + strings.Join(list, ", ") + ")"
+				t.Run(src, func(t *testing.T) {
+					flagged := staticCheck(t, reg, src).Has(builtins.CodeWrongArguments)
+					_, err := newEnv(t).exec(t, src, nil)
+					if flagged {
+						assert.Error(t, err)
+					} else {
+						assert.NoError(t, err)
+					}
+				})
+			}
+		}
+	}
+}
