@@ -44,6 +44,9 @@ type Helper struct {
 	Value starlark.Value
 	// Hidden names are predeclared for the sandbox's own rewrites and never documented.
 	Hidden bool
+	// Check, when set, checks the helper's calls (and its methods' calls) before the run; see
+	// CallCheck. It is declared with the helper, from the same parameters as its Signature.
+	Check CallCheck
 }
 
 // Registry is an ordered list of helpers with unique names.

@@ -69,8 +69,16 @@ func TestInventoryHelpers(t *testing.T) {
 	assert.Equal(t, `next_transaction_id(tbl=transactions_tbl, prefix="TXN")`, h.Signature)
 	assert.Contains(t, h.Doc, "(TXN002 after TXN001)")
 	assert.Equal(t, "txn_id = next_transaction_id(transactions_tbl)", h.Example)
-	_, ok = reg.Lookup("_ledger")
+	_, ok = reg.Lookup("_not_the_ledger")
 	assert.False(t, ok, "names starting with _ are the file's own")
+
+	// Their calls are checked before the run, from their parameters.
+	c := e.Env().CheckProgram("k = next_transaction_id(prefx=\"X\")\nb = get_current_balance(transactions_tbl, 1)\n", sandbox.Limits{})
+	require.Len(t, c.Diagnostics, 2, c.Diagnostics.String())
+	assert.Equal(t, builtins.CodeWrongArguments, c.Diagnostics[0].Code)
+	assert.Contains(t, c.Diagnostics[0].Hint, `did you mean prefix? call it as next_transaction_id(tbl=transactions_tbl, prefix="TXN")`)
+	assert.Equal(t, 2, c.Diagnostics[1].Line)
+	assert.Empty(t, e.Env().CheckProgram("b = get_current_balance()\nk = next_transaction_id(transactions_tbl, prefix=\"TXN\")\n", sandbox.Limits{}).Diagnostics)
 }
 
 // A helper runs in the plan's thread: its work counts against the plan's limits, and an error

@@ -10,6 +10,7 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
+	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/table"
@@ -27,6 +28,14 @@ const (
 	CodeTooLarge          = "program-too-large"
 	CodeTooDeep           = "nesting-too-deep"
 	CodeControlChar       = "program-control-char" // see checkText
+
+	// The static checks of helper calls (builtins.Helper.Check; the codes are declared with that
+	// contract): a literal dict's key that is not a field of the table (insert, update, where),
+	// an operator a where-filter does not know there, and a helper or table method called with
+	// arguments its signature does not take.
+	CodeUnknownField    = builtins.CodeUnknownField
+	CodeUnknownOperator = builtins.CodeUnknownOperator
+	CodeWrongArguments  = builtins.CodeWrongArguments
 )
 
 // planFile is the file name programs are compiled under; positions in it are the program's.
@@ -168,7 +177,7 @@ func syntaxHint(msg string) string {
 }
 
 // checkTree applies the rules that need the syntax tree: no load, no rebinding of the helpers,
-// no use of the sandbox's reserved names.
+// no use of the sandbox's reserved names; and it asks the helpers to check their calls.
 func (e *Env) checkTree(f *syntax.File) diag.List {
 	var ds diag.List
 	for _, stmt := range f.Stmts {
@@ -183,8 +192,42 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 			}
 		}
 	}
+	// A helper's findings are kept apart until the walk has seen every binding: a name that a
+	// function, lambda or comprehension binds may be another value there, so its findings are
+	// dropped (top-level rebinding is predeclared-assign).
+	type finding struct {
+		name string
+		d    diag.Diagnostic
+	}
+	var found []finding
+	var bound map[string]bool // helper names bound anywhere in the program
+	bind := func(id *syntax.Ident) {
+		if e.calls[id.Name] != nil {
+			if bound == nil {
+				bound = map[string]bool{}
+			}
+			bound[id.Name] = true
+		}
+	}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.CallExpr:
+			if name, method := callee(n); e.calls[name] != nil {
+				for _, d := range e.calls[name](method, n) {
+					found = append(found, finding{name, d})
+				}
+			}
+		case *syntax.AssignStmt:
+			bindingTargets(n.LHS, bind)
+		case *syntax.ForStmt:
+			bindingTargets(n.Vars, bind)
+		case *syntax.ForClause:
+			bindingTargets(n.Vars, bind)
+		case *syntax.DefStmt:
+			bind(n.Name)
+			paramNames(n.Params, bind)
+		case *syntax.LambdaExpr:
+			paramNames(n.Params, bind)
 		case *syntax.LoadStmt:
 			ds = append(ds, diag.Diagnostic{
 				Stage: diag.StageCheck, Code: CodeLoad, Line: int(n.Load.Line), Col: int(n.Load.Col),
@@ -203,29 +246,69 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 		}
 		return true
 	})
+	for _, f := range found {
+		if !bound[f.name] {
+			ds = append(ds, f.d)
+		}
+	}
 	return ds
+}
+
+// callee names what call calls when it can be a helper: name(...) or name.method(...).
+func callee(call *syntax.CallExpr) (name, method string) {
+	switch fn := call.Fn.(type) {
+	case *syntax.Ident:
+		return fn.Name, ""
+	case *syntax.DotExpr:
+		if x, ok := fn.X.(*syntax.Ident); ok {
+			return x.Name, fn.Name.Name
+		}
+	}
+	return "", ""
+}
+
+// paramNames calls bind on each parameter name of a def or lambda: x, x=default, *x, **x.
+func paramNames(params []syntax.Expr, bind func(*syntax.Ident)) {
+	for _, p := range params {
+		switch p := p.(type) {
+		case *syntax.Ident:
+			bind(p)
+		case *syntax.BinaryExpr:
+			if id, ok := p.X.(*syntax.Ident); ok {
+				bind(id)
+			}
+		case *syntax.UnaryExpr:
+			if id, ok := p.X.(*syntax.Ident); ok {
+				bind(id)
+			}
+		}
+	}
+}
+
+// bindingTargets calls bind on each identifier an assignment to e binds: x, (x, y), [x, y].
+func bindingTargets(e syntax.Expr, bind func(*syntax.Ident)) {
+	switch e := e.(type) {
+	case *syntax.Ident:
+		bind(e)
+	case *syntax.TupleExpr:
+		for _, x := range e.List {
+			bindingTargets(x, bind)
+		}
+	case *syntax.ListExpr:
+		for _, x := range e.List {
+			bindingTargets(x, bind)
+		}
+	case *syntax.ParenExpr:
+		bindingTargets(e.X, bind)
+	}
 }
 
 // topLevelBindings returns the identifiers a top-level statement binds at module scope
 // (assignments, for-loop variables and def names, also inside top-level if/for/while blocks).
 func topLevelBindings(stmt syntax.Stmt) []*syntax.Ident {
 	var ids []*syntax.Ident
-	var targets func(e syntax.Expr)
-	targets = func(e syntax.Expr) {
-		switch e := e.(type) {
-		case *syntax.Ident:
-			ids = append(ids, e)
-		case *syntax.TupleExpr:
-			for _, x := range e.List {
-				targets(x)
-			}
-		case *syntax.ListExpr:
-			for _, x := range e.List {
-				targets(x)
-			}
-		case *syntax.ParenExpr:
-			targets(e.X)
-		}
+	targets := func(e syntax.Expr) {
+		bindingTargets(e, func(id *syntax.Ident) { ids = append(ids, id) })
 	}
 	var visit func(s syntax.Stmt)
 	visit = func(s syntax.Stmt) {

@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"go.starlark.net/syntax"
+
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/diag"
 )
 
 // testEnv is an environment with one per-run input and one domain helper besides the language,
@@ -188,5 +191,56 @@ func TestLexEndsOnControlCharactersAtLineStart(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("lex(%q) does not end", src)
 		}
+	}
+}
+
+// checkedEnv has a table-like value tbl and a function fn whose static checks record what they
+// were asked and flag every call, so the tests see which calls the checker hands them.
+func checkedEnv(asked *[]string) *Env {
+	flag := func(name string) builtins.CallCheck {
+		return func(method string, call *syntax.CallExpr) diag.List {
+			*asked = append(*asked, name+"."+method)
+			return diag.List{{Stage: diag.StageCheck, Code: CodeWrongArguments, Line: int(call.Lparen.Line), Col: int(call.Lparen.Col), Message: "flagged", Hint: "h"}}
+		}
+	}
+	sum := builtins.Language().Predeclared()["sum"]
+	return NewEnv(builtins.Registry{
+		{Name: "tbl", Group: builtins.GroupTable, Value: sum, Check: flag("tbl")},
+		{Name: "fn", Group: builtins.GroupDomain, Value: sum, Check: flag("fn")},
+		{Name: "doc_only", Group: builtins.GroupDomain, Check: flag("doc_only")},
+	})
+}
+
+// The checker asks a helper about every call of its name and of its methods, and reports what
+// it says with the program's other check diagnostics, before anything runs.
+func TestCheckAsksHelpersAboutTheirCalls(t *testing.T) {
+	var asked []string
+	c := checkedEnv(&asked).Check("x = fn([1])\ny = tbl.search({})\ndef g():\n    return tbl.insert(fn([2]))\n", Limits{})
+	assert.Nil(t, c.Program)
+	assert.Equal(t, []string{CodeWrongArguments, CodeWrongArguments, CodeWrongArguments, CodeWrongArguments}, codes(c))
+	assert.Equal(t, []string{"fn.", "tbl.search", "tbl.insert", "fn."}, asked)
+	assert.Equal(t, 2, c.Diagnostics[1].Line)
+	assert.Equal(t, 15, c.Diagnostics[1].Col)
+}
+
+// A name a function, lambda or comprehension binds may be another value there: what its calls'
+// checks find is never reported, anywhere in the program (the check must not flag what could
+// run). Calls of
+// other values' methods and of names without a value are not the helpers' either.
+func TestCheckLeavesShadowedAndOtherCallsAlone(t *testing.T) {
+	for _, src := range []string{
+		"def g(tbl):\n    return tbl.search({})\n",
+		"def g(x, tbl=None):\n    return tbl.search({})\n",
+		"def g(*tbl):\n    return len(tbl)\nx = tbl.search({})\n",
+		"def g():\n    tbl = {}\n    return tbl.get(1)\n",
+		"def g():\n    for tbl in [{}]:\n        tbl.get(1)\n",
+		"f = lambda tbl: tbl.search({})\n",
+		"x = [tbl.get(1) for tbl in [{}]]\n",
+		"d = {}\nx = d.search({})\ny = other.tbl.search({})\n",
+		"x = doc_only(1)\n",
+	} {
+		var asked []string
+		c := checkedEnv(&asked).Check(src, Limits{})
+		assert.NotContains(t, codes(c), CodeWrongArguments, src)
 	}
 }

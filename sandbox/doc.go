@@ -9,6 +9,14 @@
 // result's Program is exactly the text that was checked and then run, after its recorded
 // rewrites.
 //
+// The check also asks the helpers about their own calls (builtins.Helper.Check): every call
+// name(...) or name.method(...) of a predeclared helper that has a check, where no function,
+// lambda or comprehension of the program binds that name, is handed to it. The table helpers
+// report fields their table lacks in literal rows and where-filters, operators a filter does
+// not know, and arguments their signature does not take (unknown-field, unknown-operator,
+// wrong-arguments), so such a plan is refused with a did-you-mean before it runs. The sandbox
+// knows nothing of tables: it only walks the calls.
+//
 // Memory is bounded in process by two mechanisms. Before compiling, the checked syntax tree is
 // rewritten (builtins.GuardTree) so that the operations that can amplify memory in a single
 // step (`*`, `+`, `%` and `<<`, `+=`, and the methods that build large strings and lists, such

@@ -16,12 +16,13 @@ import (
 // checked last (see checkCache), so build one per domain and keep it.
 type Env struct {
 	registry    builtins.Registry
-	predeclared starlark.StringDict // frozen values, shared by every run
-	inputs      map[string]bool     // names whose values each run supplies
-	protected   map[string]bool     // names a plan may not rebind at top level
-	modules     map[string][]string // module name → member names, for pycompat
-	unguarded   bool                // benchmarks only: no guard rewrite and no watchdog
-	checks      *checkCache         // recently checked programs; nil: none kept
+	predeclared starlark.StringDict           // frozen values, shared by every run
+	inputs      map[string]bool               // names whose values each run supplies
+	protected   map[string]bool               // names a plan may not rebind at top level
+	modules     map[string][]string           // module name → member names, for pycompat
+	calls       map[string]builtins.CallCheck // helper name → the static check of its calls
+	unguarded   bool                          // benchmarks only: no guard rewrite and no watchdog
+	checks      *checkCache                   // recently checked programs; nil: none kept
 }
 
 // NewEnv builds an environment from the language builtins, the guards and regs, in that order;
@@ -36,6 +37,7 @@ func NewEnv(regs ...builtins.Registry) *Env {
 		inputs:    map[string]bool{},
 		protected: map[string]bool{},
 		modules:   map[string][]string{},
+		calls:     map[string]builtins.CallCheck{},
 		unguarded: benchhook.Unguarded(),
 		checks:    newCheckCache(),
 	}
@@ -65,6 +67,9 @@ func NewEnv(regs ...builtins.Registry) *Env {
 		}
 		if h.Hidden {
 			e.protected[h.Name] = true
+		}
+		if h.Check != nil && h.Value != nil {
+			e.calls[h.Name] = h.Check
 		}
 	}
 	e.predeclared = e.registry.Predeclared()

@@ -82,14 +82,19 @@ func (e *Env) LoadHelpers(src string) (builtins.Registry, diag.List) {
 				Message: fmt.Sprintf("helper %s has no docstring", def.Name.Name),
 				Hint:    `start its body with a """docstring""": what it returns, then an "Example: ..." line; the prompt shows it to the model`}}
 		}
-		reg = append(reg, builtins.Helper{
+		sig := signature(lines, def)
+		h := builtins.Helper{
 			Name:      def.Name.Name,
 			Group:     builtins.GroupDomain,
-			Signature: signature(lines, def),
+			Signature: sig,
 			Doc:       doc,
 			Example:   example,
 			Value:     fn,
-		})
+		}
+		if ps, ok := paramsOf(fn); ok {
+			h.Check = ps.Check(def.Name.Name, sig) // calls with the wrong arguments fail the check
+		}
+		reg = append(reg, h)
 	}
 	return reg, nil
 }
@@ -144,4 +149,20 @@ func runeOffset(text string, col int) int {
 		off += n
 	}
 	return off
+}
+
+// paramsOf is a function's parameters as the static call check reads them; false for a function
+// with *args, **kwargs or keyword-only parameters, whose calls the check leaves to the run.
+func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
+	if fn.HasVarargs() || fn.HasKwargs() || fn.NumKwonlyParams() > 0 {
+		return nil, false
+	}
+	ps := make(builtins.Params, fn.NumParams())
+	for i := range ps {
+		ps[i].Name, _ = fn.Param(i)
+		if d := fn.ParamDefault(i); d != nil {
+			ps[i].Default = d.String()
+		}
+	}
+	return ps, true
 }

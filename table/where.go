@@ -605,11 +605,8 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 }
 
 func (c *compiler) logical(g *group, key string, val any, depth int) error {
-	if _, isField := opCodes[key]; isField {
-		return c.errorf("", "operator %s must be applied to a field, as in {\"price\": {%q: ...}}", key, key)
-	}
-	if key != "$or" && key != "$and" {
-		return c.errorf(Nearest(key, LogicalOperators), "unknown operator %q at the top of the filter; use $or or $and with a list of filters, or a field name", key)
+	if e := OperatorError(key, true, ""); e != nil {
+		return c.errorf(e.Suggestion, "%s", e.Message)
 	}
 	list, ok := val.([]any)
 	if !ok {
@@ -651,25 +648,57 @@ func (c *compiler) field(name string) (*Field, error) {
 	if f := c.schema.Field(name); f != nil {
 		return f, nil
 	}
-	if name == c.schema.Key {
-		return nil, nil
+	if e := c.schema.WhereFieldError(name); e != nil {
+		return nil, c.errorf(e.Suggestion, "%s", e.Message)
 	}
-	names := c.schema.FieldNames()
-	return nil, c.errorf(Nearest(name, names), "unknown field %q; the fields are %s", name, strings.Join(names, ", "))
+	return nil, nil
 }
 
-func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
-	code, ok := opCodes[name]
-	if !ok {
-		if name == "$or" || name == "$and" {
-			return op{}, c.errorf("", "%s belongs at the top of the filter, as in {%q: [{%q: ...}, ...]}", name, name, field)
-		}
+// WhereFieldError returns the error Compile gives for a filter on the field name, or nil when a
+// filter may name it: a declared field, or the key field. Message and Suggestion are set; the
+// static check of a plan reports the same words before the run.
+func (s *Schema) WhereFieldError(name string) *QueryError {
+	if s.Field(name) != nil || name == s.Key {
+		return nil
+	}
+	names := s.FieldNames()
+	return &QueryError{Table: s.Name, Suggestion: Nearest(name, names),
+		Message: fmt.Sprintf("unknown field %q; the fields are %s", name, strings.Join(names, ", "))}
+}
+
+// OperatorError returns the error Compile gives for the key name starting with "$", or nil
+// when a filter knows that operator in that position: top says name is a key at the top of a
+// filter (or of an $or/$and element), where only $or and $and are operators; otherwise it is a
+// key of the operator dict of field. The suggestion is an alias from another query language ($le →
+// $lte) or the nearest operator. The static check of a plan reports the same words before the
+// run.
+func OperatorError(name string, top bool, field string) *QueryError {
+	_, isField := opCodes[name]
+	isLogical := slices.Contains(LogicalOperators, name)
+	switch {
+	case top && isField:
+		return &QueryError{Message: fmt.Sprintf("operator %s must be applied to a field, as in {\"price\": {%q: ...}}", name, name)}
+	case top && !isLogical:
+		return &QueryError{Suggestion: Nearest(name, LogicalOperators),
+			Message: fmt.Sprintf("unknown operator %q at the top of the filter; use $or or $and with a list of filters, or a field name", name)}
+	case !top && isLogical:
+		return &QueryError{Message: fmt.Sprintf("%s belongs at the top of the filter, as in {%q: [{%q: ...}, ...]}", name, name, field)}
+	case !top && !isField:
 		suggestion := opAliases[strings.ToLower(name)]
 		if suggestion == "" {
 			suggestion = Nearest(name, FieldOperators)
 		}
-		return op{}, c.errorf(suggestion, "unknown operator %q for field %q; the operators are %s", name, field, strings.Join(FieldOperators, " "))
+		return &QueryError{Suggestion: suggestion,
+			Message: fmt.Sprintf("unknown operator %q for field %q; the operators are %s", name, field, strings.Join(FieldOperators, " "))}
 	}
+	return nil
+}
+
+func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
+	if e := OperatorError(name, false, field); e != nil {
+		return op{}, c.errorf(e.Suggestion, "%s", e.Message)
+	}
+	code := opCodes[name]
 	typ := ""
 	if f != nil {
 		typ = f.Type

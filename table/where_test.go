@@ -698,3 +698,39 @@ func TestFormatValueIsBounded(t *testing.T) {
 	assert.Less(t, len(got), 2*MaxFormatted)
 	assert.Contains(t, got, "characters)")
 }
+
+// The static check of a plan reports unknown fields and operators through WhereFieldError and
+// OperatorError before the run; Compile refuses the same filters with the same words, so the
+// two can never disagree.
+func TestCompileAndStaticCheckShareTheirWords(t *testing.T) {
+	s := inventorySchema()
+	tests := []struct {
+		where map[string]any
+		same  *QueryError
+	}{
+		{map[string]any{"nmae": "x"}, s.WhereFieldError("nmae")},
+		{map[string]any{"price": map[string]any{"$le": 1}}, OperatorError("$le", false, "price")},
+		{map[string]any{"price": map[string]any{"$and": 1}}, OperatorError("$and", false, "price")},
+		{map[string]any{"$lt": 1}, OperatorError("$lt", true, "")},
+		{map[string]any{"$ro": []any{}}, OperatorError("$ro", true, "")},
+	}
+	for _, tt := range tests {
+		require.NotNil(t, tt.same, "%v", tt.where)
+		_, err := Compile(s, tt.where)
+		var qe *QueryError
+		require.ErrorAs(t, err, &qe)
+		assert.Equal(t, tt.same.Message, qe.Message)
+		assert.Equal(t, tt.same.Suggestion, qe.Suggestion)
+	}
+	assert.Equal(t, "$lte", OperatorError("$le", false, "price").Suggestion)
+	assert.Nil(t, s.WhereFieldError(s.Key))
+	assert.Nil(t, s.WhereFieldError("price"))
+	for _, op := range FieldOperators {
+		assert.Nil(t, OperatorError(op, false, "price"), op)
+		assert.NotNil(t, OperatorError(op, true, ""), op)
+	}
+	for _, op := range LogicalOperators {
+		assert.Nil(t, OperatorError(op, true, ""), op)
+		assert.NotNil(t, OperatorError(op, false, "price"), op)
+	}
+}

@@ -24,6 +24,7 @@ type TableValue struct {
 	name    string
 	shape   *shape
 	methods map[string]*starlark.Builtin
+	calls   []methodCall // by index in tableMethods, for the static check
 }
 
 var (
@@ -34,8 +35,10 @@ var (
 func NewTableValue(s *table.Schema) *TableValue {
 	tv := &TableValue{schema: s, name: s.Name + "_tbl", shape: newShape(s)}
 	tv.methods = make(map[string]*starlark.Builtin, len(tableMethods))
-	for _, m := range tableMethods {
+	tv.calls = make([]methodCall, len(tableMethods))
+	for i, m := range tableMethods {
 		tv.methods[m.name] = starlark.NewBuiltin(tv.name+"."+m.name, m.fn).BindReceiver(tv)
+		tv.calls[i] = methodCall{callee: tv.name + "." + m.name, signature: tv.name + "." + m.signature()}
 	}
 	return tv
 }
@@ -141,11 +144,33 @@ func (t *TableValue) rowList(thread *starlark.Thread, op string, rows []table.Ro
 
 // method is one method of a table value, with its documentation.
 type method struct {
-	name      string
-	signature string // after "tbl."
-	doc       string
-	example   string // %s is the table value's name
-	fn        func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
+	name    string
+	params  builtins.Params // for the signature and the static check; fn unpacks the same
+	returns string
+	doc     string
+	example string // %s is the table value's name
+	fn      func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
+}
+
+// signature is how to call the method, after "tbl.": "update(fields, where) -> int".
+func (m *method) signature() string {
+	return fmt.Sprintf("%s(%s) -> %s", m.name, m.params, m.returns)
+}
+
+// methodIndex returns the index of the named method in tableMethods, or -1.
+func methodIndex(name string) int {
+	for i := range tableMethods {
+		if tableMethods[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// methodCall is how the static check names one method of one table value in its messages.
+type methodCall struct {
+	callee    string // inventory_tbl.update
+	signature string // inventory_tbl.update(fields, where) -> int
 }
 
 // whereDoc is how every method documents its where argument.
@@ -153,15 +178,15 @@ const whereDoc = `where is a dict evaluated in Go ({"name": "Aviator"}, {"price"
 
 // tableMethods are the methods of every table value, in the order the reference lists them.
 var tableMethods = []method{
-	{"all", "all() -> list of rows", "Returns every row in key order.", `names = [row["name"] for row in %s.all()]`, allMethod},
-	{"search", "search(where) -> list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
-	{"get", "get(where) -> row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
-	{"last", "last(where=None) -> row or None", "Returns the last row in key order that matches where, or None.", `row = %s.last()`, lastMethod},
-	{"get_by_key", "get_by_key(key) -> row or None", "Returns the row with that key, or None.", `row = %s.get_by_key("SG001")`, getByKeyMethod},
-	{"count", "count(where=None) -> int", "Counts the rows that match where (every row when where is None).", `n = %s.count({"quantity_in_stock": 0})`, countMethod},
-	{"insert", "insert(row) -> key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", `key = %s.insert({"item_id": "SG007", "name": "Cat Eye", "quantity_in_stock": 5, "price": 75.0})`, insertMethod},
-	{"update", "update(fields, where) -> int", "Sets fields on every row that matches where and returns how many rows changed; where is required (lambda row: True changes every row). A row value passed as fields contributes only the fields the plan changed in it; a row value passed as where matches that row by its key.", `%s.update({"quantity_in_stock": row["quantity_in_stock"] - 2}, {"item_id": row["item_id"]})`, updateMethod},
-	{"remove", "remove(where) -> int", "Removes every row that matches where and returns how many were removed; where is required (lambda row: True removes every row).", `%s.remove({"item_id": "SG006"})`, removeMethod},
+	{"all", nil, "list of rows", "Returns every row in key order.", `names = [row["name"] for row in %s.all()]`, allMethod},
+	{"search", builtins.Params{{Name: "where"}}, "list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
+	{"get", builtins.Params{{Name: "where"}}, "row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
+	{"last", builtins.Params{{Name: "where", Default: "None"}}, "row or None", "Returns the last row in key order that matches where, or None.", `row = %s.last()`, lastMethod},
+	{"get_by_key", builtins.Params{{Name: "key"}}, "row or None", "Returns the row with that key, or None.", `row = %s.get_by_key("SG001")`, getByKeyMethod},
+	{"count", builtins.Params{{Name: "where", Default: "None"}}, "int", "Counts the rows that match where (every row when where is None).", `n = %s.count({"quantity_in_stock": 0})`, countMethod},
+	{"insert", builtins.Params{{Name: "row"}}, "key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", `key = %s.insert({"item_id": "SG007", "name": "Cat Eye", "quantity_in_stock": 5, "price": 75.0})`, insertMethod},
+	{"update", builtins.Params{{Name: "fields"}, {Name: "where"}}, "int", "Sets fields on every row that matches where and returns how many rows changed; where is required (lambda row: True changes every row). A row value passed as fields contributes only the fields the plan changed in it; a row value passed as where matches that row by its key.", `%s.update({"quantity_in_stock": row["quantity_in_stock"] - 2}, {"item_id": row["item_id"]})`, updateMethod},
+	{"remove", builtins.Params{{Name: "where"}}, "int", "Removes every row that matches where and returns how many were removed; where is required (lambda row: True removes every row).", `%s.remove({"item_id": "SG006"})`, removeMethod},
 }
 
 // methodDocs documents the methods once, with examples on tv.
@@ -171,7 +196,7 @@ func methodDocs(tv *TableValue) builtins.Registry {
 		reg = append(reg, builtins.Helper{
 			Name:      "tbl." + m.name,
 			Group:     builtins.GroupTable,
-			Signature: "tbl." + m.signature,
+			Signature: "tbl." + m.signature(),
 			Doc:       m.doc,
 			Example:   fmt.Sprintf(m.example, tv.name),
 		})

@@ -87,20 +87,17 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 			Doc:       tableDoc(s),
 			Example:   tableExample(tv),
 			Value:     tv,
+			Check:     tv.checkCall,
 		})
 	}
 	if len(schemas) > 0 {
 		reg = append(reg, methodDocs(NewTableValue(schemas[0]))...)
 	}
 	reg = append(reg,
-		builtins.Helper{
-			Name:      NameNow,
-			Group:     builtins.GroupDomain,
-			Signature: "now() -> str",
-			Doc:       "Returns the run's timestamp, ISO-8601 to the second (2025-01-01T09:00:00); the same on every call.",
-			Example:   `row["timestamp"] = now()`,
-			Value:     starlark.NewBuiltin(NameNow, nowBuiltin),
-		},
+		function(NameNow, nil, "str",
+			"Returns the run's timestamp, ISO-8601 to the second (2025-01-01T09:00:00); the same on every call.",
+			`row["timestamp"] = now()`,
+			nowBuiltin),
 		builtins.Helper{
 			Name:      NameUserRequest,
 			Group:     builtins.GroupInput,
@@ -138,6 +135,22 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 		}
 	}
 	return reg
+}
+
+// function is a domain helper: its signature and the static check of its calls both come from
+// params, which fn unpacks at run time.
+func function(name string, params builtins.Params, returns, doc, example string,
+	fn func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)) builtins.Helper {
+	signature := fmt.Sprintf("%s(%s) -> %s", name, params, returns)
+	return builtins.Helper{
+		Name:      name,
+		Group:     builtins.GroupDomain,
+		Signature: signature,
+		Doc:       doc,
+		Example:   example,
+		Value:     starlark.NewBuiltin(name, fn),
+		Check:     params.Check(name, signature),
+	}
 }
 
 func tableDoc(s *table.Schema) string {
