@@ -91,3 +91,12 @@ func TestCheckCacheSharedByConcurrentRuns(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A program full of unknown names is reported in a bounded list, so neither the answer nor the
+// cache holds tens of thousands of diagnostics.
+func TestResolveDiagnosticsAreCapped(t *testing.T) {
+	src := "x = [" + strings.Repeat("a,", 30000) + "]\n"
+	c := testEnv().CheckProgram(src, Limits{})
+	require.Len(t, c.Diagnostics, maxResolveDiagnostics+1)
+	assert.Contains(t, c.Diagnostics[maxResolveDiagnostics].Message, "and 29950 more problems")
+}

@@ -357,13 +357,23 @@ func (e *Env) documentedNames() []string {
 var undefinedRE = regexp.MustCompile(`^undefined: (\S+)(?: \(did you mean (\S+)\?\))?$`)
 
 // resolveDiagnostics converts the resolver's errors: unknown names get a did-you-mean.
+// maxResolveDiagnostics is the most name problems a check reports one by one: a hostile program
+// can hold tens of thousands, each costing a spelling search.
+const maxResolveDiagnostics = 50
+
 func (e *Env) resolveDiagnostics(err error) diag.List {
 	var list resolve.ErrorList
 	if !errors.As(err, &list) {
 		return diag.List{{Stage: diag.StageCheck, Code: CodeResolve, Message: err.Error()}}
 	}
 	var ds diag.List
-	for _, re := range list {
+	for i, re := range list {
+		if i == maxResolveDiagnostics {
+			ds = append(ds, diag.Diagnostic{Stage: diag.StageCheck, Code: CodeResolve,
+				Message: fmt.Sprintf("and %d more problems with names", len(list)-i),
+				Hint:    "correct the ones above first; the rest are often the same mistake"})
+			break
+		}
 		d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeResolve, Line: int(re.Pos.Line), Col: int(re.Pos.Col), Message: re.Msg}
 		if m := undefinedRE.FindStringSubmatch(re.Msg); m != nil {
 			d.Code = CodeUnknownName

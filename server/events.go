@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -135,9 +136,12 @@ func (b *broker) close() {
 
 // history is a run's lifecycle as its audit record and decision keep it: the events /v1/events
 // streamed for it, rebuilt from what is stored, so that they outlive the server process and
-// cover runs made by the CLI or another server. A history event has no id (ids number one
-// process's stream) and no request id; everything else is what the live event said. digest is
-// the digest of the run's changes.
+// cover runs made by the CLI or another server, in the order they happened. A history event has
+// no id (ids number one process's stream) and no request id; its origin is the one the record
+// keeps (a run's own origin, such as "ask", for started and finished; who applied or rejected
+// it for those). What the record does not keep is not rebuilt: a replanning event (the new run's
+// finished event names the rejected one as its parent) and a failed replan. digest is the digest
+// of the run's changes.
 func history(rec *engine.RunRecord, d *engine.Decision, digest string) []Event {
 	ev := func(e Event) Event {
 		e.RunID = rec.ID
@@ -150,24 +154,30 @@ func history(rec *engine.RunRecord, d *engine.Decision, digest string) []Event {
 	}
 	// The state the run finished in: a conflict or an apply came later, and a conflict replaced
 	// the outcome, which was ok when the run finished (only accepted runs wait for an apply).
+	conflict := rec.ConflictAt != nil || rec.Outcome == engine.OutcomeConflict // the latter: records from before ConflictAt
 	switch {
-	case rec.Applied || rec.ConflictAt != nil || d != nil && rec.Outcome == engine.OutcomeOK && rec.ChangedRows > 0:
+	case rec.Applied || conflict || d != nil && rec.Outcome == engine.OutcomeOK && rec.ChangedRows > 0:
 		finished.Outcome, finished.State = engine.OutcomeOK, StatePending
 	default:
 		finished.State = engine.StateOf(rec.Result(), nil)
 	}
 	out := []Event{ev(Event{Type: EventStarted, Time: rec.Time, Origin: rec.Origin}), finished}
-	if d != nil {
-		out = append(out, ev(Event{Type: EventRejected, Time: d.Time, Origin: d.Origin, Outcome: finished.Outcome,
-			State: StateRejected, Feedback: d.Feedback}))
-	}
 	switch {
 	case rec.AppliedAt != nil:
 		out = append(out, ev(Event{Type: EventApplied, Time: *rec.AppliedAt, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StateApplied,
 			Digest: digest, Rows: rec.ChangedRows}))
-	case rec.ConflictAt != nil:
-		out = append(out, ev(Event{Type: EventFailed, Time: *rec.ConflictAt, Origin: rec.ApplyOrigin, Outcome: engine.OutcomeConflict,
+	case conflict:
+		at := finished.Time // a record from before ConflictAt: the time is not known, only the order
+		if rec.ConflictAt != nil {
+			at = *rec.ConflictAt
+		}
+		out = append(out, ev(Event{Type: EventFailed, Time: at, Origin: rec.ApplyOrigin, Outcome: engine.OutcomeConflict,
 			State: StateConflict, Code: engine.CodeConflict, Message: firstMessage(rec.Diagnostics)}))
 	}
+	if d != nil {
+		out = append(out, ev(Event{Type: EventRejected, Time: d.Time, Origin: d.Origin, Outcome: rec.Outcome,
+			State: StateRejected, Feedback: d.Feedback}))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
 }

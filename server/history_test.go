@@ -104,3 +104,23 @@ func types(evs []Event) []string {
 	}
 	return out
 }
+
+// The history is in the order things happened, also for a run that conflicted and was then
+// rejected, and a conflict recorded before its time was kept still shows.
+func TestHistoryOrderAndOldConflicts(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	at := func(s int) *time.Time { v := t0.Add(time.Duration(s) * time.Second); return &v }
+	rec := &engine.RunRecord{ID: "r_1", Time: t0, Origin: "exec", Outcome: engine.OutcomeConflict, ChangedRows: 2,
+		ConflictAt: at(5), ApplyError: "rejected by the reviewer"}
+	d := &engine.Decision{RunID: "r_1", Decision: engine.DecisionRejected, Feedback: "no", Time: *at(9), Origin: OriginHTTP}
+	evs := history(rec, d, "sha256:x")
+	assert.Equal(t, []string{EventStarted, EventFinished, EventFailed, EventRejected}, types(evs))
+	assert.Equal(t, StatePending, evs[1].State, "it was pending when it finished")
+	assert.Equal(t, engine.OutcomeConflict, evs[3].Outcome)
+
+	old := &engine.RunRecord{ID: "r_2", Time: t0, Origin: "exec", Outcome: engine.OutcomeConflict, ChangedRows: 2, ApplyError: "moved"}
+	evs = history(old, nil, "sha256:y")
+	assert.Equal(t, []string{EventStarted, EventFinished, EventFailed}, types(evs))
+	assert.Equal(t, StatePending, evs[1].State)
+	assert.Equal(t, engine.CodeConflict, evs[2].Code)
+}

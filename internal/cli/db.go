@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -247,7 +246,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(ios.path(opts.File))
+	f, err := ios.openInput(opts.File)
 	if err != nil {
 		return withCode(ExitUsage, err, "give the path of a CSV or JSON file")
 	}

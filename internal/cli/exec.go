@@ -96,6 +96,15 @@ func approveRun(ctx context.Context, ios IOStreams, g *globalOptions, runID stri
 		fmt.Fprintf(ios.Out, "Not applied. To apply later: starplan apply %s\n", runID)
 		return nil
 	}
+	// A server may have taken the store while the person decided: then apply through it.
+	through := ios
+	through.args = []string{"apply", runID}
+	if code, relayed, err := relayCommand(ctx, through, g); relayed {
+		if err != nil {
+			return err
+		}
+		return silentExit(code)
+	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		applied, err := e.ApplyAs(ctx, runID, originCLI)
 		if err != nil {

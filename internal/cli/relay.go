@@ -46,8 +46,8 @@ const (
 
 	maxFrame = 1 << 20 // the largest frame either side accepts, in bytes
 	// maxStdinBacklog is how much of the client's standard input the server holds before the
-	// command reads it; a client sending more is cut off. exec - reads at most maxSource.
-	maxStdinBacklog = 2*maxSource + maxFrame
+	// command reads it; a client sending more waits. exec - reads at most maxSource.
+	maxStdinBacklog = maxSource + maxFrame
 	// relayVersion changes when the protocol does; a server answers another with an error.
 	relayVersion = 1
 )
@@ -113,8 +113,12 @@ func readFrame(r io.Reader) (typ byte, payload []byte, err error) {
 	if n > maxFrame {
 		return 0, nil, fmt.Errorf("a frame of %d bytes is larger than %d", n, maxFrame)
 	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	// Read as it arrives: a peer that announces a large frame and stalls holds only what it sent.
+	payload, err = io.ReadAll(io.LimitReader(r, int64(n)))
+	if err == nil && len(payload) < int(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	return head[0], payload, nil
@@ -232,9 +236,18 @@ type relayServer struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]*stdinBuffer // each client's input (nil until its hello is read)
 	closing bool
 }
+
+// The bounds of a relay server: clients served at once (more wait in the kernel's queue), how
+// long a client may take to say what it wants, and how long a stopping server waits for the
+// commands it ended to say so to their clients.
+const (
+	maxRelayClients = 64
+	helloTimeout    = 10 * time.Second
+	relayEndWait    = 2 * time.Second
+)
 
 // listenRelay listens on the store directory's socket. A socket file left by a server that is
 // gone is replaced: the store's lock, which this server holds, proves no other server runs.
@@ -251,12 +264,18 @@ func listenRelay(dir string, eng *engine.Engine) (*relayServer, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]struct{}{}}, nil
+	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]*stdinBuffer{}}, nil
 }
 
-// serve accepts clients until close.
+// serve accepts clients until close, at most maxRelayClients at once.
 func (s *relayServer) serve() {
+	slots := make(chan struct{}, maxRelayClients)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
 		conn, err := s.ln.Accept()
 		if err != nil {
 			return
@@ -267,10 +286,11 @@ func (s *relayServer) serve() {
 			conn.Close()
 			return
 		}
-		s.conns[conn] = struct{}{}
+		s.conns[conn] = nil
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
+			defer func() { <-slots }()
 			defer s.wg.Done()
 			defer func() {
 				s.mu.Lock()
@@ -284,8 +304,10 @@ func (s *relayServer) serve() {
 }
 
 // close stops accepting, lets the commands still running finish for at most grace, then ends
-// them (a command waiting for its client's answer sees its input end, and Ctrl-C's
-// cancellation), waits for them and removes the socket.
+// them: their contexts are cancelled (Ctrl-C's exit code) and their input ends, so a command
+// waiting for its client's answer returns. Each has relayEndWait to tell its client; then the
+// connections are closed and the socket removed. A command stuck in the kernel (it should not
+// be: hosted commands open only regular files) is left behind rather than holding the server.
 func (s *relayServer) close(grace time.Duration) {
 	s.mu.Lock()
 	if s.closing {
@@ -297,17 +319,33 @@ func (s *relayServer) close(grace time.Duration) {
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
+	wait := func(d time.Duration) bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(d):
+			return false
+		}
 	}
-	s.mu.Lock()
+	if !wait(grace) {
+		s.mu.Lock()
+		s.stop()
+		for _, in := range s.conns {
+			if in != nil {
+				in.close(io.EOF)
+			}
+		}
+		s.mu.Unlock()
+		if !wait(relayEndWait) {
+			s.mu.Lock()
+			for c := range s.conns {
+				c.Close()
+			}
+			s.mu.Unlock()
+			wait(relayEndWait)
+		}
+	}
 	s.stop()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	<-done
 	os.Remove(s.path)
 }
 
@@ -327,8 +365,8 @@ func hostWhileWaiting(ios IOStreams, e *engine.Engine) (stop func()) {
 	return func() { relay.close(hostGrace) }
 }
 
-// hostGrace is how long a command that hosted others waits for them before it exits.
-const hostGrace = 10 * time.Second
+// hostGrace is how long a command that hosted others waits for them before it ends them.
+const hostGrace = 2 * time.Second
 
 // run serves one client: its command, with its input, output and exit code.
 func (s *relayServer) run(conn net.Conn) {
@@ -346,8 +384,17 @@ func (s *relayServer) run(conn net.Conn) {
 		exit(ExitUsage)
 		return
 	}
+	defer func() {
+		// A fault in one client's command must not take the server down with it.
+		if v := recover(); v != nil {
+			fmt.Fprintf(stderr, "Error: starplan failed while running the command: %v\n", v)
+			exit(ExitInternal)
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(helloTimeout))
 	r := bufio.NewReader(conn)
 	typ, payload, err := readFrame(r)
+	conn.SetReadDeadline(time.Time{})
 	var hello relayHello
 	if err == nil && typ == frameHello {
 		err = json.Unmarshal(payload, &hello)
@@ -365,6 +412,10 @@ func (s *relayServer) run(conn net.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	in := newStdinBuffer()
+	defer in.close(io.EOF) // the command is over: a reader waiting to add input gives up
+	s.mu.Lock()
+	s.conns[conn] = in
+	s.mu.Unlock()
 	go func() {
 		// The client's input, until it ends; then the connection's end is the client's Ctrl-C.
 		for {
@@ -376,8 +427,7 @@ func (s *relayServer) run(conn net.Conn) {
 				return
 			case typ == frameStdin:
 				if !in.add(payload) {
-					cancel()
-					return
+					return // the command ended
 				}
 			case typ == frameEOF:
 				in.close(io.EOF)
@@ -408,16 +458,16 @@ func newStdinBuffer() *stdinBuffer {
 	return b
 }
 
-// add appends input; false when the client sent more than the server holds.
+// add appends input, waiting while the command has maxStdinBacklog bytes it has not read (so a
+// client that sends more than a command reads is slowed down, never cut off); false once the
+// input is closed.
 func (b *stdinBuffer) add(p []byte) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
-		return true
+	for len(b.buf) >= maxStdinBacklog && b.err == nil {
+		b.cond.Wait()
 	}
-	if len(b.buf)+len(p) > maxStdinBacklog {
-		b.err = fmt.Errorf("more than %d bytes of standard input waiting", maxStdinBacklog)
-		b.cond.Broadcast()
+	if b.err != nil {
 		return false
 	}
 	b.buf = append(b.buf, p...)
@@ -445,6 +495,7 @@ func (b *stdinBuffer) Read(p []byte) (int, error) {
 	}
 	n := copy(p, b.buf)
 	b.buf = b.buf[n:]
+	b.cond.Broadcast() // room for a waiting add
 	return n, nil
 }
 
@@ -452,4 +503,29 @@ func (b *stdinBuffer) Read(p []byte) (int, error) {
 func relayRefusal(cmd *cobra.Command) error {
 	return withCode(ExitUsage, fmt.Errorf("%s does not run through starplan serve", strings.TrimPrefix(cmd.CommandPath(), "starplan ")),
 		"stop the server on this store to run it, or run it on another store with --db")
+}
+
+// errNotRegular is the error of a file a command running in a server for a client may not read.
+var errNotRegular = errors.New("through the server on this store only a regular file can be read, not a pipe, device or terminal; pass - and send it on standard input")
+
+func regularOnly(f *os.File) (*os.File, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, errNotRegular
+	}
+	return f, nil
+}
+
+// openInput opens a file a command reads: the client's regular file when it runs in a server
+// for a client (see openRegular), any file otherwise.
+func (s IOStreams) openInput(name string) (*os.File, error) {
+	if s.host != nil {
+		return openRegular(s.path(name))
+	}
+	return os.Open(s.path(name))
 }

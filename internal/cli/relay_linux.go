@@ -43,3 +43,14 @@ func listenUnix(path string) (net.Listener, error) {
 	defer unix.Umask(old)
 	return net.Listen("unix", path)
 }
+
+// openRegular opens path for reading only if it is a regular file. The open cannot block: a
+// FIFO with no writer, or a device, would hold a server's goroutine and thread in the kernel
+// for good, and /dev/stdin would be the server's own input, not its client's.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	return regularOnly(f)
+}

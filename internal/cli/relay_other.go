@@ -22,3 +22,12 @@ func listenUnix(path string) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// openRegular opens path for reading only if it is a regular file.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return regularOnly(f)
+}

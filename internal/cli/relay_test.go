@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,12 +30,17 @@ type relayFixture struct {
 }
 
 func startServe(t *testing.T) *relayFixture {
-	ctx := deadline(t)
 	// A short directory: a unix socket's path has at most 107 bytes.
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
-	f := &relayFixture{t: t, dir: filepath.Join(base, "store"), errb: &syncBuffer{}, code: make(chan int, 1)}
+	return startServeAt(t, filepath.Join(base, "store"))
+}
+
+// startServeAt is startServe on the store in dir.
+func startServeAt(t *testing.T, dir string) *relayFixture {
+	ctx := deadline(t)
+	f := &relayFixture{t: t, dir: dir, errb: &syncBuffer{}, code: make(chan int, 1)}
 	sctx, stop := context.WithCancel(ctx)
 	f.stop = stop
 	go func() {
@@ -204,3 +210,84 @@ func TestServerRefusesOtherCommandsOnItsSocket(t *testing.T) {
 
 // waitABit paces a loop that waits for another goroutine; only the test's deadline bounds it.
 func waitABit() { time.Sleep(5 * time.Millisecond) }
+
+// Through a server, a command reads only the client's regular files: /dev/stdin would be the
+// server's own input, and a FIFO nobody writes to would hold the server in the kernel for good.
+func TestRelayedCommandsReadOnlyRegularFiles(t *testing.T) {
+	f := startServe(t)
+	fifo := filepath.Join(t.TempDir(), "plan.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, args := range [][]string{{"exec", "/dev/stdin"}, {"exec", fifo}, {"db", "import", "inventory", fifo, "--format", "csv"}} {
+		o := f.runOut(args...)
+		assert.Equal(t, ExitUsage, o.code, "%v: %s", args, o.err)
+		assert.Contains(t, o.err, "only a regular file can be read", args)
+		assert.Contains(t, o.err, "pass -", args)
+	}
+	// The same plan on standard input is fine.
+	plan, err := os.ReadFile(example("02_purchase_wayfarer.star"))
+	require.NoError(t, err)
+	var out, errb syncBuffer
+	code := f.run(context.Background(), IOStreams{In: strings.NewReader(string(plan)), Out: &out, Err: &errb}, "exec", "-")
+	assert.Equal(t, ExitOK, code, errb.String())
+	assert.Equal(t, ExitOK, f.shutdown(), "the server stops: nothing of it is stuck: %s", f.errb)
+}
+
+// Input a command does not read slows its client down; it never ends the command.
+func TestRelayedCommandIgnoringLotsOfInput(t *testing.T) {
+	f := startServe(t)
+	lots := io.LimitReader(repeatReader('y'), 3*maxStdinBacklog)
+	var out, errb syncBuffer
+	code := f.run(context.Background(), IOStreams{In: lots, Out: &out, Err: &errb}, "runs", "--json")
+	assert.Equal(t, ExitOK, code, errb.String())
+	assert.Contains(t, out.String(), "[")
+}
+
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
+}
+
+// A stopping server ends the commands it runs for clients and tells each client how they ended:
+// a command waiting for its client's answer sees its input end.
+func TestStoppingServerTellsItsClients(t *testing.T) {
+	f := startServe(t)
+	in, typing := io.Pipe() // a terminal nobody types on
+	defer typing.Close()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- f.run(context.Background(), IOStreams{In: in, Out: &out, Err: &errb, OutTTY: true, InTTY: true}, "exec", example("02_purchase_wayfarer.star"))
+	}()
+	for !strings.Contains(out.String(), "[y/N]") {
+		waitABit()
+	}
+	require.Equal(t, ExitOK, f.shutdown(), f.errb.String())
+	assert.Equal(t, ExitOK, <-done, "%s\n%s", out.String(), errb.String())
+	assert.Contains(t, out.String(), "Not applied. To apply later: starplan apply r_")
+	assert.NotContains(t, errb.String(), "stopped answering")
+}
+
+// A server that starts while exec waits at [y/N] holds the store; the approval goes through it.
+func TestApprovalGoesThroughAServerThatStartedMeanwhile(t *testing.T) {
+	base, err := os.MkdirTemp("", "sp")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "store")
+	var f *relayFixture
+	answer := &promptReader{answer: "y\n", meanwhile: func() { f = startServeAt(t, dir) }}
+	var out, errb syncBuffer
+	code := MainContext(context.Background(), []string{"--db", dir, "exec", example("02_purchase_wayfarer.star")},
+		IOStreams{In: answer, Out: &out, Err: &errb, OutTTY: true, InTTY: true, Getenv: func(k string) string { return map[string]string{"NO_COLOR": "1"}[k] }})
+	require.True(t, answer.asked)
+	assert.Equal(t, ExitOK, code, "%s\n%s", out.String(), errb.String())
+	assert.Contains(t, out.String(), "Applied run r_")
+	o := f.runOut("runs", "--state", "applied", "--json")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(o.out), &runs))
+	assert.Len(t, runs, 1)
+}

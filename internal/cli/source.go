@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/llm"
@@ -43,9 +42,12 @@ func readPlan(ctx context.Context, ios IOStreams, name string) (string, error) {
 func readPlanNow(ios IOStreams, name string) (string, error) {
 	what, r := "standard input", ios.In
 	if name != "-" {
-		f, err := os.Open(ios.path(name))
+		f, err := ios.openInput(name)
 		if err != nil {
-			return "", withCode(ExitUsage, fmt.Errorf("cannot read %s: %w", name, errors.Unwrap(err)), "give the path of a plan file, or - to read standard input")
+			if u := errors.Unwrap(err); u != nil {
+				err = u
+			}
+			return "", withCode(ExitUsage, fmt.Errorf("cannot read %s: %w", name, err), "give the path of a plan file, or - to read standard input")
 		}
 		defer f.Close()
 		what, r = name, f
