@@ -39,7 +39,7 @@ func checkAnswer(p *pass) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		p.reportf(CodeAnswerType, `make answer_text a string, e.g. answer_text = "We have 3 Aviator in stock at $80.00."`,
+		p.reportf(CodeAnswerType, `make answer_text a string, e.g. answer_text = "Done: 2 items for $30.00."`,
 			"answer_text is %s; it must be a string", describeValue(v))
 		return
 	}

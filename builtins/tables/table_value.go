@@ -148,7 +148,6 @@ type method struct {
 	params  builtins.Params // for the signature and the static check; fn unpacks the same
 	returns string
 	doc     string
-	example string // %s is the table value's name
 	fn      func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
 }
 
@@ -174,19 +173,19 @@ type methodCall struct {
 }
 
 // whereDoc is how every method documents its where argument.
-const whereDoc = `where is a dict evaluated in Go ({"name": "Aviator"}, {"price": {"$lt": 100}}, {"$or": [...]}; operators $eq $ne $lt $lte $gt $gte $in $nin $ieq $contains $icontains $startswith $regex) or a function row -> bool`
+const whereDoc = `where is a dict evaluated in Go ({field: value}, {field: {"$lt": 100}}, {"$or": [...]}; operators $eq $ne $lt $lte $gt $gte $in $nin $ieq $contains $icontains $startswith $regex) or a function row -> bool`
 
 // tableMethods are the methods of every table value, in the order the reference lists them.
 var tableMethods = []method{
-	{"all", nil, "list of rows", "Returns every row in key order.", `names = [row["name"] for row in %s.all()]`, allMethod},
-	{"search", builtins.Params{{Name: "where"}}, "list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", `cheap = %s.search({"price": {"$lt": 100}})`, searchMethod},
-	{"get", builtins.Params{{Name: "where"}}, "row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", `row = %s.get({"name": {"$ieq": "aviator"}})`, getMethod},
-	{"last", builtins.Params{{Name: "where", Default: "None"}}, "row or None", "Returns the last row in key order that matches where, or None.", `row = %s.last()`, lastMethod},
-	{"get_by_key", builtins.Params{{Name: "key"}}, "row or None", "Returns the row with that key, or None.", `row = %s.get_by_key("SG001")`, getByKeyMethod},
-	{"count", builtins.Params{{Name: "where", Default: "None"}}, "int", "Counts the rows that match where (every row when where is None).", `n = %s.count({"quantity_in_stock": 0})`, countMethod},
-	{"insert", builtins.Params{{Name: "row"}}, "key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", `key = %s.insert({"item_id": "SG007", "name": "Cat Eye", "quantity_in_stock": 5, "price": 75.0})`, insertMethod},
-	{"update", builtins.Params{{Name: "fields"}, {Name: "where"}}, "int", "Sets fields on every row that matches where and returns how many rows changed; where is required (lambda row: True changes every row). A row value passed as fields contributes only the fields the plan changed in it; a row value passed as where matches that row by its key.", `%s.update({"quantity_in_stock": row["quantity_in_stock"] - 2}, {"item_id": row["item_id"]})`, updateMethod},
-	{"remove", builtins.Params{{Name: "where"}}, "int", "Removes every row that matches where and returns how many were removed; where is required (lambda row: True removes every row).", `%s.remove({"item_id": "SG006"})`, removeMethod},
+	{"all", nil, "list of rows", "Returns every row in key order.", allMethod},
+	{"search", builtins.Params{{Name: "where"}}, "list of rows", "Returns the rows that match where, in key order (every row when where is None); " + whereDoc + ".", searchMethod},
+	{"get", builtins.Params{{Name: "where"}}, "row or None", "Returns the first row in key order that matches where (any row when where is None), or None.", getMethod},
+	{"last", builtins.Params{{Name: "where", Default: "None"}}, "row or None", "Returns the last row in key order that matches where, or None.", lastMethod},
+	{"get_by_key", builtins.Params{{Name: "key"}}, "row or None", "Returns the row with that key, or None.", getByKeyMethod},
+	{"count", builtins.Params{{Name: "where", Default: "None"}}, "int", "Counts the rows that match where (every row when where is None).", countMethod},
+	{"insert", builtins.Params{{Name: "row"}}, "key", "Adds a row (a dict of field values, validated against the schema) and returns its key; a missing key is generated when the table says how.", insertMethod},
+	{"update", builtins.Params{{Name: "fields"}, {Name: "where"}}, "int", "Sets fields on every row that matches where and returns how many rows changed; where is required (lambda row: True changes every row). A row value passed as fields contributes only the fields the plan changed in it; a row value passed as where matches that row by its key.", updateMethod},
+	{"remove", builtins.Params{{Name: "where"}}, "int", "Removes every row that matches where and returns how many were removed; where is required (lambda row: True removes every row).", removeMethod},
 }
 
 // methodDocs documents the methods once, with examples on tv.
@@ -198,7 +197,7 @@ func methodDocs(tv *TableValue) builtins.Registry {
 			Group:     builtins.GroupTable,
 			Signature: "tbl." + m.signature(),
 			Doc:       m.doc,
-			Example:   fmt.Sprintf(m.example, tv.name),
+			Example:   methodExample(m.name, tv),
 		})
 	}
 	return reg
@@ -354,13 +353,8 @@ func (t *TableValue) keyValue(key starlark.Value) (any, error) {
 	return v, nil
 }
 
-// exampleKey is a plausible key for messages: the key prefix with its digits, else "SG001".
-func (t *TableValue) exampleKey() string {
-	if t.schema.KeyPrefix != "" {
-		return formatID(t.schema.KeyPrefix, max(t.schema.KeyDigits, 1), 1)
-	}
-	return "SG001"
-}
+// exampleKey is a plausible key for messages, as keySample writes it.
+func (t *TableValue) exampleKey() string { return strings.Trim(keySample(t.schema), `"`) }
 
 func countMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var where starlark.Value = starlark.None

@@ -110,7 +110,7 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 			Group:     builtins.GroupContract,
 			Signature: "answer_text: str",
 			Doc:       "The plan must set it: the reply to the customer, in plain sentences.",
-			Example:   `answer_text = "We have 23 Aviator in stock at $80.00."`,
+			Example:   `answer_text = "Done: 2 items for $30.00."`,
 		},
 		builtins.Helper{
 			Name:      NameStatus,
@@ -124,7 +124,7 @@ func Registry(schemas []*table.Schema) builtins.Registry {
 			Group:     builtins.GroupLanguage,
 			Signature: "len(x)",
 			Doc:       "Returns the length of x; for a table value, its number of rows.",
-			Example:   "n = len(inventory_tbl)",
+			Example:   lenExample(schemas),
 			Value:     starlark.NewBuiltin(NameLen, lenBuiltin),
 			Hidden:    true,
 		},
@@ -202,4 +202,12 @@ func nowBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
 	return bnd.now, nil
+}
+
+// lenExample is len's example on the first table.
+func lenExample(schemas []*table.Schema) string {
+	if len(schemas) == 0 {
+		return "n = len([1, 2])"
+	}
+	return fmt.Sprintf("n = len(%s)", NewTableValue(schemas[0]).name)
 }
