@@ -32,6 +32,8 @@ type Domain struct {
 	Rules  []Rule    `json:"rules"`
 
 	ready bool // validated and resolved by Parse
+	// invariants are the functions the domain's starlark rules name (BindInvariants).
+	invariants map[string]Invariant
 }
 
 // Contract holds the parameters of the output contract: what answer_text and STATUS must be.
@@ -245,7 +247,7 @@ func (d *Domain) validate() error {
 		if !ok {
 			return fmt.Errorf("rule %q: unknown kind %q (known: %s)", r.Name, r.Kind, strings.Join(KindNames(), ", "))
 		}
-		p := &params{m: r.Params}
+		p := &params{m: r.Params, rule: r.Name}
 		check := k.build(p)
 		if err := p.finish(); err != nil {
 			return fmt.Errorf("rule %q (kind %s): %w", r.Name, r.Kind, err)
@@ -277,7 +279,7 @@ func (d *Domain) Check(in Input) (diag.List, error) {
 	if !d.ready {
 		return nil, fmt.Errorf("contracts: domain %q was not validated; build domains with Load or Parse", d.Name)
 	}
-	p := &pass{in: in, contract: &d.Contract}
+	p := &pass{in: in, contract: &d.Contract, invariants: d.invariants}
 	for _, it := range contractItems {
 		it.check(p)
 	}
@@ -292,10 +294,11 @@ func (d *Domain) Check(in Input) (diag.List, error) {
 
 // pass is the state of one Check: the input and the diagnostics found so far.
 type pass struct {
-	in       Input
-	contract *Contract
-	out      diag.List
-	changed  []string // see tables
+	in         Input
+	contract   *Contract
+	invariants map[string]Invariant
+	out        diag.List
+	changed    []string // see tables
 }
 
 func (p *pass) report(code, msg, hint string) {

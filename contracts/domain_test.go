@@ -1,6 +1,7 @@
 package contracts_test
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -52,8 +53,9 @@ func TestKinds(t *testing.T) {
 	for _, k := range ks {
 		assert.NotEmpty(t, k.Doc, k.Name)
 	}
-	// The embedded domain uses every kind, so each is exercised by the policy tests.
-	used := map[string]bool{}
+	// The embedded domain uses every kind, so each is exercised by the policy tests; the starlark
+	// kind has its own (TestStarlarkRules, and engine's TestInvariantsInStarlark).
+	used := map[string]bool{"starlark": true}
 	for _, r := range loadInventory(t).Rules {
 		used[r.Kind] = true
 	}
@@ -213,4 +215,30 @@ func TestCheckSchema(t *testing.T) {
 	assert.Contains(t, msgs, `rule "only_inventory_and_transactions": tables names table "inventory", which the domain does not have`)
 	assert.Contains(t, strings.Join(msgs, "\n"), `rule "balance_chain": amount_field names field "transaction_amount", which table transactions does not have`)
 	assert.Len(t, msgs, 8, "every rule that names a missing table or field")
+}
+
+// A starlark rule reports what its function finds, under the rule's name, and a domain whose
+// rule names a function nobody bound refuses to bind and to check.
+func TestStarlarkRules(t *testing.T) {
+	d, err := contracts.Parse(strings.NewReader(fmt.Sprintf(minimal,
+		`{"name": "pending_only", "kind": "starlark", "doc": "only a pending order is cancelled", "params": {"function": "check_cancel"}}`)))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"check_cancel"}, d.InvariantFunctions())
+	in := contracts.Input{Globals: map[string]any{contracts.StatusGlobal: "success", contracts.AnswerGlobal: "Done."},
+		Changes: table.ChangeSet{"orders": {Key: "id", Updated: []table.Update{{Key: "o1"}}}}}
+	_, err = d.Check(in)
+	assert.ErrorContains(t, err, "not bound")
+	assert.ErrorContains(t, d.BindInvariants(nil), "names the function check_cancel")
+
+	var seen table.ChangeSet
+	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"check_cancel": func(cs table.ChangeSet) ([]contracts.Finding, error) {
+		seen = cs
+		return []contracts.Finding{{Message: "order o1 is shipped; it cannot be cancelled", Hint: "cancel only pending orders"}}, nil
+	}}))
+	ds, err := d.Check(in)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, "pending_only", ds[0].Code)
+	assert.Equal(t, "cancel only pending orders", ds[0].Hint)
+	assert.Equal(t, in.Changes, seen)
 }

@@ -46,6 +46,9 @@ var kinds = []kind{
 	{"non_negative_balance", "ledger_table, amount_field, balance_field",
 		"the running balance (the last committed balance plus the new rows' amounts, in key order) never goes below 0",
 		buildNonNegativeBalance},
+	{"starlark", "function",
+		"the domain's own rule: the named function of its invariants.star gets the change set and returns what is wrong",
+		buildStarlark},
 }
 
 // Kinds documents every check kind a domain file may refer to.
@@ -79,6 +82,7 @@ func lookupKind(name string) (*kind, bool) {
 // that a misspelt parameter is an error instead of being ignored.
 type params struct {
 	m    map[string]any
+	rule string // the rule's name
 	used []string
 	err  error
 }
@@ -190,6 +194,7 @@ var refs = map[string]map[string]string{
 	"ledger_per_item":      {"stock_table": "", "stock_field": "stock_table", "price_field": "stock_table", "ledger_table": "", "amount_field": "ledger_table"},
 	"balance_chain":        {"ledger_table": "", "amount_field": "ledger_table", "balance_field": "ledger_table"},
 	"non_negative_balance": {"ledger_table": "", "amount_field": "ledger_table", "balance_field": "ledger_table"},
+	"starlark":             {"function": "-"}, // names a function, not a table or a field
 }
 
 // KindRefersTo reports whether CheckSchema knows what the parameter of a kind names.
@@ -217,6 +222,9 @@ func (d *Domain) CheckSchema(fields map[string][]string) []error {
 		sort.Strings(names)
 		for _, p := range names {
 			of := ref[p]
+			if of == "-" {
+				continue
+			}
 			for _, v := range stringsOf(r.Params[p]) {
 				switch {
 				case of == "":

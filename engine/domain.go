@@ -20,6 +20,7 @@ var DomainFiles = []struct{ Name, Doc string }{
 	{contracts.PolicyFile, "the output contract (statuses, which may write, answer bounds), run limits and rules"},
 	{prompts.NotesFile, "what each STATUS means, with an answer in the right tone (optional)"},
 	{sandbox.HelpersFile, "the domain's helpers, Starlark functions every plan may call, with docstrings (optional)"},
+	{InvariantsFile, "the functions its starlark rules name: each gets the change set, returns what is wrong (optional)"},
 	{prompts.ExampleFile, "an example plan the prompt shows (optional; it must pass the check)"},
 	{"README.md", "notes for people (optional; not read)"},
 }
@@ -60,6 +61,17 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 	}
 	for _, err := range policy.CheckSchema(fields) {
 		errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
+	}
+	if src := dom.Definition[InvariantsFile]; src != "" || len(policy.InvariantFunctions()) > 0 {
+		fns, ds := loadInvariants(src)
+		for _, d := range ds {
+			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", InvariantsFile, d.Line, d.Col, d.Message))
+		}
+		if len(ds) == 0 {
+			if err := policy.BindInvariants(fns); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
+			}
+		}
 	}
 	errs = append(errs, prompts.CheckNotes(dom.Definition, policy)...)
 	env, ds := NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])

@@ -76,6 +76,9 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if err := bindInvariants(policy, st.Domain().Definition[InvariantsFile]); err != nil {
+		return nil, fmt.Errorf("loading the rules of domain %s: %w", st.Domain().Name, err)
+	}
 	env, err := EnvOf(st)
 	if err != nil {
 		return nil, err

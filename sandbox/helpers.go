@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"unicode/utf8"
 
@@ -32,11 +34,17 @@ const (
 // (the doc) and a docstring line "Example: ..." (the example). Every problem is a diagnostic
 // positioned in the file.
 func (e *Env) LoadHelpers(src string) (builtins.Registry, diag.List) {
+	return e.LoadModule(HelpersFile, src, true)
+}
+
+// LoadModule is LoadHelpers for a file of another name; with needDoc false, its functions need
+// no docstring (they are not shown to a model).
+func (e *Env) LoadModule(file, src string, needDoc bool) (builtins.Registry, diag.List) {
 	if len(src) > DefaultMaxProgram {
 		return nil, diag.List{{Stage: diag.StageCheck, Code: CodeTooLarge,
-			Message: fmt.Sprintf("%s is %d bytes; at most %d are accepted", HelpersFile, len(src), DefaultMaxProgram)}}
+			Message: fmt.Sprintf("%s is %d bytes; at most %d are accepted", file, len(src), DefaultMaxProgram)}}
 	}
-	f, err := fileOptions.Parse(HelpersFile, src, 0)
+	f, err := fileOptions.Parse(file, src, 0)
 	if err != nil {
 		return nil, syntaxDiagnostics(err)
 	}
@@ -77,7 +85,7 @@ func (e *Env) LoadHelpers(src string) (builtins.Registry, diag.List) {
 			continue // rebound by a later statement
 		}
 		doc, example := docOf(fn.Doc())
-		if doc == "" {
+		if doc == "" && needDoc {
 			return nil, diag.List{{Stage: diag.StageCheck, Code: CodeHelperDoc, Line: int(def.Def.Line), Col: int(def.Def.Col),
 				Message: fmt.Sprintf("helper %s has no docstring", def.Name.Name),
 				Hint:    `start its body with a """docstring""": what it returns, then an "Example: ..." line; the prompt shows it to the model`}}
@@ -165,4 +173,23 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 		}
 	}
 	return ps, true
+}
+
+// Call calls fn, a function a module defined (LoadModule), on a thread of its own under limits
+// (steps, time, memory; the zero value means the defaults), as a run would. The error is the
+// function's: a runtime error, a limit, or a panic turned into an error.
+func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, err error) {
+	limits = limits.withDefaults()
+	thread := &starlark.Thread{Name: "call"}
+	thread.SetMaxExecutionSteps(limits.MaxSteps)
+	builtins.SetBudget(thread, builtins.NewBudget(limits.MaxMemory))
+	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { thread.Cancel("time limit of " + limits.Timeout.String() + " exceeded") })()
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return starlark.Call(thread, fn, args, nil)
 }

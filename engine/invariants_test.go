@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
+)
+
+// An orders domain whose one rule no built-in kind covers: only a pending order may be cancelled.
+var ordersDomain = fstest.MapFS{
+	"domain.json": {Data: []byte(`{"name": "orders", "tables": [{"name": "orders", "key": "order_id", "fields": [
+		{"name": "order_id", "type": "string", "required": true, "read_only": true},
+		{"name": "status", "type": "string", "required": true, "enum": ["pending", "shipped", "cancelled"]}]}]}`)},
+	"seed.json": {Data: []byte(`{"orders": [{"order_id": "O1", "status": "pending"}, {"order_id": "O2", "status": "shipped"}]}`)},
+	"policy.json": {Data: []byte(`{"name": "orders",
+		"contract": {"statuses": ["success", "refused"], "write_status": "success", "answer_max_sentences": 2, "answer_max_chars": 200},
+		"rules": [
+			{"name": "pending_only_cancelled", "kind": "starlark", "doc": "only a pending order may be cancelled", "params": {"function": "pending_only_cancelled"}},
+			{"name": "sane", "kind": "starlark", "doc": "a rule that loops when asked to", "params": {"function": "loops_on_o3"}}
+		]}`)},
+	"invariants.star": {Data: []byte(`
+def pending_only_cancelled(changes):
+    found = []
+    for u in changes.get("orders", {}).get("updated", []):
+        if u["after"]["status"] == "cancelled" and u["before"]["status"] != "pending":
+            found.append({"message": "order %s is %s; only a pending order may be cancelled" % (u["key"], u["before"]["status"]),
+                          "hint": "cancel only pending orders"})
+    return found
+
+def loops_on_o3(changes):
+    for r in changes.get("orders", {}).get("inserted", []):
+        if r["order_id"] == "O3":
+            while True:
+                pass
+    return []
+`)},
+}
+
+func ordersEngine(t *testing.T) *Engine {
+	dom, errs := LoadDomain(ordersDomain)
+	require.Empty(t, errs)
+	st, err := store.Open(t.TempDir(), store.Options{Domain: dom})
+	require.NoError(t, err)
+	e, err := New(st, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close(); st.Close() })
+	return e
+}
+
+// A domain's own rule, in Starlark, refuses what it finds wrong under its name, lets the rest
+// through, and runs again at apply; a rule that cannot finish refuses the changes.
+func TestInvariantsInStarlark(t *testing.T) {
+	e := ordersEngine(t)
+	ctx := context.Background()
+	cancel := func(id string) *Result {
+		res, err := e.Run(ctx, Request{Reply: `orders_tbl.update({"status": "cancelled"}, {"order_id": "` + id + `"})
+STATUS, answer_text = "success", "Cancelled."`})
+		require.NoError(t, err)
+		return res
+	}
+	res := cancel("O2")
+	require.Equal(t, OutcomeContractViolation, res.Outcome)
+	assert.Equal(t, "pending_only_cancelled", res.Diagnostics[0].Code)
+	assert.Equal(t, "order O2 is shipped; only a pending order may be cancelled", res.Diagnostics[0].Message)
+	assert.Equal(t, "cancel only pending orders", res.Diagnostics[0].Hint)
+
+	res = cancel("O1")
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	require.True(t, res.Pending)
+	applied, err := e.Apply(ctx, res.RunID)
+	require.NoError(t, err)
+	assert.True(t, applied.Applied)
+
+	res, err = e.Run(ctx, Request{Reply: `orders_tbl.insert({"order_id": "O3", "status": "pending"})
+STATUS, answer_text = "success", "Added."`})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeContractViolation, res.Outcome, "a rule that cannot finish refuses")
+	assert.Equal(t, "sane", res.Diagnostics[0].Code)
+	assert.Contains(t, res.Diagnostics[0].Message, "the rule could not be checked")
+}
+
+// A rule that names a function invariants.star lacks, or a file that does not check, is a
+// problem of the domain, found before any store is made.
+func TestInvariantsProblems(t *testing.T) {
+	broken := fstest.MapFS{}
+	for k, v := range ordersDomain {
+		broken[k] = v
+	}
+	broken["invariants.star"] = &fstest.MapFile{Data: []byte("def pending_only_cancelled(changes):\n    return []\n")}
+	_, errs := LoadDomain(broken)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "names the function loops_on_o3, which invariants.star does not define")
+	broken["invariants.star"] = &fstest.MapFile{Data: []byte("def f(:\n")}
+	_, errs = LoadDomain(broken)
+	require.NotEmpty(t, errs)
+	assert.Contains(t, errs[0].Error(), "invariants.star:1:")
+}
