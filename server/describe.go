@@ -8,6 +8,7 @@ import (
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
 )
@@ -58,11 +59,16 @@ type LimitsDescription struct {
 }
 
 // Describe describes the store, its helpers and its rules as they are now.
-func (s *Server) Describe() (*Description, error) {
-	st := s.eng.Store()
-	policy := s.eng.Policy()
-	reg := s.eng.Env().Registry()
-	ref, err := s.eng.SystemPrompt()
+func (s *Server) Describe() (*Description, error) { return Describe(s.eng, s.opts.MaxBody) }
+
+// Describe describes eng's store, its helpers and its rules as they are now, for a server that
+// takes request bodies of at most maxBody bytes (what `starplan describe` prints, and GET
+// /v1/describe answers).
+func Describe(eng *engine.Engine, maxBody int64) (*Description, error) {
+	st := eng.Store()
+	policy := eng.Policy()
+	reg := eng.Env().Registry()
+	ref, err := eng.SystemPrompt()
 	if err != nil {
 		return nil, internal(fmt.Errorf("rendering the plan reference: %w", err))
 	}
@@ -73,12 +79,12 @@ func (s *Server) Describe() (*Description, error) {
 	d := &Description{
 		Domain: policy.Name, Doc: policy.Doc, Contract: policy.Contract, Rules: policy.Describe(),
 		RunLimits: policy.Limits.WithDefaults(), States: States, Reference: ref, Schemas: schemas,
-		PlanTools: s.eng.PlanTools(),
+		PlanTools: eng.PlanTools(),
 		Tables:    []TableDescription{}, Helpers: []HelperDescription{},
 		Limits: LimitsDescription{
 			MaxSteps: sandbox.DefaultMaxSteps, TimeoutMS: sandbox.DefaultTimeout.Milliseconds(),
 			MaxOutput: sandbox.DefaultMaxOutput, MaxMemory: sandbox.DefaultMaxMemory,
-			MaxProgram: sandbox.DefaultMaxProgram, MaxNesting: sandbox.DefaultMaxNesting, MaxBody: s.opts.MaxBody,
+			MaxProgram: sandbox.DefaultMaxProgram, MaxNesting: sandbox.DefaultMaxNesting, MaxBody: maxBody,
 		},
 	}
 	view := st.Stage()

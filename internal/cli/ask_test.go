@@ -135,3 +135,51 @@ func TestAskLetsOtherCommandsUseTheStoreWhileTheModelThinks(t *testing.T) {
 	_, err := os.Stat(filepath.Join(s.dir, SocketName))
 	assert.True(t, os.IsNotExist(err), "ask removed its socket")
 }
+
+// starplan prompt prints the system prompt exactly as ask sends it.
+func TestPromptIsWhatAskSends(t *testing.T) {
+	s, srv, run := modelSession(t, reply(t, "01_round_under_100.star"))
+	o := run(false, "", "ask", "--json", "Do you have any round sunglasses in stock that are under $100?")
+	require.Equal(t, ExitOK, o.code, o.err)
+	reqs := srv.Requests()
+	require.NotEmpty(t, reqs)
+	p := s.run(false, "", "prompt")
+	require.Equal(t, ExitOK, p.code, p.err)
+	assert.Equal(t, reqs[0].Messages[0].Content, p.out)
+}
+
+// starplan describe says what a planner needs: tables with field types, helpers with their
+// signatures (the domain's own included), the contract and the rules.
+func TestDescribe(t *testing.T) {
+	s := newSession(t)
+	o := s.run(false, "", "describe")
+	assert.Equal(t, ExitUsage, o.code, "a read never creates a store")
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	o = s.run(false, "", "describe", "--json")
+	require.Equal(t, ExitOK, o.code, o.err)
+	var d struct {
+		Domain string `json:"domain"`
+		Tables []struct {
+			Value  string `json:"value"`
+			Fields []struct{ Name, Type string }
+		} `json:"tables"`
+		Helpers []struct{ Name, Signature string } `json:"helpers"`
+		Rules   []struct{ Name string }            `json:"rules"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(o.out), &d))
+	assert.Equal(t, "inventory", d.Domain)
+	require.Len(t, d.Tables, 2)
+	assert.Equal(t, "inventory_tbl", d.Tables[0].Value)
+	var sigs []string
+	for _, h := range d.Helpers {
+		sigs = append(sigs, h.Signature)
+	}
+	assert.Contains(t, sigs, `next_transaction_id(tbl=transactions_tbl, prefix="TXN")`)
+	assert.NotEmpty(t, d.Rules)
+
+	o = s.run(true, "", "describe")
+	require.Equal(t, ExitOK, o.code, o.err)
+	for _, want := range []string{"Domain inventory", "inventory_tbl  6 rows, key item_id", "quantity_in_stock", "get_current_balance(tbl=transactions_tbl)", "Contract  STATUS is one of success", "balance_chain"} {
+		assert.Contains(t, o.out, want)
+	}
+}

@@ -225,6 +225,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newRunCmd(ios, g),
 		newDBCmd(ios, g),
 		newDomainCmd(ios, g),
+		throughServer(newDescribeCmd(ios, g)),
+		throughServer(newPromptCmd(ios, g)),
 		createsStore(newServeCmd(ios, g)),
 		newWorkerCmd(ios),
 		newDocsCmd(ios),
