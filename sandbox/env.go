@@ -3,6 +3,7 @@ package sandbox
 import (
 	"maps"
 	"sort"
+	"sync"
 
 	"go.starlark.net/starlark"
 
@@ -22,6 +23,9 @@ type Env struct {
 	modules     map[string][]string // module name → member names, for pycompat
 	unguarded   bool                // benchmarks only: no guard rewrite and no watchdog
 	checks      *checkCache         // recently checked programs; nil: none kept
+	// shared returns the identities of the values reachable from predeclared, which no run's
+	// memory measure counts; computed the first time a run measures.
+	shared func() map[any]struct{}
 }
 
 // NewEnv builds an environment from the language builtins, the guards and regs, in that order;
@@ -68,6 +72,7 @@ func NewEnv(regs ...builtins.Registry) *Env {
 		}
 	}
 	e.predeclared = e.registry.Predeclared()
+	e.shared = sync.OnceValue(func() map[any]struct{} { return sharedValues(e.predeclared) })
 	return e
 }
 
