@@ -230,6 +230,9 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	}
 
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
+	if watch != nil {
+		watch.finished(globals)
+	}
 	// Builtins charge their work in steps (builtins.ChargeWork), so the count can pass the limit
 	// by the charge that reached it: the run used its whole allowance.
 	res.Steps = min(thread.ExecutionSteps(), limits.MaxSteps)

@@ -123,6 +123,22 @@ func (r *watched) checkpoint(thread *starlark.Thread) {
 	}
 }
 
+// finished is called on the run's goroutine when its program has ended, with its globals. If
+// the watchdog is asking, the run reports what they hold, so that its leaving is known to free
+// little or much (see lastExit): a run shorter than a checkpoint interval never reported.
+func (r *watched) finished(globals starlark.StringDict) {
+	round := r.asked.Load()
+	if round == 0 {
+		return
+	}
+	walk := newReach(r.shared(), r.budget.Limit)
+	for _, v := range globals {
+		walk.value(v)
+	}
+	r.estimate.Store(walk.bytes)
+	r.reported.Store(round)
+}
+
 var heapWatchdog = &watchdog{runs: map[*watched]struct{}{}}
 
 // watch starts watching a run; the returned function stops it.
@@ -136,11 +152,18 @@ func (w *watchdog) watch(r *watched) (stop func()) {
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
-		delete(w.runs, r)
-		if r.stopped.Load() || w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16) {
-			w.lastExit = time.Now()
-		}
+		w.leave(r, time.Now())
 		w.mu.Unlock()
+	}
+}
+
+// leave stops watching a run. A run stopped for memory, or one that leaves during a round without
+// having reported that it held less than a sixteenth of its budget, may leave memory behind that
+// the next collection frees (lastExit). w.mu is held.
+func (w *watchdog) leave(r *watched, now time.Time) {
+	delete(w.runs, r)
+	if r.stopped.Load() || w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16) {
+		w.lastExit = now
 	}
 }
 

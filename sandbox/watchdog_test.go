@@ -171,3 +171,39 @@ func TestWatchdogStopsASingleRunFarOverAtOnce(t *testing.T) {
 	w := several(a)
 	assert.Equal(t, []*watched{a}, w.sweep(time.Now(), limit*2))
 }
+
+// A run that leaves during a round may leave its memory on the heap until the next collection:
+// the runs that remain are not judged before it, unless the run reported that it held little.
+func TestWatchdogWaitsForTheMemoryOfARunThatLeft(t *testing.T) {
+	const limit = 64 << 20
+	t0 := time.Now().Add(-time.Second)
+	heap := int64(80 << 20)
+	for _, tc := range []struct {
+		name     string
+		reported bool
+		judged   bool
+	}{
+		{"unreported", false, false},
+		{"reported little", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, gone := testRun(limit), testRun(limit), testRun(limit)
+			w := several(a, b, gone)
+			w.sweep(t0, heap)
+			report(w, a, 1<<10)
+			report(w, b, 1<<10)
+			if tc.reported {
+				report(w, gone, 1<<10)
+			}
+			collected(w, t0)
+			w.gcRunning = true // the test plays the collections
+			w.leave(gone, t0.Add(3*time.Millisecond))
+			stop := w.sweep(t0.Add(4*time.Millisecond), heap)
+			if tc.judged {
+				assert.ElementsMatch(t, []*watched{a, b}, stop)
+			} else {
+				assert.Empty(t, stop)
+			}
+		})
+	}
+}
