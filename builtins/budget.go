@@ -24,8 +24,9 @@ const CheckThreshold = 1 << 20
 //
 // The heap is the process's: Go cannot attribute allocations to a goroutine. A run's usage is
 // the growth of the live heap since the run began, so concurrent runs see each other's
-// allocations. That errs on the side of stopping; the isolated worker gives each run its own
-// process and a hard bound.
+// allocations. That errs on the side of stopping; the sandbox's heap watchdog judges runs
+// over their budget by what their own values hold, but Charge does not; the isolated worker
+// gives each run its own process and a hard bound.
 type Budget struct {
 	Limit int64 // bytes the run's heap may grow by
 	// baseline is the lowest heap seen since the run began: the heap at its start may hold

@@ -39,14 +39,28 @@
 //
 //   - Memory is measured on the process's heap, because Go cannot attribute allocations to a
 //     goroutine. A run's usage is the heap's growth since the run began, so concurrent runs see
-//     each other's allocations: under load a run can be stopped, or a guard can refuse it, for
-//     a neighbour's memory. This errs towards stopping runs, never towards letting one through;
-//     no sound per-run attribution is possible with the Go runtime as it is (heap profiles carry
-//     no goroutine labels), so it is left so. Run one plan at a time, or use the isolated
-//     worker, where the attribution matters.
+//     each other's allocations. The heap watchdog makes up for that by attribution: while
+//     several runs are active and one is over its budget by the heap, every run is asked to
+//     measure what its own values hold, on its own goroutine at its next checkpoint (every
+//     65,536 steps): a walk of every value reachable from its frames' locals and its module's
+//     globals, shared values counted once, the environment's predeclared values not at all. A
+//     run over its budget by that measure is stopped; one that is not is left alone, and a
+//     neighbour's memory no longer stops it. The measure is an estimate of what the values keep
+//     alive (interface slots, headers, hash table entries), not the heap's own count, and it
+//     cannot see the interpreter's operand stack (a comprehension's list before it is
+//     assigned), a variable captured by a nested function other than through that function,
+//     Go memory behind values it does not look into (a table, a compiled pattern: a small
+//     constant each), or garbage.
+//     When no measure explains the heap, the watchdog falls back to the rule for a single run
+//     and stops every run over its budget (see watchdog.attribute), so under load a run can
+//     still be stopped for memory it does not hold, though now only when the culprit hides it.
+//     The guards (builtins.Charge) still read the process's heap: under load one can refuse a
+//     large result for a neighbour's memory. Both err towards stopping runs, never towards
+//     letting one through. Use the isolated worker where that matters.
 //   - The watchdog samples the heap every 2 ms and tolerates garbage until a collection has
 //     confirmed the growth, so a run's heap can pass its budget by up to half of it, plus what
-//     one step allocates, before it is stopped. The process's RSS also holds memory the Go
+//     one step allocates, before it is stopped. With several runs active a run is stopped at a
+//     checkpoint, so it can also grow by what it allocates in the steps until its next one. The process's RSS also holds memory the Go
 //     runtime has not yet returned to the system.
 //   - The interpreter's own operations are not metered inside a step: comparing a value with
 //     each element of a list (`in`, list.index, ==) compares every pair in full, so a list of

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"maps"
 	"sort"
+	"sync"
 
 	"go.starlark.net/starlark"
 
@@ -23,6 +24,9 @@ type Env struct {
 	calls       map[string]builtins.CallCheck // helper name → the static check of its calls
 	unguarded   bool                          // benchmarks only: no guard rewrite and no watchdog
 	checks      *checkCache                   // recently checked programs; nil: none kept
+	// shared returns the identities of the values reachable from predeclared, which no run's
+	// memory measure counts; computed the first time a run measures.
+	shared func() map[any]struct{}
 }
 
 // NewEnv builds an environment from the language builtins, the guards and regs, in that order;
@@ -73,6 +77,7 @@ func NewEnv(regs ...builtins.Registry) *Env {
 		}
 	}
 	e.predeclared = e.registry.Predeclared()
+	e.shared = sync.OnceValue(func() map[any]struct{} { return sharedValues(e.predeclared) })
 	return e
 }
 

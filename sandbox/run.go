@@ -185,13 +185,30 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	out := &capture{max: limits.MaxOutput}
 	thread := &starlark.Thread{Name: "plan", Print: out.print}
 	var reason stopReason
-	thread.SetMaxExecutionSteps(limits.MaxSteps)
-	thread.OnMaxSteps = func(t *starlark.Thread) {
-		reason.set(LimitSteps)
-		t.Cancel(fmt.Sprintf("step limit of %d exceeded", limits.MaxSteps))
-	}
 	budget := builtins.NewBudget(limits.MaxMemory)
 	builtins.SetBudget(thread, budget)
+	var watch *watched // nil for an unguarded Env; set before OnMaxSteps captures it
+	if !e.unguarded {
+		watch = &watched{budget: budget, shared: e.shared, cancel: func() {
+			reason.set(LimitMemory)
+			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
+		}}
+	}
+	// The interpreter calls OnMaxSteps at the next checkpoint, not only at the step limit: there
+	// the run can measure its memory when the watchdog asks (watched.checkpoint).
+	thread.SetMaxExecutionSteps(nextCheckpoint(0, limits.MaxSteps))
+	thread.OnMaxSteps = func(t *starlark.Thread) {
+		// ChargeWork may have pushed Steps past the limit, and past a checkpoint, in one jump.
+		if t.Steps >= limits.MaxSteps {
+			reason.set(LimitSteps)
+			t.Cancel(fmt.Sprintf("step limit of %d exceeded", limits.MaxSteps))
+			return
+		}
+		t.SetMaxExecutionSteps(nextCheckpoint(t.Steps, limits.MaxSteps))
+		if watch != nil {
+			watch.checkpoint(t)
+		}
+	}
 	if req.Bind != nil {
 		req.Bind(thread)
 	}
@@ -207,15 +224,15 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 		thread.Cancel("the run was cancelled")
 	})
 	defer stopAfter()
-	if !e.unguarded {
-		stopWatch := heapWatchdog.watch(&watched{budget: budget, cancel: func() {
-			reason.set(LimitMemory)
-			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
-		}})
+	if watch != nil {
+		stopWatch := heapWatchdog.watch(watch)
 		defer stopWatch()
 	}
 
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
+	if watch != nil {
+		watch.finished(globals)
+	}
 	// Builtins charge their work in steps (builtins.ChargeWork), so the count can pass the limit
 	// by the charge that reached it: the run used its whole allowance.
 	res.Steps = min(thread.ExecutionSteps(), limits.MaxSteps)
@@ -227,6 +244,20 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	}
 	res.Outcome, res.Limit = classify(err, reason.get())
 	res.Diagnostics = append(res.Diagnostics, runDiagnostic(err, res.Limit, limits))
+}
+
+// checkpointSteps is the interval, in steps, at which a run's OnMaxSteps hook is called between
+// its step limit's checks: often enough that a run asked to measure its memory does so within a
+// millisecond or so of interpretation, rarely enough that the call costs nothing measurable.
+const checkpointSteps = 1 << 16
+
+// nextCheckpoint is the step count at which a run that has taken steps calls OnMaxSteps next:
+// checkpointSteps later, and never beyond its step limit.
+func nextCheckpoint(steps, limit uint64) uint64 {
+	if limit-steps > checkpointSteps {
+		return steps + checkpointSteps
+	}
+	return limit
 }
 
 // initProgram runs the program, turning a panic in the interpreter or a builtin into an error.

@@ -3,7 +3,10 @@ package sandbox
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.starlark.net/starlark"
 
 	"github.com/starplan/starplan/builtins"
 )
@@ -31,19 +34,109 @@ const (
 // explain that only for a run that keeps three quarters of its budget live, which no plan in
 // this domain needs. A run's heap therefore grows by about 1.5 times its budget before it is
 // stopped, plus what it allocates in the moment it takes to notice.
+//
+// That is the rule while one run is active. While several are, the heap's growth is theirs
+// together, and one run that holds memory would make every run that overlaps it look over its
+// budget. So once some run is over by the heap, every run is asked to measure what its own
+// values hold (watched.checkpoint, on its own goroutine), and runs are judged by that (see
+// attribute).
 type watchdog struct {
-	mu        sync.Mutex
-	runs      map[*watched]struct{}
-	running   bool
-	gcRunning bool
-	lastGCEnd time.Time
+	mu          sync.Mutex
+	runs        map[*watched]struct{}
+	running     bool
+	gcRunning   bool
+	lastGCStart time.Time
+	lastGCEnd   time.Time
+	// lastExit is when a run that may have held memory last left: one stopped for memory, or
+	// one that left during a round without having reported that it held little. What it held
+	// is garbage until the next collection, and must not be blamed on the runs that remain.
+	lastExit   time.Time
+	several    bool  // several runs were active at the last sample
+	round      int64 // the current round of measurements; 0 while none is under way
+	rounds     int64 // rounds begun so far
+	roundStart time.Time
 }
+
+// The wait for a run's measurement: a run reaches a checkpoint every checkpointSteps steps
+// unless a builtin holds it. One that has not reported in paceFactor times the slowest interval
+// between checkpoints seen among the runs (measureWait at least) is taken to be held there. The
+// wait follows the machine's load, as the runs' pace does.
+const (
+	measureWait = 100 * time.Millisecond
+	paceFactor  = 8
+)
+
+// remeasureFactor: a run measures again in a round once it has taken this many steps per value
+// its last walk met, so that walking costs a fraction of its time however much it holds, and a
+// run that keeps growing is measured again before it has grown by much.
+const remeasureFactor = 4
 
 // watched is one active run.
 type watched struct {
 	budget    *builtins.Budget
 	cancel    func()    // stops the run with the memory limit as its reason
 	overSince time.Time // when the run was first seen over its budget; zero while within it
+	// shared returns the identities of the values every run shares (Env.shared).
+	shared func() map[any]struct{}
+
+	// Attribution among concurrent runs, shared between the watchdog and the run's goroutine.
+	asked    atomic.Int64 // the round the watchdog asks the run to measure in; 0: none
+	reported atomic.Int64 // the last round the run measured in
+	estimate atomic.Int64 // what it holds, in bytes, by its last measurement
+	pace     atomic.Int64 // nanoseconds between its last two checkpoints; 0 until known
+	stopped  atomic.Bool  // it was stopped for memory
+
+	askedAt time.Time // when it was asked in the current round; the watchdog's, under w.mu
+
+	// The run's goroutine's own.
+	last        time.Time // its last checkpoint
+	lastRound   int64     // the round of its last measurement
+	nextMeasure uint64    // the step count from which it measures again in the same round
+}
+
+// stop cancels the run with the memory limit as its reason.
+func (r *watched) stop() {
+	r.stopped.Store(true)
+	r.cancel()
+}
+
+// checkpoint is called on the run's goroutine every checkpointSteps steps. While the watchdog
+// asks, it measures what the run's values hold (once per round, and again as the run goes on;
+// see remeasureFactor), reports it, and stops the run if that is over its budget.
+func (r *watched) checkpoint(thread *starlark.Thread) {
+	now := time.Now()
+	if !r.last.IsZero() {
+		r.pace.Store(int64(now.Sub(r.last)))
+	}
+	r.last = now
+	round := r.asked.Load()
+	if round == 0 || (round == r.lastRound && thread.Steps < r.nextMeasure) {
+		return
+	}
+	walk := newReach(r.shared(), r.budget.Limit)
+	walk.thread(thread)
+	r.lastRound, r.nextMeasure = round, thread.Steps+remeasureFactor*uint64(walk.nodes)
+	r.estimate.Store(walk.bytes)
+	r.reported.Store(round)
+	if walk.bytes > r.budget.Limit {
+		r.stop()
+	}
+}
+
+// finished is called on the run's goroutine when its program has ended, with its globals. If
+// the watchdog is asking, the run reports what they hold, so that its leaving is known to free
+// little or much (see lastExit): a run shorter than a checkpoint interval never reported.
+func (r *watched) finished(globals starlark.StringDict) {
+	round := r.asked.Load()
+	if round == 0 {
+		return
+	}
+	walk := newReach(r.shared(), r.budget.Limit)
+	for _, v := range globals {
+		walk.value(v)
+	}
+	r.estimate.Store(walk.bytes)
+	r.reported.Store(round)
 }
 
 var heapWatchdog = &watchdog{runs: map[*watched]struct{}{}}
@@ -59,8 +152,18 @@ func (w *watchdog) watch(r *watched) (stop func()) {
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
-		delete(w.runs, r)
+		w.leave(r, time.Now())
 		w.mu.Unlock()
+	}
+}
+
+// leave stops watching a run. A run stopped for memory, or one that leaves during a round without
+// having reported that it held less than a sixteenth of its budget, may leave memory behind that
+// the next collection frees (lastExit). w.mu is held.
+func (w *watchdog) leave(r *watched, now time.Time) {
+	delete(w.runs, r)
+	if r.stopped.Load() || w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16) {
+		w.lastExit = now
 	}
 }
 
@@ -89,7 +192,7 @@ func (w *watchdog) loop() {
 		}
 		w.mu.Unlock()
 		for _, r := range stop {
-			r.cancel()
+			r.stop()
 		}
 		timer.Reset(next)
 	}
@@ -107,8 +210,20 @@ func (w *watchdog) busy(heap int64) bool {
 }
 
 // sweep decides, for a heap reading, which runs to stop, and starts a background collection when
-// a run is over its budget for the first time. w.mu is held.
+// it needs one. w.mu is held.
 func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
+	if len(w.runs) > 1 {
+		return w.attribute(now, heap)
+	}
+	if w.several {
+		// The run was one of several: what the others held may still be on the heap, and its
+		// overSince was theirs too. It is judged afresh, after a collection.
+		w.endRound()
+		for r := range w.runs {
+			r.overSince = time.Time{}
+		}
+		w.several, w.lastExit = false, now
+	}
 	var stop []*watched
 	needGC := false
 	for r := range w.runs {
@@ -116,6 +231,10 @@ func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
 		switch {
 		case used <= r.budget.Limit:
 			r.overSince = time.Time{}
+		case !w.lastExit.IsZero() && (!w.lastGCStart.After(w.lastExit) || w.lastGCEnd.Before(w.lastGCStart)):
+			// A run that left may have left its memory: only a collection that began after it
+			// left tells.
+			needGC = true
 		case used > r.budget.Limit+r.budget.Limit/2:
 			stop = append(stop, r)
 		case r.overSince.IsZero():
@@ -126,14 +245,125 @@ func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
 			needGC = true
 		}
 	}
-	if needGC && !w.gcRunning {
-		w.gcRunning = true
-		go func() {
-			runtime.GC()
-			w.mu.Lock()
-			w.gcRunning, w.lastGCEnd = false, time.Now()
-			w.mu.Unlock()
-		}()
+	if needGC {
+		w.collect()
 	}
 	return stop
+}
+
+// collect starts a background collection unless one is running. w.mu is held.
+func (w *watchdog) collect() {
+	if w.gcRunning {
+		return
+	}
+	w.gcRunning, w.lastGCStart = true, time.Now()
+	go func() {
+		runtime.GC()
+		w.mu.Lock()
+		w.gcRunning, w.lastGCEnd = false, time.Now()
+		w.mu.Unlock()
+	}()
+}
+
+// attribute is sweep while several runs are active. When some run is over its budget by the
+// heap, a round of measurements begins: every run is asked to measure what its values hold, and
+// one whose measure is over its budget stops itself (watched.checkpoint). The runs still over by
+// the heap (the suspects) are judged once every run has reported or is overdue (held in a
+// builtin), no run stopped for memory is still leaving, and a collection that began after the
+// round did, and after the last stopped run left, has ended:
+//
+//   - the run that holds the most, when that is at least a quarter of its budget, is stopped:
+//     it explains the growth best (two runs that each hold 60% of their budget are over
+//     together, and stopping one is enough), and it need not be a suspect itself (a run that
+//     began after another grew is not);
+//   - otherwise the overdue suspects are stopped, as a single run would be: a run held in a
+//     builtin may be the one allocating;
+//   - otherwise the walks see nothing that explains the heap (memory on the operand stack, or
+//     behind values the walk cannot look into), and every suspect is stopped, as a single run
+//     would be, so that the process stays bounded.
+//
+// The round then ends, and the next sample begins another if some run is still over.
+// w.mu is held.
+func (w *watchdog) attribute(now time.Time, heap int64) []*watched {
+	w.several = true
+	var suspects []*watched
+	leaving := false
+	for r := range w.runs {
+		if r.stopped.Load() {
+			leaving = true // its memory goes when it leaves
+			continue
+		}
+		if r.budget.Growth(heap) <= r.budget.Limit {
+			r.overSince = time.Time{}
+			continue
+		}
+		if r.overSince.IsZero() {
+			r.overSince = now
+		}
+		suspects = append(suspects, r)
+	}
+	if len(suspects) == 0 && !leaving {
+		w.endRound()
+		return nil
+	}
+	if w.round == 0 {
+		w.rounds++
+		w.round, w.roundStart = w.rounds, now
+	}
+	slowest := time.Duration(0)
+	for r := range w.runs {
+		if r.asked.Load() != w.round {
+			r.askedAt = now
+			r.asked.Store(w.round)
+		}
+		slowest = max(slowest, time.Duration(r.pace.Load()))
+	}
+	if leaving || len(suspects) == 0 {
+		return nil
+	}
+	cutoff := w.roundStart
+	if w.lastExit.After(cutoff) {
+		cutoff = w.lastExit
+	}
+	if !w.lastGCStart.After(cutoff) || w.lastGCEnd.Before(w.lastGCStart) {
+		w.collect() // garbage and the memory of runs that left must not count
+		return nil
+	}
+	var largest *watched
+	var overdue []*watched
+	wait := max(measureWait, paceFactor*slowest)
+	for r := range w.runs {
+		if r.reported.Load() != w.round {
+			if now.Sub(r.askedAt) <= wait {
+				return nil
+			}
+			if r.overSince.IsZero() {
+				continue
+			}
+			overdue = append(overdue, r)
+			continue
+		}
+		if largest == nil || r.estimate.Load() > largest.estimate.Load() {
+			largest = r
+		}
+	}
+	w.endRound()
+	switch {
+	case largest != nil && largest.estimate.Load() >= largest.budget.Limit/4:
+		return []*watched{largest}
+	case len(overdue) > 0:
+		return overdue
+	}
+	return suspects
+}
+
+// endRound stops asking runs to measure. w.mu is held.
+func (w *watchdog) endRound() {
+	if w.round == 0 {
+		return
+	}
+	w.round = 0
+	for r := range w.runs {
+		r.asked.Store(0)
+	}
 }
