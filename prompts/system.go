@@ -416,13 +416,21 @@ const (
 	ExampleFile = "example.star"
 )
 
-// domainNotes is the per-domain text no code can derive: what each STATUS means with a one-line
-// answer_text in the right tone, and an example plan.
+// Notes is what a domain's prompt.json holds: the per-domain text no code can derive, what each
+// STATUS means with a one-line answer_text in the right tone. The example plan is example.star.
+type Notes struct {
+	Statuses map[string]StatusNote `json:"statuses" jsonschema:"one note per STATUS of the contract"`
+}
+
+// StatusNote says when a plan sets a STATUS and how its answer sounds.
+type StatusNote struct {
+	When   string `json:"when" jsonschema:"when a plan sets this STATUS"`
+	Answer string `json:"answer" jsonschema:"an answer_text in the right tone; it must itself keep the contract"`
+}
+
+// domainNotes are a domain's notes with its example plan.
 type domainNotes struct {
-	Statuses map[string]struct {
-		When   string `json:"when"`
-		Answer string `json:"answer"`
-	} `json:"statuses"`
+	Notes
 	Example string `json:"-"` // example.star, when present
 }
 

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/prompts"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+var updateSchemas = flag.Bool("update-schemas", false, "rewrite domains/schema/*.schema.json")
+
+// The JSON Schemas of a domain's files ship in domains/schema, derived from the Go types each
+// layer decodes its file into, so an editor can check a domain as it is written and the schemas
+// cannot drift from the code (go test ./engine -run TestDomainFileSchemas -update-schemas).
+func TestDomainFileSchemas(t *testing.T) {
+	for file, f := range map[string]func() (*jsonschema.Schema, error){
+		store.DomainFile:     func() (*jsonschema.Schema, error) { return jsonschema.For[store.Domain](nil) },
+		store.SeedFile:       func() (*jsonschema.Schema, error) { return jsonschema.For[map[string][]table.Row](nil) },
+		contracts.PolicyFile: func() (*jsonschema.Schema, error) { return jsonschema.For[contracts.Domain](nil) },
+		prompts.NotesFile:    func() (*jsonschema.Schema, error) { return jsonschema.For[prompts.Notes](nil) },
+	} {
+		sc, err := f()
+		require.NoError(t, err, file)
+		got, err := json.MarshalIndent(sc, "", "  ")
+		require.NoError(t, err)
+		got = append(got, '\n')
+		path := filepath.Join("..", "domains", "schema", strings.TrimSuffix(file, ".json")+".schema.json")
+		if *updateSchemas {
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+			require.NoError(t, os.WriteFile(path, got, 0o644))
+			continue
+		}
+		want, err := os.ReadFile(path)
+		require.NoError(t, err, "run go test ./engine -run TestDomainFileSchemas -update-schemas")
+		assert.JSONEq(t, string(want), string(got), "%s is stale: go test ./engine -run TestDomainFileSchemas -update-schemas", path)
+	}
+}
