@@ -175,7 +175,7 @@ func FromDefinition(name string, def map[string]string) (*Domain, error) {
 	}
 	d, err := Parse(strings.NewReader(text))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", PolicyFile, err)
+		return nil, diag.JSONError(PolicyFile, text, err)
 	}
 	if d.Name != name {
 		return nil, fmt.Errorf("contracts: %s declares the domain %q, not %q", PolicyFile, d.Name, name)

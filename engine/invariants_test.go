@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"testing/fstest"
 
@@ -99,4 +100,22 @@ func TestInvariantsProblems(t *testing.T) {
 	_, errs = LoadDomain(broken)
 	require.NotEmpty(t, errs)
 	assert.Contains(t, errs[0].Error(), "invariants.star:1:")
+}
+
+// A file that is not valid JSON is named with the line and column where reading it failed.
+func TestDomainFilesNameTheirLines(t *testing.T) {
+	for file, text := range map[string]string{
+		"domain.json": "{\n  \"name\": \"orders\",\n  \"tables\": [\n    {\"name\": \"orders\", \"key\": 7}\n  ]\n}",
+		"policy.json": "{\n  \"name\": \"orders\",\n  \"contract\": {\"statuses\": [\"success\",]}\n}",
+		"seed.json":   "{\"orders\": [\n  {\"order_id\": \"O1\", \"status\": \"pending\"}\n  {\"order_id\": \"O2\"}\n]}",
+	} {
+		broken := fstest.MapFS{}
+		for k, v := range ordersDomain {
+			broken[k] = v
+		}
+		broken[file] = &fstest.MapFile{Data: []byte(text)}
+		_, errs := LoadDomain(broken)
+		require.NotEmpty(t, errs, file)
+		assert.Regexp(t, `\b`+regexp.QuoteMeta(file)+`:[2-4]:\d+: `, errs[len(errs)-1].Error(), file)
+	}
 }

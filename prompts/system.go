@@ -18,6 +18,7 @@ import (
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
@@ -442,7 +443,7 @@ func notesFromDefinition(def map[string]string) (domainNotes, error) {
 		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&n); err != nil {
-			return n, fmt.Errorf("prompts: %s: %w", NotesFile, err)
+			return n, diag.JSONError(NotesFile, text, err)
 		}
 	}
 	n.Example = strings.TrimSpace(def[ExampleFile])

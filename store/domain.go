@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/table"
 )
@@ -102,7 +103,7 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 	}
 	if seed != nil {
 		if d.Seed, err = d.decodeTables(bytes.NewReader(seed)); err != nil {
-			return nil, fmt.Errorf("load domain %s: %s: %w", d.Name, SeedFile, err)
+			return nil, fmt.Errorf("load domain %s: %w", d.Name, diag.JSONError(SeedFile, string(seed), err))
 		}
 	}
 	return d, nil
@@ -115,7 +116,7 @@ func DomainFromDefinition(def map[string]string) (*Domain, error) {
 	dec := json.NewDecoder(strings.NewReader(def[DomainFile]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("load domain: %s: %w", DomainFile, err)
+		return nil, fmt.Errorf("load domain: %w", diag.JSONError(DomainFile, def[DomainFile], err))
 	}
 	if err := d.check(); err != nil {
 		return nil, fmt.Errorf("load domain: %s: %w", DomainFile, err)
