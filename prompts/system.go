@@ -2,6 +2,7 @@ package prompts
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -81,6 +82,7 @@ func System(in Input) (string, error) {
 		return "", err
 	}
 	data := systemData{
+		Role:     cmp.Or(strings.TrimSpace(dom.Role), DefaultRole),
 		Domain:   strings.TrimSpace(in.Policy.Doc),
 		Rewrites: rewrites(in.Registry),
 		Rejected: rejected(),
@@ -109,6 +111,7 @@ func System(in Input) (string, error) {
 
 // systemData is what system.tmpl renders.
 type systemData struct {
+	Role     string
 	Domain   string
 	Rewrites []string
 	Rejected []string
@@ -420,8 +423,14 @@ const (
 // Notes is what a domain's prompt.json holds: the per-domain text no code can derive, what each
 // STATUS means with a one-line answer_text in the right tone. The example plan is example.star.
 type Notes struct {
+	// Role is who the model is, after "You are ": "a careful shop assistant" (default: a careful
+	// assistant).
+	Role     string                `json:"role,omitempty" jsonschema:"who the model is, after 'You are ', such as 'a careful shop assistant'"`
 	Statuses map[string]StatusNote `json:"statuses" jsonschema:"one note per STATUS of the contract"`
 }
+
+// DefaultRole is the role of a domain whose notes name none.
+const DefaultRole = "a careful assistant"
 
 // StatusNote says when a plan sets a STATUS and how its answer sounds.
 type StatusNote struct {
