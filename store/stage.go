@@ -575,8 +575,8 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		if f == nil {
 			return 0, t.s.unknownField(nil, name, v)
 		}
-		if _, rule := f.check(v); rule != "" {
-			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
+		if _, err := t.s.checkField(f, nil, v); err != nil {
+			return 0, err
 		}
 	}
 	if err := t.sg.call(); err != nil {
