@@ -230,3 +230,30 @@ func TestNestedExportImport(t *testing.T) {
 		})
 	}
 }
+
+// Filters on nested values go through the store's indexes and columns like any other: a path's
+// equality is never answered from an index of whole values.
+func TestNestedWhereThroughTheStore(t *testing.T) {
+	d, err := LoadDomain(ordersDomain)
+	require.NoError(t, err)
+	s, err := Open(t.TempDir(), Options{Domain: d})
+	require.NoError(t, err)
+	defer s.Close()
+	orders := tbl(t, s.Stage(), "orders")
+	_, err = orders.Insert(table.Row{"order_id": "O2", "address": map[string]any{"city": "Bergen"}, "tags": []any{"rush"}})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		where map[string]any
+		want  []any
+	}{
+		{where("address.city", "Oslo"), []any{"O1"}},
+		{where("address.city", "Bergen", "order_id", "O2"), []any{"O2"}},
+		{where("tags", []any{"rush"}), []any{"O2"}},
+		{where("tags", map[string]any{"$contains": "gift"}), []any{"O1"}},
+		{where("address", map[string]any{"city": "Bergen"}), []any{"O2"}},
+	} {
+		assert.Equal(t, tc.want, keys(t, find(t, orders, table.Query{Where: tc.where}), "order_id"), "%v", tc.where)
+	}
+	_, err = orders.Find(table.Query{Where: where("address.cty", "Oslo")})
+	assert.ErrorContains(t, err, `did you mean "city"?`)
+}
