@@ -115,8 +115,10 @@ func updatedRow(u table.Update, schema *table.Schema, key string) RowCells {
 			rc.Cells = append(rc.Cells, Cell{Path: f, Before: &v, After: &v})
 			continue
 		}
-		if hadOld && hasNew && nested(old) && nested(new) {
-			rc.Cells = append(rc.Cells, nestedChange(f, old, new)...)
+		if ps := changedPaths(u, f); ps != nil {
+			for _, p := range ps {
+				rc.Cells = append(rc.Cells, changeCell(p.path, p.old, p.hadOld, p.new, p.hasNew))
+			}
 			continue
 		}
 		rc.Cells = append(rc.Cells, changeCell(f, old, hadOld, new, hasNew))
@@ -148,8 +150,19 @@ func changeCell(path string, old any, hadOld bool, new any, hasNew bool) Cell {
 	return c
 }
 
-// nestedChange lists the paths at which two nested values differ, in path order.
-func nestedChange(field string, old, new any) []Cell {
+// pathChange is one path at which two nested values differ; a side without the path has
+// had/has false.
+type pathChange struct {
+	path           string
+	old, new       any
+	hadOld, hasNew bool
+}
+
+// pathChanges lists the paths at which two nested values of a field differ, in path order: the
+// one answer every view shows for a changed list or object ("address.city", "lines[1].qty").
+// When they differ only in a way paths cannot show (a float 1.0 and an int 1 read alike), the
+// field itself is the one path.
+func pathChanges(field string, old, new any) []pathChange {
 	before, after := map[string]any{}, map[string]any{}
 	var paths []string
 	for _, l := range leaves(field, old) {
@@ -163,19 +176,30 @@ func nestedChange(field string, old, new any) []Cell {
 		after[l.path] = l.v
 	}
 	sort.Strings(paths)
-	var out []Cell
+	var out []pathChange
 	for _, p := range paths {
 		o, hadOld := before[p]
 		n, hasNew := after[p]
 		if hadOld && hasNew && show(o) == show(n) && sameKind(o, n) {
 			continue
 		}
-		out = append(out, changeCell(p, o, hadOld, n, hasNew))
+		out = append(out, pathChange{p, o, n, hadOld, hasNew})
 	}
-	if len(out) == 0 { // differs only in a way the paths cannot show (a float 1.0 and an int 1 read alike)
-		out = append(out, changeCell(field, old, true, new, true))
+	if len(out) == 0 {
+		out = append(out, pathChange{field, old, new, true, true})
 	}
 	return out
+}
+
+// changedPaths is pathChanges for an update's changed field, or nil when the field's value is
+// not nested on both sides (then the field itself is what changed).
+func changedPaths(u table.Update, f string) []pathChange {
+	old, hadOld := u.Before[f]
+	new, hasNew := u.After[f]
+	if hadOld && hasNew && nested(old) && nested(new) {
+		return pathChanges(f, old, new)
+	}
+	return nil
 }
 
 type leaf struct {
