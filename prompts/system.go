@@ -255,9 +255,41 @@ func tableBlocks(infos []TableInfo, reg builtins.Registry) []tableBlock {
 }
 
 // fieldType renders a field's type and constraints: "int >= 0", "string, optional". Fields are
-// required unless marked optional, which is the rarer case.
+// required unless marked optional, which is the rarer case. A list or object shows what it holds
+// and how a filter reaches inside it: "list of string (an element: {"tags": {"$contains": x}})",
+// "object {city: string; zip: string, optional} (a key: {"address.city": x})".
 func fieldType(f table.Field) string {
+	s := nestedType(f, true)
+	switch {
+	case f.Type == table.TypeList:
+		s += fmt.Sprintf(` (an element: {%q: {"$contains": x}})`, f.Name)
+	case f.Type == table.TypeObject && len(f.Fields) > 0:
+		s += fmt.Sprintf(` (a key: {"%s.%s": x})`, f.Name, f.Fields[0].Name)
+	}
+	return s
+}
+
+// nestedType renders f's type and constraints; optional says whether to mark a field that is not
+// required (a list's items are not marked).
+func nestedType(f table.Field, optional bool) string {
 	parts := []string{f.Type}
+	switch f.Type {
+	case table.TypeList:
+		if f.Items != nil {
+			parts[0] = "list of " + nestedType(*f.Items, false)
+		}
+	case table.TypeObject:
+		keys := make([]string, len(f.Fields))
+		for i, k := range f.Fields {
+			keys[i] = k.Name + ": " + nestedType(k, true)
+		}
+		if f.Additional {
+			keys = append(keys, "other keys: any")
+		}
+		if len(keys) > 0 {
+			parts[0] = "object {" + strings.Join(keys, "; ") + "}"
+		}
+	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	if f.Min != nil {
 		parts[0] += " >= " + num(*f.Min)
@@ -277,7 +309,7 @@ func fieldType(f table.Field) string {
 	if f.Pattern != "" {
 		parts = append(parts, "matching "+f.Pattern)
 	}
-	if !f.Required {
+	if optional && !f.Required {
 		parts = append(parts, "optional")
 	}
 	if f.ReadOnly {
