@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -256,4 +257,57 @@ func TestNestedWhereThroughTheStore(t *testing.T) {
 	}
 	_, err = orders.Find(table.Query{Where: where("address.cty", "Oslo")})
 	assert.ErrorContains(t, err, `did you mean "city"?`)
+}
+
+// FuzzNestedValue: whatever value a plan hands over (here any JSON document, as a list field,
+// an object field with declared keys and an open one), validation either refuses it with a path
+// or returns a value that validates to itself and survives the store's encoding (clover's
+// msgpack, read back by decodeRow) and JSON (records, exports) with the same kinds.
+func FuzzNestedValue(f *testing.F) {
+	for _, seed := range []string{
+		`{"city": "Oslo", "zip": "0150"}`, `[{"sku": "A", "qty": 2, "price": 80}]`, `["a", "b"]`,
+		`{"wrap": true, "n": 2.0, "x": [1, 2.5, {"k": null}]}`, `[[[[[[[[[1]]]]]]]]]`, `{"city": 5}`,
+		`[{"sku": "A", "qty": 0}]`, `{"": {"a b": -1e300}}`, `"x"`, `null`, `[1e20, -0.0, 9007199254740993]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s, err := compileSchema(ordersSchema(f))
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return
+		}
+		v = fromJSON(v)
+		for _, name := range []string{"address", "lines", "tags", "options"} {
+			row, err := s.validate(table.Row{"order_id": "O1", name: v})
+			if err != nil {
+				var fe *table.FieldError
+				require.ErrorAs(t, err, &fe)
+				require.True(t, strings.HasPrefix(fe.Field, name), "the path %q starts at the field %s", fe.Field, name)
+				continue
+			}
+			again, err := s.validate(row)
+			require.NoError(t, err, "a stored value validates again")
+			require.Equal(t, row, again, "and is its own stored form")
+
+			raw, err := d.Encode(encodeDoc(rowDocID(1, 1), row, 1))
+			require.NoError(t, err)
+			back, _, err := decodeRow(s, raw)
+			require.NoError(t, err)
+			require.Equal(t, row, back, "through the store's encoding")
+
+			js, err := json.Marshal(row)
+			require.NoError(t, err)
+			jdec := json.NewDecoder(bytes.NewReader(js))
+			jdec.UseNumber()
+			var jrow map[string]any
+			require.NoError(t, jdec.Decode(&jrow))
+			jrow = fromJSON(jrow).(map[string]any)
+			jrow[name] = table.RestoreKinds(s.fields[name].Field, jrow[name])
+			require.Equal(t, row, table.Row(jrow), "through JSON with the schema's kinds")
+		}
+	})
 }
