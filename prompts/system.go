@@ -39,6 +39,11 @@ const MaxSampleRows = 3
 // and ends with "…".
 const MaxSampleChars = 24
 
+// MaxSampleItems is the most elements of a list, or keys of a dict, a sample row's nested value
+// shows; the rest is one string saying how many were left out. With MaxSampleChars it keeps a
+// sample of any value (up to 64 KiB) a line long.
+const MaxSampleItems = 3
+
 // TableInfo is one table of the live store as the schema block shows it.
 type TableInfo struct {
 	Schema *table.Schema
@@ -363,6 +368,31 @@ func compactValue(v any) string {
 			s += ".0"
 		}
 		return s
+	case []any:
+		parts := make([]string, 0, min(len(v), MaxSampleItems+1))
+		for i, e := range v {
+			if i == MaxSampleItems {
+				parts = append(parts, jsonString(fmt.Sprintf("… %d more", len(v)-i)))
+				break
+			}
+			parts = append(parts, compactValue(e))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, min(len(keys), MaxSampleItems+1))
+		for i, k := range keys {
+			if i == MaxSampleItems {
+				parts = append(parts, jsonString("…")+":"+jsonString(fmt.Sprintf("%d more keys", len(keys)-i)))
+				break
+			}
+			parts = append(parts, compactValue(k)+":"+compactValue(v[k]))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
