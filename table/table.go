@@ -10,6 +10,7 @@ package table
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Row is one record as plain Go values. Field values are one of: nil, bool, int64, float64,
@@ -250,10 +251,19 @@ func (e *QueryError) Error() string {
 // that carry it) as large as itself.
 const MaxFormatted = 200
 
-// FormatValue renders a field value for messages: strings quoted, others as Go prints them; a
-// longer rendering is cut at about MaxFormatted characters and says how long the value was.
+// FormatValue renders a field value for messages: strings quoted, lists and dicts as a plan
+// writes them (["a", 1], {"city": "Oslo"}, keys sorted), others as Go prints them; a longer
+// rendering is cut at about MaxFormatted characters and says how long the value was (a list or
+// dict: that it was cut).
 func FormatValue(v any) string {
 	switch v := v.(type) {
+	case []any, map[string]any:
+		var sb strings.Builder
+		formatNested(&sb, v)
+		if sb.Len() <= MaxFormatted {
+			return sb.String()
+		}
+		return clipRunes(sb.String(), MaxFormatted) + "… (cut)"
 	case nil:
 		return "None"
 	case string:
@@ -272,6 +282,49 @@ func FormatValue(v any) string {
 			return s
 		}
 		return fmt.Sprintf("%s… (%d characters)", clipRunes(s, MaxFormatted), len(s))
+	}
+}
+
+// formatNested writes v for FormatValue, stopping soon after MaxFormatted bytes.
+func formatNested(sb *strings.Builder, v any) {
+	if sb.Len() > MaxFormatted {
+		return
+	}
+	switch x := v.(type) {
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > MaxFormatted {
+				return
+			}
+			formatNested(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sb.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > MaxFormatted {
+				return
+			}
+			fmt.Fprintf(sb, "%q: ", clipRunes(k, MaxFormatted))
+			formatNested(sb, x[k])
+		}
+		sb.WriteByte('}')
+	case string:
+		fmt.Fprintf(sb, "%q", clipRunes(x, MaxFormatted))
+	default:
+		sb.WriteString(FormatValue(x))
 	}
 }
 
