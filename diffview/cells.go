@@ -237,7 +237,7 @@ func leaves(path string, v any) []leaf {
 					out = append(out, leaf{path + "{…}", rest})
 					return
 				}
-				walk(path+pathKey(k), v[k])
+				walk(path+table.PathKey(k), v[k])
 			}
 		case []any:
 			for i, e := range v {
@@ -245,7 +245,7 @@ func leaves(path string, v any) []leaf {
 					out = append(out, leaf{path + "[" + strconv.Itoa(i) + ":]", v[i:]})
 					return
 				}
-				walk(path+"["+strconv.Itoa(i)+"]", e)
+				walk(path+table.PathIndex(i), e)
 			}
 		}
 	}
@@ -268,25 +268,6 @@ func sameKind(a, b any) bool {
 	_, af := a.(float64)
 	_, bf := b.(float64)
 	return af == bf
-}
-
-// pathKey is how a map key extends a path: ".name" for an identifier, `["two words"]` otherwise.
-func pathKey(k string) string {
-	ident := k != ""
-	for i, r := range k {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			ident = false
-			break
-		}
-	}
-	if ident {
-		return "." + k
-	}
-	var sb strings.Builder
-	sb.WriteByte('[')
-	repr(&sb, k)
-	sb.WriteByte(']')
-	return sb.String()
 }
 
 // Summary is a change set in one line: each changed table's counts, in name order, joined by

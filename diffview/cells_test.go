@@ -78,7 +78,7 @@ func TestCellsPathKeysThatAreNotNamesAreQuoted(t *testing.T) {
 	for _, l := range ls {
 		got[l.path] = l.v
 	}
-	assert.Equal(t, map[string]any{`m['1x'].a`: true, "m.ok_1": []any{}, `m['two words']`: int64(1)}, got)
+	assert.Equal(t, map[string]any{`m["1x"].a`: true, "m.ok_1": []any{}, `m["two words"]`: int64(1)}, got)
 }
 
 func TestCellsSplitAHugeNestedValueAtMostMaxLeavesTimes(t *testing.T) {

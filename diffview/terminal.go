@@ -112,7 +112,7 @@ func updateEntries(ups []table.Update, schema *table.Schema, key string) entries
 					if i > 0 {
 						t.add("\n", plain)
 					}
-					t.add(p.path+": ", plain)
+					t.add(escape(p.path, false)+": ", plain)
 					t = append(t, changeText(absent(p.old, p.hadOld), absent(p.new, p.hasNew))...)
 				}
 				e.cells[f] = t
