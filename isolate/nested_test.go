@@ -32,13 +32,19 @@ func TestWorkerRunsAPlanOverNestedValues(t *testing.T) {
 o = orders_tbl.get({"address.city": "Oslo"})
 l = o["lines"][0]
 orders_tbl.insert({"order_id": "O2", "address": {"city": o["address"]["city"]}, "lines": [{"qty": l["qty"] + 1, "price": 3}]})
+o["lines"][0]["qty"] = 5
+orders_tbl.update(o, {"order_id": "O1"})
 STATUS = "success"
 answer_text = "%s %r %r" % (o["address"]["city"], l["qty"], l["price"])
 `, sandbox.Limits{})
 	res := p.Run(bg, j)
 	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
-	assert.Equal(t, "Oslo 2 80.0", res.Globals["answer_text"])
+	assert.Equal(t, "Oslo 5 80.0", res.Globals["answer_text"], "l is the row's own line, edited in place")
 	ins := stage.ChangeSet()["orders"].Inserted
 	require.Len(t, ins, 1)
 	assert.Equal(t, []any{map[string]any{"qty": int64(3), "price": 3.0}}, ins[0]["lines"])
+	up := stage.ChangeSet()["orders"].Updated
+	require.Len(t, up, 1)
+	assert.Equal(t, []string{"lines"}, up[0].Fields)
+	assert.Equal(t, []any{map[string]any{"qty": int64(5), "price": 80.0}}, up[0].After["lines"], "an in-place edit crosses back from the worker")
 }
