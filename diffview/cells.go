@@ -1,8 +1,6 @@
 package diffview
 
 import (
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/starplan/starplan/table"
@@ -83,9 +81,9 @@ func wholeRow(change string, r table.Row, schema *table.Schema, key string) RowC
 	rowFields(names, []table.Row{r})
 	rc := RowCells{Change: change, Key: show(r[key]), Cells: []Cell{}}
 	for _, f := range columns(schema, key, names) {
-		for _, l := range leaves(f, r[f]) {
-			v := show(l.v)
-			c := Cell{Path: l.path, Changed: true}
+		for _, l := range table.Leaves(f, r[f]) {
+			v := show(l.Value)
+			c := Cell{Path: l.Path, Changed: true}
 			if change == RowInserted {
 				c.After = &v
 			} else {
@@ -117,7 +115,7 @@ func updatedRow(u table.Update, schema *table.Schema, key string) RowCells {
 		}
 		if ps := changedPaths(u, f); ps != nil {
 			for _, p := range ps {
-				rc.Cells = append(rc.Cells, changeCell(p.path, p.old, p.hadOld, p.new, p.hasNew))
+				rc.Cells = append(rc.Cells, changeCell(p.Path, p.Before, p.HadBefore, p.After, p.HasAfter))
 			}
 			continue
 		}
@@ -150,45 +148,17 @@ func changeCell(path string, old any, hadOld bool, new any, hasNew bool) Cell {
 	return c
 }
 
-// pathChange is one path at which two nested values differ; a side without the path has
-// had/has false.
-type pathChange struct {
-	path           string
-	old, new       any
-	hadOld, hasNew bool
-}
+// pathChange is one path at which two nested values differ (table.ChangedPaths).
+type pathChange = table.PathChange
 
 // pathChanges lists the paths at which two nested values of a field differ, in path order: the
 // one answer every view shows for a changed list or object ("address.city", "lines[1].qty").
-// When they differ only in a way paths cannot show (a float 1.0 and an int 1 read alike), the
-// field itself is the one path.
+// When they differ in no way a path shows, the field itself is the one path.
 func pathChanges(field string, old, new any) []pathChange {
-	before, after := map[string]any{}, map[string]any{}
-	var paths []string
-	for _, l := range leaves(field, old) {
-		before[l.path] = l.v
-		paths = append(paths, l.path)
+	if ps := table.ChangedPaths(field, old, new); len(ps) > 0 {
+		return ps
 	}
-	for _, l := range leaves(field, new) {
-		if _, ok := before[l.path]; !ok {
-			paths = append(paths, l.path)
-		}
-		after[l.path] = l.v
-	}
-	sort.Strings(paths)
-	var out []pathChange
-	for _, p := range paths {
-		o, hadOld := before[p]
-		n, hasNew := after[p]
-		if hadOld && hasNew && show(o) == show(n) && sameKind(o, n) {
-			continue
-		}
-		out = append(out, pathChange{p, o, n, hadOld, hasNew})
-	}
-	if len(out) == 0 {
-		out = append(out, pathChange{field, old, new, true, true})
-	}
-	return out
+	return []pathChange{{Path: field, Before: old, After: new, HadBefore: true, HasAfter: true}}
 }
 
 // changedPaths is pathChanges for an update's changed field, or nil when the field's value is
@@ -202,57 +172,6 @@ func changedPaths(u table.Update, f string) []pathChange {
 	return nil
 }
 
-type leaf struct {
-	path string
-	v    any
-}
-
-// maxLeaves bounds the paths one nested value is split into; past it, the rest of a list is one
-// leaf at "path[i:]" and the rest of a map one at "path{…}".
-const maxLeaves = 200
-
-// leaves splits a value into its scalar leaves by path: a map by key, a list by index. An empty
-// map or list is a leaf itself.
-func leaves(path string, v any) []leaf {
-	var out []leaf
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		if len(out) >= maxLeaves || !nested(v) {
-			out = append(out, leaf{path, v})
-			return
-		}
-		switch v := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for i, k := range keys {
-				if len(out) >= maxLeaves {
-					rest := make(map[string]any, len(keys)-i)
-					for _, k := range keys[i:] {
-						rest[k] = v[k]
-					}
-					out = append(out, leaf{path + "{…}", rest})
-					return
-				}
-				walk(path+table.PathKey(k), v[k])
-			}
-		case []any:
-			for i, e := range v {
-				if len(out) >= maxLeaves {
-					out = append(out, leaf{path + "[" + strconv.Itoa(i) + ":]", v[i:]})
-					return
-				}
-				walk(path+table.PathIndex(i), e)
-			}
-		}
-	}
-	walk(path, v)
-	return out
-}
-
 // nested reports whether v is a non-empty map or list.
 func nested(v any) bool {
 	switch v := v.(type) {
@@ -262,12 +181,6 @@ func nested(v any) bool {
 		return len(v) > 0
 	}
 	return false
-}
-
-func sameKind(a, b any) bool {
-	_, af := a.(float64)
-	_, bf := b.(float64)
-	return af == bf
 }
 
 // Summary is a change set in one line: each changed table's counts, in name order, joined by

@@ -104,27 +104,12 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 	return writeAll(w, termsafe.JSON(sb.String()))
 }
 
-// jsonPaths lists an update's changed paths when it changed a list or object: the changed
-// fields in order, each nested one replaced by the paths inside it that changed. It is nil when
-// no nested value changed, so such an update has no "paths".
+// jsonPaths is an update's changed paths (table.UpdatePaths), nil when no nested value changed.
 func jsonPaths(u table.Update) []string {
-	var out []string
-	isNested := false
-	for _, f := range u.Fields {
-		ps := changedPaths(u, f)
-		if ps == nil {
-			out = append(out, f)
-			continue
-		}
-		isNested = true
-		for _, p := range ps {
-			out = append(out, p.path)
-		}
+	if u.Paths != nil {
+		return u.Paths
 	}
-	if !isNested {
-		return nil
-	}
-	return out
+	return table.UpdatePaths(u.Before, u.After, u.Fields)
 }
 
 // jsonValue copies v with every float replaced by a json.Number in Python's repr, so that 80.0

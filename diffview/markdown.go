@@ -72,7 +72,7 @@ func Markdown(w io.Writer, cs table.ChangeSet, opts Options) error {
 				case changed[c] && changedPaths(u, c) != nil:
 					var parts []string
 					for _, p := range changedPaths(u, c) {
-						parts = append(parts, mdEscape(escape(p.path, false))+": "+mdChange(absent(p.old, p.hadOld), absent(p.new, p.hasNew)))
+						parts = append(parts, mdEscape(escape(p.Path, false))+": "+mdChange(absent(p.Before, p.HadBefore), absent(p.After, p.HasAfter)))
 					}
 					sb.WriteString(" " + strings.Join(parts, "<br>") + " |")
 				case changed[c]:

@@ -112,8 +112,8 @@ func updateEntries(ups []table.Update, schema *table.Schema, key string) entries
 					if i > 0 {
 						t.add("\n", plain)
 					}
-					t.add(escape(p.path, false)+": ", plain)
-					t = append(t, changeText(absent(p.old, p.hadOld), absent(p.new, p.hasNew))...)
+					t.add(escape(p.Path, false)+": ", plain)
+					t = append(t, changeText(absent(p.Before, p.HadBefore), absent(p.After, p.HasAfter))...)
 				}
 				e.cells[f] = t
 				es.long = es.long || len(ps) > 1

@@ -79,6 +79,7 @@ answer_text = "moved " + city + " to " + orders_tbl.get({"order_id": "O001"})["a
 		map[string]any{"sku": "A", "qty": int64(1), "price": 80.0},
 		map[string]any{"sku": "B", "qty": int64(3), "price": 5.0},
 	}, tc.Updated[0].After["lines"])
+	assert.Equal(t, []string{"address.city", "address.zip", "lines[1].qty"}, tc.Updated[0].Paths, "the change set names the changed paths")
 	require.Len(t, tc.Inserted, 1)
 	assert.Equal(t, []any{map[string]any{"sku": "C", "qty": int64(2), "price": 3.0}}, tc.Inserted[0]["lines"],
 		"a plan's 2.0 is an int where an int is declared, its 3 a float where a float is; a list is stored as it was when written")

@@ -671,7 +671,7 @@ func (sg *Stage) ChangeSet() table.ChangeSet {
 				tc.Deleted = append(tc.Deleted, w.before)
 			case w.before != nil && w.row != nil:
 				if f := changedFields(w.before, w.row); len(f) > 0 {
-					tc.Updated = append(tc.Updated, table.Update{Key: w.key, Before: w.before, After: w.row, Fields: f})
+					tc.Updated = append(tc.Updated, table.NewUpdate(w.key, w.before, w.row, f))
 				}
 			}
 		}

@@ -136,3 +136,40 @@ func TestPathKey(t *testing.T) {
 	assert.Equal(t, `[""]`, PathKey(""))
 	assert.Equal(t, "[3]", PathIndex(3))
 }
+
+func TestLeavesQuotePathKeysThatAreNotNames(t *testing.T) {
+	got := map[string]any{}
+	for _, l := range Leaves("m", map[string]any{"two words": int64(1), "ok_1": []any{}, "1x": map[string]any{"a": true}}) {
+		got[l.Path] = l.Value
+	}
+	assert.Equal(t, map[string]any{`m["1x"].a`: true, "m.ok_1": []any{}, `m["two words"]`: int64(1)}, got)
+}
+
+func TestLeavesSplitAHugeValueAtMostMaxPathLeavesTimes(t *testing.T) {
+	big := make([]any, 5*MaxPathLeaves)
+	for i := range big {
+		big[i] = int64(i)
+	}
+	ls := Leaves("xs", big)
+	require.Equal(t, MaxPathLeaves+1, len(ls), "the rest of the value is one leaf")
+	assert.Equal(t, "xs[200:]", ls[MaxPathLeaves].Path)
+	assert.Equal(t, big[MaxPathLeaves:], ls[MaxPathLeaves].Value)
+}
+
+func TestChangedPaths(t *testing.T) {
+	before := map[string]any{"city": "Oslo", "geo": []any{1.5, int64(2)}}
+	after := map[string]any{"city": "Bergen", "geo": []any{1.5, 2.0, nil}}
+	assert.Equal(t, []PathChange{
+		{Path: "a.city", Before: "Oslo", After: "Bergen", HadBefore: true, HasAfter: true},
+		{Path: "a.geo[1]", Before: int64(2), After: 2.0, HadBefore: true, HasAfter: true},
+		{Path: "a.geo[2]", After: nil, HasAfter: true},
+	}, ChangedPaths("a", before, after), "a kind change is a change; a new element is only after")
+	assert.Empty(t, ChangedPaths("a", before, before))
+
+	b := Row{"id": "x", "n": int64(1), "a": before}
+	a := Row{"id": "x", "n": int64(2), "a": after}
+	assert.Equal(t, []string{"a.city", "a.geo[1]", "a.geo[2]", "n"}, UpdatePaths(b, a, []string{"a", "n"}))
+	assert.Nil(t, UpdatePaths(b, Row{"id": "x", "n": int64(2), "a": before}, []string{"n"}), "no nested change: no paths")
+	u := NewUpdate("x", b, a, []string{"a", "n"})
+	assert.Equal(t, UpdatePaths(b, a, []string{"a", "n"}), u.Paths)
+}

@@ -357,6 +357,10 @@ type Update struct {
 	Before Row      `json:"before"`
 	After  Row      `json:"after"`
 	Fields []string `json:"fields"` // changed fields, sorted
+	// Paths, when a list or dict changed, are the changed fields with each nested one replaced
+	// by the paths inside it that changed ("address.city", "lines[1].qty"); see UpdatePaths.
+	// Absent otherwise, so other updates keep the shape they always had.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Empty reports whether the change set changes nothing.
