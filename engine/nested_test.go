@@ -93,3 +93,28 @@ answer_text = "moved " + city + " to " + orders_tbl.get({"order_id": "O001"})["a
 	got := row(t, st, "orders", "O001")
 	assert.Equal(t, map[string]any{"city": "Bergen", "zip": "5003"}, got["address"])
 }
+
+// A refused nested value is reported by its path, with no hint meant for a missing row key.
+func TestPlanRefusedNestedValueNamesItsPath(t *testing.T) {
+	d, err := store.LoadDomain(ordersDomain)
+	require.NoError(t, err)
+	st, err := store.Open(t.TempDir(), store.Options{Domain: d})
+	require.NoError(t, err)
+	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, e.Close())
+		assert.NoError(t, st.Close())
+	})
+	for _, tc := range []struct{ plan, msg string }{
+		{`orders_tbl.insert({"address": {"cty": "Oslo"}})`, `field "address.cty" = "Oslo" is not among the keys of address (did you mean "city"?)`},
+		{`orders_tbl.insert({"address": {"city": "Oslo"}, "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 0}]})`, `field "lines[1].qty" = 0 must be an int >= 1`},
+		{`orders_tbl.search({"address.cty": "Oslo"})`, `"cty" is not among the keys of address; they are city, zip (did you mean "city"?)`},
+	} {
+		res, err := e.Run(context.Background(), Request{Reply: tc.plan + "\nSTATUS, answer_text = \"success\", \"ok\"\n"})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Diagnostics, tc.plan)
+		assert.Contains(t, res.Diagnostics[0].Message, tc.msg)
+		assert.NotContains(t, res.Diagnostics[0].Hint, "row.get")
+	}
+}

@@ -80,7 +80,7 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 		{"key kind", "address", map[string]any{"city": 5}, "address.city", "must be a string"},
 		{"required key", "address", map[string]any{"street": "Main"}, "address.city", "is required"},
 		{"required key None", "address", map[string]any{"city": nil}, "address.city", "is required"},
-		{"unknown key", "address", map[string]any{"city": "Oslo", "cty": "x"}, "address.cty", `is not a key of address (did you mean "city"?)`},
+		{"unknown key", "address", map[string]any{"city": "Oslo", "cty": "x"}, "address.cty", `is not among the keys of address (did you mean "city"?)`},
 		{"pattern", "address", map[string]any{"city": "Oslo", "zip": "x"}, "address.zip", "must match the pattern"},
 		{"list kind", "lines", map[string]any{}, "lines", "must be a list"},
 		{"element bound", "lines", []any{
@@ -88,7 +88,7 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 		}, "lines[2].qty", "must be an int >= 1"},
 		{"element kind", "tags", []any{"a", 1}, "tags[1]", "must be a string"},
 		{"element max_len", "tags", []any{"abcdefghijk"}, "tags[0]", "at most 10 characters"},
-		{"odd key path", "address", map[string]any{"city": "Oslo", "two words": 1}, `address["two words"]`, "is not a key of address"},
+		{"odd key path", "address", map[string]any{"city": "Oslo", "two words": 1}, `address["two words"]`, "is not among the keys of address (they are street, city, zip)"},
 		{"NaN", "options", map[string]any{"x": []any{1, nanValue()}}, "options.x[1]", "must be a finite number"},
 		{"bad text", "options", map[string]any{"x": "\xff"}, "options.x", "valid UTF-8"},
 		{"Go kind", "options", map[string]any{"x": struct{}{}}, "options.x", "must be None, a bool"},

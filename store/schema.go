@@ -334,11 +334,11 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 			sub := f.keys[k]
 			if sub == nil && !f.Additional {
 				names := f.KeyNames()
-				rule := "is not a key of " + f.Name
+				rule := "is not among the keys of " + f.Name // no "key ": the sandbox would hint at row.get
 				if near := nearest(k, names); near != "" {
 					rule += fmt.Sprintf(" (did you mean %q?)", near)
 				} else if len(names) > 0 {
-					rule += " (its keys are " + strings.Join(names, ", ") + ")"
+					rule += " (they are " + strings.Join(names, ", ") + ")"
 				}
 				return w.fail(path+table.PathKey(k), m[k], rule)
 			}

@@ -90,8 +90,8 @@ func TestCompileNestedErrors(t *testing.T) {
 		msg        string
 		suggestion string
 	}{
-		{"unknown key", map[string]any{"address.cty": "Oslo"}, `unknown key "cty" of address; its keys are city, geo`, "city"},
-		{"unknown deep key", map[string]any{"address.geo.latt": 1}, `unknown key "latt" of address.geo`, "lat"},
+		{"unknown key", map[string]any{"address.cty": "Oslo"}, `"cty" is not among the keys of address; they are city, geo`, "city"},
+		{"unknown deep key", map[string]any{"address.geo.latt": 1}, `"latt" is not among the keys of address.geo`, "lat"},
 		{"unknown field of a path", map[string]any{"adress.city": "Oslo"}, `unknown field "adress"`, "address"},
 		{"into a list", map[string]any{"lines.qty": 1}, "lines is a list: a path cannot go into its elements", ""},
 		{"into a scalar", map[string]any{"address.city.x": 1}, "address.city is a string and has no keys", ""},

@@ -715,7 +715,7 @@ func (c *compiler) field(name string) (f *Field, path []string, err error) {
 				return nil, path, nil
 			}
 			keys := f.KeyNames()
-			return nil, nil, c.errorf(Nearest(k, keys), "unknown key %q of %s; its keys are %s", k, at, strings.Join(keys, ", "))
+			return nil, nil, c.errorf(Nearest(k, keys), "%q is not among the keys of %s; they are %s", k, at, strings.Join(keys, ", "))
 		}
 		f, at = sub, at+"."+k
 	}
