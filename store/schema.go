@@ -270,7 +270,7 @@ func (w *nestedCheck) fail(path string, v any, rule string) any {
 }
 
 // spend charges n bytes of the encoded value; false when it is too large.
-func (w *nestedCheck) spend(n int, f *field, path string, v any) bool {
+func (w *nestedCheck) spend(n int, f *field) bool {
 	if w.budget -= n; w.budget < 0 {
 		w.fail(f.Name, w.value, fmt.Sprintf("must encode to at most %d bytes (max_bytes)", f.ValueBytes()))
 		return false
@@ -297,7 +297,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 		if f.Required {
 			return w.fail(path, v, "is required")
 		}
-		w.spend(4, root, path, v)
+		w.spend(4, root)
 		return nil
 	case f.Type == table.TypeList:
 		l, ok := v.([]any)
@@ -307,7 +307,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 		if level > table.MaxNesting {
 			return w.fail(path, v, fmt.Sprintf("nests lists and objects more than %d deep", table.MaxNesting))
 		}
-		if !w.spend(2+len(l), root, path, v) {
+		if !w.spend(2+len(l), root) {
 			return nil
 		}
 		out := make([]any, len(l))
@@ -326,7 +326,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 		if level > table.MaxNesting {
 			return w.fail(path, v, fmt.Sprintf("nests lists and objects more than %d deep", table.MaxNesting))
 		}
-		if !w.spend(2+len(m), root, path, v) {
+		if !w.spend(2+len(m), root) {
 			return nil
 		}
 		out := make(map[string]any, len(m))
@@ -345,7 +345,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 			if !utf8.ValidString(k) {
 				return w.fail(path, v, "must have keys that are valid UTF-8 text")
 			}
-			if !w.spend(len(k)+3, root, path, v) {
+			if !w.spend(len(k)+3, root) {
 				return nil
 			}
 			out[k] = w.walkIn(root, sub, path+table.PathKey(k), m[k], level+1)
@@ -365,9 +365,9 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 		return w.fail(path, v, rule)
 	}
 	if s, ok := nv.(string); ok {
-		w.spend(len(s)+2, root, path, v)
+		w.spend(len(s)+2, root)
 	} else {
-		w.spend(8, root, path, v)
+		w.spend(8, root)
 	}
 	return nv
 }
@@ -378,23 +378,23 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
 	switch x := v.(type) {
 	case nil:
-		w.spend(4, root, path, v)
+		w.spend(4, root)
 		return nil
 	case bool:
-		w.spend(5, root, path, v)
+		w.spend(5, root)
 		return x
 	case string:
 		if !utf8.ValidString(x) {
 			return w.fail(path, v, "must be valid UTF-8 text (a character was cut in two, perhaps by slicing)")
 		}
-		w.spend(len(x)+2, root, path, v)
+		w.spend(len(x)+2, root)
 		return x
 	case float64, float32:
 		fl := toFloat(x)
 		if math.IsNaN(fl) || math.IsInf(fl, 0) {
 			return w.fail(path, v, "must be a finite number")
 		}
-		w.spend(8, root, path, v)
+		w.spend(8, root)
 		if fl == math.Trunc(fl) && math.Abs(fl) < 1<<63 {
 			return int64(fl)
 		}
@@ -408,7 +408,7 @@ func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
 		return w.walkIn(root, open, path, v, level)
 	}
 	if i, ok := toInt(v); ok {
-		w.spend(8, root, path, v)
+		w.spend(8, root)
 		return i
 	}
 	return w.fail(path, v, fmt.Sprintf("must be None, a bool, a number, a string, a list or a dict, not a Go %T", v))
