@@ -1,8 +1,6 @@
 package diffview
 
 import (
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/starplan/starplan/table"
@@ -83,9 +81,9 @@ func wholeRow(change string, r table.Row, schema *table.Schema, key string) RowC
 	rowFields(names, []table.Row{r})
 	rc := RowCells{Change: change, Key: show(r[key]), Cells: []Cell{}}
 	for _, f := range columns(schema, key, names) {
-		for _, l := range leaves(f, r[f]) {
-			v := show(l.v)
-			c := Cell{Path: l.path, Changed: true}
+		for _, l := range table.Leaves(f, r[f]) {
+			v := show(l.Value)
+			c := Cell{Path: l.Path, Changed: true}
 			if change == RowInserted {
 				c.After = &v
 			} else {
@@ -115,8 +113,10 @@ func updatedRow(u table.Update, schema *table.Schema, key string) RowCells {
 			rc.Cells = append(rc.Cells, Cell{Path: f, Before: &v, After: &v})
 			continue
 		}
-		if hadOld && hasNew && nested(old) && nested(new) {
-			rc.Cells = append(rc.Cells, nestedChange(f, old, new)...)
+		if ps := changedPaths(u, f); ps != nil {
+			for _, p := range ps {
+				rc.Cells = append(rc.Cells, changeCell(p.Path, p.Before, p.HadBefore, p.After, p.HasAfter))
+			}
 			continue
 		}
 		rc.Cells = append(rc.Cells, changeCell(f, old, hadOld, new, hasNew))
@@ -148,85 +148,28 @@ func changeCell(path string, old any, hadOld bool, new any, hasNew bool) Cell {
 	return c
 }
 
-// nestedChange lists the paths at which two nested values differ, in path order.
-func nestedChange(field string, old, new any) []Cell {
-	before, after := map[string]any{}, map[string]any{}
-	var paths []string
-	for _, l := range leaves(field, old) {
-		before[l.path] = l.v
-		paths = append(paths, l.path)
+// pathChange is one path at which two nested values differ (table.ChangedPaths).
+type pathChange = table.PathChange
+
+// pathChanges lists the paths at which two nested values of a field differ, in path order: the
+// one answer every view shows for a changed list or object ("address.city", "lines[1].qty").
+// When they differ in no way a path shows, the field itself is the one path.
+func pathChanges(field string, old, new any) []pathChange {
+	if ps := table.ChangedPaths(field, old, new); len(ps) > 0 {
+		return ps
 	}
-	for _, l := range leaves(field, new) {
-		if _, ok := before[l.path]; !ok {
-			paths = append(paths, l.path)
-		}
-		after[l.path] = l.v
-	}
-	sort.Strings(paths)
-	var out []Cell
-	for _, p := range paths {
-		o, hadOld := before[p]
-		n, hasNew := after[p]
-		if hadOld && hasNew && show(o) == show(n) && sameKind(o, n) {
-			continue
-		}
-		out = append(out, changeCell(p, o, hadOld, n, hasNew))
-	}
-	if len(out) == 0 { // differs only in a way the paths cannot show (a float 1.0 and an int 1 read alike)
-		out = append(out, changeCell(field, old, true, new, true))
-	}
-	return out
+	return []pathChange{{Path: field, Before: old, After: new, HadBefore: true, HasAfter: true}}
 }
 
-type leaf struct {
-	path string
-	v    any
-}
-
-// maxLeaves bounds the paths one nested value is split into; past it, the rest of a list is one
-// leaf at "path[i:]" and the rest of a map one at "path{…}".
-const maxLeaves = 200
-
-// leaves splits a value into its scalar leaves by path: a map by key, a list by index. An empty
-// map or list is a leaf itself.
-func leaves(path string, v any) []leaf {
-	var out []leaf
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		if len(out) >= maxLeaves || !nested(v) {
-			out = append(out, leaf{path, v})
-			return
-		}
-		switch v := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for i, k := range keys {
-				if len(out) >= maxLeaves {
-					rest := make(map[string]any, len(keys)-i)
-					for _, k := range keys[i:] {
-						rest[k] = v[k]
-					}
-					out = append(out, leaf{path + "{…}", rest})
-					return
-				}
-				walk(path+pathKey(k), v[k])
-			}
-		case []any:
-			for i, e := range v {
-				if len(out) >= maxLeaves {
-					out = append(out, leaf{path + "[" + strconv.Itoa(i) + ":]", v[i:]})
-					return
-				}
-				walk(path+"["+strconv.Itoa(i)+"]", e)
-			}
-		}
+// changedPaths is pathChanges for an update's changed field, or nil when the field's value is
+// not nested on both sides (then the field itself is what changed).
+func changedPaths(u table.Update, f string) []pathChange {
+	old, hadOld := u.Before[f]
+	new, hasNew := u.After[f]
+	if hadOld && hasNew && nested(old) && nested(new) {
+		return pathChanges(f, old, new)
 	}
-	walk(path, v)
-	return out
+	return nil
 }
 
 // nested reports whether v is a non-empty map or list.
@@ -238,31 +181,6 @@ func nested(v any) bool {
 		return len(v) > 0
 	}
 	return false
-}
-
-func sameKind(a, b any) bool {
-	_, af := a.(float64)
-	_, bf := b.(float64)
-	return af == bf
-}
-
-// pathKey is how a map key extends a path: ".name" for an identifier, `["two words"]` otherwise.
-func pathKey(k string) string {
-	ident := k != ""
-	for i, r := range k {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			ident = false
-			break
-		}
-	}
-	if ident {
-		return "." + k
-	}
-	var sb strings.Builder
-	sb.WriteByte('[')
-	repr(&sb, k)
-	sb.WriteByte(']')
-	return sb.String()
 }
 
 // Summary is a change set in one line: each changed table's counts, in name order, joined by

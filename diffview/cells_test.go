@@ -72,26 +72,6 @@ func TestCellsLayOutEveryKindOfChange(t *testing.T) {
 	assert.Equal(t, Cell{Path: "amount", Before: str("80.0"), Changed: true}, del.Cells[1], "a float keeps its decimal point")
 }
 
-func TestCellsPathKeysThatAreNotNamesAreQuoted(t *testing.T) {
-	ls := leaves("m", map[string]any{"two words": int64(1), "ok_1": []any{}, "1x": map[string]any{"a": true}})
-	got := map[string]any{}
-	for _, l := range ls {
-		got[l.path] = l.v
-	}
-	assert.Equal(t, map[string]any{`m['1x'].a`: true, "m.ok_1": []any{}, `m['two words']`: int64(1)}, got)
-}
-
-func TestCellsSplitAHugeNestedValueAtMostMaxLeavesTimes(t *testing.T) {
-	big := make([]any, 5*maxLeaves)
-	for i := range big {
-		big[i] = int64(i)
-	}
-	ls := leaves("xs", big)
-	require.Equal(t, maxLeaves+1, len(ls), "the rest of the value is one leaf")
-	assert.Equal(t, "xs[200:]", ls[maxLeaves].path)
-	assert.Equal(t, big[maxLeaves:], ls[maxLeaves].v)
-}
-
 func TestSummaryIsOneLineOfCounts(t *testing.T) {
 	cs := table.ChangeSet{
 		"transactions": {Inserted: []table.Row{{"id": "a"}, {"id": "b"}}},

@@ -47,6 +47,8 @@ func isLong(v any) bool {
 // sorted). Values of kinds a row cannot hold are written as Go prints them.
 func repr(sb *strings.Builder, v any) {
 	switch v := v.(type) {
+	case absentValue:
+		sb.WriteString("(absent)")
 	case nil:
 		sb.WriteString("None")
 	case bool:

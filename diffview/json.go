@@ -18,7 +18,8 @@ import (
 //	  "<table>": {
 //	    "key": "<key field>",
 //	    "inserted": [<row>, ...],
-//	    "updated": [{"key": <key>, "before": <row>, "after": <row>, "fields": ["<field>", ...]}, ...],
+//	    "updated": [{"key": <key>, "before": <row>, "after": <row>, "fields": ["<field>", ...],
+//	                 "paths": ["<field>", "<field.key>", "<field>[<i>]", ...]}, ...],
 //	    "deleted": [<row>, ...]
 //	  },
 //	  ...
@@ -26,7 +27,10 @@ import (
 //
 // Only tables with changes appear, in name order; the three lists are always present (possibly
 // empty) and keep the change set's order (key order). A row is an object with its fields in name
-// order; "fields" lists the changed fields, sorted. A float keeps a decimal point (80.0, not 80),
+// order; "fields" lists the changed fields, sorted. An update that changed a list or object
+// also has "paths": the changed fields with each nested one replaced by the paths inside it that
+// changed ("address.city", "lines[1].qty"), in the order the views show them; an update of
+// scalar fields only has none, so its shape is as it always was. A float keeps a decimal point (80.0, not 80),
 // so a Python or Starlark reader gets a float back. The characters encoding/json leaves raw
 // that a terminal would act on or not show (C1 controls, U+200B, U+202E, …; termsafe.JSON) are
 // written as \u escapes. An empty change set is {}.
@@ -39,6 +43,7 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 		Before any      `json:"before"`
 		After  any      `json:"after"`
 		Fields []string `json:"fields"`
+		Paths  []string `json:"paths,omitempty"`
 	}
 	type changes struct {
 		Key      string   `json:"key"`
@@ -78,7 +83,7 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 			if fields == nil {
 				fields = []string{}
 			}
-			c.Updated = append(c.Updated, update{Key: k, Before: before, After: after, Fields: fields})
+			c.Updated = append(c.Updated, update{Key: k, Before: before, After: after, Fields: fields, Paths: jsonPaths(u)})
 		}
 		for _, r := range s.tc.Deleted {
 			v, err := jsonValue(r)
@@ -97,6 +102,14 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 		return fmt.Errorf("diffview: %w", err)
 	}
 	return writeAll(w, termsafe.JSON(sb.String()))
+}
+
+// jsonPaths is an update's changed paths (table.UpdatePaths), nil when no nested value changed.
+func jsonPaths(u table.Update) []string {
+	if u.Paths != nil {
+		return u.Paths
+	}
+	return table.UpdatePaths(u.Before, u.After, u.Fields)
 }
 
 // jsonValue copies v with every float replaced by a json.Number in Python's repr, so that 80.0

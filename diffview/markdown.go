@@ -12,7 +12,8 @@ import (
 // Markdown writes cs as GitHub-flavoured Markdown, for a review comment or a report: per changed
 // table a "### inventory: 2 updated" heading and one table whose first column says what happened
 // to the row (inserted, updated, deleted). Inserted and deleted rows show every field; updated
-// rows show the key and the changed cells as ~~old~~ → **new**, with long text (see LongCell)
+// rows show the key and the changed cells as ~~old~~ → **new** (a changed list or object as the
+// paths that changed, one per line: address.city: ~~Oslo~~ → **Bergen**), with long text (see LongCell)
 // diffed word by word. Cell text is escaped so that it cannot break the table or add formatting:
 // | and Markdown punctuation are backslash-escaped and line breaks become <br>. An empty change
 // set is "No changes.". opts.Color and opts.Width are ignored.
@@ -68,6 +69,12 @@ func Markdown(w io.Writer, cs table.ChangeSet, opts Options) error {
 				switch {
 				case c == key:
 					sb.WriteString(" " + mdEscape(show(u.Key)) + " |")
+				case changed[c] && changedPaths(u, c) != nil:
+					var parts []string
+					for _, p := range changedPaths(u, c) {
+						parts = append(parts, mdEscape(escape(p.Path, false))+": "+mdChange(absent(p.Before, p.HadBefore), absent(p.After, p.HasAfter)))
+					}
+					sb.WriteString(" " + strings.Join(parts, "<br>") + " |")
 				case changed[c]:
 					sb.WriteString(" " + mdChange(u.Before[c], u.After[c]) + " |")
 				default:

@@ -16,6 +16,8 @@ import (
 //	  ~ SG001    23 → 21
 //	  ~ SG002    6 → 5
 //
+// A changed list or object shows the paths that changed, one per line
+// (address.city: Oslo → Bergen, lines[1].qty: 2 → 3; a side without the path shows (absent)).
 // Rows are aligned in columns when they fit in opts.Width and hold no long text; otherwise each
 // row is shown as a record, one field per line, with long values wrapped. A change to long text
 // (see LongCell) is a word diff: removed words as [-…-], added words as {+…+}. With opts.Color,
@@ -102,6 +104,19 @@ func updateEntries(ups []table.Update, schema *table.Schema, key string) entries
 		e.key.add(show(u.Key), plain)
 		for _, f := range u.Fields {
 			if f == key {
+				continue
+			}
+			if ps := changedPaths(u, f); ps != nil {
+				var t text
+				for i, p := range ps {
+					if i > 0 {
+						t.add("\n", plain)
+					}
+					t.add(escape(p.Path, false)+": ", plain)
+					t = append(t, changeText(absent(p.Before, p.HadBefore), absent(p.After, p.HasAfter))...)
+				}
+				e.cells[f] = t
+				es.long = es.long || len(ps) > 1
 				continue
 			}
 			old, new := u.Before[f], u.After[f]
@@ -249,4 +264,15 @@ func (v *termView) records(es entries) {
 
 func pad(s string, n int) string {
 	return s + strings.Repeat(" ", max(n-strWidth(s), 0))
+}
+
+// absentValue stands for the side of a path change that lacks the path.
+type absentValue struct{}
+
+// absent is v, or absentValue when the side does not have the path.
+func absent(v any, has bool) any {
+	if has {
+		return v
+	}
+	return absentValue{}
 }

@@ -62,9 +62,9 @@ func typedRows(s *table.Schema, rows []table.Row) []table.Row {
 func typedRow(s *table.Schema, row table.Row) table.Row {
 	for k, v := range row {
 		v = plainNumbers(v)
-		if i, ok := v.(int64); ok && s != nil {
-			if f := s.Field(k); f != nil && f.Type == table.TypeFloat {
-				v = float64(i)
+		if s != nil {
+			if f := s.Field(k); f != nil && (f.Type == table.TypeFloat || f.Nested()) {
+				v = table.RestoreKinds(f, v)
 			}
 		}
 		row[k] = v

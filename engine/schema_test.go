@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ var updateSchemas = flag.Bool("update-schemas", false, "rewrite domains/schema/*
 // cannot drift from the code (go test ./engine -run TestDomainFileSchemas -update-schemas).
 func TestDomainFileSchemas(t *testing.T) {
 	for file, f := range map[string]func() (*jsonschema.Schema, error){
-		store.DomainFile:     func() (*jsonschema.Schema, error) { return jsonschema.For[store.Domain](nil) },
+		store.DomainFile:     domainSchema,
 		store.SeedFile:       func() (*jsonschema.Schema, error) { return jsonschema.For[map[string][]table.Row](nil) },
 		contracts.PolicyFile: func() (*jsonschema.Schema, error) { return jsonschema.For[contracts.Domain](nil) },
 		prompts.NotesFile:    func() (*jsonschema.Schema, error) { return jsonschema.For[prompts.Notes](nil) },
@@ -45,4 +46,24 @@ func TestDomainFileSchemas(t *testing.T) {
 		require.NoError(t, err, "run go test ./engine -run TestDomainFileSchemas -update-schemas")
 		assert.JSONEq(t, string(want), string(got), "%s is stale: go test ./engine -run TestDomainFileSchemas -update-schemas", path)
 	}
+}
+
+// fieldDecl has table.Field's shape under another name, so that its own schema can be derived
+// while every field declaration inside it (items, fields) refers back to it.
+type fieldDecl table.Field
+
+// domainSchema is the schema of domain.json: a field declaration is a $defs entry that refers
+// to itself, since jsonschema-go infers no recursive type.
+func domainSchema() (*jsonschema.Schema, error) {
+	ref := map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[table.Field](): {Ref: "#/$defs/field"}}
+	field, err := jsonschema.ForType(reflect.TypeFor[fieldDecl](), &jsonschema.ForOptions{TypeSchemas: ref})
+	if err != nil {
+		return nil, err
+	}
+	sc, err := jsonschema.For[store.Domain](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[table.Field](): {Ref: "#/$defs/field"}}})
+	if err != nil {
+		return nil, err
+	}
+	sc.Defs = map[string]*jsonschema.Schema{"field": field}
+	return sc, nil
 }

@@ -41,6 +41,11 @@ const MaxSampleRows = 3
 // and ends with "…".
 const MaxSampleChars = 24
 
+// MaxSampleItems is the most elements of a list, or keys of a dict, a sample row's nested value
+// shows; the rest is one string saying how many were left out. With MaxSampleChars it keeps a
+// sample of any value (up to 64 KiB) a line long.
+const MaxSampleItems = 3
+
 // TableInfo is one table of the live store as the schema block shows it.
 type TableInfo struct {
 	Schema *table.Schema
@@ -259,9 +264,41 @@ func tableBlocks(infos []TableInfo, reg builtins.Registry) []tableBlock {
 }
 
 // fieldType renders a field's type and constraints: "int >= 0", "string, optional". Fields are
-// required unless marked optional, which is the rarer case.
+// required unless marked optional, which is the rarer case. A list or object shows what it holds
+// and how a filter reaches inside it: "list of string (an element: {"tags": {"$contains": x}})",
+// "object {city: string; zip: string, optional} (a key: {"address.city": x})".
 func fieldType(f table.Field) string {
+	s := nestedType(f, true)
+	switch {
+	case f.Type == table.TypeList:
+		s += fmt.Sprintf(` (an element: {%q: {"$contains": x}})`, f.Name)
+	case f.Type == table.TypeObject && len(f.Fields) > 0:
+		s += fmt.Sprintf(` (a key: {"%s.%s": x})`, f.Name, f.Fields[0].Name)
+	}
+	return s
+}
+
+// nestedType renders f's type and constraints; optional says whether to mark a field that is not
+// required (a list's items are not marked).
+func nestedType(f table.Field, optional bool) string {
 	parts := []string{f.Type}
+	switch f.Type {
+	case table.TypeList:
+		if f.Items != nil {
+			parts[0] = "list of " + nestedType(*f.Items, false)
+		}
+	case table.TypeObject:
+		keys := make([]string, len(f.Fields))
+		for i, k := range f.Fields {
+			keys[i] = k.Name + ": " + nestedType(k, true)
+		}
+		if f.Additional {
+			keys = append(keys, "other keys: any")
+		}
+		if len(keys) > 0 {
+			parts[0] = "object {" + strings.Join(keys, "; ") + "}"
+		}
+	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	if f.Min != nil {
 		parts[0] += " >= " + num(*f.Min)
@@ -281,7 +318,7 @@ func fieldType(f table.Field) string {
 	if f.Pattern != "" {
 		parts = append(parts, "matching "+f.Pattern)
 	}
-	if !f.Required {
+	if optional && !f.Required {
 		parts = append(parts, "optional")
 	}
 	if f.ReadOnly {
@@ -335,6 +372,31 @@ func compactValue(v any) string {
 			s += ".0"
 		}
 		return s
+	case []any:
+		parts := make([]string, 0, min(len(v), MaxSampleItems+1))
+		for i, e := range v {
+			if i == MaxSampleItems {
+				parts = append(parts, jsonString(fmt.Sprintf("… %d more", len(v)-i)))
+				break
+			}
+			parts = append(parts, compactValue(e))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, min(len(keys), MaxSampleItems+1))
+		for i, k := range keys {
+			if i == MaxSampleItems {
+				parts = append(parts, jsonString("…")+":"+jsonString(fmt.Sprintf("%d more keys", len(keys)-i)))
+				break
+			}
+			parts = append(parts, compactValue(k)+":"+compactValue(v[k]))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
 	}
 	data, err := json.Marshal(v)
 	if err != nil {

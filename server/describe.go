@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -132,3 +133,23 @@ func apiSchemas() (map[string]any, error) {
 	}
 	return out, nil
 }
+
+// fieldDecl has table.Field's shape under another name, so its schema can be derived with the
+// nested declarations (items, fields) left open: jsonschema-go infers no recursive type.
+type fieldDecl table.Field
+
+// descriptionSchema is the JSON Schema of a Description (describe's output). A field
+// declaration's schema is table.Field's, one level deep: its items and fields are field
+// declarations too, described as open objects.
+var descriptionSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
+	open := &jsonschema.Schema{Type: "object", Description: "a field declaration, of the same shape as this one"}
+	field, err := jsonschema.ForType(reflect.TypeFor[fieldDecl](), &jsonschema.ForOptions{
+		TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[table.Field](): open},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jsonschema.For[Description](&jsonschema.ForOptions{
+		TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[table.Field](): field},
+	})
+})

@@ -317,3 +317,14 @@ func TestLoopbackServerRefusesForeignHostNames(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// A field declaration is recursive (a list's items, an object's fields), which jsonschema-go
+// cannot infer: describe's output schema is derived with the nested declarations left open.
+func TestDescriptionSchemaDescribesNestedFields(t *testing.T) {
+	sc, err := descriptionSchema()
+	require.NoError(t, err)
+	raw, err := json.Marshal(sc)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"items":{"type":"object","description":"a field declaration, of the same shape as this one"}`)
+	assert.Contains(t, string(raw), `"max_bytes"`)
+}

@@ -77,11 +77,16 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 	closed, open := false, true
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}
 
+	describeOut, err := descriptionSchema()
+	if err != nil {
+		panic(fmt.Sprintf("the JSON Schema of describe's output: %v", err)) // Go types only: a defect
+	}
 	mcp.AddTool(m, &mcp.Tool{
-		Name:        "describe",
-		Title:       "Describe the store",
-		Description: "The store's tables and field types, the helpers a plan can call, the output contract, the mutation policy, the limits, and JSON Schemas of the documents.",
-		Annotations: readOnly,
+		Name:         "describe",
+		OutputSchema: describeOut,
+		Title:        "Describe the store",
+		Description:  "The store's tables and field types, the helpers a plan can call, the output contract, the mutation policy, the limits, and JSON Schemas of the documents.",
+		Annotations:  readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, _ Empty) (*mcp.CallToolResult, *Description, error) {
 		d, err := s.Describe()
 		return nil, d, err

@@ -121,7 +121,7 @@ func (p *Pending) ChangeSet(s *Store) (table.ChangeSet, error) {
 		case o.row == nil:
 			tc.Deleted = append(tc.Deleted, before)
 		default:
-			tc.Updated = append(tc.Updated, table.Update{Key: o.key, Before: before, After: o.row, Fields: changedFields(before, o.row)})
+			tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, changedFields(before, o.row)))
 		}
 	}
 	return cs, nil
@@ -298,7 +298,7 @@ func (s *Store) changeSetLocked(ops []op) table.ChangeSet {
 			tc.Deleted = append(tc.Deleted, before)
 		case before != nil:
 			if f := changedFields(before, o.row); len(f) > 0 {
-				tc.Updated = append(tc.Updated, table.Update{Key: o.key, Before: before, After: o.row, Fields: f})
+				tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, f))
 			}
 		}
 	}

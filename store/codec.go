@@ -143,6 +143,8 @@ func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
 			if i, ok := toInt(v); ok {
 				v = float64(i)
 			}
+		case table.TypeList, table.TypeObject:
+			v = table.RestoreKinds(f.Field, v)
 		}
 		row[f.Name] = v // f.Name, not name: the key shares the schema's string
 	}
@@ -254,9 +256,18 @@ func (r *mpReader) strBody(c byte) ([]byte, error) {
 	return r.take(int(n))
 }
 
+// maxDecodeDepth bounds the nesting of a decoded value: validation keeps stored values within
+// table.MaxNesting, so anything deeper is damage, and must not exhaust the stack.
+const maxDecodeDepth = 4 * table.MaxNesting
+
 // value reads any value: nil, bool, int64 (uint64 above MaxInt64), float64, string, []any or
 // map[string]any.
-func (r *mpReader) value() (any, error) {
+func (r *mpReader) value() (any, error) { return r.valueAt(0) }
+
+func (r *mpReader) valueAt(depth int) (any, error) {
+	if depth > maxDecodeDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", maxDecodeDepth)
+	}
 	c, err := r.byte1()
 	if err != nil {
 		return nil, err
@@ -281,7 +292,7 @@ func (r *mpReader) value() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if m[string(k)], err = r.value(); err != nil {
+			if m[string(k)], err = r.valueAt(depth + 1); err != nil {
 				return nil, err
 			}
 		}
@@ -304,7 +315,7 @@ func (r *mpReader) value() (any, error) {
 		}
 		a := make([]any, n)
 		for i := range a {
-			if a[i], err = r.value(); err != nil {
+			if a[i], err = r.valueAt(depth + 1); err != nil {
 				return nil, err
 			}
 		}

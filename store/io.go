@@ -607,6 +607,14 @@ func csvValue(f *field, cell string) any {
 		if b, err := strconv.ParseBool(c); err == nil {
 			return b
 		}
+	case table.TypeList, table.TypeObject:
+		// Export writes a nested value as JSON, so import reads it so.
+		dec := json.NewDecoder(strings.NewReader(c))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil && !dec.More() {
+			return fromJSON(v)
+		}
 	}
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type field struct {
 	*table.Field
 	re   *regexp.Regexp
 	enum map[string]bool
+	// items (lists) and keys (objects) are the compiled schemas of a nested field's parts.
+	items *field
+	keys  map[string]*field
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
@@ -45,24 +49,15 @@ func compileSchema(s *table.Schema) (*schema, error) {
 		if c.fields[f.Name] != nil {
 			return nil, fmt.Errorf("table %s: field %q is declared twice", s.Name, f.Name)
 		}
-		switch f.Type {
-		case table.TypeString, table.TypeInt, table.TypeFloat, table.TypeBool, table.TypeTimestamp:
-		default:
-			return nil, fmt.Errorf("table %s: field %q: unknown type %q (want string, int, float, bool or timestamp)", s.Name, f.Name, f.Type)
+		if f.MaxBytes != 0 && !f.Nested() {
+			return nil, fmt.Errorf("table %s: field %q: max_bytes applies to list and object fields", s.Name, f.Name)
 		}
-		cf := &field{Field: f}
-		if f.Pattern != "" {
-			re, err := regexp.Compile(`^(?:` + f.Pattern + `)$`)
-			if err != nil {
-				return nil, fmt.Errorf("table %s: field %q: pattern: %v", s.Name, f.Name, err)
-			}
-			cf.re = re
+		if f.MaxBytes < 0 || f.MaxBytes > table.MaxValueBytes {
+			return nil, fmt.Errorf("table %s: field %q: max_bytes must be between 0 (the default, %d) and %d", s.Name, f.Name, table.DefaultMaxBytes, table.MaxValueBytes)
 		}
-		if len(f.Enum) > 0 {
-			cf.enum = make(map[string]bool, len(f.Enum))
-			for _, e := range f.Enum {
-				cf.enum[e] = true
-			}
+		cf, err := compileField(f, f.Name, 1)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: field %s", s.Name, err)
 		}
 		c.fields[f.Name] = cf
 	}
@@ -81,13 +76,78 @@ func compileSchema(s *table.Schema) (*schema, error) {
 	case s.KeyMax >= math.MaxInt64/2:
 		return nil, fmt.Errorf("table %s: key_max %d leaves no room to increment; use at most %d", s.Name, s.KeyMax, int64(math.MaxInt64/2-1))
 	}
-	for i := range s.Fields {
-		if f := &s.Fields[i]; f.MaxLen < 0 {
-			return nil, fmt.Errorf("table %s: field %q: max_len must be >= 0 (0: the default, %d characters)", s.Name, f.Name, table.DefaultMaxLen)
-		}
-	}
 	c.key.Required = true
 	return c, nil
+}
+
+// compileField checks and compiles one field declaration at the given nesting level (a table's
+// field is level 1). Its errors start with the field's path: `"address.city": ...`.
+func compileField(f *table.Field, path string, level int) (*field, error) {
+	errorf := func(format string, args ...any) error {
+		return fmt.Errorf("%q: "+format, append([]any{path}, args...)...)
+	}
+	switch f.Type {
+	case table.TypeString, table.TypeInt, table.TypeFloat, table.TypeBool, table.TypeTimestamp, table.TypeList, table.TypeObject:
+	default:
+		return nil, errorf("unknown type %q (want string, int, float, bool, timestamp, list or object)", f.Type)
+	}
+	if f.Nested() && level > table.MaxNesting {
+		return nil, errorf("lists and objects nest more than %d deep", table.MaxNesting)
+	}
+	if f.Items != nil && f.Type != table.TypeList {
+		return nil, errorf("items applies to list fields")
+	}
+	if (len(f.Fields) > 0 || f.Additional) && f.Type != table.TypeObject {
+		return nil, errorf("fields and additional apply to object fields")
+	}
+	if f.MaxLen < 0 {
+		return nil, errorf("max_len must be >= 0 (0: the default, %d characters)", table.DefaultMaxLen)
+	}
+	cf := &field{Field: f}
+	if f.Pattern != "" {
+		re, err := regexp.Compile(`^(?:` + f.Pattern + `)$`)
+		if err != nil {
+			return nil, errorf("pattern: %v", err)
+		}
+		cf.re = re
+	}
+	if len(f.Enum) > 0 {
+		cf.enum = make(map[string]bool, len(f.Enum))
+		for _, e := range f.Enum {
+			cf.enum[e] = true
+		}
+	}
+	if f.Items != nil {
+		if f.Items.MaxBytes != 0 || f.Items.ReadOnly {
+			return nil, errorf("items: max_bytes and read_only apply to a table's own fields")
+		}
+		items, err := compileField(f.Items, path+"[]", level+1)
+		if err != nil {
+			return nil, err
+		}
+		cf.items = items
+	}
+	if f.Type == table.TypeObject {
+		cf.keys = make(map[string]*field, len(f.Fields))
+		for i := range f.Fields {
+			sub := &f.Fields[i]
+			if !nameRE.MatchString(sub.Name) {
+				return nil, errorf("key name %q: must be a letter followed by letters, digits or _", sub.Name)
+			}
+			if cf.keys[sub.Name] != nil {
+				return nil, errorf("key %q is declared twice", sub.Name)
+			}
+			if sub.MaxBytes != 0 || sub.ReadOnly {
+				return nil, errorf("key %q: max_bytes and read_only apply to a table's own fields", sub.Name)
+			}
+			k, err := compileField(sub, path+"."+sub.Name, level+1)
+			if err != nil {
+				return nil, err
+			}
+			cf.keys[sub.Name] = k
+		}
+	}
+	return cf, nil
 }
 
 // Validate checks row against the schema and returns the row as it would be stored: a new map
@@ -111,16 +171,16 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 		if f == nil {
 			return nil, s.unknownField(row, name, v)
 		}
-		var nv any
 		rule := ""
 		if f == s.key {
 			rule = s.keyRule(v) // before the pattern: it says why such a key cannot be
 		}
-		if rule == "" {
-			nv, rule = f.check(v)
-		}
 		if rule != "" {
 			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v, Rule: rule}
+		}
+		nv, err := s.checkField(f, keyOf(s, row), v)
+		if err != nil {
+			return nil, err
 		}
 		out[name] = nv
 	}
@@ -173,7 +233,198 @@ func (s *schema) unknownField(row table.Row, name string, v any) error {
 	return &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v, Rule: rule}
 }
 
-// check converts v to the field's stored kind, or returns the rule it breaks.
+// checkField converts v to the stored kind of the table's field f, or returns a
+// *table.FieldError naming the rule it breaks; in a list or object value the error's Field is
+// the path of the offending part ("address.city", "lines[2].qty") and its Value that part.
+func (s *schema) checkField(f *field, key, v any) (any, error) {
+	if !f.Nested() || v == nil {
+		nv, rule := f.check(v)
+		if rule != "" {
+			return nil, &table.FieldError{Table: s.Name, Key: key, Field: f.Name, Value: v, Rule: rule}
+		}
+		return nv, nil
+	}
+	w := nestedCheck{budget: f.ValueBytes(), value: v}
+	nv := w.walk(f, f.Name, v, 1)
+	if w.rule != "" {
+		return nil, &table.FieldError{Table: s.Name, Key: key, Field: w.path, Value: w.bad, Rule: w.rule}
+	}
+	return nv, nil
+}
+
+// nestedCheck validates a list or object value against its schema, copying it with every
+// number in its stored kind. It stops at the first problem, which it keeps with its path.
+type nestedCheck struct {
+	budget int // bytes the value may still encode to
+	value  any // the whole value, for a rule about all of it
+	path   string
+	bad    any
+	rule   string
+}
+
+func (w *nestedCheck) fail(path string, v any, rule string) any {
+	if w.rule == "" {
+		w.path, w.bad, w.rule = path, v, rule
+	}
+	return nil
+}
+
+// spend charges n bytes of the encoded value; false when it is too large.
+func (w *nestedCheck) spend(n int, f *field) bool {
+	if w.budget -= n; w.budget < 0 {
+		w.fail(f.Name, w.value, fmt.Sprintf("must encode to at most %d bytes (max_bytes)", f.ValueBytes()))
+		return false
+	}
+	return true
+}
+
+// walk checks the value v of the table's field f, which is at nesting level 1. It returns the
+// stored form; after a failure the result is meaningless.
+func (w *nestedCheck) walk(f *field, path string, v any, level int) any {
+	return w.walkIn(f, f, path, v, level)
+}
+
+// walkIn checks v at path against f (nil: no declared type) at a nesting level, within root's
+// byte budget.
+func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any {
+	if w.rule != "" {
+		return nil
+	}
+	switch {
+	case f == nil:
+		return w.untyped(root, path, v, level)
+	case v == nil:
+		if f.Required {
+			return w.fail(path, v, "is required")
+		}
+		w.spend(4, root)
+		return nil
+	case f.Type == table.TypeList:
+		l, ok := v.([]any)
+		if !ok {
+			return w.fail(path, v, "must be a list")
+		}
+		if level > table.MaxNesting {
+			return w.fail(path, v, fmt.Sprintf("nests lists and objects more than %d deep", table.MaxNesting))
+		}
+		if !w.spend(2+len(l), root) {
+			return nil
+		}
+		out := make([]any, len(l))
+		for i, e := range l {
+			out[i] = w.walkIn(root, f.items, path+table.PathIndex(i), e, level+1)
+			if w.rule != "" {
+				return nil
+			}
+		}
+		return out
+	case f.Type == table.TypeObject:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return w.fail(path, v, "must be a dict")
+		}
+		if level > table.MaxNesting {
+			return w.fail(path, v, fmt.Sprintf("nests lists and objects more than %d deep", table.MaxNesting))
+		}
+		if !w.spend(2+len(m), root) {
+			return nil
+		}
+		out := make(map[string]any, len(m))
+		for _, k := range sortedKeys(m) {
+			sub := f.keys[k]
+			if sub == nil && !f.Additional {
+				names := f.KeyNames()
+				rule := "is not among the keys of " + f.Name // no "key ": the sandbox would hint at row.get
+				if near := nearest(k, names); near != "" {
+					rule += fmt.Sprintf(" (did you mean %q?)", near)
+				} else if len(names) > 0 {
+					rule += " (they are " + strings.Join(names, ", ") + ")"
+				}
+				return w.fail(path+table.PathKey(k), m[k], rule)
+			}
+			if !utf8.ValidString(k) {
+				return w.fail(path, v, "must have keys that are valid UTF-8 text")
+			}
+			if !w.spend(len(k)+3, root) {
+				return nil
+			}
+			out[k] = w.walkIn(root, sub, path+table.PathKey(k), m[k], level+1)
+			if w.rule != "" {
+				return nil
+			}
+		}
+		for i := range f.Fields {
+			if sub := &f.Fields[i]; sub.Required && out[sub.Name] == nil {
+				return w.fail(path+table.PathKey(sub.Name), nil, "is required")
+			}
+		}
+		return out
+	}
+	nv, rule := f.check(v)
+	if rule != "" {
+		return w.fail(path, v, rule)
+	}
+	if s, ok := nv.(string); ok {
+		w.spend(len(s)+2, root)
+	} else {
+		w.spend(8, root)
+	}
+	return nv
+}
+
+// untyped checks a value where the schema declares no type (the elements of a list without
+// items, the additional keys of an object): any value a row holds, nested within the bounds.
+// A whole float becomes an int, as JSON (records, exports) would read it back.
+func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
+	switch x := v.(type) {
+	case nil:
+		w.spend(4, root)
+		return nil
+	case bool:
+		w.spend(5, root)
+		return x
+	case string:
+		if !utf8.ValidString(x) {
+			return w.fail(path, v, "must be valid UTF-8 text (a character was cut in two, perhaps by slicing)")
+		}
+		w.spend(len(x)+2, root)
+		return x
+	case float64, float32:
+		fl := toFloat(x)
+		if math.IsNaN(fl) || math.IsInf(fl, 0) {
+			return w.fail(path, v, "must be a finite number")
+		}
+		w.spend(8, root)
+		if fl == math.Trunc(fl) && math.Abs(fl) < 1<<63 {
+			return int64(fl)
+		}
+		return fl
+	case []any, map[string]any:
+		typ := table.TypeList
+		if _, ok := x.(map[string]any); ok {
+			typ = table.TypeObject
+		}
+		open := &field{Field: &table.Field{Name: root.Name, Type: typ, Additional: true}}
+		return w.walkIn(root, open, path, v, level)
+	}
+	if i, ok := toInt(v); ok {
+		w.spend(8, root)
+		return i
+	}
+	return w.fail(path, v, fmt.Sprintf("must be None, a bool, a number, a string, a list or a dict, not a Go %T", v))
+}
+
+// sortedKeys returns m's keys in order, so the first problem found is always the same one.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// check converts a scalar v to the field's stored kind, or returns the rule it breaks.
 func (f *field) check(v any) (any, string) {
 	if v == nil {
 		if f.Required {

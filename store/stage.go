@@ -575,8 +575,8 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		if f == nil {
 			return 0, t.s.unknownField(nil, name, v)
 		}
-		if _, rule := f.check(v); rule != "" {
-			return 0, &table.FieldError{Table: t.s.Name, Field: name, Value: v, Rule: rule}
+		if _, err := t.s.checkField(f, nil, v); err != nil {
+			return 0, err
 		}
 	}
 	if err := t.sg.call(); err != nil {
@@ -671,7 +671,7 @@ func (sg *Stage) ChangeSet() table.ChangeSet {
 				tc.Deleted = append(tc.Deleted, w.before)
 			case w.before != nil && w.row != nil:
 				if f := changedFields(w.before, w.row); len(f) > 0 {
-					tc.Updated = append(tc.Updated, table.Update{Key: w.key, Before: w.before, After: w.row, Fields: f})
+					tc.Updated = append(tc.Updated, table.NewUpdate(w.key, w.before, w.row, f))
 				}
 			}
 		}

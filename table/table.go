@@ -10,6 +10,7 @@ package table
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Row is one record as plain Go values. Field values are one of: nil, bool, int64, float64,
@@ -99,6 +100,25 @@ const (
 	TypeFloat     = "float" // accepts ints too; they are stored as float64
 	TypeBool      = "bool"
 	TypeTimestamp = "timestamp" // an ISO-8601 string such as 2025-01-01T09:00:00
+	// TypeList is a list of values ([]any in Go, a list in a plan). Items, when declared,
+	// describes every element; without it an element may be any value a row holds.
+	TypeList = "list"
+	// TypeObject is a map from text keys to values (map[string]any in Go, a dict in a plan).
+	// Fields declares its known keys; other keys are refused unless Additional is set.
+	TypeObject = "object"
+)
+
+// Bounds of nested (list and object) values, so that no row a plan writes can make later
+// commands slow: every read, filter, diff and codec walks a value whole.
+const (
+	// MaxNesting is the most levels of lists and objects one field value may have, counting the
+	// field's own: a list of objects holding lists is 3. Schemas may not declare deeper ones.
+	MaxNesting = 8
+	// DefaultMaxBytes is the largest encoded size, in bytes, of a list or object field's value
+	// when its schema declares no max_bytes: about its JSON size, escapes not counted.
+	DefaultMaxBytes = 64 << 10
+	// MaxValueBytes is the largest max_bytes a schema may declare (1 MiB).
+	MaxValueBytes = 1 << 20
 )
 
 // Field declares one field of a table.
@@ -114,6 +134,48 @@ type Field struct {
 	Enum     []string `json:"enum,omitempty"`      // for strings: one of these values
 	Pattern  string   `json:"pattern,omitempty"`   // for strings: RE2 the whole value must match
 	ReadOnly bool     `json:"read_only,omitempty"` // may be set on insert, never changed by update
+
+	// Items describes each element of a list field (its Name is unused); nil accepts any value.
+	Items *Field `json:"items,omitempty"`
+	// Fields declares the known keys of an object field, each a Field of its own (any type,
+	// nested up to MaxNesting). A declared key that is required must be present and not None.
+	Fields []Field `json:"fields,omitempty"`
+	// Additional lets an object field hold keys beyond Fields, with any value. The default
+	// (false) refuses them with a did-you-mean, as an unknown table field is refused.
+	Additional bool `json:"additional,omitempty"`
+	// MaxBytes bounds the encoded size of a list or object field's whole value, in bytes (0:
+	// DefaultMaxBytes; at most MaxValueBytes). Only a table's own fields declare it.
+	MaxBytes int `json:"max_bytes,omitempty"`
+}
+
+// Nested reports whether the field holds lists or objects.
+func (f *Field) Nested() bool { return f.Type == TypeList || f.Type == TypeObject }
+
+// ValueBytes returns the most bytes a list or object value of f may encode to.
+func (f *Field) ValueBytes() int {
+	if f.MaxBytes > 0 {
+		return f.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+// KeyNames lists the declared keys of an object field in declaration order.
+func (f *Field) KeyNames() []string {
+	names := make([]string, len(f.Fields))
+	for i := range f.Fields {
+		names[i] = f.Fields[i].Name
+	}
+	return names
+}
+
+// Field returns the declared key of an object field, or nil.
+func (f *Field) Field(name string) *Field {
+	for i := range f.Fields {
+		if f.Fields[i].Name == name {
+			return &f.Fields[i]
+		}
+	}
+	return nil
 }
 
 // DefaultMaxLen is the most characters a string field holds when its schema declares no
@@ -189,10 +251,19 @@ func (e *QueryError) Error() string {
 // that carry it) as large as itself.
 const MaxFormatted = 200
 
-// FormatValue renders a field value for messages: strings quoted, others as Go prints them; a
-// longer rendering is cut at about MaxFormatted characters and says how long the value was.
+// FormatValue renders a field value for messages: strings quoted, lists and dicts as a plan
+// writes them (["a", 1], {"city": "Oslo"}, keys sorted), others as Go prints them; a longer
+// rendering is cut at about MaxFormatted characters and says how long the value was (a list or
+// dict: that it was cut).
 func FormatValue(v any) string {
 	switch v := v.(type) {
+	case []any, map[string]any:
+		var sb strings.Builder
+		formatNested(&sb, v)
+		if sb.Len() <= MaxFormatted {
+			return sb.String()
+		}
+		return clipRunes(sb.String(), MaxFormatted) + "… (cut)"
 	case nil:
 		return "None"
 	case string:
@@ -211,6 +282,49 @@ func FormatValue(v any) string {
 			return s
 		}
 		return fmt.Sprintf("%s… (%d characters)", clipRunes(s, MaxFormatted), len(s))
+	}
+}
+
+// formatNested writes v for FormatValue, stopping soon after MaxFormatted bytes.
+func formatNested(sb *strings.Builder, v any) {
+	if sb.Len() > MaxFormatted {
+		return
+	}
+	switch x := v.(type) {
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > MaxFormatted {
+				return
+			}
+			formatNested(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sb.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > MaxFormatted {
+				return
+			}
+			fmt.Fprintf(sb, "%q: ", clipRunes(k, MaxFormatted))
+			formatNested(sb, x[k])
+		}
+		sb.WriteByte('}')
+	case string:
+		fmt.Fprintf(sb, "%q", clipRunes(x, MaxFormatted))
+	default:
+		sb.WriteString(FormatValue(x))
 	}
 }
 
@@ -243,6 +357,10 @@ type Update struct {
 	Before Row      `json:"before"`
 	After  Row      `json:"after"`
 	Fields []string `json:"fields"` // changed fields, sorted
+	// Paths, when a list or dict changed, are the changed fields with each nested one replaced
+	// by the paths inside it that changed ("address.city", "lines[1].qty"); see UpdatePaths.
+	// Absent otherwise, so other updates keep the shape they always had.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Empty reports whether the change set changes nothing.

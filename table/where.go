@@ -53,10 +53,26 @@ type group struct {
 	groups []group
 }
 
-// fieldCond holds every operator applied to one field; the field is looked up once per row.
+// fieldCond holds every operator applied to one field, or to a path into an object field
+// ("address.city": field address, path [city]); the value is looked up once per row.
 type fieldCond struct {
 	field string
+	path  []string
 	ops   []op
+}
+
+// value is the row's value at the condition's field and path: None when the path leads
+// nowhere (a missing key, or a value that is not a dict on the way).
+func (f *fieldCond) value(r Row) any {
+	v := r[f.field]
+	for _, k := range f.path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 type opCode uint8
@@ -143,6 +159,13 @@ type operand struct {
 //	$startswith             prefix of a text
 //	$regex                  Go RE2 regular expression that must match somewhere in the text
 //
+// On list and object fields a value compares whole ({"tags": ["a", "b"]}, equal element by
+// element and in order; a dict without operator keys is a value to compare with on an object
+// field, {"address": {"city": "Oslo"}}), $contains matches a list holding an element equal to
+// its operand ($icontains: a text element ignoring case), and a dotted name is a path into an
+// object field ({"address.city": "Oslo"}; None where the path leads nowhere). A path cannot go
+// into a list's elements: that is $contains, or a function.
+//
 // A missing or None field value satisfies only $eq None, $ne with a value, $in with None in
 // its list, and $nin without None in its list.
 //
@@ -200,6 +223,9 @@ func equalities(g *group, into map[string]any) map[string]any {
 	}
 	for i := range g.fields {
 		f := &g.fields[i]
+		if f.path != nil {
+			continue // an index holds whole field values
+		}
 		for j := range f.ops {
 			o := &f.ops[j]
 			if o.code != opEq || o.val.kind == kNil {
@@ -246,6 +272,9 @@ func (g *group) match(r Row) bool {
 
 func (f *fieldCond) match(r Row) bool {
 	v := r[f.field]
+	if f.path != nil {
+		v = f.value(r)
+	}
 	for i := range f.ops {
 		o := &f.ops[i]
 		if o.floatOrder {
@@ -576,12 +605,15 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 			}
 			continue
 		}
-		f, err := c.field(key)
+		f, path, err := c.field(key)
 		if err != nil {
 			return err
 		}
-		fc := fieldCond{field: key}
-		if ops, isOps := val.(map[string]any); isOps {
+		fc := fieldCond{field: key, path: path}
+		if path != nil {
+			fc.field, _ = splitPath(key)
+		}
+		if ops, isOps := val.(map[string]any); isOps && !(f != nil && f.Type == TypeObject && !hasOperator(ops)) {
 			if len(ops) == 0 {
 				return c.errorf("", "field %q has an empty operator dict; write a value, or an operator such as {%q: {\"$eq\": ...}}", key, key)
 			}
@@ -639,31 +671,75 @@ func (c *compiler) logical(g *group, key string, val any, depth int) error {
 	return nil
 }
 
-// field returns the declared field, or nil when the schema is nil or the name is the key field
-// without a declaration (any kind is accepted then).
-func (c *compiler) field(name string) (*Field, error) {
-	if c.schema == nil {
-		return nil, nil
+// hasOperator reports whether a dict in a filter has an operator key: then it is an operator
+// dict, otherwise (on an object field) a value to compare with.
+func hasOperator(m map[string]any) bool {
+	for k := range m {
+		if strings.HasPrefix(k, "$") {
+			return true
+		}
 	}
-	if f := c.schema.Field(name); f != nil {
-		return f, nil
-	}
-	if e := c.schema.WhereFieldError(name); e != nil {
-		return nil, c.errorf(e.Suggestion, "%s", e.Message)
-	}
-	return nil, nil
+	return false
 }
 
-// WhereFieldError returns the error Compile gives for a filter on the field name, or nil when a
-// filter may name it: a declared field, or the key field. Message and Suggestion are set; the
-// static check of a plan reports the same words before the run.
-func (s *Schema) WhereFieldError(name string) *QueryError {
-	if s.Field(name) != nil || name == s.Key {
-		return nil
+// field returns the declared field a filter key names, or nil when the schema is nil, the name
+// is the key field without a declaration or the key leads into an object's undeclared keys (any
+// kind is accepted then). A key with dots ("address.city") is a path into an object field;
+// path is its keys after the field, nil for a plain field.
+func (c *compiler) field(name string) (f *Field, path []string, err error) {
+	if c.schema == nil {
+		_, path = splitPath(name)
+		return nil, path, nil
 	}
-	names := s.FieldNames()
-	return &QueryError{Table: s.Name, Suggestion: Nearest(name, names),
-		Message: fmt.Sprintf("unknown field %q; the fields are %s", name, strings.Join(names, ", "))}
+	f, path, qe := c.schema.WhereField(name)
+	if qe != nil {
+		return nil, nil, c.errorf(qe.Suggestion, "%s", qe.Message)
+	}
+	return f, path, nil
+}
+
+// WhereField resolves a filter key: the declared field it names and, for a dotted key
+// ("address.city", a path into an object field), its keys after the field. The field is nil for
+// the key field without a declaration or a path into an object's undeclared keys (any kind is
+// accepted then). The error is the one Compile gives; the static check of a plan reports the
+// same words before the run.
+func (s *Schema) WhereField(name string) (f *Field, path []string, qe *QueryError) {
+	name, path = splitPath(name)
+	if f = s.Field(name); f == nil {
+		if name == s.Key && path == nil {
+			return nil, nil, nil
+		}
+		names := s.FieldNames()
+		return nil, nil, &QueryError{Table: s.Name, Suggestion: Nearest(name, names),
+			Message: fmt.Sprintf("unknown field %q; the fields are %s", name, strings.Join(names, ", "))}
+	}
+	at := name
+	for _, k := range path {
+		switch {
+		case f.Type == TypeList:
+			return nil, nil, &QueryError{Table: s.Name, Message: fmt.Sprintf("%s is a list: a path cannot go into its elements; use {%q: {\"$contains\": ...}} for an element, or a function: lambda row: ...", at, at)}
+		case f.Type != TypeObject:
+			return nil, nil, &QueryError{Table: s.Name, Message: fmt.Sprintf("%s is %s and has no keys; a dotted name is a path into an object field", at, article(f.Type))}
+		}
+		sub := f.Field(k)
+		if sub == nil {
+			if f.Additional {
+				return nil, path, nil
+			}
+			keys := f.KeyNames()
+			return nil, nil, &QueryError{Table: s.Name, Suggestion: Nearest(k, keys),
+				Message: fmt.Sprintf("%q is not among the keys of %s; they are %s", k, at, strings.Join(keys, ", "))}
+		}
+		f, at = sub, at+"."+k
+	}
+	return f, path, nil
+}
+
+// WhereFieldError returns the error Compile gives for a filter on the key name (a field, or a
+// dotted path into an object field), or nil when a filter may name it.
+func (s *Schema) WhereFieldError(name string) *QueryError {
+	_, _, qe := s.WhereField(name)
+	return qe
 }
 
 // OperatorError returns the error Compile gives for the key name starting with "$", or nil
@@ -715,8 +791,8 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		}
 		o.val = v
 	case opLt, opLte, opGt, opGte:
-		if typ == TypeBool {
-			return op{}, c.errorf("", "field %q is a bool and has no order; use $eq or $ne", field)
+		if typ == TypeBool || typ == TypeList || typ == TypeObject {
+			return op{}, c.errorf("", "field %q is %s and has no order; use $eq or $ne", field, article(typ))
 		}
 		v, err := c.operand(typ, field, name, arg, false)
 		if err != nil {
@@ -745,6 +821,14 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		}
 		o.buildSets()
 	case opIeq, opIcontains, opStartswith, opRegex:
+		if code == opIcontains && typ == TypeList && (f.Items == nil || isText(f.Items.Type)) {
+			s, ok := arg.(string)
+			if !ok {
+				return op{}, c.errorf("", "$icontains on list field %q needs a string (an element equal to it ignoring case); got %s", field, describe(arg))
+			}
+			o.val = operand{kind: kStr, s: s, v: s}
+			break
+		}
 		if !isText(typ) {
 			return op{}, c.errorf("", "%s applies to text; field %q is %s: use $eq, $in or an order operator", name, field, article(typ))
 		}
@@ -768,6 +852,19 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 			o.re = re
 		}
 	case opContains:
+		if typ == TypeList {
+			// An element equal to the operand, checked against the items' declared type.
+			itemType := ""
+			if f.Items != nil {
+				itemType = f.Items.Type
+			}
+			v, err := c.operand(itemType, field+"[]", name, arg, true)
+			if err != nil {
+				return op{}, err
+			}
+			o.val = v
+			break
+		}
 		if !isText(typ) {
 			return op{}, c.errorf("", "$contains applies to text or lists; field %q is %s: use $eq or $in", field, article(typ))
 		}
@@ -804,6 +901,10 @@ func (c *compiler) operand(typ, field, opName string, arg any, allowNil bool) (o
 	case string:
 		v = operand{kind: kStr, s: x, v: x}
 	case []any, map[string]any:
+		_, isList := x.([]any)
+		if (typ == TypeList && isList) || (typ == TypeObject && !isList) {
+			typ = "" // compared as a whole: element kinds are the stored values' business
+		}
 		if typ != "" {
 			hint := ""
 			if _, isList := x.([]any); isList {
@@ -853,6 +954,13 @@ func (c *compiler) operand(typ, field, opName string, arg any, allowNil bool) (o
 		if v.kind != kBool {
 			want = "True or False"
 		}
+	case TypeList:
+		want = "a list"
+		if opName == "$eq" || opName == "$ne" {
+			want += fmt.Sprintf(" (it compares the whole list; for an element use {%q: {\"$contains\": ...}})", field)
+		}
+	case TypeObject:
+		want = "a dict"
 	}
 	if want != "" {
 		return v, c.errorf("", "field %q is %s, so %s needs %s; got %s", field, article(typ), opName, want, describe(arg))

@@ -696,7 +696,11 @@ func TestFormatValueIsBounded(t *testing.T) {
 	list := make([]any, 10_000)
 	got = FormatValue(list)
 	assert.Less(t, len(got), 2*MaxFormatted)
-	assert.Contains(t, got, "characters)")
+	assert.Contains(t, got, "… (cut)")
+	assert.Equal(t, `["a", 1, None, {"city": "Oslo", "geo": [1.5, True]}]`,
+		FormatValue([]any{"a", int64(1), nil, map[string]any{"geo": []any{1.5, true}, "city": "Oslo"}}), "as a plan writes it")
+	deep := map[string]any{"k": strings.Repeat("x", 10_000)}
+	assert.Less(t, len(FormatValue([]any{deep, deep})), 2*MaxFormatted, "a long string inside is cut too")
 }
 
 // The static check of a plan reports unknown fields and operators through WhereFieldError and

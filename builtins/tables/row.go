@@ -44,16 +44,22 @@ func (sh *shape) row(r table.Row) *RowValue { return &RowValue{shape: sh, base: 
 // r.update(...), r.pop(...)) first copy the row into the value's own map: the database does not
 // change until the row is passed to a table's update, and other readers of the shared row never
 // see the write. A value stored in a row is converted to plain data (builtins.ToGo), so a
-// function cannot be stored, and a list read from a row is a fresh copy.
+// function cannot be stored. A list or dict read from a row is converted once and is the row's
+// own, as in Python: row["address"]["city"] = "Bergen" changes the row (folded into its copy
+// before the row is used as data, see sync), never the shared row. copy() copies them deeply.
 //
 // Known limit: comparing a plain dict with a row with the dict on the left ({...} == row)
 // panics inside go.starlark.net, whose dict comparison assumes that any "dict" is a *Dict; the
 // sandbox reports the panic as a failed run. row == {...} works.
 type RowValue struct {
-	shape     *shape
-	base      table.Row // the view's row: shared, never written
-	own       table.Row // the row's own copy after its first write; nil until then
-	itercount int32     // active iterators; writes are refused while > 0
+	shape *shape
+	base  table.Row // the view's row: shared, never written
+	own   table.Row // the row's own copy after its first write; nil until then
+	// views are the lists and dicts of nested fields as handed to the plan, by field. A plan may
+	// change them in place, as in Python (row["address"]["city"] = "Bergen"); sync folds those
+	// changes into own before the row is read as data. A frozen row hands out copies instead.
+	views     map[string]starlark.Value
+	itercount int32 // active iterators; writes are refused while > 0
 	frozen    bool
 }
 
@@ -78,9 +84,12 @@ func (r *RowValue) data() table.Row {
 	return r.base
 }
 
-// GoValue returns a deep copy of the row's current fields (its own edits included), so that a
-// caller may keep or change it without touching the shared row. It implements builtins.GoValuer.
+// GoValue returns a deep copy of the row's current fields (its own edits included, also those
+// made inside its lists and dicts), so that a caller may keep or change it without touching the
+// shared row. It implements builtins.GoValuer. A nested value the plan filled with something that
+// is not data (a function) keeps its last value here; table calls report it (see sync).
 func (r *RowValue) GoValue() any {
+	_ = r.sync()
 	d := r.data()
 	out := make(table.Row, len(d))
 	for k, v := range d {
@@ -89,8 +98,59 @@ func (r *RowValue) GoValue() any {
 	return out
 }
 
+// item is the Starlark value of field k, whose Go value is v: a nested value is converted once
+// and the same list or dict handed out on every read, so that changing it in place changes the
+// row, as in Python.
+func (r *RowValue) item(k string, v any) starlark.Value {
+	switch v.(type) {
+	case []any, map[string]any:
+	default:
+		return builtins.FromGo(v)
+	}
+	if r.frozen {
+		view := builtins.FromGo(v) // a frozen row may be shared between threads: a frozen copy
+		view.Freeze()
+		return view
+	}
+	if view, ok := r.views[k]; ok {
+		return view
+	}
+	view := builtins.FromGo(v)
+	if r.views == nil {
+		r.views = make(map[string]starlark.Value)
+	}
+	r.views[k] = view
+	return view
+}
+
+// sync folds the plan's in-place changes of nested values (see item) into the row's own copy.
+// It fails when a nested value no longer holds data (a function stored inside it), naming the
+// field.
+func (r *RowValue) sync() error {
+	if r.frozen {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.views)) {
+		g, err := builtins.ToGo(r.views[k])
+		if err != nil {
+			return fmt.Errorf("row field %q: %v; rows hold None, bools, numbers, strings, lists and dicts", k, err)
+		}
+		if cur, ok := r.data()[k]; ok && table.ValuesEqual(cur, g) {
+			continue
+		}
+		if r.own == nil {
+			r.own = maps.Clone(r.base)
+			if r.own == nil {
+				r.own = table.Row{}
+			}
+		}
+		r.own[k] = g
+	}
+	return nil
+}
+
 // changes returns the fields the plan changed in this row (set to a new value or added), as
-// update(fields=row) applies them. Removed fields are not changes.
+// update(fields=row) applies them. Removed fields are not changes. Callers sync first.
 func (r *RowValue) changes() table.Row {
 	out := table.Row{}
 	for k, v := range r.own {
@@ -112,7 +172,7 @@ func (r *RowValue) String() string {
 		}
 		b.WriteString(starlark.String(k).String())
 		b.WriteString(": ")
-		b.WriteString(builtins.FromGo(d[k]).String())
+		b.WriteString(r.item(k, d[k]).String())
 	}
 	b.WriteByte('}')
 	return b.String()
@@ -121,8 +181,17 @@ func (r *RowValue) String() string {
 // Type is "dict": a row is a dict to a plan (isinstance(row, dict), type(row) == "dict").
 func (r *RowValue) Type() string { return "dict" }
 
-// Freeze makes the row refuse writes.
-func (r *RowValue) Freeze() { r.frozen = true }
+// Freeze makes the row refuse writes, its lists and dicts included.
+func (r *RowValue) Freeze() {
+	if r.frozen {
+		return
+	}
+	_ = r.sync()
+	r.frozen = true
+	for _, v := range r.views {
+		v.Freeze()
+	}
+}
 
 // Truth reports whether the row has any field.
 func (r *RowValue) Truth() starlark.Bool { return len(r.data()) > 0 }
@@ -141,7 +210,7 @@ func (r *RowValue) Get(k starlark.Value) (starlark.Value, bool, error) {
 		return nil, false, nil
 	}
 	if v, ok := r.data()[string(s)]; ok {
-		return builtins.FromGo(v), true, nil
+		return r.item(string(s), v), true, nil
 	}
 	return nil, false, r.missing(string(s))
 }
@@ -187,7 +256,7 @@ func (r *RowValue) Items() []starlark.Tuple {
 	keys := r.keys()
 	out := make([]starlark.Tuple, len(keys))
 	for i, k := range keys {
-		out[i] = starlark.Tuple{starlark.String(k), builtins.FromGo(d[k])}
+		out[i] = starlark.Tuple{starlark.String(k), r.item(k, d[k])}
 	}
 	return out
 }
@@ -228,6 +297,10 @@ func (r *RowValue) writable(op string) (table.Row, error) {
 	if r.itercount > 0 {
 		return nil, fmt.Errorf("cannot %s row during iteration", op)
 	}
+	if err := r.sync(); err != nil {
+		return nil, err
+	}
+	r.views = nil // a write may replace or remove a field: later reads start from own
 	if r.own == nil {
 		r.own = maps.Clone(r.base)
 		if r.own == nil {
@@ -284,7 +357,7 @@ func (r *RowValue) equal(y starlark.Value, depth int) (bool, error) {
 		if !found {
 			return false, nil
 		}
-		if eq, err := starlark.EqualDepth(builtins.FromGo(v), yv, depth-1); err != nil || !eq {
+		if eq, err := starlark.EqualDepth(r.item(k, v), yv, depth-1); err != nil || !eq {
 			return false, err
 		}
 	}
@@ -377,7 +450,7 @@ func rowValues(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	keys := r.keys()
 	elems := make([]starlark.Value, len(keys))
 	for i, k := range keys {
-		elems[i] = builtins.FromGo(d[k])
+		elems[i] = r.item(k, d[k])
 	}
 	return starlark.NewList(elems), nil
 }
@@ -401,9 +474,15 @@ func rowCopy(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwarg
 		return nil, err
 	}
 	r := rowOf(b)
+	if err := r.sync(); err != nil {
+		return nil, fmt.Errorf("copy: %w", err)
+	}
 	c := &RowValue{shape: r.shape, base: r.base}
 	if r.own != nil {
 		c.own = maps.Clone(r.own)
+		for k, v := range c.own { // the copy's lists and dicts are its own, as dict.copy's are not
+			c.own[k] = deepCopy(v)
+		}
 	}
 	return c, nil
 }

@@ -404,6 +404,9 @@ func insertMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 // rowArg converts a dict (or a row value) argument to a table.Row.
 func (t *TableValue) rowArg(v starlark.Value, param string) (table.Row, error) {
 	if rv, ok := v.(*RowValue); ok {
+		if err := rv.sync(); err != nil {
+			return nil, fmt.Errorf("%s: %w", param, err)
+		}
 		return rv.GoValue().(table.Row), nil
 	}
 	if _, ok := v.(starlark.IterableMapping); !ok {
@@ -434,6 +437,9 @@ func updateMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	t := receiver(b)
 	var fields table.Row
 	if rv, ok := fieldsArg.(*RowValue); ok {
+		if err := rv.sync(); err != nil {
+			return nil, fail(b, fmt.Errorf("fields: %w", err))
+		}
 		fields = rv.changes()
 	} else {
 		var err error

@@ -589,3 +589,32 @@ func TestRowAsWhereOfAnotherTable(t *testing.T) {
 	_, err := e.exec(t, `transactions_tbl.search(inventory_tbl.get_by_key("SG001"))`, nil)
 	assert.ErrorContains(t, err, `transactions_tbl.search: transactions: unknown field "description"`)
 }
+
+// A nested value read from a row is the row's own: changing it in place changes the row's
+// copy, which update(fields=row) applies, never the shared row; a frozen row's are frozen.
+func TestNestedValuesChangeInPlace(t *testing.T) {
+	s := &table.Schema{Name: "orders", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeString}, {Name: "address", Type: table.TypeObject, Additional: true}}}
+	base := table.Row{"id": "o1", "address": map[string]any{"city": "Oslo"}}
+	r := NewRow(s, base)
+	thread := &starlark.Thread{}
+	_, err := starlark.ExecFileOptions(fileOptions, thread, "nested.star", `
+a = r["address"]
+a["city"] = "Bergen"
+r["address"]["zip"] = "5003"
+`, starlark.StringDict{"r": r})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"city": "Oslo"}, base["address"], "the shared row is untouched")
+	require.NoError(t, r.sync())
+	assert.Equal(t, table.Row{"address": map[string]any{"city": "Bergen", "zip": "5003"}}, r.changes())
+	assert.Equal(t, table.Row{"id": "o1", "address": map[string]any{"city": "Bergen", "zip": "5003"}}, r.GoValue())
+
+	bad := NewRow(s, base)
+	_, err = starlark.ExecFileOptions(fileOptions, thread, "bad.star", `r["address"]["f"] = len`, starlark.StringDict{"r": bad})
+	require.NoError(t, err)
+	assert.ErrorContains(t, bad.sync(), `row field "address": a value of type builtin_function_or_method cannot be stored`)
+
+	frozen := NewRow(s, base)
+	frozen.Freeze()
+	_, err = starlark.ExecFileOptions(fileOptions, thread, "frozen.star", `r["address"]["city"] = "x"`, starlark.StringDict{"r": frozen})
+	assert.ErrorContains(t, err, "frozen")
+}

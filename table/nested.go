@@ -1,0 +1,242 @@
+package table
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// RestoreKinds converts the numbers inside a decoded value to the kinds f declares, at any
+// depth: an int64 where a float is declared becomes a float64, a whole float64 where an int is
+// declared an int64. A codec with one number type (JSON: audit records, exports) loses the kind
+// of 80.0; the schema gives it back. Positions without a declared type keep what they hold (the
+// store keeps whole numbers there as ints, so JSON does not change them). Lists and maps are
+// changed in place; f nil returns v unchanged.
+func RestoreKinds(f *Field, v any) any {
+	if f == nil || v == nil {
+		return v
+	}
+	switch f.Type {
+	case TypeFloat:
+		switch x := v.(type) {
+		case int64:
+			return float64(x)
+		case int:
+			return float64(x)
+		}
+	case TypeInt:
+		if x, ok := v.(float64); ok && x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			return int64(x)
+		}
+	case TypeList:
+		if l, ok := v.([]any); ok && f.Items != nil {
+			for i, e := range l {
+				l[i] = RestoreKinds(f.Items, e)
+			}
+		}
+	case TypeObject:
+		if m, ok := v.(map[string]any); ok {
+			for k, e := range m {
+				if sub := f.Field(k); sub != nil {
+					m[k] = RestoreKinds(sub, e)
+				}
+			}
+		}
+	}
+	return v
+}
+
+// PathKey is how an object key extends a value's path: ".city" for a name, `["two words"]`
+// otherwise. Validation errors, where-filters and diffs spell paths the same way:
+// address.city, lines[2].qty.
+func PathKey(k string) string {
+	ident := k != ""
+	for i, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			ident = false
+			break
+		}
+	}
+	if ident {
+		return "." + k
+	}
+	return "[" + strconv.Quote(k) + "]"
+}
+
+// PathIndex is how a list index extends a value's path: "[2]".
+func PathIndex(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// splitPath splits a where-filter key into its field and the object keys after it:
+// "address.city" is the field address and the key city. A key without a dot is a field.
+func splitPath(key string) (string, []string) {
+	if !strings.Contains(key, ".") {
+		return key, nil
+	}
+	parts := strings.Split(key, ".")
+	return parts[0], parts[1:]
+}
+
+// PathChange is one path at which two values of a field differ ("address.city",
+// "lines[1].qty"); a side without the path has HadBefore or HasAfter false.
+type PathChange struct {
+	Path                string
+	Before, After       any
+	HadBefore, HasAfter bool
+}
+
+// MaxPathLeaves bounds the paths one nested value is split into for a diff; past it, the rest
+// of a list is one leaf at "path[i:]" and the rest of a dict one at "path{…}".
+const MaxPathLeaves = 200
+
+// ChangedPaths lists the paths at which two values of a field differ, in path order. A list or
+// dict is split into its scalar parts by path (an empty one is a part itself); numbers differ
+// when their values or kinds do. When the values are equal it returns nothing; when they differ
+// only where no path shows it (more than MaxPathLeaves parts), the field itself is the one path.
+func ChangedPaths(field string, before, after any) []PathChange {
+	was, paths := map[string]any{}, []string{}
+	for _, l := range Leaves(field, before) {
+		was[l.Path] = l.Value
+		paths = append(paths, l.Path)
+	}
+	now := map[string]any{}
+	for _, l := range Leaves(field, after) {
+		if _, ok := was[l.Path]; !ok {
+			paths = append(paths, l.Path)
+		}
+		now[l.Path] = l.Value
+	}
+	slices.Sort(paths)
+	var out []PathChange
+	for _, p := range paths {
+		o, hadO := was[p]
+		n, hasN := now[p]
+		if hadO && hasN && sameValue(o, n) {
+			continue
+		}
+		out = append(out, PathChange{p, o, n, hadO, hasN})
+	}
+	if len(out) == 0 && !sameValue(before, after) {
+		out = append(out, PathChange{field, before, after, true, true})
+	}
+	return out
+}
+
+// UpdatePaths lists the changed paths of an update that changed a list or dict: the changed
+// fields in order, each nested one replaced by the paths inside it that changed. It is nil
+// when no nested value changed.
+func UpdatePaths(before, after Row, fields []string) []string {
+	var out []string
+	nestedChange := false
+	for _, f := range fields {
+		if !isNested(before[f]) || !isNested(after[f]) {
+			out = append(out, f)
+			continue
+		}
+		nestedChange = true
+		for _, p := range ChangedPaths(f, before[f], after[f]) {
+			out = append(out, p.Path)
+		}
+	}
+	if !nestedChange {
+		return nil
+	}
+	return out
+}
+
+// NewUpdate is an updated row with its changed fields and, when a list or dict changed, its
+// changed paths.
+func NewUpdate(key any, before, after Row, fields []string) Update {
+	return Update{Key: key, Before: before, After: after, Fields: fields, Paths: UpdatePaths(before, after, fields)}
+}
+
+// sameValue is equality as a diff sees it: equal values of the same kinds (1 and 1.0 differ).
+func sameValue(a, b any) bool {
+	_, af := a.(float64)
+	_, bf := b.(float64)
+	if af != bf {
+		return false
+	}
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameValue(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			if yv, ok := y[k]; !ok || !sameValue(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return ValuesEqual(a, b) || (a == nil && b == nil)
+}
+
+// Leaf is one scalar part of a value and its path.
+type Leaf struct {
+	Path  string
+	Value any
+}
+
+// isNested reports whether v is a non-empty list or dict.
+func isNested(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return len(v) > 0
+	case []any:
+		return len(v) > 0
+	}
+	return false
+}
+
+// Leaves splits a value into its scalar parts by path: a dict by key, a list by index. An empty
+// dict or list, and a value that is neither, is a part itself; past MaxPathLeaves parts the rest
+// of a list is one part at "path[i:]" and the rest of a dict one at "path{…}".
+func Leaves(path string, v any) []Leaf {
+	var out []Leaf
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		if len(out) >= MaxPathLeaves || !isNested(v) {
+			out = append(out, Leaf{path, v})
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			keys := slices.Sorted(maps.Keys(v))
+			for i, k := range keys {
+				if len(out) >= MaxPathLeaves {
+					rest := make(map[string]any, len(keys)-i)
+					for _, k := range keys[i:] {
+						rest[k] = v[k]
+					}
+					out = append(out, Leaf{path + "{…}", rest})
+					return
+				}
+				walk(path+PathKey(k), v[k])
+			}
+		case []any:
+			for i, e := range v {
+				if len(out) >= MaxPathLeaves {
+					out = append(out, Leaf{path + "[" + strconv.Itoa(i) + ":]", v[i:]})
+					return
+				}
+				walk(path+PathIndex(i), e)
+			}
+		}
+	}
+	walk(path, v)
+	return out
+}
