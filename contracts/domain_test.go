@@ -14,7 +14,7 @@ import (
 )
 
 func TestLoad(t *testing.T) {
-	assert.Equal(t, []string{"inventory"}, contracts.Names())
+	assert.Equal(t, []string{"inventory", "library"}, contracts.Names())
 
 	d := loadInventory(t)
 	assert.Equal(t, "inventory", d.Name)
@@ -24,7 +24,7 @@ func TestLoad(t *testing.T) {
 	assert.Equal(t, 400, d.Contract.MaxChars)
 
 	_, err := contracts.Load("bakery")
-	assert.ErrorContains(t, err, `no built-in domain "bakery" (have inventory)`)
+	assert.ErrorContains(t, err, `no built-in domain "bakery" (have inventory, library)`)
 }
 
 func TestDescribe(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/domains"
 )
 
 // inventoryWords are what only the inventory domain knows: its tables, fields, keys and wares.
@@ -44,4 +46,20 @@ func TestNoInventoryGoOutsideItsDirectory(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
+}
+
+// Every built-in domain is reachable by name, and an unknown name is not.
+func TestBuiltin(t *testing.T) {
+	assert.Equal(t, []string{domains.Inventory, domains.Library}, domains.Names())
+	for _, name := range domains.Names() {
+		dir, ok := domains.Builtin(name)
+		require.True(t, ok, name)
+		b, err := fs.ReadFile(dir, "domain.json")
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"name": "`+name+`"`)
+	}
+	_, ok := domains.Builtin("garden")
+	assert.False(t, ok)
+	_, ok = domains.Builtin(".")
+	assert.False(t, ok)
 }

@@ -1,7 +1,8 @@
 // Package evals measures how well a model plans with starplan: it runs a suite of customer
 // requests (the format of testdata/eval/lab-requests.jsonl) through Ask, each against its own
 // freshly seeded store, applies the accepted runs, and compares STATUS, stock, the transactions
-// added and the register balance with the expectations. The report's figures (pass rate,
+// added and the register balance with the expectations; on a store of another domain
+// (Options.Domain), STATUS and the rows each case lists as added or changed (rows_after). The report's figures (pass rate,
 // first-try pass rate, repairs, contract violations, latency, tokens) tell whether a prompt or
 // model change helped.
 //
@@ -15,8 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -36,6 +40,11 @@ type Case struct {
 	StockAfter         map[string]int64 `json:"stock_after"`
 	TransactionAmounts []float64        `json:"transaction_amounts"`
 	BalanceAfter       *float64         `json:"balance_after"` // nil: not checked
+	// RowsAfter lists, per table and key, each row the applied run adds or changes, with the
+	// values of the fields to check; every other row must stay as it was. Checked on any
+	// domain; a domain without the inventory's tables checks it even when it is absent (then
+	// nothing may change).
+	RowsAfter map[string]map[string]map[string]any `json:"rows_after"`
 }
 
 // Load reads a suite: one JSON object per line; blank lines are skipped. A malformed line is an
@@ -72,6 +81,9 @@ type Options struct {
 	MaxRepairs int
 	// Engine configures each case's engine (runner, limits).
 	Engine engine.Options
+	// Domain is the directory each case's store is made of, as for `starplan db init --domain`
+	// (checked by engine.LoadDomain before the first case); nil means the inventory.
+	Domain fs.FS
 	// Progress, when set, is called after each case with the suite's progress so far.
 	Progress func(Progress)
 	// GiveUpAfter stops the suite when that many cases, the first to finish, all failed to reach
@@ -142,6 +154,11 @@ func Run(ctx context.Context, cases []Case, model engine.Model, opts Options) (*
 		giveUp = DefaultGiveUpAfter
 	}
 	giveUp = min(giveUp, len(cases))
+	if opts.Domain != nil {
+		if _, errs := engine.LoadDomain(opts.Domain); len(errs) > 0 {
+			return nil, fmt.Errorf("the domain has problems: %w", errors.Join(errs...))
+		}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	workers := max(opts.Concurrency, 1)
@@ -210,7 +227,14 @@ func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (r C
 		return r, modelFailed, err
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir, store.Options{})
+	var dom *store.Domain // nil: the inventory
+	if opts.Domain != nil {
+		var errs []error
+		if dom, errs = engine.LoadDomain(opts.Domain); len(errs) > 0 {
+			return r, modelFailed, errors.Join(errs...)
+		}
+	}
+	st, err := store.Open(dir, store.Options{Domain: dom})
 	if err != nil {
 		return r, modelFailed, err
 	}
@@ -255,6 +279,10 @@ func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (r C
 
 // state is what a case's expectations speak of.
 type state struct {
+	rows map[string][]table.Row // every row of every table, in key order
+	keys map[string]string      // each table's key field
+	// The inventory's figures; shop is false on a store without its tables.
+	shop    bool
 	stock   map[string]int64
 	amounts []float64 // transaction_amount of every transaction, in key order
 	balance float64   // balance_after_transaction of the last transaction
@@ -262,8 +290,20 @@ type state struct {
 
 func snapshot(st *store.Store) (state, error) {
 	v := st.Stage()
-	s := state{stock: map[string]int64{}}
-	inv, _ := v.Table("inventory")
+	s := state{rows: map[string][]table.Row{}, keys: map[string]string{}, stock: map[string]int64{}}
+	for _, name := range v.Names() {
+		tb, _ := v.Table(name)
+		rows, err := tb.Find(table.Query{})
+		if err != nil {
+			return s, err
+		}
+		s.rows[name], s.keys[name] = rows, tb.Schema().Key
+	}
+	inv, ok := v.Table("inventory")
+	txns, ok2 := v.Table("transactions")
+	if s.shop = ok && ok2; !s.shop {
+		return s, nil
+	}
 	items, err := inv.Find(table.Query{})
 	if err != nil {
 		return s, err
@@ -272,7 +312,6 @@ func snapshot(st *store.Store) (state, error) {
 		id, _ := it["item_id"].(string)
 		s.stock[id], _ = it["quantity_in_stock"].(int64)
 	}
-	txns, _ := v.Table("transactions")
 	rows, err := txns.Find(table.Query{})
 	if err != nil {
 		return s, err
@@ -294,6 +333,12 @@ func compare(c Case, res *engine.Result, before, after state) []string {
 	if res.Status != c.Status {
 		fails = append(fails, fmt.Sprintf("STATUS %q, want %q", res.Status, c.Status))
 	}
+	if c.RowsAfter != nil || !before.shop {
+		fails = append(fails, compareRows(c.RowsAfter, before, after)...)
+	}
+	if !before.shop {
+		return fails
+	}
 	for id, was := range before.stock {
 		want, listed := c.StockAfter[id]
 		if !listed {
@@ -311,6 +356,77 @@ func compare(c Case, res *engine.Result, before, after state) []string {
 		fails = append(fails, fmt.Sprintf("balance %.2f, want %.2f", after.balance, *c.BalanceAfter))
 	}
 	return fails
+}
+
+// compareRows lists how the rows a run added or changed differ from want: a row added or
+// changed that want does not list, a listed row that did not change or whose field differs
+// (compared as JSON), a row removed.
+func compareRows(want map[string]map[string]map[string]any, before, after state) []string {
+	var fails []string
+	for name := range want {
+		if _, ok := after.rows[name]; !ok {
+			fails = append(fails, fmt.Sprintf("rows_after names table %s, which the store does not have", name))
+		}
+	}
+	names := make([]string, 0, len(after.rows))
+	for name := range after.rows {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		key := after.keys[name]
+		old := map[string]table.Row{}
+		for _, r := range before.rows[name] {
+			old[fmt.Sprint(r[key])] = r
+		}
+		seen := map[string]bool{}
+		for _, r := range after.rows[name] {
+			k := fmt.Sprint(r[key])
+			seen[k] = true
+			prev, existed := old[k]
+			changed := !existed || !reflect.DeepEqual(prev, r)
+			fields, listed := want[name][k]
+			switch {
+			case changed && !listed:
+				fails = append(fails, fmt.Sprintf("%s %s was added or changed, and rows_after does not list it", name, k))
+			case !changed && listed:
+				fails = append(fails, fmt.Sprintf("%s %s did not change, and rows_after lists it", name, k))
+			case listed:
+				fields := slices.Sorted(maps.Keys(fields))
+				for _, f := range fields {
+					w, _ := json.Marshal(want[name][k][f])
+					g, _ := json.Marshal(r[f])
+					if !sameJSON(w, g) {
+						fails = append(fails, fmt.Sprintf("%s %s: %s is %s, want %s", name, k, f, g, w))
+					}
+				}
+			}
+		}
+		for k := range old {
+			if !seen[k] {
+				fails = append(fails, fmt.Sprintf("%s %s was removed", name, k))
+			}
+		}
+		for k := range want[name] {
+			if !seen[k] {
+				fails = append(fails, fmt.Sprintf("rows_after lists %s %s, which the store does not have", name, k))
+			}
+		}
+	}
+	return fails
+}
+
+// sameJSON reports whether two JSON values are equal, numbers within 0.005 (12 and 12.0 alike).
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	if fx, ok := x.(float64); ok {
+		fy, ok := y.(float64)
+		return ok && math.Abs(fx-fy) <= 0.005
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func sameAmounts(got, want []float64) bool {

@@ -156,3 +156,65 @@ func TestRunGivesUpOnAnUnreachableModel(t *testing.T) {
 	require.NoError(t, err, "a negative GiveUpAfter runs every case")
 	assert.Equal(t, len(cases), rep.Errors)
 }
+
+// The library's suite (testdata/eval/library-requests.jsonl) runs on stores of the library
+// domain and checks the rows each case lists: correct plans pass, and a plan that changes a row
+// the case does not list fails, naming it.
+func TestLibrarySuite(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "testdata", "eval", "library-requests.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	all, err := Load(f)
+	require.NoError(t, err)
+	require.Len(t, all, 13)
+	var cases []Case
+	for _, c := range all {
+		if c.ID == "lib-02" || c.ID == "lib-05" || c.ID == "lib-08" {
+			cases = append(cases, c)
+		}
+	}
+	require.Len(t, cases, 3)
+	wrongPayment := Case{ID: "lib-08-wrong", Request: "Chloé pays $2.", Status: "success", RowsAfter: cases[2].RowsAfter}
+	cases = append(cases, wrongPayment)
+	plans := map[string]string{
+		"Lend Things Fall Apart to Ben Okafor.": `book = books_tbl.get({"title": "Things Fall Apart"})
+member = members_tbl.get({"name": "Ben Okafor"})
+loans_tbl.insert({"book_id": book["book_id"], "member_id": member["member_id"], "status": "out", "lent_on": now(), "due": due_date()})
+books_tbl.update({"status": "on_loan"}, book)
+members_tbl.update({"loans_out": member["loans_out"] + 1}, member)
+STATUS, answer_text = "success", "Done."`,
+		"Can Chloé Martin borrow The Dispossessed?": `STATUS, answer_text = "limit_reached", may_borrow(members_tbl.get_by_key("M003"))`,
+		"Chloé Martin would like to pay off her fines in full.": `m = members_tbl.get_by_key("M003")
+fines_tbl.insert({"member_id": "M003", "amount": -m["fines_due"], "reason": "payment", "timestamp": now()})
+members_tbl.update({"fines_due": 0.0}, m)
+STATUS, answer_text = "success", "Paid."`,
+		"Chloé pays $2.": `m = members_tbl.get_by_key("M003")
+fines_tbl.insert({"member_id": "M003", "amount": -2.0, "reason": "payment", "timestamp": now()})
+members_tbl.update({"fines_due": m["fines_due"] - 2.0}, m)
+STATUS, answer_text = "success", "Paid."`,
+	}
+	srv := llmtest.NewServer(t, llmtest.Always(llmtest.Func(func(r llmtest.Request) llmtest.Step {
+		for q, plan := range plans {
+			if strings.Contains(r.Messages[1].Content, q) {
+				return llmtest.Reply("<execute_python>\n" + plan + "\n</execute_python>")
+			}
+		}
+		return llmtest.Status(400)
+	})))
+	model, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	rep, err := Run(context.Background(), cases, model, Options{Domain: os.DirFS("../domains/library")})
+	require.NoError(t, err)
+	byID := map[string]CaseResult{}
+	for _, c := range rep.Cases {
+		byID[c.ID] = c
+	}
+	for _, id := range []string{"lib-02", "lib-05", "lib-08"} {
+		assert.True(t, byID[id].Pass, "%s: %v %s", id, byID[id].Failures, byID[id].Error)
+	}
+	assert.False(t, byID["lib-08-wrong"].Pass)
+	assert.Equal(t, []string{"fines F003: amount is -2, want -7.5", "members M003: fines_due is 5.5, want 0"}, byID["lib-08-wrong"].Failures)
+
+	_, err = Run(context.Background(), cases, model, Options{Domain: os.DirFS("../domains")})
+	assert.ErrorContains(t, err, "the domain has problems")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/domains"
+	"github.com/starplan/starplan/table"
 )
 
 // Every built-in domain notes exactly its statuses, each with a tone example that is a valid
@@ -17,6 +18,13 @@ func TestBuiltinDomainNotesMatchTheirContracts(t *testing.T) {
 	for _, name := range domains.Names() {
 		policy, err := contracts.Load(name)
 		require.NoError(t, err)
+		// The engine binds a domain's starlark rules from its invariants.star; an answer alone
+		// changes nothing, so here they may find nothing.
+		none := map[string]contracts.Invariant{}
+		for _, fn := range policy.InvariantFunctions() {
+			none[fn] = func(table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+		}
+		require.NoError(t, policy.BindInvariants(none))
 		def := builtinDefinition(name)
 		require.Contains(t, def, NotesFile, name)
 		assert.Empty(t, CheckNotes(def, policy), name)

@@ -224,9 +224,10 @@ func TestSystemWithoutPolicyFails(t *testing.T) {
 	assert.ErrorContains(t, err, "Policy is nil")
 }
 
-// A domain without notes gets the contract without tone examples and no example plan.
+// A domain without notes (and not built in) gets the contract without tone examples and no
+// example plan.
 func TestSystemOtherDomain(t *testing.T) {
-	policy, err := contracts.Parse(strings.NewReader(`{"name": "library", "doc": "A lending library.",
+	policy, err := contracts.Parse(strings.NewReader(`{"name": "lending", "doc": "A lending library.",
 		"contract": {"statuses": ["ok", "refused"], "write_status": "ok", "answer_max_sentences": 1, "answer_max_chars": 100},
 		"rules": [{"name": "no_deletions", "kind": "no_deletes", "doc": "no book is ever removed"}]}`))
 	require.NoError(t, err)

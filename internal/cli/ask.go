@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -153,6 +154,7 @@ type evalOptions struct {
 	File        string
 	JSON        bool
 	Concurrency int
+	Domain      string // the directory each case's store is made of; "": the inventory
 }
 
 func newEvalCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -164,7 +166,9 @@ func newEvalCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 transaction_amounts, balance_after; testdata/eval/lab-requests.jsonl is the lab's) through ask,
 each against its own freshly seeded temporary store, apply it, and compare the STATUS, the stock,
 the transactions added and the balance with the expectations. Reports the pass rate, the
-first-try pass rate, repairs used, contract violations, latency and tokens.`,
+first-try pass rate, repairs used, contract violations, latency and tokens. With --domain DIR each
+store is made of that domain (as db init --domain makes it) and a case checks its STATUS and the
+rows it lists in rows_after (testdata/eval/library-requests.jsonl is the library's).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
@@ -174,6 +178,7 @@ first-try pass rate, repairs used, contract violations, latency and tokens.`,
 	opts.register(cmd)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 4, "how many requests run at once")
+	cmd.Flags().StringVar(&opts.Domain, "domain", "", "the directory of the domain each store is made of (default: the built-in inventory domain)")
 	return cmd
 }
 
@@ -186,6 +191,13 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	cases, err := evals.Load(f)
 	if err != nil {
 		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "each line is one JSON object with at least request and status")
+	}
+	var domain fs.FS
+	if opts.Domain != "" {
+		if _, err := loadDomainDir(ios, opts.Domain); err != nil {
+			return err
+		}
+		domain = os.DirFS(ios.path(opts.Domain))
 	}
 	client, err := opts.client(ios)
 	if err != nil {
@@ -218,6 +230,7 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	}
 	rep, err := evals.Run(ctx, cases, client, evals.Options{
 		Concurrency: opts.Concurrency, MaxRepairs: opts.repairs(), Progress: progress, Engine: engine.Options{Runner: run},
+		Domain: domain,
 	})
 	stopProgress()
 	var unreachable *evals.UnreachableError
