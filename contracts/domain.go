@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/domains"
@@ -121,6 +122,9 @@ type Input struct {
 	// Committed reads data as committed before the run. Only rules that need it call it (the
 	// balance chain, once, when the run adds ledger rows); nil is then an error.
 	Committed Committed
+	// Deadline bounds the domain's starlark rules together (each also has its own bound); the
+	// zero time means no shared bound. An apply checks under the store's write lock.
+	Deadline time.Time
 }
 
 // Committed reads committed data for the checks. Implementations must not see the run's staged
@@ -226,6 +230,15 @@ func (d *Domain) validate() error {
 	}
 	if err := d.Limits.validate(); err != nil {
 		return err
+	}
+	starlarkRules := 0
+	for _, r := range d.Rules {
+		if r.Kind == "starlark" {
+			starlarkRules++
+		}
+	}
+	if starlarkRules > MaxStarlarkRules {
+		return fmt.Errorf("%d rules of kind starlark; at most %d are allowed: join checks into fewer functions", starlarkRules, MaxStarlarkRules)
 	}
 	names := map[string]bool{}
 	for _, it := range contractItems {

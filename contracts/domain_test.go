@@ -1,10 +1,12 @@
 package contracts_test
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -231,7 +233,7 @@ func TestStarlarkRules(t *testing.T) {
 	assert.ErrorContains(t, d.BindInvariants(nil), "names the function check_cancel")
 
 	var seen table.ChangeSet
-	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"check_cancel": func(cs table.ChangeSet) ([]contracts.Finding, error) {
+	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"check_cancel": func(_ context.Context, cs table.ChangeSet) ([]contracts.Finding, error) {
 		seen = cs
 		return []contracts.Finding{{Message: "order o1 is shipped; it cannot be cancelled", Hint: "cancel only pending orders"}}, nil
 	}}))
@@ -241,4 +243,26 @@ func TestStarlarkRules(t *testing.T) {
 	assert.Equal(t, "pending_only", ds[0].Code)
 	assert.Equal(t, "cancel only pending orders", ds[0].Hint)
 	assert.Equal(t, in.Changes, seen)
+}
+
+// The starlark rules are bounded together: at most MaxStarlarkRules of them, and one deadline
+// for all, which each function is given.
+func TestStarlarkRulesAreBounded(t *testing.T) {
+	var rules []string
+	for i := range contracts.MaxStarlarkRules + 1 {
+		rules = append(rules, fmt.Sprintf(`{"name": "r%d", "kind": "starlark", "doc": "d", "params": {"function": "f"}}`, i))
+	}
+	_, err := contracts.Parse(strings.NewReader(fmt.Sprintf(minimal, strings.Join(rules, ", "))))
+	assert.ErrorContains(t, err, "at most 16 are allowed")
+
+	d, err := contracts.Parse(strings.NewReader(fmt.Sprintf(minimal, rules[0])))
+	require.NoError(t, err)
+	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"f": func(ctx context.Context, _ table.ChangeSet) ([]contracts.Finding, error) {
+		return nil, ctx.Err()
+	}}))
+	ds, err := d.Check(contracts.Input{Globals: map[string]any{contracts.StatusGlobal: "success", contracts.AnswerGlobal: "Done."},
+		Deadline: time.Now().Add(-time.Second)})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Contains(t, ds[0].Message, "deadline exceeded")
 }

@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"sort"
@@ -15,7 +16,11 @@ import (
 // the changes, since it cannot vouch for them.
 // contracts does not run Starlark: the engine builds each Invariant from the domain's
 // invariants.star (see engine.New) and binds them with BindInvariants.
-type Invariant func(changes table.ChangeSet) ([]Finding, error)
+type Invariant func(ctx context.Context, changes table.ChangeSet) ([]Finding, error)
+
+// MaxStarlarkRules is the most rules of kind starlark a domain may have: they run one after the
+// other, at apply under the store's write lock.
+const MaxStarlarkRules = 16
 
 // Finding is one problem an Invariant found.
 type Finding struct {
@@ -56,7 +61,13 @@ func buildStarlark(ps *params) checkFunc {
 		if inv == nil {
 			return fmt.Errorf("the invariant function %s is not bound: the engine loads it from the domain's invariants.star", fn)
 		}
-		found, err := inv(p.in.Changes)
+		ctx := context.Background()
+		if !p.in.Deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, p.in.Deadline)
+			defer cancel()
+		}
+		found, err := inv(ctx, p.in.Changes)
 		if err != nil {
 			// A rule that cannot say whether the changes keep it refuses them.
 			p.report(rule, fmt.Sprintf("the rule could not be checked: %s: %v", fn, err),

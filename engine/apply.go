@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/diag"
@@ -58,7 +59,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
 	verify := func(cs table.ChangeSet, c store.Committed) error {
-		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c})
+		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c, Deadline: time.Now().Add(invariantsTime)})
 		if err != nil {
 			return fmt.Errorf("checking the policy at apply: %w", err)
 		}

@@ -3,10 +3,12 @@ package engine
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/prompts"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
@@ -49,6 +51,11 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 	if err != nil {
 		return nil, append(errs, err)
 	}
+	for _, name := range slices.Sorted(maps.Keys(dom.Definition)) {
+		if at, r, ok := unsafeText(dom.Definition[name]); ok {
+			errs = append(errs, fmt.Errorf("%s:%s: a control or bidirectional character (%U): a domain's text reaches terminals and the model, and must read as it is", name, at, r))
+		}
+	}
 	policy, err := contracts.FromDefinition(dom.Name, dom.Definition)
 	if err != nil {
 		return nil, append(errs, err)
@@ -83,8 +90,43 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", prompts.ExampleFile, d.Line, d.Col, d.Message))
 		}
 	}
+	if len(errs) == 0 && env != nil {
+		// The prompt a model gets for this domain, with empty tables: its docs must not flood it.
+		infos := make([]prompts.TableInfo, len(dom.Tables))
+		for i, t := range dom.Tables {
+			infos[i] = prompts.TableInfo{Schema: t}
+		}
+		text, err := prompts.System(prompts.Input{Tables: infos, Registry: env.Registry(), Policy: policy, Definition: dom.Definition})
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case len(text) > MaxDomainPrompt:
+			errs = append(errs, fmt.Errorf("the system prompt of this domain is %d bytes with empty tables, more than %d: shorten its docs, docstrings, notes or example", len(text), MaxDomainPrompt))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return dom, nil
+}
+
+// MaxDomainPrompt is the largest system prompt a domain may make (with empty tables), in bytes:
+// every question sends it to the model.
+const MaxDomainPrompt = 32 << 10
+
+// unsafeText finds the first character of s that a terminal would act on or that reads
+// differently from how it runs (termsafe.Unsafe), tabs and line ends excepted.
+func unsafeText(s string) (at string, r rune, found bool) {
+	line, col := 1, 0
+	for _, r := range s {
+		col++
+		switch {
+		case r == '\n':
+			line, col = line+1, 0
+		case r == '\t' || r == '\r':
+		case termsafe.Unsafe(r):
+			return fmt.Sprintf("%d:%d", line, col), r, true
+		}
+	}
+	return "", 0, false
 }

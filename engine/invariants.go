@@ -22,6 +22,9 @@ const InvariantsFile = "invariants.star"
 // set has no reason to take long, and it runs in the trusted process.
 var invariantLimits = sandbox.Limits{MaxSteps: 1_000_000, Timeout: 2 * time.Second, MaxMemory: 64 << 20}
 
+// invariantsTime bounds a domain's starlark rules together, on one change set.
+const invariantsTime = 4 * time.Second
+
 // maxFindings is the most findings one invariant reports; the rest are counted.
 const maxFindings = 20
 
@@ -39,8 +42,8 @@ func loadInvariants(src string) (map[string]contracts.Invariant, diag.List) {
 	out := map[string]contracts.Invariant{}
 	for _, h := range reg {
 		fn, name := h.Value, h.Name
-		out[name] = func(cs table.ChangeSet) ([]contracts.Finding, error) {
-			v, err := sandbox.Call(context.Background(), fn.(starlark.Callable), starlark.Tuple{changeSetValue(cs)}, invariantLimits)
+		out[name] = func(ctx context.Context, cs table.ChangeSet) ([]contracts.Finding, error) {
+			v, err := sandbox.Call(ctx, fn.(starlark.Callable), starlark.Tuple{changeSetValue(cs)}, invariantLimits)
 			if err != nil {
 				return nil, err
 			}

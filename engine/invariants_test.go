@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"io/fs"
 	"regexp"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -117,5 +119,40 @@ func TestDomainFilesNameTheirLines(t *testing.T) {
 		_, errs := LoadDomain(broken)
 		require.NotEmpty(t, errs, file)
 		assert.Regexp(t, `\b`+regexp.QuoteMeta(file)+`:[2-4]:\d+: `, errs[len(errs)-1].Error(), file)
+	}
+}
+
+// What a domain directory may not hold, each refused with its file: text a terminal or a model
+// would read differently, a link instead of a file, data after the JSON, a file too large to
+// read whole, and docs that would flood the prompt.
+func TestDomainDirectoryBounds(t *testing.T) {
+	with := func(name string, f *fstest.MapFile) fstest.MapFS {
+		d := fstest.MapFS{}
+		for k, v := range ordersDomain {
+			d[k] = v
+		}
+		d[name] = f
+		return d
+	}
+	for what, tc := range map[string]struct {
+		fs   fstest.MapFS
+		want string
+	}{
+		"escape in a doc": {with("invariants.star", &fstest.MapFile{Data: []byte("# \x1b]0;title\x07\ndef pending_only_cancelled(c):\n    return []\ndef loops_on_o3(c):\n    return []\n")}),
+			"invariants.star:1:3: a control or bidirectional character (U+001B)"},
+		"a link":             {with("prompt.json", &fstest.MapFile{Data: []byte("x"), Mode: fs.ModeSymlink}), "prompt.json is not a regular file"},
+		"data after JSON":    {with("seed.json", &fstest.MapFile{Data: []byte(`{"orders": []} {"orders": [{"oops": 1}]}`)}), "trailing data"},
+		"domain after JSON":  {with("domain.json", &fstest.MapFile{Data: append(ordersDomain["domain.json"].Data, []byte(` {"name": "x"}`)...)}), "trailing data"},
+		"a large definition": {with("example.star", &fstest.MapFile{Data: []byte("# " + strings.Repeat("x", store.MaxDefinition))}), "hold more than"},
+		"a flooded prompt": {with("example.star", &fstest.MapFile{Data: []byte("STATUS, answer_text = 'success', 'Done.'\n# " + strings.Repeat("words ", 8000) + "\n")}),
+			"the system prompt of this domain is"},
+	} {
+		_, errs := LoadDomain(tc.fs)
+		require.NotEmpty(t, errs, what)
+		var all []string
+		for _, e := range errs {
+			all = append(all, e.Error())
+		}
+		assert.Contains(t, strings.Join(all, "\n"), tc.want, what)
 	}
 }

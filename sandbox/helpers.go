@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.starlark.net/starlark"
@@ -21,6 +22,7 @@ const HelpersFile = "helpers.star"
 // Limits of running a helpers file's top level, which only defines functions and constants.
 const (
 	helpersSteps  = 1_000_000
+	helpersTime   = 2 * time.Second
 	helpersMemory = 64 << 20
 )
 
@@ -61,7 +63,10 @@ func (e *Env) LoadModule(file, src string, needDoc bool) (builtins.Registry, dia
 	thread := &starlark.Thread{Name: "helpers"}
 	thread.SetMaxExecutionSteps(helpersSteps)
 	builtins.SetBudget(thread, builtins.NewBudget(helpersMemory))
+	// Steps alone do not bound time: one step can be a large builtin call.
+	stop := time.AfterFunc(helpersTime, func() { thread.Cancel(fmt.Sprintf("time limit of %s exceeded", helpersTime)) })
 	globals, err := initProgram(prog, thread, e.predeclared)
+	stop.Stop()
 	if err != nil {
 		d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeRuntime, Message: err.Error()}
 		if ee, ok := err.(*starlark.EvalError); ok {

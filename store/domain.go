@@ -45,8 +45,9 @@ type Domain struct {
 const (
 	DomainFile = "domain.json"
 	SeedFile   = "seed.json"
-	// MaxDefinition is the most bytes a domain's definition files may hold together.
-	MaxDefinition = 1 << 20
+	// MaxDefinition is the most bytes a domain's definition files may hold together. The store
+	// records them in its own record, which every commit rewrites.
+	MaxDefinition = 256 << 10
 )
 
 var definitionFileRE = regexp.MustCompile(`^[a-z][a-z0-9_]*\.(json|star|md)$`)
@@ -78,10 +79,18 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 	var seed []byte
 	total := 0
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !definitionFileRE.MatchString(e.Name()) {
+		if !definitionFileRE.MatchString(e.Name()) {
 			continue
 		}
-		b, err := fs.ReadFile(fsys, e.Name())
+		if !e.Type().IsRegular() {
+			// A link or a device would be read as something else than the directory shows.
+			return nil, fmt.Errorf("load domain: %s is not a regular file (a link, a directory or a device); copy the file itself into the domain", e.Name())
+		}
+		limit := MaxDefinition - total
+		if e.Name() == SeedFile {
+			limit = MaxSeed
+		}
+		b, err := readAtMost(fsys, e.Name(), limit)
 		if err != nil {
 			return nil, fmt.Errorf("load domain: %w", err)
 		}
@@ -89,9 +98,7 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 			seed = b
 			continue
 		}
-		if total += len(b); total > MaxDefinition {
-			return nil, fmt.Errorf("load domain: its definition files hold more than %d bytes", MaxDefinition)
-		}
+		total += len(b)
 		def[e.Name()] = string(b)
 	}
 	if _, ok := def[DomainFile]; !ok {
@@ -109,6 +116,31 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 	return d, nil
 }
 
+// MaxSeed is the most bytes a domain's seed.json may hold: a seed is demo data (db import loads
+// real data, in batches).
+const MaxSeed = 16 << 20
+
+// readAtMost reads a file of fsys, failing as soon as it holds more than limit bytes: a file is
+// never read whole before its size is known to fit.
+func readAtMost(fsys fs.FS, name string, limit int) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		if name == SeedFile {
+			return nil, fmt.Errorf("%s holds more than %d bytes; load real data with starplan db import", name, limit)
+		}
+		return nil, fmt.Errorf("its definition files hold more than %d bytes (at %s)", MaxDefinition, name)
+	}
+	return b, nil
+}
+
 // DomainFromDefinition builds a domain (without seed rows) from its definition files, as a
 // store recorded them.
 func DomainFromDefinition(def map[string]string) (*Domain, error) {
@@ -117,6 +149,9 @@ func DomainFromDefinition(def map[string]string) (*Domain, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("load domain: %w", diag.JSONError(DomainFile, def[DomainFile], err))
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("load domain: %s: trailing data after the JSON object", DomainFile)
 	}
 	if err := d.check(); err != nil {
 		return nil, fmt.Errorf("load domain: %s: %w", DomainFile, err)
@@ -168,6 +203,9 @@ func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
 	var raw map[string][]map[string]any
 	if err := dec.Decode(&raw); err != nil {
 		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON object")
 	}
 	out := make(map[string][]table.Row, len(raw))
 	names := make([]string, 0, len(raw))

@@ -146,3 +146,20 @@ func (c *doneAfter) Err() error {
 	}
 	return nil
 }
+
+// A $regex can take milliseconds a row, so a scan with one looks at its run's deadline at every
+// row, not every few thousand: a run that is over stops at once.
+func TestSlowFilterScanStopsAtTheDeadline(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	inv := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory")
+	_, err := inv.Find(table.Query{Where: map[string]any{"name": map[string]any{"$regex": "^A"}}})
+	assert.ErrorIs(t, err, context.Canceled)
+	m, err := table.Compile(nil, map[string]any{"name": map[string]any{"$regex": "^A"}})
+	require.NoError(t, err)
+	assert.True(t, m.Slow())
+	m, err = table.Compile(nil, map[string]any{"name": "A"})
+	require.NoError(t, err)
+	assert.False(t, m.Slow())
+}

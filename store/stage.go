@@ -214,9 +214,13 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 // in starplan, not in the plan, and must end with the run.
 func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) error {
 	ord, nk := mt.order, t.newKeys
+	every := scanCheckEvery
+	if m.Slow() {
+		every = 1 // a $regex over long text can take milliseconds a row
+	}
 	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
 		for i, r := range ord {
-			if i%scanCheckEvery == scanCheckEvery-1 {
+			if i%every == every-1 {
 				if err := t.sg.ctxErr(); err != nil {
 					return err
 				}
@@ -256,7 +260,7 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 	}
 	overlay := len(t.writes) > 0
 	for step := 1; i < n || j < k; step++ {
-		if step%scanCheckEvery == 0 {
+		if step%every == 0 {
 			if err := t.sg.ctxErr(); err != nil {
 				return err
 			}

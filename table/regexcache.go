@@ -9,9 +9,9 @@ import (
 
 // MaxRegexInsts is the largest compiled program a $regex pattern may have, in RE2 instructions.
 // Text length alone does not bound it: `(()){1000}` is 10 bytes and compiles to thousands of
-// instructions (a 1 KiB pattern can take 20 MiB and a tenth of a second). Patterns a filter
-// needs are a few hundred.
-const MaxRegexInsts = 10_000
+// instructions (a 1 KiB pattern can take 20 MiB and a tenth of a second), and matching costs
+// about the program's size times the text's length. Patterns a filter needs are a few hundred.
+const MaxRegexInsts = 2_000
 
 // MaxRegexGroups is the most capture groups a $regex pattern may have after its repetitions are
 // expanded: a filter uses none (a match is all it asks), and each one multiplies what matching

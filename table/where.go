@@ -43,7 +43,14 @@ const (
 type Matcher struct {
 	root group
 	eq   map[string]any
+	// slow is set when a row's match can take long (a $regex: its cost is its program's size
+	// times the text's length), so a scan looks at its run's deadline at every row.
+	slow bool
 }
+
+// Slow reports whether matching one row can take long enough that a scan should look at its
+// deadline between every two rows.
+func (m *Matcher) Slow() bool { return m != nil && m.slow }
 
 // group is a conjunction of per-field conditions and nested groups, or (when or is set) a
 // disjunction of groups only.
@@ -185,6 +192,7 @@ func Compile(s *Schema, where map[string]any) (*Matcher, error) {
 		return nil, err
 	}
 	m.eq = equalities(&m.root, nil)
+	m.slow = c.regexes > 0
 	return m, nil
 }
 

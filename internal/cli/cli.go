@@ -182,7 +182,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			switch color {
 			case "auto", "always", "never":
 			default:
@@ -192,7 +192,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 				return withCode(ExitUsage, errors.New("--db is empty"), "pass --db DIR, or leave --db out to use $STARPLAN_DB or the default store")
 			}
 			g.create = cmd.Annotations[createsStoreAnnotation] != ""
-			through := cmd.Annotations[throughServerAnnotation] != ""
+			through := cmd.Annotations[throughServerAnnotation] == "yes" ||
+				cmd.Annotations[throughServerAnnotation] == throughWithoutArgs && len(args) == 0
 			switch {
 			case ios.host != nil && !through:
 				return relayRefusal(cmd)

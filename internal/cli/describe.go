@@ -81,6 +81,9 @@ domain's example plan.`,
 				if err != nil {
 					return withCode(ExitInternal, err, "")
 				}
+				if ios.OutTTY {
+					s = safeBlock(s, "") // the prompt quotes the store's rows and the domain's text
+				}
 				_, err = io.WriteString(ios.Out, s)
 				return err
 			})

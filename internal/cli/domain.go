@@ -61,7 +61,9 @@ starplan db init --domain DIR makes a store of it.`,
 		},
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print the domain's definition files as JSON")
-	cmd.AddCommand(check, throughServer(show))
+	// Only the store's own domain is read through a running server: a directory is the client's.
+	show.Annotations = map[string]string{throughServerAnnotation: throughWithoutArgs}
+	cmd.AddCommand(check, show)
 	return cmd
 }
 

@@ -82,8 +82,13 @@ type host struct {
 }
 
 // throughServerAnnotation marks the commands that run inside a server on their store when one
-// answers on its socket.
-const throughServerAnnotation = "starplan/through-server"
+// answers on its socket: always ("yes"), or only when given no arguments (throughWithoutArgs:
+// an argument names something of the client's, such as a directory, which the server must not
+// read).
+const (
+	throughServerAnnotation = "starplan/through-server"
+	throughWithoutArgs      = "without-args"
+)
 
 func throughServer(cmd *cobra.Command) *cobra.Command {
 	if cmd.Annotations == nil {

@@ -170,7 +170,7 @@ func TestRelayedCommandEndsWithItsClient(t *testing.T) {
 func TestServerRefusesOtherCommandsOnItsSocket(t *testing.T) {
 	f := startServe(t)
 	manDir := filepath.Join(t.TempDir(), "man")
-	for _, args := range [][]string{{"serve"}, {"demo"}, {"db", "check"}, {"docs", "man", manDir}} {
+	for _, args := range [][]string{{"serve"}, {"demo"}, {"db", "check"}, {"docs", "man", manDir}, {"domain", "show", t.TempDir()}} {
 		conn, err := net.Dial("unix", filepath.Join(f.dir, SocketName))
 		require.NoError(t, err)
 		hello, _ := json.Marshal(relayHello{Version: relayVersion, Args: args})
