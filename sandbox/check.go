@@ -112,21 +112,32 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 	if ds := findPythonisms(lx.tokens); len(ds) > 0 {
 		return nil, ds
 	}
-	f, err := fileOptions.Parse(planFile, src, 0)
+	_, prog, ds := e.compile(planFile, src)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	return &Program{Source: src, prog: prog}, nil
+}
+
+// compile parses src as the file name, checks its tree, installs the memory guards and compiles
+// it against e's names: the steps every Starlark file starplan runs goes through (a plan, a
+// domain's helpers, its invariants).
+func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.List) {
+	f, err := fileOptions.Parse(name, src, 0)
 	if err != nil {
-		return nil, syntaxDiagnostics(err)
+		return nil, nil, syntaxDiagnostics(err)
 	}
 	if ds := e.checkTree(f); len(ds) > 0 {
-		return nil, ds
+		return nil, nil, ds
 	}
 	if !e.unguarded {
 		guardTree(f)
 	}
 	prog, err := starlark.FileProgram(f, e.isPredeclared)
 	if err != nil {
-		return nil, e.resolveDiagnostics(err)
+		return nil, nil, e.resolveDiagnostics(err)
 	}
-	return &Program{Source: src, prog: prog}, nil
+	return f, prog, nil
 }
 
 // findPythonisms reports every Python-only construct in the token stream.

@@ -46,19 +46,9 @@ func (e *Env) LoadModule(file, src string, needDoc bool) (builtins.Registry, dia
 		return nil, diag.List{{Stage: diag.StageCheck, Code: CodeTooLarge,
 			Message: fmt.Sprintf("%s is %d bytes; at most %d are accepted", file, len(src), DefaultMaxProgram)}}
 	}
-	f, err := fileOptions.Parse(file, src, 0)
-	if err != nil {
-		return nil, syntaxDiagnostics(err)
-	}
-	if ds := e.checkTree(f); len(ds) > 0 {
+	f, prog, ds := e.compile(file, src)
+	if len(ds) > 0 {
 		return nil, ds
-	}
-	if !e.unguarded {
-		guardTree(f)
-	}
-	prog, err := starlark.FileProgram(f, e.isPredeclared)
-	if err != nil {
-		return nil, e.resolveDiagnostics(err)
 	}
 	thread := &starlark.Thread{Name: "helpers"}
 	thread.SetMaxExecutionSteps(helpersSteps)

@@ -152,38 +152,7 @@ func NewUpdate(key any, before, after Row, fields []string) Update {
 }
 
 // sameValue is equality as a diff sees it: equal values of the same kinds (1 and 1.0 differ).
-func sameValue(a, b any) bool {
-	_, af := a.(float64)
-	_, bf := b.(float64)
-	if af != bf {
-		return false
-	}
-	switch x := a.(type) {
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameValue(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			if yv, ok := y[k]; !ok || !sameValue(xv, yv) {
-				return false
-			}
-		}
-		return true
-	}
-	return ValuesEqual(a, b) || (a == nil && b == nil)
-}
+func sameValue(a, b any) bool { return equalValues(a, b, true) }
 
 // Leaf is one scalar part of a value and its path.
 type Leaf struct {

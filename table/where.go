@@ -464,7 +464,18 @@ func (n number) isNaN() bool { return !n.isInt && math.IsNaN(n.f) }
 // numbers by exact value across int and float (int64(80) equals float64(80), but 2^53+1 does not
 // equal the float 2^53), and NaN equal to nothing, not even itself. Values of different kinds are
 // never equal ("1" is not 1), nor is anything outside the kinds a Row holds.
-func ValuesEqual(a, b any) bool {
+func ValuesEqual(a, b any) bool { return equalValues(a, b, false) }
+
+// equalValues is ValuesEqual, or with kinds set equality as a diff sees it, where a number's
+// kind matters too (1 and 1.0 differ: a float field that became an int changed).
+func equalValues(a, b any, kinds bool) bool {
+	if kinds {
+		_, af := a.(float64)
+		_, bf := b.(float64)
+		if af != bf {
+			return false
+		}
+	}
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -480,7 +491,7 @@ func ValuesEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !ValuesEqual(x[i], y[i]) {
+			if !equalValues(x[i], y[i], kinds) {
 				return false
 			}
 		}
@@ -492,7 +503,7 @@ func ValuesEqual(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !ValuesEqual(xv, yv) {
+			if !ok || !equalValues(xv, yv, kinds) {
 				return false
 			}
 		}
