@@ -41,6 +41,7 @@ var update = flag.Bool("update", false, "rewrite the diff sections of testdata/s
 type scenarioWant struct {
 	Outcome            Outcome          `json:"outcome"`
 	Status             string           `json:"status"`
+	AnswerText         string           `json:"answer_text"` // checked when set
 	Codes              []string         `json:"codes"`
 	Rewrites           []string         `json:"rewrites"`
 	Limit              string           `json:"limit"`
@@ -112,6 +113,9 @@ func runScenario(t *testing.T, file string) {
 
 	assert.Equal(t, want.Outcome, res.Outcome, res.Diagnostics.String())
 	assert.Equal(t, want.Status, res.Status)
+	if want.AnswerText != "" {
+		assert.Equal(t, want.AnswerText, res.AnswerText)
+	}
 	var codes []string
 	for _, d := range res.Diagnostics {
 		codes = append(codes, d.Code)
