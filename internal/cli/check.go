@@ -27,8 +27,9 @@ func newCheckCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Use:   "check FILE|-",
 		Short: "Check a plan or a model reply without running it",
 		Long: `Extract the program from a model reply (or take a bare program), rewrite the Python-isms that
-have an exact Starlark meaning, and check it statically. Prints every finding with its line,
-column, code and a hint; exits 3 when there is any.`,
+have an exact Starlark meaning, and check it statically against the store's domain (the
+built-in inventory domain when there is no store). Prints every finding with its line, column,
+code and a hint; exits 3 when there is any.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
@@ -52,7 +53,11 @@ func runCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *checkO
 	if err != nil {
 		return err
 	}
-	c := planEnv(g).Check(src, sandbox.Limits{})
+	env, err := planEnv(ios, g)
+	if err != nil {
+		return err
+	}
+	c := env.Check(src, sandbox.Limits{})
 	rep := checkReport{OK: c.Program != nil, Program: c.Extracted, Diagnostics: nonNil(c.Diagnostics), Rewrites: nonNilRewrites(c.Rewrites)}
 	if opts.JSON {
 		if err := writeJSON(ios.Out, rep); err != nil {

@@ -222,7 +222,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		throughServer(createsStore(newExecCmd(ios, g))),
 		throughServer(newApplyCmd(ios, g)),
 		newRunsCmd(ios, g),
-		newCheckCmd(ios, g),
+		throughServer(newCheckCmd(ios, g)),
 		newRunCmd(ios, g),
 		newDBCmd(ios, g),
 		newDomainCmd(ios, g),

@@ -137,3 +137,21 @@ func TestABrokenDomainListsEveryProblemAndCreatesNothing(t *testing.T) {
 	_, err := os.Stat(filepath.Join(s.dir, "data.db"))
 	assert.True(t, os.IsNotExist(err), "no store was created")
 }
+
+// starplan check checks a plan against the store's own domain, and against the built-in one
+// where there is no store.
+func TestCheckUsesTheStoresDomain(t *testing.T) {
+	plan := filepath.Join(t.TempDir(), "finish.star")
+	require.NoError(t, os.WriteFile(plan, []byte(todoDomain["example.star"]), 0o644))
+	s := newSession(t)
+	o := s.run(false, "", "check", plan)
+	assert.Equal(t, ExitRejected, o.code, "no store: the shop's tables, which have no tasks_tbl")
+	assert.Contains(t, o.out, "tasks_tbl")
+	_, err := os.Stat(s.dir)
+	assert.True(t, os.IsNotExist(err), "check creates no store")
+
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init", "--domain", writeDomain(t, todoDomain)).code)
+	o = s.run(false, "", "check", plan)
+	assert.Equal(t, ExitOK, o.code, o.out+o.err)
+	assert.Contains(t, o.out, "finish.star: ok")
+}

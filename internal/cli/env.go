@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
@@ -12,13 +15,30 @@ func sandboxInputs() builtins.Registry {
 	return builtins.Registry{{Name: "user_request", Group: builtins.GroupInput, Signature: "user_request: str", Doc: "The customer's request, verbatim."}}
 }
 
-// planEnv is the environment plans are checked against: the shipped domain's tables and
-// helpers, without opening a store (checking needs the names, not the data).
-func planEnv(_ *globalOptions) *sandbox.Env {
+// planEnv is the environment plans are checked against: the store's domain (its tables and
+// helpers) when there is a store, else the built-in inventory domain's, which needs none.
+func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
+	if ios.host != nil {
+		return ios.host.eng.Env(), nil
+	}
+	if dir, err := storeDir(ios, g); err == nil {
+		st, err := store.Open(dir, store.Options{MustExist: true})
+		switch {
+		case err == nil:
+			defer st.Close()
+			env, err := engine.EnvOf(st)
+			if err != nil {
+				return nil, withCode(ExitInternal, err, "")
+			}
+			return env, nil
+		case !errors.Is(err, store.ErrNoStore):
+			return nil, storeError(dir, err)
+		}
+	}
 	dom := store.Inventory()
 	env, ds := engine.NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	if len(ds) > 0 {
-		panic("the built-in domain's helpers do not check: " + ds.String())
+		return nil, withCode(ExitInternal, fmt.Errorf("the built-in domain's helpers do not check: %s", ds), "")
 	}
-	return env
+	return env, nil
 }
