@@ -111,11 +111,11 @@ func guardMul(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 	if n, ok := count.(starlark.Int); ok {
 		if k, ok := n.Int64(); ok {
 			if per, ok := seqBytes(seq, int64(starlark.Len(seq))); ok {
-				if err := Charge(thread, "repeating a "+seq.Type(), mulBytes(per, k)); err != nil {
+				if err := Charge(thread, typedOp("repeating a ", seq), mulBytes(per, k)); err != nil {
 					return nil, err
 				}
 			}
-			if err := chargeSharedText(thread, "repeating a "+seq.Type(), seq, k); err != nil {
+			if err := chargeSharedText(thread, typedOp("repeating a ", seq), seq, k); err != nil {
 				return nil, err
 			}
 		}
@@ -222,16 +222,41 @@ func chargeConcat(thread *starlark.Thread, x, y starlark.Value) error {
 	if !okx || !oky {
 		return nil
 	}
-	if err := Charge(thread, "concatenating a "+x.Type(), nx+ny); err != nil {
+	if err := Charge(thread, typedOp("concatenating a ", x), nx+ny); err != nil {
 		return err
 	}
 	if starlark.Len(x)+starlark.Len(y) < sharedTextMinLen {
 		return nil
 	}
-	if err := chargeSharedText(thread, "concatenating a "+x.Type(), x, 1); err != nil {
+	if err := chargeSharedText(thread, typedOp("concatenating a ", x), x, 1); err != nil {
 		return err
 	}
-	return chargeSharedText(thread, "concatenating a "+y.Type(), y, 1)
+	return chargeSharedText(thread, typedOp("concatenating a ", y), y, 1)
+}
+
+// typedOp is verb ("repeating a ", "concatenating a ") followed by v's type. A guard names its
+// operation on every call (an error would quote it); for the sequence types the name is a
+// constant, so the common call allocates nothing.
+func typedOp(verb string, v starlark.Value) string {
+	repeat := verb == "repeating a "
+	switch v.(type) {
+	case starlark.String:
+		if repeat {
+			return "repeating a string"
+		}
+		return "concatenating a string"
+	case *starlark.List:
+		if repeat {
+			return "repeating a list"
+		}
+		return "concatenating a list"
+	case starlark.Tuple:
+		if repeat {
+			return "repeating a tuple"
+		}
+		return "concatenating a tuple"
+	}
+	return verb + v.Type()
 }
 
 // sharedTextMinLen is the length from which concatenated lists and tuples are also charged
