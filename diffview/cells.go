@@ -166,21 +166,10 @@ func pathChanges(field string, old, new any) []pathChange {
 func changedPaths(u table.Update, f string) []pathChange {
 	old, hadOld := u.Before[f]
 	new, hasNew := u.After[f]
-	if hadOld && hasNew && nested(old) && nested(new) {
+	if hadOld && hasNew && table.IsNested(old) && table.IsNested(new) {
 		return pathChanges(f, old, new)
 	}
 	return nil
-}
-
-// nested reports whether v is a non-empty map or list.
-func nested(v any) bool {
-	switch v := v.(type) {
-	case map[string]any:
-		return len(v) > 0
-	case []any:
-		return len(v) > 0
-	}
-	return false
 }
 
 // Summary is a change set in one line: each changed table's counts, in name order, joined by

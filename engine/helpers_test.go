@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -9,12 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarktest"
-	"go.starlark.net/syntax"
 
 	"github.com/starplan/starplan/builtins"
-	"github.com/starplan/starplan/builtins/tables"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
@@ -36,30 +31,8 @@ func TestInventoryHelpers(t *testing.T) {
 	files["domain.json"] = &fstest.MapFile{Data: []byte(relaxed)}
 	dom, err := store.LoadDomain(files)
 	require.NoError(t, err)
-	st, err := store.Open(t.TempDir(), store.Options{Domain: dom})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	e, err := New(st, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.Close() })
-	src, err := os.ReadFile("../testdata/domains/inventory_helpers.star")
-	require.NoError(t, err)
-	assertMod, err := starlarktest.LoadAssertModule()
-	require.NoError(t, err)
-	pre := starlark.StringDict{"assert": assertMod["assert"]}
-	for k, v := range e.Env().Registry().Predeclared() {
-		pre[k] = v
-	}
-	thread := &starlark.Thread{Name: "helpers"}
-	starlarktest.SetReporter(thread, t)
-	tables.Bind(thread, e.st.Stage(), fixedNow)
-	_, err = starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true},
-		thread, "inventory_helpers.star", src, pre)
-	var ee *starlark.EvalError
-	if errors.As(err, &ee) {
-		t.Fatal(ee.Backtrace())
-	}
-	require.NoError(t, err)
+	e := domainEngine(t, dom)
+	runScript(t, e, "../testdata/domains/inventory_helpers.star")
 
 	// Their reference comes from their def lines and docstrings.
 	reg := e.Env().Registry()

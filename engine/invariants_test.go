@@ -47,12 +47,7 @@ def loops_on_o3(changes):
 func ordersEngine(t *testing.T) *Engine {
 	dom, errs := LoadDomain(ordersDomain)
 	require.Empty(t, errs)
-	st, err := store.Open(t.TempDir(), store.Options{Domain: dom})
-	require.NoError(t, err)
-	e, err := New(st, Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.Close(); st.Close() })
-	return e
+	return domainEngine(t, dom)
 }
 
 // A domain's own rule, in Starlark, refuses what it finds wrong under its name, lets the rest

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,6 +33,12 @@ func builtinEngine(t testing.TB, name string) *Engine {
 	require.True(t, ok, name)
 	dom, errs := LoadDomain(dir)
 	require.Empty(t, errs)
+	return domainEngine(t, dom)
+}
+
+// domainEngine is an engine over a fresh store of dom, its clock at fixedNow.
+func domainEngine(t testing.TB, dom *store.Domain) *Engine {
+	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{Domain: dom})
 	require.NoError(t, err)
 	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
@@ -41,6 +48,30 @@ func builtinEngine(t testing.TB, name string) *Engine {
 		assert.NoError(t, st.Close())
 	})
 	return e
+}
+
+// runScript runs a Starlark test script (testdata/domains) as a plan on e's store would see its
+// names, with the assert module, and fails the test with the script's backtrace.
+func runScript(t *testing.T, e *Engine, path string) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assertMod, err := starlarktest.LoadAssertModule()
+	require.NoError(t, err)
+	pre := starlark.StringDict{"assert": assertMod["assert"]}
+	for k, v := range e.Env().Registry().Predeclared() {
+		pre[k] = v
+	}
+	thread := &starlark.Thread{Name: "script"}
+	starlarktest.SetReporter(thread, t)
+	tables.Bind(thread, e.st.Stage(), fixedNow)
+	_, err = starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true},
+		thread, filepath.Base(path), src, pre)
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		t.Fatal(ee.Backtrace())
+	}
+	require.NoError(t, err)
 }
 
 // The library is a domain like any other: its directory on disk and its embedded copy load with
@@ -65,24 +96,7 @@ func TestLibraryDomainLoads(t *testing.T) {
 // The library's helpers, checked as a plan sees them (testdata/domains/library_helpers.star).
 func TestLibraryHelpers(t *testing.T) {
 	e := libraryEngine(t)
-	src, err := os.ReadFile("../testdata/domains/library_helpers.star")
-	require.NoError(t, err)
-	assertMod, err := starlarktest.LoadAssertModule()
-	require.NoError(t, err)
-	pre := starlark.StringDict{"assert": assertMod["assert"]}
-	for k, v := range e.Env().Registry().Predeclared() {
-		pre[k] = v
-	}
-	thread := &starlark.Thread{Name: "helpers"}
-	starlarktest.SetReporter(thread, t)
-	tables.Bind(thread, e.st.Stage(), fixedNow)
-	_, err = starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true},
-		thread, "library_helpers.star", src, pre)
-	var ee *starlark.EvalError
-	if errors.As(err, &ee) {
-		t.Fatal(ee.Backtrace())
-	}
-	require.NoError(t, err)
+	runScript(t, e, "../testdata/domains/library_helpers.star")
 
 	h, ok := e.Env().Registry().Lookup("due_date")
 	require.True(t, ok)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,14 +46,7 @@ var nestedOrdersDomain = fstest.MapFS{
 func TestPlanReadsAndWritesNestedValues(t *testing.T) {
 	d, err := store.LoadDomain(nestedOrdersDomain)
 	require.NoError(t, err)
-	st, err := store.Open(t.TempDir(), store.Options{Domain: d})
-	require.NoError(t, err)
-	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, e.Close())
-		assert.NoError(t, st.Close())
-	})
+	e := domainEngine(t, d)
 	plan := `
 o = orders_tbl.get({"address.city": "Oslo"})
 city = o["address"]["city"]
@@ -90,7 +82,7 @@ answer_text = "moved " + city + " to " + orders_tbl.get({"order_id": "O001"})["a
 
 	_, err = e.Apply(context.Background(), res.RunID)
 	require.NoError(t, err)
-	got := row(t, st, "orders", "O001")
+	got := row(t, e.Store(), "orders", "O001")
 	assert.Equal(t, map[string]any{"city": "Bergen", "zip": "5003"}, got["address"])
 }
 
@@ -98,14 +90,7 @@ answer_text = "moved " + city + " to " + orders_tbl.get({"order_id": "O001"})["a
 func TestPlanRefusedNestedValueNamesItsPath(t *testing.T) {
 	d, err := store.LoadDomain(nestedOrdersDomain)
 	require.NoError(t, err)
-	st, err := store.Open(t.TempDir(), store.Options{Domain: d})
-	require.NoError(t, err)
-	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, e.Close())
-		assert.NoError(t, st.Close())
-	})
+	e := domainEngine(t, d)
 	for _, tc := range []struct{ plan, msg string }{
 		{`orders_tbl.insert({"address": {"cty": "Oslo"}})`, `field "address.cty" = "Oslo" is not among the keys of address (did you mean "city"?)`},
 		{`orders_tbl.insert({"address": {"city": "Oslo"}, "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": 0}]})`, `field "lines[1].qty" = 0 must be an int >= 1`},

@@ -130,7 +130,7 @@ func UpdatePaths(before, after Row, fields []string) []string {
 	var out []string
 	nestedChange := false
 	for _, f := range fields {
-		if !isNested(before[f]) || !isNested(after[f]) {
+		if !IsNested(before[f]) || !IsNested(after[f]) {
 			out = append(out, f)
 			continue
 		}
@@ -160,8 +160,9 @@ type Leaf struct {
 	Value any
 }
 
-// isNested reports whether v is a non-empty list or dict.
-func isNested(v any) bool {
+// IsNested reports whether v is a non-empty list or dict: a value whose changes a diff shows by
+// path.
+func IsNested(v any) bool {
 	switch v := v.(type) {
 	case map[string]any:
 		return len(v) > 0
@@ -178,7 +179,7 @@ func Leaves(path string, v any) []Leaf {
 	var out []Leaf
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
-		if len(out) >= MaxPathLeaves || !isNested(v) {
+		if len(out) >= MaxPathLeaves || !IsNested(v) {
 			out = append(out, Leaf{path, v})
 			return
 		}

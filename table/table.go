@@ -160,23 +160,10 @@ func (f *Field) ValueBytes() int {
 }
 
 // KeyNames lists the declared keys of an object field in declaration order.
-func (f *Field) KeyNames() []string {
-	names := make([]string, len(f.Fields))
-	for i := range f.Fields {
-		names[i] = f.Fields[i].Name
-	}
-	return names
-}
+func (f *Field) KeyNames() []string { return fieldNames(f.Fields) }
 
 // Field returns the declared key of an object field, or nil.
-func (f *Field) Field(name string) *Field {
-	for i := range f.Fields {
-		if f.Fields[i].Name == name {
-			return &f.Fields[i]
-		}
-	}
-	return nil
-}
+func (f *Field) Field(name string) *Field { return fieldNamed(f.Fields, name) }
 
 // DefaultMaxLen is the most characters a string field holds when its schema declares no
 // max_len: every stored string is bounded, so no row a plan writes can make later commands slow.
@@ -192,23 +179,30 @@ func (f *Field) MaxChars() int {
 }
 
 // Field returns the named field, or nil.
-func (s *Schema) Field(name string) *Field {
-	for i := range s.Fields {
-		if s.Fields[i].Name == name {
-			return &s.Fields[i]
+func (s *Schema) Field(name string) *Field { return fieldNamed(s.Fields, name) }
+
+// fieldNamed is the field of fs with that name, or nil: a table's fields and an object's keys
+// are looked up alike.
+func fieldNamed(fs []Field, name string) *Field {
+	for i := range fs {
+		if fs[i].Name == name {
+			return &fs[i]
 		}
 	}
 	return nil
 }
 
-// FieldNames lists the declared fields in declaration order.
-func (s *Schema) FieldNames() []string {
-	names := make([]string, len(s.Fields))
-	for i, f := range s.Fields {
-		names[i] = f.Name
+// fieldNames lists the names of fs in declaration order.
+func fieldNames(fs []Field) []string {
+	names := make([]string, len(fs))
+	for i := range fs {
+		names[i] = fs[i].Name
 	}
 	return names
 }
+
+// FieldNames lists the declared fields in declaration order.
+func (s *Schema) FieldNames() []string { return fieldNames(s.Fields) }
 
 // FieldError is a write that breaks the schema. Its message names the table, the field, the
 // value and the rule, so a plan's author knows what to change.
