@@ -36,6 +36,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -292,7 +293,7 @@ func (c *compiler) args(raw json.RawMessage) string {
 			c.report(CodeArgument, c.current, "", "args: %v", err)
 			return ""
 		}
-		keys := sortedKeys(kw)
+		keys := slices.Sorted(maps.Keys(kw))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			if !idPattern.MatchString(k) {
@@ -331,7 +332,7 @@ func (c *compiler) value(raw json.RawMessage, depth int) string {
 				return c.expr(e)
 			}
 		}
-		keys := sortedKeys(obj)
+		keys := slices.Sorted(maps.Keys(obj))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = quote(k) + ": " + c.value(obj[k], depth+1)
@@ -519,7 +520,7 @@ func (c *compiler) order(deps [][]int) []int {
 
 func (c *compiler) stepHint(id string) string {
 	if c.ids == nil {
-		c.ids = sortedKeys(c.byID)
+		c.ids = slices.Sorted(maps.Keys(c.byID))
 	}
 	if near := nearest(id, c.ids); near != "" {
 		return "did you mean " + near + "?"
@@ -532,7 +533,7 @@ func (c *compiler) stepHint(id string) string {
 
 func (c *compiler) toolList() []string {
 	if c.list == nil {
-		c.list = append(sortedKeys(c.tools), Respond)
+		c.list = append(slices.Sorted(maps.Keys(c.tools)), Respond)
 	}
 	return c.list
 }
@@ -550,15 +551,6 @@ func nearest(name string, candidates []string) string {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // clip cuts a plan's text quoted back in a message.

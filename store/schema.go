@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"regexp"
@@ -330,7 +331,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 			return nil
 		}
 		out := make(map[string]any, len(m))
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			sub := f.keys[k]
 			if sub == nil && !f.Additional {
 				names := f.KeyNames()
@@ -412,16 +413,6 @@ func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
 		return i
 	}
 	return w.fail(path, v, fmt.Sprintf("must be None, a bool, a number, a string, a list or a dict, not a Go %T", v))
-}
-
-// sortedKeys returns m's keys in order, so the first problem found is always the same one.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // check converts a scalar v to the field's stored kind, or returns the rule it breaks.

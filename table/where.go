@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -602,21 +603,11 @@ func (c *compiler) errorf(suggestion, format string, args ...any) *QueryError {
 	return &QueryError{Table: name, Message: fmt.Sprintf(format, args...), Suggestion: suggestion}
 }
 
-// sortedKeys returns the keys of m sorted, so compilation and its errors are deterministic.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 func (c *compiler) group(g *group, where map[string]any, depth int) error {
 	if depth > MaxWhereDepth {
 		return c.errorf("", "the filter nests $or/$and more than %d deep; simplify it or use a function: lambda row: ...", MaxWhereDepth)
 	}
-	for _, key := range sortedKeys(where) {
+	for _, key := range slices.Sorted(maps.Keys(where)) {
 		val := where[key]
 		if strings.HasPrefix(key, "$") {
 			if err := c.logical(g, key, val, depth); err != nil {
@@ -636,7 +627,7 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 			if len(ops) == 0 {
 				return c.errorf("", "field %q has an empty operator dict; write a value, or an operator such as {%q: {\"$eq\": ...}}", key, key)
 			}
-			for _, name := range sortedKeys(ops) {
+			for _, name := range slices.Sorted(maps.Keys(ops)) {
 				o, err := c.op(f, key, name, ops[name])
 				if err != nil {
 					return err
