@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -383,11 +384,7 @@ func compactValue(v any) string {
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(v))
 		parts := make([]string, 0, min(len(keys), MaxSampleItems+1))
 		for i, k := range keys {
 			if i == MaxSampleItems {

@@ -9,6 +9,8 @@ package table
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -298,13 +300,8 @@ func formatNested(sb *strings.Builder, v any) {
 		}
 		sb.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		sb.WriteByte('{')
-		for i, k := range keys {
+		for i, k := range slices.Sorted(maps.Keys(x)) {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
