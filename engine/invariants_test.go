@@ -139,6 +139,7 @@ func TestDomainDirectoryBounds(t *testing.T) {
 		"data after JSON":    {with("seed.json", &fstest.MapFile{Data: []byte(`{"orders": []} {"orders": [{"oops": 1}]}`)}), "trailing data"},
 		"domain after JSON":  {with("domain.json", &fstest.MapFile{Data: append(ordersDomain["domain.json"].Data, []byte(` {"name": "x"}`)...)}), "trailing data"},
 		"a large definition": {with("example.star", &fstest.MapFile{Data: []byte("# " + strings.Repeat("x", store.MaxDefinition))}), "hold more than"},
+		"a large seed":       {with("seed.json", &fstest.MapFile{Data: []byte(`{"orders": ["` + strings.Repeat("x", store.MaxSeed) + `"]}`)}), "seed.json holds more than"},
 		"a flooded prompt": {with("example.star", &fstest.MapFile{Data: []byte("STATUS, answer_text = 'success', 'Done.'\n# " + strings.Repeat("words ", 8000) + "\n")}),
 			"the system prompt of this domain is"},
 	} {

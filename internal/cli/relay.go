@@ -98,14 +98,14 @@ func throughServer(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// writeFrame writes a frame in one write: a frame is whole on the wire or not at all, and a
+// peer that has read it and gone does not fail a second write of its (maybe empty) payload.
 func writeFrame(w io.Writer, typ byte, payload []byte) error {
-	var head [5]byte
-	head[0] = typ
-	binary.BigEndian.PutUint32(head[1:], uint32(len(payload)))
-	if _, err := w.Write(head[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
+	frame := make([]byte, 5+len(payload))
+	frame[0] = typ
+	binary.BigEndian.PutUint32(frame[1:5], uint32(len(payload)))
+	copy(frame[5:], payload)
+	_, err := w.Write(frame)
 	return err
 }
 
@@ -243,6 +243,9 @@ type relayServer struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]*stdinBuffer // each client's input (nil until its hello is read)
 	closing bool
+	// maxClients and helloTimeout are maxRelayClients and helloTimeout (tests lower them).
+	maxClients   int
+	helloTimeout time.Duration
 }
 
 // The bounds of a relay server: clients served at once (more wait in the kernel's queue), how
@@ -269,12 +272,13 @@ func listenRelay(dir string, eng *engine.Engine) (*relayServer, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]*stdinBuffer{}}, nil
+	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]*stdinBuffer{},
+		maxClients: maxRelayClients, helloTimeout: helloTimeout}, nil
 }
 
 // serve accepts clients until close, at most maxRelayClients at once.
 func (s *relayServer) serve() {
-	slots := make(chan struct{}, maxRelayClients)
+	slots := make(chan struct{}, s.maxClients)
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -396,7 +400,7 @@ func (s *relayServer) run(conn net.Conn) {
 			exit(ExitInternal)
 		}
 	}()
-	conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	conn.SetReadDeadline(time.Now().Add(s.helloTimeout))
 	r := bufio.NewReader(conn)
 	typ, payload, err := readFrame(r)
 	conn.SetReadDeadline(time.Time{})

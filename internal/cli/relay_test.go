@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
 )
 
 // relayFixture is `starplan serve` running in process on a store, and a way to run client
@@ -290,4 +291,77 @@ func TestApprovalGoesThroughAServerThatStartedMeanwhile(t *testing.T) {
 	var runs []engine.RunSummary
 	require.NoError(t, json.Unmarshal([]byte(o.out), &runs))
 	assert.Len(t, runs, 1)
+}
+
+// relayOn is a relay server over an engine of a fresh store in a short directory, with its
+// bounds lowered for a test.
+func relayOn(t *testing.T, clients int, hello time.Duration) *relayServer {
+	base, err := os.MkdirTemp("", "sp")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	st, err := store.Open(filepath.Join(base, "store"), store.Options{})
+	require.NoError(t, err)
+	e, err := engine.New(st, engine.Options{})
+	require.NoError(t, err)
+	r, err := listenRelay(st.Dir(), e)
+	require.NoError(t, err)
+	r.maxClients, r.helloTimeout = clients, hello
+	go r.serve()
+	t.Cleanup(func() { r.close(0); e.Close(); st.Close() })
+	return r
+}
+
+// exitOf reads a relay connection's frames to its exit code, collecting standard error.
+func exitOf(t *testing.T, conn net.Conn) (int, string) {
+	var stderr strings.Builder
+	r := bufio.NewReader(conn)
+	for {
+		typ, payload, err := readFrame(r)
+		require.NoError(t, err)
+		switch typ {
+		case frameStderr:
+			stderr.Write(payload)
+		case frameExit:
+			return int(payload[3]), stderr.String()
+		}
+	}
+}
+
+// A client that connects and never says what it wants is answered and let go after the hello
+// deadline, instead of holding a slot for good.
+func TestRelayHelloDeadline(t *testing.T) {
+	r := relayOn(t, 4, 50*time.Millisecond)
+	conn, err := net.Dial("unix", r.path)
+	require.NoError(t, err)
+	defer conn.Close()
+	code, stderr := exitOf(t, conn)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, stderr, "timeout")
+}
+
+// At most maxClients commands run at once: the next client waits until one ends.
+func TestRelayClientCap(t *testing.T) {
+	r := relayOn(t, 1, time.Minute)
+	hello := func(args ...string) net.Conn {
+		conn, err := net.Dial("unix", r.path)
+		require.NoError(t, err)
+		b, _ := json.Marshal(relayHello{Version: relayVersion, Args: args, Env: map[string]string{"NO_COLOR": "1"}})
+		require.NoError(t, writeFrame(conn, frameHello, b))
+		return conn
+	}
+	first := hello("exec", "-") // reads its plan from input that has not ended
+	defer first.Close()
+	second := hello("runs", "--json")
+	defer second.Close()
+	done := make(chan int, 1)
+	go func() { code, _ := exitOf(t, second); done <- code }()
+	select {
+	case <-done:
+		t.Fatal("the second client was served while the first held the only slot")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, writeFrame(first, frameEOF, nil))
+	code, _ := exitOf(t, first)
+	assert.Equal(t, ExitRejected, code, "an empty plan")
+	assert.Equal(t, ExitOK, <-done)
 }
