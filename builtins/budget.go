@@ -99,14 +99,14 @@ const NoBudgetCap = 64 << 20
 // between the heap the run already uses and its limit (a garbage collection is forced once
 // before refusing, so dead values do not count against the run).
 func Charge(thread *starlark.Thread, op string, n int64) error {
+	if n < CheckThreshold { // below NoBudgetCap too: every guarded call takes this path
+		return nil
+	}
 	b := BudgetOf(thread)
 	if b == nil {
 		if n > NoBudgetCap {
 			return &MemoryError{Op: op, Bytes: n, Limit: NoBudgetCap}
 		}
-		return nil
-	}
-	if n < CheckThreshold {
 		return nil
 	}
 	if n > b.Limit {

@@ -333,7 +333,21 @@ func guardMethod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tup
 	if err != nil {
 		return nil, err
 	}
+	if b, ok := m.(*starlark.Builtin); ok && isTextOrList(recv) {
+		// The interpreter's own string and list methods need no frame of their own: an error
+		// is reported at this call, as the method's would be.
+		return b.CallInternal(thread, rest, kwargs)
+	}
 	return starlark.Call(thread, m, rest, kwargs)
+}
+
+// isTextOrList reports whether v is a string or a list, whose methods guardedMethods names.
+func isTextOrList(v starlark.Value) bool {
+	switch v.(type) {
+	case starlark.String, *starlark.List:
+		return true
+	}
+	return false
 }
 
 // guardAttr is recv.name where it is not called at once, for the names in guardedMethods: a
@@ -370,9 +384,7 @@ func guardBound(v starlark.Value) starlark.Value {
 		return v
 	}
 	recv := m.Receiver()
-	switch recv.(type) {
-	case starlark.String, *starlark.List:
-	default:
+	if !isTextOrList(recv) {
 		return v
 	}
 	name := m.Name()
@@ -399,8 +411,10 @@ func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, arg
 			}
 		}
 	}
-	if err := Charge(thread, methodOp(recv, name), est); err != nil {
-		return err
+	if est >= CheckThreshold { // naming the operation costs a lookup; most calls are small
+		if err := Charge(thread, methodOp(recv, name), est); err != nil {
+			return err
+		}
 	}
 	if format, ok := recv.(starlark.String); ok && name == "format" {
 		values := args

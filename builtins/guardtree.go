@@ -8,9 +8,10 @@ import (
 // work in a single interpreter step into calls of the guards that Guards returns:
 //
 //	a * b          → _sp_mul(a, b)         unless both operands are number literals
-//	a + b          → _sp_add(a, b)         unless an operand is a number literal
+//	a + b          → _sp_add(a, b)         unless an operand is a number
 //	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
-//	                                        or an index or field whose parts are names or literals
+//	                                        or an index or field whose parts are names or literals;
+//	                                        not x += y when x or y is a number
 //	a % b          → _sp_mod(a, b)         unless a is a number literal
 //	a << b         → _sp_shl(a, b)         unless both operands are number literals
 //	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=), when a or f() is not a plain name
@@ -26,12 +27,21 @@ import (
 // what the operator or method would; on other operand types it defers to the original
 // operation, so a program's meaning never changes. Positions are kept, so runtime errors still
 // point at the operator. The checker must have rejected every name starting with GuardPrefix.
+//
+// "A number" is what the rewrite can prove is one without running anything (see numericNames):
+// a number literal, a name that only ever holds numbers (total = 0.0 … total += x), or + - / of
+// those. A + with a number on either side is numeric or an error (1 + "a" fails), never a string
+// or list, and adding integers grows them by a bit at most, so its guard would only ever do the
+// addition itself. * and % keep their guards unless their operands are literals: on big integers
+// they charge the work of the multiplication or division (x = x * x doubles x's size).
 func GuardTree(f *syntax.File) {
-	g := guarder{}
+	g := guarder{numeric: numericNames(f)}
 	g.stmts(f.Stmts)
 }
 
-type guarder struct{}
+type guarder struct {
+	numeric map[string]bool // names that only ever hold numbers (numericNames)
+}
 
 func (g guarder) stmts(list []syntax.Stmt) {
 	for i, s := range list {
@@ -48,7 +58,7 @@ func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
 			return s
 		}
 		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side.
-		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !isNumberLit(s.RHS)
+		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !g.isNumber(s.RHS) && !g.isNumber(s.LHS)
 		switch {
 		case guard && simpleTarget(s.LHS):
 			name := nameIAdd
@@ -135,7 +145,7 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 		switch {
 		case e.Op == syntax.STAR && !(isNumberLit(e.X) && isNumberLit(e.Y)):
 			return callExpr(nameMul, e.OpPos, e.X, e.Y)
-		case e.Op == syntax.PLUS && !isNumberLit(e.X) && !isNumberLit(e.Y):
+		case e.Op == syntax.PLUS && !g.isNumber(e.X) && !g.isNumber(e.Y):
 			return callExpr(nameAdd, e.OpPos, e.X, e.Y)
 		case e.Op == syntax.PERCENT && !isNumberLit(e.X):
 			return callExpr(nameMod, e.OpPos, e.X, e.Y)
@@ -248,6 +258,136 @@ func callExpr(name string, pos syntax.Position, args ...syntax.Expr) *syntax.Cal
 	n := &callNode{fn: syntax.Ident{NamePos: pos, Name: name}}
 	n.call = syntax.CallExpr{Fn: &n.fn, Lparen: pos, Args: args, Rparen: pos}
 	return &n.call
+}
+
+// isNumber reports whether e, as the rewrite has left it so far, always evaluates to a number
+// or fails (see numericExpr).
+func (g guarder) isNumber(e syntax.Expr) bool { return numericExpr(e, g.numeric) }
+
+// numericExpr reports whether e always evaluates to an int or a float, or fails, given that the
+// names in numeric only ever hold numbers: a number literal, such a name, a unary sign of a
+// number, a / b, a + b or a - b with a number on either side, and a // b or a % b with a number
+// on the left. (a * b needs both: 2 * "ab" is a string.) Every other expression, calls included
+// (float could be rebound), is not known to be one.
+func numericExpr(e syntax.Expr, numeric map[string]bool) bool {
+	switch e := e.(type) {
+	case *syntax.Literal:
+		return e.Token == syntax.INT || e.Token == syntax.FLOAT
+	case *syntax.Ident:
+		return numeric[e.Name]
+	case *syntax.ParenExpr:
+		return numericExpr(e.X, numeric)
+	case *syntax.UnaryExpr:
+		return (e.Op == syntax.MINUS || e.Op == syntax.PLUS || e.Op == syntax.TILDE) && e.X != nil && numericExpr(e.X, numeric)
+	case *syntax.BinaryExpr:
+		switch e.Op {
+		case syntax.SLASH:
+			return true // only numbers divide
+		case syntax.PLUS, syntax.MINUS:
+			return numericExpr(e.X, numeric) || numericExpr(e.Y, numeric)
+		case syntax.SLASHSLASH, syntax.PERCENT:
+			return numericExpr(e.X, numeric)
+		case syntax.STAR:
+			return numericExpr(e.X, numeric) && numericExpr(e.Y, numeric)
+		}
+	case *syntax.CondExpr:
+		return numericExpr(e.True, numeric) && numericExpr(e.False, numeric)
+	}
+	return false
+}
+
+// numericNames returns the names that only ever hold numbers in f: every binding of the name,
+// in any scope of the file, is name = <a number> or name += / -= / /= / //= / %= <anything> (a
+// number on the left keeps the result a number, or fails). A name bound any other way anywhere
+// (a loop or comprehension variable, a parameter, a def, an unpacking, name *= y) is not one, in
+// any scope: the analysis does not tell scopes apart, so it never mistakes one scope's name for
+// another's. Names start as numbers and lose it until nothing changes (a name assigned only from
+// another such name, or never, holds no value that is not a number).
+func numericNames(f *syntax.File) map[string]bool {
+	var assigns []*syntax.AssignStmt // name = x and name op= x, for the names still candidates
+	bad := map[string]bool{}
+	numeric := map[string]bool{}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.AssignStmt:
+			id, ok := n.LHS.(*syntax.Ident)
+			if !ok {
+				markBound(n.LHS, bad)
+				break
+			}
+			switch n.Op {
+			case syntax.EQ, syntax.PLUS_EQ, syntax.MINUS_EQ, syntax.SLASH_EQ, syntax.SLASHSLASH_EQ, syntax.PERCENT_EQ:
+				numeric[id.Name] = true
+				assigns = append(assigns, n)
+			default:
+				bad[id.Name] = true
+			}
+		case *syntax.ForStmt:
+			markBound(n.Vars, bad)
+		case *syntax.ForClause:
+			markBound(n.Vars, bad)
+		case *syntax.DefStmt:
+			bad[n.Name.Name] = true
+			markParams(n.Params, bad)
+		case *syntax.LambdaExpr:
+			markParams(n.Params, bad)
+		case *syntax.LoadStmt:
+			for _, id := range n.To {
+				bad[id.Name] = true
+			}
+		}
+		return true
+	})
+	for name := range bad {
+		delete(numeric, name)
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, a := range assigns {
+			name := a.LHS.(*syntax.Ident).Name
+			if numeric[name] && a.Op == syntax.EQ && !numericExpr(a.RHS, numeric) {
+				delete(numeric, name)
+				changed = true
+			}
+		}
+	}
+	return numeric
+}
+
+// markBound marks every name an assignment or loop target binds.
+func markBound(target syntax.Expr, bad map[string]bool) {
+	switch t := target.(type) {
+	case *syntax.Ident:
+		bad[t.Name] = true
+	case *syntax.TupleExpr:
+		for _, x := range t.List {
+			markBound(x, bad)
+		}
+	case *syntax.ListExpr:
+		for _, x := range t.List {
+			markBound(x, bad)
+		}
+	case *syntax.ParenExpr:
+		markBound(t.X, bad)
+	}
+}
+
+// markParams marks every parameter name of a def or lambda.
+func markParams(params []syntax.Expr, bad map[string]bool) {
+	for _, p := range params {
+		switch p := p.(type) {
+		case *syntax.Ident:
+			bad[p.Name] = true
+		case *syntax.BinaryExpr: // name=default
+			if id, ok := p.X.(*syntax.Ident); ok {
+				bad[id.Name] = true
+			}
+		case *syntax.UnaryExpr: // *args, **kwargs
+			if id, ok := p.X.(*syntax.Ident); ok {
+				bad[id.Name] = true
+			}
+		}
+	}
 }
 
 func isNumberLit(e syntax.Expr) bool {

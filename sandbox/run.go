@@ -225,8 +225,8 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	})
 	defer stopAfter()
 	if watch != nil {
-		stopWatch := heapWatchdog.watch(watch)
-		defer stopWatch()
+		heapWatchdog.watch(watch)
+		defer heapWatchdog.unwatch(watch)
 	}
 
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))

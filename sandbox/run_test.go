@@ -133,6 +133,9 @@ grow = [1]
 add = grow.extend
 add([2])
 other = getattr(grow, "pop")()
+acc = 0.0
+for v in [1, 2.5]:
+    acc += v
 `
 	res := run(t, src, Limits{})
 	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
@@ -159,6 +162,7 @@ other = getattr(grow, "pop")()
 	assert.Equal(t, "pq", g["spread"], "a guarded method called with *args")
 	assert.Equal(t, []any{int64(1)}, g["grow"], "a list's aliased extend, then pop through getattr")
 	assert.Equal(t, int64(2), g["other"])
+	assert.Equal(t, 3.5, g["acc"], "an accumulator of numbers, which needs no guard")
 }
 
 // A guarded method reached through an alias or getattr keeps the method's own errors: the same
@@ -189,6 +193,11 @@ func TestGuardErrorsMatchTheOperators(t *testing.T) {
 	assert.Contains(t, res.Diagnostics[0].Message, "unknown binary op: string * string")
 	assert.Equal(t, 1, res.Diagnostics[0].Line)
 	assert.Equal(t, 9, res.Diagnostics[0].Col)
+	// A number's += goes without a guard, and fails as the operator does.
+	res = run(t, "n = 0\nn += 'a'\n", Limits{})
+	require.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Contains(t, res.Diagnostics[0].Message, "unknown binary op: int + string")
+	assert.Equal(t, 2, res.Diagnostics[0].Line)
 }
 
 func TestRunRecoversPanics(t *testing.T) {

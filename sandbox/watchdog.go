@@ -141,8 +141,8 @@ func (r *watched) finished(globals starlark.StringDict) {
 
 var heapWatchdog = &watchdog{runs: map[*watched]struct{}{}}
 
-// watch starts watching a run; the returned function stops it.
-func (w *watchdog) watch(r *watched) (stop func()) {
+// watch starts watching a run until unwatch.
+func (w *watchdog) watch(r *watched) {
 	w.mu.Lock()
 	w.runs[r] = struct{}{}
 	if !w.running {
@@ -150,11 +150,13 @@ func (w *watchdog) watch(r *watched) (stop func()) {
 		go w.loop()
 	}
 	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		w.leave(r, time.Now())
-		w.mu.Unlock()
-	}
+}
+
+// unwatch stops watching a run.
+func (w *watchdog) unwatch(r *watched) {
+	w.mu.Lock()
+	w.leave(r, time.Now())
+	w.mu.Unlock()
 }
 
 // leave stops watching a run. A run stopped for memory, or one that leaves during a round without
