@@ -525,3 +525,23 @@ func TestPlanSeeingAMovingStoreRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, applied.Applied, applied.Diagnostics.String())
 }
+
+// A run's figures name the reads that walked a table for want of an index, and only those: the
+// two-item order looks its styles up by name, which the inventory domain indexes.
+func TestResultReportsScans(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Run(ctx, Request{Reply: example(t, "03_two_item_order.star")})
+	require.NoError(t, err)
+	require.True(t, res.Pending, res.Diagnostics.String())
+	for _, sc := range res.Scans {
+		assert.NotEqual(t, "inventory", sc.Table, "the order's lookups by name use the index: %+v", sc)
+	}
+	res, err = e.Run(ctx, Request{Reply: "cheap = inventory_tbl.search({\"price\": {\"$lt\": 90}})\nanswer_text = str(len(cheap))\nSTATUS = \"success\"\n"})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	require.Len(t, res.Scans, 1)
+	assert.Equal(t, "inventory", res.Scans[0].Table)
+	assert.Equal(t, []string{"price"}, res.Scans[0].Fields)
+	assert.Positive(t, res.Scans[0].Rows)
+}

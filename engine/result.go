@@ -4,6 +4,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
 
@@ -42,7 +43,10 @@ type Result struct {
 	Applied         bool               `json:"applied"`
 	Steps           uint64             `json:"steps"`
 	DurationMS      float64            `json:"duration_ms"`
-	Program         string             `json:"program"` // the extracted program, before rewrites
+	// Scans are the run's reads that walked a table because no index answered their filter,
+	// with the rows they examined: where a domain should declare an index (store.Scan).
+	Scans   []store.Scan `json:"scans,omitempty"`
+	Program string       `json:"program"` // the extracted program, before rewrites
 	// Attempts lists every model round of `ask` (the last one is this result); empty for exec.
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Truncated names what the result cut to keep its size bounded ("diagnostics",

@@ -139,6 +139,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		Rewrites:        sres.Rewrites,
 		Steps:           sres.Steps,
 		Program:         sres.Program,
+		Scans:           stage.Scans(),
 	}
 	if res.Outcome == OutcomeOK {
 		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.

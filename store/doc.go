@@ -24,8 +24,11 @@
 // # Reads
 //
 // Open loads every table into memory: rows in natural key order (table.CompareKeys) and, per
-// field, a hash index built on the first equality lookup, so get({"name": X}) costs about what
-// get_by_key does; numeric fields also get float64 columns on first range filter, which rule
+// field a table declares in its indexes (domain.json), a hash index built on the first lookup,
+// keyed by the text's case fold (table.FoldKey) so that one index answers an equality and an
+// $ieq, and get({"name": X}) costs about what get_by_key does. A filter that neither the key nor
+// a declared index answers walks the table, and the stage reports the walk (Stage.Scans), so a
+// domain author sees which index to declare; numeric fields also get float64 columns on first range filter, which rule
 // rows out of a scan without touching their maps (see columns.go: the compiled filter still
 // decides every row the columns cannot settle exactly). clover's secondary indexes are never used
 // (they return duplicates once a collection has two). To open 100,000 rows within the budget, Open reads the msgpack values

@@ -21,7 +21,7 @@ type rec struct {
 }
 
 // memTable is the committed state of one table, held in memory: rows by key, rows in key order,
-// and hash indexes on fields built on first use. Readers hold the Store's read lock; applies hold
+// and hash indexes on its declared index fields built on first use. Readers hold the Store's read lock; applies hold
 // its write lock.
 type memTable struct {
 	s     *schema
@@ -177,7 +177,8 @@ func insertRec(list []*rec, r *rec) []*rec {
 	return slices.Insert(list, i, r)
 }
 
-// lookup returns the committed rows whose field equals v, in key order, from the field's hash
+// lookup returns the committed rows whose field may equal v (text: ignoring case), in key order,
+// a superset that the caller checks, from the field's hash
 // index (built on first use: O(rows) once, then O(1) per lookup). ok is false when v cannot be
 // indexed (lists, dicts, NaN); the caller then scans. The slice is shared: do not modify it.
 func (t *memTable) lookup(f string, v any) (recs []*rec, ok bool) {
@@ -204,11 +205,14 @@ func (t *memTable) lookup(f string, v any) (recs []*rec, ok bool) {
 }
 
 // indexKey maps a field value to its hash-index key. Numbers map to float64, so 80 and 80.0
-// share a bucket; a bucket may hold more rows than equal ones (huge ints), never fewer, because
-// every candidate is checked by the compiled filter afterwards.
+// share a bucket, and text to its table.FoldKey, so that "Aviator" and "aviator" share one and
+// the index answers $ieq too; a bucket may hold more rows than equal ones (huge ints, other
+// cases), never fewer, because every candidate is checked by the compiled filter afterwards.
 func indexKey(v any) (any, bool) {
 	switch x := v.(type) {
-	case nil, string, bool:
+	case string:
+		return table.FoldKey(x), true
+	case nil, bool:
 		return v, true
 	case float64:
 		if math.IsNaN(x) {

@@ -325,7 +325,7 @@ func (mt *memTable) walkRange(m *table.Matcher, where map[string]any, from, to a
 	in := func(k any) bool {
 		return (from == nil || table.CompareKeys(k, from) >= 0) && (to == nil || table.CompareKeys(k, to) <= 0)
 	}
-	if recs, ok := mt.bestIndex(m.Equalities()); ok {
+	if recs, ok := mt.bestIndex(m); ok {
 		for _, r := range recs {
 			if in(r.key) && m.Match(r.row) && !fn(r) {
 				return
@@ -365,10 +365,22 @@ func (mt *memTable) walkRange(m *table.Matcher, where map[string]any, from, to a
 	}
 }
 
-// bestIndex returns the committed candidates of the equality with the fewest, in key order; ok
-// is false when no equality can be answered from an index. The caller holds the Store's lock.
-func (mt *memTable) bestIndex(eq map[string]any) (recs []*rec, ok bool) {
-	for f, v := range eq {
+// bestIndex returns the committed candidates of m's equality or $ieq on the key or a declared
+// index with the fewest, in key order; ok is false when none can be answered from an index. Candidates are a superset of the
+// matches: the caller checks each with m. The caller holds the Store's lock.
+func (mt *memTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool) {
+	for f, v := range m.FoldEqualities() {
+		if !mt.s.indexed[f] {
+			continue
+		}
+		if rs, can := mt.lookup(f, v); can && (!ok || len(rs) < len(recs)) {
+			recs, ok = rs, true
+		}
+	}
+	if ok && len(recs) == 0 {
+		return recs, ok
+	}
+	for f, v := range m.Equalities() {
 		var rs []*rec
 		if f == mt.s.Key {
 			k, err := mt.s.normKey(v)
@@ -379,6 +391,9 @@ func (mt *memTable) bestIndex(eq map[string]any) (recs []*rec, ok bool) {
 				rs = []*rec{r}
 			}
 		} else {
+			if !mt.s.indexed[f] {
+				continue // undeclared: the read walks the table, and the run's figures say so
+			}
 			var can bool
 			rs, can = mt.lookup(f, v)
 			if !can {

@@ -19,8 +19,9 @@ import (
 // schema is a table.Schema checked and compiled once: fields by name, patterns compiled.
 type schema struct {
 	*table.Schema
-	fields map[string]*field
-	key    *field
+	fields  map[string]*field
+	key     *field
+	indexed map[string]bool // the key and the declared indexes (Schema.Indexes)
 }
 
 type field struct {
@@ -78,6 +79,21 @@ func compileSchema(s *table.Schema) (*schema, error) {
 		return nil, fmt.Errorf("table %s: key_max %d leaves no room to increment; use at most %d", s.Name, s.KeyMax, int64(math.MaxInt64/2-1))
 	}
 	c.key.Required = true
+	c.indexed = map[string]bool{s.Key: true}
+	for _, name := range s.Indexes {
+		f := c.fields[name]
+		switch {
+		case f == nil:
+			return nil, fmt.Errorf("table %s: index on %q: no such field%s", s.Name, name, didYouMean(name, s.FieldNames()))
+		case name == s.Key:
+			return nil, fmt.Errorf("table %s: index on %q: the key is always indexed", s.Name, name)
+		case c.indexed[name]:
+			return nil, fmt.Errorf("table %s: index on %q is declared twice", s.Name, name)
+		case f.Nested():
+			return nil, fmt.Errorf("table %s: index on %q: a %s field cannot be indexed (an index holds whole scalar values)", s.Name, name, f.Type)
+		}
+		c.indexed[name] = true
+	}
 	return c, nil
 }
 

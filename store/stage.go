@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/starplan/starplan/table"
 )
@@ -36,6 +37,68 @@ type Stage struct {
 	rowsRead int
 	staged   int64       // about the stored size of the rows staged (see charge)
 	exceeded *LimitError // the first run limit crossed
+	scans    []Scan      // reads no index answered (see Scans)
+}
+
+// Scan is one kind of read of a run that no index answered: the reads of one table filtered on
+// the same fields, which walked the table's rows instead. An equality or $ieq on the key or on a
+// field the table declares in its indexes (domain.json) is answered without a walk; so a scan
+// with many rows examined tells a domain author which index to declare (ranges, $contains and
+// the like always walk, over the rows the key range leaves).
+type Scan struct {
+	Table  string   `json:"table"`
+	Fields []string `json:"fields"` // the filter's fields, sorted
+	Calls  int      `json:"calls"`
+	Rows   int64    `json:"rows_examined"` // committed rows the walks looked at
+}
+
+// MaxScans bounds the distinct scans a run reports; later kinds are not recorded.
+const MaxScans = 16
+
+// Scans returns the run's reads that walked a table although they filtered on some field, in
+// the order they first happened.
+func (sg *Stage) Scans() []Scan { return slices.Clone(sg.scans) }
+
+// noteScan records a walk of table's rows by a read filtered on where, which looked at n rows.
+func (sg *Stage) noteScan(name string, where map[string]any, n int64) {
+	fields := filterFields(where, nil)
+	if len(fields) == 0 {
+		return // a read of every row: no index would answer it
+	}
+	slices.Sort(fields)
+	fields = slices.Compact(fields)
+	for i := range sg.scans {
+		if sc := &sg.scans[i]; sc.Table == name && slices.Equal(sc.Fields, fields) {
+			sc.Calls++
+			sc.Rows += n
+			return
+		}
+	}
+	if len(sg.scans) < MaxScans {
+		sg.scans = append(sg.scans, Scan{Table: name, Fields: fields, Calls: 1, Rows: n})
+	}
+}
+
+// filterFields appends the field names a where-filter names, inside $and and $or too (a dotted
+// path counts as its field).
+func filterFields(where map[string]any, into []string) []string {
+	for k, v := range where {
+		if !strings.HasPrefix(k, "$") {
+			if i := strings.IndexByte(k, '.'); i >= 0 {
+				k = k[:i]
+			}
+			into = append(into, k)
+			continue
+		}
+		if list, ok := v.([]any); ok {
+			for _, x := range list {
+				if sub, ok := x.(map[string]any); ok {
+					into = filterFields(sub, into)
+				}
+			}
+		}
+	}
+	return into
 }
 
 // Stage starts a run's staged view over the committed tables.
@@ -144,7 +207,8 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 
 // visit calls fn for each visible row that m matches, in key order (reversed when asked), until
 // fn returns false. It holds the committed state's read lock, so fn must not call back into the
-// store. Top-level equalities are answered from a hash index (or the key map) and only those
+// store. Top-level equalities and $ieq on the key or a declared index are answered from a hash
+// index (or the key map) and only those
 // candidates are checked.
 // where is the filter m was compiled from; its numeric conditions may skip rows early. o (may be
 // nil) is told every committed row m matches in the walked range, also one the run's own write
@@ -153,10 +217,12 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
-	if recs, ok := mt.bestIndex(m.Equalities()); ok {
+	if recs, ok := mt.bestIndex(m); ok {
 		t.visitCandidates(recs, m, reverse, o, fn)
 	} else {
-		err = t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
+		var examined int64
+		examined, err = t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
+		t.sg.noteScan(t.s.Name, where, examined)
 	}
 	return mt.ver, err
 }
@@ -208,11 +274,12 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 	}
 }
 
-// visitAll scans the committed order merged with the run's new keys. Committed rows that the
-// prefilter (may be nil) rules out are skipped without looking at them.
+// visitAll scans the committed order merged with the run's new keys, and returns how many
+// committed rows it walked. Committed rows that the prefilter (may be nil) rules out are skipped
+// without looking at their maps.
 // Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
-func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) error {
+func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
 	ord, nk := mt.order, t.newKeys
 	every := scanCheckEvery
 	if m.Slow() {
@@ -220,9 +287,10 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 	}
 	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
 		for i, r := range ord {
+			examined = int64(i) + 1
 			if i%every == every-1 {
 				if err := t.sg.ctxErr(); err != nil {
-					return err
+					return examined, err
 				}
 			}
 			if pf != nil {
@@ -234,7 +302,7 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 					o.add(r.key, r.ver)
 					if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
 						o.stopAt(r.key)
-						return nil
+						return examined, nil
 					}
 					continue
 				}
@@ -245,10 +313,10 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 			o.add(r.key, r.ver)
 			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
 				o.stopAt(r.key)
-				return nil
+				return examined, nil
 			}
 		}
-		return nil
+		return examined, nil
 	}
 	n, k := len(ord), len(nk)
 	i, j := 0, 0
@@ -262,7 +330,7 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 	for step := 1; i < n || j < k; step++ {
 		if step%every == 0 {
 			if err := t.sg.ctxErr(); err != nil {
-				return err
+				return examined, err
 			}
 		}
 		takeCommitted := j >= k
@@ -278,6 +346,7 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 			pos := at(n, i)
 			r := ord[pos]
 			i++
+			examined++
 			matched := false
 			if pass := pf == nil; !pass {
 				pass, _ = pf.check(pos)
@@ -313,10 +382,10 @@ func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, rev
 		}
 		if !fn(c) {
 			o.stopAt(c.key)
-			return nil
+			return examined, nil
 		}
 	}
-	return nil
+	return examined, nil
 }
 
 // query returns the visible rows matching q, at most limit (0: all), recording the walk as a

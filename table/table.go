@@ -81,6 +81,10 @@ type Schema struct {
 	// KeyMax bounds the number of keys of the form KeyPrefix+digits, so that the highest key
 	// always has a next one (0: DefaultKeyMax). A key beyond it is refused, whoever writes it.
 	KeyMax int64 `json:"key_max,omitempty"`
+	// Indexes names the fields besides the key that reads look rows up by: an equality or $ieq
+	// on such a field is answered from an index; on any other field a read walks the table
+	// (and the run's figures say so: see store.Scan). Only scalar fields can be indexed.
+	Indexes []string `json:"indexes,omitempty"`
 }
 
 // DefaultKeyMax is the highest key number of a table with a KeyPrefix that declares no KeyMax:

@@ -42,8 +42,9 @@ const (
 // Matcher is a compiled where-filter. It is immutable and safe for concurrent use. A nil
 // *Matcher matches every row.
 type Matcher struct {
-	root group
-	eq   map[string]any
+	root   group
+	eq     map[string]any
+	foldEq map[string]string
 	// slow is set when a row's match can take long (a $regex: its cost is its program's size
 	// times the text's length), so a scan looks at its run's deadline at every row.
 	slow bool
@@ -193,6 +194,7 @@ func Compile(s *Schema, where map[string]any) (*Matcher, error) {
 		return nil, err
 	}
 	m.eq = equalities(&m.root, nil)
+	m.foldEq = foldEqualities(&m.root, nil)
 	m.slow = c.regexes > 0
 	return m, nil
 }
@@ -224,6 +226,84 @@ func (m *Matcher) Equalities() map[string]any {
 		return nil
 	}
 	return m.eq
+}
+
+// FoldEqualities returns the $ieq constraints every matching row satisfies, as Equalities does
+// for equality: field → the text it equals ignoring case. A caller may answer the filter from an
+// index keyed by FoldKey and call Match on the candidates. The map is nil when the filter has
+// none; callers must not modify it.
+func (m *Matcher) FoldEqualities() map[string]string {
+	if m == nil {
+		return nil
+	}
+	return m.foldEq
+}
+
+func foldEqualities(g *group, into map[string]string) map[string]string {
+	if g.or {
+		return into
+	}
+	for i := range g.fields {
+		f := &g.fields[i]
+		if f.path != nil {
+			continue
+		}
+		for j := range f.ops {
+			o := &f.ops[j]
+			if o.code != opIeq || o.val.kind != kStr {
+				continue
+			}
+			if into == nil {
+				into = make(map[string]string)
+			}
+			if _, dup := into[f.field]; !dup {
+				into[f.field] = o.val.s
+			}
+		}
+	}
+	for i := range g.groups {
+		into = foldEqualities(&g.groups[i], into)
+	}
+	return into
+}
+
+// FoldKey returns the text that every string equal to s ignoring case (strings.EqualFold) maps
+// to: each character replaced by the smallest of the characters that fold to it (for ASCII
+// letters, the capital), invalid UTF-8 read as U+FFFD as EqualFold reads it. Two strings are
+// equal ignoring case exactly when their keys are equal, so an index keyed by FoldKey answers
+// $ieq and, with a check of each candidate, $eq.
+func FoldKey(s string) string {
+	ascii, lower := true, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		lower = lower || 'a' <= c && c <= 'z'
+	}
+	if ascii {
+		if !lower {
+			return s
+		}
+		b := []byte(s)
+		for i, c := range b {
+			if 'a' <= c && c <= 'z' {
+				b[i] = c - ('a' - 'A')
+			}
+		}
+		return string(b)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s { // ranging over a string reads invalid bytes as U+FFFD, as EqualFold does
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 func equalities(g *group, into map[string]any) map[string]any {

@@ -54,6 +54,10 @@ func (p painter) paint(style, s string) string {
 	return style + s + ansiReset
 }
 
+// scanNoteRows is how many rows a run's reads must walk on one filter before its result notes
+// it: below that a walk costs less than noticing it.
+const scanNoteRows = 10_000
+
 // renderResult prints a run's result for people: the answer and STATUS, the plan's output,
 // what went wrong (with what to do), and the changes it staged.
 func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.Schema) error {
@@ -84,6 +88,12 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 		fmt.Fprintf(w, "  %s%s: %s\n", pos, p.paint(ansiRed, safe(d.Code)), safeBlock(d.Message, "    "))
 		if d.Hint != "" {
 			fmt.Fprintf(w, "    Try: %s\n", safeBlock(d.Hint, "         "))
+		}
+	}
+	for _, sc := range res.Scans {
+		if sc.Rows >= scanNoteRows {
+			fmt.Fprintf(w, "%s a read of %s filtered on %s walked %d rows (%d calls): an equality or $ieq on the key or on a field the table lists in \"indexes\" (domain.json) is answered without a walk\n",
+				p.paint(ansiBold, "Note:"), safe(sc.Table), safe(strings.Join(sc.Fields, ", ")), sc.Rows, sc.Calls)
 		}
 	}
 	if !res.Changes.Empty() {
