@@ -1,3 +1,5 @@
+//go:build unix
+
 package cli
 
 import (
@@ -18,8 +20,8 @@ import (
 // child's peak RSS as maxrss-MiB. Stores are built by `db import` of generated JSON when the
 // benchmark runs, never by tests:
 //
-//	go test ./internal/cli -run '^$' -bench 'ColdExec/rows=100/' -benchtime 10x
-//	go test ./internal/cli -run '^$' -bench 'ColdExec/rows=1000000/' -benchtime 3x -timeout 30m
+//	go test ./internal/cli -run '^$' -bench 'ColdExec/rows=100$' -benchtime 10x
+//	go test ./internal/cli -run '^$' -bench 'ColdExec/rows=1000000$' -benchtime 3x -timeout 30m
 func BenchmarkColdExec(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "starplan")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/starplan/starplan/cmd/starplan").CombinedOutput(); err != nil {
