@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,5 +61,34 @@ STATUS = "success"
 	for b.Loop() {
 		job.View = st.Stage()
 		runner.Run(ctx, job)
+	}
+}
+
+// BenchmarkSellAtSize: a sale (02_purchase_wayfarer.star of the table's last style: a lookup by
+// name ignoring case, an update, a ledger insert with the next key and the balance) as a dry run
+// in process, on stores of 100 to 1,000,000 inventory rows. Target (issue 15): ≤ 0.3 ms at every size, flat.
+//
+//	go test ./engine -run '^$' -bench SellAtSize -count 5
+func BenchmarkSellAtSize(b *testing.B) {
+	for _, n := range []int{100, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			e, err := New(bigStore(b, n), Options{})
+			require.NoError(b, err)
+			b.Cleanup(func() { e.Close() })
+			// The style sold is the table's last, in lower case: a walk would pass every row.
+			plan := strings.ReplaceAll(example(b, "02_purchase_wayfarer.star"), "Wayfarer", fmt.Sprintf("style %d", n))
+			req := Request{Reply: plan}
+			ctx := context.Background()
+			res, _, err := e.evaluate(ctx, req, fixedNow)
+			require.NoError(b, err)
+			require.Equal(b, OutcomeOK, res.Outcome, res.Diagnostics.String())
+			require.NotEqual(b, "no_match", res.Status)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := e.evaluate(ctx, req, fixedNow); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
