@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 
@@ -333,8 +334,24 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	ids := make([]string, len(ops)) // the document id of each op's row
-	err := s.bolt.runGroup(func(*bbolt.Tx) error {
-		inserts := map[string][]*cloverDoc{}
+	err := s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		reserveFile(s.bolt.path, tx, opsSize(ops))
+		// New rows go to clover in chunks, each collection's in id order (so bbolt appends),
+		// encoded only when their chunk is written: a large commit never holds every new
+		// document at once, and all of them still commit in this one transaction.
+		inserts := map[string][]int{} // positions in ops
+		flush := func(coll string) error {
+			pos := inserts[coll]
+			if len(pos) == 0 {
+				return nil
+			}
+			docs := make([]*cloverDoc, len(pos))
+			for j, i := range pos {
+				docs[j] = encodeDoc(ids[i], ops[i].row, seq)
+			}
+			inserts[coll] = pos[:0]
+			return s.db.Insert(coll, docs...)
+		}
 		n := 0
 		for i, o := range ops {
 			coll := o.s.Name
@@ -348,7 +365,11 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 			case cur == nil:
 				n++
 				ids[i] = rowDocID(seq, n)
-				inserts[coll] = append(inserts[coll], encodeDoc(ids[i], o.row, seq))
+				if inserts[coll] = append(inserts[coll], i); len(inserts[coll]) == insertChunk {
+					if err := flush(coll); err != nil {
+						return err
+					}
+				}
 			default:
 				ids[i] = cur.id
 				if err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq)); err != nil {
@@ -357,10 +378,8 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 			}
 		}
 		for _, coll := range s.names { // in a fixed order, ids ascending: bbolt appends
-			if docs := inserts[coll]; len(docs) > 0 {
-				if err := s.db.Insert(coll, docs...); err != nil {
-					return err
-				}
+			if err := flush(coll); err != nil {
+				return err
 			}
 		}
 		for _, d := range extra {
@@ -395,6 +414,54 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	}
 	s.seq = seq
 	return nil
+}
+
+// reserveMin is the smallest estimated commit for which reserveFile grows the file ahead.
+const reserveMin = 4 << 20
+
+// reserveFile makes the bbolt file at path large enough, before tx commits, for about need more
+// bytes of documents, so that bbolt maps it once during the commit. bbolt allocates a commit's
+// pages only as it writes them, and each time they pass the end of its memory map it maps the
+// file again at about twice the size, first copying every key and value the transaction has
+// changed out of the old map; its map covers at least the whole file. So without this a commit
+// of n new rows into a small file remapped about log2(n) times, each copying all n rows (the
+// superlinear time and most of the memory of a large import). The space past bbolt's pages is
+// zeros that bbolt ignores and fills later (bbolt itself grows the file ahead, by
+// Options.AllocSize), so a crash leaves the same store, in a longer file. Pages are written
+// about half full (bbolt's fill percent), hence twice need. It is best effort: an error leaves
+// bbolt to grow the file itself.
+func reserveFile(path string, tx *bbolt.Tx, need int64) {
+	if need < reserveMin {
+		return
+	}
+	page := int64(tx.DB().Info().PageSize)
+	target := tx.Size() + 2*need + need/4
+	target = (target + page - 1) / page * page
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close() // bbolt's lock is flock, held by its own descriptor: closing this one keeps it
+	if fi, err := f.Stat(); err != nil || fi.Size() >= target {
+		return
+	}
+	if f.Truncate(target) == nil {
+		f.Sync() // as bbolt does when it grows the file: the size must survive a crash too
+	}
+}
+
+// insertChunk is how many new documents commitLocked hands clover in one Insert call.
+const insertChunk = 4096
+
+// opsSize estimates the bytes ops' rows take as stored documents and their keys.
+func opsSize(ops []op) int64 {
+	var n int64
+	for _, o := range ops {
+		if o.row != nil {
+			n += rowSize(o.row) + 64 // + the key, _id, _v and bbolt's element header
+		}
+	}
+	return n
 }
 
 // metaAt is the meta record after a commit at seq that changed the touched tables.

@@ -135,13 +135,31 @@ func (e *ImportErrors) Unwrap() []error {
 	return out
 }
 
-// add records a bad record, counting those past the cap.
+// add records a bad record, counting those past the cap. The records kept are the first ones of
+// the file, in whatever order they were found.
 func (e *ImportErrors) add(ie *ImportError) {
 	if len(e.Errs) < MaxImportErrors {
 		e.Errs = append(e.Errs, ie)
 		return
 	}
 	e.More++
+	last := 0
+	for i, x := range e.Errs {
+		if x.Record > e.Errs[last].Record {
+			last = i
+		}
+	}
+	if ie.Record < e.Errs[last].Record {
+		e.Errs[last] = ie
+	}
+}
+
+// merge adds every bad record of o to e.
+func (e *ImportErrors) merge(o *ImportErrors) {
+	for _, ie := range o.Errs {
+		e.add(ie)
+	}
+	e.More += o.More
 }
 
 // err is e as an error, or nil when no record was bad.
@@ -326,26 +344,102 @@ type record struct {
 	line int
 }
 
+// importer validates an import's records as they are read, so that a large file is never held
+// whole: it keeps each valid row (the decoded record is dropped), each key with its record, and
+// only the records without a key as read, since their keys can be generated only once every key
+// of the file is known.
+type importer struct {
+	sc      *schema
+	bad     *ImportErrors // the records that do not validate
+	rows    []table.Row   // the valid rows, until a record is bad
+	seen    map[any]int   // key → the record that has it
+	later   []record      // records without a key, to be given one
+	fileMax int64         // the highest key number (KeyPrefix and digits) among the records
+}
+
+func newImporter(sc *schema) *importer {
+	return &importer{sc: sc, bad: &ImportErrors{Table: sc.Name}, seen: map[any]int{}, fileMax: -1}
+}
+
+// add takes one record as it is read.
+func (im *importer) add(rc record) {
+	k := rc.row[im.sc.Key]
+	if n, ok := im.sc.keyNum(k); ok && n > im.fileMax {
+		im.fileMax = n
+	}
+	if k == nil && im.sc.KeyPrefix != "" {
+		im.later = append(im.later, rc)
+		return
+	}
+	im.check(rc)
+}
+
+// generate gives the records without a key the next keys after next, in file order, and
+// checks them.
+func (im *importer) generate(next int64) {
+	sc := im.sc
+	next = max(next, im.fileMax)
+	for _, rc := range im.later {
+		next++
+		rc.row[sc.Key] = sc.formatKey(max(next, 1))
+		next = max(next, 1)
+		im.check(rc)
+	}
+	im.later = nil
+}
+
+// check validates a record with its key and refuses a key an earlier record has.
+func (im *importer) check(rc record) {
+	sc := im.sc
+	row, err := sc.validate(rc.row)
+	if err != nil {
+		im.fail(&ImportError{Table: sc.Name, Record: rc.num, Line: rc.line, Err: err})
+		return
+	}
+	k := row[sc.Key]
+	if j, dup := im.seen[k]; dup {
+		im.fail(&ImportError{Table: sc.Name, Record: rc.num, Line: rc.line,
+			Err: &table.FieldError{Table: sc.Name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", j, sc.Key)}})
+		return
+	}
+	im.seen[k] = rc.num
+	if len(im.bad.Errs) == 0 {
+		im.rows = append(im.rows, row)
+	}
+}
+
+// fail records a bad record; nothing will be imported, so the rows are let go.
+func (im *importer) fail(ie *ImportError) {
+	im.bad.add(ie)
+	im.rows = nil
+}
+
+// ctxEvery is how many records an import reads between looks at its context.
+const ctxEvery = 4096
+
 // Import reads rows for one table from r and writes them in one atomic step. JSON is an array of
 // objects, or {"<table>": [...]} as Dump writes; CSV is a header of field names, then rows, where
 // an empty cell is no value (None). Every row is validated before anything is written: one bad
 // row imports nothing, and the *ImportError names the record, its line, the field and the rule.
 // A missing key is generated when the schema has a key prefix. Upsert replaces a row whose key
 // exists with the imported row as a whole (columns the file lacks become None).
+//
+// The file is read as a stream and each record validated as it is read, so memory holds the
+// valid rows, not the file and its decoded records besides.
 func (s *Store) Import(ctx context.Context, name string, r io.Reader, format Format, mode ImportMode) (ImportResult, error) {
 	var res ImportResult
 	sc := s.schemas[name]
 	if sc == nil {
 		return res, fmt.Errorf("import: unknown table %q%s", name, didYouMean(name, s.names))
 	}
-	var recs []record
+	im := newImporter(sc)
+	bad := &ImportErrors{Table: name} // records the reader finds wrong (CSV rows of the wrong length)
 	var err error
-	bad := &ImportErrors{Table: name}
 	switch format {
 	case JSON:
-		recs, err = readJSONRecords(sc, r)
+		err = readJSONRecords(ctx, sc, r, im.add)
 	case CSV:
-		recs, err = readCSVRecords(sc, r, bad)
+		err = readCSVRecords(ctx, sc, r, bad, im.add)
 	default:
 		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
 	}
@@ -366,38 +460,13 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	if mode == Upsert {
 		next = mt.maxNum
 	}
-	for _, rc := range recs {
-		if n, ok := sc.keyNum(rc.row[sc.Key]); ok && n > next {
-			next = n
-		}
-	}
-	rows := make([]table.Row, len(recs))
-	seen := make(map[any]int, len(recs))
-	for i, rc := range recs {
-		if rc.row[sc.Key] == nil && sc.KeyPrefix != "" {
-			next++
-			rc.row[sc.Key] = sc.formatKey(max(next, 1))
-			next = max(next, 1)
-		}
-		row, err := sc.validate(rc.row)
-		if err != nil {
-			bad.add(&ImportError{Table: name, Record: rc.num, Line: rc.line, Err: err})
-			continue
-		}
-		k := row[sc.Key]
-		if j, dup := seen[k]; dup {
-			bad.add(&ImportError{Table: name, Record: rc.num, Line: rc.line,
-				Err: &table.FieldError{Table: name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", recs[j].num, sc.Key)}})
-			continue
-		}
-		seen[k] = i
-		rows[i] = row
-	}
+	im.generate(next)
+	bad.merge(im.bad)
 	if err := bad.err(); err != nil {
 		return res, err
 	}
-	var ops []op
-	for _, row := range rows {
+	ops := make([]op, 0, len(im.rows))
+	for _, row := range im.rows {
 		k := row[sc.Key]
 		cur := mt.rows[k]
 		switch {
@@ -411,65 +480,81 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 			ops = append(ops, op{s: sc, key: k, row: row, base: cur.ver})
 		}
 	}
+	im.rows = nil
 	if mode == Replace {
 		for _, cur := range mt.order {
-			if _, keep := seen[cur.key]; !keep {
+			if _, keep := im.seen[cur.key]; !keep {
 				res.Deleted++
 				ops = append(ops, op{s: sc, key: cur.key, base: cur.ver})
 			}
 		}
 	}
+	im.seen = nil
 	if err := s.commitLocked(ops, nil); err != nil {
 		return ImportResult{}, err
 	}
 	return res, nil
 }
 
-func readJSONRecords(sc *schema, r io.Reader) ([]record, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, &ImportError{Table: sc.Name, Err: err}
+// lineCounter passes a reader's bytes on and tells the line of an offset in them, keeping only
+// the bytes from the last offset asked about on (offsets are asked about in increasing order).
+type lineCounter struct {
+	r    io.Reader
+	buf  []byte // the bytes read from offset base on
+	base int64
+	line int   // the line of offset base
+	err  error // the first error of r but io.EOF
+}
+
+func (c *lineCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.buf = append(c.buf, p[:n]...)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
 	}
-	// lineAt returns the line of the first token at or after off. Records come in increasing
-	// offsets, so it counts newlines on from the previous call instead of from the start (which
-	// made importing 100k rows take seconds).
-	seenOff, seenLine := int64(0), 1
-	lineAt := func(off int64) int {
-		for off < int64(len(data)) && strings.ContainsRune(" \t\r\n,", rune(data[off])) {
-			off++
-		}
-		off = min(off, int64(len(data)))
-		if off < seenOff {
-			seenOff, seenLine = 0, 1
-		}
-		seenLine += bytes.Count(data[seenOff:off], []byte("\n"))
-		seenOff = off
-		return seenLine
+	return n, err
+}
+
+// lineAt returns the line of the first token at or after off (spaces and commas are skipped)
+// and forgets the bytes before it. An offset before the forgotten ones counts as the first kept.
+func (c *lineCounter) lineAt(off int64) int {
+	i := max(off-c.base, 0)
+	for i < int64(len(c.buf)) && strings.IndexByte(" \t\r\n,", c.buf[i]) >= 0 {
+		i++
 	}
+	i = min(i, int64(len(c.buf)))
+	c.line += bytes.Count(c.buf[:i], []byte("\n"))
+	c.buf = c.buf[i:]
+	c.base += i
+	return c.line
+}
+
+// readJSONRecords reads a JSON array of row objects (or the table's member of an object of
+// tables) as a stream, handing each record to fn as it is decoded.
+func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record)) error {
+	lc := &lineCounter{r: r, line: 1}
 	jsonErr := func(rec int, err error) error {
+		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
+			return &ImportError{Table: sc.Name, Record: rec, Err: lc.err}
+		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return &ImportError{Table: sc.Name, Record: rec, Line: lineAt(se.Offset - 1), Err: fmt.Errorf("malformed JSON: %v", se)}
-		}
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return &ImportError{Table: sc.Name, Record: rec, Line: lineAt(te.Offset - 1),
-				Err: fmt.Errorf("want an object with the row's fields, found a JSON %s", te.Value)}
+			return &ImportError{Table: sc.Name, Record: rec, Line: lc.lineAt(se.Offset - 1), Err: fmt.Errorf("malformed JSON: %v", se)}
 		}
 		return &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed JSON: %v", err)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(lc)
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, jsonErr(0, err)
+		return jsonErr(0, err)
 	}
 	if tok == json.Delim('{') { // {"<table>": [...]}, as Dump writes
 		found := false
 		for dec.More() {
 			key, err := dec.Token()
 			if err != nil {
-				return nil, jsonErr(0, err)
+				return jsonErr(0, err)
 			}
 			if key == sc.Name {
 				found = true
@@ -477,42 +562,54 @@ func readJSONRecords(sc *schema, r io.Reader) ([]record, error) {
 			}
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return nil, jsonErr(0, err)
+				return jsonErr(0, err)
 			}
+			lc.lineAt(dec.InputOffset()) // forget the skipped member's bytes
 		}
 		if !found {
-			return nil, &ImportError{Table: sc.Name, Err: fmt.Errorf("the JSON object has no %q member", sc.Name)}
+			return &ImportError{Table: sc.Name, Err: fmt.Errorf("the JSON object has no %q member", sc.Name)}
 		}
 		if tok, err = dec.Token(); err != nil {
-			return nil, jsonErr(0, err)
+			return jsonErr(0, err)
 		}
 	}
 	if tok != json.Delim('[') {
-		return nil, &ImportError{Table: sc.Name, Line: lineAt(dec.InputOffset() - 1), Err: errors.New("want a JSON array of row objects")}
+		return &ImportError{Table: sc.Name, Line: lc.lineAt(dec.InputOffset() - 1), Err: errors.New("want a JSON array of row objects")}
 	}
-	var recs []record
 	for n := 1; dec.More(); n++ {
-		line := lineAt(dec.InputOffset())
+		if n%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		start := dec.InputOffset()
 		var obj map[string]any
 		if err := dec.Decode(&obj); err != nil {
-			return nil, jsonErr(n, err)
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) { // the value was read whole: it starts at start
+				return &ImportError{Table: sc.Name, Record: n, Line: lc.lineAt(start),
+					Err: fmt.Errorf("want an object with the row's fields, found a JSON %s", te.Value)}
+			}
+			return jsonErr(n, err)
 		}
+		// The record's line once it is read: before, the reader may not have reached its start.
+		line := lc.lineAt(start)
 		if obj == nil {
-			return nil, &ImportError{Table: sc.Name, Record: n, Line: line, Err: errors.New("want an object with the row's fields, found null")}
+			return &ImportError{Table: sc.Name, Record: n, Line: line, Err: errors.New("want an object with the row's fields, found null")}
 		}
-		recs = append(recs, record{row: fromJSON(obj).(map[string]any), num: n, line: line})
+		fn(record{row: fromJSON(obj).(map[string]any), num: n, line: line})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, jsonErr(0, err)
+		return jsonErr(0, err)
 	}
-	return recs, nil
+	return nil
 }
 
 // readCSVRecords reads a CSV file: a header of field names, then rows. The separator is a comma,
 // or a semicolon when the header has semicolons and no comma (as spreadsheets write CSV in
 // locales whose decimal mark is a comma). A row with the wrong number of cells is added to bad
 // and reading goes on; a malformed line ends the reading with the records found wrong so far.
-func readCSVRecords(sc *schema, r io.Reader, bad *ImportErrors) ([]record, error) {
+func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErrors, fn func(record)) error {
 	br := bufio.NewReader(r)
 	cr := csv.NewReader(br)
 	if first, _ := br.Peek(64 << 10); len(first) > 0 {
@@ -539,33 +636,38 @@ func readCSVRecords(sc *schema, r io.Reader, bad *ImportErrors) ([]record, error
 	}
 	header, err := cr.Read()
 	if err == io.EOF {
-		return nil, &ImportError{Table: sc.Name, Err: errors.New("empty CSV: the first line must name the fields")}
+		return &ImportError{Table: sc.Name, Err: errors.New("empty CSV: the first line must name the fields")}
 	}
 	if err != nil {
-		return nil, csvErr(0, err)
+		return csvErr(0, err)
 	}
 	cols := make([]*field, len(header))
 	for i, h := range header {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
 		f := sc.fields[h]
 		if f == nil {
-			return nil, &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q is not a field of %s%s", h, sc.Name, didYouMean(h, sc.FieldNames()))}
+			return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q is not a field of %s%s", h, sc.Name, didYouMean(h, sc.FieldNames()))}
 		}
 		for _, prev := range cols[:i] {
 			if prev == f {
-				return nil, &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q appears twice", h)}
+				return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q appears twice", h)}
 			}
 		}
 		cols[i] = f
 	}
-	var recs []record
+	cr.ReuseRecord = true // each row's cells are converted to values below
 	for n := 1; ; n++ {
+		if n%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		cells, err := cr.Read()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, csvErr(n, err)
+			return csvErr(n, err)
 		}
 		line, _ := cr.FieldPos(0)
 		if len(cells) != len(cols) {
@@ -579,9 +681,9 @@ func readCSVRecords(sc *schema, r io.Reader, bad *ImportErrors) ([]record, error
 				row[cols[i].Name] = v
 			}
 		}
-		recs = append(recs, record{row: row, num: n, line: line})
+		fn(record{row: row, num: n, line: line})
 	}
-	return recs, nil
+	return nil
 }
 
 // csvValue converts a cell to the field's kind where it parses; a cell that does not parse is

@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -311,4 +313,139 @@ func TestFormatOf(t *testing.T) {
 	assert.Equal(t, JSON, f)
 	_, err = FormatOf("items.xlsx")
 	assert.Error(t, err)
+}
+
+// The JSON reader streams: a file handed over a byte at a time reports the same records and
+// lines as one read whole, including past a member it skips.
+func TestImportJSONStreamLines(t *testing.T) {
+	skipped := `{"inventory": [
+  {"item_id": "SG001", "name": "A",
+   "quantity_in_stock": 1, "price": 1}
+], "transactions": [`
+	cases := []struct {
+		name, data string
+		want       string
+	}{
+		{"bad value on a later line of a record",
+			"[\n  {\"item_id\": \"SG001\", \"name\": \"A\", \"quantity_in_stock\": 1, \"price\": 1},\n\n  {\"item_id\": \"SG002\",\n   \"name\": \"B\",\n   \"quantity_in_stock\": -1, \"price\": 1}\n]",
+			`import inventory: record 2, line 4: field "quantity_in_stock" = -1 must be an int >= 0 and <= 1000000000; nothing was imported`},
+		{"malformed JSON",
+			"[\n  {\"item_id\": \"SG001\", \"name\": \"A\", \"quantity_in_stock\": 1, \"price\": 1},\n  {\"item_id\": \"SG002\",\n   \"name\" \"B\"}\n]",
+			`import inventory: record 2, line 4: malformed JSON: invalid character '"' after object key; nothing was imported`},
+		{"a number for a record",
+			"[\n  {\"item_id\": \"SG001\", \"name\": \"A\", \"quantity_in_stock\": 1, \"price\": 1},\n\n  7\n]",
+			`import inventory: record 2, line 4: want an object with the row's fields, found a JSON number; nothing was imported`},
+		{"after a skipped member",
+			strings.Replace(skipped, `"inventory"`, `"other"`, 1) + "\n  {\"item_id\": \"SG001\",\n  \"name\": \"A\", \"price\": 1}]}",
+			`import inventory: the JSON object has no "inventory" member; nothing was imported`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTemp(t)
+			_, whole := s.Import(bg, "inventory", strings.NewReader(tc.data), JSON, Upsert)
+			require.Error(t, whole)
+			assert.Equal(t, tc.want, whole.Error())
+			_, bytewise := s.Import(bg, "inventory", iotest.OneByteReader(strings.NewReader(tc.data)), JSON, Upsert)
+			require.Error(t, bytewise)
+			assert.Equal(t, whole.Error(), bytewise.Error())
+		})
+	}
+
+	s := openTemp(t)
+	data := skipped + "\n  {\"customer_name\": \"Bo\", \"transaction_amount\": 5,\n   \"balance_after_transaction\": 505, \"colour\": 1, \"timestamp\": \"2025-02-01T10:00:00\"}]}"
+	_, err := s.Import(bg, "transactions", iotest.OneByteReader(strings.NewReader(data)), JSON, Upsert)
+	var ie *ImportError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, 1, ie.Record)
+	assert.Equal(t, 5, ie.Line, "lines count through the skipped inventory member")
+
+	_, err = s.Import(bg, "inventory", iotest.TimeoutReader(strings.NewReader("[\n"+strings.Repeat(" ", 4096))), JSON, Upsert)
+	require.ErrorAs(t, err, &ie)
+	assert.ErrorIs(t, err, iotest.ErrTimeout, "a failing reader is its own error, not malformed JSON")
+	assert.NotContains(t, err.Error(), "malformed")
+}
+
+// Records without a key get theirs once every key of the file is known, in file order, and their
+// problems are reported in record order with the others.
+func TestImportGeneratedKeysStreamed(t *testing.T) {
+	s := openTemp(t)
+	rows := `[{"customer_name": "A", "transaction_amount": 1, "balance_after_transaction": 501, "timestamp": "2025-02-01T10:00:00"},
+ {"transaction_id": "TXN007", "customer_name": "B", "transaction_amount": 1, "balance_after_transaction": 502, "timestamp": "2025-02-01T10:00:00"},
+ {"customer_name": "C", "transaction_amount": 1, "balance_after_transaction": 503, "timestamp": "2025-02-01T10:00:00"}]`
+	res, err := s.Import(bg, "transactions", strings.NewReader(rows), JSON, Upsert)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Inserted)
+	for key, who := range map[string]string{"TXN008": "A", "TXN007": "B", "TXN009": "C"} {
+		row, ok := committed(t, s, "transactions", key)
+		require.True(t, ok, key)
+		assert.Equal(t, who, row["customer_name"], key)
+	}
+
+	bad := strings.Replace(strings.Replace(rows, `"balance_after_transaction": 503`, `"balance_after_transaction": "x"`, 1),
+		`"customer_name": "B"`, `"customer_name": "B", "colour": 1`, 1)
+	_, err = s.Import(bg, "transactions", strings.NewReader(bad), JSON, Upsert)
+	var all *ImportErrors
+	require.ErrorAs(t, err, &all)
+	require.Len(t, all.Errs, 2)
+	assert.Equal(t, []int{2, 3}, []int{all.Errs[0].Record, all.Errs[1].Record})
+	assert.Equal(t, 3, all.Errs[1].Line)
+}
+
+// Past MaxImportErrors an import reports the first bad records of the file, whichever were
+// found first.
+func TestImportReportsFirstBadRecords(t *testing.T) {
+	s := openTemp(t)
+	var b strings.Builder
+	b.WriteString("item_id,name,quantity_in_stock,price\n")
+	for i := range 30 {
+		if i < 5 {
+			fmt.Fprintf(&b, "SG%03d,A,-1,1\n", i+1) // found when the row is checked
+		} else {
+			fmt.Fprintf(&b, "SG%03d,A,1\n", i+1) // found by the reader
+		}
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader(b.String()), CSV, Replace)
+	var all *ImportErrors
+	require.ErrorAs(t, err, &all)
+	require.Len(t, all.Errs, MaxImportErrors)
+	assert.Equal(t, 30-MaxImportErrors, all.More)
+	for i, ie := range all.Errs {
+		assert.Equal(t, i+1, ie.Record)
+	}
+}
+
+// An import larger than reserveMin grows the file ahead of bbolt (see reserveFile); the store it
+// leaves opens, verifies and checks sound.
+func TestImportLargeCommit(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{NoSeed: true})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	b.WriteString("[")
+	n := 0
+	for size := int64(0); size < 2*reserveMin; n++ {
+		row := table.Row{"item_id": fmt.Sprintf("SG%03d", n+1), "name": fmt.Sprintf("Item %d", n+1),
+			"description": strings.Repeat("d", 200), "quantity_in_stock": int64(n % 50), "price": 1.5}
+		size += rowSize(row) + 64
+		if n > 0 {
+			b.WriteString(",\n")
+		}
+		line, err := json.Marshal(row)
+		require.NoError(t, err)
+		b.Write(line)
+	}
+	b.WriteString("]")
+	res, err := s.Import(bg, "inventory", &b, JSON, Upsert)
+	require.NoError(t, err)
+	assert.Equal(t, n, res.Inserted)
+	require.NoError(t, s.Close())
+
+	s = openAt(t, dir)
+	row, ok := committed(t, s, "inventory", fmt.Sprintf("SG%03d", n))
+	require.True(t, ok)
+	assert.Equal(t, fmt.Sprintf("Item %d", n), row["name"])
+	require.NoError(t, s.Close())
+	rep, err := Check(dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%v", rep.Problems)
 }

@@ -111,6 +111,11 @@ func (t *memTable) version(key any) int64 {
 
 // search returns the position of key in order, and whether it is there.
 func (t *memTable) search(key any) (int, bool) {
+	// A key past the last one (every row of an import in key order, generated keys) is
+	// placed with one comparison.
+	if n := len(t.order); n > 0 && table.CompareKeys(t.order[n-1].key, key) < 0 {
+		return n, false
+	}
 	return slices.BinarySearchFunc(t.order, key, func(r *rec, k any) int { return table.CompareKeys(r.key, k) })
 }
 
