@@ -406,8 +406,20 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	perTable := map[string]int{}
+	for _, o := range ops {
+		perTable[o.s.Name]++
+	}
+	bulk := map[string][]putEntry{}
 	for i, o := range ops {
+		if perTable[o.s.Name] >= bulkPut {
+			bulk[o.s.Name] = append(bulk[o.s.Name], putEntry{key: o.key, row: o.row, id: ids[i]})
+			continue
+		}
 		s.tables[o.s.Name].put(o.key, o.row, seq, ids[i])
+	}
+	for name, entries := range bulk {
+		s.tables[name].putAll(entries, seq)
 	}
 	for name := range touched {
 		s.tables[name].ver = seq

@@ -38,56 +38,62 @@ var importLargeSizes = []int{100_000, 300_000, 1_000_000}
 // table, which the store holds in memory (the floor under any import's peak).
 func BenchmarkImportLarge(b *testing.B) {
 	for _, n := range importLargeSizes {
-		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
-			path := importLargeFile(b, n)
-			var peak, growth, live float64
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				dir := b.TempDir()
-				s, err := Open(dir, Options{NoSeed: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				f, err := os.Open(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				runtime.GC()
-				debug.FreeOSMemory()
-				before := resetPeakRSS()
-				b.StartTimer()
-				res, err := s.Import(bg, "inventory", f, JSON, Upsert)
-				b.StopTimer()
-				hwm := peakRSS()
-				runtime.GC()
-				sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-				metrics.Read(sample)
-				live = max(live, float64(sample[0].Value.Uint64())/(1<<20))
-				f.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Inserted != n {
-					b.Fatalf("inserted %d rows, want %d", res.Inserted, n)
-				}
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-				os.RemoveAll(dir)
-				peak = max(peak, hwm)
-				growth = max(growth, hwm-before)
-				b.StartTimer()
-			}
-			b.ReportMetric(peak, "peak-RSS-MiB")
-			b.ReportMetric(growth, "RSS-growth-MiB")
-			b.ReportMetric(live, "live-heap-after-MiB")
-		})
+		for _, order := range []string{"sorted", "shuffled"} {
+			b.Run(fmt.Sprintf("rows=%d/order=%s", n, order), func(b *testing.B) { importLarge(b, n, order == "shuffled") })
+		}
 	}
+}
+
+// importLarge is one sub-benchmark of BenchmarkImportLarge: the file's rows in key order, or
+// shuffled (each row lands between others, which must not cost rows × rows).
+func importLarge(b *testing.B, n int, shuffled bool) {
+	path := importLargeFile(b, n, shuffled)
+	var peak, growth, live float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dir := b.TempDir()
+		s, err := Open(dir, Options{NoSeed: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		before := resetPeakRSS()
+		b.StartTimer()
+		res, err := s.Import(bg, "inventory", f, JSON, Upsert)
+		b.StopTimer()
+		hwm := peakRSS()
+		runtime.GC()
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(sample)
+		live = max(live, float64(sample[0].Value.Uint64())/(1<<20))
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Inserted != n {
+			b.Fatalf("inserted %d rows, want %d", res.Inserted, n)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		os.RemoveAll(dir)
+		peak = max(peak, hwm)
+		growth = max(growth, hwm-before)
+		b.StartTimer()
+	}
+	b.ReportMetric(peak, "peak-RSS-MiB")
+	b.ReportMetric(growth, "RSS-growth-MiB")
+	b.ReportMetric(live, "live-heap-after-MiB")
 }
 
 // importLargeFile writes a JSON array of n benchItem rows, one per line as Export writes them,
 // once per test binary run, and returns its path.
-func importLargeFile(b *testing.B, n int) string {
+func importLargeFile(b *testing.B, n int, shuffled bool) string {
 	b.Helper()
 	benchMu.Lock()
 	defer benchMu.Unlock()
@@ -97,7 +103,7 @@ func importLargeFile(b *testing.B, n int) string {
 			b.Fatal(err)
 		}
 	}
-	path := filepath.Join(benchRoot, fmt.Sprintf("import-%d.json", n))
+	path := filepath.Join(benchRoot, fmt.Sprintf("import-%d-%v.json", n, shuffled))
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
@@ -107,12 +113,19 @@ func importLargeFile(b *testing.B, n int) string {
 	}
 	w := bufio.NewWriter(f)
 	rng := rand.New(rand.NewPCG(15, uint64(n)))
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i + 1
+	}
+	if shuffled {
+		rng.Shuffle(n, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
 	w.WriteString("[")
-	for i := 1; i <= n; i++ {
-		if i > 1 {
+	for i, id := range ids {
+		if i > 0 {
 			w.WriteString(",")
 		}
-		line, err := json.Marshal(benchItem(rng, i))
+		line, err := json.Marshal(benchItem(rng, id))
 		if err != nil {
 			b.Fatal(err)
 		}

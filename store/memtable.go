@@ -168,6 +168,65 @@ func (t *memTable) put(key any, row table.Row, ver int64, id string) {
 	}
 }
 
+// bulkPut is the number of rows of one commit to one table from which putAll publishes them:
+// one put moves the rows after its key, so a commit of many keys in no particular order (an
+// import in any order, a replacement) would cost rows × changes.
+const bulkPut = 1024
+
+// putEntry is one row a commit publishes: row nil deletes the key.
+type putEntry struct {
+	key any
+	row table.Row
+	id  string
+}
+
+// putAll publishes a commit's rows at version ver in O(rows + changes × log changes): the
+// untouched rows and the new ones, each in key order, are merged, and the indexes and columns
+// are dropped to be built again on their next use. Keys must be distinct. Callers hold the
+// Store's write lock.
+func (t *memTable) putAll(entries []putEntry, ver int64) {
+	touched := make(map[any]bool, len(entries))
+	var fresh []*rec
+	recount := false
+	for _, e := range entries {
+		touched[e.key] = true
+		if e.row == nil {
+			delete(t.rows, e.key)
+			if n, ok := t.s.keyNum(e.key); ok && n == t.maxNum {
+				recount = true
+			}
+			continue
+		}
+		r := &rec{key: e.key, row: e.row, ver: ver, id: e.id}
+		t.rows[e.key] = r
+		fresh = append(fresh, r)
+		if n, ok := t.s.keyNum(e.key); ok && n > t.maxNum {
+			t.maxNum = n
+		}
+	}
+	cmp := func(a, b *rec) int { return table.CompareKeys(a.key, b.key) }
+	slices.SortFunc(fresh, cmp)
+	order := make([]*rec, 0, len(t.rows))
+	i := 0
+	for _, r := range t.order {
+		if touched[r.key] {
+			continue
+		}
+		for i < len(fresh) && cmp(fresh[i], r) < 0 {
+			order = append(order, fresh[i])
+			i++
+		}
+		order = append(order, r)
+	}
+	t.order = append(order, fresh[i:]...)
+	t.idxMu.Lock()
+	t.indexes, t.cols = nil, nil
+	t.idxMu.Unlock()
+	if recount {
+		t.maxNum = t.scanMaxNum()
+	}
+}
+
 func removeRec(list []*rec, r *rec) []*rec {
 	for i, x := range list {
 		if x == r {
