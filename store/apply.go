@@ -335,7 +335,7 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	defer s.bolt.mu.Unlock()
 	ids := make([]string, len(ops)) // the document id of each op's row
 	err := s.bolt.runGroup(func(tx *bbolt.Tx) error {
-		reserveFile(s.bolt.path, tx, opsSize(ops))
+		reserveFile(s.bolt.file, tx, opsSize(ops))
 		// New rows go to clover in chunks, each collection's in id order (so bbolt appends),
 		// encoded only when their chunk is written: a large commit never holds every new
 		// document at once, and all of them still commit in this one transaction.
@@ -431,29 +431,26 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 // reserveMin is the smallest estimated commit for which reserveFile grows the file ahead.
 const reserveMin = 4 << 20
 
-// reserveFile makes the bbolt file at path large enough, before tx commits, for about need more
-// bytes of documents, so that bbolt maps it once during the commit. bbolt allocates a commit's
-// pages only as it writes them, and each time they pass the end of its memory map it maps the
-// file again at about twice the size, first copying every key and value the transaction has
-// changed out of the old map; its map covers at least the whole file. So without this a commit
-// of n new rows into a small file remapped about log2(n) times, each copying all n rows (the
-// superlinear time and most of the memory of a large import). The space past bbolt's pages is
-// zeros that bbolt ignores and fills later (bbolt itself grows the file ahead, by
-// Options.AllocSize), so a crash leaves the same store, in a longer file. Pages are written
-// about half full (bbolt's fill percent), hence twice need. It is best effort: an error leaves
-// bbolt to grow the file itself.
-func reserveFile(path string, tx *bbolt.Tx, need int64) {
-	if need < reserveMin {
+// reserveFile makes bbolt's file f large enough, before tx commits, for about need more bytes
+// of documents, so that bbolt maps it once during the commit. bbolt allocates a commit's pages
+// only as it writes them, and each time they pass the end of its memory map it maps the file
+// again at about twice the size, first copying every key and value the transaction has changed
+// out of the old map; its map covers at least the whole file. So without this a commit of n new
+// rows into a small file remapped about log2(n) times, each copying all n rows (the superlinear
+// time and most of the memory of a large import). The space past bbolt's pages is zeros that
+// bbolt ignores and fills later (bbolt itself grows the file ahead, by Options.AllocSize), so a
+// crash leaves the same store, in a longer file. f is bbolt's own handle, not a second one:
+// closing any handle of a file drops its fcntl locks where bbolt uses those, and a path may name
+// another file by now. Stored documents repeat their field names, id and bucket key, and pages
+// are written about half full, hence three times need. It is best effort: an error (or Windows,
+// which cannot grow a mapped file) leaves bbolt to grow the file itself.
+func reserveFile(f *os.File, tx *bbolt.Tx, need int64) {
+	if need < reserveMin || f == nil {
 		return
 	}
 	page := int64(tx.DB().Info().PageSize)
-	target := tx.Size() + 2*need + need/4
+	target := tx.Size() + 3*need
 	target = (target + page - 1) / page * page
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close() // bbolt's lock is flock, held by its own descriptor: closing this one keeps it
 	if fi, err := f.Stat(); err != nil || fi.Size() >= target {
 		return
 	}

@@ -31,7 +31,8 @@ const (
 // that holds it, so the shared transaction is never used concurrently.
 type boltStore struct {
 	db   *bbolt.DB
-	path string // the data.db file
+	path string   // the data.db file
+	file *os.File // bbolt's own handle of it (reserveFile grows the file through it)
 
 	mu    sync.Mutex
 	group *bbolt.Tx // the shared transaction while a group runs
@@ -117,7 +118,7 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 		db.Close()
 		return nil, err
 	}
-	return &boltStore{db: db, path: path}, nil
+	return &boltStore{db: db, path: path, file: file}, nil
 }
 
 // createBolt makes a new bbolt file with the root bucket at path, atomically: it is built under

@@ -499,20 +499,42 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 // lineCounter passes a reader's bytes on and tells the line of an offset in them, keeping only
 // the bytes from the last offset asked about on (offsets are asked about in increasing order).
 type lineCounter struct {
+	ctx  context.Context
 	r    io.Reader
 	buf  []byte // the bytes read from offset base on
 	base int64
 	line int   // the line of offset base
-	err  error // the first error of r but io.EOF
+	err  error // the first error of r but io.EOF, the import's cancellation, or errRecordTooLarge
 }
 
+// MaxRecordBytes bounds one record of an imported file, with the space before it: no row is
+// that large, and the reader holds a record's bytes until it is decoded, so a file of endless
+// padding or one enormous value ends the import instead of filling memory.
+const MaxRecordBytes = 64 << 20
+
+var errRecordTooLarge = fmt.Errorf("more than %d MiB without the end of a record: no row is that large; is this the file you meant?", MaxRecordBytes>>20)
+
 func (c *lineCounter) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil { // once per chunk the decoder reads: a record may be huge
+		return 0, c.fail(err)
+	}
+	if len(c.buf) > MaxRecordBytes {
+		return 0, c.fail(errRecordTooLarge)
+	}
 	n, err := c.r.Read(p)
 	c.buf = append(c.buf, p[:n]...)
-	if err != nil && err != io.EOF && c.err == nil {
-		c.err = err
+	if err != nil && err != io.EOF {
+		c.fail(err)
 	}
 	return n, err
+}
+
+// fail records the first error of the read and returns it.
+func (c *lineCounter) fail(err error) error {
+	if c.err == nil {
+		c.err = err
+	}
+	return err
 }
 
 // lineAt returns the line of the first token at or after off (spaces and commas are skipped)
@@ -532,7 +554,7 @@ func (c *lineCounter) lineAt(off int64) int {
 // readJSONRecords reads a JSON array of row objects (or the table's member of an object of
 // tables) as a stream, handing each record to fn as it is decoded.
 func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record)) error {
-	lc := &lineCounter{r: r, line: 1}
+	lc := &lineCounter{ctx: ctx, r: r, line: 1}
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
 			return &ImportError{Table: sc.Name, Record: rec, Err: lc.err}
@@ -609,8 +631,22 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 // or a semicolon when the header has semicolons and no comma (as spreadsheets write CSV in
 // locales whose decimal mark is a comma). A row with the wrong number of cells is added to bad
 // and reading goes on; a malformed line ends the reading with the records found wrong so far.
+// ctxReader reads r until ctx is done, so that a CSV line without end (the reader holds a
+// whole line) stops with the import.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErrors, fn func(record)) error {
-	br := bufio.NewReader(r)
+	br := bufio.NewReader(&ctxReader{ctx: ctx, r: r})
 	cr := csv.NewReader(br)
 	if first, _ := br.Peek(64 << 10); len(first) > 0 {
 		if i := bytes.IndexByte(first, '\n'); i >= 0 {
@@ -622,6 +658,9 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 	}
 	cr.FieldsPerRecord = -1 // counted below, so that every short or long row is reported
 	csvErr := func(rec int, err error) error {
+		if ctx.Err() != nil { // the reader stopped because the import was cancelled
+			return ctx.Err()
+		}
 		ie := &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed CSV: %v", err)}
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {

@@ -2,12 +2,18 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -448,4 +454,89 @@ func TestImportLargeCommit(t *testing.T) {
 	rep, err := Check(dir, CheckOptions{})
 	require.NoError(t, err)
 	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// reserveFile grows bbolt's file through bbolt's own handle to whole pages, only for large
+// commits, never shrinks it, and leaves the store locked and sound.
+func TestReserveFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, "data.db"))
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	before := size()
+	var page, used int64
+	reserve := func(need int64) {
+		require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) error {
+			page, used = int64(tx.DB().Info().PageSize), tx.Size()
+			reserveFile(s.bolt.file, tx, need)
+			return nil
+		}))
+	}
+	reserve(reserveMin - 1)
+	assert.Equal(t, before, size(), "a small commit grows nothing")
+	reserve(reserveMin)
+	grown := size()
+	assert.GreaterOrEqual(t, grown, used+3*reserveMin)
+	assert.Zero(t, grown%page, "whole pages")
+	reserve(reserveMin / 2 * 2)
+	assert.Equal(t, grown, size(), "never shrinks")
+
+	_, err := Open(dir, Options{LockTimeout: 50 * time.Millisecond})
+	require.ErrorIs(t, err, ErrInUse, "the store is still locked")
+	require.NoError(t, s.Close())
+	rep, err := Check(dir, CheckOptions{})
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+	openAt(t, dir)
+}
+
+// endless reads as "[" followed by spaces forever, calling onRead before each read.
+type endless struct {
+	first  []byte
+	onRead func()
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.onRead != nil {
+		e.onRead()
+	}
+	if len(e.first) > 0 {
+		n := copy(p, e.first)
+		e.first = e.first[n:]
+		return n, nil
+	}
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// A file that never ends a record is refused once it passes MaxRecordBytes, and a cancelled
+// import stops while reading one, in JSON and in CSV: neither fills memory nor runs on.
+func TestImportOfAnEndlessRecordStops(t *testing.T) {
+	s := openTemp(t)
+	_, err := s.Import(bg, "inventory", &endless{first: []byte("[")}, JSON, Upsert)
+	require.ErrorIs(t, err, errRecordTooLarge)
+	assert.Contains(t, err.Error(), "64 MiB")
+
+	for _, format := range []Format{JSON, CSV} {
+		ctx, cancel := context.WithCancel(bg)
+		reads := 0
+		first := "["
+		if format == CSV {
+			first = "item_id,name\nSG100,"
+		}
+		r := &endless{first: []byte(first), onRead: func() {
+			if reads++; reads == 5 {
+				cancel()
+			}
+		}}
+		_, err := s.Import(ctx, "inventory", r, format, Upsert)
+		require.ErrorIs(t, err, context.Canceled, format)
+		assert.Less(t, reads, 10, "the import stops at the next read after the cancellation")
+		cancel()
+	}
 }
