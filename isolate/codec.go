@@ -162,9 +162,11 @@ const maxShape = 64
 // and any other fields as (key, value) pairs. A table's rows never look up a key by name here.
 //
 // With a cache (the pool's record of the worker's row cache), a row the worker already holds is
-// written as its number in that cache, and a new row is added to it; without one, every row is
-// written whole. A row's identity is its map: the view's rows are shared and never modified,
-// so the same map always holds the same values.
+// written as its number in that cache, and a new row is added to it while the cache has room;
+// without one, every row is written whole. A row's identity is its map: the view's rows are
+// shared and never modified, so the same map always holds the same values. The rows added are
+// the frame's until the frame is sent: when it is not (an error replaces it), the caller undoes
+// them with rowCache.rollback.
 func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) error {
 	if len(shape) > maxShape {
 		shape = shape[:maxShape]
@@ -174,23 +176,19 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 	for _, k := range shape {
 		e.string(k)
 	}
-	e.bool(cache.resetIfFull())
+	e.bool(cache.takeReset())
 	if len(rs) > 0 {
 		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
 	}
 	var vals [maxShape]any
 	for _, r := range rs {
-		id, known, keep := cache.lookup(r)
-		switch {
-		case known:
+		id, known := cache.lookup(r)
+		if known {
 			e.uvarint(id + refCached)
 			continue
-		case keep:
-			e.byte(refNewCached)
-		default:
-			e.byte(refNew)
 		}
-		start := len(e.buf)
+		at := len(e.buf)
+		e.byte(refNew)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
 			v, ok := r[k]
@@ -218,8 +216,8 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 				}
 			}
 		}
-		if keep {
-			cache.add(r, len(e.buf)-start)
+		if cache.add(r, len(e.buf)-at) {
+			e.buf[at] = refNewCached
 		}
 	}
 	return nil
@@ -233,56 +231,127 @@ const (
 	refCached
 )
 
-// Bounds of a worker's row cache. When either is passed the pool tells the worker to start
-// over; the worker's memory limit grows with what it holds (see rowCache.allowance).
-const (
-	maxCacheRows  = 1 << 16
-	maxCacheBytes = 16 << 20 // encoded
-)
+// DefaultRowCache is the memory a worker may keep received rows in between runs, in bytes, as
+// rowCache.allowance counts it (Options.RowCache).
+const DefaultRowCache = 256 << 20
+
+// rowOverhead is what the worker spends on one kept row beyond its encoded bytes (which its
+// strings share): the map of a table.Row, boxed numbers, its slot in the cache.
+const rowOverhead = 512
 
 // rowCache is the pool's record of the rows a worker keeps between calls and runs, so that a
-// search of rows the worker already holds sends only their numbers. It keeps the rows' maps
-// alive (a map's address is its identity), so an address is never reused for other values
-// while it is in the cache. A nil *rowCache caches nothing.
+// search of rows the worker already holds sends only their numbers. Its bound is memory, not a
+// row count: a worker keeps rows while their allowance (which the pool adds to the worker's
+// memory limits) stays within limit, so a large read is held whole when memory allows, and
+// beyond it the rows already held keep crossing as numbers while the rest cross whole. A full
+// cache starts over at the start of a run only when recent runs used few of its rows (what it
+// holds is stale: older versions of rows, or a question no longer asked).
+//
+// It keeps the rows' maps alive (a map's address is its identity), so an address is never
+// reused for other values while it is in the cache. A nil *rowCache caches nothing.
 type rowCache struct {
 	ids   map[unsafe.Pointer]uint64
-	bytes int // encoded bytes of the rows the worker holds
+	order []unsafe.Pointer // the rows by number
+	bytes int64            // encoded bytes of the rows the worker holds
+	limit int64            // the most allowance() may reach
+
+	full   bool // a row was not kept for want of room since the last reset
+	reset  bool // the next rows list tells the worker to start over
+	hits   int  // rows sent as numbers during this run
+	recent int  // hits of recent runs, each run's halved at the next (see startRun)
+
+	// The state at the start of the frame being built (see mark and rollback).
+	markN            int
+	markBytes        int64
+	markReset, markF bool
 }
 
-func newRowCache() *rowCache { return &rowCache{ids: map[unsafe.Pointer]uint64{}} }
+func newRowCache(limit int64) *rowCache {
+	return &rowCache{ids: map[unsafe.Pointer]uint64{}, limit: limit}
+}
 
-// lookup returns r's number in the cache when the worker holds it, and otherwise whether to add
-// it.
-func (c *rowCache) lookup(r map[string]any) (id uint64, known, keep bool) {
+// lookup returns r's number in the cache when the worker holds it.
+func (c *rowCache) lookup(r map[string]any) (id uint64, known bool) {
 	if c == nil || r == nil {
-		return 0, false, false
+		return 0, false
 	}
 	id, known = c.ids[reflect.ValueOf(r).UnsafePointer()]
-	return id, known, !known
+	if known {
+		c.hits++
+	}
+	return id, known
 }
 
-func (c *rowCache) add(r map[string]any, encoded int) {
-	c.ids[reflect.ValueOf(r).UnsafePointer()] = uint64(len(c.ids))
-	c.bytes += encoded
-}
-
-// resetIfFull empties a full cache and reports whether it did (the worker empties its own).
-func (c *rowCache) resetIfFull() bool {
-	if c == nil || (len(c.ids) < maxCacheRows && c.bytes < maxCacheBytes) {
+// add records that the worker keeps r, whose encoding took encoded bytes, when the cache has
+// room for it, and reports whether it does.
+func (c *rowCache) add(r map[string]any, encoded int) bool {
+	if c == nil || r == nil {
 		return false
 	}
-	clear(c.ids)
-	c.bytes = 0
+	if c.allowance()+int64(encoded)+rowOverhead > c.limit {
+		c.full = true
+		return false
+	}
+	p := reflect.ValueOf(r).UnsafePointer()
+	c.ids[p] = uint64(len(c.order))
+	c.order = append(c.order, p)
+	c.bytes += int64(encoded)
 	return true
 }
 
+// startRun is called before each run on the worker. A full cache that recent runs used for
+// fewer than a quarter of its rows starts over: the next rows list tells the worker to.
+func (c *rowCache) startRun() {
+	if c == nil {
+		return
+	}
+	c.recent = c.recent/2 + c.hits
+	c.hits = 0
+	if c.full && c.recent < len(c.order)/4 {
+		clear(c.ids)
+		clear(c.order)
+		c.order = c.order[:0]
+		c.bytes, c.full, c.recent, c.reset = 0, false, 0, true
+	}
+}
+
+// takeReset reports whether the worker must empty its cache before this rows list, once.
+func (c *rowCache) takeReset() bool {
+	if c == nil || !c.reset {
+		return false
+	}
+	c.reset = false
+	return true
+}
+
+// mark records the cache's state before a frame is built.
+func (c *rowCache) mark() {
+	if c != nil {
+		c.markN, c.markBytes, c.markReset, c.markF = len(c.order), c.bytes, c.reset, c.full
+	}
+}
+
+// rollback undoes what the frame built since mark recorded, when that frame is never sent: the
+// worker must hold exactly the rows the pool numbers, or a number would name another row.
+func (c *rowCache) rollback() {
+	if c == nil {
+		return
+	}
+	for _, p := range c.order[c.markN:] {
+		delete(c.ids, p)
+	}
+	clear(c.order[c.markN:])
+	c.order = c.order[:c.markN]
+	c.bytes, c.reset, c.full = c.markBytes, c.markReset, c.markF
+}
+
 // allowance is the memory, in bytes, the worker's cache may take beyond a run's limits: the
-// frames its rows' strings share, and a map of about 400 bytes per row.
+// frames its rows' strings share, and rowOverhead per row.
 func (c *rowCache) allowance() int64 {
 	if c == nil {
 		return 0
 	}
-	return int64(c.bytes) + 512*int64(len(c.ids))
+	return c.bytes + rowOverhead*int64(len(c.order))
 }
 
 // errMalformed is any payload that does not decode: a defect or a corrupted stream.

@@ -94,7 +94,7 @@ func TestRows(t *testing.T) {
 func TestRowCache(t *testing.T) {
 	shape := []string{"item_id", "price"}
 	a, b, c := table.Row{"item_id": "A", "price": 1.0}, table.Row{"item_id": "B", "price": 2.0}, table.Row{"item_id": "C"}
-	sent := newRowCache()
+	sent := newRowCache(DefaultRowCache)
 	var held []table.Row
 	send := func(rs ...table.Row) ([]table.Row, int) {
 		var e encoder
@@ -120,7 +120,26 @@ func TestRowCache(t *testing.T) {
 	got, _ = send(b2)
 	assert.Equal(t, []table.Row{b2}, got)
 
-	sent.bytes = maxCacheBytes
+	// A cache without room keeps what it holds: those rows still cross as numbers, new ones
+	// cross whole and are not kept.
+	sent.limit = sent.allowance()
+	d2 := table.Row{"item_id": "D", "price": 4.0}
+	got, _ = send(a, d2)
+	assert.Equal(t, []table.Row{a, d2}, got)
+	assert.Len(t, held, 4, "d is not kept")
+	assert.Len(t, sent.order, 4)
+	assert.LessOrEqual(t, sent.allowance(), sent.limit)
+	got, _ = send(d2, a)
+	assert.Equal(t, []table.Row{d2, a}, got)
+	assert.Len(t, held, 4)
+
+	// A full cache that recent runs hardly used starts over, on both sides.
+	sent.startRun()
+	assert.Positive(t, sent.allowance(), "the last run used it")
+	for range 4 {
+		sent.startRun()
+	}
+	assert.Equal(t, int64(0), sent.allowance())
 	got, _ = send(a)
 	assert.Equal(t, []table.Row{a}, got)
 	assert.Len(t, held, 1, "the worker started over")

@@ -71,6 +71,10 @@ type Options struct {
 	// StartTimeout is how long a new worker may take to report ready (DefaultStartTimeout when
 	// 0).
 	StartTimeout time.Duration
+	// RowCache is the memory, in bytes, a worker may keep the rows it received in between
+	// calls and runs, so that rows it holds cross again as their numbers (DefaultRowCache when
+	// 0; negative: none). It is added to the worker's memory limits as it fills.
+	RowCache int64
 	// NoNetworkNamespace, when set, starts workers in the parent's network namespace. They are
 	// still denied sockets by their seccomp filter where the kernel has one.
 	NoNetworkNamespace bool
@@ -123,6 +127,9 @@ func NewPool(opts Options) (*Pool, error) {
 	opts.Warm = min(opts.Warm, opts.MaxWorkers)
 	if opts.Overhead <= 0 {
 		opts.Overhead = DefaultOverhead
+	}
+	if opts.RowCache == 0 {
+		opts.RowCache = DefaultRowCache
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
@@ -288,7 +295,7 @@ func (p *Pool) start() (*proc, error) {
 	}()
 	p.mu.Lock()
 	p.live[w] = struct{}{}
-	closed, cache := p.closed, !p.noRowCache
+	closed, cache := p.closed, !p.noRowCache && p.opts.RowCache > 0
 	p.mu.Unlock()
 	if closed {
 		p.forget(w, killClosed)
@@ -296,7 +303,7 @@ func (p *Pool) start() (*proc, error) {
 	}
 	w.c = newConn(w.fromW, w.toWorker, 1<<20)
 	if cache {
-		w.c.sent = newRowCache()
+		w.c.sent = newRowCache(p.opts.RowCache)
 	}
 	t := time.AfterFunc(p.opts.StartTimeout, func() { w.kill(killTimeout) })
 	typ, d, err := w.c.recv()
@@ -486,6 +493,7 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// runtime's soft limit (the collector works hard from there), the ceiling at which the
 	// worker exits with exitMemory, and the kernel's RLIMIT_DATA. The data segment also counts
 	// thread stacks and runtime reservations that the runtime's own total does not.
+	w.c.sent.startRun() // before the limits: a cache that starts over frees its allowance
 	kept := w.c.sent.allowance()
 	m.goLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
 	m.memCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
@@ -609,7 +617,9 @@ func (c *conn) reply(op byte, a *answer) error {
 		for len(all) > findPart {
 			part := *a
 			part.rows, part.more = all[:findPart], true
+			c.sent.mark()
 			if err := c.enc.answer(op, &part); err != nil {
+				c.sent.rollback() // the worker never gets this part's rows
 				return c.replyError(err)
 			}
 			if err := c.send(); err != nil {
@@ -619,7 +629,9 @@ func (c *conn) reply(op byte, a *answer) error {
 		}
 		a.rows = all
 	}
+	c.sent.mark()
 	if err := c.enc.answer(op, a); err != nil {
+		c.sent.rollback()
 		return c.replyError(err)
 	}
 	return c.send()
