@@ -10,6 +10,8 @@ import (
 	"math/bits"
 	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -45,6 +47,9 @@ const maxKeys = 1 << 12
 type encoder struct {
 	buf  []byte
 	keys map[string]int // key → its 1-based index in the frame's key table
+	// nested is the cost, beyond their bytes, of the nested lists and maps written since rows
+	// last reset it (see rowBase).
+	nested int64
 }
 
 // reset starts a new frame of message type typ, keeping the buffer's capacity.
@@ -126,6 +131,7 @@ func (e *encoder) value(v any) error {
 		e.byte(tagString)
 		e.string(v)
 	case []any:
+		e.nested += perElem * int64(len(v))
 		e.byte(tagList)
 		e.uvarint(uint64(len(v)))
 		for _, x := range v {
@@ -143,6 +149,7 @@ func (e *encoder) value(v any) error {
 
 // row writes a map value (a table.Row or any other map[string]any).
 func (e *encoder) row(m map[string]any) error {
+	e.nested += rowBase + perField*int64(len(m))
 	e.byte(tagMap)
 	e.uvarint(uint64(len(m)))
 	for k, x := range m {
@@ -176,7 +183,6 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 	for _, k := range shape {
 		e.string(k)
 	}
-	e.bool(cache.takeReset())
 	if len(rs) > 0 {
 		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
 	}
@@ -188,6 +194,7 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 			continue
 		}
 		at := len(e.buf)
+		e.nested = 0
 		e.byte(refNew)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
@@ -216,7 +223,7 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 				}
 			}
 		}
-		if cache.add(r, len(e.buf)-at) {
+		if cache.add(r, int64(len(e.buf)-at)+rowBase+perField*int64(len(r))+e.nested) {
 			e.buf[at] = refNewCached
 		}
 	}
@@ -231,43 +238,85 @@ const (
 	refCached
 )
 
-// DefaultRowCache is the memory a worker may keep received rows in between runs, in bytes, as
-// rowCache.allowance counts it (Options.RowCache).
-const DefaultRowCache = 256 << 20
+// DefaultRowCache is the memory the workers of a pool may keep received rows in between runs,
+// all together, in bytes, as rowCache.allowance counts it (Options.RowCache). The pool's
+// records keep the parent's maps of those rows alive too, about as large again.
+const DefaultRowCache = 128 << 20
 
-// rowOverhead is what the worker spends on one kept row beyond its encoded bytes (which its
-// strings share): the map of a table.Row, boxed numbers, its slot in the cache.
-const rowOverhead = 512
+// What the worker spends on a kept row, beyond the bytes of its encoding (its strings are
+// copied out of the frame, and numbers are boxed): the map of a table.Row and its slot in the
+// cache (rowBase), each field's map slot, interface and box (perField), each element of a
+// nested list (perElem) and each nested map (rowBase, then perField an entry). Measured by
+// TestRowCostEstimate, which checks that the estimate stays at or above the worker's heap.
+const (
+	rowBase  = 192
+	perField = 112
+	perElem  = 40
+)
+
+// staleRuns is how many runs a full cache is given before it may be judged stale: a cache that
+// a large read has just filled has not been asked again yet.
+const staleRuns = 3
+
+// rowBudget is the bound of all the workers' row caches of a pool together: the pool's records
+// keep the parent's maps of the rows alive, so the parent's memory grows with their total.
+type rowBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// take reserves n bytes when they fit under the limit, and reports whether they did.
+func (b *rowBudget) take(n int64) bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(n) > b.limit {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *rowBudget) give(n int64) {
+	if b != nil {
+		b.used.Add(-n)
+	}
+}
 
 // rowCache is the pool's record of the rows a worker keeps between calls and runs, so that a
 // search of rows the worker already holds sends only their numbers. Its bound is memory, not a
 // row count: a worker keeps rows while their allowance (which the pool adds to the worker's
-// memory limits) stays within limit, so a large read is held whole when memory allows, and
-// beyond it the rows already held keep crossing as numbers while the rest cross whole. A full
-// cache starts over at the start of a run only when recent runs used few of its rows (what it
-// holds is stale: older versions of rows, or a question no longer asked).
+// memory limits) stays within limit and the pool's budget has room, so a large read is held
+// whole when memory allows, and beyond it the rows already held keep crossing as numbers while
+// the rest cross whole. A full cache that recent runs used few rows of is stale (it holds older
+// versions of rows, or a question no longer asked): the pool then replaces the worker, which
+// starts with none (see startRun).
+//
+// The record always matches what the worker holds, so the limits computed from allowance
+// always cover it.
 //
 // It keeps the rows' maps alive (a map's address is its identity), so an address is never
 // reused for other values while it is in the cache. A nil *rowCache caches nothing.
 type rowCache struct {
-	ids   map[unsafe.Pointer]uint64
-	order []unsafe.Pointer // the rows by number
-	bytes int64            // encoded bytes of the rows the worker holds
-	limit int64            // the most allowance() may reach
+	ids    map[unsafe.Pointer]uint64
+	order  []unsafe.Pointer // the rows by number
+	cost   int64            // the estimated memory the worker spends on the rows it holds
+	limit  int64            // the most allowance() may reach
+	budget *rowBudget       // the pool's, shared by its workers' records; nil: none
 
-	full   bool // a row was not kept for want of room since the last reset
-	reset  bool // the next rows list tells the worker to start over
-	hits   int  // rows sent as numbers during this run
-	recent int  // hits of recent runs, each run's halved at the next (see startRun)
+	full     bool // a row was not kept for want of room
+	fullRuns int  // runs started since it was full
+	hits     int  // rows sent as numbers during this run
+	recent   int  // hits of recent runs, each run's halved at the next (see startRun)
 
 	// The state at the start of the frame being built (see mark and rollback).
-	markN            int
-	markBytes        int64
-	markReset, markF bool
+	markN    int
+	markCost int64
+	markFull bool
 }
 
-func newRowCache(limit int64) *rowCache {
-	return &rowCache{ids: map[unsafe.Pointer]uint64{}, limit: limit}
+func newRowCache(limit int64, budget *rowBudget) *rowCache {
+	return &rowCache{ids: map[unsafe.Pointer]uint64{}, limit: limit, budget: budget}
 }
 
 // lookup returns r's number in the cache when the worker holds it.
@@ -282,52 +331,53 @@ func (c *rowCache) lookup(r map[string]any) (id uint64, known bool) {
 	return id, known
 }
 
-// add records that the worker keeps r, whose encoding took encoded bytes, when the cache has
-// room for it, and reports whether it does.
-func (c *rowCache) add(r map[string]any, encoded int) bool {
+// add records that the worker keeps r, whose keeping costs it cost bytes (rowCost), when the
+// cache and the pool's budget have room for it, and reports whether they do.
+func (c *rowCache) add(r map[string]any, cost int64) bool {
 	if c == nil || r == nil {
 		return false
 	}
-	if c.allowance()+int64(encoded)+rowOverhead > c.limit {
+	if c.cost+cost > c.limit || !c.budget.take(cost) {
 		c.full = true
 		return false
 	}
 	p := reflect.ValueOf(r).UnsafePointer()
 	c.ids[p] = uint64(len(c.order))
 	c.order = append(c.order, p)
-	c.bytes += int64(encoded)
+	c.cost += cost
 	return true
 }
 
-// startRun is called before each run on the worker. A full cache that recent runs used for
-// fewer than a quarter of its rows starts over: the next rows list tells the worker to.
-func (c *rowCache) startRun() {
+// startRun is called before each run on the worker, and reports whether the cache is stale: full
+// for a few runs, and recent runs used fewer than a quarter of its rows. The pool does not run on a worker
+// whose cache is stale but replaces it: the worker would hold the old rows until a rows list
+// told it to drop them, outside the limits of a run that never searches, and the Go runtime
+// keeps the memory they took anyway.
+func (c *rowCache) startRun() (stale bool) {
 	if c == nil {
-		return
+		return false
 	}
 	c.recent = c.recent/2 + c.hits
 	c.hits = 0
-	if c.full && c.recent < len(c.order)/4 {
-		clear(c.ids)
-		clear(c.order)
-		c.order = c.order[:0]
-		c.bytes, c.full, c.recent, c.reset = 0, false, 0, true
+	if c.full {
+		c.fullRuns++
 	}
+	return c.fullRuns > staleRuns && c.recent < len(c.order)/4
 }
 
-// takeReset reports whether the worker must empty its cache before this rows list, once.
-func (c *rowCache) takeReset() bool {
-	if c == nil || !c.reset {
-		return false
+// drop returns the record's share of the pool's budget, when its worker is gone.
+func (c *rowCache) drop() {
+	if c == nil {
+		return
 	}
-	c.reset = false
-	return true
+	c.budget.give(c.cost)
+	c.ids, c.order, c.cost = map[unsafe.Pointer]uint64{}, nil, 0
 }
 
 // mark records the cache's state before a frame is built.
 func (c *rowCache) mark() {
 	if c != nil {
-		c.markN, c.markBytes, c.markReset, c.markF = len(c.order), c.bytes, c.reset, c.full
+		c.markN, c.markCost, c.markFull = len(c.order), c.cost, c.full
 	}
 }
 
@@ -342,16 +392,17 @@ func (c *rowCache) rollback() {
 	}
 	clear(c.order[c.markN:])
 	c.order = c.order[:c.markN]
-	c.bytes, c.reset, c.full = c.markBytes, c.markReset, c.markF
+	c.budget.give(c.cost - c.markCost)
+	c.cost, c.full = c.markCost, c.markFull
 }
 
 // allowance is the memory, in bytes, the worker's cache may take beyond a run's limits: the
-// frames its rows' strings share, and rowOverhead per row.
+// estimated cost of the rows it holds (rowCost).
 func (c *rowCache) allowance() int64 {
 	if c == nil {
 		return 0
 	}
-	return c.bytes + rowOverhead*int64(len(c.order))
+	return c.cost
 }
 
 // errMalformed is any payload that does not decode: a defect or a corrupted stream.
@@ -364,6 +415,7 @@ type decoder struct {
 	i    int
 	keys []string
 	err  error
+	own  bool // strings are copied out of the payload (a row the worker keeps)
 }
 
 func newDecoder(payload []byte) *decoder {
@@ -435,6 +487,9 @@ func (d *decoder) string() string {
 	n := d.count(1)
 	s := d.s[d.i : d.i+n]
 	d.i += n
+	if d.own {
+		return strings.Clone(s)
+	}
 	return s
 }
 
@@ -462,6 +517,9 @@ func (d *decoder) key() string {
 	if i > uint64(len(d.keys)) {
 		d.fail()
 		return ""
+	}
+	if d.own {
+		return strings.Clone(d.keys[i-1])
 	}
 	return d.keys[i-1]
 }
@@ -541,13 +599,11 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 	for i := range shape {
 		shape[i] = d.string()
 	}
-	if d.bool() && cache != nil {
-		*cache = nil
-	}
 	if n == 0 || d.err != nil {
 		return nil
 	}
 	out := make([]map[string]any, n)
+	var owned []string // shape, copied out of the frame for the rows kept
 	for i := range out {
 		ref := d.uvarint()
 		if ref >= refCached {
@@ -563,8 +619,21 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 			d.fail()
 			return nil
 		}
+		// A row the worker keeps owns its strings: sharing the frame's would keep the whole
+		// frame alive, beyond what the pool counts for the row.
+		keys := shape
+		d.own = ref == refNewCached && cache != nil
+		if d.own {
+			if owned == nil {
+				owned = make([]string, len(shape))
+				for j, k := range shape {
+					owned[j] = strings.Clone(k)
+				}
+			}
+			keys = owned
+		}
 		m := make(map[string]any, bits.OnesCount64(mask))
-		for j, k := range shape {
+		for j, k := range keys {
 			if mask&(1<<j) != 0 {
 				m[k] = d.valueAt(1)
 			}
@@ -574,8 +643,9 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 			m[k] = d.valueAt(1)
 		}
 		out[i] = m
-		if ref == refNewCached && cache != nil {
+		if d.own {
 			*cache = append(*cache, m)
+			d.own = false
 		}
 	}
 	return out

@@ -71,9 +71,11 @@ type Options struct {
 	// StartTimeout is how long a new worker may take to report ready (DefaultStartTimeout when
 	// 0).
 	StartTimeout time.Duration
-	// RowCache is the memory, in bytes, a worker may keep the rows it received in between
-	// calls and runs, so that rows it holds cross again as their numbers (DefaultRowCache when
-	// 0; negative: none). It is added to the worker's memory limits as it fills.
+	// RowCache is the memory, in bytes, the pool's workers may keep the rows they received in
+	// between calls and runs, all together, so that rows a worker holds cross again as their
+	// numbers (DefaultRowCache when 0; negative: none). One worker may take it all. What a
+	// worker holds is added to its memory limits, and the pool keeps the parent's maps of those
+	// rows alive while the worker holds them.
 	RowCache int64
 	// NoNetworkNamespace, when set, starts workers in the parent's network namespace. They are
 	// still denied sockets by their seccomp filter where the kernel has one.
@@ -101,6 +103,8 @@ type Pool struct {
 
 	// noRowCache turns the workers' row caches off (benchmarks of the cold path).
 	noRowCache bool
+	// rowBudget bounds the workers' row caches together (Options.RowCache).
+	rowBudget *rowBudget
 
 	schemaMu      sync.Mutex
 	schemaViews   []*table.Schema // the schemas behind schemaJSON
@@ -147,6 +151,8 @@ func NewPool(opts Options) (*Pool, error) {
 		slots: make(chan struct{}, opts.MaxWorkers),
 		done:  make(chan struct{}),
 		live:  map[*proc]struct{}{},
+
+		rowBudget: &rowBudget{limit: opts.RowCache},
 	}
 	p.slots <- struct{}{}
 	w, err := p.start()
@@ -303,7 +309,7 @@ func (p *Pool) start() (*proc, error) {
 	}
 	w.c = newConn(w.fromW, w.toWorker, 1<<20)
 	if cache {
-		w.c.sent = newRowCache(p.opts.RowCache)
+		w.c.sent = newRowCache(p.opts.RowCache, p.rowBudget)
 	}
 	t := time.AfterFunc(p.opts.StartTimeout, func() { w.kill(killTimeout) })
 	typ, d, err := w.c.recv()
@@ -342,6 +348,11 @@ func (p *Pool) forget(w *proc, why killReason) bool {
 	if ok {
 		w.toWorker.Close()
 		w.fromW.Close()
+		if why != killClosed && w.c != nil {
+			// The worker's rows are gone with it. (Close forgets busy workers from its own
+			// goroutine, and a closed pool keeps no rows: it leaves the record alone.)
+			w.c.sent.drop()
+		}
 	}
 	return ok
 }
@@ -471,7 +482,10 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// What a worker may map: its start, the rows it keeps between runs, twice the budget and
 	// the runtime's overhead.
 	dataLimit := func(w *proc) int64 { return w.vmData0 + w.c.sent.allowance() + 2*budget + p.opts.Overhead }
-	w, err := p.acquire(ctx, func(w *proc) bool { return w.vmData <= dataLimit(w) })
+	// A worker whose row cache is stale is replaced rather than emptied: until the first rows
+	// list of the run told it to, it would still hold the rows, beyond limits that no longer
+	// count them.
+	w, err := p.acquire(ctx, func(w *proc) bool { return !w.c.sent.startRun() && w.vmData <= dataLimit(w) })
 	if err != nil {
 		res := failure(program, "", err)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -493,8 +507,8 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// runtime's soft limit (the collector works hard from there), the ceiling at which the
 	// worker exits with exitMemory, and the kernel's RLIMIT_DATA. The data segment also counts
 	// thread stacks and runtime reservations that the runtime's own total does not.
-	w.c.sent.startRun() // before the limits: a cache that starts over frees its allowance
-	kept := w.c.sent.allowance()
+	kept := w.c.sent.allowance() // exactly the rows the worker holds
+
 	m.goLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
 	m.memCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
 	m.dataLimit = dataLimit(w)

@@ -80,14 +80,21 @@ prices = [r["price"] for r in rows]
 		check(name)
 	}
 
-	// Runs that use few of the rows held: the full cache starts over, and reads stay right.
+	// Runs that use few of the rows held: the full cache is stale, the worker is replaced, and
+	// reads stay right.
 	for range 6 {
 		check("few")
 	}
-	assert.False(t, c.full, "the cache started over")
+	c2 := cache()
+	assert.True(t, c != c2, "a new worker")
+	assert.False(t, c2.full)
+	assert.Equal(t, c2.allowance(), p.rowBudget.used.Load(), "the old worker's rows are no longer counted")
 	for _, name := range []string{"report", "all", "report"} {
 		check(name)
 	}
+	assert.True(t, c2 == cache(), "the same worker")
+	assert.True(t, c2.full)
+	assert.Equal(t, c2.allowance(), p.rowBudget.used.Load())
 }
 
 // TestRowCacheRollback: when a frame's rows are not sent (a value that cannot cross replaces
@@ -95,7 +102,7 @@ prices = [r["price"] for r in rows]
 // naming the worker's rows.
 func TestRowCacheRollback(t *testing.T) {
 	shape := []string{"item_id", "price"}
-	sent := newRowCache(DefaultRowCache)
+	sent := newRowCache(DefaultRowCache, nil)
 	var held []table.Row
 	send := func(rs ...table.Row) []table.Row {
 		var e encoder
@@ -119,4 +126,65 @@ func TestRowCacheRollback(t *testing.T) {
 	assert.Equal(t, []table.Row{a, b, c}, send(a, b, c))
 	require.Len(t, held, 3)
 	assert.Equal(t, []table.Row{a, c, b}, held)
+}
+
+// TestRowCacheStaleReplaced: a worker whose full cache recent runs hardly used is replaced
+// before a run, never run with limits that leave out the rows it still holds. A run with no
+// search would never tell the worker to drop them: the limits of each run must count exactly
+// what the worker holds. (Asserted on the records, not on a memory watch that a short run
+// may escape.)
+func TestRowCacheStaleReplaced(t *testing.T) {
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1, RowCache: 128 << 10})
+	st := openStore(t)
+	var rows []map[string]any
+	for i := 7; i <= 2*findPart; i++ {
+		rows = append(rows, map[string]any{"item_id": fmt.Sprintf("SG%05d", i), "name": fmt.Sprintf("Style %d", i),
+			"quantity_in_stock": i % 37, "price": float64(20 + i%180)})
+	}
+	b, err := json.Marshal(rows)
+	require.NoError(t, err)
+	_, err = st.Import(bg, "inventory", bytes.NewReader(b), store.JSON, store.Upsert)
+	require.NoError(t, err)
+	type rec struct {
+		c   *rowCache
+		pid int
+	}
+	now := func() rec {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		require.Len(t, p.live, 1)
+		for w := range p.live {
+			return rec{w.c.sent, w.cmd.Process.Pid}
+		}
+		return rec{}
+	}
+	run := func(src string) {
+		t.Helper()
+		j, _ := job(st, src, sandbox.Limits{})
+		res := p.Run(bg, j)
+		require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	}
+	run("n = len(inventory_tbl.all())\n")
+	first := now()
+	require.True(t, first.c.full)
+	held := first.c.allowance()
+	require.Positive(t, held)
+
+	replaced := false
+	for range 8 {
+		before := now()
+		kept := before.c.allowance()
+		run("s = 0\nfor i in range(1000):\n    s += i\n") // no search: no rows list reaches the worker
+		after := now()
+		if after.c == before.c {
+			assert.Equal(t, before.pid, after.pid)
+			assert.Equal(t, kept, after.c.allowance(), "the worker still holds its rows: the record must count them")
+			continue
+		}
+		replaced = true
+		assert.NotEqual(t, before.pid, after.pid, "a stale cache goes with its worker")
+		assert.Zero(t, after.c.allowance())
+		assert.Zero(t, p.rowBudget.used.Load(), "the old worker's rows no longer count")
+	}
+	assert.True(t, replaced, "the full cache went unused for 8 runs")
 }
