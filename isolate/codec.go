@@ -306,6 +306,9 @@ type rowCache struct {
 
 	full     bool // a row was not kept for want of room
 	fullRuns int  // runs started since it was full
+	// wrote: the run has written, so the rows it reads from now on may be its own staged
+	// versions, which no later run sees: they are not kept (those held still cross as numbers).
+	wrote bool
 	hits     int  // rows sent as numbers during this run
 	recent   int  // hits of recent runs, each run's halved at the next (see startRun)
 
@@ -334,7 +337,7 @@ func (c *rowCache) lookup(r map[string]any) (id uint64, known bool) {
 // add records that the worker keeps r, whose keeping costs it cost bytes (rowCost), when the
 // cache and the pool's budget have room for it, and reports whether they do.
 func (c *rowCache) add(r map[string]any, cost int64) bool {
-	if c == nil || r == nil {
+	if c == nil || r == nil || c.wrote {
 		return false
 	}
 	if c.cost+cost > c.limit || !c.budget.take(cost) {
@@ -358,7 +361,7 @@ func (c *rowCache) startRun() (stale bool) {
 		return false
 	}
 	c.recent = c.recent/2 + c.hits
-	c.hits = 0
+	c.hits, c.wrote = 0, false
 	if c.full {
 		c.fullRuns++
 	}

@@ -596,6 +596,9 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program strin
 				w.kill(killBroken)
 				return p.failed(w, program, m, d.err, budget, timeout)
 			}
+			if c.op == opInsert || c.op == opUpdate || c.op == opRemove {
+				w.c.sent.wrote = true
+			}
 			if err := w.c.reply(c.op, serve(job.View, c)); err != nil {
 				return p.failed(w, program, m, err, budget, timeout)
 			}

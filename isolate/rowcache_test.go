@@ -188,3 +188,29 @@ func TestRowCacheStaleReplaced(t *testing.T) {
 	}
 	assert.True(t, replaced, "the full cache went unused for 8 runs")
 }
+
+// TestRowCacheAfterWrite: once a run has written, the rows it reads may be its own staged
+// versions, which no later run sees: they are not kept, so a loop of update then search adds
+// nothing to the record (nor pins the parent's maps of versions never applied).
+func TestRowCacheAfterWrite(t *testing.T) {
+	st := openStore(t)
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	src := "for i in range(300):\n    inventory_tbl.update({\"price\": float(i)}, where={\"item_id\": \"SG001\"})\n    r = inventory_tbl.search({\"item_id\": \"SG001\"})\n"
+	j, _ := job(st, "n = len(inventory_tbl.all())\n", sandbox.Limits{})
+	require.Equal(t, sandbox.OutcomeOK, p.Run(bg, j).Outcome)
+	var c *rowCache
+	p.mu.Lock()
+	for w := range p.live {
+		c = w.c.sent
+	}
+	p.mu.Unlock()
+	before := len(c.order)
+	require.Positive(t, before)
+	j, _ = job(st, src, sandbox.Limits{})
+	res := p.Run(bg, j)
+	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Len(t, c.order, before, "no staged version is kept")
+	j, _ = job(st, "n = len(inventory_tbl.all())\n", sandbox.Limits{})
+	require.Equal(t, sandbox.OutcomeOK, p.Run(bg, j).Outcome)
+	assert.Len(t, c.order, before, "the next run reads the rows held")
+}
