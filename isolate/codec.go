@@ -308,9 +308,9 @@ type rowCache struct {
 	fullRuns int  // runs started since it was full
 	// wrote: the run has written, so the rows it reads from now on may be its own staged
 	// versions, which no later run sees: they are not kept (those held still cross as numbers).
-	wrote bool
-	hits     int  // rows sent as numbers during this run
-	recent   int  // hits of recent runs, each run's halved at the next (see startRun)
+	wrote  bool
+	hits   int // rows sent as numbers during this run
+	recent int // hits of recent runs, each run's halved at the next (see startRun)
 
 	// The state at the start of the frame being built (see mark and rollback).
 	markN    int
