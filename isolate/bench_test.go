@@ -139,16 +139,19 @@ STATUS = "success"
 	}
 	// Without the worker's row cache every matching row crosses whole, every run: the cost of
 	// a first search over rows the worker has not seen.
-	b.Run("isolated_uncached", func(b *testing.B) {
-		p := newPool(b, Options{Warm: 1, MaxWorkers: 1})
-		p.mu.Lock()
-		p.noRowCache = true
-		for w := range p.live {
-			w.c.sent = nil // idle: no run reads it now
-		}
-		p.mu.Unlock()
-		loop(b, st, p, j)
-	})
+	b.Run("isolated_uncached", func(b *testing.B) { loop(b, st, uncachedPool(b), j) })
+}
+
+// uncachedPool is a one-worker pool whose worker keeps no rows between calls.
+func uncachedPool(b *testing.B) *Pool {
+	p := newPool(b, Options{Warm: 1, MaxWorkers: 1})
+	p.mu.Lock()
+	p.noRowCache = true
+	for w := range p.live {
+		w.c.sent = nil // idle: no run reads it now
+	}
+	p.mu.Unlock()
+	return p
 }
 
 // bigStore opens a store whose inventory has n rows (the demo's six, then generated ones), as

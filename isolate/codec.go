@@ -10,6 +10,8 @@ import (
 	"math/bits"
 	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -45,6 +47,9 @@ const maxKeys = 1 << 12
 type encoder struct {
 	buf  []byte
 	keys map[string]int // key → its 1-based index in the frame's key table
+	// nested is the cost, beyond their bytes, of the nested lists and maps written since rows
+	// last reset it (see rowBase).
+	nested int64
 }
 
 // reset starts a new frame of message type typ, keeping the buffer's capacity.
@@ -126,6 +131,7 @@ func (e *encoder) value(v any) error {
 		e.byte(tagString)
 		e.string(v)
 	case []any:
+		e.nested += perElem * int64(len(v))
 		e.byte(tagList)
 		e.uvarint(uint64(len(v)))
 		for _, x := range v {
@@ -143,6 +149,7 @@ func (e *encoder) value(v any) error {
 
 // row writes a map value (a table.Row or any other map[string]any).
 func (e *encoder) row(m map[string]any) error {
+	e.nested += rowBase + perField*int64(len(m))
 	e.byte(tagMap)
 	e.uvarint(uint64(len(m)))
 	for k, x := range m {
@@ -162,9 +169,11 @@ const maxShape = 64
 // and any other fields as (key, value) pairs. A table's rows never look up a key by name here.
 //
 // With a cache (the pool's record of the worker's row cache), a row the worker already holds is
-// written as its number in that cache, and a new row is added to it; without one, every row is
-// written whole. A row's identity is its map: the view's rows are shared and never modified,
-// so the same map always holds the same values.
+// written as its number in that cache, and a new row is added to it while the cache has room;
+// without one, every row is written whole. A row's identity is its map: the view's rows are
+// shared and never modified, so the same map always holds the same values. The rows added are
+// the frame's until the frame is sent: when it is not (an error replaces it), the caller undoes
+// them with rowCache.rollback.
 func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) error {
 	if len(shape) > maxShape {
 		shape = shape[:maxShape]
@@ -174,23 +183,19 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 	for _, k := range shape {
 		e.string(k)
 	}
-	e.bool(cache.resetIfFull())
 	if len(rs) > 0 {
 		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
 	}
 	var vals [maxShape]any
 	for _, r := range rs {
-		id, known, keep := cache.lookup(r)
-		switch {
-		case known:
+		id, known := cache.lookup(r)
+		if known {
 			e.uvarint(id + refCached)
 			continue
-		case keep:
-			e.byte(refNewCached)
-		default:
-			e.byte(refNew)
 		}
-		start := len(e.buf)
+		at := len(e.buf)
+		e.nested = 0
+		e.byte(refNew)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
 			v, ok := r[k]
@@ -218,8 +223,8 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 				}
 			}
 		}
-		if keep {
-			cache.add(r, len(e.buf)-start)
+		if cache.add(r, int64(len(e.buf)-at)+rowBase+perField*int64(len(r))+e.nested) {
+			e.buf[at] = refNewCached
 		}
 	}
 	return nil
@@ -233,56 +238,174 @@ const (
 	refCached
 )
 
-// Bounds of a worker's row cache. When either is passed the pool tells the worker to start
-// over; the worker's memory limit grows with what it holds (see rowCache.allowance).
+// DefaultRowCache is the memory the workers of a pool may keep received rows in between runs,
+// all together, in bytes, as rowCache.allowance counts it (Options.RowCache). The pool's
+// records keep the parent's maps of those rows alive too, about as large again.
+const DefaultRowCache = 128 << 20
+
+// What the worker spends on a kept row, beyond the bytes of its encoding (its strings are
+// copied out of the frame, and numbers are boxed): the map of a table.Row and its slot in the
+// cache (rowBase), each field's map slot, interface and box (perField), each element of a
+// nested list (perElem) and each nested map (rowBase, then perField an entry). Measured by
+// TestRowCostEstimate, which checks that the estimate stays at or above the worker's heap.
 const (
-	maxCacheRows  = 1 << 16
-	maxCacheBytes = 16 << 20 // encoded
+	rowBase  = 192
+	perField = 112
+	perElem  = 40
 )
 
-// rowCache is the pool's record of the rows a worker keeps between calls and runs, so that a
-// search of rows the worker already holds sends only their numbers. It keeps the rows' maps
-// alive (a map's address is its identity), so an address is never reused for other values
-// while it is in the cache. A nil *rowCache caches nothing.
-type rowCache struct {
-	ids   map[unsafe.Pointer]uint64
-	bytes int // encoded bytes of the rows the worker holds
+// staleRuns is how many runs a full cache is given before it may be judged stale: a cache that
+// a large read has just filled has not been asked again yet.
+const staleRuns = 3
+
+// rowBudget is the bound of all the workers' row caches of a pool together: the pool's records
+// keep the parent's maps of the rows alive, so the parent's memory grows with their total.
+type rowBudget struct {
+	limit int64
+	used  atomic.Int64
 }
 
-func newRowCache() *rowCache { return &rowCache{ids: map[unsafe.Pointer]uint64{}} }
-
-// lookup returns r's number in the cache when the worker holds it, and otherwise whether to add
-// it.
-func (c *rowCache) lookup(r map[string]any) (id uint64, known, keep bool) {
-	if c == nil || r == nil {
-		return 0, false, false
+// take reserves n bytes when they fit under the limit, and reports whether they did.
+func (b *rowBudget) take(n int64) bool {
+	if b == nil {
+		return true
 	}
-	id, known = c.ids[reflect.ValueOf(r).UnsafePointer()]
-	return id, known, !known
-}
-
-func (c *rowCache) add(r map[string]any, encoded int) {
-	c.ids[reflect.ValueOf(r).UnsafePointer()] = uint64(len(c.ids))
-	c.bytes += encoded
-}
-
-// resetIfFull empties a full cache and reports whether it did (the worker empties its own).
-func (c *rowCache) resetIfFull() bool {
-	if c == nil || (len(c.ids) < maxCacheRows && c.bytes < maxCacheBytes) {
+	if b.used.Add(n) > b.limit {
+		b.used.Add(-n)
 		return false
 	}
-	clear(c.ids)
-	c.bytes = 0
 	return true
 }
 
+func (b *rowBudget) give(n int64) {
+	if b != nil {
+		b.used.Add(-n)
+	}
+}
+
+// rowCache is the pool's record of the rows a worker keeps between calls and runs, so that a
+// search of rows the worker already holds sends only their numbers. Its bound is memory, not a
+// row count: a worker keeps rows while their allowance (which the pool adds to the worker's
+// memory limits) stays within limit and the pool's budget has room, so a large read is held
+// whole when memory allows, and beyond it the rows already held keep crossing as numbers while
+// the rest cross whole. A full cache that recent runs used few rows of is stale (it holds older
+// versions of rows, or a question no longer asked): the pool then replaces the worker, which
+// starts with none (see startRun).
+//
+// The record always matches what the worker holds, so the limits computed from allowance
+// always cover it.
+//
+// It keeps the rows' maps alive (a map's address is its identity), so an address is never
+// reused for other values while it is in the cache. A nil *rowCache caches nothing.
+type rowCache struct {
+	ids    map[unsafe.Pointer]uint64
+	order  []unsafe.Pointer // the rows by number
+	cost   int64            // the estimated memory the worker spends on the rows it holds
+	limit  int64            // the most allowance() may reach
+	budget *rowBudget       // the pool's, shared by its workers' records; nil: none
+
+	full     bool // a row was not kept for want of room
+	fullRuns int  // runs started since it was full
+	// wrote: the run has written, so the rows it reads from now on may be its own staged
+	// versions, which no later run sees: they are not kept (those held still cross as numbers).
+	wrote  bool
+	hits   int // rows sent as numbers during this run
+	recent int // hits of recent runs, each run's halved at the next (see startRun)
+
+	// The state at the start of the frame being built (see mark and rollback).
+	markN    int
+	markCost int64
+	markFull bool
+}
+
+func newRowCache(limit int64, budget *rowBudget) *rowCache {
+	return &rowCache{ids: map[unsafe.Pointer]uint64{}, limit: limit, budget: budget}
+}
+
+// lookup returns r's number in the cache when the worker holds it.
+func (c *rowCache) lookup(r map[string]any) (id uint64, known bool) {
+	if c == nil || r == nil {
+		return 0, false
+	}
+	id, known = c.ids[reflect.ValueOf(r).UnsafePointer()]
+	if known {
+		c.hits++
+	}
+	return id, known
+}
+
+// add records that the worker keeps r, whose keeping costs it cost bytes (rowCost), when the
+// cache and the pool's budget have room for it, and reports whether they do.
+func (c *rowCache) add(r map[string]any, cost int64) bool {
+	if c == nil || r == nil || c.wrote {
+		return false
+	}
+	if c.cost+cost > c.limit || !c.budget.take(cost) {
+		c.full = true
+		return false
+	}
+	p := reflect.ValueOf(r).UnsafePointer()
+	c.ids[p] = uint64(len(c.order))
+	c.order = append(c.order, p)
+	c.cost += cost
+	return true
+}
+
+// startRun is called before each run on the worker, and reports whether the cache is stale: full
+// for a few runs, and recent runs used fewer than a quarter of its rows. The pool does not run on a worker
+// whose cache is stale but replaces it: the worker would hold the old rows until a rows list
+// told it to drop them, outside the limits of a run that never searches, and the Go runtime
+// keeps the memory they took anyway.
+func (c *rowCache) startRun() (stale bool) {
+	if c == nil {
+		return false
+	}
+	c.recent = c.recent/2 + c.hits
+	c.hits, c.wrote = 0, false
+	if c.full {
+		c.fullRuns++
+	}
+	return c.fullRuns > staleRuns && c.recent < len(c.order)/4
+}
+
+// drop returns the record's share of the pool's budget, when its worker is gone.
+func (c *rowCache) drop() {
+	if c == nil {
+		return
+	}
+	c.budget.give(c.cost)
+	c.ids, c.order, c.cost = map[unsafe.Pointer]uint64{}, nil, 0
+}
+
+// mark records the cache's state before a frame is built.
+func (c *rowCache) mark() {
+	if c != nil {
+		c.markN, c.markCost, c.markFull = len(c.order), c.cost, c.full
+	}
+}
+
+// rollback undoes what the frame built since mark recorded, when that frame is never sent: the
+// worker must hold exactly the rows the pool numbers, or a number would name another row.
+func (c *rowCache) rollback() {
+	if c == nil {
+		return
+	}
+	for _, p := range c.order[c.markN:] {
+		delete(c.ids, p)
+	}
+	clear(c.order[c.markN:])
+	c.order = c.order[:c.markN]
+	c.budget.give(c.cost - c.markCost)
+	c.cost, c.full = c.markCost, c.markFull
+}
+
 // allowance is the memory, in bytes, the worker's cache may take beyond a run's limits: the
-// frames its rows' strings share, and a map of about 400 bytes per row.
+// estimated cost of the rows it holds (rowCost).
 func (c *rowCache) allowance() int64 {
 	if c == nil {
 		return 0
 	}
-	return int64(c.bytes) + 512*int64(len(c.ids))
+	return c.cost
 }
 
 // errMalformed is any payload that does not decode: a defect or a corrupted stream.
@@ -295,6 +418,7 @@ type decoder struct {
 	i    int
 	keys []string
 	err  error
+	own  bool // strings are copied out of the payload (a row the worker keeps)
 }
 
 func newDecoder(payload []byte) *decoder {
@@ -366,6 +490,9 @@ func (d *decoder) string() string {
 	n := d.count(1)
 	s := d.s[d.i : d.i+n]
 	d.i += n
+	if d.own {
+		return strings.Clone(s)
+	}
 	return s
 }
 
@@ -393,6 +520,9 @@ func (d *decoder) key() string {
 	if i > uint64(len(d.keys)) {
 		d.fail()
 		return ""
+	}
+	if d.own {
+		return strings.Clone(d.keys[i-1])
 	}
 	return d.keys[i-1]
 }
@@ -472,13 +602,11 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 	for i := range shape {
 		shape[i] = d.string()
 	}
-	if d.bool() && cache != nil {
-		*cache = nil
-	}
 	if n == 0 || d.err != nil {
 		return nil
 	}
 	out := make([]map[string]any, n)
+	var owned []string // shape, copied out of the frame for the rows kept
 	for i := range out {
 		ref := d.uvarint()
 		if ref >= refCached {
@@ -494,8 +622,21 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 			d.fail()
 			return nil
 		}
+		// A row the worker keeps owns its strings: sharing the frame's would keep the whole
+		// frame alive, beyond what the pool counts for the row.
+		keys := shape
+		d.own = ref == refNewCached && cache != nil
+		if d.own {
+			if owned == nil {
+				owned = make([]string, len(shape))
+				for j, k := range shape {
+					owned[j] = strings.Clone(k)
+				}
+			}
+			keys = owned
+		}
 		m := make(map[string]any, bits.OnesCount64(mask))
-		for j, k := range shape {
+		for j, k := range keys {
 			if mask&(1<<j) != 0 {
 				m[k] = d.valueAt(1)
 			}
@@ -505,8 +646,9 @@ func (d *decoder) rows(cache *[]map[string]any) []map[string]any {
 			m[k] = d.valueAt(1)
 		}
 		out[i] = m
-		if ref == refNewCached && cache != nil {
+		if d.own {
 			*cache = append(*cache, m)
+			d.own = false
 		}
 	}
 	return out

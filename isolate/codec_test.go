@@ -90,11 +90,12 @@ func TestRows(t *testing.T) {
 }
 
 // TestRowCache: a row the worker already holds crosses as its number; the worker hands out the
-// very map it decoded before; a full cache starts over on both sides.
+// very map it decoded before; a full cache keeps crossing the rows it holds as numbers, and is
+// stale when runs hardly use it.
 func TestRowCache(t *testing.T) {
 	shape := []string{"item_id", "price"}
 	a, b, c := table.Row{"item_id": "A", "price": 1.0}, table.Row{"item_id": "B", "price": 2.0}, table.Row{"item_id": "C"}
-	sent := newRowCache()
+	sent := newRowCache(DefaultRowCache, nil)
 	var held []table.Row
 	send := func(rs ...table.Row) ([]table.Row, int) {
 		var e encoder
@@ -120,18 +121,38 @@ func TestRowCache(t *testing.T) {
 	got, _ = send(b2)
 	assert.Equal(t, []table.Row{b2}, got)
 
-	sent.bytes = maxCacheBytes
-	got, _ = send(a)
-	assert.Equal(t, []table.Row{a}, got)
-	assert.Len(t, held, 1, "the worker started over")
-	assert.Len(t, sent.ids, 1)
-	assert.Positive(t, sent.allowance())
+	// A cache without room keeps what it holds: those rows still cross as numbers, new ones
+	// cross whole and are not kept.
+	sent.limit = sent.allowance()
+	d2 := table.Row{"item_id": "D", "price": 4.0}
+	got, _ = send(a, d2)
+	assert.Equal(t, []table.Row{a, d2}, got)
+	assert.Len(t, held, 4, "d is not kept")
+	assert.Len(t, sent.order, 4)
+	assert.LessOrEqual(t, sent.allowance(), sent.limit)
+	_, alone := send(d2)
+	got, both := send(d2, a)
+	assert.Equal(t, []table.Row{d2, a}, got)
+	assert.Less(t, both, alone+3, "a still crosses as its number")
+	assert.Equal(t, reflect.ValueOf(held[0]).UnsafePointer(), reflect.ValueOf(got[1]).UnsafePointer(), "the worker's own map for a")
+	assert.Len(t, held, 4)
+
+	// A full cache that recent runs hardly used is stale: the pool replaces the worker. Until
+	// then the record still counts every row the worker holds.
+	kept := sent.allowance()
+	assert.False(t, sent.startRun(), "the last run used it")
+	stale := false
+	for range 4 {
+		stale = sent.startRun()
+	}
+	assert.True(t, stale)
+	assert.Equal(t, kept, sent.allowance(), "the worker still holds its rows")
+	assert.Len(t, sent.order, len(held))
 
 	var e encoder
 	e.reset(msgReply)
 	e.uvarint(1)
 	e.uvarint(0)
-	e.bool(false)
 	e.uvarint(refCached + 7)
 	d := newDecoder(e.buf[5:])
 	d.rows(&held)

@@ -63,11 +63,16 @@
 // candidate as read: conflict detection is more conservative than in process, never less
 // safe); a write with a function filter is resolved to keys in the worker and sent keyed.
 //
-// A worker keeps the rows it has received (up to maxCacheRows) between calls and runs, and the
-// pool sends a row it already holds as its number: the view's rows are shared, immutable maps,
-// so a map's identity is its version. A plan still reaches only the rows the pool's view
-// answers with; the cache only saves decoding them again. Its memory is added to the worker's
-// limits.
+// A worker keeps the rows it has received between calls and runs, within a memory bound
+// (Options.RowCache, for all the pool's workers together, not a row count), and the pool sends a
+// row it already holds as its number: the view's rows are shared, immutable maps, so a map's
+// identity is its version. A plan still reaches only the rows the pool's view answers with; the
+// cache only saves encoding and decoding them again. A kept row's memory is estimated from its
+// shape (its strings are copied out of their frame, so the frame is not kept) and added to the
+// worker's limits; the pool's record keeps the parent's maps of those rows alive. Past the
+// bound, the rows held keep crossing as numbers and the others cross whole, so a read's cost
+// grows with its size and never jumps; a worker whose full cache recent runs hardly use is
+// replaced before a run, so every run's limits count exactly the rows its worker holds.
 //
 // A run that does not end ok returns no globals (in process it returns the half-set ones; the
 // engine reads globals of ok runs only), so a plan cannot push what it built into the parent.

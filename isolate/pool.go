@@ -71,6 +71,12 @@ type Options struct {
 	// StartTimeout is how long a new worker may take to report ready (DefaultStartTimeout when
 	// 0).
 	StartTimeout time.Duration
+	// RowCache is the memory, in bytes, the pool's workers may keep the rows they received in
+	// between calls and runs, all together, so that rows a worker holds cross again as their
+	// numbers (DefaultRowCache when 0; negative: none). One worker may take it all. What a
+	// worker holds is added to its memory limits, and the pool keeps the parent's maps of those
+	// rows alive while the worker holds them.
+	RowCache int64
 	// NoNetworkNamespace, when set, starts workers in the parent's network namespace. They are
 	// still denied sockets by their seccomp filter where the kernel has one.
 	NoNetworkNamespace bool
@@ -97,6 +103,8 @@ type Pool struct {
 
 	// noRowCache turns the workers' row caches off (benchmarks of the cold path).
 	noRowCache bool
+	// rowBudget bounds the workers' row caches together (Options.RowCache).
+	rowBudget *rowBudget
 
 	schemaMu      sync.Mutex
 	schemaViews   []*table.Schema // the schemas behind schemaJSON
@@ -124,6 +132,9 @@ func NewPool(opts Options) (*Pool, error) {
 	if opts.Overhead <= 0 {
 		opts.Overhead = DefaultOverhead
 	}
+	if opts.RowCache == 0 {
+		opts.RowCache = DefaultRowCache
+	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
 	}
@@ -140,6 +151,8 @@ func NewPool(opts Options) (*Pool, error) {
 		slots: make(chan struct{}, opts.MaxWorkers),
 		done:  make(chan struct{}),
 		live:  map[*proc]struct{}{},
+
+		rowBudget: &rowBudget{limit: opts.RowCache},
 	}
 	p.slots <- struct{}{}
 	w, err := p.start()
@@ -288,7 +301,7 @@ func (p *Pool) start() (*proc, error) {
 	}()
 	p.mu.Lock()
 	p.live[w] = struct{}{}
-	closed, cache := p.closed, !p.noRowCache
+	closed, cache := p.closed, !p.noRowCache && p.opts.RowCache > 0
 	p.mu.Unlock()
 	if closed {
 		p.forget(w, killClosed)
@@ -296,7 +309,7 @@ func (p *Pool) start() (*proc, error) {
 	}
 	w.c = newConn(w.fromW, w.toWorker, 1<<20)
 	if cache {
-		w.c.sent = newRowCache()
+		w.c.sent = newRowCache(p.opts.RowCache, p.rowBudget)
 	}
 	t := time.AfterFunc(p.opts.StartTimeout, func() { w.kill(killTimeout) })
 	typ, d, err := w.c.recv()
@@ -335,6 +348,11 @@ func (p *Pool) forget(w *proc, why killReason) bool {
 	if ok {
 		w.toWorker.Close()
 		w.fromW.Close()
+		if why != killClosed && w.c != nil {
+			// The worker's rows are gone with it. (Close forgets busy workers from its own
+			// goroutine, and a closed pool keeps no rows: it leaves the record alone.)
+			w.c.sent.drop()
+		}
 	}
 	return ok
 }
@@ -464,7 +482,10 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// What a worker may map: its start, the rows it keeps between runs, twice the budget and
 	// the runtime's overhead.
 	dataLimit := func(w *proc) int64 { return w.vmData0 + w.c.sent.allowance() + 2*budget + p.opts.Overhead }
-	w, err := p.acquire(ctx, func(w *proc) bool { return w.vmData <= dataLimit(w) })
+	// A worker whose row cache is stale is replaced rather than emptied: until the first rows
+	// list of the run told it to, it would still hold the rows, beyond limits that no longer
+	// count them.
+	w, err := p.acquire(ctx, func(w *proc) bool { return !w.c.sent.startRun() && w.vmData <= dataLimit(w) })
 	if err != nil {
 		res := failure(program, "", err)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -486,7 +507,8 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// runtime's soft limit (the collector works hard from there), the ceiling at which the
 	// worker exits with exitMemory, and the kernel's RLIMIT_DATA. The data segment also counts
 	// thread stacks and runtime reservations that the runtime's own total does not.
-	kept := w.c.sent.allowance()
+	kept := w.c.sent.allowance() // exactly the rows the worker holds
+
 	m.goLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
 	m.memCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
 	m.dataLimit = dataLimit(w)
@@ -574,6 +596,9 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program strin
 				w.kill(killBroken)
 				return p.failed(w, program, m, d.err, budget, timeout)
 			}
+			if c.op == opInsert || c.op == opUpdate || c.op == opRemove {
+				w.c.sent.wrote = true
+			}
 			if err := w.c.reply(c.op, serve(job.View, c)); err != nil {
 				return p.failed(w, program, m, err, budget, timeout)
 			}
@@ -609,7 +634,9 @@ func (c *conn) reply(op byte, a *answer) error {
 		for len(all) > findPart {
 			part := *a
 			part.rows, part.more = all[:findPart], true
+			c.sent.mark()
 			if err := c.enc.answer(op, &part); err != nil {
+				c.sent.rollback() // the worker never gets this part's rows
 				return c.replyError(err)
 			}
 			if err := c.send(); err != nil {
@@ -619,7 +646,9 @@ func (c *conn) reply(op byte, a *answer) error {
 		}
 		a.rows = all
 	}
+	c.sent.mark()
 	if err := c.enc.answer(op, a); err != nil {
+		c.sent.rollback()
 		return c.replyError(err)
 	}
 	return c.send()
