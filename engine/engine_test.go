@@ -306,6 +306,52 @@ func BenchmarkTwoItemPurchaseGuards(b *testing.B) {
 	}
 }
 
+// BenchmarkTwoItemPurchaseGuardsPaired measures what BenchmarkTwoItemPurchaseGuards does as a
+// paired comparison: every iteration evaluates the purchase once with the guards and once
+// without (in alternating order), in one process, so both see the same heap, collector and
+// machine state; separate runs of the two sub-benchmarks differ by more than the guards cost
+// (their heaps and collections drift apart). It reports each side's mean and the guards'
+// overhead in percent. Target: overhead-% < 5.
+//
+//	go test ./engine -run '^$' -bench TwoItemPurchaseGuardsPaired -benchtime 20000x -count 6
+func BenchmarkTwoItemPurchaseGuardsPaired(b *testing.B) {
+	guarded, _ := newEngine(b)
+	restore := benchhook.WithoutGuards()
+	unguarded, _ := newEngine(b)
+	restore()
+	reply := example(b, "03_two_item_order.star")
+	ctx := context.Background()
+	for _, plan := range []string{"repeated", "new"} {
+		b.Run("plan="+plan, func(b *testing.B) {
+			req := Request{Reply: reply, UserRequest: "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses."}
+			var spent [2]time.Duration // guarded, unguarded
+			n := 0
+			for b.Loop() {
+				if plan == "new" {
+					req.Reply = reply + "# plan " + strconv.Itoa(n) + "\n"
+				}
+				for j := range 2 {
+					side := (n + j) % 2 // alternate which side goes first
+					e := guarded
+					if side == 1 {
+						e = unguarded
+					}
+					start := time.Now()
+					if _, _, err := e.evaluate(ctx, req, fixedNow); err != nil {
+						b.Fatal(err)
+					}
+					spent[side] += time.Since(start)
+				}
+				n++
+			}
+			g, u := float64(spent[0])/float64(n), float64(spent[1])/float64(n)
+			b.ReportMetric(g/1e3, "guarded-µs")
+			b.ReportMetric(u/1e3, "unguarded-µs")
+			b.ReportMetric(100*(g/u-1), "overhead-%")
+		})
+	}
+}
+
 // BenchmarkTwoItemPurchaseAudited: the same through Run, which also records every run in the
 // audit log; the log's writer batches records and syncs once per batch.
 func BenchmarkTwoItemPurchaseAudited(b *testing.B) {
