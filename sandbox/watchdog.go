@@ -25,7 +25,8 @@ const (
 
 // watchdog cancels runs whose heap growth passes their budget through allocations that no guard
 // sees (large comprehensions, many medium values). One goroutine serves every run in the
-// process; it runs only while some run is active.
+// process; it runs only while some run is active, and between samples it sleeps in the kernel
+// on its own OS thread where it can (pause).
 //
 // The heap it reads counts dead values until they are swept, so a run that is just over its
 // budget is blamed only if it is still over after a collection that ended after it went over
@@ -170,10 +171,13 @@ func (w *watchdog) leave(r *watched, now time.Time) {
 }
 
 func (w *watchdog) loop() {
-	timer := time.NewTimer(watchInterval)
-	defer timer.Stop()
+	if pauseLocksThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	pause(watchInterval)
 	idle := time.Duration(0)
-	for range timer.C {
+	for {
 		w.mu.Lock()
 		if len(w.runs) == 0 {
 			if idle += idleInterval; idle > 200*time.Millisecond {
@@ -182,7 +186,7 @@ func (w *watchdog) loop() {
 				return
 			}
 			w.mu.Unlock()
-			timer.Reset(idleInterval)
+			pause(idleInterval)
 			continue
 		}
 		idle = 0
@@ -196,7 +200,7 @@ func (w *watchdog) loop() {
 		for _, r := range stop {
 			r.stop()
 		}
-		timer.Reset(next)
+		pause(next)
 	}
 }
 
