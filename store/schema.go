@@ -199,7 +199,9 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[name] = nv
+		// Keyed by the schema's own string: every row shares one copy of each field name,
+		// instead of one per row as a decoder made it, and a lookup compares the pointers.
+		out[f.Name] = nv
 	}
 	for i := range s.Fields {
 		f := &s.Fields[i]
