@@ -286,13 +286,7 @@ func FoldKey(s string) string {
 		if !lower {
 			return s
 		}
-		b := []byte(s)
-		for i, c := range b {
-			if 'a' <= c && c <= 'z' {
-				b[i] = c - ('a' - 'A')
-			}
-		}
-		return string(b)
+		return strings.ToUpper(s) // one allocation for ASCII text
 	}
 	var b strings.Builder
 	b.Grow(len(s))
