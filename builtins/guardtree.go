@@ -356,19 +356,25 @@ func numericNames(f *syntax.File) map[string]bool {
 
 // markBound marks every name an assignment or loop target binds.
 func markBound(target syntax.Expr, bad map[string]bool) {
-	switch t := target.(type) {
+	BindingTargets(target, func(id *syntax.Ident) { bad[id.Name] = true })
+}
+
+// BindingTargets calls bind on each identifier an assignment to e binds: x, (x, y), [x, y].
+// (The checker's scope analysis and the guard rewrite's numeric names both need it.)
+func BindingTargets(e syntax.Expr, bind func(*syntax.Ident)) {
+	switch e := e.(type) {
 	case *syntax.Ident:
-		bad[t.Name] = true
+		bind(e)
 	case *syntax.TupleExpr:
-		for _, x := range t.List {
-			markBound(x, bad)
+		for _, x := range e.List {
+			BindingTargets(x, bind)
 		}
 	case *syntax.ListExpr:
-		for _, x := range t.List {
-			markBound(x, bad)
+		for _, x := range e.List {
+			BindingTargets(x, bind)
 		}
 	case *syntax.ParenExpr:
-		markBound(t.X, bad)
+		BindingTargets(e.X, bind)
 	}
 }
 

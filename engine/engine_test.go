@@ -268,16 +268,23 @@ func BenchmarkTwoItemPurchase(b *testing.B) {
 	}
 }
 
+// guardedPair returns two engines over demo stores of their own, one with the sandbox's memory
+// guards and one without.
+func guardedPair(b *testing.B) (guarded, unguarded *Engine) {
+	guarded, _ = newEngine(b)
+	restore := benchhook.WithoutGuards()
+	defer restore()
+	unguarded, _ = newEngine(b)
+	return guarded, unguarded
+}
+
 // BenchmarkTwoItemPurchaseGuards: the same purchase with the sandbox's memory guards (the
 // rewrite that routes amplifying operations through a budget check, and the heap watchdog) and
 // without them. Target: the guards add less than 5% (compare with benchstat -col /sub). A
 // repeated plan is checked once (the environment keeps the programs it checked); a new plan, a
 // different program every time, pays for the rewrite and for compiling what it added.
 func BenchmarkTwoItemPurchaseGuards(b *testing.B) {
-	guarded, _ := newEngine(b)
-	restore := benchhook.WithoutGuards()
-	unguarded, _ := newEngine(b)
-	restore()
+	guarded, unguarded := guardedPair(b)
 	reply := example(b, "03_two_item_order.star")
 	ctx := context.Background()
 	for _, plan := range []string{"repeated", "new"} {
@@ -315,10 +322,7 @@ func BenchmarkTwoItemPurchaseGuards(b *testing.B) {
 //
 //	go test ./engine -run '^$' -bench TwoItemPurchaseGuardsPaired -benchtime 20000x -count 6
 func BenchmarkTwoItemPurchaseGuardsPaired(b *testing.B) {
-	guarded, _ := newEngine(b)
-	restore := benchhook.WithoutGuards()
-	unguarded, _ := newEngine(b)
-	restore()
+	guarded, unguarded := guardedPair(b)
 	reply := example(b, "03_two_item_order.star")
 	ctx := context.Background()
 	for _, plan := range []string{"repeated", "new"} {

@@ -229,11 +229,11 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 				}
 			}
 		case *syntax.AssignStmt:
-			bindingTargets(n.LHS, bind)
+			builtins.BindingTargets(n.LHS, bind)
 		case *syntax.ForStmt:
-			bindingTargets(n.Vars, bind)
+			builtins.BindingTargets(n.Vars, bind)
 		case *syntax.ForClause:
-			bindingTargets(n.Vars, bind)
+			builtins.BindingTargets(n.Vars, bind)
 		case *syntax.DefStmt:
 			bind(n.Name)
 			paramNames(n.Params, bind)
@@ -296,30 +296,12 @@ func paramNames(params []syntax.Expr, bind func(*syntax.Ident)) {
 	}
 }
 
-// bindingTargets calls bind on each identifier an assignment to e binds: x, (x, y), [x, y].
-func bindingTargets(e syntax.Expr, bind func(*syntax.Ident)) {
-	switch e := e.(type) {
-	case *syntax.Ident:
-		bind(e)
-	case *syntax.TupleExpr:
-		for _, x := range e.List {
-			bindingTargets(x, bind)
-		}
-	case *syntax.ListExpr:
-		for _, x := range e.List {
-			bindingTargets(x, bind)
-		}
-	case *syntax.ParenExpr:
-		bindingTargets(e.X, bind)
-	}
-}
-
 // topLevelBindings returns the identifiers a top-level statement binds at module scope
 // (assignments, for-loop variables and def names, also inside top-level if/for/while blocks).
 func topLevelBindings(stmt syntax.Stmt) []*syntax.Ident {
 	var ids []*syntax.Ident
 	targets := func(e syntax.Expr) {
-		bindingTargets(e, func(id *syntax.Ident) { ids = append(ids, id) })
+		builtins.BindingTargets(e, func(id *syntax.Ident) { ids = append(ids, id) })
 	}
 	var visit func(s syntax.Stmt)
 	visit = func(s syntax.Stmt) {

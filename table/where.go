@@ -193,8 +193,8 @@ func Compile(s *Schema, where map[string]any) (*Matcher, error) {
 	if err := c.group(&m.root, where, 0); err != nil {
 		return nil, err
 	}
-	m.eq = equalities(&m.root, nil)
-	m.foldEq = foldEqualities(&m.root, nil)
+	m.eq = equalities(&m.root)
+	m.foldEq = foldEqualities(&m.root)
 	m.slow = c.regexes > 0
 	return m, nil
 }
@@ -239,34 +239,6 @@ func (m *Matcher) FoldEqualities() map[string]string {
 	return m.foldEq
 }
 
-func foldEqualities(g *group, into map[string]string) map[string]string {
-	if g.or {
-		return into
-	}
-	for i := range g.fields {
-		f := &g.fields[i]
-		if f.path != nil {
-			continue
-		}
-		for j := range f.ops {
-			o := &f.ops[j]
-			if o.code != opIeq || o.val.kind != kStr {
-				continue
-			}
-			if into == nil {
-				into = make(map[string]string)
-			}
-			if _, dup := into[f.field]; !dup {
-				into[f.field] = o.val.s
-			}
-		}
-	}
-	for i := range g.groups {
-		into = foldEqualities(&g.groups[i], into)
-	}
-	return into
-}
-
 // FoldKey returns the text that every string equal to s ignoring case (strings.EqualFold) maps
 // to: each character replaced by the smallest of the characters that fold to it (for ASCII
 // letters, the capital), invalid UTF-8 read as U+FFFD as EqualFold reads it. Two strings are
@@ -300,9 +272,12 @@ func FoldKey(s string) string {
 	return b.String()
 }
 
-func equalities(g *group, into map[string]any) map[string]any {
+// eachSure calls fn for every operator of code that every row g matches satisfies: on a whole
+// field (not a path), at the top level and inside $and groups, never under $or; the first of a
+// field wins.
+func eachSure(g *group, code opCode, fn func(field string, o *op)) {
 	if g.or {
-		return into
+		return
 	}
 	for i := range g.fields {
 		f := &g.fields[i]
@@ -310,22 +285,47 @@ func equalities(g *group, into map[string]any) map[string]any {
 			continue // an index holds whole field values
 		}
 		for j := range f.ops {
-			o := &f.ops[j]
-			if o.code != opEq || o.val.kind == kNil {
-				continue
-			}
-			if into == nil {
-				into = make(map[string]any)
-			}
-			if _, dup := into[f.field]; !dup {
-				into[f.field] = o.val.v
+			if f.ops[j].code == code {
+				fn(f.field, &f.ops[j])
 			}
 		}
 	}
 	for i := range g.groups {
-		into = equalities(&g.groups[i], into)
+		eachSure(&g.groups[i], code, fn)
 	}
-	return into
+}
+
+// equalities and foldEqualities collect what Equalities and FoldEqualities return.
+func equalities(g *group) map[string]any {
+	var eq map[string]any
+	eachSure(g, opEq, func(field string, o *op) {
+		if o.val.kind == kNil {
+			return
+		}
+		if eq == nil {
+			eq = make(map[string]any)
+		}
+		if _, dup := eq[field]; !dup {
+			eq[field] = o.val.v
+		}
+	})
+	return eq
+}
+
+func foldEqualities(g *group) map[string]string {
+	var eq map[string]string
+	eachSure(g, opIeq, func(field string, o *op) {
+		if o.val.kind != kStr {
+			return
+		}
+		if eq == nil {
+			eq = make(map[string]string)
+		}
+		if _, dup := eq[field]; !dup {
+			eq[field] = o.val.s
+		}
+	})
+	return eq
 }
 
 // ---- matching ----
