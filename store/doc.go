@@ -28,11 +28,11 @@
 // keyed by the text's case fold (table.FoldKey) so that one index answers an equality and an
 // $ieq, and get({"name": X}) costs about what get_by_key does. A filter that neither the key nor
 // a declared index answers walks the table, and the stage reports the walk (Stage.Scans), so a
-// domain author sees which index to declare; numeric fields also get float64 columns on first range filter, which rule
-// rows out of a scan without touching their maps (see columns.go: the compiled filter still
-// decides every row the columns cannot settle exactly). clover's secondary indexes are never used
-// (they return duplicates once a collection has two). To open 100,000 rows within the budget, Open reads the msgpack values
-// clover wrote straight from bbolt with a small decoder that interns field names and converts
+// domain author sees which index to declare. Numeric fields also get float64 columns on first
+// range filter, which rule rows out of a scan without touching their maps (see columns.go: the
+// compiled filter still decides every row the columns cannot settle exactly). clover's secondary
+// indexes are never used (they return duplicates once a collection has two). To open 100,000
+// rows within the budget, Open reads the msgpack values clover wrote straight from bbolt with a small decoder that interns field names and converts
 // numbers to the schema's kinds as it goes; clover's own path (query plan, generic msgpack into
 // interface maps, a field-name string per field) allocates about twice as much per row. Writes
 // still go through clover's API, so the data stays a clover database.

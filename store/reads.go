@@ -366,8 +366,9 @@ func (mt *memTable) walkRange(m *table.Matcher, where map[string]any, from, to a
 }
 
 // bestIndex returns the committed candidates of m's equality or $ieq on the key or a declared
-// index with the fewest, in key order; ok is false when none can be answered from an index. Candidates are a superset of the
-// matches: the caller checks each with m. The caller holds the Store's lock.
+// index with the fewest, in key order; ok is false when none can be answered from an index.
+// Candidates are a superset of the matches: the caller checks each with m. The caller holds the
+// Store's lock.
 func (mt *memTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool) {
 	for f, v := range m.FoldEqualities() {
 		if !mt.s.indexed[f] {
