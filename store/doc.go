@@ -32,8 +32,9 @@
 // range filter, which rule rows out of a scan without touching their maps (see columns.go: the
 // compiled filter still decides every row the columns cannot settle exactly). clover's secondary
 // indexes are never used (they return duplicates once a collection has two). To open 100,000
-// rows within the budget, Open reads the msgpack values clover wrote straight from bbolt with a small decoder that interns field names and converts
-// numbers to the schema's kinds as it goes; clover's own path (query plan, generic msgpack into
+// rows within the budget, Open reads the msgpack values clover wrote straight from bbolt with a
+// small decoder that interns field names and converts numbers to the schema's kinds as it goes;
+// clover's own path (query plan, generic msgpack into
 // interface maps, a field-name string per field) allocates about twice as much per row. Writes
 // still go through clover's API, so the data stays a clover database.
 //
