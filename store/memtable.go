@@ -180,45 +180,70 @@ type putEntry struct {
 	id  string
 }
 
-// putAll publishes a commit's rows at version ver in O(rows + changes × log changes): the
-// untouched rows and the new ones, each in key order, are merged, and the indexes and columns
-// are dropped to be built again on their next use. Keys must be distinct. Callers hold the
-// Store's write lock.
+// putAll publishes a commit's rows at version ver: a replaced row takes its place in key order
+// (a binary search each), removed rows leave in one pass, and new rows, sorted, are merged in
+// one pass (appended when they all sort after the table's last key, as an import's usually
+// do); the indexes and columns are dropped to be built again on their next use. So a commit of
+// m rows to a table of n costs O(m log n) plus O(n) only when it removes rows or inserts among
+// them, never n per row. Keys must be distinct. Callers hold the Store's write lock.
 func (t *memTable) putAll(entries []putEntry, ver int64) {
-	touched := make(map[any]bool, len(entries))
 	var fresh []*rec
+	var removed []int // positions in order
 	recount := false
 	for _, e := range entries {
-		touched[e.key] = true
+		pos, found := t.search(e.key)
 		if e.row == nil {
-			delete(t.rows, e.key)
-			if n, ok := t.s.keyNum(e.key); ok && n == t.maxNum {
-				recount = true
+			if found {
+				removed = append(removed, pos)
+				delete(t.rows, e.key)
+				if n, ok := t.s.keyNum(e.key); ok && n == t.maxNum {
+					recount = true
+				}
 			}
 			continue
 		}
 		r := &rec{key: e.key, row: e.row, ver: ver, id: e.id}
 		t.rows[e.key] = r
-		fresh = append(fresh, r)
+		if found {
+			t.order[pos] = r
+		} else {
+			fresh = append(fresh, r)
+		}
 		if n, ok := t.s.keyNum(e.key); ok && n > t.maxNum {
 			t.maxNum = n
 		}
 	}
+	if len(removed) > 0 {
+		slices.Sort(removed)
+		order, next := t.order[:0], 0
+		for i, r := range t.order {
+			if next < len(removed) && removed[next] == i {
+				next++
+				continue
+			}
+			order = append(order, r)
+		}
+		clear(t.order[len(order):]) // let the removed rows go
+		t.order = order
+	}
 	cmp := func(a, b *rec) int { return table.CompareKeys(a.key, b.key) }
 	slices.SortFunc(fresh, cmp)
-	order := make([]*rec, 0, len(t.rows))
-	i := 0
-	for _, r := range t.order {
-		if touched[r.key] {
-			continue
+	switch n := len(t.order); {
+	case len(fresh) == 0:
+	case n == 0 || cmp(t.order[n-1], fresh[0]) < 0:
+		t.order = append(t.order, fresh...)
+	default:
+		order := make([]*rec, 0, n+len(fresh))
+		i := 0
+		for _, r := range t.order {
+			for i < len(fresh) && cmp(fresh[i], r) < 0 {
+				order = append(order, fresh[i])
+				i++
+			}
+			order = append(order, r)
 		}
-		for i < len(fresh) && cmp(fresh[i], r) < 0 {
-			order = append(order, fresh[i])
-			i++
-		}
-		order = append(order, r)
+		t.order = append(order, fresh[i:]...)
 	}
-	t.order = append(order, fresh[i:]...)
 	t.idxMu.Lock()
 	t.indexes, t.cols = nil, nil
 	t.idxMu.Unlock()
