@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -215,12 +216,7 @@ func (d *Domain) CheckSchema(fields map[string][]string) []error {
 	var errs []error
 	for _, r := range d.Rules {
 		ref := refs[r.Kind]
-		names := make([]string, 0, len(ref))
-		for p := range ref {
-			names = append(names, p)
-		}
-		sort.Strings(names)
-		for _, p := range names {
+		for _, p := range slices.Sorted(maps.Keys(ref)) {
 			of := ref[p]
 			if of == "-" {
 				continue

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -232,12 +233,7 @@ func clipChanges(cs table.ChangeSet, max int) (_ table.ChangeSet, cut bool) {
 		used += n
 		return true
 	}
-	names := make([]string, 0, len(cs))
-	for name := range cs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cs)) {
 		tc := cs[name]
 		kept := &table.TableChanges{Key: tc.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
 		if !fits(map[string]*table.TableChanges{name: kept}) {

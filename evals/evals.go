@@ -368,12 +368,7 @@ func compareRows(want map[string]map[string]map[string]any, before, after state)
 			fails = append(fails, fmt.Sprintf("rows_after names table %s, which the store does not have", name))
 		}
 	}
-	names := make([]string, 0, len(after.rows))
-	for name := range after.rows {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(after.rows)) {
 		key := after.keys[name]
 		old := map[string]table.Row{}
 		for _, r := range before.rows[name] {

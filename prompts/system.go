@@ -536,12 +536,7 @@ func CheckNotes(def map[string]string, policy *contracts.Domain) []error {
 			errs = append(errs, fmt.Errorf("%s: STATUS %q of the contract has no note", NotesFile, s))
 		}
 	}
-	names := make([]string, 0, len(n.Statuses))
-	for s := range n.Statuses {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	for _, s := range names {
+	for _, s := range slices.Sorted(maps.Keys(n.Statuses)) {
 		note := n.Statuses[s]
 		if !slices.Contains(policy.Contract.Statuses, s) {
 			errs = append(errs, fmt.Errorf("%s: STATUS %q is not one of the contract's (%s)", NotesFile, s, strings.Join(policy.Contract.Statuses, ", ")))

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/starplan/starplan/diag"
@@ -208,12 +208,7 @@ func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
 		return nil, errors.New("trailing data after the JSON object")
 	}
 	out := make(map[string][]table.Row, len(raw))
-	names := make([]string, 0, len(raw))
-	for name := range raw {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		s := d.schemas[name]
 		if s == nil {
 			return nil, fmt.Errorf("unknown table %q%s", name, didYouMean(name, d.tableNames()))
