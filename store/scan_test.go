@@ -103,3 +103,23 @@ func TestIndexDeclarations(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.err)
 	}
 }
+
+// A run reports at most MaxScans kinds of walk, however many filters it tries.
+func TestScansAreBounded(t *testing.T) {
+	sg := openTemp(t).Stage()
+	inv := tbl(t, sg, "inventory")
+	fields := []string{"item_id", "name", "description", "quantity_in_stock", "price"}
+	kinds := 0
+	for mask := 1; mask < 1<<len(fields); mask++ { // every non-empty set of fields: 31 filters
+		w := map[string]any{}
+		for i, f := range fields {
+			if mask&(1<<i) != 0 {
+				w[f] = map[string]any{"$ne": nil} // no index answers $ne: each walks
+			}
+		}
+		find(t, inv, table.Query{Where: w})
+		kinds++
+	}
+	require.Greater(t, kinds, MaxScans)
+	assert.Len(t, sg.Scans(), MaxScans)
+}
