@@ -518,12 +518,11 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 // lineCounter passes a reader's bytes on and tells the line of an offset in them, keeping only
 // the bytes from the last offset asked about on (offsets are asked about in increasing order).
 type lineCounter struct {
-	ctx  context.Context
 	r    io.Reader
 	buf  []byte // the bytes read from offset base on
 	base int64
 	line int   // the line of offset base
-	err  error // the first error of r but io.EOF, the import's cancellation, or errRecordTooLarge
+	err  error // the first error of r (the import's cancellation too) but io.EOF, or errRecordTooLarge
 }
 
 // MaxRecordBytes bounds one record of an imported file, with the space before it: no row is
@@ -534,9 +533,6 @@ const MaxRecordBytes = 64 << 20
 var errRecordTooLarge = fmt.Errorf("more than %d MiB without the end of a record: no row is that large; is this the file you meant?", MaxRecordBytes>>20)
 
 func (c *lineCounter) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil { // once per chunk the decoder reads: a record may be huge
-		return 0, c.fail(err)
-	}
 	if len(c.buf) > MaxRecordBytes {
 		return 0, c.fail(errRecordTooLarge)
 	}
@@ -573,7 +569,7 @@ func (c *lineCounter) lineAt(off int64) int {
 // readJSONRecords reads a JSON array of row objects (or the table's member of an object of
 // tables) as a stream, handing each record to fn as it is decoded.
 func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record)) error {
-	lc := &lineCounter{ctx: ctx, r: r, line: 1}
+	lc := &lineCounter{r: &ctxReader{ctx: ctx, r: r}, line: 1} // a record may be huge: look at ctx every read
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
 			return &ImportError{Table: sc.Name, Record: rec, Err: lc.err}
@@ -650,8 +646,8 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 // or a semicolon when the header has semicolons and no comma (as spreadsheets write CSV in
 // locales whose decimal mark is a comma). A row with the wrong number of cells is added to bad
 // and reading goes on; a malformed line ends the reading with the records found wrong so far.
-// ctxReader reads r until ctx is done, so that a CSV line without end (the reader holds a
-// whole line) stops with the import.
+// ctxReader reads r until ctx is done, so that a record without end (a reader holds a whole
+// record or CSV line) stops with the import.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader
