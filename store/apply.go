@@ -134,6 +134,26 @@ type op struct {
 	key  any
 	row  table.Row // nil: delete
 	base int64
+	cur  *rec // the committed row it replaces (nil: none), read under the write lock
+}
+
+// currentLocked reads the committed row each op replaces. The caller holds s.mu.
+func (s *Store) currentLocked(ops []op) error {
+	for i := range ops {
+		var err error
+		if ops[i].cur, err = s.tables[ops[i].s.Name].get(ops[i].key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// curVer is the committed version of the row o replaces, 0 when there is none.
+func (o *op) curVer() int64 {
+	if o.cur == nil {
+		return 0
+	}
+	return o.cur.ver
 }
 
 type readCheck struct {
@@ -236,9 +256,12 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 	if s.closed {
 		return errors.New("store is closed")
 	}
+	if err := s.currentLocked(ops); err != nil {
+		return err
+	}
 	var conflicts []Conflict
 	for _, o := range ops {
-		if now := s.tables[o.s.Name].version(o.key); now != o.base {
+		if now := o.curVer(); now != o.base {
 			conflicts = append(conflicts, Conflict{Table: o.s.Name, Key: o.key, Seen: o.base, Now: now})
 		}
 	}
@@ -247,7 +270,11 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 		mt := s.tables[r.s.Name]
 		switch {
 		case r.pred != nil:
-			if !r.pred.holds(mt) {
+			ok, err := r.pred.holds(mt)
+			if err != nil {
+				return err
+			}
+			if !ok {
 				predConflicts = append(predConflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
 			}
 		case r.all:
@@ -255,7 +282,11 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 				conflicts = append(conflicts, Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver})
 			}
 		default:
-			if now := mt.version(r.key); now != r.ver {
+			now, err := mt.version(r.key)
+			if err != nil {
+				return err
+			}
+			if now != r.ver {
 				conflicts = append(conflicts, Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
 			}
 		}
@@ -289,8 +320,8 @@ func (s *Store) changeSetLocked(ops []op) table.ChangeSet {
 			cs[o.s.Name] = tc
 		}
 		var before table.Row
-		if cur := s.tables[o.s.Name].rows[o.key]; cur != nil {
-			before = cur.row
+		if o.cur != nil {
+			before = o.cur.row
 		}
 		switch {
 		case before == nil && o.row != nil:
@@ -314,14 +345,12 @@ func (l lockedReader) LastRow(tbl string) (table.Row, bool, error) {
 	if mt == nil {
 		return nil, false, fmt.Errorf("no table %s", tbl)
 	}
-	if len(mt.order) == 0 {
-		return nil, false, nil
-	}
-	return mt.order[len(mt.order)-1].row, true, nil
+	return lastRow(mt)
 }
 
-// commitLocked writes ops (already checked) and extra in one bbolt transaction at the next
-// sequence number, then publishes them in memory. The caller holds s.mu.
+// commitLocked writes ops (already checked, each with the committed row it replaces: see
+// currentLocked) and extra in one bbolt transaction at the next sequence number, then publishes
+// them. The caller holds s.mu.
 func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	if len(ops) == 0 && len(extra) == 0 {
 		return nil
@@ -356,7 +385,7 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		for i, o := range ops {
 			coll := o.s.Name
 			touched[coll] = true
-			cur := s.tables[coll].rows[o.key]
+			cur := o.cur
 			switch {
 			case o.row == nil:
 				if err := s.db.DeleteById(coll, cur.id); err != nil {
@@ -406,26 +435,25 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	perTable := map[string]int{}
-	for _, o := range ops {
-		perTable[o.s.Name]++
-	}
-	bulk := map[string][]putEntry{}
+	entries := map[string][]putEntry{}
+	grew := map[string]int64{}
 	for i, o := range ops {
-		if perTable[o.s.Name] >= bulkPut {
-			bulk[o.s.Name] = append(bulk[o.s.Name], putEntry{key: o.key, row: o.row, id: ids[i]})
-			continue
+		entries[o.s.Name] = append(entries[o.s.Name], putEntry{key: o.key, row: o.row, id: ids[i]})
+		switch {
+		case o.cur == nil && o.row != nil:
+			grew[o.s.Name]++
+		case o.cur != nil && o.row == nil:
+			grew[o.s.Name]--
 		}
-		s.tables[o.s.Name].put(o.key, o.row, seq, ids[i])
-	}
-	for name, entries := range bulk {
-		s.tables[name].putAll(entries, seq)
-	}
-	for name := range touched {
-		s.tables[name].ver = seq
 	}
 	s.seq = seq
-	return nil
+	var perr error
+	for name := range touched {
+		if err := s.tables[name].publish(entries[name], seq, grew[name]); err != nil && perr == nil {
+			perr = err
+		}
+	}
+	return perr
 }
 
 // reserveMin is the smallest estimated commit for which reserveFile grows the file ahead.
@@ -475,7 +503,7 @@ func opsSize(ops []op) int64 {
 
 // metaAt is the meta record after a commit at seq that changed the touched tables.
 func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition, Keys: s.keys}
 	for name, t := range s.tables {
 		m.Tables[name] = t.ver
 		if touched[name] {

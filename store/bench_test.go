@@ -254,8 +254,12 @@ func benchOpenCopy(b *testing.B, n int, dst *Store) *Store {
 	src := benchOpen(b, n)
 	var ops []op
 	for _, name := range src.names {
-		for _, r := range src.tables[name].order {
+		var err error
+		for _, r := range src.tables[name].walk(nil, nil, false, &err) {
 			ops = append(ops, op{s: dst.schemas[name], key: r.key, row: r.row})
+		}
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 	dst.mu.Lock()

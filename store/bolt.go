@@ -43,6 +43,10 @@ type boltStore struct {
 	// transaction, with the group's delta (possibly empty); the Store records the delta in its
 	// meta record there.
 	beforeCommit func(tx *bbolt.Tx, delta map[string]*collDigest) error
+	// onDoc, when set, sees every document write of a group, in its transaction, before it is
+	// made: old is the document replaced or deleted (nil: none), new the one written (nil: a
+	// delete). The Store keeps its key and index buckets with it (disk.go).
+	onDoc func(tx *bbolt.Tx, coll string, id, old, new []byte) error
 }
 
 // openBolt opens the bbolt file in dir, failing with an *InUseError when another process holds
@@ -272,13 +276,19 @@ func (t *boltTx) track(key, value []byte, set bool) error {
 		d = &collDigest{}
 		t.st.delta[coll] = d
 	}
-	if old := t.bucket().Get(key); old != nil {
+	old := t.bucket().Get(key)
+	if old != nil {
 		d.remove(key, old)
 	}
 	if set {
 		d.add(key, value)
+	} else {
+		value = nil
 	}
-	return nil
+	if t.st.onDoc == nil {
+		return nil
+	}
+	return t.st.onDoc(t.tx, coll, key[len(docPrefix(coll)):], old, value)
 }
 
 func (t *boltTx) Cursor(forward bool) (cloverstore.Cursor, error) {

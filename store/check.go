@@ -24,6 +24,7 @@ const (
 	CheckRecord = "record" // the store's own record: format, domain, versions
 	CheckRows   = "rows"   // every row decodes and fits its table's schema, keys are unique
 	CheckCounts = "counts" // every collection holds the documents the record counted and digested
+	CheckKeys   = "keys"   // every table's key and index buckets name exactly its rows (disk.go)
 	CheckSystem = "system" // every system document (audit records, decisions) reads back
 	CheckPolicy = "policy" // the domain's invariants over the committed rows
 )
@@ -189,6 +190,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 				}
 			}
 			checkSystem(rep, tx, found, opts.Records)
+			checkCollections(rep, tx)
 			return nil
 		})
 	})
@@ -276,6 +278,7 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 		rep.add(CheckRecord, s.Name, "table %s is at version %d, after the last commit %d", s.Name, tver, m.Seq)
 	}
 	seen := map[any]string{}
+	var want keyEntries
 	if b := tx.Bucket([]byte(rootBucket)); b != nil {
 		prefix := docPrefix(s.Name)
 		c := b.Cursor()
@@ -295,6 +298,9 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 				continue
 			}
 			seen[key] = id
+			if m.Keys == keysLayout {
+				want.add(s, row, ver, id)
+			}
 			if ver < 1 || ver > tver {
 				rep.add(CheckRecord, s.Name, "%s row %s is at version %d, but its table is at version %d", s.Name, table.FormatValue(key), ver, tver)
 			}
@@ -303,7 +309,83 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 	}
 	slices.SortFunc(tc.Inserted, func(a, b table.Row) int { return table.CompareKeys(a[s.Key], b[s.Key]) })
 	rep.Tables = append(rep.Tables, TableCount{Table: s.Name, Rows: len(tc.Inserted)})
+	if m.Keys == keysLayout {
+		checkKeys(rep, tx, s, &want)
+	}
 	return tc
+}
+
+// keyEntries are the entries a table's key and index buckets must hold, built from its documents.
+type keyEntries struct {
+	keys    []kv                // key bucket entries
+	indexes map[string][]string // field -> index bucket keys
+}
+
+type kv struct{ k, v string }
+
+func (e *keyEntries) add(s *schema, row table.Row, ver int64, id string) {
+	ek := appendKey(nil, row[s.Key])
+	e.keys = append(e.keys, kv{string(ek), string(keyValue(ver, id))})
+	for _, f := range s.Indexes {
+		if entry, ok := indexEntry(row[f], ek); ok {
+			if e.indexes == nil {
+				e.indexes = map[string][]string{}
+			}
+			e.indexes[f] = append(e.indexes[f], string(entry))
+		}
+	}
+}
+
+// checkKeys reports where a table's key and index buckets differ from its documents: a read
+// through them would miss a row, find a removed one or read the wrong version.
+func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *schema, want *keyEntries) {
+	keys := tableKeys(tx, s.Name)
+	if keys == nil {
+		rep.add(CheckKeys, s.Name, "table %s has no key index", s.Name)
+		return
+	}
+	slices.SortFunc(want.keys, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	var got []kv
+	_ = keys.ForEach(func(k, v []byte) error { got = append(got, kv{string(k), string(v)}); return nil })
+	if !slices.Equal(got, want.keys) {
+		rep.add(CheckKeys, s.Name, "the key index of table %s does not match its rows (%d entries for %d rows, or entries naming the wrong document or version): reads through it would miss or misread rows", s.Name, len(got), len(want.keys))
+	}
+	idx := tableIndexes(tx, s.Name)
+	for _, f := range s.Indexes {
+		var fb *bbolt.Bucket
+		if idx != nil {
+			fb = idx.Bucket([]byte(f))
+		}
+		if fb == nil {
+			rep.add(CheckKeys, s.Name, "table %s has no index of %s, which its domain declares", s.Name, f)
+			continue
+		}
+		w := want.indexes[f]
+		slices.Sort(w)
+		var g []string
+		_ = fb.ForEach(func(k, _ []byte) error { g = append(g, string(k)); return nil })
+		if !slices.Equal(g, w) {
+			rep.add(CheckKeys, s.Name, "the %s index of table %s does not match its rows (%d entries for %d)", f, s.Name, len(g), len(w))
+		}
+	}
+}
+
+// checkCollections reads clover's record of every collection ("coll:" + name, JSON): clover
+// reads it before any document of the collection, so a damaged one makes the collection
+// unreadable although every document is sound.
+func checkCollections(rep *CheckReport, tx *bbolt.Tx) {
+	b := tx.Bucket([]byte(rootBucket))
+	if b == nil {
+		return
+	}
+	prefix := []byte("coll:")
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var meta struct{ Size int }
+		if err := json.Unmarshal(v, &meta); err != nil {
+			rep.add(CheckSystem, "", "clover's record of collection %s does not read back: %v", k[len(prefix):], err)
+		}
+	}
 }
 
 // checkSystem decodes every document of every system collection the file holds (found, from

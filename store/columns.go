@@ -76,7 +76,7 @@ func (p *prefilter) check(i int) (pass, sure bool) {
 // as float64. Entries it does not understand are left out; since every top-level entry must hold,
 // checking a subset is still a necessary condition. It returns nil when there is nothing to use.
 // The caller holds the Store's read lock and has compiled where successfully.
-func (t *memTable) prefilterFor(where map[string]any) *prefilter {
+func (t *resident) prefilterFor(where map[string]any) *prefilter {
 	if len(t.order) < minColumnScan || len(where) == 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func colValue(v any) float64 {
 }
 
 // column returns the field's column, aligned with t.order, building it on first use.
-func (t *memTable) column(f string) []float64 {
+func (t *resident) column(f string) []float64 {
 	t.idxMu.Lock()
 	defer t.idxMu.Unlock()
 	if c, ok := t.cols[f]; ok {
@@ -149,7 +149,7 @@ func (t *memTable) column(f string) []float64 {
 
 // putColumns keeps the built columns aligned with t.order after put changed position i (found:
 // the key was there before; nr nil: removed). The caller holds idxMu.
-func (t *memTable) putColumns(i int, found bool, nr *rec) {
+func (t *resident) putColumns(i int, found bool, nr *rec) {
 	for f, c := range t.cols {
 		switch {
 		case nr != nil && found:

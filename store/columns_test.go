@@ -155,7 +155,7 @@ func TestPrefilterFor(t *testing.T) {
 	mt := s.tables["inventory"]
 	assert.Nil(t, mt.prefilterFor(map[string]any{"price": map[string]any{"$lt": 5}}), "small tables scan plainly")
 
-	big := &memTable{s: mt.s}
+	big := &resident{s: mt.s}
 	for i := range minColumnScan {
 		big.order = append(big.order, &rec{key: fmt.Sprint(i), row: table.Row{"price": float64(i)}})
 	}

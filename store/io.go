@@ -187,7 +187,7 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 	var ops []op
 	for _, name := range s.names {
 		mt := s.tables[name]
-		if len(mt.order) > 0 && !force {
+		if mt.count() > 0 && !force {
 			return ErrNotEmpty
 		}
 		sc := s.schemas[name]
@@ -195,13 +195,20 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 		for _, row := range s.domain.Seed[name] {
 			k := row[sc.Key]
 			seeded[k] = true
-			ops = append(ops, op{s: sc, key: k, row: row, base: mt.version(k)})
+			ops = append(ops, op{s: sc, key: k, row: row})
 		}
-		for _, r := range mt.order {
+		var err error
+		for _, r := range mt.walk(nil, nil, false, &err) {
 			if !seeded[r.key] {
-				ops = append(ops, op{s: sc, key: r.key, base: r.ver})
+				ops = append(ops, op{s: sc, key: r.key, cur: r})
 			}
 		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.currentLocked(ops); err != nil {
+		return err
 	}
 	return s.commitLocked(ops, nil)
 }
@@ -214,7 +221,12 @@ func (s *Store) snapshot(name string) (*schema, []*rec, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return sc, append([]*rec(nil), s.tables[name].order...), nil
+	var recs []*rec
+	var err error
+	for _, r := range s.tables[name].walk(nil, nil, false, &err) {
+		recs = append(recs, r)
+	}
+	return sc, recs, err
 }
 
 // Dump writes every table as one JSON object {"<table>": [rows...]}, tables sorted, rows in key
@@ -479,6 +491,7 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	if mode == Upsert {
 		next = mt.maxNum
 	}
+	empty := mt.count() == 0
 	im.generate(next)
 	bad.merge(im.bad)
 	if err := bad.err(); err != nil {
@@ -487,7 +500,13 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	ops := make([]op, 0, len(im.rows))
 	for _, row := range im.rows {
 		k := row[sc.Key]
-		cur := mt.rows[k]
+		var cur *rec
+		if !empty { // an import into an empty table looks nothing up
+			var err error
+			if cur, err = mt.get(k); err != nil {
+				return ImportResult{}, err
+			}
+		}
 		switch {
 		case cur == nil:
 			res.Inserted++
@@ -496,16 +515,20 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 			res.Unchanged++
 		default:
 			res.Updated++
-			ops = append(ops, op{s: sc, key: k, row: row, base: cur.ver})
+			ops = append(ops, op{s: sc, key: k, row: row, base: cur.ver, cur: cur})
 		}
 	}
 	im.rows = nil
 	if mode == Replace {
-		for _, cur := range mt.order {
+		var err error
+		for _, cur := range mt.walk(nil, nil, false, &err) {
 			if _, keep := im.seen[cur.key]; !keep {
 				res.Deleted++
-				ops = append(ops, op{s: sc, key: cur.key, base: cur.ver})
+				ops = append(ops, op{s: sc, key: cur.key, base: cur.ver, cur: cur})
 			}
+		}
+		if err != nil {
+			return ImportResult{}, err
 		}
 	}
 	im.seen = nil

@@ -85,6 +85,9 @@ func (sg *Stage) Exceeded() *LimitError { return sg.exceeded }
 // call counts one table call; it fails once the run has crossed a limit, so a plan cannot go on
 // past one by ignoring the error.
 func (sg *Stage) call() error {
+	if sg.broken != nil {
+		return sg.broken
+	}
 	if sg.exceeded != nil {
 		return sg.exceeded
 	}

@@ -20,26 +20,21 @@ type rec struct {
 	id  string // the clover document id
 }
 
-// memTable is the committed state of one table, held in memory: rows by key, rows in key order,
-// and hash indexes on its declared index fields built on first use. Readers hold the Store's read lock; applies hold
-// its write lock.
-type memTable struct {
+// resident is a table's committed rows held in memory: rows by key, rows in key order, and hash
+// indexes on its declared index fields and numeric columns, built on first use. Readers hold the
+// Store's read lock; applies hold its write lock.
+type resident struct {
 	s     *schema
 	rows  map[any]*rec
 	order []*rec // sorted by table.CompareKeys
-	ver   int64  // the commit sequence number that last changed the table
-
-	// maxNum is the highest number n among keys of the form KeyPrefix+digits (-1: none); it
-	// makes key generation O(1). It is recomputed by a scan only when that row is deleted.
-	maxNum int64
 
 	idxMu   sync.Mutex // guards indexes and cols: readers build them lazily under the read lock
 	indexes map[string]map[any][]*rec
 	cols    map[string][]float64 // numeric columns aligned with order (see columns.go)
 }
 
-func newMemTable(s *schema, recs []*rec, ver int64) *memTable {
-	t := &memTable{s: s, rows: make(map[any]*rec, len(recs)), order: recs, ver: ver}
+func newResident(s *schema, recs []*rec) *resident {
+	t := &resident{s: s, rows: make(map[any]*rec, len(recs)), order: recs}
 	for _, r := range recs {
 		t.rows[r.key] = r
 	}
@@ -47,7 +42,6 @@ func newMemTable(s *schema, recs []*rec, ver int64) *memTable {
 	if !slices.IsSortedFunc(t.order, cmp) { // documents load in insertion order, often key order
 		slices.SortFunc(t.order, cmp)
 	}
-	t.maxNum = t.scanMaxNum()
 	return t
 }
 
@@ -88,7 +82,7 @@ func (s *schema) formatKey(n int64) string {
 	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
 }
 
-func (t *memTable) scanMaxNum() int64 {
+func (t *resident) scanMaxNum() int64 {
 	best := int64(-1)
 	if t.s.KeyPrefix == "" {
 		return best
@@ -101,16 +95,8 @@ func (t *memTable) scanMaxNum() int64 {
 	return best
 }
 
-// version returns the committed version of key, 0 when there is no such row.
-func (t *memTable) version(key any) int64 {
-	if r := t.rows[key]; r != nil {
-		return r.ver
-	}
-	return 0
-}
-
 // search returns the position of key in order, and whether it is there.
-func (t *memTable) search(key any) (int, bool) {
+func (t *resident) search(key any) (int, bool) {
 	// A key past the last one (every row of an import in key order, generated keys) is
 	// placed with one comparison.
 	if n := len(t.order); n > 0 && table.CompareKeys(t.order[n-1].key, key) < 0 {
@@ -121,7 +107,7 @@ func (t *memTable) search(key any) (int, bool) {
 
 // put publishes row (nil: deletes) for key at version ver, stored as document id. Callers hold
 // the Store's write lock.
-func (t *memTable) put(key any, row table.Row, ver int64, id string) {
+func (t *resident) put(key any, row table.Row, ver int64, id string) {
 	old := t.rows[key]
 	var nr *rec
 	if row != nil {
@@ -159,13 +145,6 @@ func (t *memTable) put(key any, row table.Row, ver int64, id string) {
 		}
 	}
 	t.idxMu.Unlock()
-	if n, ok := t.s.keyNum(key); ok {
-		if nr != nil && n > t.maxNum {
-			t.maxNum = n
-		} else if nr == nil && n == t.maxNum {
-			t.maxNum = t.scanMaxNum()
-		}
-	}
 }
 
 // bulkPut is the number of rows of one commit to one table from which putAll publishes them:
@@ -186,19 +165,15 @@ type putEntry struct {
 // do); the indexes and columns are dropped to be built again on their next use. So a commit of
 // m rows to a table of n costs O(m log n) plus O(n) only when it removes rows or inserts among
 // them, never n per row. Keys must be distinct. Callers hold the Store's write lock.
-func (t *memTable) putAll(entries []putEntry, ver int64) {
+func (t *resident) putAll(entries []putEntry, ver int64) {
 	var fresh []*rec
 	var removed []int // positions in order
-	recount := false
 	for _, e := range entries {
 		pos, found := t.search(e.key)
 		if e.row == nil {
 			if found {
 				removed = append(removed, pos)
 				delete(t.rows, e.key)
-				if n, ok := t.s.keyNum(e.key); ok && n == t.maxNum {
-					recount = true
-				}
 			}
 			continue
 		}
@@ -208,9 +183,6 @@ func (t *memTable) putAll(entries []putEntry, ver int64) {
 			t.order[pos] = r
 		} else {
 			fresh = append(fresh, r)
-		}
-		if n, ok := t.s.keyNum(e.key); ok && n > t.maxNum {
-			t.maxNum = n
 		}
 	}
 	if len(removed) > 0 {
@@ -247,9 +219,6 @@ func (t *memTable) putAll(entries []putEntry, ver int64) {
 	t.idxMu.Lock()
 	t.indexes, t.cols = nil, nil
 	t.idxMu.Unlock()
-	if recount {
-		t.maxNum = t.scanMaxNum()
-	}
 }
 
 func removeRec(list []*rec, r *rec) []*rec {
@@ -270,7 +239,7 @@ func insertRec(list []*rec, r *rec) []*rec {
 // a superset that the caller checks, from the field's hash
 // index (built on first use: O(rows) once, then O(1) per lookup). ok is false when v cannot be
 // indexed (lists, dicts, NaN); the caller then scans. The slice is shared: do not modify it.
-func (t *memTable) lookup(f string, v any) (recs []*rec, ok bool) {
+func (t *resident) lookup(f string, v any) (recs []*rec, ok bool) {
 	k, ok := indexKey(v)
 	if !ok {
 		return nil, false

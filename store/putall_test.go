@@ -12,7 +12,7 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// A commit of many rows published at once leaves the table exactly as publishing them one by
+// A commit of many rows published at once leaves a resident table exactly as publishing them one by
 // one does: rows, key order, the highest generated key, and lookups through indexes rebuilt
 // afterwards.
 func TestPutAllIsPutOneByOne(t *testing.T) {
@@ -25,12 +25,12 @@ func TestPutAllIsPutOneByOne(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	build := func() *memTable {
+	build := func() *resident {
 		var recs []*rec
 		for i := 1; i <= 3000; i += 2 {
 			recs = append(recs, &rec{key: fmt.Sprintf("SG%03d", i), row: row(i), ver: 1, id: fmt.Sprint(i)})
 		}
-		mt := newMemTable(sc, recs, 1)
+		mt := newResident(sc, recs)
 		mt.lookup("name", "Style 3") // an index and a column exist before the commit
 		mt.column("price")
 		return mt
@@ -53,7 +53,7 @@ func TestPutAllIsPutOneByOne(t *testing.T) {
 	}
 	all.putAll(entries, 2)
 
-	keysOf := func(mt *memTable) []any {
+	keysOf := func(mt *resident) []any {
 		var ks []any
 		for _, r := range mt.order {
 			ks = append(ks, r.key)
@@ -68,7 +68,7 @@ func TestPutAllIsPutOneByOne(t *testing.T) {
 		assert.Equal(t, r.row, all.rows[k].row)
 		assert.Equal(t, r.ver, all.rows[k].ver)
 	}
-	assert.Equal(t, one.maxNum, all.maxNum)
+	assert.Equal(t, one.scanMaxNum(), all.scanMaxNum())
 	for _, name := range []string{"Style 3", "Style 4", "Style 49"} {
 		a, _ := one.lookup("name", name)
 		b, _ := all.lookup("name", name)
@@ -88,6 +88,6 @@ func TestPutAllIsPutOneByOne(t *testing.T) {
 	require.Greater(t, len(entries), bulkPut)
 	all = build()
 	all.putAll(entries, 3)
-	assert.Equal(t, int64(2997), all.maxNum)
+	assert.Equal(t, int64(2997), all.scanMaxNum())
 	assert.Len(t, all.order, 1499)
 }

@@ -262,31 +262,31 @@ func normalizePred(sc *schema, r PendingRead) (predCheck, error) {
 
 // holds reports whether the read would find what it found at dry run, over the committed rows
 // now. The caller holds the Store's lock.
-func (pc *predCheck) holds(mt *memTable) bool {
+func (pc *predCheck) holds(mt *committedTable) (bool, error) {
 	if mt.ver == pc.ver {
-		return true // nothing was committed to the table since the read
+		return true, nil // nothing was committed to the table since the read
 	}
 	switch pc.kind {
 	case predNextKey:
-		return mt.maxNum == pc.n
+		return mt.maxNum == pc.n, nil
 	case predCount:
 		if len(pc.where) == 0 {
-			return int64(len(mt.order)) == pc.n
+			return mt.count() == pc.n, nil
 		}
 	}
 	var keys []verKey
 	n := int64(0)
-	mt.walkRange(pc.m, pc.where, pc.from, pc.to, func(r *rec) bool {
+	err := mt.walkRange(pc.m, pc.where, pc.from, pc.to, func(r *rec) bool {
 		n++
 		if pc.kind == predRows {
 			keys = append(keys, verKey{r.key, r.ver})
 		}
 		return n <= pc.n // one more than it saw is already a difference
 	})
-	if n != pc.n {
-		return false
+	if err != nil || n != pc.n {
+		return false, err
 	}
-	return pc.kind != predRows || digestOf(keys) == pc.digest
+	return pc.kind != predRows || digestOf(keys) == pc.digest, nil
 }
 
 // describe says, for a conflict, what the read was.
@@ -319,76 +319,71 @@ func describeWhere(where map[string]any) string {
 }
 
 // walkRange calls fn for each committed row in [from, to] (inclusive; nil bounds are open) that
-// m matches, in key order, until fn returns false. It uses the hash indexes and numeric columns
-// as a run's reads do. The caller holds the Store's lock.
-func (mt *memTable) walkRange(m *table.Matcher, where map[string]any, from, to any, fn func(r *rec) bool) {
-	in := func(k any) bool {
-		return (from == nil || table.CompareKeys(k, from) >= 0) && (to == nil || table.CompareKeys(k, to) <= 0)
+// m matches, in key order, until fn returns false. It uses the indexes and numeric columns as a
+// run's reads do. The caller holds the Store's lock.
+func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from, to any, fn func(r *rec) bool) error {
+	recs, ok, err := mt.bestIndex(m)
+	if err != nil {
+		return err
 	}
-	if recs, ok := mt.bestIndex(m); ok {
+	if ok {
 		for _, r := range recs {
-			if in(r.key) && m.Match(r.row) && !fn(r) {
-				return
+			in := (from == nil || table.CompareKeys(r.key, from) >= 0) && (to == nil || table.CompareKeys(r.key, to) <= 0)
+			if in && m.Match(r.row) && !fn(r) {
+				return nil
 			}
 		}
-		return
+		return nil
 	}
-	lo, hi := 0, len(mt.order)
-	if from != nil {
-		lo, _ = mt.search(from)
-	}
-	if to != nil {
-		i, found := mt.search(to)
-		if found {
-			i++
-		}
-		hi = i
-	}
+	rows := mt.walk(from, to, false, &err)
 	pf := mt.prefilterFor(where)
-	for i := lo; i < hi; i++ {
-		r := mt.order[i]
-		if pf != nil {
-			pass, sure := pf.check(i)
-			if !pass {
-				continue
-			}
-			if sure && pf.complete {
-				if !fn(r) {
-					return
-				}
-				continue
-			}
+	for pos, r := range rows {
+		pass, sure := true, false
+		if pf != nil && pos >= 0 {
+			pass, sure = pf.check(pos)
 		}
-		if m.Match(r.row) && !fn(r) {
-			return
+		if !pass {
+			continue
+		}
+		if ((sure && pf.complete) || m.Match(r.row)) && !fn(r) {
+			return nil
 		}
 	}
+	return err
 }
 
 // bestIndex returns the committed candidates of m's equality or $ieq on the key or a declared
 // index with the fewest, in key order; ok is false when none can be answered from an index.
 // Candidates are a superset of the matches: the caller checks each with m. The caller holds the
 // Store's lock.
-func (mt *memTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool) {
+func (mt *committedTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool, err error) {
 	for f, v := range m.FoldEqualities() {
 		if !mt.s.indexed[f] {
 			continue
 		}
-		if rs, can := mt.lookup(f, v); can && (!ok || len(rs) < len(recs)) {
+		rs, can, err := mt.lookup(f, v)
+		if err != nil {
+			return nil, false, err
+		}
+		if can && (!ok || len(rs) < len(recs)) {
 			recs, ok = rs, true
 		}
 	}
 	if ok && len(recs) == 0 {
-		return recs, ok
+		return recs, ok, nil
 	}
 	for f, v := range m.Equalities() {
 		var rs []*rec
 		if f == mt.s.Key {
 			k, err := mt.s.normKey(v)
 			if err != nil {
-				return nil, true // no committed row has such a key; overlay rows are checked
+				return nil, true, nil // no committed row has such a key; overlay rows are checked
 			}
-			if r := mt.rows[k]; r != nil {
+			r, err := mt.get(k)
+			if err != nil {
+				return nil, false, err
+			}
+			if r != nil {
 				rs = []*rec{r}
 			}
 		} else {
@@ -396,7 +391,10 @@ func (mt *memTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool) {
 				continue // undeclared: the read walks the table, and the run's figures say so
 			}
 			var can bool
-			rs, can = mt.lookup(f, v)
+			var err error
+			if rs, can, err = mt.lookup(f, v); err != nil {
+				return nil, false, err
+			}
 			if !can {
 				continue
 			}
@@ -408,7 +406,7 @@ func (mt *memTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool) {
 			break
 		}
 	}
-	return recs, ok
+	return recs, ok, nil
 }
 
 // sortCands orders candidates by key (descending when reverse); of two with one key, the

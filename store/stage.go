@@ -37,7 +37,10 @@ type Stage struct {
 	rowsRead int
 	staged   int64       // about the stored size of the rows staged (see charge)
 	exceeded *LimitError // the first run limit crossed
-	scans    []Scan      // reads no index answered (see Scans)
+	// broken is the first error reading the committed rows from the file (a *DamagedError) met
+	// where it could not be returned (Len): the run's next call fails with it.
+	broken error
+	scans  []Scan // reads no index answered (see Scans)
 }
 
 // Scan is one kind of read of a run that no index answered: the reads of one table filtered on
@@ -165,7 +168,7 @@ type cand struct {
 
 // mem returns the table's committed state; the caller holds the Store's read lock. A table
 // committed to since the stage started makes the stage Moved.
-func (t *stageTable) mem() *memTable {
+func (t *stageTable) mem() *committedTable {
 	mt := t.st.tables[t.s.Name]
 	if mt.ver > t.sg.startSeq {
 		t.sg.moved = true
@@ -186,11 +189,14 @@ func (t *stageTable) Len() int {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
-	n := len(mt.order)
+	n := int(mt.count())
 	t.notePred(predRead{kind: predCount, ver: mt.ver, n: int64(n)})
 	_ = t.sg.call() // counted; a crossed limit fails the run's next call
 	for k, w := range t.writes {
-		_, committed := mt.rows[k]
+		committed, err := t.committedLocked(mt, k)
+		if err != nil && t.sg.broken == nil {
+			t.sg.broken = err // Len returns no error: the run's next call fails with it
+		}
 		switch {
 		case w.row != nil && !committed:
 			n++
@@ -217,11 +223,15 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
-	if recs, ok := mt.bestIndex(m); ok {
+	recs, ok, err := mt.bestIndex(m)
+	if err != nil {
+		return mt.ver, err
+	}
+	if ok {
 		t.visitCandidates(recs, m, reverse, o, fn)
 	} else {
 		var examined int64
-		examined, err = t.visitAll(mt, m, mt.prefilterFor(where), reverse, o, fn)
+		examined, err = t.visitAll(mt, m, where, reverse, o, fn)
 		t.sg.noteScan(t.s.Name, where, examined)
 	}
 	return mt.ver, err
@@ -274,116 +284,95 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 	}
 }
 
-// visitAll scans the committed order merged with the run's new keys, and returns how many
-// committed rows it walked. Committed rows that the prefilter (may be nil) rules out are skipped
-// without looking at their maps.
+// visitAll walks the committed rows merged with the run's new keys, and returns how many
+// committed rows it walked. Committed rows that the columns' prefilter rules out are skipped
+// without looking at their maps (resident tables only).
 // Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
-func (t *stageTable) visitAll(mt *memTable, m *table.Matcher, pf *prefilter, reverse bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
-	ord, nk := mt.order, t.newKeys
-	every := scanCheckEvery
+func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+	every := int64(scanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
-	if len(t.writes) == 0 && !reverse { // the common case: a straight walk of the committed rows
-		for i, r := range ord {
-			examined = int64(i) + 1
-			if i%every == every-1 {
-				if err := t.sg.ctxErr(); err != nil {
-					return examined, err
+	var rerr error
+	rows := mt.walk(nil, nil, reverse, &rerr)
+	pf := mt.prefilterFor(where)
+	nk, j := t.newKeys, 0
+	newKey := func(x int) any {
+		if reverse {
+			return nk[len(nk)-1-x]
+		}
+		return nk[x]
+	}
+	var prev any // the last committed key walked
+	// own visits the run's new keys that come before limit in the walk (every one left when
+	// limit is nil), and reports whether to go on. A key committed since the run wrote it was
+	// visited with the committed rows.
+	own := func(limit any) bool {
+		for ; j < len(nk); j++ {
+			key := newKey(j)
+			if limit != nil {
+				c := table.CompareKeys(key, limit)
+				if reverse {
+					c = -c
+				}
+				if c >= 0 {
+					return true
 				}
 			}
-			if pf != nil {
-				pass, sure := pf.check(i)
-				if !pass {
-					continue
-				}
-				if sure && pf.complete {
-					o.add(r.key, r.ver)
-					if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-						o.stopAt(r.key)
-						return examined, nil
-					}
-					continue
-				}
-			}
-			if !m.Match(r.row) {
+			if prev != nil && table.CompareKeys(key, prev) == 0 {
 				continue
 			}
-			o.add(r.key, r.ver)
-			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-				o.stopAt(r.key)
-				return examined, nil
+			row := t.writes[key].row
+			if row == nil || !m.Match(row) {
+				continue
+			}
+			if !fn(cand{key: key, row: row, own: true}) {
+				o.stopAt(key)
+				return false
 			}
 		}
-		return examined, nil
-	}
-	n, k := len(ord), len(nk)
-	i, j := 0, 0
-	at := func(s int, x int) int { // the position of the x-th element of a sequence of length s
-		if reverse {
-			return s - 1 - x
-		}
-		return x
+		return true
 	}
 	overlay := len(t.writes) > 0
-	for step := 1; i < n || j < k; step++ {
-		if step%every == 0 {
+	for pos, r := range rows {
+		examined++
+		if examined%every == 0 {
 			if err := t.sg.ctxErr(); err != nil {
 				return examined, err
 			}
 		}
-		takeCommitted := j >= k
-		if i < n && j < k {
-			c := table.CompareKeys(ord[at(n, i)].key, nk[at(k, j)])
-			if reverse {
-				c = -c
-			}
-			takeCommitted = c <= 0
+		if overlay && !own(r.key) {
+			return examined, nil
 		}
-		var c cand
-		if takeCommitted {
-			pos := at(n, i)
-			r := ord[pos]
-			i++
-			examined++
-			matched := false
-			if pass := pf == nil; !pass {
-				pass, _ = pf.check(pos)
-				matched = pass && m.Match(r.row)
-			} else {
-				matched = m.Match(r.row)
-			}
-			if matched {
-				o.add(r.key, r.ver) // also when the run's own write hides it
-			}
-			w, written := t.writes[r.key]
-			switch {
-			case overlay && written:
-				c = cand{key: r.key, row: w.row, own: true}
-				if c.row == nil || !m.Match(c.row) {
-					continue
-				}
-			case !matched:
-				continue
-			default:
-				c = cand{key: r.key, row: r.row, ver: r.ver}
-			}
-		} else {
-			key := nk[at(k, j)]
-			j++
-			if _, committed := mt.rows[key]; committed {
-				continue // visited with the committed rows
-			}
-			c = cand{key: key, row: t.writes[key].row, own: true}
-			if c.row == nil || !m.Match(c.row) {
+		prev = r.key
+		pass, sure := true, false
+		if pf != nil && pos >= 0 {
+			pass, sure = pf.check(pos)
+		}
+		matched := pass && ((sure && pf.complete) || m.Match(r.row))
+		if matched {
+			o.add(r.key, r.ver) // also when the run's own write hides it
+		}
+		c := cand{key: r.key, row: r.row, ver: r.ver}
+		if w, written := t.writes[r.key]; overlay && written {
+			if w.row == nil || !m.Match(w.row) {
 				continue
 			}
+			c = cand{key: r.key, row: w.row, own: true}
+		} else if !matched {
+			continue
 		}
 		if !fn(c) {
 			o.stopAt(c.key)
 			return examined, nil
 		}
+	}
+	if rerr != nil {
+		return examined, rerr
+	}
+	if overlay {
+		own(nil)
 	}
 	return examined, nil
 }
@@ -514,8 +503,11 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return w.row, true, t.sg.read(1)
 	}
 	t.st.mu.RLock()
-	r := t.mem().rows[k]
+	r, err := t.mem().get(k)
 	t.st.mu.RUnlock()
+	if err != nil {
+		return nil, false, err
+	}
 	if r == nil {
 		t.noteRead(k, 0)
 		return nil, false, nil
@@ -524,17 +516,25 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 	return r.row, true, t.sg.read(1)
 }
 
-// visible returns the run's view of the row with key k, nil when there is none.
-func (t *stageTable) visible(k any) table.Row {
+// visible reports whether the run sees a row with key k.
+func (t *stageTable) visible(k any) (bool, error) {
 	if w := t.writes[k]; w != nil {
-		return w.row
+		return w.row != nil, nil
 	}
+	return t.committed(k)
+}
+
+// committed reports whether the committed table holds key k.
+func (t *stageTable) committed(k any) (bool, error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
-	if r := t.mem().rows[k]; r != nil {
-		return r.row
-	}
-	return nil
+	return t.committedLocked(t.mem(), k)
+}
+
+// committedLocked is committed for a caller that holds the Store's read lock.
+func (t *stageTable) committedLocked(mt *committedTable, k any) (bool, error) {
+	ver, err := mt.version(k)
+	return ver != 0, err
 }
 
 // Insert validates row, generates a missing key when the schema has a key prefix, and stages the
@@ -548,14 +548,20 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 		r = table.Row{}
 	}
 	if r[t.s.Key] == nil && t.s.KeyPrefix != "" {
-		r[t.s.Key] = t.s.formatKey(t.nextNum())
+		n, err := t.nextNum()
+		if err != nil {
+			return nil, err
+		}
+		r[t.s.Key] = t.s.formatKey(n)
 	}
 	v, err := t.s.validate(r)
 	if err != nil {
 		return nil, err
 	}
 	k := v[t.s.Key]
-	if t.visible(k) != nil {
+	if seen, err := t.visible(k); err != nil {
+		return nil, err
+	} else if seen {
 		return nil, &table.FieldError{Table: t.s.Name, Key: k, Value: k,
 			Rule: fmt.Sprintf("duplicate key: a row with %s %s already exists", t.s.Key, table.FormatValue(k))}
 	}
@@ -567,25 +573,34 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
 		return nil, err
 	}
-	t.stage(k, v)
+	if err := t.stage(k, v); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
 // nextNum is the highest number among the visible keys of the form KeyPrefix+digits, plus one.
 // The run then depends on that number: a commit that inserts a higher key is a conflict.
-func (t *stageTable) nextNum() int64 {
+func (t *stageTable) nextNum() (int64, error) {
 	t.st.mu.RLock()
 	mt := t.mem()
 	best := mt.maxNum
 	t.notePred(predRead{kind: predNextKey, ver: mt.ver, n: mt.maxNum})
+	var err error
 	if best >= 0 {
-		// The committed maximum may be a row the run removed: then look at what is left.
+		// The committed maximum may be a row the run removed: then look at what is left, from
+		// the highest key down (among keys of the form, the last in key order has the highest
+		// number).
 		for k, w := range t.writes {
 			if n, ok := t.s.keyNum(k); ok && n == best && w.row == nil {
 				best = -1
-				for _, r := range mt.order {
-					if n, ok := t.s.keyNum(r.key); ok && n > best && t.visibleLocked(mt, r.key) {
+				for _, r := range mt.walk(nil, nil, true, &err) {
+					if w := t.writes[r.key]; w != nil && w.row == nil {
+						continue
+					}
+					if n, ok := t.s.keyNum(r.key); ok {
 						best = n
+						break
 					}
 				}
 				break
@@ -593,22 +608,18 @@ func (t *stageTable) nextNum() int64 {
 		}
 	}
 	t.st.mu.RUnlock()
+	if err != nil {
+		return 0, err
+	}
 	for k, w := range t.writes {
 		if n, ok := t.s.keyNum(k); ok && w.row != nil && n > best {
 			best = n
 		}
 	}
 	if best < 0 {
-		return 1
+		return 1, nil
 	}
-	return best + 1
-}
-
-func (t *stageTable) visibleLocked(mt *memTable, k any) bool {
-	if w := t.writes[k]; w != nil {
-		return w.row != nil
-	}
-	return mt.rows[k] != nil
+	return best + 1, nil
 }
 
 // ownSize is the charged size of the run's own row for key k (0 when it has none).
@@ -620,15 +631,19 @@ func (t *stageTable) ownSize(k any) int64 {
 }
 
 // stage records row (nil: removal) as the run's state of key.
-func (t *stageTable) stage(k any, row table.Row) {
+func (t *stageTable) stage(k any, row table.Row) error {
 	w := t.writes[k]
 	if w == nil {
 		w = &write{key: k}
 		t.st.mu.RLock()
-		if r := t.mem().rows[k]; r != nil {
+		r, err := t.mem().get(k)
+		t.st.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		if r != nil {
 			w.base, w.before = r.ver, r.row
 		}
-		t.st.mu.RUnlock()
 		if w.before == nil {
 			i, _ := slices.BinarySearchFunc(t.newKeys, k, table.CompareKeys)
 			t.newKeys = slices.Insert(t.newKeys, i, k)
@@ -636,6 +651,7 @@ func (t *stageTable) stage(k any, row table.Row) {
 		t.writes[k] = w
 	}
 	w.row = row
+	return nil
 }
 
 // Update merges fields into every visible row that matches q (at most q.Limit), validating each
@@ -702,7 +718,9 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 			}
 			continue
 		}
-		t.stage(ch.c.key, ch.row)
+		if err := t.stage(ch.c.key, ch.row); err != nil {
+			return 0, err
+		}
 	}
 	return len(changes), nil
 }
@@ -722,7 +740,9 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 	}
 	for _, c := range cs {
 		_ = t.sg.charge(-t.ownSize(c.key)) // a removal frees what the run had staged
-		t.stage(c.key, nil)
+		if err := t.stage(c.key, nil); err != nil {
+			return 0, err
+		}
 	}
 	return len(cs), nil
 }
@@ -813,9 +833,15 @@ func (sg *Stage) LastRow(tbl string) (table.Row, bool, error) {
 	}
 	sg.st.mu.RLock()
 	defer sg.st.mu.RUnlock()
-	mt := t.mem()
-	if len(mt.order) == 0 {
-		return nil, false, nil
+	return lastRow(t.mem())
+}
+
+// lastRow returns the committed row of mt with the highest key. The caller holds the Store's
+// lock.
+func lastRow(mt *committedTable) (table.Row, bool, error) {
+	r, err := mt.last()
+	if err != nil || r == nil {
+		return nil, false, err
 	}
-	return mt.order[len(mt.order)-1].row, true, nil
+	return r.row, true, nil
 }

@@ -59,8 +59,11 @@ type Store struct {
 
 	// mu guards the committed state below: stages read under RLock, applies write under Lock.
 	mu     sync.RWMutex
-	tables map[string]*memTable
+	tables map[string]*committedTable
 	seq    int64 // the last commit sequence number
+	// keys is the record's Keys: keysLayout when the file keeps every table's key and index
+	// buckets (disk.go), 0 for a store read entirely into memory.
+	keys   int
 	closed bool
 	// definition is the domain definition the store recorded, written back with every commit.
 	definition map[string]string
@@ -86,6 +89,10 @@ type metaRecord struct {
 	// Definition is the domain's definition files (Domain.Definition), recorded when the store
 	// was created. A store created before it was kept holds the inventory domain.
 	Definition map[string]string `json:"definition,omitempty"`
+	// Keys is keysLayout when the file keeps every table's key and index buckets (disk.go). A
+	// starplan that did not know them drops the field when it rewrites the record, and the
+	// buckets, which it did not keep, are built again.
+	Keys int `json:"keys,omitempty"`
 }
 
 // domain is the domain a store holds by its record, for a caller that named none.
@@ -141,7 +148,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, bolt: bs, tables: map[string]*memTable{}}
+	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}}
 	err = guard(bs.path, func() error {
 		var err error
 		if s.db, err = clover.OpenWithStore(bs); err != nil {
@@ -196,6 +203,7 @@ func (s *Store) init(opts Options) error {
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	s.bolt.beforeCommit = s.recordDigestsLocked
+	s.bolt.onDoc = s.trackRow
 	var m metaRecord
 	found, err := s.getSysLocked(metaCollection, metaID, &m)
 	if err != nil {
@@ -249,9 +257,22 @@ func (s *Store) init(opts Options) error {
 		return &DomainError{Dir: s.dir, Holds: m.Domain, Wanted: s.domain.Name}
 	}
 	s.seq = m.Seq
+	keyed := false
 	err = s.bolt.db.View(func(tx *bbolt.Tx) error {
+		keyed = m.Keys == keysLayout && m.Digests != nil && keysMatchDomain(tx, s)
 		for _, name := range s.names {
-			t, dg, err := loadTable(tx, s.schemas[name], m.Tables[name])
+			sc := s.schemas[name]
+			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1}
+			t.load = func() (*resident, error) { return s.loadResident(sc) }
+			s.tables[name] = t
+			if keyed {
+				t.disk = &diskTable{b: s.bolt, s: sc}
+				if dg := m.Digests[name]; dg.Rows > openResident {
+					t.n = dg.Rows
+					continue // read from the file; verified when read whole (and by db check)
+				}
+			}
+			res, dg, err := loadTable(tx, sc)
 			if err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
@@ -260,12 +281,23 @@ func (s *Store) init(opts Options) error {
 					return &DamagedError{Path: s.bolt.path, Problem: msg}
 				}
 			}
-			s.tables[name] = t
+			t.res.Store(res)
+			t.n, t.maxNum = int64(len(res.order)), res.scanMaxNum()
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for _, t := range s.tables {
+		if t.res.Load() == nil {
+			if t.maxNum, err = t.disk.maxNum(); err != nil {
+				return err
+			}
+		}
+	}
+	if keyed {
+		s.keys = keysLayout
 	}
 	// A domain may gain tables after its stores were created: add them, empty. A store written
 	// before digests existed gets them on its first write-open (recordDigestsLocked computes
@@ -280,17 +312,38 @@ func (s *Store) init(opts Options) error {
 			missing = append(missing, name)
 		}
 	}
-	if len(missing) > 0 || (m.Digests == nil && !opts.MustExist) {
-		return s.bolt.runGroup(func(*bbolt.Tx) error {
-			for _, name := range missing {
-				if err := s.db.CreateCollection(name); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	if opts.MustExist || (len(missing) == 0 && m.Digests != nil && keyed) {
+		return nil
 	}
-	return nil
+	// Also gives a store written before digests existed its digests (recordDigestsLocked), and
+	// one written before key buckets existed, or whose domain declares other indexes now, its
+	// buckets: its tables stay in memory until it is opened again.
+	return s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		for _, name := range missing {
+			if err := s.db.CreateCollection(name); err != nil {
+				return err
+			}
+		}
+		if keyed {
+			return nil
+		}
+		if err := s.buildKeysLocked(tx); err != nil {
+			return err
+		}
+		var m metaRecord
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+		m.Keys = keysLayout
+		if err := s.putSysLocked(metaCollection, metaID, m); err != nil {
+			return err
+		}
+		s.keys = keysLayout
+		for _, t := range s.tables {
+			t.disk = &diskTable{b: s.bolt, s: t.s}
+		}
+		return nil
+	})
 }
 
 // recordDigestsLocked is the last step of every write group (boltStore.beforeCommit): it adds
@@ -358,8 +411,11 @@ func (s *Store) create(noSeed bool) error {
 			return err
 		}
 	}
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}, Definition: s.domain.Definition}
-	return s.bolt.runGroup(func(*bbolt.Tx) error {
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}, Definition: s.domain.Definition, Keys: keysLayout}
+	return s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		if err := s.buildKeysLocked(tx); err != nil { // empty: the seed's documents fill them
+			return err
+		}
 		for _, name := range s.names {
 			if err := s.db.CreateCollection(name); err != nil {
 				return err
@@ -390,7 +446,7 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 
 // loadTable reads one table's documents into memory, and returns the count and digest of the
 // documents it read (a second walk of the same pages, which costs a fraction of the decoding).
-func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, collDigest, error) {
+func loadTable(tx *bbolt.Tx, s *schema) (*resident, collDigest, error) {
 	var recs []*rec
 	err := loadDocs(tx, s, func(row table.Row, id string, version int64) error {
 		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version, id: id})
@@ -399,7 +455,29 @@ func loadTable(tx *bbolt.Tx, s *schema, ver int64) (*memTable, collDigest, error
 	if err != nil {
 		return nil, collDigest{}, err
 	}
-	return newMemTable(s, recs, ver), collDigestOf(tx, s.Name), nil
+	return newResident(s, recs), collDigestOf(tx, s.Name), nil
+}
+
+// loadResident reads a table that was read from the file into memory, verifying its rows against
+// the count and digest the store's record holds now. The caller holds s.mu (read or write).
+func (s *Store) loadResident(sc *schema) (res *resident, err error) {
+	err = guard(s.bolt.path, func() error {
+		return s.bolt.db.View(func(tx *bbolt.Tx) error {
+			m, err := readRecord(tx)
+			if err != nil {
+				return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+			}
+			var dg collDigest
+			if res, dg, err = loadTable(tx, sc); err != nil {
+				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+			}
+			if msg := digestMismatch(sc.Name, m.Digests[sc.Name], dg); msg != "" {
+				return &DamagedError{Path: s.bolt.path, Problem: msg}
+			}
+			return nil
+		})
+	})
+	return res, err
 }
 
 // Close releases the store. Stages of a closed store must not be used.

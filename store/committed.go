@@ -1,0 +1,196 @@
+package store
+
+import (
+	"iter"
+	"sync"
+	"sync/atomic"
+)
+
+// committedTable is the committed state of one table as the stage, the predicate re-checks and apply
+// read it: its version, row count and highest generated key always, and its rows either held in
+// memory (resident) or read from the file on demand (disk; see disk.go). Readers hold the Store's
+// read lock, applies its write lock; reading the rows into memory (promote) happens under the
+// read lock, guarded by loadMu.
+type committedTable struct {
+	s   *schema
+	ver int64 // the commit sequence number that last changed the table
+	n   int64 // committed rows
+
+	// maxNum is the highest number n among keys of the form KeyPrefix+digits (-1: none); it
+	// makes key generation O(1). It is found again only when that row is deleted.
+	maxNum int64
+
+	disk *diskTable // nil: the file keeps no key index for the table, and res is always set
+	res  atomic.Pointer[resident]
+	// walked counts the rows walks have read from the file; past promoteRows the next walk reads
+	// the table into memory first.
+	walked atomic.Int64
+	loadMu sync.Mutex
+	load   func() (*resident, error) // reads and verifies every row (see Store.loadTable)
+}
+
+// resident returns the rows held in memory, nil when they are read from the file. For a walk
+// (walk set), a table whose walks have read promoteRows rows from the file is read into memory
+// first, once.
+func (t *committedTable) resident(walk bool) (*resident, error) {
+	if r := t.res.Load(); r != nil || !walk || t.walked.Load() < promoteRows {
+		return r, nil
+	}
+	t.loadMu.Lock()
+	defer t.loadMu.Unlock()
+	if r := t.res.Load(); r != nil {
+		return r, nil
+	}
+	r, err := t.load()
+	if err != nil {
+		return nil, err
+	}
+	t.res.Store(r)
+	return r, nil
+}
+
+// count is the number of committed rows.
+func (t *committedTable) count() int64 { return t.n }
+
+// get returns the committed row with key k, nil when there is none.
+func (t *committedTable) get(k any) (*rec, error) {
+	if r := t.res.Load(); r != nil {
+		return r.rows[k], nil
+	}
+	return t.disk.get(k)
+}
+
+// version returns the committed version of key k, 0 when there is no such row.
+func (t *committedTable) version(k any) (int64, error) {
+	if r := t.res.Load(); r != nil {
+		if x := r.rows[k]; x != nil {
+			return x.ver, nil
+		}
+		return 0, nil
+	}
+	return t.disk.version(k)
+}
+
+// lookup returns the committed rows whose field f may equal v (text: ignoring case), in key
+// order: a superset that the caller checks. ok is false when v cannot be indexed.
+func (t *committedTable) lookup(f string, v any) ([]*rec, bool, error) {
+	if r := t.res.Load(); r != nil {
+		recs, ok := r.lookup(f, v)
+		return recs, ok, nil
+	}
+	return t.disk.lookup(f, v)
+}
+
+// walk returns the committed rows with keys in [from, to] (nil bounds are open) in key order,
+// reversed when asked, each with its position in the resident order (-1 when read from the
+// file: no columns). A read error ends the walk and is left in *errp.
+func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
+	res, err := t.resident(true)
+	if err != nil {
+		*errp = err
+		return func(func(int, *rec) bool) {}
+	}
+	if res == nil {
+		return func(yield func(int, *rec) bool) {
+			var n int64
+			for r := range t.disk.rows(from, to, reverse, errp) {
+				n++
+				if !yield(-1, r) {
+					break
+				}
+			}
+			t.walked.Add(n)
+		}
+	}
+	lo, hi := 0, len(res.order)
+	if from != nil {
+		lo, _ = res.search(from)
+	}
+	if to != nil {
+		i, found := res.search(to)
+		if found {
+			i++
+		}
+		hi = i
+	}
+	return func(yield func(int, *rec) bool) {
+		if reverse {
+			for i := hi - 1; i >= lo; i-- {
+				if !yield(i, res.order[i]) {
+					return
+				}
+			}
+			return
+		}
+		for i := lo; i < hi; i++ {
+			if !yield(i, res.order[i]) {
+				return
+			}
+		}
+	}
+}
+
+// last returns the committed row with the highest key, nil when the table is empty.
+func (t *committedTable) last() (*rec, error) {
+	if r := t.res.Load(); r != nil {
+		if len(r.order) == 0 {
+			return nil, nil
+		}
+		return r.order[len(r.order)-1], nil
+	}
+	var err error
+	for r := range t.disk.rows(nil, nil, true, &err) {
+		return r, nil
+	}
+	return nil, err
+}
+
+// prefilterFor returns the columns' prefilter of where (see columns.go), nil when the rows are
+// read from the file or there is nothing to use.
+func (t *committedTable) prefilterFor(where map[string]any) *prefilter {
+	if r := t.res.Load(); r != nil {
+		return r.prefilterFor(where)
+	}
+	return nil
+}
+
+// publish makes a commit at version ver that wrote entries (a row nil removes its key) the
+// committed state; grew is how the commit changed the row count. Callers hold the Store's write
+// lock, after the commit.
+func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) error {
+	t.ver, t.n = ver, t.n+grew
+	recount := false
+	for _, e := range entries {
+		if n, ok := t.s.keyNum(e.key); ok {
+			if e.row != nil && n > t.maxNum {
+				t.maxNum = n
+			} else if e.row == nil && n == t.maxNum {
+				recount = true
+			}
+		}
+	}
+	if r := t.res.Load(); r != nil {
+		switch {
+		case t.disk != nil && t.n > openResident && len(entries) >= bulkPut && t.walked.Load() < promoteRows:
+			// A large commit (an import) to a table no walk has needed in memory: let it go, so
+			// that the rows are not held twice, and read them from the file.
+			t.res.Store(nil)
+		case len(entries) >= bulkPut:
+			r.putAll(entries, ver)
+		default:
+			for _, e := range entries {
+				r.put(e.key, e.row, ver, e.id)
+			}
+		}
+	}
+	if !recount {
+		return nil
+	}
+	if r := t.res.Load(); r != nil {
+		t.maxNum = r.scanMaxNum()
+		return nil
+	}
+	var err error
+	t.maxNum, err = t.disk.maxNum()
+	return err
+}
