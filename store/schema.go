@@ -199,6 +199,10 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 		if err != nil {
 			return nil, err
 		}
+		if str, ok := nv.(string); ok && f == s.key && len(str) > MaxKeyBytes { // after max_len: its rule says more
+			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v,
+				Rule: fmt.Sprintf("is a key of %d bytes; a key may have at most %d", len(str), MaxKeyBytes)}
+		}
 		// Keyed by the schema's own string: every row shares one copy of each field name,
 		// instead of one per row as a decoder made it, and a lookup compares the pointers.
 		out[f.Name] = nv
@@ -215,6 +219,10 @@ func (s *schema) validate(row table.Row) (table.Row, error) {
 	}
 	return out, nil
 }
+
+// MaxKeyBytes bounds a text key: the file's key index holds each key encoded (at most about
+// three times as long, see keyenc.go), and bbolt refuses keys past 32 KiB.
+const MaxKeyBytes = 4096
 
 // keyRule returns the rule a key value breaks, if any: a key of the generated form (KeyPrefix
 // and digits) must carry a number up to the table's MaxKeyNum, or the next key could not be made.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -207,6 +208,28 @@ func TestKeyNumbersAreBounded(t *testing.T) {
 	bad.KeyPrefix, bad.KeyMax = "", 10
 	_, err = Validate(&bad, table.Row{"id": "TXN001"})
 	assert.ErrorContains(t, err, "key_max must be > 0 and needs a key_prefix")
+}
+
+// A text key is at most MaxKeyBytes long: the key index holds it encoded, and bbolt refuses long
+// keys at commit, after the run was approved. Found at validation, the run fails with the rule;
+// the longest key of the shape that encodes longest commits and reads back.
+func TestKeysAreBoundedInLength(t *testing.T) {
+	d, err := LoadDomain(fstest.MapFS{"domain.json": {Data: []byte(`{"name": "keys", "tables": [{"name": "k", "key": "id",
+		"fields": [{"name": "id", "type": "string", "max_len": 100000}, {"name": "v", "type": "int"}]}]}`)}})
+	require.NoError(t, err)
+	s, err := Open(t.TempDir(), Options{Domain: d})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Stage().tables["k"].Insert(table.Row{"id": strings.Repeat("k", MaxKeyBytes+1)})
+	assert.ErrorContains(t, err, "a key may have at most 4096")
+	sg := s.Stage()
+	long := strings.Repeat("0-", MaxKeyBytes/2) // one-digit runs between other bytes encode longest
+	_, err = sg.tables["k"].Insert(table.Row{"id": long, "v": 1})
+	require.NoError(t, err)
+	require.NoError(t, sg.Apply(bg))
+	row, ok := committed(t, s, "k", long)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), row["v"])
 }
 
 // The generated key stops at key_max instead of overflowing.
