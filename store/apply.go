@@ -447,13 +447,10 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		}
 	}
 	s.seq = seq
-	var perr error
 	for name := range touched {
-		if err := s.tables[name].publish(entries[name], seq, grew[name]); err != nil && perr == nil {
-			perr = err
-		}
+		s.tables[name].publish(entries[name], seq, grew[name])
 	}
-	return perr
+	return nil
 }
 
 // reserveMin is the smallest estimated commit for which reserveFile grows the file ahead.

@@ -47,6 +47,9 @@ type boltStore struct {
 	// made: old is the document replaced or deleted (nil: none), new the one written (nil: a
 	// delete). The Store keeps its key and index buckets with it (disk.go).
 	onDoc func(tx *bbolt.Tx, coll string, id, old, new []byte) error
+	// keyOps are the group's changes to the key and index buckets, made at its end in key
+	// order (see keyOps.apply).
+	keyOps keyOps
 }
 
 // openBolt opens the bbolt file in dir, failing with an *InUseError when another process holds
@@ -213,12 +216,16 @@ func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 		s.delta = map[string]*collDigest{}
 		done := false
 		defer func() {
-			s.group, s.delta = nil, nil
+			s.group, s.delta, s.keyOps = nil, nil, keyOps{}
 			if !done { // fn or Commit panicked: release bbolt's writer lock
 				tx.Rollback()
 			}
 		}()
 		err = fn(tx)
+		if err == nil {
+			err = s.keyOps.apply(tx)
+			s.keyOps = keyOps{}
+		}
 		if err == nil && s.beforeCommit != nil {
 			err = s.beforeCommit(tx, s.delta)
 		}

@@ -299,7 +299,7 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 			}
 			seen[key] = id
 			if m.Keys == keysLayout {
-				want.add(s, row, ver, id)
+				want.add(s, row, ver, docHash(k, v), id)
 			}
 			if ver < 1 || ver > tver {
 				rep.add(CheckRecord, s.Name, "%s row %s is at version %d, but its table is at version %d", s.Name, table.FormatValue(key), ver, tver)
@@ -323,10 +323,10 @@ type keyEntries struct {
 
 type kv struct{ k, v string }
 
-func (e *keyEntries) add(s *schema, row table.Row, ver int64, id string) {
+func (e *keyEntries) add(s *schema, row table.Row, ver int64, hash uint64, id string) {
 	ek := appendKey(nil, row[s.Key])
-	e.keys = append(e.keys, kv{string(ek), string(keyValue(ver, id))})
-	for _, f := range s.Indexes {
+	e.keys = append(e.keys, kv{string(ek), string(keyValue(ver, hash, id, row[s.Key]))})
+	for _, f := range s.diskIndexes() {
 		if entry, ok := indexEntry(row[f], ek); ok {
 			if e.indexes == nil {
 				e.indexes = map[string][]string{}
@@ -351,7 +351,7 @@ func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *schema, want *keyEntries) {
 		rep.add(CheckKeys, s.Name, "the key index of table %s does not match its rows (%d entries for %d rows, or entries naming the wrong document or version): reads through it would miss or misread rows", s.Name, len(got), len(want.keys))
 	}
 	idx := tableIndexes(tx, s.Name)
-	for _, f := range s.Indexes {
+	for _, f := range s.diskIndexes() {
 		var fb *bbolt.Bucket
 		if idx != nil {
 			fb = idx.Bucket([]byte(f))

@@ -24,9 +24,10 @@ type committedTable struct {
 	res  atomic.Pointer[resident]
 	// walked counts the rows walks have read from the file; past promoteRows the next walk reads
 	// the table into memory first.
-	walked atomic.Int64
-	loadMu sync.Mutex
-	load   func() (*resident, error) // reads and verifies every row (see Store.loadTable)
+	walked  atomic.Int64
+	loadMu  sync.Mutex
+	load    func() (*resident, error) // reads and verifies every row (see Store.loadResident)
+	loadErr error                     // why load failed: a damaged table is read whole once
 }
 
 // resident returns the rows held in memory, nil when they are read from the file. For a walk
@@ -38,11 +39,12 @@ func (t *committedTable) resident(walk bool) (*resident, error) {
 	}
 	t.loadMu.Lock()
 	defer t.loadMu.Unlock()
-	if r := t.res.Load(); r != nil {
-		return r, nil
+	if r := t.res.Load(); r != nil || t.loadErr != nil {
+		return r, t.loadErr
 	}
 	r, err := t.load()
 	if err != nil {
+		t.loadErr = err
 		return nil, err
 	}
 	t.res.Store(r)
@@ -71,37 +73,109 @@ func (t *committedTable) version(k any) (int64, error) {
 	return t.disk.version(k)
 }
 
-// lookup returns the committed rows whose field f may equal v (text: ignoring case), in key
-// order: a superset that the caller checks. ok is false when v cannot be indexed.
-func (t *committedTable) lookup(f string, v any) ([]*rec, bool, error) {
+// indexSize is how many committed rows field f's index holds for value v, counted up to
+// limit+1 when limit >= 0; ok is false when v cannot be indexed.
+func (t *committedTable) indexSize(f string, v any, limit int) (int, bool, error) {
 	if r := t.res.Load(); r != nil {
 		recs, ok := r.lookup(f, v)
-		return recs, ok, nil
+		return len(recs), ok, nil
 	}
-	return t.disk.lookup(f, v)
+	return t.disk.indexSize(f, v, limit)
+}
+
+// lookup returns the committed rows whose field f may equal v (text: ignoring case), in key order
+// (reversed when asked): a superset that the caller checks. v must be indexable (indexSize).
+// Rows read from the file count toward reading the table into memory.
+func (t *committedTable) lookup(f string, v any, reverse bool, errp *error) iter.Seq[*rec] {
+	if r := t.res.Load(); r != nil {
+		recs, _ := r.lookup(f, v)
+		return sliceSeq(recs, reverse)
+	}
+	return t.counted(t.disk.lookup(f, v, reverse, errp))
+}
+
+// counted adds the rows a walk of the file yields to t.walked.
+func (t *committedTable) counted(seq iter.Seq[*rec]) iter.Seq[*rec] {
+	return func(yield func(*rec) bool) {
+		var n int64
+		defer func() { t.walked.Add(n) }()
+		for r := range seq {
+			n++
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+func sliceSeq(recs []*rec, reverse bool) iter.Seq[*rec] {
+	return func(yield func(*rec) bool) {
+		for i := range recs {
+			r := recs[i]
+			if reverse {
+				r = recs[len(recs)-1-i]
+			}
+			if !yield(r) {
+				return
+			}
+		}
+	}
 }
 
 // walk returns the committed rows with keys in [from, to] (nil bounds are open) in key order,
 // reversed when asked, each with its position in the resident order (-1 when read from the
-// file: no columns). A read error ends the walk and is left in *errp.
+// file: no columns). A walk that reads promoteRows rows from the file reads the table into
+// memory and goes on from there, so one walk never holds more than that many rows of its own.
+// A read error ends the walk and is left in *errp.
 func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
 	res, err := t.resident(true)
 	if err != nil {
 		*errp = err
 		return func(func(int, *rec) bool) {}
 	}
-	if res == nil {
-		return func(yield func(int, *rec) bool) {
-			var n int64
-			for r := range t.disk.rows(from, to, reverse, errp) {
-				n++
-				if !yield(-1, r) {
-					break
-				}
+	if res != nil {
+		return res.walk(from, to, reverse, 0)
+	}
+	return func(yield func(int, *rec) bool) {
+		var last any
+		var n int64
+		more := false
+		for r := range t.disk.rows(from, to, reverse, errp) {
+			n++
+			if !yield(-1, r) {
+				break
 			}
-			t.walked.Add(n)
+			last = r.key
+			if t.walked.Load()+n >= promoteRows {
+				more = true
+				break
+			}
+		}
+		t.walked.Add(n)
+		if !more || *errp != nil {
+			return
+		}
+		res, err := t.resident(true)
+		if err != nil {
+			*errp = err
+			return
+		}
+		if reverse {
+			to = last
+		} else {
+			from = last
+		}
+		for pos, r := range res.walk(from, to, reverse, 1) {
+			if !yield(pos, r) {
+				return
+			}
 		}
 	}
+}
+
+// walk returns the rows with keys in [from, to] in key order, reversed when asked, with their
+// positions; skip leaves out that many rows at the start (a walk that goes on after a key).
+func (res *resident) walk(from, to any, reverse bool, skip int) iter.Seq2[int, *rec] {
 	lo, hi := 0, len(res.order)
 	if from != nil {
 		lo, _ = res.search(from)
@@ -115,14 +189,14 @@ func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2
 	}
 	return func(yield func(int, *rec) bool) {
 		if reverse {
-			for i := hi - 1; i >= lo; i-- {
+			for i := hi - 1 - skip; i >= lo; i-- {
 				if !yield(i, res.order[i]) {
 					return
 				}
 			}
 			return
 		}
-		for i := lo; i < hi; i++ {
+		for i := lo + skip; i < hi; i++ {
 			if !yield(i, res.order[i]) {
 				return
 			}
@@ -157,7 +231,7 @@ func (t *committedTable) prefilterFor(where map[string]any) *prefilter {
 // publish makes a commit at version ver that wrote entries (a row nil removes its key) the
 // committed state; grew is how the commit changed the row count. Callers hold the Store's write
 // lock, after the commit.
-func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) error {
+func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) {
 	t.ver, t.n = ver, t.n+grew
 	recount := false
 	for _, e := range entries {
@@ -184,13 +258,15 @@ func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) erro
 		}
 	}
 	if !recount {
-		return nil
+		return
 	}
 	if r := t.res.Load(); r != nil {
 		t.maxNum = r.scanMaxNum()
-		return nil
+		return
 	}
-	var err error
-	t.maxNum, err = t.disk.maxNum()
-	return err
+	// The commit is done: a key index that does not read back is the next read's to report.
+	// Until then the removed key's number stays the highest, so a generated key is still new.
+	if n, err := t.disk.maxNum(); err == nil {
+		t.maxNum = n
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
+	"unicode"
 
 	"encoding/json"
 
@@ -20,9 +22,14 @@ import (
 // keeps two kinds of bbolt buckets, both written in the same transaction as the documents by the
 // bbolt adapter's write hook (boltTx.track → Store.trackRow), so no write path can miss them:
 //
-//   - keysBucket/<table>: appendKey(key) → version (8 bytes) and the clover document id. Keys
+//   - keysBucket/<table>: appendKey(key) → the row's version, the hash of its stored document
+//     (docHash, as the digests use), the clover document id and the key itself (keyEntry). Keys
 //     encode so that bytes sort in table.CompareKeys order, so a cursor walks the table in key
-//     order either way, from any key, and the last key is one step away.
+//     order either way, from any key, and the last key is one step away. A row read through an
+//     entry must be the document the entry names, hash and key included, or the read fails
+//     with a *DamagedError: a changed document or a moved entry is found where it is read. (A
+//     lost entry cannot be seen by a lookup of its key; db check compares every entry with the
+//     documents, and a walk into memory checks the table's digest.)
 //   - indexBucket/<table>/<field>: appendIndexValue(indexKey(value)) + appendKey(key) → nothing,
 //     one bucket per field the table declares in its indexes. An equality or $ieq is a prefix
 //     walk, its candidates in key order.
@@ -53,18 +60,48 @@ var (
 	promoteRows  = int64(1 << 16)
 )
 
-// keyValue is the value of a keys bucket entry: the row's version, then its document id.
-func keyValue(ver int64, id string) []byte {
-	v := make([]byte, 8, 8+len(id))
-	binary.BigEndian.PutUint64(v, uint64(ver))
-	return append(v, id...)
+// keyEntry is the value of a keys bucket entry.
+type keyEntry struct {
+	ver  int64
+	hash uint64 // docHash of the document's bbolt key and bytes
+	id   string // the clover document id
+	key  []byte // the row's key as stored text (a string key) or 8 big-endian bytes (an int)
 }
 
-func parseKeyValue(v []byte) (ver int64, id string, ok bool) {
-	if len(v) < 8 {
-		return 0, "", false
+// keyValue encodes a keys bucket entry: version and hash (8 bytes each), the id's length (one
+// byte) and the id, then the key.
+func keyValue(ver int64, hash uint64, id string, key any) []byte {
+	v := make([]byte, 17, 17+len(id)+16)
+	binary.BigEndian.PutUint64(v, uint64(ver))
+	binary.BigEndian.PutUint64(v[8:], hash)
+	v[16] = byte(len(id))
+	v = append(v, id...)
+	switch k := key.(type) {
+	case string:
+		return append(v, k...)
+	case int64:
+		return binary.BigEndian.AppendUint64(v, uint64(k))
 	}
-	return int64(binary.BigEndian.Uint64(v)), string(v[8:]), true
+	return v
+}
+
+func parseKeyValue(v []byte) (keyEntry, bool) {
+	if len(v) < 17 || len(v) < 17+int(v[16]) {
+		return keyEntry{}, false
+	}
+	n := 17 + int(v[16])
+	return keyEntry{ver: int64(binary.BigEndian.Uint64(v)), hash: binary.BigEndian.Uint64(v[8:]), id: string(v[17:n]), key: v[n:]}, true
+}
+
+// rawKey is the key an entry holds, as the schema's kind; false when it is not one.
+func (s *schema) rawKey(b []byte) (any, bool) {
+	if s.key.Type == table.TypeString {
+		return string(b), true
+	}
+	if len(b) != 8 {
+		return nil, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
 }
 
 // tableKeys returns the keys bucket of table name, nil when the store keeps none for it.
@@ -94,37 +131,24 @@ func indexEntry(v any, encKey []byte) ([]byte, bool) {
 	return append(appendIndexValue(nil, ik), encKey...), true
 }
 
-// trackRow keeps the keys and index buckets of a domain table in step with one document write,
-// inside the write's transaction: old is the document it replaces or deletes (nil: none), new
-// the document written (nil: a delete). Tables without buckets (a store not yet migrated) and
-// system collections are left alone.
+// trackRow keeps the keys and index buckets of a domain table in step with one document write:
+// old is the document it replaces or deletes (nil: none), new the document written (nil: a
+// delete). The changes are queued and made at the end of the write group, in key order
+// (keyOps.apply). Tables without buckets (a store not yet migrated) and system collections are
+// left alone.
 func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) error {
 	sc := s.schemas[coll]
-	if sc == nil {
+	if sc == nil || tableKeys(tx, coll) == nil {
 		return nil
 	}
-	keys := tableKeys(tx, coll)
-	if keys == nil {
-		return nil
-	}
-	idx := tableIndexes(tx, coll)
+	var fields []string
+	_ = eachIndex(tableIndexes(tx, coll), func(f string, _ *bbolt.Bucket) error { fields = append(fields, f); return nil })
 	if old != nil {
 		row, _, err := decodeRow(sc, old)
 		if err != nil {
 			return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s document %s does not read back: %v", coll, id, err), Err: err}
 		}
-		ek := appendKey(nil, row[sc.Key])
-		if err := keys.Delete(ek); err != nil {
-			return err
-		}
-		if err := eachIndex(idx, func(field string, b *bbolt.Bucket) error {
-			if e, ok := indexEntry(row[field], ek); ok {
-				return b.Delete(e)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
+		s.bolt.keyOps.addRow(sc, fields, row, nil)
 	}
 	if new == nil {
 		return nil
@@ -133,21 +157,83 @@ func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) 
 	if err != nil {
 		return fmt.Errorf("%s document %s: %w", coll, id, err)
 	}
-	return putRowKeys(keys, idx, sc, row, ver, string(id))
+	s.bolt.keyOps.addRow(sc, fields, row, keyValue(ver, docHash(append(docPrefix(coll), id...), new), string(id), row[sc.Key]))
+	return nil
 }
 
-// putRowKeys adds one row's entries to a table's keys and index buckets.
-func putRowKeys(keys, idx *bbolt.Bucket, sc *schema, row table.Row, ver int64, id string) error {
-	ek := appendKey(nil, row[sc.Key])
-	if err := keys.Put(ek, keyValue(ver, id)); err != nil {
-		return err
+// keyOp is one change to a key or index bucket: a put, or a delete when value is nil.
+type keyOp struct {
+	key, value []byte
+	seq        int // the order it was made in, for one key
+}
+
+// keyBucket names a key bucket (field "") or an index bucket of a table.
+type keyBucket struct{ table, field string }
+
+// keyOps are a write group's changes to the key and index buckets, by bucket.
+type keyOps struct {
+	n  int
+	by map[keyBucket][]keyOp
+}
+
+func (k *keyOps) add(b keyBucket, key, value []byte) {
+	if k.by == nil {
+		k.by = map[keyBucket][]keyOp{}
 	}
-	return eachIndex(idx, func(field string, b *bbolt.Bucket) error {
-		if e, ok := indexEntry(row[field], ek); ok {
-			return b.Put(e, nil)
+	k.by[b] = append(k.by[b], keyOp{key: key, value: value, seq: k.n})
+	k.n++
+}
+
+// addRow adds a row's entries in its table's keys bucket and the index buckets of fields: puts
+// with value (the row's keys bucket value), or deletes when value is nil.
+func (k *keyOps) addRow(sc *schema, fields []string, row table.Row, value []byte) {
+	ek := appendKey(nil, row[sc.Key])
+	k.add(keyBucket{sc.Name, ""}, ek, value)
+	var mark []byte // an index entry's value: empty for a put, nil for a delete
+	if value != nil {
+		mark = []byte{}
+	}
+	for _, f := range fields {
+		if e, ok := indexEntry(row[f], ek); ok {
+			k.add(keyBucket{sc.Name, f}, e, mark)
 		}
-		return nil
-	})
+	}
+}
+
+// apply makes the changes, each bucket's sorted by key (the changes to one key in the order they
+// were made). bbolt splits a transaction's nodes only when it commits, so puts in no particular
+// order (an index of names, a shuffled import) each moved every entry after them in one ever
+// larger node: quadratic. In key order they append.
+func (k *keyOps) apply(tx *bbolt.Tx) error {
+	for kb, ops := range k.by {
+		var b *bbolt.Bucket
+		if kb.field == "" {
+			b = tableKeys(tx, kb.table)
+		} else if idx := tableIndexes(tx, kb.table); idx != nil {
+			b = idx.Bucket([]byte(kb.field))
+		}
+		if b == nil {
+			return fmt.Errorf("store: table %s has no key bucket %q", kb.table, kb.field)
+		}
+		slices.SortFunc(ops, func(x, y keyOp) int {
+			if c := bytes.Compare(x.key, y.key); c != 0 {
+				return c
+			}
+			return x.seq - y.seq
+		})
+		for _, op := range ops {
+			var err error
+			if op.value == nil {
+				err = b.Delete(op.key)
+			} else {
+				err = b.Put(op.key, op.value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // eachIndex calls fn with every field bucket of a table's index bucket (which may be nil).
@@ -186,23 +272,39 @@ func (s *Store) buildKeysLocked(tx *bbolt.Tx) error {
 	if err != nil {
 		return err
 	}
+	if err := iroot.Put([]byte(foldVersionKey), []byte(unicode.Version)); err != nil {
+		return err
+	}
 	for _, name := range s.names {
 		if err := createTableKeys(kroot, iroot, s.schemas[name]); err != nil {
 			return err
 		}
-		keys, idx := tableKeys(tx, name), tableIndexes(tx, name)
 		sc := s.schemas[name]
-		err := loadDocs(tx, sc, func(row table.Row, id string, ver int64) error {
-			return putRowKeys(keys, idx, sc, row, ver, id)
-		})
-		if err != nil {
-			return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+		fields := sc.diskIndexes()
+		prefix := docPrefix(name)
+		c := tx.Bucket([]byte(rootBucket)).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			row, ver, err := decodeRow(sc, v)
+			if err != nil {
+				err = fmt.Errorf("%s: document %s: %w", name, k[len(prefix):], err)
+				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+			}
+			s.bolt.keyOps.addRow(sc, fields, row, keyValue(ver, docHash(k, v), string(k[len(prefix):]), row[sc.Key]))
 		}
 	}
 	return nil
 }
 
-// createTableKeys makes a table's (empty) keys bucket and one index bucket per declared index.
+// diskIndexes are the fields the file keeps an index bucket of: the declared indexes, and a text
+// key (an equality on the key is a lookup of the keys bucket, but $ieq needs the key's case fold).
+func (s *schema) diskIndexes() []string {
+	if s.key.Type != table.TypeString {
+		return s.Indexes
+	}
+	return append(slices.Clone(s.Indexes), s.Key)
+}
+
+// createTableKeys makes a table's (empty) keys bucket and one index bucket per disk index.
 func createTableKeys(kroot, iroot *bbolt.Bucket, sc *schema) error {
 	if _, err := kroot.CreateBucketIfNotExists([]byte(sc.Name)); err != nil {
 		return err
@@ -211,7 +313,7 @@ func createTableKeys(kroot, iroot *bbolt.Bucket, sc *schema) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range sc.Indexes {
+	for _, f := range sc.diskIndexes() {
 		if _, err := idx.CreateBucketIfNotExists([]byte(f)); err != nil {
 			return err
 		}
@@ -219,19 +321,28 @@ func createTableKeys(kroot, iroot *bbolt.Bucket, sc *schema) error {
 	return nil
 }
 
+// foldVersionKey names, in the index bucket, the Unicode version whose case folds the index
+// entries hold (table.FoldKey follows the unicode package): entries made under other tables of
+// case pairs would miss rows, so a change of version builds the indexes again.
+const foldVersionKey = ":unicode" // no table is named so
+
 // keysMatchDomain reports whether the file keeps, for every table, a keys bucket and exactly one
-// index bucket per declared index: Open builds them again otherwise.
+// index bucket per disk index, folded by this Unicode version: Open builds them again otherwise.
 func keysMatchDomain(tx *bbolt.Tx, s *Store) bool {
+	if b := tx.Bucket([]byte(indexBucket)); b == nil || string(b.Get([]byte(foldVersionKey))) != unicode.Version {
+		return false
+	}
 	for _, name := range s.names {
 		if tableKeys(tx, name) == nil {
 			return false
 		}
 		have := map[string]bool{}
 		_ = eachIndex(tableIndexes(tx, name), func(f string, _ *bbolt.Bucket) error { have[f] = true; return nil })
-		if len(have) != len(s.schemas[name].Indexes) {
+		want := s.schemas[name].diskIndexes()
+		if len(have) != len(want) {
 			return false
 		}
-		for _, f := range s.schemas[name].Indexes {
+		for _, f := range want {
 			if !have[f] {
 				return false
 			}
@@ -265,35 +376,50 @@ func (d *diskTable) buckets(tx *bbolt.Tx) (keys, root *bbolt.Bucket, err error) 
 	return keys, root, nil
 }
 
-// load reads the row a keys bucket entry names.
-func (d *diskTable) load(root *bbolt.Bucket, key any, v []byte) (*rec, error) {
-	ver, id, ok := parseKeyValue(v)
+// load reads the row the keys bucket entry (ek, v) names, and checks that it is that row: the
+// document the entry names, with the hash, version and key the entry holds.
+func (d *diskTable) load(root *bbolt.Bucket, ek, v []byte) (*rec, error) {
+	e, ok := parseKeyValue(v)
 	if !ok {
-		return nil, d.damaged("the key index of table %s holds a damaged entry for %s", d.s.Name, table.FormatValue(key))
+		return nil, d.damaged("the key index of table %s holds a damaged entry", d.s.Name)
 	}
-	doc := root.Get(append(docPrefix(d.s.Name), id...))
+	key, _ := d.s.rawKey(e.key)
+	dk := append(docPrefix(d.s.Name), e.id...)
+	doc := root.Get(dk)
 	if doc == nil {
-		return nil, d.damaged("table %s: the row %s the key index names (document %s) is missing", d.s.Name, table.FormatValue(key), id)
+		return nil, d.damaged("table %s: the row %s the key index names (document %s) is missing", d.s.Name, table.FormatValue(key), e.id)
+	}
+	if docHash(dk, doc) != e.hash {
+		return nil, d.damaged("table %s: document %s (row %s) is not the document its key index entry names: it changed after it was written", d.s.Name, e.id, table.FormatValue(key))
 	}
 	row, dver, err := decodeRow(d.s, doc)
 	if err != nil {
-		return nil, d.damaged("table %s: document %s does not read back: %v", d.s.Name, id, err)
+		return nil, d.damaged("table %s: document %s does not read back: %v", d.s.Name, e.id, err)
 	}
-	if dver != ver || (key != nil && table.CompareKeys(row[d.s.Key], key) != 0) {
-		return nil, d.damaged("table %s: document %s (row %s at version %d) is not what the key index names for it (version %d)", d.s.Name, id, table.FormatValue(row[d.s.Key]), dver, ver)
+	if dver != e.ver || !bytes.Equal(appendKey(nil, row[d.s.Key]), ek) {
+		return nil, d.damaged("table %s: document %s (row %s at version %d) is not what its key index entry says (row %s at version %d)", d.s.Name, e.id, table.FormatValue(row[d.s.Key]), dver, table.FormatValue(key), e.ver)
 	}
-	return &rec{key: row[d.s.Key], row: row, ver: ver, id: id}, nil
+	return &rec{key: row[d.s.Key], row: row, ver: e.ver, id: e.id}, nil
 }
 
-// get returns the committed row with key k, nil when there is none.
-func (d *diskTable) get(k any) (r *rec, err error) {
-	err = d.view(func(tx *bbolt.Tx) error {
+// read runs fn in a read transaction with the table's keys bucket and clover's root bucket,
+// turning bbolt's panics and faults on a damaged file into a *DamagedError.
+func (d *diskTable) read(fn func(keys, root *bbolt.Bucket, tx *bbolt.Tx) error) error {
+	return d.view(func(tx *bbolt.Tx) error {
 		keys, root, err := d.buckets(tx)
 		if err != nil {
 			return err
 		}
-		if v := keys.Get(appendKey(nil, k)); v != nil {
-			r, err = d.load(root, k, v)
+		return fn(keys, root, tx)
+	})
+}
+
+// get returns the committed row with key k, nil when there is none.
+func (d *diskTable) get(k any) (r *rec, err error) {
+	err = d.read(func(keys, root *bbolt.Bucket, _ *bbolt.Tx) error {
+		ek := appendKey(nil, k)
+		if v := keys.Get(ek); v != nil {
+			r, err = d.load(root, ek, v)
 		}
 		return err
 	})
@@ -302,84 +428,110 @@ func (d *diskTable) get(k any) (r *rec, err error) {
 
 // version returns the committed version of key k, 0 when there is no such row.
 func (d *diskTable) version(k any) (ver int64, err error) {
-	err = d.view(func(tx *bbolt.Tx) error {
-		keys, _, err := d.buckets(tx)
-		if err != nil {
-			return err
-		}
+	err = d.read(func(keys, _ *bbolt.Bucket, _ *bbolt.Tx) error {
 		if v := keys.Get(appendKey(nil, k)); v != nil {
-			var ok bool
-			if ver, _, ok = parseKeyValue(v); !ok {
+			e, ok := parseKeyValue(v)
+			if !ok {
 				return d.damaged("the key index of table %s holds a damaged entry for %s", d.s.Name, table.FormatValue(k))
 			}
+			ver = e.ver
 		}
 		return nil
 	})
 	return ver, err
 }
 
-// lookup returns the committed rows whose field f may equal v (text: ignoring case), in key
-// order, from the field's index bucket; ok is false when v cannot be indexed or f has none.
-func (d *diskTable) lookup(f string, v any) (recs []*rec, ok bool, err error) {
+// fieldIndex returns the index bucket of field f, nil when the table keeps none.
+func (d *diskTable) fieldIndex(tx *bbolt.Tx, f string) *bbolt.Bucket {
+	if idx := tableIndexes(tx, d.s.Name); idx != nil {
+		return idx.Bucket([]byte(f))
+	}
+	return nil
+}
+
+// indexSize counts the index entries of field f for value v, stopping past limit (when limit
+// >= 0): the entries are keys only, so a count reads no document. ok is false when v cannot be
+// indexed or f has no index.
+func (d *diskTable) indexSize(f string, v any, limit int) (n int, ok bool, err error) {
 	ik, can := indexKey(v)
 	if !can {
-		return nil, false, nil
+		return 0, false, nil
 	}
 	prefix := appendIndexValue(nil, ik)
 	err = d.view(func(tx *bbolt.Tx) error {
-		keys, root, err := d.buckets(tx)
-		if err != nil {
-			return err
-		}
-		idx := tableIndexes(tx, d.s.Name)
-		var fb *bbolt.Bucket
-		if idx != nil {
-			fb = idx.Bucket([]byte(f))
-		}
+		fb := d.fieldIndex(tx, f)
 		if fb == nil {
 			return nil
 		}
 		ok = true
 		c := fb.Cursor()
 		for e, _ := c.Seek(prefix); e != nil && bytes.HasPrefix(e, prefix); e, _ = c.Next() {
-			ek := e[len(prefix):]
-			kv := keys.Get(ek)
-			if kv == nil {
-				return d.damaged("the %s index of table %s names a row the key index does not hold", f, d.s.Name)
+			if n++; limit >= 0 && n > limit {
+				return nil
 			}
-			r, err := d.load(root, nil, kv)
-			if err != nil {
-				return err
-			}
-			recs = append(recs, r)
 		}
 		return nil
 	})
-	return recs, ok, err
+	return n, ok, err
+}
+
+// lookup returns the committed rows whose field f may equal v (text: ignoring case), in key
+// order (reversed when asked), read one by one from the field's index bucket; *errp receives a
+// read error, which ends the walk. v must be indexable (see indexSize).
+func (d *diskTable) lookup(f string, v any, reverse bool, errp *error) iter.Seq[*rec] {
+	ik, _ := indexKey(v)
+	prefix := appendIndexValue(nil, ik)
+	return d.walkBucket(func(tx *bbolt.Tx) *bbolt.Bucket { return d.fieldIndex(tx, f) }, prefix, nil, nil, reverse, true, errp)
 }
 
 // rows walks the committed rows with keys in [from, to] (nil bounds are open) in key order,
 // reversed when asked, reading each from the file; *errp receives a read error, which ends the
 // walk. The read transaction stays open while the caller's loop runs.
 func (d *diskTable) rows(from, to any, reverse bool, errp *error) iter.Seq[*rec] {
+	var lo, hi []byte
+	if from != nil {
+		lo = appendKey(nil, from)
+	}
+	if to != nil {
+		hi = appendKey(nil, to)
+	}
+	return d.walkBucket(func(tx *bbolt.Tx) *bbolt.Bucket { return tableKeys(tx, d.s.Name) }, nil, lo, hi, reverse, false, errp)
+}
+
+// walkBucket walks a bucket of the table (its keys, or an index whose entries end with the
+// encoded key: viaIndex) over the entries that start with prefix and lie in [lo, hi] (nil:
+// open), forwards or backwards, loading each entry's row. Only the bucket's own steps and the
+// loads run under guard: a panic of the caller's loop body stays the caller's.
+func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo, hi []byte, reverse, viaIndex bool, errp *error) iter.Seq[*rec] {
 	return func(yield func(*rec) bool) {
-		var lo, hi []byte
-		if from != nil {
-			lo = appendKey(nil, from)
+		fail := func(err error) {
+			if *errp == nil {
+				*errp = err
+			}
 		}
-		if to != nil {
-			hi = appendKey(nil, to)
+		var tx *bbolt.Tx
+		if err := guard(d.b.path, func() (err error) { tx, err = d.b.db.Begin(false); return err }); err != nil {
+			fail(err)
+			return
 		}
-		err := d.view(func(tx *bbolt.Tx) error {
-			keys, root, err := d.buckets(tx)
-			if err != nil {
+		defer tx.Rollback()
+		var c *bbolt.Cursor
+		var keys, root *bbolt.Bucket
+		var k, v []byte
+		err := guard(d.b.path, func() (err error) {
+			if keys, root, err = d.buckets(tx); err != nil {
 				return err
 			}
-			c := keys.Cursor()
-			var k, v []byte
+			b := bucket(tx)
+			if b == nil {
+				return nil
+			}
+			c = b.Cursor()
 			switch {
 			case !reverse && lo != nil:
 				k, v = c.Seek(lo)
+			case !reverse && prefix != nil:
+				k, v = c.Seek(prefix)
 			case !reverse:
 				k, v = c.First()
 			case hi != nil:
@@ -388,25 +540,51 @@ func (d *diskTable) rows(from, to any, reverse bool, errp *error) iter.Seq[*rec]
 				} else if !bytes.Equal(k, hi) {
 					k, v = c.Prev()
 				}
+			case prefix != nil:
+				if end := bytesAfterPrefix(prefix); end == nil {
+					k, v = c.Last()
+				} else if k, v = c.Seek(end); k == nil {
+					k, v = c.Last()
+				} else {
+					k, v = c.Prev()
+				}
 			default:
 				k, v = c.Last()
 			}
-			for ; k != nil; k, v = step(c, reverse) {
-				if (!reverse && hi != nil && bytes.Compare(k, hi) > 0) || (reverse && lo != nil && bytes.Compare(k, lo) < 0) {
-					return nil
-				}
-				r, err := d.load(root, nil, v)
-				if err != nil {
-					return err
-				}
-				if !yield(r) {
-					return nil
-				}
-			}
 			return nil
 		})
-		if err != nil && *errp == nil {
-			*errp = err
+		if err != nil || c == nil {
+			fail(err)
+			return
+		}
+		for k != nil {
+			if (prefix != nil && !bytes.HasPrefix(k, prefix)) ||
+				(!reverse && hi != nil && bytes.Compare(k, hi) > 0) || (reverse && lo != nil && bytes.Compare(k, lo) < 0) {
+				return
+			}
+			var r *rec
+			err := guard(d.b.path, func() (err error) {
+				ek, kv := k, v
+				if viaIndex {
+					ek = k[len(prefix):]
+					if kv = keys.Get(ek); kv == nil {
+						return d.damaged("an index of table %s names a row its key index does not hold", d.s.Name)
+					}
+				}
+				r, err = d.load(root, ek, kv)
+				return err
+			})
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !yield(r) {
+				return
+			}
+			if err := guard(d.b.path, func() error { k, v = step(c, reverse); return nil }); err != nil {
+				fail(err)
+				return
+			}
 		}
 	}
 }
@@ -420,41 +598,38 @@ func step(c *bbolt.Cursor, reverse bool) ([]byte, []byte) {
 
 // maxNum returns the highest n among keys of the form KeyPrefix+digits, -1 when there is none:
 // from the end of the prefix's key range backwards to the first such key, or, when the prefix's
-// keys do not form one range of the encoding, a walk of every key.
+// keys do not form one range of the encoding, over every key. It reads keys, not documents.
 func (d *diskTable) maxNum() (best int64, err error) {
 	best = -1
 	if d.s.KeyPrefix == "" || d.s.key.Type != table.TypeString {
 		return best, nil
 	}
 	lo, hi, ranged := keyPrefixEnd(d.s.KeyPrefix)
-	err = d.view(func(tx *bbolt.Tx) error {
-		keys, root, err := d.buckets(tx)
-		if err != nil {
-			return err
-		}
+	err = d.read(func(keys, _ *bbolt.Bucket, _ *bbolt.Tx) error {
 		c := keys.Cursor()
 		var k, v []byte
-		if ranged {
+		switch {
+		case !ranged || hi == nil:
+			k, v = c.Last()
+		default:
 			if k, v = c.Seek(hi); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()
 			}
-		} else {
-			k, v = c.Last()
 		}
 		for ; k != nil; k, v = c.Prev() {
 			if ranged && bytes.Compare(k, lo) < 0 {
 				return nil
 			}
-			r, err := d.load(root, nil, v)
-			if err != nil {
-				return err
+			e, ok := parseKeyValue(v)
+			if !ok {
+				return d.damaged("the key index of table %s holds a damaged entry", d.s.Name)
 			}
-			if n, ok := d.s.keyNum(r.key); ok && n > best {
+			if n, ok := d.s.keyNum(string(e.key)); ok && n > best {
 				best = n
 				if ranged {
-					return nil // the last such key in natural order has the highest number
+					return nil // among keys of the form, the last in key order has the highest number
 				}
 			}
 		}

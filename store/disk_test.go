@@ -1,14 +1,21 @@
 package store
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/fstest"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,9 +40,10 @@ func init() {
 	}
 }
 
-// onDiskSkips are the tests that do not hold of tables read from the file, each for a reason:
-// they damage a row and expect Open to find it, and Open reads no row of such a table (a read of
-// the row, a walk into memory and db check find it: TestDamageOnDiskIsFoundWhenRead).
+// onDiskSkips are the tests that do not hold of tables read from the file, each for one reason:
+// they damage a row and expect Open to find it, and Open reads no row of such a table. A read of
+// the row, a walk over it and db check find it instead (TestDamageOnDiskIsFoundWhenRead,
+// TestAChangedRowOnDiskIsFoundWhenRead, TestAMovedKeyEntryIsFoundByWalksAndCheck).
 var onDiskSkips = []string{
 	"TestAStoreWithoutDigestsGetsThemOnItsFirstWriteOpen",
 	"TestOpenRefusesARowWhoseKeyLostABit",
@@ -73,9 +81,12 @@ func tail(b []byte, n int) []byte {
 
 // onDisk makes the tables of stores opened during the test stay on disk, promoted into memory
 // after promote rows read (-1: never).
-func onDisk(t *testing.T, promote int64) {
+func onDisk(t *testing.T, promote int64) { residency(t, -1, promote) }
+
+// residency sets openResident and promoteRows (-1: never) for the test.
+func residency(t *testing.T, open, promote int64) {
 	oldOpen, oldPromote := openResident, promoteRows
-	openResident, promoteRows = -1, promote
+	openResident, promoteRows = open, promote
 	if promote < 0 {
 		promoteRows = math.MaxInt64
 	}
@@ -126,11 +137,23 @@ func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
 	assert.Equal(t, []any{"Style 3"}, k1)
 	assert.Equal(t, []any{"SG130"}, l1)
 	assert.Equal(t, []any{"SG130", "SG129", "SG128", "SG127", "SG126"}, w1)
-	require.Nil(t, mt.res.Load(), "one walk of 36 rows (and a last row) has not read 20 more")
-	reads()
-	require.NotNil(t, mt.res.Load(), "walks past promoteRows read the table into memory")
+	require.NotNil(t, mt.res.Load(), "the walk of 36 rows read the table into memory after 20, and went on from there")
 	n2, k2, l2, w2 := reads()
 	assert.Equal(t, [][]any{n1, k1, l1, w1}, [][]any{n2, k2, l2, w2})
+
+	// Forwards too, from a walk's middle, with the run's own row merged in.
+	for _, promote := range []int64{100, 3} {
+		onDisk(t, promote)
+		s := openAt(t, t.TempDir())
+		sg := s.Stage()
+		inv := tbl(t, sg, "inventory")
+		_, err := inv.Insert(table.Row{"item_id": "SG0035", "name": "n", "quantity_in_stock": 1, "price": 1.0})
+		require.NoError(t, err)
+		require.Nil(t, s.tables["inventory"].res.Load())
+		rows := findRows(t, sg, "inventory", table.Query{})
+		assert.Equal(t, []any{"SG001", "SG002", "SG003", "SG004", "SG005", "SG006", "SG0035"}, keys(t, rows, "item_id"), "promoted after %d", promote)
+		assert.Equal(t, promote == 3, s.tables["inventory"].res.Load() != nil)
+	}
 }
 
 func findRows(t *testing.T, sg *Stage, name string, q table.Query) []table.Row {
@@ -207,4 +230,385 @@ func boltView(t *testing.T, dir string, fn func(tx *bbolt.Tx) error) error {
 	require.NoError(t, err)
 	defer db.Close()
 	return db.View(fn)
+}
+
+// A changed byte in a row that still decodes: Open reads no row of a table on disk, so the read
+// of the row must find it (the entry holds the document's hash), where Open used to.
+func TestAChangedRowOnDiskIsFoundWhenRead(t *testing.T) {
+	onDisk(t, -1)
+	dir, _ := damagedStore(t, 1, func(b []byte) []byte {
+		i := bytes.Index(b, []byte("Item 0"))
+		require.GreaterOrEqual(t, i, 0)
+		b[i+5] = '9'
+		return b
+	})
+	s, err := Open(dir, Options{MustExist: true})
+	require.NoError(t, err)
+	defer s.Close()
+	_, _, err = tbl(t, s.Stage(), "inventory").Get("X00000")
+	assert.ErrorIs(t, err, ErrDamaged)
+	assert.ErrorContains(t, err, "it changed after it was written")
+	_, err = tbl(t, s.Stage(), "inventory").Find(table.Query{})
+	assert.ErrorIs(t, err, ErrDamaged)
+}
+
+// Damage to the key bucket (an entry under the wrong key bytes, as a bit flip that keeps the page
+// ordered makes it): a walk meets the entry and fails; a Get of the lost key cannot see it (the
+// entry is not where it looks), which db check reports.
+func TestAMovedKeyEntryIsFoundByWalksAndCheck(t *testing.T) {
+	onDisk(t, -1)
+	dir, _ := damagedStore(t, 1, func(b []byte) []byte { return b })
+	path := dir + "/" + dbFileName
+	db, err := bbolt.Open(path, 0o644, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		kb := tx.Bucket([]byte(keysBucket)).Bucket([]byte("inventory"))
+		old := appendKey(nil, "X00000")
+		v := bytes.Clone(kb.Get(old))
+		require.NotNil(t, v)
+		require.NoError(t, kb.Delete(old))
+		return kb.Put(appendKey(nil, "X00000~"), v) // sorts last
+	}))
+	require.NoError(t, db.Close())
+
+	s := openAt(t, dir)
+	sg := s.Stage()
+	_, err = tbl(t, sg, "inventory").Find(table.Query{})
+	assert.ErrorIs(t, err, ErrDamaged, "the entry under X00000~ names the row X00000")
+	_, _, err = sg.LastRow("inventory")
+	assert.ErrorIs(t, err, ErrDamaged)
+	require.NoError(t, s.Close())
+	assertCheckFinds(t, dir, CheckKeys, "the key index of table inventory does not match its rows")
+}
+
+// An indexed text field whose domain raises max_len: its index entry holds the text's hash past
+// maxIndexValue, so it stays below bbolt's 32 KiB key limit, and a lookup still finds the row.
+func TestALongIndexedValueCommitsAndIsFound(t *testing.T) {
+	d, err := LoadDomain(fstest.MapFS{"domain.json": {Data: []byte(`{"name": "notes", "tables": [{"name": "n", "key": "id",
+		"indexes": ["body"],
+		"fields": [{"name": "id", "type": "string"}, {"name": "body", "type": "string", "max_len": 100000}]}]}`)}})
+	require.NoError(t, err)
+	s, err := Open(t.TempDir(), Options{Domain: d})
+	require.NoError(t, err)
+	defer s.Close()
+	sg := s.Stage()
+	_, err = sg.tables["n"].Insert(table.Row{"id": "a", "body": strings.Repeat("x", 40000)})
+	require.NoError(t, err, "validation accepts it")
+	require.NoError(t, sg.Apply(bg))
+	for _, body := range []any{strings.Repeat("x", 40000), map[string]any{"$ieq": strings.Repeat("X", 40000)}} {
+		sg := s.Stage()
+		rows, err := sg.tables["n"].Find(table.Query{Where: where("body", body)})
+		require.NoError(t, err)
+		assert.Len(t, rows, 1)
+		assert.Empty(t, sg.Scans(), "answered from the index")
+	}
+	rows, err := s.Stage().tables["n"].Find(table.Query{Where: where("body", strings.Repeat("x", 39999)+"y")})
+	require.NoError(t, err)
+	assert.Empty(t, rows)
+}
+
+// $ieq on the key is answered from an index in memory and on disk alike: the run's figures
+// (scans) do not depend on where the rows are.
+func TestIeqOnTheKeyIsAnsweredFromAnIndexOnDisk(t *testing.T) {
+	scans := func() []Scan {
+		s := openAt(t, t.TempDir())
+		sg := s.Stage()
+		rows, err := tbl(t, sg, "inventory").Find(table.Query{Where: where("item_id", map[string]any{"$ieq": "sg001"})})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		return sg.Scans()
+	}
+	mem := scans()
+	onDisk(t, -1)
+	disk := scans()
+	assert.Empty(t, mem)
+	assert.Equal(t, mem, disk)
+}
+
+// An equality on an indexed field shared by many rows: on disk, candidates are read as the walk
+// takes them, so a limit of 1 reads about one row, and what is read counts toward promotion.
+func TestAnIndexLookupOnDiskReadsOnlyWhatItTakes(t *testing.T) {
+	onDisk(t, -1)
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	var sb strings.Builder
+	sb.WriteString("[")
+	const n = 20000
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"item_id": "SG%06d", "name": "Same", "description": "%s", "quantity_in_stock": 1, "price": 1}`, 1000+i, strings.Repeat("d", 200))
+	}
+	sb.WriteString("]")
+	_, err := s.Import(bg, "inventory", strings.NewReader(sb.String()), JSON, Upsert)
+	require.NoError(t, err)
+	sg := s.Stage()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rows, err := tbl(t, sg, "inventory").Find(table.Query{Where: where("name", "Same"), Limit: 1})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated for one row of limit 1")
+	assert.NotZero(t, s.tables["inventory"].walked.Load(), "rows read from the file count toward promotion")
+}
+
+// The same stores, one in memory and one on disk, the same runs with writes, removals, reverse
+// walks, index lookups and generated keys: every read answers the same (written by a reviewer).
+func TestDiskAnswersAsMemory(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	keyOf := func() string {
+		switch r.IntN(4) {
+		case 0:
+			return fmt.Sprintf("SG%d", r.IntN(300))
+		case 1:
+			return fmt.Sprintf("SG%03d", r.IntN(300))
+		case 2:
+			return fmt.Sprintf("sg%da%d", r.IntN(30), r.IntN(30))
+		}
+		return fmt.Sprintf("SG%d-%02d", r.IntN(40), r.IntN(5))
+	}
+	var rows []string
+	seen := map[string]bool{}
+	for len(rows) < 400 {
+		k := keyOf()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		rows = append(rows, fmt.Sprintf(`{"item_id": %q, "name": "N%d", "quantity_in_stock": %d, "price": %d}`, k, r.IntN(5), r.IntN(50), r.IntN(50)))
+	}
+	load := `[` + strings.Join(rows, ",") + `]`
+	residency(t, 4096, -1)
+	mk := func(disk bool) *Store {
+		old := openResident
+		if disk {
+			openResident = -1
+		}
+		defer func() { openResident = old }()
+		dir := t.TempDir()
+		s := openAt(t, dir)
+		_, err := s.Import(bg, "inventory", strings.NewReader(load), JSON, Upsert)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		return openAt(t, dir)
+	}
+	mem, dsk := mk(false), mk(true)
+	require.NotNil(t, mem.tables["inventory"].res.Load())
+	require.Nil(t, dsk.tables["inventory"].res.Load())
+	for round := 0; round < 60; round++ {
+		seed := r.Uint64()
+		run := func(s *Store) []string {
+			rr := rand.New(rand.NewPCG(seed, 7))
+			sg := s.Stage()
+			inv := tbl(t, sg, "inventory")
+			var out []string
+			note := func(x ...any) { out = append(out, fmt.Sprint(x...)) }
+			for op := 0; op < 30; op++ {
+				k := fmt.Sprintf("SG%d", rr.IntN(320))
+				if rr.IntN(3) == 0 {
+					k = fmt.Sprintf("SG%03d", rr.IntN(320))
+				}
+				switch rr.IntN(7) {
+				case 0:
+					_, err := inv.Insert(table.Row{"item_id": k, "name": fmt.Sprintf("N%d", rr.IntN(5)), "quantity_in_stock": rr.IntN(50), "price": rr.IntN(50)})
+					note("ins", k, err != nil)
+				case 1:
+					n, err := inv.Remove(table.Query{Where: where("item_id", k)})
+					note("rm", k, n, err)
+				case 2:
+					n, err := inv.Update(table.Row{"price": float64(rr.IntN(50))}, table.Query{Where: where("quantity_in_stock", map[string]any{"$lt": rr.IntN(50)}), Limit: 3, Reverse: rr.IntN(2) == 0})
+					note("upd", n, err)
+				case 3:
+					q := table.Query{Where: where("price", map[string]any{"$gte": rr.IntN(50)}), Reverse: rr.IntN(2) == 0, Limit: rr.IntN(20)}
+					got, err := inv.Find(q)
+					note("find", keys(t, got, "item_id"), err)
+				case 4:
+					got, err := inv.Find(table.Query{Where: where("name", map[string]any{"$ieq": fmt.Sprintf("n%d", rr.IntN(5))}), Reverse: rr.IntN(2) == 0})
+					note("idx", keys(t, got, "item_id"), err)
+				case 5:
+					note("len", inv.Len())
+					last, ok, err := sg.LastRow("inventory")
+					note("last", last["item_id"], ok, err)
+				case 6:
+					_, err := inv.Insert(table.Row{"name": "gen", "quantity_in_stock": 1, "price": 1})
+					note("gen", err)
+				}
+			}
+			if rr.IntN(2) == 0 {
+				note("apply", sg.Apply(bg))
+			}
+			return out
+		}
+		a, b := run(mem), run(dsk)
+		require.Equal(t, a, b, "round %d", round)
+	}
+}
+
+// Concurrent readers on a disk table that is read into memory while they read, with a writer
+// committing: every reader sees rows its filter matches, and nothing fails.
+func TestConcurrentReadersWhileATableIsReadIntoMemory(t *testing.T) {
+	onDisk(t, 50)
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	var rows []string
+	for i := 0; i < 300; i++ {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%04d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 100+i, i%5, i, i%40))
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	for iter := 0; iter < 20; iter++ {
+		s = openAt(t, dir)
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 10; j++ {
+					sg := s.Stage()
+					got, err := tbl(t, sg, "inventory").Find(table.Query{Where: where("price", map[string]any{"$gte": 10, "$lt": 12})})
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, r := range got {
+						if p := r["price"].(float64); p < 10 || p >= 12 {
+							errs <- fmt.Errorf("price %v", p)
+						}
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				sg := s.Stage()
+				_, err := tbl(t, sg, "inventory").Insert(table.Row{"name": "w", "quantity_in_stock": 1, "price": 11})
+				if err == nil {
+					err = sg.Apply(bg)
+				}
+				if err != nil && !errors.Is(err, ErrConflict) {
+					errs <- err
+				}
+			}
+		}()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		require.NoError(t, s.Close())
+	}
+}
+
+// A long value already in a store, in a field its domain now indexes: the write-open that
+// builds the new index succeeds, and the index finds the row.
+func TestANewIndexOverLongValuesIsBuilt(t *testing.T) {
+	dom := func(indexes string) *Domain {
+		d, err := LoadDomain(fstest.MapFS{"domain.json": {Data: []byte(`{"name": "notes", "tables": [{"name": "n", "key": "id",
+		"indexes": [` + indexes + `],
+		"fields": [{"name": "id", "type": "string"}, {"name": "body", "type": "string", "max_len": 100000}]}]}`)}})
+		require.NoError(t, err)
+		return d
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Domain: dom("")})
+	require.NoError(t, err)
+	sg := s.Stage()
+	_, err = sg.tables["n"].Insert(table.Row{"id": "a", "body": strings.Repeat("x", 40000)})
+	require.NoError(t, err)
+	require.NoError(t, sg.Apply(bg))
+	require.NoError(t, s.Close())
+	s, err = Open(dir, Options{Domain: dom(`"body"`)})
+	require.NoError(t, err)
+	defer s.Close()
+	sg = s.Stage()
+	rows, err := sg.tables["n"].Find(table.Query{Where: where("body", strings.Repeat("x", 40000))})
+	require.NoError(t, err)
+	assert.Len(t, rows, 1)
+	assert.Empty(t, sg.Scans())
+}
+
+// A table in memory that a large import takes past openResident lets its rows go and is read
+// from the file: count, generated keys and the last row stay right, also after a Replace.
+func TestALargeImportLetsTheRowsGo(t *testing.T) {
+	residency(t, 4096, 1<<16)
+	s := openAt(t, t.TempDir())
+	var rows []string
+	for i := 0; i < 5000; i++ {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%05d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 10+i, i%5, i, i%40))
+	}
+	mt := s.tables["inventory"]
+	require.NotNil(t, mt.res.Load())
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+	require.Nil(t, mt.res.Load())
+	sg := s.Stage()
+	inv := tbl(t, sg, "inventory")
+	assert.Equal(t, 5006, inv.Len())
+	k, err := inv.Insert(table.Row{"name": "g", "quantity_in_stock": 1, "price": 1})
+	require.NoError(t, err)
+	assert.Equal(t, "SG5010", k)
+	last, _, err := sg.LastRow("inventory")
+	require.NoError(t, err)
+	assert.Equal(t, "SG05009", last["item_id"])
+	require.NoError(t, sg.Apply(bg))
+	// Replace: keep 10, delete the rest.
+	_, err = s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows[:10], ",")+"]"), JSON, Replace)
+	require.NoError(t, err)
+	assert.Equal(t, 10, tbl(t, s.Stage(), "inventory").Len())
+	k, err = tbl(t, s.Stage(), "inventory").Insert(table.Row{"name": "g", "quantity_in_stock": 1, "price": 1})
+	require.NoError(t, err)
+	assert.Equal(t, "SG020", k)
+}
+
+// A Find past the run's rows_read limit stops walking one row past it: on disk every row a walk
+// hands over is a copy, so a find({}) of a large table must not read the whole table first.
+func TestAFindStopsAtTheReadLimit(t *testing.T) {
+	onDisk(t, -1)
+	s := openAt(t, t.TempDir())
+	var rows []string
+	for i := range 300 {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%04d", "name": "N", "quantity_in_stock": 1, "price": 1}`, 100+i))
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+	mt := s.tables["inventory"]
+	before := mt.walked.Load()
+	sg := s.StageFor(bg, RunLimits{RowsRead: 10})
+	_, err = tbl(t, sg, "inventory").Find(table.Query{})
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, LimitRowsRead, le.Limit)
+	assert.Equal(t, int64(11), mt.walked.Load()-before, "rows read from the file")
+}
+
+// Index entries made under another Unicode version's case folds are built again by the next
+// write-open; until then the tables are read into memory, where the folds are this version's.
+func TestIndexesFoldedByAnotherUnicodeVersionAreBuiltAgain(t *testing.T) {
+	onDisk(t, -1)
+	dir := t.TempDir()
+	require.NoError(t, openAt(t, dir).Close())
+	db, err := bbolt.Open(filepath.Join(dir, dbFileName), 0o644, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(indexBucket)).Put([]byte(foldVersionKey), []byte("9.0.0"))
+	}))
+	require.NoError(t, db.Close())
+
+	r, err := Open(dir, Options{MustExist: true})
+	require.NoError(t, err)
+	assert.NotNil(t, r.tables["inventory"].res.Load(), "not trusted: read into memory")
+	require.NoError(t, r.Close())
+	require.NoError(t, openAt(t, dir).Close())
+	require.NoError(t, boltView(t, dir, func(tx *bbolt.Tx) error {
+		assert.Equal(t, unicode.Version, string(tx.Bucket([]byte(indexBucket)).Get([]byte(foldVersionKey))))
+		return nil
+	}))
+	s := openAt(t, dir)
+	assert.Nil(t, s.tables["inventory"].res.Load())
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -189,7 +190,14 @@ const (
 	ivTrue   = 0x03
 	ivNumber = 0x04 // then 8 bytes
 	ivString = 0x05 // then the escaped text, ended by escByte, escEnd
+	ivLong   = 0x06 // then the SHA-256 of the value's ivString encoding (see maxIndexValue)
 )
+
+// maxIndexValue is the longest index value encoding stored as it is: a longer text is stored as
+// its SHA-256 (ivLong), so an index entry stays far below bbolt's 32 KiB key limit whatever a
+// field's max_len allows. Equal texts still share the entry; every candidate is checked by the
+// filter anyway, so a collision could only add a candidate, never lose one.
+const maxIndexValue = 256
 
 // appendIndexValue appends the encoding of an index value, one that indexKey returns: nil, a
 // bool, a float64 other than NaN, or a (case-folded) string. Two values encode the same exactly
@@ -222,11 +230,17 @@ func appendIndexValue(dst []byte, v any) []byte {
 		}
 		return binary.BigEndian.AppendUint64(append(dst, ivNumber), b)
 	case string:
+		start := len(dst)
 		dst = append(dst, ivString)
 		for i := 0; i < len(x); i++ {
 			dst = appendTextByte(dst, x[i])
 		}
-		return append(dst, escByte, escEnd)
+		dst = append(dst, escByte, escEnd)
+		if len(dst)-start > maxIndexValue {
+			sum := sha256.Sum256(dst[start:])
+			dst = append(append(dst[:start], ivLong), sum[:]...)
+		}
+		return dst
 	}
 	panic(fmt.Sprintf("store: appendIndexValue of a %T (index values are nil, bool, float64 or string)", v))
 }
@@ -255,6 +269,11 @@ func indexValueLen(b []byte) int {
 			return -1
 		}
 		return 9
+	case ivLong:
+		if len(b) < 1+sha256.Size {
+			return -1
+		}
+		return 1 + sha256.Size
 	case ivString:
 		for i := 1; ; {
 			k := bytes.IndexByte(b[i:], escByte)

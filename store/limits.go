@@ -101,6 +101,12 @@ func (sg *Stage) call() error {
 	return nil
 }
 
+// mayRead reports whether n more rows stay within the rows_read limit.
+func (sg *Stage) mayRead(n int) bool {
+	l := sg.limits.RowsRead
+	return l <= 0 || sg.rowsRead+n <= l
+}
+
 // read counts n rows handed to the plan.
 func (sg *Stage) read(n int) error {
 	sg.rowsRead += n

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 
@@ -322,18 +323,19 @@ func describeWhere(where map[string]any) string {
 // m matches, in key order, until fn returns false. It uses the indexes and numeric columns as a
 // run's reads do. The caller holds the Store's lock.
 func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from, to any, fn func(r *rec) bool) error {
-	recs, ok, err := mt.bestIndex(m)
+	var err error
+	cands, ok, err := mt.bestIndex(m, false, &err)
 	if err != nil {
 		return err
 	}
 	if ok {
-		for _, r := range recs {
+		for r := range cands {
 			in := (from == nil || table.CompareKeys(r.key, from) >= 0) && (to == nil || table.CompareKeys(r.key, to) <= 0)
 			if in && m.Match(r.row) && !fn(r) {
-				return nil
+				break
 			}
 		}
-		return nil
+		return err
 	}
 	rows := mt.walk(from, to, false, &err)
 	pf := mt.prefilterFor(where)
@@ -346,67 +348,70 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 			continue
 		}
 		if ((sure && pf.complete) || m.Match(r.row)) && !fn(r) {
-			return nil
+			break
 		}
 	}
 	return err
 }
 
 // bestIndex returns the committed candidates of m's equality or $ieq on the key or a declared
-// index with the fewest, in key order; ok is false when none can be answered from an index.
-// Candidates are a superset of the matches: the caller checks each with m. The caller holds the
-// Store's lock.
-func (mt *committedTable) bestIndex(m *table.Matcher) (recs []*rec, ok bool, err error) {
+// index with the fewest, in key order (reversed when asked); ok is false when none can be
+// answered from an index. Candidates are a superset of the matches: the caller checks each with
+// m. Sizes are counted from the indexes' entries (on disk, up to the best size so far), and only
+// the chosen candidates are read, as the caller walks them; *errp receives an error of that
+// walk. The caller holds the Store's lock.
+func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error) (cands iter.Seq[*rec], ok bool, err error) {
+	bestN, field, value := -1, "", any(nil)
+	byKey, keyRec := false, (*rec)(nil)
+	consider := func(f string, v any) (bool, error) {
+		n, can, err := mt.indexSize(f, v, bestN)
+		if err != nil || !can || (bestN >= 0 && n >= bestN) {
+			return false, err
+		}
+		bestN, field, value, byKey = n, f, v, false
+		return true, nil
+	}
 	for f, v := range m.FoldEqualities() {
 		if !mt.s.indexed[f] {
 			continue
 		}
-		rs, can, err := mt.lookup(f, v)
-		if err != nil {
+		if _, err := consider(f, v); err != nil {
 			return nil, false, err
 		}
-		if can && (!ok || len(rs) < len(recs)) {
-			recs, ok = rs, true
+	}
+	if bestN != 0 {
+		for f, v := range m.Equalities() {
+			if f == mt.s.Key {
+				k, err := mt.s.normKey(v)
+				if err != nil {
+					return sliceSeq(nil, false), true, nil // no committed row has such a key; overlay rows are checked
+				}
+				if keyRec, err = mt.get(k); err != nil {
+					return nil, false, err
+				}
+				bestN, byKey = 0, true
+				if keyRec != nil {
+					bestN = 1
+				}
+			} else if mt.s.indexed[f] { // undeclared: the read walks the table, and the run's figures say so
+				if _, err := consider(f, v); err != nil {
+					return nil, false, err
+				}
+			}
+			if bestN == 0 {
+				break
+			}
 		}
 	}
-	if ok && len(recs) == 0 {
-		return recs, ok, nil
+	switch {
+	case bestN < 0:
+		return nil, false, nil
+	case byKey && keyRec == nil:
+		return sliceSeq(nil, false), true, nil
+	case byKey:
+		return sliceSeq([]*rec{keyRec}, false), true, nil
 	}
-	for f, v := range m.Equalities() {
-		var rs []*rec
-		if f == mt.s.Key {
-			k, err := mt.s.normKey(v)
-			if err != nil {
-				return nil, true, nil // no committed row has such a key; overlay rows are checked
-			}
-			r, err := mt.get(k)
-			if err != nil {
-				return nil, false, err
-			}
-			if r != nil {
-				rs = []*rec{r}
-			}
-		} else {
-			if !mt.s.indexed[f] {
-				continue // undeclared: the read walks the table, and the run's figures say so
-			}
-			var can bool
-			var err error
-			if rs, can, err = mt.lookup(f, v); err != nil {
-				return nil, false, err
-			}
-			if !can {
-				continue
-			}
-		}
-		if !ok || len(rs) < len(recs) {
-			recs, ok = rs, true
-		}
-		if len(recs) == 0 {
-			break
-		}
-	}
-	return recs, ok, nil
+	return mt.lookup(field, value, reverse, errp), true, nil
 }
 
 // sortCands orders candidates by key (descending when reverse); of two with one key, the

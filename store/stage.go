@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"reflect"
 	"slices"
@@ -223,12 +224,16 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
-	recs, ok, err := mt.bestIndex(m)
+	var rerr error
+	cands, ok, err := mt.bestIndex(m, reverse, &rerr)
 	if err != nil {
 		return mt.ver, err
 	}
 	if ok {
-		t.visitCandidates(recs, m, reverse, o, fn)
+		err = t.visitCandidates(cands, m, reverse, o, fn)
+		if rerr != nil {
+			err = rerr
+		}
 	} else {
 		var examined int64
 		examined, err = t.visitAll(mt, m, where, reverse, o, fn)
@@ -237,14 +242,17 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	return mt.ver, err
 }
 
-// visitCandidates visits the committed rows in recs (key order) that the run has not written,
-// merged with the run's own rows; every candidate is checked with m.
-func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) {
+// visitCandidates visits the committed candidates (in key order, reversed when reverse) that
+// the run has not written, merged with the run's own rows; every candidate is checked with m.
+// Every scanCheckEvery candidates it looks at the run's context.
+func (t *stageTable) visitCandidates(cands iter.Seq[*rec], m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
+	n := 0
 	if len(t.writes) == 0 {
-		for i := range recs {
-			r := recs[i]
-			if reverse {
-				r = recs[len(recs)-1-i]
+		for r := range cands {
+			if n++; n%scanCheckEvery == 0 {
+				if err := t.sg.ctxErr(); err != nil {
+					return err
+				}
 			}
 			if !m.Match(r.row) {
 				continue
@@ -252,10 +260,10 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 			o.add(r.key, r.ver)
 			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
 				o.stopAt(r.key)
-				return
+				return nil
 			}
 		}
-		return
+		return nil
 	}
 	var all []cand
 	for k, w := range t.writes {
@@ -263,7 +271,12 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 			all = append(all, cand{key: k, row: w.row, own: true})
 		}
 	}
-	for _, r := range recs {
+	for r := range cands {
+		if n++; n%scanCheckEvery == 0 {
+			if err := t.sg.ctxErr(); err != nil {
+				return err
+			}
+		}
 		if m.Match(r.row) {
 			_, written := t.writes[r.key]
 			all = append(all, cand{key: r.key, row: r.row, ver: r.ver, hidden: written})
@@ -279,9 +292,10 @@ func (t *stageTable) visitCandidates(recs []*rec, m *table.Matcher, reverse bool
 		}
 		if !fn(c) {
 			o.stopAt(c.key)
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // visitAll walks the committed rows merged with the run's new keys, and returns how many
@@ -445,7 +459,9 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	o := &readObs{}
 	ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
 		rows = append(rows, c.row)
-		return q.Limit <= 0 || len(rows) < q.Limit
+		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
+		// from the file must not copy a million rows first.
+		return (q.Limit <= 0 || len(rows) < q.Limit) && t.sg.mayRead(len(rows))
 	})
 	if err != nil {
 		return nil, err
