@@ -83,15 +83,31 @@ func (t *committedTable) indexSize(f string, v any, limit int) (int, bool, error
 	return t.disk.indexSize(f, v, limit)
 }
 
+// candidates are the committed rows an index lookup found, in key order: held in memory (recs,
+// shared: do not modify) or read from the file as they are taken (lazy, in the order asked).
+type candidates struct {
+	recs []*rec
+	lazy iter.Seq[*rec]
+}
+
+// all returns the candidates, in reverse key order when asked (lazy ones come in the order their
+// lookup was asked for).
+func (c candidates) all(reverse bool) iter.Seq[*rec] {
+	if c.lazy != nil {
+		return c.lazy
+	}
+	return sliceSeq(c.recs, reverse)
+}
+
 // lookup returns the committed rows whose field f may equal v (text: ignoring case), in key order
 // (reversed when asked): a superset that the caller checks. v must be indexable (indexSize).
 // Rows read from the file count toward reading the table into memory.
-func (t *committedTable) lookup(f string, v any, reverse bool, errp *error) iter.Seq[*rec] {
+func (t *committedTable) lookup(f string, v any, reverse bool, errp *error) candidates {
 	if r := t.res.Load(); r != nil {
 		recs, _ := r.lookup(f, v)
-		return sliceSeq(recs, reverse)
+		return candidates{recs: recs}
 	}
-	return t.counted(t.disk.lookup(f, v, reverse, errp))
+	return candidates{lazy: t.counted(t.disk.lookup(f, v, reverse, errp))}
 }
 
 // counted adds the rows a walk of the file yields to t.walked.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"slices"
 	"strconv"
 
@@ -329,7 +328,7 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 		return err
 	}
 	if ok {
-		for r := range cands {
+		for r := range cands.all(false) {
 			in := (from == nil || table.CompareKeys(r.key, from) >= 0) && (to == nil || table.CompareKeys(r.key, to) <= 0)
 			if in && m.Match(r.row) && !fn(r) {
 				break
@@ -360,7 +359,7 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 // m. Sizes are counted from the indexes' entries (on disk, up to the best size so far), and only
 // the chosen candidates are read, as the caller walks them; *errp receives an error of that
 // walk. The caller holds the Store's lock.
-func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error) (cands iter.Seq[*rec], ok bool, err error) {
+func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error) (cands candidates, ok bool, err error) {
 	bestN, field, value := -1, "", any(nil)
 	byKey, keyRec := false, (*rec)(nil)
 	consider := func(f string, v any) (bool, error) {
@@ -376,7 +375,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 			continue
 		}
 		if _, err := consider(f, v); err != nil {
-			return nil, false, err
+			return candidates{}, false, err
 		}
 	}
 	if bestN != 0 {
@@ -384,10 +383,10 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 			if f == mt.s.Key {
 				k, err := mt.s.normKey(v)
 				if err != nil {
-					return sliceSeq(nil, false), true, nil // no committed row has such a key; overlay rows are checked
+					return candidates{}, true, nil // no committed row has such a key; overlay rows are checked
 				}
 				if keyRec, err = mt.get(k); err != nil {
-					return nil, false, err
+					return candidates{}, false, err
 				}
 				bestN, byKey = 0, true
 				if keyRec != nil {
@@ -395,7 +394,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 				}
 			} else if mt.s.indexed[f] { // undeclared: the read walks the table, and the run's figures say so
 				if _, err := consider(f, v); err != nil {
-					return nil, false, err
+					return candidates{}, false, err
 				}
 			}
 			if bestN == 0 {
@@ -405,11 +404,11 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 	}
 	switch {
 	case bestN < 0:
-		return nil, false, nil
+		return candidates{}, false, nil
 	case byKey && keyRec == nil:
-		return sliceSeq(nil, false), true, nil
+		return candidates{}, true, nil
 	case byKey:
-		return sliceSeq([]*rec{keyRec}, false), true, nil
+		return candidates{recs: []*rec{keyRec}}, true, nil
 	}
 	return mt.lookup(field, value, reverse, errp), true, nil
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"iter"
 	"maps"
 	"reflect"
 	"slices"
@@ -245,10 +244,26 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 // visitCandidates visits the committed candidates (in key order, reversed when reverse) that
 // the run has not written, merged with the run's own rows; every candidate is checked with m.
 // Every scanCheckEvery candidates it looks at the run's context.
-func (t *stageTable) visitCandidates(cands iter.Seq[*rec], m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
+func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
+	if len(t.writes) == 0 && cands.lazy == nil { // in memory: no iterator to allocate
+		for i := range cands.recs {
+			r := cands.recs[i]
+			if reverse {
+				r = cands.recs[len(cands.recs)-1-i]
+			}
+			if m.Match(r.row) {
+				o.add(r.key, r.ver)
+				if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+					o.stopAt(r.key)
+					return nil
+				}
+			}
+		}
+		return nil
+	}
 	n := 0
 	if len(t.writes) == 0 {
-		for r := range cands {
+		for r := range cands.all(reverse) {
 			if n++; n%scanCheckEvery == 0 {
 				if err := t.sg.ctxErr(); err != nil {
 					return err
@@ -271,7 +286,7 @@ func (t *stageTable) visitCandidates(cands iter.Seq[*rec], m *table.Matcher, rev
 			all = append(all, cand{key: k, row: w.row, own: true})
 		}
 	}
-	for r := range cands {
+	for r := range cands.all(reverse) {
 		if n++; n%scanCheckEvery == 0 {
 			if err := t.sg.ctxErr(); err != nil {
 				return err
@@ -307,6 +322,13 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	every := int64(scanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
+	}
+	res, err := mt.resident(true)
+	if err != nil {
+		return 0, err
+	}
+	if res != nil && len(t.writes) == 0 { // the common case: a straight walk of rows in memory
+		return t.visitResident(res, m, where, reverse, every, o, fn)
 	}
 	var rerr error
 	rows := mt.walk(nil, nil, reverse, &rerr)
@@ -387,6 +409,42 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	}
 	if overlay {
 		own(nil)
+	}
+	return examined, nil
+}
+
+// visitResident is visitAll over rows in memory for a run that has written none of the table's.
+func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[string]any, reverse bool, every int64, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+	pf := res.prefilterFor(where)
+	n := len(res.order)
+	for i := range n {
+		pos := i
+		if reverse {
+			pos = n - 1 - i
+		}
+		r := res.order[pos]
+		examined = int64(i) + 1
+		if examined%every == 0 {
+			if err := t.sg.ctxErr(); err != nil {
+				return examined, err
+			}
+		}
+		if pf != nil {
+			pass, sure := pf.check(pos)
+			if !pass {
+				continue
+			}
+			if !(sure && pf.complete) && !m.Match(r.row) {
+				continue
+			}
+		} else if !m.Match(r.row) {
+			continue
+		}
+		o.add(r.key, r.ver)
+		if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
+			o.stopAt(r.key)
+			return examined, nil
+		}
 	}
 	return examined, nil
 }
