@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/table"
 )
 
 // budgetKey is the thread-local key under which the sandbox stores a run's *Budget.
@@ -32,11 +34,14 @@ type Budget struct {
 	// baseline is the lowest heap seen since the run began: the heap at its start may hold
 	// earlier runs' garbage, which a collection frees and which must not become allowance.
 	baseline atomic.Int64
+	// shared is table.Shared() when the run began: memory the process took since for every run
+	// (a table read into memory) is not the run's.
+	shared int64
 }
 
 // NewBudget returns a budget of limit bytes measured from the heap in use now.
 func NewBudget(limit int64) *Budget {
-	b := &Budget{Limit: limit}
+	b := &Budget{Limit: limit, shared: table.Shared()}
 	b.baseline.Store(HeapInUse())
 	return b
 }
@@ -45,12 +50,17 @@ func NewBudget(limit int64) *Budget {
 func (b *Budget) InUse() int64 { return b.Growth(HeapInUse()) }
 
 // Growth is how far a heap of the given size is above the lowest heap seen since the budget was
-// made. A heap below that lowers it.
+// made, less what the process took for every run since (table.Shared). A heap below that lowers
+// it.
 func (b *Budget) Growth(heap int64) int64 {
+	heap -= table.Shared() - b.shared
 	for {
 		base := b.baseline.Load()
 		if heap >= base {
 			return heap - base
+		}
+		if table.SharedLoading() {
+			return 0 // the shared figure is an estimate, above what the load took so far
 		}
 		if b.baseline.CompareAndSwap(base, heap) {
 			return 0

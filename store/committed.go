@@ -2,15 +2,19 @@ package store
 
 import (
 	"iter"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+
+	"github.com/starplan/starplan/table"
 )
 
-// committedTable is the committed state of one table as the stage, the predicate re-checks and apply
-// read it: its version, row count and highest generated key always, and its rows either held in
-// memory (resident) or read from the file on demand (disk; see disk.go). Readers hold the Store's
-// read lock, applies its write lock; reading the rows into memory (promote) happens under the
-// read lock, guarded by loadMu.
+// committedTable is the committed state of one table as the stage, the predicate re-checks and
+// apply read it: its version, row count and highest generated key always, and its rows either
+// held in memory (resident) or read from the file on demand (disk; see disk.go). Readers hold the
+// Store's read lock, applies its write lock; reading the rows into memory happens under the read
+// lock, guarded by loadMu.
 type committedTable struct {
 	s   *schema
 	ver int64 // the commit sequence number that last changed the table
@@ -28,13 +32,15 @@ type committedTable struct {
 	loadMu  sync.Mutex
 	load    func() (*resident, error) // reads and verifies every row (see Store.loadResident)
 	loadErr error                     // why load failed: a damaged table is read whole once
+	// shared is the heap the rows read into memory after Open took, recorded with
+	// table.AddShared so that the run whose walk read them is not charged for them.
+	shared int64
 }
 
-// resident returns the rows held in memory, nil when they are read from the file. For a walk
-// (walk set), a table whose walks have read promoteRows rows from the file is read into memory
-// first, once.
-func (t *committedTable) resident(walk bool) (*resident, error) {
-	if r := t.res.Load(); r != nil || !walk || t.walked.Load() < promoteRows {
+// resident returns the rows held in memory for a walk, nil when they are read from the file. A
+// table whose walks have read promoteRows rows from the file is read into memory first, once.
+func (t *committedTable) resident() (*resident, error) {
+	if r := t.res.Load(); r != nil || t.walked.Load() < promoteRows {
 		return r, nil
 	}
 	t.loadMu.Lock()
@@ -42,13 +48,48 @@ func (t *committedTable) resident(walk bool) (*resident, error) {
 	if r := t.res.Load(); r != nil || t.loadErr != nil {
 		return r, t.loadErr
 	}
+	// What the rows take is what the live heap grew by (a collection on each side: the load's
+	// garbage, and garbage collected during it, must not count). Two collections cost a
+	// fraction of reading the table, once. While the load runs, a generous estimate stands in
+	// for it, so that no run's heap watchdog takes the load for the run's own values.
+	end := table.BeginShared(t.n * loadEstimate)
+	runtime.GC()
+	before := heapObjects()
 	r, err := t.load()
 	if err != nil {
+		end(0)
 		t.loadErr = err
 		return nil, err
 	}
+	runtime.GC()
+	t.shared = max(heapObjects()-before, t.n*minRowHeap) // at least a map and a rec a row
+	end(t.shared)
 	t.res.Store(r)
 	return r, nil
+}
+
+// minRowHeap is the least heap a row read into memory takes (its rec and map), for a load so
+// small that the heap's noise hides it.
+const minRowHeap = 200
+
+// loadEstimate is a generous estimate of the heap one row read into memory takes (a row of the
+// inventory takes about 700 bytes), for the time of the load.
+const loadEstimate = 2048
+
+// release lets the rows held in memory go (a large commit to a table on disk; Close).
+func (t *committedTable) release() {
+	t.res.Store(nil)
+	table.AddShared(-t.shared)
+	t.shared = 0
+}
+
+var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+
+// heapObjects is the process's heap in use (as builtins.HeapInUse measures it).
+func heapObjects() int64 {
+	s := []metrics.Sample{{Name: heapSample[0].Name}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 // count is the number of committed rows.
@@ -144,7 +185,7 @@ func sliceSeq(recs []*rec, reverse bool) iter.Seq[*rec] {
 // memory and goes on from there, so one walk never holds more than that many rows of its own.
 // A read error ends the walk and is left in *errp.
 func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
-	res, err := t.resident(true)
+	res, err := t.resident()
 	if err != nil {
 		*errp = err
 		return func(func(int, *rec) bool) {}
@@ -171,7 +212,7 @@ func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2
 		if !more || *errp != nil {
 			return
 		}
-		res, err := t.resident(true)
+		res, err := t.resident()
 		if err != nil {
 			*errp = err
 			return
@@ -264,7 +305,7 @@ func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) {
 		case t.disk != nil && t.n > openResident && len(entries) >= bulkPut && t.walked.Load() < promoteRows:
 			// A large commit (an import) to a table no walk has needed in memory: let it go, so
 			// that the rows are not held twice, and read them from the file.
-			t.res.Store(nil)
+			t.release()
 		case len(entries) >= bulkPut:
 			r.putAll(entries, ver)
 		default:

@@ -22,7 +22,8 @@ import (
 // them current in the same bbolt transaction (boltStore tracks each document a group writes or
 // deletes, subtracting the old document's hash, read inside the transaction, and adding the new
 // one; Store.recordDigestsLocked adds the sums to the record before the commit), so they cost
-// O(documents written) per commit. Open verifies the domain tables' (it reads every row anyway),
+// O(documents written) per commit. Open verifies the domain tables it reads into memory (a table
+// read from the file is verified when it is read whole; see disk.go),
 // ListSys and a failed GetSys a system collection's, and Check all of them; a mismatch is a
 // *DamagedError.
 //

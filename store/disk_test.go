@@ -138,8 +138,11 @@ func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
 	assert.Equal(t, []any{"SG130"}, l1)
 	assert.Equal(t, []any{"SG130", "SG129", "SG128", "SG127", "SG126"}, w1)
 	require.NotNil(t, mt.res.Load(), "the walk of 36 rows read the table into memory after 20, and went on from there")
+	assert.Positive(t, mt.shared, "recorded as memory for every run, not the run's (table.AddShared)")
 	n2, k2, l2, w2 := reads()
 	assert.Equal(t, [][]any{n1, k1, l1, w1}, [][]any{n2, k2, l2, w2})
+	require.NoError(t, s.Close())
+	assert.Zero(t, mt.shared, "let go at Close")
 
 	// Forwards too, from a walk's middle, with the run's own row merged in.
 	for _, promote := range []int64{100, 3} {

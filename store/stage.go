@@ -323,7 +323,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
-	res, err := mt.resident(true)
+	res, err := mt.resident()
 	if err != nil {
 		return 0, err
 	}

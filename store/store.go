@@ -131,11 +131,12 @@ func DefaultDir(getenv func(string) string) (string, error) {
 
 // Open opens the store in dir. When dir holds no data.db, Open creates the directory and the
 // store, with the domain's seed rows unless opts.NoSeed (saying so once on opts.Stderr), or,
-// with opts.MustExist, fails with a *NoStoreError. Every committed row is loaded into memory.
+// with opts.MustExist, fails with a *NoStoreError. Open reads the store's record, not its rows:
+// small tables are read into memory, larger ones from the file as plans need them (disk.go).
 // When another process has the store open, Open fails within the lock timeout with an error
 // that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
-// not bbolt, holds no starplan record, has a page or row that does not read back, a table whose
-// rows differ from the count and digest the store recorded (see digest.go), or its newer meta
+// not bbolt, holds no starplan record, has a page or row that does not read back, a table read
+// into memory whose rows differ from the count and digest the store recorded (see digest.go), or its newer meta
 // page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
 // nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
@@ -488,6 +489,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	for _, t := range s.tables {
+		t.release()
+	}
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	return s.db.Close()
