@@ -59,9 +59,6 @@ func (b *Budget) Growth(heap int64) int64 {
 		if heap >= base {
 			return heap - base
 		}
-		if table.SharedLoading() {
-			return 0 // the shared figure is an estimate, above what the load took so far
-		}
 		if b.baseline.CompareAndSwap(base, heap) {
 			return 0
 		}

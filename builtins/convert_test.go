@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/table"
 )
 
 func TestToGoBoundsSharedAndCyclicValues(t *testing.T) {
@@ -34,7 +36,7 @@ func TestToGoBoundsSharedAndCyclicValues(t *testing.T) {
 // The budget's baseline only moves down: garbage that earlier runs left on the heap, freed by a
 // collection during this run, must not become allowance.
 func TestBudgetBaselineFollowsTheLowestHeap(t *testing.T) {
-	b := &Budget{Limit: 100}
+	b := &Budget{Limit: 100, shared: table.Shared()}
 	b.baseline.Store(1000)
 	assert.Equal(t, int64(50), b.Growth(1050))
 	assert.Equal(t, int64(0), b.Growth(400), "the heap fell below the start")

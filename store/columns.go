@@ -136,6 +136,7 @@ func (t *resident) column(f string) []float64 {
 	if c, ok := t.cols[f]; ok {
 		return c
 	}
+	table.AddShared(int64(8 * len(t.order)))
 	c := make([]float64, len(t.order))
 	for i, r := range t.order {
 		c[i] = colValue(r.row[f])

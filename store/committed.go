@@ -2,12 +2,8 @@ package store
 
 import (
 	"iter"
-	"runtime"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
-
-	"github.com/starplan/starplan/table"
 )
 
 // committedTable is the committed state of one table as the stage, the predicate re-checks and
@@ -32,9 +28,6 @@ type committedTable struct {
 	loadMu  sync.Mutex
 	load    func() (*resident, error) // reads and verifies every row (see Store.loadResident)
 	loadErr error                     // why load failed: a damaged table is read whole once
-	// shared is the heap the rows read into memory after Open took, recorded with
-	// table.AddShared so that the run whose walk read them is not charged for them.
-	shared int64
 }
 
 // resident returns the rows held in memory for a walk, nil when they are read from the file. A
@@ -48,49 +41,17 @@ func (t *committedTable) resident() (*resident, error) {
 	if r := t.res.Load(); r != nil || t.loadErr != nil {
 		return r, t.loadErr
 	}
-	// What the rows take is what the live heap grew by (a collection on each side: the load's
-	// garbage, and garbage collected during it, must not count). Two collections cost a
-	// fraction of reading the table, once. While the load runs, a generous estimate stands in
-	// for it, so that no run's heap watchdog takes the load for the run's own values.
-	end := table.BeginShared(t.n * loadEstimate)
-	runtime.GC()
-	before := heapObjects()
-	r, err := t.load()
+	r, err := t.load() // records what it keeps as shared memory as it reads (loadTable)
 	if err != nil {
-		end(0)
 		t.loadErr = err
 		return nil, err
 	}
-	runtime.GC()
-	t.shared = max(heapObjects()-before, t.n*minRowHeap) // at least a map and a rec a row
-	end(t.shared)
 	t.res.Store(r)
 	return r, nil
 }
 
-// minRowHeap is the least heap a row read into memory takes (its rec and map), for a load so
-// small that the heap's noise hides it.
-const minRowHeap = 200
-
-// loadEstimate is a generous estimate of the heap one row read into memory takes (a row of the
-// inventory takes about 700 bytes), for the time of the load.
-const loadEstimate = 2048
-
-// release lets the rows held in memory go (a large commit to a table on disk; Close).
-func (t *committedTable) release() {
-	t.res.Store(nil)
-	table.AddShared(-t.shared)
-	t.shared = 0
-}
-
-var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-
-// heapObjects is the process's heap in use (as builtins.HeapInUse measures it).
-func heapObjects() int64 {
-	s := []metrics.Sample{{Name: heapSample[0].Name}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64())
-}
+// release lets the rows held in memory go (a large commit to a table on disk).
+func (t *committedTable) release() { t.res.Store(nil) }
 
 // count is the number of committed rows.
 func (t *committedTable) count() int64 { return t.n }

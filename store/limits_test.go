@@ -156,6 +156,9 @@ func TestSlowFilterScanStopsAtTheDeadline(t *testing.T) {
 	inv := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory")
 	_, err := inv.Find(table.Query{Where: map[string]any{"name": map[string]any{"$regex": "^A"}}})
 	assert.ErrorIs(t, err, context.Canceled)
+	// Also over an index's candidates: a poor index (every row shares the value) and a regex.
+	_, err = inv.Find(table.Query{Where: map[string]any{"name": map[string]any{"$ieq": "aviator"}, "description": map[string]any{"$regex": "^A"}}})
+	assert.ErrorIs(t, err, context.Canceled)
 	m, err := table.Compile(nil, map[string]any{"name": map[string]any{"$regex": "^A"}})
 	require.NoError(t, err)
 	assert.True(t, m.Slow())

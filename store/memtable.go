@@ -248,6 +248,7 @@ func (t *resident) lookup(f string, v any) (recs []*rec, ok bool) {
 	defer t.idxMu.Unlock()
 	idx := t.indexes[f]
 	if idx == nil {
+		table.AddShared(int64(len(t.order)) * indexEntryHeap)
 		idx = make(map[any][]*rec)
 		for _, r := range t.order {
 			if rk, ok := indexKey(r.row[f]); ok {
@@ -261,6 +262,30 @@ func (t *resident) lookup(f string, v any) (recs []*rec, ok bool) {
 	}
 	return idx[k], true
 }
+
+// recHeap estimates the heap a row read into memory holds: its rec, its id, its map (Go's maps
+// keep slots of 8 in groups, 32 bytes a slot for string keys and interface values, and a header),
+// and its values (text, boxed numbers, nested values as their stored size, twice); its entries in
+// rows and order besides; and a quarter more, for the size classes that round each allocation up
+// (TestRowsReadIntoMemoryAreSharedMemory measures it).
+func recHeap(row table.Row, id string) int64 {
+	n := int64(48+len(id)) + 48 + int64((len(row)+7)/8)*(8+8*32) + 32
+	for _, v := range row {
+		switch x := v.(type) {
+		case string:
+			n += int64(len(x))
+		case []any, map[string]any:
+			n += 2 * valueSize(x)
+		default:
+			n += 8
+		}
+	}
+	return n + n/4
+}
+
+// indexEntryHeap estimates the heap one row takes in a hash index built in memory (its key and
+// its place in a bucket's slice).
+const indexEntryHeap = 48
 
 // indexKey maps a field value to its hash-index key. Numbers map to float64, so 80 and 80.0
 // share a bucket, and text to its table.FoldKey, so that "Aviator" and "aviator" share one and

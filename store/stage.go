@@ -243,13 +243,22 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 
 // visitCandidates visits the committed candidates (in key order, reversed when reverse) that
 // the run has not written, merged with the run's own rows; every candidate is checked with m.
-// Every scanCheckEvery candidates it looks at the run's context.
+// Every scanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
 func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
+	every := scanCheckEvery
+	if m.Slow() {
+		every = 1 // a $regex over long text can take milliseconds a row
+	}
 	if len(t.writes) == 0 && cands.lazy == nil { // in memory: no iterator to allocate
 		for i := range cands.recs {
 			r := cands.recs[i]
 			if reverse {
 				r = cands.recs[len(cands.recs)-1-i]
+			}
+			if (i+1)%every == 0 {
+				if err := t.sg.ctxErr(); err != nil {
+					return err
+				}
 			}
 			if m.Match(r.row) {
 				o.add(r.key, r.ver)
@@ -264,7 +273,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	n := 0
 	if len(t.writes) == 0 {
 		for r := range cands.all(reverse) {
-			if n++; n%scanCheckEvery == 0 {
+			if n++; n%every == 0 {
 				if err := t.sg.ctxErr(); err != nil {
 					return err
 				}
@@ -287,7 +296,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 		}
 	}
 	for r := range cands.all(reverse) {
-		if n++; n%scanCheckEvery == 0 {
+		if n++; n%every == 0 {
 			if err := t.sg.ctxErr(); err != nil {
 				return err
 			}
