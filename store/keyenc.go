@@ -12,7 +12,7 @@ import (
 // Byte encodings of keys and index values, for storage whose order is bytes.Compare (bbolt's):
 // appendKey encodes a table key so that byte order is table.CompareKeys order, and
 // appendIndexValue encodes an index value so that an index entry, the value followed by the
-// key, is found by the value's prefix and split again by splitIndexEntry.
+// key, is found by the value's prefix and its key is what follows the prefix.
 //
 // A string key is read as a sequence of tokens: each byte that is not an ASCII digit is one
 // token, and each maximal run of digits is one token. table.CompareKeys compares two strings as
@@ -202,9 +202,10 @@ const maxIndexValue = 256
 // appendIndexValue appends the encoding of an index value, one that indexKey returns: nil, a
 // bool, a float64 other than NaN, or a (case-folded) string. Two values encode the same exactly
 // when they are equal as map keys (so 0.0 and -0.0 encode the same), and no value's encoding is
-// a proper prefix of another's, so an index entry, a value's encoding followed by appendKey's
-// encoding of a key, splits again (splitIndexEntry) and the entries of one value share its
-// encoding as a prefix, in key order. Values of one kind are in their natural order (strings
+// a proper prefix of another's, so the index entries of one value (its encoding followed by
+// appendKey's encoding of a key) are exactly those with its encoding as a prefix, in key order,
+// and each one's key is what follows the prefix. A text longer than maxIndexValue encodes as its
+// hash (ivLong), equal for equal texts and in no order. Values of one kind are in their natural order (strings
 // by bytes). A value of another kind, or NaN, is a programming error: appendIndexValue panics.
 func appendIndexValue(dst []byte, v any) []byte {
 	switch x := v.(type) {
@@ -243,53 +244,4 @@ func appendIndexValue(dst []byte, v any) []byte {
 		return dst
 	}
 	panic(fmt.Sprintf("store: appendIndexValue of a %T (index values are nil, bool, float64 or string)", v))
-}
-
-// splitIndexEntry splits an index entry, appendIndexValue's encoding of a value followed by
-// appendKey's encoding of a key, into the two. ok is false when entry does not start with a
-// whole value encoding or has no key after it; the key part is not checked.
-func splitIndexEntry(entry []byte) (valueEnc, keyEnc []byte, ok bool) {
-	n := indexValueLen(entry)
-	if n <= 0 || n >= len(entry) {
-		return nil, nil, false
-	}
-	return entry[:n:n], entry[n:], true
-}
-
-// indexValueLen returns the length of the index value encoding b starts with, or -1.
-func indexValueLen(b []byte) int {
-	if len(b) == 0 {
-		return -1
-	}
-	switch b[0] {
-	case ivNil, ivFalse, ivTrue:
-		return 1
-	case ivNumber:
-		if len(b) < 9 {
-			return -1
-		}
-		return 9
-	case ivLong:
-		if len(b) < 1+sha256.Size {
-			return -1
-		}
-		return 1 + sha256.Size
-	case ivString:
-		for i := 1; ; {
-			k := bytes.IndexByte(b[i:], escByte)
-			if k < 0 || i+k+1 >= len(b) {
-				return -1
-			}
-			i += k + 1
-			switch b[i] {
-			case escEnd:
-				return i + 1
-			case escZero:
-				i++
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
 }
