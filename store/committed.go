@@ -75,16 +75,6 @@ func (t *committedTable) version(k any) (int64, error) {
 	return t.disk.version(k)
 }
 
-// indexSize is how many committed rows field f's index holds for value v, counted up to
-// limit+1 when limit >= 0; ok is false when v cannot be indexed.
-func (t *committedTable) indexSize(f string, v any, limit int) (int, bool, error) {
-	if r := t.res.Load(); r != nil {
-		recs, ok := r.lookup(f, v)
-		return len(recs), ok, nil
-	}
-	return t.disk.indexSize(f, v, limit)
-}
-
 // candidates are the committed rows an index lookup found, in key order: held in memory (recs,
 // shared: do not modify) or read from the file as they are taken (lazy, in the order asked).
 type candidates struct {
@@ -102,14 +92,19 @@ func (c candidates) all(reverse bool) iter.Seq[*rec] {
 }
 
 // lookup returns the committed rows whose field f may equal v (text: ignoring case), in key order
-// (reversed when asked): a superset that the caller checks. v must be indexable (indexSize).
-// Rows read from the file count toward reading the table into memory.
-func (t *committedTable) lookup(f string, v any, reverse bool, errp *error) candidates {
+// (reversed when asked): a superset that the caller checks, and n, how many there are; ok is
+// false when v cannot be indexed. On disk n is counted from the index's keys, up to limit+1 when
+// limit >= 0, and the rows are read only as the caller takes them (*errp receives a read error);
+// they count toward reading the table into memory.
+func (t *committedTable) lookup(f string, v any, limit int, reverse bool, errp *error) (c candidates, n int, ok bool, err error) {
 	if r := t.res.Load(); r != nil {
-		recs, _ := r.lookup(f, v)
-		return candidates{recs: recs}
+		recs, ok := r.lookup(f, v)
+		return candidates{recs: recs}, len(recs), ok, nil
 	}
-	return candidates{lazy: t.counted(t.disk.lookup(f, v, reverse, errp))}
+	if n, ok, err = t.disk.indexSize(f, v, limit); err != nil || !ok {
+		return candidates{}, n, ok, err
+	}
+	return candidates{lazy: t.counted(t.disk.lookup(f, v, reverse, errp))}, n, true, nil
 }
 
 // counted adds the rows a walk of the file yields to t.walked.

@@ -359,23 +359,20 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 // m. Sizes are counted from the indexes' entries (on disk, up to the best size so far), and only
 // the chosen candidates are read, as the caller walks them; *errp receives an error of that
 // walk. The caller holds the Store's lock.
-func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error) (cands candidates, ok bool, err error) {
-	bestN, field, value := -1, "", any(nil)
-	byKey, keyRec := false, (*rec)(nil)
-	consider := func(f string, v any) (bool, error) {
-		n, can, err := mt.indexSize(f, v, bestN)
-		if err != nil || !can || (bestN >= 0 && n >= bestN) {
-			return false, err
+func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error) (best candidates, ok bool, err error) {
+	bestN := -1
+	consider := func(f string, v any) error {
+		c, n, can, err := mt.lookup(f, v, bestN, reverse, errp)
+		if err == nil && can && (bestN < 0 || n < bestN) {
+			best, bestN = c, n
 		}
-		bestN, field, value, byKey = n, f, v, false
-		return true, nil
+		return err
 	}
 	for f, v := range m.FoldEqualities() {
-		if !mt.s.indexed[f] {
-			continue
-		}
-		if _, err := consider(f, v); err != nil {
-			return candidates{}, false, err
+		if mt.s.indexed[f] {
+			if err := consider(f, v); err != nil {
+				return candidates{}, false, err
+			}
 		}
 	}
 	if bestN != 0 {
@@ -385,15 +382,16 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 				if err != nil {
 					return candidates{}, true, nil // no committed row has such a key; overlay rows are checked
 				}
-				if keyRec, err = mt.get(k); err != nil {
+				r, err := mt.get(k)
+				if err != nil {
 					return candidates{}, false, err
 				}
-				bestN, byKey = 0, true
-				if keyRec != nil {
-					bestN = 1
+				best, bestN = candidates{}, 0
+				if r != nil {
+					best, bestN = candidates{recs: []*rec{r}}, 1
 				}
 			} else if mt.s.indexed[f] { // undeclared: the read walks the table, and the run's figures say so
-				if _, err := consider(f, v); err != nil {
+				if err := consider(f, v); err != nil {
 					return candidates{}, false, err
 				}
 			}
@@ -402,15 +400,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 			}
 		}
 	}
-	switch {
-	case bestN < 0:
-		return candidates{}, false, nil
-	case byKey && keyRec == nil:
-		return candidates{}, true, nil
-	case byKey:
-		return candidates{recs: []*rec{keyRec}}, true, nil
-	}
-	return mt.lookup(field, value, reverse, errp), true, nil
+	return best, bestN >= 0, nil
 }
 
 // sortCands orders candidates by key (descending when reverse); of two with one key, the
