@@ -3,13 +3,12 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"slices"
 	"unicode"
-
-	"encoding/json"
 
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
@@ -93,15 +92,15 @@ func parseKeyValue(v []byte) (keyEntry, bool) {
 	return keyEntry{ver: int64(binary.BigEndian.Uint64(v)), hash: binary.BigEndian.Uint64(v[8:]), id: string(v[17:n]), key: v[n:]}, true
 }
 
-// rawKey is the key an entry holds, as the schema's kind; false when it is not one.
-func (s *schema) rawKey(b []byte) (any, bool) {
+// rawKey is the key an entry holds, as the schema's kind (for messages); nil when it is not one.
+func (s *schema) rawKey(b []byte) any {
 	if s.key.Type == table.TypeString {
-		return string(b), true
+		return string(b)
 	}
 	if len(b) != 8 {
-		return nil, false
+		return nil
 	}
-	return int64(binary.BigEndian.Uint64(b)), true
+	return int64(binary.BigEndian.Uint64(b))
 }
 
 // tableKeys returns the keys bucket of table name, nil when the store keeps none for it.
@@ -383,7 +382,7 @@ func (d *diskTable) load(root *bbolt.Bucket, ek, v []byte) (*rec, error) {
 	if !ok {
 		return nil, d.damaged("the key index of table %s holds a damaged entry", d.s.Name)
 	}
-	key, _ := d.s.rawKey(e.key)
+	key := d.s.rawKey(e.key)
 	dk := append(docPrefix(d.s.Name), e.id...)
 	doc := root.Get(dk)
 	if doc == nil {

@@ -185,6 +185,13 @@ func TestDamageOnDiskIsFoundWhenRead(t *testing.T) {
 	assert.ErrorContains(t, err, `the row "SG002" the key index names`)
 	_, err = tbl(t, s.Stage(), "inventory").Find(table.Query{Where: where("price", map[string]any{"$gt": 0})})
 	assert.ErrorIs(t, err, ErrDamaged, "a walk meets the entry too")
+	// That walk tried to read the table into memory (promoteRows is 1), and its digest failed:
+	// the table is not read whole again for every walk.
+	mt := s.tables["inventory"]
+	require.ErrorIs(t, mt.loadErr, ErrDamaged)
+	mt.load = func() (*resident, error) { t.Fatal("a damaged table was read whole again"); return nil, nil }
+	_, err = tbl(t, s.Stage(), "inventory").Find(table.Query{})
+	assert.ErrorIs(t, err, ErrDamaged)
 	require.NoError(t, s.Close())
 
 	assertCheckFinds(t, dir, CheckKeys, "the key index of table inventory does not match its rows")
