@@ -369,14 +369,19 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		// encoded only when their chunk is written: a large commit never holds every new
 		// document at once, and all of them still commit in this one transaction.
 		inserts := map[string][]int{} // positions in ops
+		// The rows about to be written, for the key buckets' hook (see trackRow).
+		written := &s.bolt.keyOps.written
+		written.ver, written.rows = seq, make(map[string]table.Row, min(len(ops), insertChunk))
 		flush := func(coll string) error {
 			pos := inserts[coll]
 			if len(pos) == 0 {
 				return nil
 			}
 			docs := make([]*cloverDoc, len(pos))
+			clear(written.rows)
 			for j, i := range pos {
 				docs[j] = encodeDoc(ids[i], ops[i].row, seq)
+				written.rows[ids[i]] = ops[i].row
 			}
 			inserts[coll] = pos[:0]
 			return s.db.Insert(coll, docs...)
@@ -401,6 +406,8 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 				}
 			default:
 				ids[i] = cur.id
+				clear(written.rows)
+				written.rows[cur.id] = o.row
 				if err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq)); err != nil {
 					return err
 				}
@@ -411,6 +418,7 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 				return err
 			}
 		}
+		written.rows = nil
 		for _, d := range extra {
 			if err := s.putSysDoc(d); err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -53,8 +54,17 @@ func rowDocID(seq int64, n int) string {
 	return formatUUID(u)
 }
 
+// formatUUID writes u as 8-4-4-4-12 lowercase hex (by hand: an import formats a million ids,
+// and fmt took 2 % of its time).
 func formatUUID(u [16]byte) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	hex.Encode(b[9:13], u[4:6])
+	hex.Encode(b[14:18], u[6:8])
+	hex.Encode(b[19:23], u[8:10])
+	hex.Encode(b[24:36], u[10:16])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
+	return string(b[:])
 }
 
 // encodeDoc builds the clover document stored for a row.

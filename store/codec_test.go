@@ -87,6 +87,7 @@ func TestRowDocIDsIncrease(t *testing.T) {
 		assert.Less(t, ids[i-1], ids[i])
 	}
 	assert.Equal(t, "00000000-0001-8000-8000-000000000001", ids[0])
+	assert.Equal(t, "01020304-0506-0708-090a-0b0c0d0e0fff", formatUUID([16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 255}))
 	assert.Len(t, sysDocID("_runs", "a"), 36)
 	assert.NotEqual(t, sysDocID("_runs", "a"), sysDocID("_runs", "b"))
 }

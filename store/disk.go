@@ -70,10 +70,14 @@ type keyEntry struct {
 // keyValue encodes a keys bucket entry: version and hash (8 bytes each), the id's length (one
 // byte) and the id, then the key.
 func keyValue(ver int64, hash uint64, id string, key any) []byte {
-	v := make([]byte, 17, 17+len(id)+16)
-	binary.BigEndian.PutUint64(v, uint64(ver))
-	binary.BigEndian.PutUint64(v[8:], hash)
-	v[16] = byte(len(id))
+	return appendKeyValue(make([]byte, 0, 17+len(id)+16), ver, hash, id, key)
+}
+
+// appendKeyValue appends keyValue(ver, hash, id, key) to v.
+func appendKeyValue(v []byte, ver int64, hash uint64, id string, key any) []byte {
+	v = binary.BigEndian.AppendUint64(v, uint64(ver))
+	v = binary.BigEndian.AppendUint64(v, hash)
+	v = append(v, byte(len(id)))
 	v = append(v, id...)
 	switch k := key.(type) {
 	case string:
@@ -134,29 +138,39 @@ func indexEntry(v any, encKey []byte) ([]byte, bool) {
 // old is the document it replaces or deletes (nil: none), new the document written (nil: a
 // delete). The changes are queued and made at the end of the write group, in key order
 // (keyOps.apply). Tables without buckets (a store not yet migrated) and system collections are
-// left alone.
+// left alone. A new document whose row the writer handed over (keyOps.written) is not decoded
+// again; the document it replaces always is, since its entries are what the file holds.
 func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) error {
 	sc := s.schemas[coll]
-	if sc == nil || tableKeys(tx, coll) == nil {
+	if sc == nil {
 		return nil
 	}
-	var fields []string
-	_ = eachIndex(tableIndexes(tx, coll), func(f string, _ *bbolt.Bucket) error { fields = append(fields, f); return nil })
+	k := &s.bolt.keyOps
+	fields, ok := k.indexed(tx, coll)
+	if !ok {
+		return nil
+	}
 	if old != nil {
 		row, _, err := decodeRow(sc, old)
 		if err != nil {
 			return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s document %s does not read back: %v", coll, id, err), Err: err}
 		}
-		s.bolt.keyOps.addRow(sc, fields, row, nil)
+		k.addRow(sc, fields, row, nil)
 	}
 	if new == nil {
 		return nil
 	}
-	row, ver, err := decodeRow(sc, new)
-	if err != nil {
-		return fmt.Errorf("%s document %s: %w", coll, id, err)
+	row, ver := k.written.rows[string(id)], k.written.ver
+	if row == nil {
+		var err error
+		if row, ver, err = decodeRow(sc, new); err != nil {
+			return fmt.Errorf("%s document %s: %w", coll, id, err)
+		}
 	}
-	s.bolt.keyOps.addRow(sc, fields, row, keyValue(ver, docHash(append(docPrefix(coll), id...), new), string(id), row[sc.Key]))
+	k.scratch = append(append(k.scratch[:0], docPrefix(coll)...), id...)
+	hash := docHash(k.scratch, new)
+	k.scratch = appendKeyValue(k.scratch[:0], ver, hash, string(id), row[sc.Key])
+	k.addRow(sc, fields, row, k.save(k.scratch))
 	return nil
 }
 
@@ -169,10 +183,55 @@ type keyOp struct {
 // keyBucket names a key bucket (field "") or an index bucket of a table.
 type keyBucket struct{ table, field string }
 
-// keyOps are a write group's changes to the key and index buckets, by bucket.
+// keyOps are a write group's changes to the key and index buckets, by bucket. Their bytes are
+// cut from large shared blocks (save): an import queues three entries a row.
 type keyOps struct {
-	n  int
-	by map[keyBucket][]keyOp
+	n       int
+	by      map[keyBucket][]keyOp
+	fields  map[string][]string // a table's index buckets (nil: none; absent: not looked up yet)
+	block   []byte              // where save cuts bytes from
+	scratch []byte              // bytes being built
+	// written are the rows of the documents the writer is about to write, by document id, at
+	// version ver (see commitLocked), so that trackRow need not decode what was just encoded.
+	written struct {
+		ver  int64
+		rows map[string]table.Row
+	}
+}
+
+// indexed reports whether table name keeps a keys bucket in tx and, if so, its index fields,
+// looked up once per group.
+func (k *keyOps) indexed(tx *bbolt.Tx, name string) ([]string, bool) {
+	if f, ok := k.fields[name]; ok {
+		return f, f != nil
+	}
+	var fields []string
+	if tableKeys(tx, name) != nil {
+		fields = []string{}
+		_ = eachIndex(tableIndexes(tx, name), func(f string, _ *bbolt.Bucket) error { fields = append(fields, f); return nil })
+	}
+	if k.fields == nil {
+		k.fields = map[string][]string{}
+	}
+	k.fields[name] = fields
+	return fields, fields != nil
+}
+
+// keyBlock is the size of the blocks save cuts bytes from.
+const keyBlock = 1 << 20
+
+// save returns a copy of b that lives until the group ends (bbolt keeps the slices it is given
+// until its transaction commits).
+func (k *keyOps) save(b []byte) []byte {
+	if len(b) > keyBlock/8 {
+		return bytes.Clone(b)
+	}
+	if cap(k.block)-len(k.block) < len(b) {
+		k.block = make([]byte, 0, keyBlock)
+	}
+	n := len(k.block)
+	k.block = append(k.block, b...)
+	return k.block[n:len(k.block):len(k.block)]
 }
 
 func (k *keyOps) add(b keyBucket, key, value []byte) {
@@ -186,15 +245,17 @@ func (k *keyOps) add(b keyBucket, key, value []byte) {
 // addRow adds a row's entries in its table's keys bucket and the index buckets of fields: puts
 // with value (the row's keys bucket value), or deletes when value is nil.
 func (k *keyOps) addRow(sc *schema, fields []string, row table.Row, value []byte) {
-	ek := appendKey(nil, row[sc.Key])
+	k.scratch = appendKey(k.scratch[:0], row[sc.Key])
+	ek := k.save(k.scratch)
 	k.add(keyBucket{sc.Name, ""}, ek, value)
 	var mark []byte // an index entry's value: empty for a put, nil for a delete
 	if value != nil {
 		mark = []byte{}
 	}
 	for _, f := range fields {
-		if e, ok := indexEntry(row[f], ek); ok {
-			k.add(keyBucket{sc.Name, f}, e, mark)
+		if ik, ok := indexKey(row[f]); ok {
+			k.scratch = append(appendIndexValue(k.scratch[:0], ik), ek...)
+			k.add(keyBucket{sc.Name, f}, k.save(k.scratch), mark)
 		}
 	}
 }
@@ -214,12 +275,15 @@ func (k *keyOps) apply(tx *bbolt.Tx) error {
 		if b == nil {
 			return fmt.Errorf("store: table %s has no key bucket %q", kb.table, kb.field)
 		}
-		slices.SortFunc(ops, func(x, y keyOp) int {
+		byKey := func(x, y keyOp) int {
 			if c := bytes.Compare(x.key, y.key); c != 0 {
 				return c
 			}
 			return x.seq - y.seq
-		})
+		}
+		if !slices.IsSortedFunc(ops, byKey) { // an import in key order is
+			slices.SortFunc(ops, byKey)
+		}
 		for _, op := range ops {
 			var err error
 			if op.value == nil {
