@@ -48,9 +48,10 @@ const (
 	Replace
 )
 
-// ImportResult counts what an Import changed.
+// ImportResult counts what an Import changed, and in how many commits (0 when nothing changed).
 type ImportResult struct {
 	Inserted, Updated, Deleted, Unchanged int
+	Commits                               int
 }
 
 // ImportError is a record that cannot be imported; nothing was imported. Record is the 1-based
@@ -106,15 +107,33 @@ type ImportErrors struct {
 	// be read to its end (a malformed line), so there may be others after the last one.
 	More    int
 	Partial bool
+	// imported and commits are the records that a batched import (ImportBatches) wrote before
+	// the first bad record, and in how many commits.
+	imported, commits int
 }
+
+// Imported is how many records, the file's first ones, were imported before the first bad record
+// (by an import in batches; 0 for Import, which imports all or nothing).
+func (e *ImportErrors) Imported() int { return e.imported }
+
+// outcome says what was imported despite the bad records.
+func (e *ImportErrors) outcome() string {
+	if e.imported == 0 {
+		return "nothing was imported"
+	}
+	return fmt.Sprintf("the first %d records were imported (in %d commits), none after them", e.imported, e.commits)
+}
+
+// failed reports whether a bad record was found.
+func (e *ImportErrors) failed() bool { return len(e.Errs) > 0 || e.More > 0 }
 
 func (e *ImportErrors) Error() string {
 	if len(e.Errs) == 1 && e.More == 0 {
-		return e.Errs[0].Error()
+		return fmt.Sprintf("import %s: %s; %s", e.Table, e.Errs[0].problem(), e.outcome())
 	}
 	var b strings.Builder
 	n := len(e.Errs) + e.More
-	fmt.Fprintf(&b, "import %s: %d records are wrong; nothing was imported:", e.Table, n)
+	fmt.Fprintf(&b, "import %s: %d records are wrong; %s:", e.Table, n, e.outcome())
 	for _, ie := range e.Errs {
 		b.WriteString("\n  " + ie.problem())
 	}
@@ -375,18 +394,19 @@ func newImporter(sc *schema) *importer {
 }
 
 // add takes one record as it is read.
-func (im *importer) add(rc record) {
+func (im *importer) add(rc record) error {
 	k := rc.row[im.sc.Key]
 	if n, ok := im.sc.keyNum(k); ok && n > im.fileMax {
 		im.fileMax = n
 	}
 	if k == nil && im.sc.KeyPrefix != "" {
 		im.later = append(im.later, rc)
-		return
+		return nil
 	}
 	if im.pending = append(im.pending, rc); len(im.pending) == importBatch {
 		im.flush()
 	}
+	return nil
 }
 
 // importBatch is how many records an import reads before it checks them. Checking each as it
@@ -497,26 +517,9 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	if err := bad.err(); err != nil {
 		return res, err
 	}
-	ops := make([]op, 0, len(im.rows))
-	for _, row := range im.rows {
-		k := row[sc.Key]
-		var cur *rec
-		if !empty { // an import into an empty table looks nothing up
-			var err error
-			if cur, err = mt.get(k); err != nil {
-				return ImportResult{}, err
-			}
-		}
-		switch {
-		case cur == nil:
-			res.Inserted++
-			ops = append(ops, op{s: sc, key: k, row: row})
-		case equalRows(cur.row, row):
-			res.Unchanged++
-		default:
-			res.Updated++
-			ops = append(ops, op{s: sc, key: k, row: row, base: cur.ver, cur: cur})
-		}
+	ops, err := s.importOps(sc, im.rows, !empty, &res)
+	if err != nil {
+		return ImportResult{}, err
 	}
 	im.rows = nil
 	if mode == Replace {
@@ -535,7 +538,141 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	if err := s.commitLocked(ops, nil); err != nil {
 		return ImportResult{}, err
 	}
+	if len(ops) > 0 {
+		res.Commits = 1
+	}
 	return res, nil
+}
+
+// importOps turns validated rows into the ops that write them, counting in res what each does.
+// lookup false says that the table holds none of their keys (it is empty), so none is looked up.
+// The caller holds s.mu.
+func (s *Store) importOps(sc *schema, rows []table.Row, lookup bool, res *ImportResult) ([]op, error) {
+	mt := s.tables[sc.Name]
+	ops := make([]op, 0, len(rows))
+	for _, row := range rows {
+		k := row[sc.Key]
+		var cur *rec
+		if lookup {
+			var err error
+			if cur, err = mt.get(k); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case cur == nil:
+			res.Inserted++
+			ops = append(ops, op{s: sc, key: k, row: row})
+		case equalRows(cur.row, row):
+			res.Unchanged++
+		default:
+			res.Updated++
+			ops = append(ops, op{s: sc, key: k, row: row, base: cur.ver, cur: cur})
+		}
+	}
+	return ops, nil
+}
+
+// ImportBatches imports rows into one table as Import does with Upsert, for files too large to
+// write in one commit: every batch records, once validated, are written in a commit of their
+// own, so memory holds one batch's rows (and every key read, to refuse a key that comes twice)
+// instead of the file's. Between commits other writers may commit and readers see the table part
+// imported.
+//
+// It is resumable by running it again: a bad record, a cancelled context or a killed process
+// leaves the batches before it committed and nothing of the rest; the same import run again
+// finds the rows already written unchanged and goes on. So every record must carry its key: a
+// key generated on one run would be generated again, for a second row, on the next (a record
+// without one is an *ImportError). Records are validated as read; once one is bad, nothing more
+// is written, and the file is read to its end to report every bad record (*ImportErrors, with
+// what the earlier commits imported).
+func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, format Format, batch int) (ImportResult, error) {
+	var res ImportResult
+	sc := s.schemas[name]
+	if sc == nil {
+		return res, fmt.Errorf("import: unknown table %q%s", name, didYouMean(name, s.names))
+	}
+	if batch < 1 {
+		return res, fmt.Errorf("import: a batch of %d records: want at least 1", batch)
+	}
+	im := newImporter(sc)
+	s.mu.Lock()
+	mt := s.tables[name]
+	// fresh: the table was empty when the import began and no one else has written it since,
+	// so no key of the file is in it but those the batches wrote (which seen refuses): nothing
+	// needs to be looked up.
+	fresh, ver := mt.count() == 0, mt.ver
+	s.mu.Unlock()
+	write := func() error {
+		im.flush()
+		rows := im.rows
+		im.rows = nil
+		if im.bad.failed() || len(rows) == 0 {
+			return nil
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return errors.New("store is closed")
+		}
+		if mt.ver != ver {
+			fresh = false
+		}
+		var done ImportResult
+		ops, err := s.importOps(sc, rows, !fresh, &done)
+		if err != nil {
+			return err
+		}
+		if err := s.commitLocked(ops, nil); err != nil {
+			return err
+		}
+		ver = mt.ver
+		res.Inserted += done.Inserted
+		res.Updated += done.Updated
+		res.Unchanged += done.Unchanged
+		im.bad.imported += len(rows)
+		if len(ops) > 0 {
+			res.Commits++
+			im.bad.commits++
+		}
+		return nil
+	}
+	add := func(rc record) error {
+		if rc.row[sc.Key] == nil && sc.KeyPrefix != "" {
+			im.fail(&ImportError{Table: name, Record: rc.num, Line: rc.line, Err: &table.FieldError{Table: name, Field: sc.Key,
+				Rule: "is required in a batched import: a key generated on one run would be generated again, for a second row, on the next; give every record its key, or import without batches"}})
+			return nil
+		}
+		if err := im.add(rc); err != nil {
+			return err
+		}
+		if len(im.pending)+len(im.rows) < batch {
+			return nil
+		}
+		if err := ctx.Err(); err != nil { // between commits, as well as every ctxEvery records
+			return err
+		}
+		return write()
+	}
+	var err error
+	switch format {
+	case JSON:
+		err = readJSONRecords(ctx, sc, r, add)
+	case CSV:
+		err = readCSVRecords(ctx, sc, r, im.bad, add)
+	default:
+		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = write()
+	}
+	if err == nil {
+		err = im.bad.err()
+	}
+	return res, err
 }
 
 // lineCounter passes a reader's bytes on and tells the line of an offset in them, keeping only
@@ -591,7 +728,7 @@ func (c *lineCounter) lineAt(off int64) int {
 
 // readJSONRecords reads a JSON array of row objects (or the table's member of an object of
 // tables) as a stream, handing each record to fn as it is decoded.
-func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record)) error {
+func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record) error) error {
 	lc := &lineCounter{r: &ctxReader{ctx: ctx, r: r}, line: 1} // a record may be huge: look at ctx every read
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
@@ -657,7 +794,9 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 		if obj == nil {
 			return &ImportError{Table: sc.Name, Record: n, Line: line, Err: errors.New("want an object with the row's fields, found null")}
 		}
-		fn(record{row: fromJSON(obj).(map[string]any), num: n, line: line})
+		if err := fn(record{row: fromJSON(obj).(map[string]any), num: n, line: line}); err != nil {
+			return err
+		}
 	}
 	if _, err := dec.Token(); err != nil {
 		return jsonErr(0, err)
@@ -683,7 +822,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErrors, fn func(record)) error {
+func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErrors, fn func(record) error) error {
 	br := bufio.NewReader(&ctxReader{ctx: ctx, r: r})
 	cr := csv.NewReader(br)
 	if first, _ := br.Peek(64 << 10); len(first) > 0 {
@@ -758,7 +897,9 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 				row[cols[i].Name] = v
 			}
 		}
-		fn(record{row: row, num: n, line: line})
+		if err := fn(record{row: row, num: n, line: line}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -110,7 +110,7 @@ func TestImportUpsertAndReplace(t *testing.T) {
 		"SG020,Shield,1,150.5\n" // new
 	res, err := s.Import(bg, "inventory", strings.NewReader(csv), CSV, Upsert)
 	require.NoError(t, err)
-	assert.Equal(t, ImportResult{Inserted: 2, Updated: 2}, res)
+	assert.Equal(t, ImportResult{Inserted: 2, Updated: 2, Commits: 1}, res)
 	row, _ := committed(t, s, "inventory", "SG001")
 	assert.Equal(t, int64(30), row["quantity_in_stock"])
 	assert.Equal(t, 80.0, row["price"])
@@ -121,16 +121,16 @@ func TestImportUpsertAndReplace(t *testing.T) {
 
 	res, err = s.Import(bg, "inventory", strings.NewReader(csv), CSV, Upsert)
 	require.NoError(t, err)
-	assert.Equal(t, ImportResult{Inserted: 1, Unchanged: 3}, res, "the generated key is new again")
+	assert.Equal(t, ImportResult{Inserted: 1, Unchanged: 3, Commits: 1}, res, "the generated key is new again")
 
 	res, err = s.Import(bg, "inventory", strings.NewReader(`[{"item_id": "SG001", "name": "Aviator", "quantity_in_stock": 1, "price": 80.5}]`), JSON, Replace)
 	require.NoError(t, err)
-	assert.Equal(t, ImportResult{Updated: 1, Deleted: 8}, res)
+	assert.Equal(t, ImportResult{Updated: 1, Deleted: 8, Commits: 1}, res)
 	assert.Equal(t, 1, tbl(t, s.Stage(), "inventory").Len())
 
 	res, err = s.Import(bg, "transactions", strings.NewReader(`{"inventory": [], "transactions": [{"customer_name": "Bo", "transaction_amount": 5, "balance_after_transaction": 505, "timestamp": "2025-02-01T10:00:00"}]}`), JSON, Upsert)
 	require.NoError(t, err, "the dump format is accepted")
-	assert.Equal(t, ImportResult{Inserted: 1}, res)
+	assert.Equal(t, ImportResult{Inserted: 1, Commits: 1}, res)
 	_, ok = committed(t, s, "transactions", "TXN002")
 	assert.True(t, ok)
 }

@@ -39,14 +39,20 @@ var importLargeSizes = []int{100_000, 300_000, 1_000_000}
 func BenchmarkImportLarge(b *testing.B) {
 	for _, n := range importLargeSizes {
 		for _, order := range []string{"sorted", "shuffled"} {
-			b.Run(fmt.Sprintf("rows=%d/order=%s", n, order), func(b *testing.B) { importLarge(b, n, order == "shuffled") })
+			b.Run(fmt.Sprintf("rows=%d/order=%s", n, order), func(b *testing.B) { importLarge(b, n, order == "shuffled", 0) })
 		}
+		b.Run(fmt.Sprintf("rows=%d/order=sorted-batches", n), func(b *testing.B) { importLarge(b, n, false, largeImportBatch) })
 	}
 }
 
+// largeImportBatch is the batch of the sorted-batches sub-benchmarks (ImportBatches), as the
+// README suggests for large files.
+const largeImportBatch = 50_000
+
 // importLarge is one sub-benchmark of BenchmarkImportLarge: the file's rows in key order, or
-// shuffled (each row lands between others, which must not cost rows × rows).
-func importLarge(b *testing.B, n int, shuffled bool) {
+// shuffled (each row lands between others, which must not cost rows × rows), imported in one
+// commit or, when batch > 0, in commits of batch rows.
+func importLarge(b *testing.B, n int, shuffled bool, batch int) {
 	path := importLargeFile(b, n, shuffled)
 	var peak, growth, live float64
 	for i := 0; i < b.N; i++ {
@@ -64,7 +70,12 @@ func importLarge(b *testing.B, n int, shuffled bool) {
 		debug.FreeOSMemory()
 		before := resetPeakRSS()
 		b.StartTimer()
-		res, err := s.Import(bg, "inventory", f, JSON, Upsert)
+		var res ImportResult
+		if batch > 0 {
+			res, err = s.ImportBatches(bg, "inventory", f, JSON, batch)
+		} else {
+			res, err = s.Import(bg, "inventory", f, JSON, Upsert)
+		}
 		b.StopTimer()
 		hwm := peakRSS()
 		runtime.GC()

@@ -86,7 +86,11 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	var ee *exitError
 	switch {
 	case ctx.Err() != nil:
-		code, hint, err = ExitInterrupted, "", errors.New("interrupted")
+		hint = "" // what the command was doing is moot, unless it says what the interruption left
+		if errors.As(err, &ee) && ee.code == ExitInterrupted {
+			hint = ee.hint
+		}
+		code, err = ExitInterrupted, errors.New("interrupted")
 	case errors.As(err, &ee):
 		code, hint, err = ee.code, ee.hint, ee.err
 	}

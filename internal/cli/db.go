@@ -24,6 +24,7 @@ type dbOptions struct {
 	Format  string // db import's --format
 	Export  string // db export's --format (its own field: the two flags have different defaults)
 	Replace bool
+	Batch   int // db import --batch: records per commit (0: the whole file in one)
 	Table   string
 	File    string
 	Empty   bool
@@ -104,6 +105,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 	}
 	imp.Flags().StringVar(&opts.Format, "format", "", "json or csv (default: from the file's extension)")
 	imp.Flags().BoolVar(&opts.Replace, "replace", false, "make the table hold exactly the imported rows (default: upsert by key)")
+	imp.Flags().IntVar(&opts.Batch, "batch", 0, "write every N records in a commit of their own, for files too large for one (e.g. 50000): memory holds a batch, not the file; a failed import keeps the batches before the failure and resumes when run again; every record needs its key")
 	// A running server holds the store: seeding, reading and importing go through it; init and
 	// check need the store's file to themselves.
 	cmd.AddCommand(initCmd, throughServer(seed), check, throughServer(dump), throughServer(export), throughServer(imp))
@@ -246,6 +248,12 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	if err != nil {
 		return err
 	}
+	switch {
+	case opts.Batch < 0:
+		return withCode(ExitUsage, fmt.Errorf("--batch %d: want a number of records", opts.Batch), "give --batch the records per commit, e.g. --batch 50000")
+	case opts.Batch > 0 && opts.Replace:
+		return withCode(ExitUsage, errors.New("--replace cannot import in batches: the rows it deletes are known only once the whole file is read"), "drop --batch, or import with upsert (without --replace)")
+	}
 	f, err := ios.openInput(opts.File)
 	if err != nil {
 		return withCode(ExitUsage, err, "give the path of a CSV or JSON file")
@@ -255,25 +263,45 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	if opts.Replace {
 		mode = store.Replace
 	}
+	imported := fmt.Sprintf("imported %s into %s", safe(opts.File), safe(opts.Table))
 	// Into a missing store, the import creates it empty: it then holds exactly the imported rows,
 	// never the demo rows mixed in.
 	return withStore(ios, g, store.Options{NoSeed: true}, func(st *store.Store) error {
 		if _, known := st.Schema(opts.Table); !known {
 			return withCode(ExitUsage, fmt.Errorf("the store has no table %q", opts.Table), "import into one of its tables: "+strings.Join(st.Names(), ", "))
 		}
-		res, err := st.Import(ctx, opts.Table, f, format, mode)
+		var res store.ImportResult
+		if opts.Batch > 0 {
+			res, err = st.ImportBatches(ctx, opts.Table, f, format, opts.Batch)
+		} else {
+			res, err = st.Import(ctx, opts.Table, f, format, mode)
+		}
 		var (
 			damaged *store.DamagedError
 			write   *store.WriteError
+			bad     *store.ImportErrors
 		)
+		again := "fix the rows named above and import again: nothing was written"
+		if res.Commits > 0 { // batches were written before the failure
+			fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d commits)\n", imported, res.Inserted, res.Updated, res.Unchanged, res.Commits)
+			again = "the rows above were written; run the same import again (fixed, if rows are named above) to import the rest: it finds them unchanged and goes on"
+		} else if errors.As(err, &bad) && bad.Imported() > 0 {
+			again = "fix the rows named above and run the same import again: it finds the rows already imported unchanged and goes on"
+		}
 		if errors.As(err, &damaged) || errors.As(err, &write) {
 			return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
 		}
-		if err != nil {
-			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and import again: nothing was written")
+		if err != nil && ctx.Err() != nil && res.Commits > 0 {
+			return withCode(ExitInterrupted, err, again)
 		}
-		fmt.Fprintf(ios.Out, "imported %s into %s: %d inserted, %d updated, %d deleted, %d unchanged\n",
-			safe(opts.File), safe(opts.Table), res.Inserted, res.Updated, res.Deleted, res.Unchanged)
+		if err != nil {
+			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), again)
+		}
+		fmt.Fprintf(ios.Out, "%s: %d inserted, %d updated, %d deleted, %d unchanged", imported, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
+		if opts.Batch > 0 {
+			fmt.Fprintf(ios.Out, " (%d commits)", res.Commits)
+		}
+		fmt.Fprintln(ios.Out)
 		return nil
 	})
 }

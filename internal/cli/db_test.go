@@ -86,6 +86,35 @@ func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
 	assert.NotContains(t, o.out, "Aviator")
 }
 
+// db import --batch writes a commit per batch, says what a failed import left and how to finish
+// it, and refuses what it cannot do in batches.
+func TestDBImportInBatches(t *testing.T) {
+	s := newSession(t)
+	header := "item_id,name,description,quantity_in_stock,price\n"
+	rows := "SG101,A,a,1,1\nSG102,B,b,2,2\nSG103,C,c,3,3\nSG104,D,d,4,4\nSG105,E,e,5,5\n"
+	bad := writeFile(t, "bad.csv", header+strings.Replace(rows, "SG104,D,d,4,4", "SG104,D,d,four,4", 1))
+	o := s.run(false, "", "db", "import", "inventory", bad, "--batch", "2")
+	assert.Equal(t, ExitUsage, o.code, o.err)
+	assert.Contains(t, o.out, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commits)")
+	assert.Contains(t, o.err, `record 4, line 5: field "quantity_in_stock"`)
+	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commits), none after them")
+	assert.Contains(t, o.err, "Try: the rows above were written; run the same import again")
+	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (2 rows)")
+
+	good := writeFile(t, "good.csv", header+rows)
+	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "imported "+good+" into inventory: 3 inserted, 0 updated, 0 deleted, 2 unchanged (2 commits)")
+	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (5 rows)")
+
+	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2", "--replace")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "--replace cannot import in batches")
+	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "-1")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "--batch -1: want a number of records")
+}
+
 // damage replaces the session store's data.db with what f makes of it.
 func (s *session) damage(f func(b []byte) []byte) []byte {
 	s.t.Helper()
