@@ -217,7 +217,8 @@ func (k *keyOps) indexed(tx *bbolt.Tx, name string) ([]string, bool) {
 	return fields, fields != nil
 }
 
-// keyBlock is the size of the blocks save cuts bytes from.
+// keyBlock is the size of the largest blocks save cuts bytes from; a group's first is 4 KiB and
+// each next one twice its last (a commit of two rows needs a few hundred bytes).
 const keyBlock = 1 << 20
 
 // save returns a copy of b that lives until the group ends (bbolt keeps the slices it is given
@@ -227,7 +228,7 @@ func (k *keyOps) save(b []byte) []byte {
 		return bytes.Clone(b)
 	}
 	if cap(k.block)-len(k.block) < len(b) {
-		k.block = make([]byte, 0, keyBlock)
+		k.block = make([]byte, 0, min(max(2*cap(k.block), 4<<10), keyBlock))
 	}
 	n := len(k.block)
 	k.block = append(k.block, b...)
