@@ -192,3 +192,62 @@ func TestImportBatchesCancelled(t *testing.T) {
 	assert.Equal(t, ImportResult{Inserted: 7, Unchanged: 3, Commits: 3}, res)
 	checkStore(t, s, dir)
 }
+
+// A file that cannot be read on (malformed, cut off) after batches were written says what they
+// imported, and names the bad records read before it too.
+func TestImportBatchesOfAFileThatBreaksOff(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		format   Format
+		file     string
+		imported int
+		want     []string
+	}{
+		{"json", JSON, strings.TrimSuffix(itemsJSON(5, map[int]string{5: `{"item_id": "SG005", "name": "E", "quantity_in_stock": "x", "price": 1.0}`}), "\n]") + ",\n{\"item_id\": \"SG006\", oops}\n]",
+			4, []string{`record 5, line 6: field "quantity_in_stock"`, "record 6, line 7: malformed JSON"}},
+		{"cut", JSON, strings.TrimSuffix(itemsJSON(5, nil), "\n]"), 4, []string{"malformed JSON: EOF"}},
+		{"csv", CSV, "item_id,name,quantity_in_stock,price\nSG001,A,1,1\nSG002,B,2,2\nSG003,C,3,3\nSG004,\"D,4,4\n",
+			2, []string{"record 4, line 5: malformed CSV"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := openEmpty(t)
+			res, err := s.ImportBatches(bg, "inventory", strings.NewReader(tc.file), tc.format, 2)
+			require.Error(t, err)
+			assert.Equal(t, tc.imported/2, res.Commits)
+			var bad *ImportErrors
+			require.ErrorAs(t, err, &bad)
+			assert.Equal(t, tc.imported, bad.Imported())
+			assert.ErrorContains(t, err, fmt.Sprintf("the first %d records were imported (in %d commits), none after them", tc.imported, tc.imported/2))
+			for _, w := range tc.want {
+				assert.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+// Batches smaller than a large commit still let a large table's rows go to the file: memory
+// holds a batch, not the table.
+func TestImportBatchesKeepNoTableInMemory(t *testing.T) {
+	defer func(n int64) { openResident = n }(openResident)
+	openResident = 100
+	s, dir := openEmpty(t)
+	_, err := s.ImportBatches(bg, "inventory", strings.NewReader(itemsJSON(400, nil)), JSON, 50)
+	require.NoError(t, err)
+	assert.True(t, s.tables["inventory"].res.Load() == nil, "the rows are read from the file")
+	assert.Equal(t, 400, tbl(t, s.Stage(), "inventory").Len())
+	row, ok := committed(t, s, "inventory", "SG399")
+	require.True(t, ok)
+	assert.Equal(t, "Item 399", row["name"])
+	checkStore(t, s, dir)
+}
+
+// Run again up to a bad record, an import says those records were imported already.
+func TestImportBatchesRunAgainBeforeTheFix(t *testing.T) {
+	s, _ := openEmpty(t)
+	file := itemsJSON(5, map[int]string{5: `{"item_id": "SG005", "name": "E", "quantity_in_stock": "x", "price": 1.0}`})
+	_, err := s.ImportBatches(bg, "inventory", strings.NewReader(file), JSON, 2)
+	assert.ErrorContains(t, err, "the first 4 records were imported (in 2 commits)")
+	res, err := s.ImportBatches(bg, "inventory", strings.NewReader(file), JSON, 2)
+	assert.ErrorContains(t, err, "the first 4 records were imported already, none after them")
+	assert.Equal(t, ImportResult{Unchanged: 4}, res)
+}

@@ -53,6 +53,12 @@ func (t *committedTable) resident() (*resident, error) {
 // release lets the rows held in memory go (a large commit to a table on disk).
 func (t *committedTable) release() { t.res.Store(nil) }
 
+// mayRelease reports whether the table's rows in memory may be let go after a commit: the file
+// keeps its buckets, it is too large to read at Open, and no walk has needed it in memory.
+func (t *committedTable) mayRelease() bool {
+	return t.disk != nil && t.n > openResident && t.walked.Load() < promoteRows
+}
+
 // count is the number of committed rows.
 func (t *committedTable) count() int64 { return t.n }
 
@@ -258,7 +264,7 @@ func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) {
 	}
 	if r := t.res.Load(); r != nil {
 		switch {
-		case t.disk != nil && t.n > openResident && len(entries) >= bulkPut && t.walked.Load() < promoteRows:
+		case len(entries) >= bulkPut && t.mayRelease():
 			// A large commit (an import) to a table no walk has needed in memory: let it go, so
 			// that the rows are not held twice, and read them from the file.
 			t.release()

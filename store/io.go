@@ -118,8 +118,11 @@ func (e *ImportErrors) Imported() int { return e.imported }
 
 // outcome says what was imported despite the bad records.
 func (e *ImportErrors) outcome() string {
-	if e.imported == 0 {
+	switch {
+	case e.imported == 0:
 		return "nothing was imported"
+	case e.commits == 0: // an import run again, up to where it failed before
+		return fmt.Sprintf("the first %d records were imported already, none after them", e.imported)
 	}
 	return fmt.Sprintf("the first %d records were imported (in %d commits), none after them", e.imported, e.commits)
 }
@@ -627,6 +630,9 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 			return err
 		}
 		ver = mt.ver
+		if mt.mayRelease() { // the rows are in the file: a small batch is not let go by publish
+			mt.release()
+		}
 		res.Inserted += done.Inserted
 		res.Updated += done.Updated
 		res.Unchanged += done.Unchanged
@@ -663,8 +669,20 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	default:
 		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
 	}
-	if err == nil {
+	var ie *ImportError
+	switch {
+	case err == nil:
 		err = ctx.Err()
+	case errors.As(err, &ie) && err == error(ie):
+		// The file could not be read on (malformed, cut off): a bad record like the others,
+		// after those read before it, so that the error says what the batches imported.
+		im.flush()
+		im.bad.add(ie)
+		im.bad.Partial = true
+		err = im.bad.err()
+	case err == error(im.bad): // a malformed CSV line after bad records
+		im.flush()
+		err = im.bad.err()
 	}
 	if err == nil {
 		err = write()

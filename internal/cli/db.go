@@ -96,7 +96,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 	export.Flags().BoolVar(&opts.BOM, "bom", false, "start a CSV with a UTF-8 byte order mark, so that spreadsheet programs read its accents right")
 	imp := &cobra.Command{
 		Use:   "import TABLE FILE",
-		Short: "Import rows from a CSV or JSON file; every row is validated first, one bad row imports nothing",
+		Short: "Import rows from a CSV or JSON file; every row is validated first, one bad row imports nothing (with --batch: nothing from its batch on)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Table, opts.File = args[0], args[1]
@@ -276,26 +276,8 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		} else {
 			res, err = st.Import(ctx, opts.Table, f, format, mode)
 		}
-		var (
-			damaged *store.DamagedError
-			write   *store.WriteError
-			bad     *store.ImportErrors
-		)
-		again := "fix the rows named above and import again: nothing was written"
-		if res.Commits > 0 { // batches were written before the failure
-			fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d commits)\n", imported, res.Inserted, res.Updated, res.Unchanged, res.Commits)
-			again = "the rows above were written; run the same import again (fixed, if rows are named above) to import the rest: it finds them unchanged and goes on"
-		} else if errors.As(err, &bad) && bad.Imported() > 0 {
-			again = "fix the rows named above and run the same import again: it finds the rows already imported unchanged and goes on"
-		}
-		if errors.As(err, &damaged) || errors.As(err, &write) {
-			return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
-		}
-		if err != nil && ctx.Err() != nil && res.Commits > 0 {
-			return withCode(ExitInterrupted, err, again)
-		}
 		if err != nil {
-			return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), again)
+			return importFailed(ctx, ios, st, opts, imported, res, err)
 		}
 		fmt.Fprintf(ios.Out, "%s: %d inserted, %d updated, %d deleted, %d unchanged", imported, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		if opts.Batch > 0 {
@@ -304,6 +286,29 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		fmt.Fprintln(ios.Out)
 		return nil
 	})
+}
+
+// importFailed is the error of a failed import; when a batched import wrote batches before it
+// failed, it first prints what they wrote, and the hint says how to import the rest.
+func importFailed(ctx context.Context, ios IOStreams, st *store.Store, opts *dbOptions, imported string, res store.ImportResult, err error) error {
+	var (
+		damaged *store.DamagedError
+		write   *store.WriteError
+		bad     *store.ImportErrors
+	)
+	written := res.Commits > 0 || (errors.As(err, &bad) && bad.Imported() > 0)
+	if res.Commits > 0 {
+		fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d commits)\n", imported, res.Inserted, res.Updated, res.Unchanged, res.Commits)
+	}
+	switch {
+	case errors.As(err, &damaged) || errors.As(err, &write):
+		return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
+	case ctx.Err() != nil && written:
+		return withCode(ExitInterrupted, err, "run the same import again to import the rest: it finds the rows already written unchanged and goes on")
+	case written:
+		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and run the same import again: it finds the rows already written unchanged and goes on")
+	}
+	return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and import again: nothing was written")
 }
 
 // runDBCheck verifies the store and prints what it found: a report for people, or JSON.

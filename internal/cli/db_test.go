@@ -98,14 +98,19 @@ func TestDBImportInBatches(t *testing.T) {
 	assert.Contains(t, o.out, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commits)")
 	assert.Contains(t, o.err, `record 4, line 5: field "quantity_in_stock"`)
 	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commits), none after them")
-	assert.Contains(t, o.err, "Try: the rows above were written; run the same import again")
+	assert.Contains(t, o.err, "Try: fix the rows named above and run the same import again: it finds the rows already written unchanged")
 	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (2 rows)")
 
 	good := writeFile(t, "good.csv", header+rows)
 	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2")
 	require.Equal(t, ExitOK, o.code, o.err)
-	assert.Contains(t, o.out, "imported "+good+" into inventory: 3 inserted, 0 updated, 0 deleted, 2 unchanged (2 commits)")
+	assert.Equal(t, "imported "+good+" into inventory: 3 inserted, 0 updated, 0 deleted, 2 unchanged (2 commits)\n", o.out)
 	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (5 rows)")
+
+	one := writeFile(t, "one.csv", header+"SG106,F,f,6,6\n")
+	o = s.run(false, "", "db", "import", "inventory", one)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Equal(t, "imported "+one+" into inventory: 1 inserted, 0 updated, 0 deleted, 0 unchanged\n", o.out, "one commit, as ever")
 
 	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2", "--replace")
 	assert.Equal(t, ExitUsage, o.code)
