@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -182,7 +183,11 @@ func TestImportBatchesCancelled(t *testing.T) {
 	file := itemsJSON(10, nil)
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	r := &onRead{r: iotest.OneByteReader(strings.NewReader(file)), at: strings.Index(file, `"SG005"`), fn: cancel}
+	r := &onRead{r: iotest.OneByteReader(strings.NewReader(file)), at: strings.Index(file, `"SG005"`), fn: func() {
+		// The first batch is handed to the writer by now; cancel once it is written.
+		require.Eventually(t, func() bool { return tbl(t, s.Stage(), "inventory").Len() == 3 }, time.Minute, time.Millisecond)
+		cancel()
+	}}
 	res, err := s.ImportBatches(ctx, "inventory", r, JSON, 3)
 	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
 	assert.Equal(t, ImportResult{Inserted: 3, Commits: 1}, res)

@@ -606,12 +606,23 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	// needs to be looked up.
 	fresh, ver := mt.count() == 0, mt.ver
 	s.mu.Unlock()
-	write := func() error {
-		im.flush()
-		rows := im.rows
-		im.rows = nil
-		if im.bad.failed() || len(rows) == 0 {
-			return nil
+
+	// Two stages, one goroutine each: this one reads and validates, the writer commits the
+	// batches handed to it, so that reading the next batch overlaps committing the last (each
+	// about half of the time). At most two batches are held: the one being committed and the
+	// next, read and waiting to be handed over. The reader owns im; the writer owns res, fresh,
+	// ver and imported.
+	var (
+		batches  = make(chan []table.Row)
+		written  = make(chan struct{})
+		werr     error // the writer's: a commit failed, or ctx ended before one
+		imported int   // the records of the batches the writer committed or found unchanged
+	)
+	rctx, stop := context.WithCancel(ctx) // the reader's: ends with ctx or a failed commit
+	defer stop()
+	commit := func(rows []table.Row) error {
+		if err := ctx.Err(); err != nil { // a batch handed over before a Ctrl-C is not written
+			return err
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -636,12 +647,37 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 		res.Inserted += done.Inserted
 		res.Updated += done.Updated
 		res.Unchanged += done.Unchanged
-		im.bad.imported += len(rows)
+		imported += len(rows)
 		if len(ops) > 0 {
 			res.Commits++
-			im.bad.commits++
 		}
 		return nil
+	}
+	go func() {
+		defer close(written)
+		for rows := range batches {
+			if werr == nil {
+				if werr = commit(rows); werr != nil {
+					stop()
+				}
+			}
+		}
+	}()
+	// handOver gives the writer the rows validated so far, unless a record was bad: nothing from
+	// the batch with the first bad record on is written.
+	handOver := func() error {
+		im.flush()
+		rows := im.rows
+		im.rows = nil
+		if im.bad.failed() || len(rows) == 0 {
+			return nil
+		}
+		select {
+		case batches <- rows:
+			return nil
+		case <-rctx.Done():
+			return rctx.Err()
+		}
 	}
 	add := func(rc record) error {
 		if rc.row[sc.Key] == nil && sc.KeyPrefix != "" {
@@ -655,19 +691,28 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 		if len(im.pending)+len(im.rows) < batch {
 			return nil
 		}
-		if err := ctx.Err(); err != nil { // between commits, as well as every ctxEvery records
+		if err := rctx.Err(); err != nil { // between batches, as well as every ctxEvery records
 			return err
 		}
-		return write()
+		return handOver()
 	}
 	var err error
 	switch format {
 	case JSON:
-		err = readJSONRecords(ctx, sc, r, add)
+		err = readJSONRecords(rctx, sc, r, add)
 	case CSV:
-		err = readCSVRecords(ctx, sc, r, im.bad, add)
+		err = readCSVRecords(rctx, sc, r, im.bad, add)
 	default:
-		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
+		err = fmt.Errorf("import: unknown format %q (want json or csv)", format)
+	}
+	if err == nil {
+		err = handOver()
+	}
+	close(batches)
+	<-written
+	im.bad.imported, im.bad.commits = imported, res.Commits
+	if werr != nil {
+		return res, werr
 	}
 	var ie *ImportError
 	switch {
@@ -683,9 +728,6 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	case err == error(im.bad): // a malformed CSV line after bad records
 		im.flush()
 		err = im.bad.err()
-	}
-	if err == nil {
-		err = write()
 	}
 	if err == nil {
 		err = im.bad.err()

@@ -47,7 +47,7 @@ func BenchmarkImportLarge(b *testing.B) {
 
 // largeImportBatch is the batch of the sorted-batches sub-benchmarks (ImportBatches), as the
 // README suggests for large files.
-const largeImportBatch = 50_000
+const largeImportBatch = 20_000
 
 // importLarge is one sub-benchmark of BenchmarkImportLarge: the file's rows in key order, or
 // shuffled (each row lands between others, which must not cost rows × rows), imported in one

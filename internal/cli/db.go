@@ -105,7 +105,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 	}
 	imp.Flags().StringVar(&opts.Format, "format", "", "json or csv (default: from the file's extension)")
 	imp.Flags().BoolVar(&opts.Replace, "replace", false, "make the table hold exactly the imported rows (default: upsert by key)")
-	imp.Flags().IntVar(&opts.Batch, "batch", 0, "write every N records in a commit of their own, for files too large for one (e.g. 50000): memory holds a batch, not the file; a failed import keeps the batches before the failure and resumes when run again; every record needs its key")
+	imp.Flags().IntVar(&opts.Batch, "batch", 0, "write every N records in a commit of their own, for files too large for one (e.g. 20000): memory holds a batch, not the file; a failed import keeps the batches before the failure and resumes when run again; every record needs its key")
 	// A running server holds the store: seeding, reading and importing go through it; init and
 	// check need the store's file to themselves.
 	cmd.AddCommand(initCmd, throughServer(seed), check, throughServer(dump), throughServer(export), throughServer(imp))
@@ -250,7 +250,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	}
 	switch {
 	case opts.Batch < 0:
-		return withCode(ExitUsage, fmt.Errorf("--batch %d: want a number of records", opts.Batch), "give --batch the records per commit, e.g. --batch 50000")
+		return withCode(ExitUsage, fmt.Errorf("--batch %d: want a number of records", opts.Batch), "give --batch the records per commit, e.g. --batch 20000")
 	case opts.Batch > 0 && opts.Replace:
 		return withCode(ExitUsage, errors.New("--replace cannot import in batches: the rows it deletes are known only once the whole file is read"), "drop --batch, or import with upsert (without --replace)")
 	}
