@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -185,7 +186,7 @@ func TestImportBatchesCancelled(t *testing.T) {
 	defer cancel()
 	r := &onRead{r: iotest.OneByteReader(strings.NewReader(file)), at: strings.Index(file, `"SG005"`), fn: func() {
 		// The first batch is handed to the writer by now; cancel once it is written.
-		require.Eventually(t, func() bool { return tbl(t, s.Stage(), "inventory").Len() == 3 }, time.Minute, time.Millisecond)
+		require.Eventually(t, func() bool { inv, ok := s.Stage().Table("inventory"); return ok && inv.Len() == 3 }, time.Minute, time.Millisecond)
 		cancel()
 	}}
 	res, err := s.ImportBatches(ctx, "inventory", r, JSON, 3)
@@ -255,4 +256,66 @@ func TestImportBatchesRunAgainBeforeTheFix(t *testing.T) {
 	res, err := s.ImportBatches(bg, "inventory", strings.NewReader(file), JSON, 2)
 	assert.ErrorContains(t, err, "the first 4 records were imported already, none after them")
 	assert.Equal(t, ImportResult{Unchanged: 4}, res)
+}
+
+// importGoroutines are the stacks of the goroutines ImportBatches runs that mention want.
+func importGoroutines(want string) []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "store.(*Store).ImportBatches.func") && strings.Contains(g, want) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// A fault in the writer is the caller's panic, where a server recovers it, not the process's.
+func TestImportBatchesWriterPanicReachesTheCaller(t *testing.T) {
+	s, _ := openEmpty(t)
+	s.mu.Lock()
+	s.tables["inventory"].res.Store(&resident{s: s.schemas["inventory"]}) // no rows map: publish panics
+	s.mu.Unlock()
+	defer func() {
+		v := recover()
+		require.NotNil(t, v)
+		assert.Contains(t, fmt.Sprint(v), "assignment to entry in nil map")
+		assert.Contains(t, fmt.Sprint(v), "in ImportBatches' writer")
+	}()
+	s.ImportBatches(bg, "inventory", strings.NewReader(itemsJSON(3, nil)), JSON, 3)
+}
+
+// A fault while reading leaves no writer behind.
+func TestImportBatchesReaderPanicLeavesNoWriter(t *testing.T) {
+	s, _ := openEmpty(t)
+	file := itemsJSON(10, nil)
+	r := &onRead{r: iotest.OneByteReader(strings.NewReader(file)), at: strings.Index(file, `"SG005"`), fn: func() { panic("fault in the reader") }}
+	func() {
+		defer func() { require.Equal(t, "fault in the reader", recover()) }()
+		s.ImportBatches(bg, "inventory", r, JSON, 3)
+	}()
+	// The writer has finished by now; it may take a moment to be gone (a leaked one never is).
+	assert.Eventually(t, func() bool { return len(importGoroutines("")) == 0 }, time.Minute, time.Millisecond, "the writer outlived the import")
+}
+
+// A Ctrl-C while the writer waits for the store (another commit holds it) writes nothing more.
+func TestImportBatchesCtrlCWhileTheWriterWaits(t *testing.T) {
+	s, _ := openEmpty(t)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	file := itemsJSON(3, nil)
+	locked := make(chan struct{})
+	r := &onRead{r: iotest.OneByteReader(strings.NewReader(file)), at: strings.Index(file, `"SG003"`),
+		fn: func() { s.mu.Lock(); close(locked) }} // as a commit of another writer would
+	done := make(chan error, 1)
+	go func() { _, err := s.ImportBatches(ctx, "inventory", r, JSON, 3); done <- err }()
+	<-locked
+	for len(importGoroutines("sync.(*RWMutex).Lock")) == 0 { // the writer is waiting
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	s.mu.Unlock()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.Equal(t, 0, tbl(t, s.Stage(), "inventory").Len(), "nothing written after the Ctrl-C")
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -621,11 +622,11 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	rctx, stop := context.WithCancel(ctx) // the reader's: ends with ctx or a failed commit
 	defer stop()
 	commit := func(rows []table.Row) error {
-		if err := ctx.Err(); err != nil { // a batch handed over before a Ctrl-C is not written
-			return err
-		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if err := ctx.Err(); err != nil { // a batch not written by a Ctrl-C is not written after it
+			return err
+		}
 		if s.closed {
 			return errors.New("store is closed")
 		}
@@ -653,16 +654,35 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 		}
 		return nil
 	}
+	var wpanic any // the writer's panic, raised again in this goroutine (a server recovers it)
 	go func() {
 		defer close(written)
 		for rows := range batches {
-			if werr == nil {
+			if werr != nil || wpanic != nil {
+				continue
+			}
+			func() {
+				defer func() {
+					if v := recover(); v != nil {
+						wpanic = fmt.Sprintf("%v\n(in ImportBatches' writer:)\n%s", v, debug.Stack())
+						stop()
+					}
+				}()
 				if werr = commit(rows); werr != nil {
 					stop()
 				}
-			}
+			}()
 		}
 	}()
+	finished := false
+	finish := func() { // the writer is done with every batch handed over
+		if !finished {
+			finished = true
+			close(batches)
+			<-written
+		}
+	}
+	defer finish() // also when reading panics: no writer outlives the import
 	// handOver gives the writer the rows validated so far, unless a record was bad: nothing from
 	// the batch with the first bad record on is written.
 	handOver := func() error {
@@ -708,8 +728,10 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	if err == nil {
 		err = handOver()
 	}
-	close(batches)
-	<-written
+	finish()
+	if wpanic != nil {
+		panic(wpanic)
+	}
 	im.bad.imported, im.bad.commits = imported, res.Commits
 	if werr != nil {
 		return res, werr
