@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
@@ -84,29 +86,89 @@ func encodeDoc(id string, row table.Row, version int64) *d.Document {
 func docPrefix(collection string) []byte { return []byte("c:" + collection + ";d:") }
 
 // loadDocs decodes every document of a collection straight from the bbolt values clover wrote
-// (msgpack maps), in id order, calling fn with the row, the document id and the stored version.
-// Field names are interned through the schema and numbers converted to the field's kind as they
-// are read (int64 for int fields, float64 for float fields), so a row costs one map and its
-// string and float values. The row is fn's to keep.
-func loadDocs(tx *bbolt.Tx, s *schema, fn func(row table.Row, id string, version int64) error) error {
+// (msgpack maps), in id order, into records. Field names are interned through the schema and
+// numbers converted to the field's kind as they are read (int64 for int fields, float64 for
+// float fields), so a row costs one map and its string and float values. What the records keep
+// is recorded as shared memory (table.AddShared) as they are made.
+//
+// The cursor walks in this goroutine and hands the documents, loadChunk at a time, to decoders,
+// one per processor (at most 4): decoding is most of the time of reading a large table into
+// memory, which a plan's first report over it pays. Each decoder reads the memory map under its
+// own guard (path names the file). A document that does not decode is the error, the first in id
+// order, whatever the order the decoders found them in.
+func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
-		return nil
+		return nil, nil
 	}
 	prefix := docPrefix(s.Name)
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		id := k[len(prefix):]
-		row, version, err := decodeRow(s, v)
-		if err != nil {
-			return fmt.Errorf("%s: document %s: %w", s.Name, id, err)
-		}
-		if err := fn(row, string(id), version); err != nil {
-			return err
-		}
+	type part struct {
+		keys, docs [][]byte // the chunk's bbolt keys and values, until decoded
+		recs       []*rec
+		err        error
 	}
-	return nil
+	var (
+		parts []*part
+		work  = make(chan *part)
+		wg    sync.WaitGroup
+	)
+	for range min(runtime.GOMAXPROCS(0), 4) {
+		wg.Go(func() {
+			for p := range work {
+				p.err = guard(path, func() error {
+					var kept int64
+					defer func() { table.AddShared(kept) }()
+					p.recs = make([]*rec, 0, len(p.docs))
+					for i, v := range p.docs {
+						id := p.keys[i][len(prefix):]
+						row, version, err := decodeRow(s, v)
+						if err != nil {
+							return fmt.Errorf("%s: document %s: %w", s.Name, id, err)
+						}
+						r := &rec{key: row[s.Key], row: row, ver: version, id: string(id)}
+						p.recs = append(p.recs, r)
+						kept += recHeap(row, r.id)
+					}
+					return nil
+				})
+				p.keys, p.docs = nil, nil
+			}
+		})
+	}
+	func() {
+		defer wg.Wait()   // second: no decoder reads the map once this returns, even on a panic
+		defer close(work) // first
+		c := b.Cursor()
+		p := &part{}
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			p.keys, p.docs = append(p.keys, k), append(p.docs, v)
+			if len(p.docs) == loadChunk {
+				parts = append(parts, p)
+				work <- p
+				p = &part{}
+			}
+		}
+		if len(p.docs) > 0 {
+			parts = append(parts, p)
+			work <- p
+		}
+	}()
+	n := 0
+	for _, p := range parts {
+		if p.err != nil {
+			return nil, p.err
+		}
+		n += len(p.recs)
+	}
+	recs := make([]*rec, 0, n)
+	for _, p := range parts {
+		recs = append(recs, p.recs...)
+	}
+	return recs, nil
 }
+
+// loadChunk is how many documents loadDocs hands a decoder at a time.
+const loadChunk = 4096
 
 // decodeRow decodes one stored document into a row of s and its version.
 func decodeRow(s *schema, data []byte) (table.Row, int64, error) {

@@ -31,9 +31,12 @@ type committedTable struct {
 }
 
 // resident returns the rows held in memory for a walk, nil when they are read from the file. A
-// table whose walks have read promoteRows rows from the file is read into memory first, once.
-func (t *committedTable) resident() (*resident, error) {
-	if r := t.res.Load(); r != nil || t.walked.Load() < promoteRows {
+// table whose walks have read promoteRows rows from the file is read into memory first, once; so
+// is a table of promoteRows rows or more that the walk will read whole (whole: a filter no index
+// answers, without a limit), since reading it into memory costs a fraction of walking it in the
+// file (a lookup of each document by its id).
+func (t *committedTable) resident(whole bool) (*resident, error) {
+	if r := t.res.Load(); r != nil || t.walked.Load() < promoteRows && !(whole && t.n >= promoteRows) {
 		return r, nil
 	}
 	t.loadMu.Lock()
@@ -147,7 +150,7 @@ func sliceSeq(recs []*rec, reverse bool) iter.Seq[*rec] {
 // memory and goes on from there, so one walk never holds more than that many rows of its own.
 // A read error ends the walk and is left in *errp.
 func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
-	res, err := t.resident()
+	res, err := t.resident(false)
 	if err != nil {
 		*errp = err
 		return func(func(int, *rec) bool) {}
@@ -174,7 +177,7 @@ func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2
 		if !more || *errp != nil {
 			return
 		}
-		res, err := t.resident()
+		res, err := t.resident(false)
 		if err != nil {
 			*errp = err
 			return

@@ -134,7 +134,8 @@ func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		last = append(last, r["item_id"])
-		for _, r := range findRows(t, sg, "inventory", table.Query{Where: where("price", map[string]any{"$gt": 25, "$lt": 31}), Reverse: true}) {
+		// A limit: a walk that may stop early reads from the file until it has read 20 rows.
+		for _, r := range findRows(t, sg, "inventory", table.Query{Where: where("price", map[string]any{"$gt": 25, "$lt": 31}), Reverse: true, Limit: 100}) {
 			walked = append(walked, r["item_id"])
 		}
 		return
@@ -157,9 +158,42 @@ func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
 		_, err := inv.Insert(table.Row{"item_id": "SG0035", "name": "n", "quantity_in_stock": 1, "price": 1.0})
 		require.NoError(t, err)
 		require.Nil(t, s.tables["inventory"].res.Load())
-		rows := findRows(t, sg, "inventory", table.Query{})
+		rows := findRows(t, sg, "inventory", table.Query{Limit: 100})
 		assert.Equal(t, []any{"SG001", "SG002", "SG003", "SG004", "SG005", "SG006", "SG0035"}, keys(t, rows, "item_id"), "promoted after %d", promote)
 		assert.Equal(t, promote == 3, s.tables["inventory"].res.Load() != nil)
+	}
+}
+
+// A walk that will read a large table whole (no index answers it, no limit) reads it into memory
+// first instead of walking the file; a walk that may stop early, or a smaller table, does not.
+func TestAWholeWalkOfALargeTableReadsItIntoMemoryFirst(t *testing.T) {
+	onDisk(t, 6)
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.Close())
+	for _, tc := range []struct {
+		q      table.Query
+		loaded bool
+	}{
+		{table.Query{Where: where("price", map[string]any{"$gt": 70})}, true},
+		{table.Query{}, true},
+		{table.Query{Where: where("price", map[string]any{"$gt": 70}), Limit: 2}, false},
+		{table.Query{Where: where("name", "Aviator")}, false}, // an index answers it
+	} {
+		s := openAt(t, dir)
+		mt := s.tables["inventory"]
+		require.Nil(t, mt.res.Load())
+		rows := findRows(t, s.Stage(), "inventory", tc.q)
+		assert.NotEmpty(t, rows)
+		assert.Equal(t, tc.loaded, mt.res.Load() != nil, "%+v", tc.q)
+		if tc.loaded {
+			assert.Zero(t, mt.walked.Load(), "no row was read from the file first")
+		}
+		n, err := tbl(t, s.Stage(), "transactions").Count(table.Query{Where: where("customer_name", map[string]any{"$ne": "x"})})
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		assert.Nil(t, s.tables["transactions"].res.Load(), "a table of fewer rows than promoteRows is walked in the file")
+		require.NoError(t, s.Close())
 	}
 }
 
@@ -653,7 +687,7 @@ func TestRowsReadIntoMemoryAreSharedMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	shared := table.Shared()
-	res, err := mt.resident()
+	res, err := mt.resident(false)
 	require.NoError(t, err)
 	require.NotNil(t, res)
 	runtime.GC()

@@ -219,7 +219,7 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // where is the filter m was compiled from; its numeric conditions may skip rows early. o (may be
 // nil) is told every committed row m matches in the walked range, also one the run's own write
 // hides, and where the walk stopped. visit returns the table's version at the time of the visit.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
@@ -235,7 +235,7 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 		}
 	} else {
 		var examined int64
-		examined, err = t.visitAll(mt, m, where, reverse, o, fn)
+		examined, err = t.visitAll(mt, m, where, reverse, whole, o, fn)
 		t.sg.noteScan(t.s.Name, where, examined)
 	}
 	return mt.ver, err
@@ -327,12 +327,12 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 // without looking at their maps (resident tables only).
 // Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
-func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
 	every := int64(scanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
-	res, err := mt.resident()
+	res, err := mt.resident(whole)
 	if err != nil {
 		return 0, err
 	}
@@ -469,7 +469,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	o := &readObs{}
 	var out []cand
 	if q.Match == nil {
-		ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
+		ver, err := t.visit(m, q.Where, q.Reverse, limit <= 0, o, func(c cand) bool {
 			out = append(out, c)
 			return limit <= 0 || len(out) < limit
 		})
@@ -480,7 +480,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 		return out, nil
 	}
 	var pre []cand
-	ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool { pre = append(pre, c); return true })
+	ver, err := t.visit(m, q.Where, q.Reverse, true, o, func(c cand) bool { pre = append(pre, c); return true })
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +524,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	o := &readObs{}
-	ver, err := t.visit(m, q.Where, q.Reverse, o, func(c cand) bool {
+	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
@@ -561,7 +561,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 	}
 	n := 0
 	o := &readObs{countOnly: true}
-	ver, err := t.visit(m, q.Where, false, o, func(cand) bool { n++; return true })
+	ver, err := t.visit(m, q.Where, false, true, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
 	}

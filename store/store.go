@@ -273,7 +273,7 @@ func (s *Store) init(opts Options) error {
 					continue // read from the file; verified when read whole (and by db check)
 				}
 			}
-			res, dg, err := loadTable(tx, sc)
+			res, dg, err := loadTable(tx, s.bolt.path, sc)
 			if err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
@@ -447,20 +447,10 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 
 // loadTable reads one table's documents into memory, and returns the count and digest of the
 // documents it read (a second walk of the same pages, which costs a fraction of the decoding).
-// What it keeps is recorded as shared memory (table.AddShared) as it reads, a chunk at a time, so
+// What it keeps is recorded as shared memory (table.AddShared) as it reads (see loadDocs), so
 // that a run whose walk read the table into memory is not charged for it.
-func loadTable(tx *bbolt.Tx, s *schema) (*resident, collDigest, error) {
-	var recs []*rec
-	var kept int64
-	err := loadDocs(tx, s, func(row table.Row, id string, version int64) error {
-		recs = append(recs, &rec{key: row[s.Key], row: row, ver: version, id: id})
-		if kept += recHeap(row, id); len(recs)%4096 == 0 {
-			table.AddShared(kept)
-			kept = 0
-		}
-		return nil
-	})
-	table.AddShared(kept)
+func loadTable(tx *bbolt.Tx, path string, s *schema) (*resident, collDigest, error) {
+	recs, err := loadDocs(tx, path, s)
 	if err != nil {
 		return nil, collDigest{}, err
 	}
@@ -477,7 +467,7 @@ func (s *Store) loadResident(sc *schema) (res *resident, err error) {
 				return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 			}
 			var dg collDigest
-			if res, dg, err = loadTable(tx, sc); err != nil {
+			if res, dg, err = loadTable(tx, s.bolt.path, sc); err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
 			if msg := digestMismatch(sc.Name, m.Digests[sc.Name], dg); msg != "" {
