@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
@@ -103,6 +104,7 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 	}
 	prefix := docPrefix(s.Name)
 	type part struct {
+		i          int64    // its place among the chunks
 		keys, docs [][]byte // the chunk's bbolt keys and values, until decoded
 		recs       []*rec
 		err        error
@@ -111,10 +113,18 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 		parts []*part
 		work  = make(chan *part)
 		wg    sync.WaitGroup
+		// failed is the first chunk found bad so far: later ones are not decoded (nor sent),
+		// earlier ones still are, so the error is the first bad document's whatever the order.
+		failed atomic.Int64
 	)
+	failed.Store(math.MaxInt64)
 	for range min(runtime.GOMAXPROCS(0), 4) {
 		wg.Go(func() {
 			for p := range work {
+				if p.i > failed.Load() {
+					p.keys, p.docs = nil, nil
+					continue
+				}
 				p.err = guard(path, func() error {
 					var kept int64
 					defer func() { table.AddShared(kept) }()
@@ -131,6 +141,12 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 					}
 					return nil
 				})
+				var de *DamagedError
+				if errors.As(p.err, &de) { // a fault: the callers say that the file is damaged
+					p.err = fmt.Errorf("%s: documents from %s: %s", s.Name, p.keys[0][len(prefix):], de.Problem)
+				}
+				for f := failed.Load(); p.err != nil && p.i < f && !failed.CompareAndSwap(f, p.i); f = failed.Load() {
+				}
 				p.keys, p.docs = nil, nil
 			}
 		})
@@ -143,9 +159,12 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			p.keys, p.docs = append(p.keys, k), append(p.docs, v)
 			if len(p.docs) == loadChunk {
+				if failed.Load() != math.MaxInt64 {
+					return // a document is bad: the rest would not be kept
+				}
 				parts = append(parts, p)
 				work <- p
-				p = &part{}
+				p = &part{i: int64(len(parts))}
 			}
 		}
 		if len(p.docs) > 0 {

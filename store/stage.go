@@ -524,7 +524,8 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	o := &readObs{}
-	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
+	// Whole only when the run may take every row: a Find stops one row past rows_read.
+	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0 && t.mayReadAll(), o, func(c cand) bool {
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
@@ -535,6 +536,14 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	t.noteWalk(q.Where, q.Reverse, o, ver)
 	return rows, t.sg.read(len(rows))
+}
+
+// mayReadAll reports whether the run's rows_read limit leaves room for every committed row.
+func (t *stageTable) mayReadAll() bool {
+	t.st.mu.RLock()
+	n := t.mem().count()
+	t.st.mu.RUnlock()
+	return t.sg.mayRead(int(n))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {

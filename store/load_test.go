@@ -1,0 +1,238 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
+
+	"github.com/starplan/starplan/table"
+)
+
+// bigInventory makes a store whose inventory holds n rows more than the demo's 6, closed.
+func bigInventory(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	var rows []string
+	for i := range n {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%06d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 100+i, i%5, i, i%40))
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	return dir
+}
+
+// docKeys returns the bbolt keys of inventory's documents, in file (id) order.
+func docKeys(t *testing.T, dir string) [][]byte {
+	var out [][]byte
+	require.NoError(t, boltView(t, dir, func(tx *bbolt.Tx) error {
+		p := docPrefix("inventory")
+		c := tx.Bucket([]byte(rootBucket)).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			out = append(out, append([]byte(nil), k...))
+		}
+		return nil
+	}))
+	return out
+}
+
+// A table a whole walk read into memory is kept through large commits to it, as one read after
+// long walks is: letting it go would make the next whole walk read it again.
+func TestATableAWholeWalkReadIsKeptThroughLargeCommits(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	loads := 0
+	load := mt.load
+	mt.load = func() (*resident, error) { loads++; return load() }
+	for round := range 3 {
+		findRows(t, s.Stage(), "inventory", table.Query{Where: where("price", map[string]any{"$gt": 38})})
+		require.NotNil(t, mt.res.Load())
+		sg := s.Stage()
+		inv := tbl(t, sg, "inventory")
+		for i := range bulkPut {
+			_, err := inv.Insert(table.Row{"item_id": fmt.Sprintf("R%d-%05d", round, i), "name": "w", "quantity_in_stock": 1, "price": 1})
+			require.NoError(t, err)
+		}
+		require.NoError(t, sg.Apply(bg))
+		assert.NotNil(t, mt.res.Load(), "round %d: a table a whole walk needed in memory is let go by a commit of %d rows", round, bulkPut)
+	}
+	assert.Equal(t, 1, loads, "times the table was read whole")
+}
+
+// A find without a limit in a run that may read fewer rows than the table holds stops one row
+// past rows_read: it must not read the whole table into memory first.
+func TestAFindPastTheReadLimitDoesNotReadTheTableFirst(t *testing.T) {
+	onDisk(t, 200)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	shared := table.Shared()
+	sg := s.StageFor(bg, RunLimits{RowsRead: 10})
+	_, err := tbl(t, sg, "inventory").Find(table.Query{})
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Zero(t, table.Shared()-shared, "nothing read into memory")
+	assert.True(t, mt.res.Load() == nil, "a find that stops at rows_read+1 rows read the whole table into memory")
+}
+
+// Decoders run chunks in parallel; the error is the first bad document in id order, whichever
+// decoder finds which first (documents damaged in chunk 0 and chunk 2).
+func TestTheFirstBadDocumentIsTheError(t *testing.T) {
+	onDisk(t, 1)
+	dir := bigInventory(t, 3*loadChunk)
+	ks := docKeys(t, dir)
+	require.Greater(t, len(ks), 2*loadChunk+10)
+	first, later := ks[loadChunk-1], ks[2*loadChunk+5]
+	rawUpdate(t, dir, func(bk *bbolt.Bucket) error {
+		if err := bk.Put(later, []byte{0xc1}); err != nil {
+			return err
+		}
+		return bk.Put(first, []byte{0x81, 0xa1}) // truncated
+	})
+	s := openAt(t, dir)
+	for range 10 {
+		mt := s.tables["inventory"]
+		mt.loadErr = nil
+		_, err := mt.resident(true)
+		require.ErrorIs(t, err, ErrDamaged)
+		assert.ErrorContains(t, err, "inventory: document "+string(first[len(docPrefix("inventory")):])+": truncated msgpack value")
+	}
+}
+
+// Every document, in id order, for tables of 0, 1 and about loadChunk documents.
+func TestLoadDocsAtChunkBoundaries(t *testing.T) {
+	onDisk(t, -1)
+	for _, n := range []int{0, 1, loadChunk - 1, loadChunk, loadChunk + 1, 2 * loadChunk} {
+		dir := t.TempDir()
+		s := openAt(t, dir)
+		_, err := s.Import(bg, "inventory", strings.NewReader("[]"), JSON, Replace)
+		require.NoError(t, err)
+		if n > 0 {
+			var rows []string
+			for i := range n {
+				rows = append(rows, fmt.Sprintf(`{"item_id": "SG%06d", "name": "N", "quantity_in_stock": 1, "price": 1}`, 100+i))
+			}
+			_, err = s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+		want := docKeys(t, dir)
+		require.Len(t, want, n)
+		s = openAt(t, dir)
+		var recs []*rec
+		require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) (err error) {
+			recs, err = loadDocs(tx, s.bolt.path, s.schemas["inventory"])
+			return err
+		}))
+		require.Len(t, recs, n)
+		for i, r := range recs {
+			require.Equal(t, string(want[i][len(docPrefix("inventory")):]), r.id, "n=%d i=%d", n, i)
+		}
+		res, err := s.tables["inventory"].resident(true)
+		require.NoError(t, err)
+		if int64(n) >= promoteRows {
+			require.Len(t, res.order, n)
+		}
+		require.NoError(t, s.Close())
+	}
+}
+
+// A fault in a decoder (a broken schema stands in for a fault in the memory map) is one
+// *DamagedError that names the damage once.
+func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
+	onDisk(t, -1)
+	dir := bigInventory(t, 2*loadChunk)
+	s := openAt(t, dir)
+	sc := *s.schemas["inventory"]
+	sc.fields = map[string]*field{}
+	for k, v := range s.schemas["inventory"].fields {
+		sc.fields[k] = v
+	}
+	sc.fields["price"] = &field{} // nil *table.Field: f.Type panics
+	_, err := s.loadResident(&sc)
+	require.ErrorIs(t, err, ErrDamaged)
+	assert.Equal(t, 1, strings.Count(err.Error(), "is damaged"), "the damage is named once: %v", err)
+}
+
+// A load that fails on its first document does not decode the rest of the table (nor record it
+// as shared memory).
+func TestAFailedLoadStopsDecoding(t *testing.T) {
+	onDisk(t, 1)
+	dir := bigInventory(t, 10*loadChunk)
+	ks := docKeys(t, dir)
+	rawUpdate(t, dir, func(bk *bbolt.Bucket) error { return bk.Put(ks[0], []byte{0xc1}) })
+	s := openAt(t, dir)
+	before := table.Shared()
+	_, err := s.tables["inventory"].resident(true)
+	require.ErrorIs(t, err, ErrDamaged)
+	grew := table.Shared() - before
+	inFlight := int64(min(runtime.GOMAXPROCS(0), 4)+1) * loadChunk * 600 // rows of 470 B or so
+	assert.Less(t, grew, inFlight, "at most the chunks the decoders had when the first failed")
+}
+
+// Tables read into memory by whole walks answer as the file does: whole walks with the run's own
+// writes, Count, a Go predicate, Update and Remove without a limit, reverse.
+func TestAWholeWalkInMemoryAnswersAsTheFile(t *testing.T) {
+	dir := bigInventory(t, 300)
+	run := func(promote int64) []string {
+		onDisk(t, promote)
+		d := t.TempDir()
+		require.NoError(t, os.CopyFS(d, os.DirFS(dir)))
+		s := openAt(t, d)
+		sg := s.Stage()
+		inv := tbl(t, sg, "inventory")
+		var out []string
+		note := func(x ...any) { out = append(out, fmt.Sprint(x...)) }
+		_, err := inv.Insert(table.Row{"item_id": "SG000150x", "name": "own", "quantity_in_stock": 1, "price": 39})
+		require.NoError(t, err)
+		got, err := inv.Find(table.Query{Where: where("price", map[string]any{"$gt": 37}), Reverse: true})
+		note(keys(t, got, "item_id"), err)
+		n, err := inv.Count(table.Query{Where: where("price", map[string]any{"$lt": 3})})
+		note(n, err)
+		got, err = inv.Find(table.Query{Match: func(r table.Row) (bool, error) { return r["quantity_in_stock"].(int64)%17 == 0, nil }})
+		note(keys(t, got, "item_id"), err)
+		n, err = inv.Update(table.Row{"price": 1.5}, table.Query{Where: where("price", map[string]any{"$gte": 39})})
+		note(n, err)
+		n, err = inv.Remove(table.Query{Where: where("price", map[string]any{"$lte": 0})})
+		note(n, err)
+		note(s.tables["inventory"].res.Load() != nil)
+		note(sg.Apply(bg))
+		return out
+	}
+	a, b := run(-1), run(50)
+	require.Equal(t, a[:len(a)-2], b[:len(b)-2])
+	assert.Equal(t, []string{"false", "<nil>"}, a[len(a)-2:])
+	assert.Equal(t, []string{"true", "<nil>"}, b[len(b)-2:])
+}
+
+// A whole walk that read the table into memory first is still a predicate read: a matching row
+// another run commits makes the reader's apply conflict.
+func TestAWholeWalkInMemoryIsStillAPredicateRead(t *testing.T) {
+	dir := bigInventory(t, 300)
+	for _, promote := range []int64{-1, 50} {
+		onDisk(t, promote)
+		d := t.TempDir()
+		require.NoError(t, os.CopyFS(d, os.DirFS(dir)))
+		s := openAt(t, d)
+		a, b := s.Stage(), s.Stage()
+		findRows(t, a, "inventory", table.Query{Where: where("price", map[string]any{"$gt": 38})})
+		n, err := tbl(t, b, "inventory").Count(table.Query{Where: where("price", map[string]any{"$gt": 38})})
+		require.NoError(t, err)
+		_, err = tbl(t, b, "inventory").Insert(table.Row{"item_id": "SG000150x", "name": "w", "quantity_in_stock": 1, "price": 39})
+		require.NoError(t, err)
+		require.NoError(t, b.Apply(bg))
+		_, err = tbl(t, a, "inventory").Insert(table.Row{"item_id": "ZZ", "name": "w", "quantity_in_stock": 1, "price": 1})
+		require.NoError(t, err)
+		assert.ErrorIs(t, a.Apply(bg), ErrConflict, "promote %d (count %d, resident %v)", promote, n, s.tables["inventory"].res.Load() != nil)
+	}
+}
