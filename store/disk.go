@@ -126,12 +126,15 @@ func tableIndexes(tx *bbolt.Tx, name string) *bbolt.Bucket {
 
 // indexEntry is the index bucket key of a row with key k whose field holds v, and false when v
 // is not indexed (a list, a dict, NaN).
-func indexEntry(v any, encKey []byte) ([]byte, bool) {
+func indexEntry(v any, encKey []byte) ([]byte, bool) { return appendIndexEntry(nil, v, encKey) }
+
+// appendIndexEntry appends indexEntry(v, encKey) to dst.
+func appendIndexEntry(dst []byte, v any, encKey []byte) ([]byte, bool) {
 	ik, ok := indexKey(v)
 	if !ok {
-		return nil, false
+		return dst, false
 	}
-	return append(appendIndexValue(nil, ik), encKey...), true
+	return append(appendIndexValue(dst, ik), encKey...), true
 }
 
 // trackRow keeps the keys and index buckets of a domain table in step with one document write:
@@ -254,8 +257,8 @@ func (k *keyOps) addRow(sc *schema, fields []string, row table.Row, value []byte
 		mark = []byte{}
 	}
 	for _, f := range fields {
-		if ik, ok := indexKey(row[f]); ok {
-			k.scratch = append(appendIndexValue(k.scratch[:0], ik), ek...)
+		var ok bool
+		if k.scratch, ok = appendIndexEntry(k.scratch[:0], row[f], ek); ok {
 			k.add(keyBucket{sc.Name, f}, k.save(k.scratch), mark)
 		}
 	}

@@ -398,18 +398,23 @@ func newImporter(sc *schema) *importer {
 }
 
 // add takes one record as it is read.
-func (im *importer) add(rc record) error {
+func (im *importer) add(rc record) {
 	k := rc.row[im.sc.Key]
 	if n, ok := im.sc.keyNum(k); ok && n > im.fileMax {
 		im.fileMax = n
 	}
 	if k == nil && im.sc.KeyPrefix != "" {
 		im.later = append(im.later, rc)
-		return nil
+		return
 	}
 	if im.pending = append(im.pending, rc); len(im.pending) == importBatch {
 		im.flush()
 	}
+}
+
+// each is add as a reader's callback.
+func (im *importer) each(rc record) error {
+	im.add(rc)
 	return nil
 }
 
@@ -492,9 +497,9 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	var err error
 	switch format {
 	case JSON:
-		err = readJSONRecords(ctx, sc, r, im.add)
+		err = readJSONRecords(ctx, sc, r, im.each)
 	case CSV:
-		err = readCSVRecords(ctx, sc, r, bad, im.add)
+		err = readCSVRecords(ctx, sc, r, bad, im.each)
 	default:
 		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
 	}
@@ -705,9 +710,7 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 				Rule: "is required in a batched import: a key generated on one run would be generated again, for a second row, on the next; give every record its key, or import without batches"}})
 			return nil
 		}
-		if err := im.add(rc); err != nil {
-			return err
-		}
+		im.add(rc)
 		if len(im.pending)+len(im.rows) < batch {
 			return nil
 		}
