@@ -25,8 +25,8 @@ type committedTable struct {
 	// walked counts the rows walks have read from the file; past promoteRows the next walk reads
 	// the table into memory first.
 	walked atomic.Int64
-	// needed: a walk read the table into memory, so a large commit does not let it go (the next
-	// walk would read it whole again).
+	// needed: a walk read the table into memory (after long walks, or a whole one), so a large
+	// commit does not let it go (the next walk would read it whole again).
 	needed  atomic.Bool
 	loadMu  sync.Mutex
 	load    func() (*resident, error) // reads and verifies every row (see Store.loadResident)
@@ -63,7 +63,7 @@ func (t *committedTable) release() { t.res.Store(nil) }
 // mayRelease reports whether the table's rows in memory may be let go after a commit: the file
 // keeps its buckets, it is too large to read at Open, and no walk has needed it in memory.
 func (t *committedTable) mayRelease() bool {
-	return t.disk != nil && t.n > openResident && t.walked.Load() < promoteRows && !t.needed.Load()
+	return t.disk != nil && t.n > openResident && !t.needed.Load()
 }
 
 // count is the number of committed rows.

@@ -213,12 +213,13 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 
 // visit calls fn for each visible row that m matches, in key order (reversed when asked), until
 // fn returns false. It holds the committed state's read lock, so fn must not call back into the
-// store. Top-level equalities and $ieq on the key or a declared index are answered from a hash
-// index (or the key map) and only those
-// candidates are checked.
-// where is the filter m was compiled from; its numeric conditions may skip rows early. o (may be
-// nil) is told every committed row m matches in the walked range, also one the run's own write
-// hides, and where the walk stopped. visit returns the table's version at the time of the visit.
+// store. Top-level equalities and $ieq on the key or a declared index are answered from an index
+// and only those candidates are checked.
+// where is the filter m was compiled from; its numeric conditions may skip rows early. whole says
+// that fn takes every row (no limit): a large table is then read into memory before the walk. o
+// (may be nil) is told every committed row m matches in the walked range, also one the run's own
+// write hides, and where the walk stopped. visit returns the table's version at the time of the
+// visit.
 func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
@@ -332,7 +333,9 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
-	res, err := mt.resident(whole)
+	// A walk that reads the table whole may read it into memory first, unless the run may not
+	// read that many rows (a Find stops one row past rows_read).
+	res, err := mt.resident(whole && t.sg.mayRead(int(mt.count())))
 	if err != nil {
 		return 0, err
 	}
@@ -524,8 +527,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	var rows []table.Row
 	o := &readObs{}
-	// Whole only when the run may take every row: a Find stops one row past rows_read.
-	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0 && t.mayReadAll(), o, func(c cand) bool {
+	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
@@ -536,14 +538,6 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	}
 	t.noteWalk(q.Where, q.Reverse, o, ver)
 	return rows, t.sg.read(len(rows))
-}
-
-// mayReadAll reports whether the run's rows_read limit leaves room for every committed row.
-func (t *stageTable) mayReadAll() bool {
-	t.st.mu.RLock()
-	n := t.mem().count()
-	t.st.mu.RUnlock()
-	return t.sg.mayRead(int(n))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {

@@ -136,9 +136,9 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // When another process has the store open, Open fails within the lock timeout with an error
 // that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
 // not bbolt, holds no starplan record, has a page or row that does not read back, a table read
-// into memory whose rows differ from the count and digest the store recorded (see digest.go), or its newer meta
-// page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged)) and writes
-// nothing. A store created for one domain cannot be opened as another.
+// into memory whose rows differ from the count and digest the store recorded (see digest.go), or
+// its newer meta page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged))
+// and writes nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Domain != nil {
 		if _, err := opts.Domain.compiled(); err != nil {
