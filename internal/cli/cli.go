@@ -65,6 +65,22 @@ func Command(args []string) int {
 // Main runs the starplan command line and returns the process exit code.
 func Main(args []string, ios IOStreams) int { return MainContext(context.Background(), args, ios) }
 
+// endOf is the exit code, hint and error a command's error ends the process with: a command
+// that ctx cancelled exits with ExitInterrupted and no hint (what it was doing is moot), unless it
+// says itself what the interruption left (an ExitInterrupted error of its own, with a hint).
+func endOf(ctx context.Context, err error) (code int, hint string, _ error) {
+	var ee *exitError
+	switch {
+	case ctx.Err() != nil && errors.As(err, &ee) && ee.code == ExitInterrupted:
+		return ExitInterrupted, ee.hint, errors.New("interrupted")
+	case ctx.Err() != nil:
+		return ExitInterrupted, "", errors.New("interrupted")
+	case errors.As(err, &ee):
+		return ee.code, ee.hint, ee.err
+	}
+	return ExitUsage, "starplan --help", err // flag parsing and argument validation
+}
+
 // MainContext is Main under ctx: a command that ctx cancels exits with ExitInterrupted.
 func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	ios.args = args
@@ -82,18 +98,7 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	if printed && ctx.Err() == nil {
 		return int(silent)
 	}
-	code, hint := ExitUsage, "starplan --help" // flag parsing and argument validation
-	var ee *exitError
-	switch {
-	case ctx.Err() != nil:
-		hint = "" // what the command was doing is moot, unless it says what the interruption left
-		if errors.As(err, &ee) && ee.code == ExitInterrupted {
-			hint = ee.hint
-		}
-		code, err = ExitInterrupted, errors.New("interrupted")
-	case errors.As(err, &ee):
-		code, hint, err = ee.code, ee.hint, ee.err
-	}
+	code, hint, err := endOf(ctx, err)
 	fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(err.Error(), "  "))
 	if hint != "" {
 		fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(hint, "  "))

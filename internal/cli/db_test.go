@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,4 +267,26 @@ func TestDBUnknownTable(t *testing.T) {
 	o = s.run(false, "", "db", "export", "inventry")
 	assert.Equal(t, ExitUsage, o.code)
 	assert.Contains(t, o.err, "inventory")
+}
+
+// An interrupted batched import that wrote batches says so, and its hint outlives the Ctrl-C's
+// "interrupted"; another command's does not.
+func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := importFailed(ctx, IOStreams{Out: &out}, nil, &dbOptions{File: "big.json"}, "imported big.json into inventory",
+		store.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
+	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits)\n", out.String())
+	code, hint, msg := endOf(ctx, err)
+	assert.Equal(t, ExitInterrupted, code)
+	assert.Equal(t, "interrupted", msg.Error())
+	assert.Contains(t, hint, "run the same import again to import the rest")
+
+	code, hint, _ = endOf(ctx, withCode(ExitUsage, errors.New("x"), "fix x"))
+	assert.Equal(t, ExitInterrupted, code)
+	assert.Empty(t, hint, "what an interrupted command was doing is moot")
+	code, hint, _ = endOf(context.Background(), withCode(ExitUsage, errors.New("x"), "fix x"))
+	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, "fix x", hint)
 }
