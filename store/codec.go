@@ -96,8 +96,9 @@ func docPrefix(collection string) []byte { return []byte("c:" + collection + ";d
 // one per processor (at most 4): decoding is most of the time of reading a large table into
 // memory, which a plan's first report over it pays. Each decoder reads the memory map under its
 // own guard (path names the file). A document that does not decode is the error, the first in id
-// order, whatever the order the decoders found them in.
-func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
+// order, whatever the order the decoders found them in. A closed stop (nil: never) ends the read
+// with errClosed, between chunks.
+func loadDocs(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) ([]*rec, error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return nil, nil
@@ -151,6 +152,7 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 			}
 		})
 	}
+	stopped := false
 	func() {
 		defer wg.Wait()   // second: no decoder reads the map once this returns, even on a panic
 		defer close(work) // first
@@ -162,6 +164,12 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 				if failed.Load() != math.MaxInt64 {
 					return // a document is bad: the rest would not be kept
 				}
+				select {
+				case <-stop:
+					stopped = true
+					return
+				default:
+				}
 				parts = append(parts, p)
 				work <- p
 				p = &part{i: int64(len(parts))}
@@ -172,6 +180,9 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema) ([]*rec, error) {
 			work <- p
 		}
 	}()
+	if stopped {
+		return nil, errClosed
+	}
 	n := 0
 	for _, p := range parts {
 		if p.err != nil {

@@ -1,6 +1,9 @@
 package store
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -9,8 +12,8 @@ import (
 // committedTable is the committed state of one table as the stage, the predicate re-checks and
 // apply read it: its version, row count and highest generated key always, and its rows either
 // held in memory (resident) or read from the file on demand (disk; see disk.go). Readers hold the
-// Store's read lock, applies its write lock; reading the rows into memory happens under the read
-// lock, guarded by loadMu.
+// Store's read lock, applies its write lock; a read of the rows into memory is begun under
+// either and runs on its own, guarded by loadMu (see loadJob).
 type committedTable struct {
 	s   *schema
 	ver int64 // the commit sequence number that last changed the table
@@ -27,34 +30,133 @@ type committedTable struct {
 	walked atomic.Int64
 	// needed: a walk read the table into memory (after long walks, or a whole one), so a large
 	// commit does not let it go (the next walk would read it whole again).
-	needed  atomic.Bool
-	loadMu  sync.Mutex
-	load    func() (*resident, error) // reads and verifies every row (see Store.loadResident)
-	loadErr error                     // why load failed: a damaged table is read whole once
+	needed atomic.Bool
+	loadMu sync.Mutex
+	// begin starts reading every row into memory (see Store.beginLoad): called under the
+	// Store's lock, it fixes what read reads, which may then run after that lock is let go.
+	begin   func() (read func() (*resident, error), err error)
+	loading *loadJob // the read into memory under way, nil when none
+	loadErr error    // why a read failed: a damaged table is read whole once
+}
+
+// loadJob is a read of a table into memory. It runs in a goroutine of its own, not in the walk
+// that started it: a walk whose run's time is up stops waiting for it and ends with the run,
+// while the read goes on and is kept for the walks after it (the table's rows are read whole
+// once, whatever the deadline of the run that asked first). The commits published while it reads
+// are replayed on what it read, which is the committed state of the moment it began.
+type loadJob struct {
+	done    chan struct{} // closed when it has ended
+	err     error         // why it failed, once done
+	kept    bool          // its rows became the table's, once done
+	pending []pendingCommit
+	stale   bool // more than bulkPut rows were committed meanwhile: its rows are not kept
+}
+
+// pendingCommit is a commit published during a loadJob, to replay on the rows it read.
+type pendingCommit struct {
+	entries []putEntry
+	ver     int64
 }
 
 // resident returns the rows held in memory for a walk, nil when they are read from the file. A
 // table whose walks have read promoteRows rows from the file is read into memory first, once; so
 // is a table of promoteRows rows or more that the walk will read whole (whole: a filter no index
 // answers, without a limit), since reading it into memory costs a fraction of walking it in the
-// file (a lookup of each document by its id).
-func (t *committedTable) resident(whole bool) (*resident, error) {
+// file (a lookup of each document by its id). The caller holds the Store's lock (read or write);
+// ctx is its run's (nil: none): when it ends first, the walk stops waiting with its cause, and
+// the read goes on without it (see loadJob).
+func (t *committedTable) resident(ctx context.Context, whole bool) (*resident, error) {
 	if r := t.res.Load(); r != nil || t.walked.Load() < promoteRows && !(whole && t.n >= promoteRows) {
 		return r, nil
 	}
+	var stop <-chan struct{}
+	if ctx != nil {
+		stop = ctx.Done()
+	}
+	// Twice at most: a job another walk began may have been made stale by commits before this
+	// walk took the Store's lock; none can be while it holds it, so the job it begins is kept.
+	for {
+		t.loadMu.Lock()
+		if r := t.res.Load(); r != nil || t.loadErr != nil {
+			t.loadMu.Unlock()
+			return r, t.loadErr
+		}
+		j := t.loading
+		if j == nil {
+			read, err := t.begin()
+			if err != nil {
+				t.loadMu.Unlock()
+				return nil, err
+			}
+			j = &loadJob{done: make(chan struct{})}
+			t.loading = j
+			go t.finish(j, read)
+		}
+		t.loadMu.Unlock()
+		select {
+		case <-j.done:
+		case <-stop:
+			return nil, fmt.Errorf("the run was stopped while table %s was read into memory (the read goes on for later runs): %w", t.s.Name, context.Cause(ctx))
+		}
+		if j.kept {
+			return t.res.Load(), nil
+		}
+		if j.err != nil && !j.stale {
+			return nil, j.err
+		}
+	}
+}
+
+// finish runs read for j and, unless commits made it stale, makes what it read the table's rows,
+// with the commits published since it began replayed on them.
+func (t *committedTable) finish(j *loadJob, read func() (*resident, error)) {
+	r, err := read() // records what it keeps as shared memory as it reads (loadTable)
 	t.loadMu.Lock()
 	defer t.loadMu.Unlock()
-	if r := t.res.Load(); r != nil || t.loadErr != nil {
-		return r, t.loadErr
+	defer close(j.done)
+	t.loading, j.err = nil, err
+	switch {
+	case j.stale:
+	case err != nil:
+		if errors.Is(err, ErrDamaged) {
+			t.loadErr = err // not a store closed meanwhile
+		}
+	default:
+		for _, c := range j.pending {
+			for _, e := range c.entries {
+				r.put(e.key, e.row, c.ver, e.id)
+			}
+		}
+		t.res.Store(r)
+		t.needed.Store(true)
+		j.kept = true
 	}
-	r, err := t.load() // records what it keeps as shared memory as it reads (loadTable)
-	if err != nil {
-		t.loadErr = err
-		return nil, err
+	j.pending = nil
+}
+
+// committedTo returns the rows in memory that a commit of entries at ver must be published to,
+// nil when the rows are on disk: then a read into memory under way is handed the commit, to
+// replay on what it read (see loadJob). Both in one step, so that the read cannot end between.
+func (t *committedTable) committedTo(entries []putEntry, ver int64) *resident {
+	t.loadMu.Lock()
+	defer t.loadMu.Unlock()
+	if r := t.res.Load(); r != nil {
+		return r
 	}
-	t.res.Store(r)
-	t.needed.Store(true)
-	return r, nil
+	j := t.loading
+	if j == nil || j.stale {
+		return nil
+	}
+	n := len(entries)
+	for _, c := range j.pending {
+		n += len(c.entries)
+	}
+	if n >= bulkPut { // an import: not held twice; read from the file again when a walk needs it
+		j.stale, j.pending = true, nil
+		return nil
+	}
+	j.pending = append(j.pending, pendingCommit{entries: entries, ver: ver})
+	return nil
 }
 
 // release lets the rows held in memory go (a large commit to a table on disk).
@@ -152,9 +254,10 @@ func sliceSeq(recs []*rec, reverse bool) iter.Seq[*rec] {
 // reversed when asked, each with its position in the resident order (-1 when read from the
 // file: no columns). A walk that reads promoteRows rows from the file reads the table into
 // memory and goes on from there, so one walk never holds more than that many rows of its own.
-// A read error ends the walk and is left in *errp.
-func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
-	res, err := t.resident(false)
+// A read error ends the walk and is left in *errp; so does the end of ctx while the walk waits
+// for the table's read into memory (see resident).
+func (t *committedTable) walk(ctx context.Context, from, to any, reverse bool, errp *error) iter.Seq2[int, *rec] {
+	res, err := t.resident(ctx, false)
 	if err != nil {
 		*errp = err
 		return func(func(int, *rec) bool) {}
@@ -181,7 +284,7 @@ func (t *committedTable) walk(from, to any, reverse bool, errp *error) iter.Seq2
 		if !more || *errp != nil {
 			return
 		}
-		res, err := t.resident(false)
+		res, err := t.resident(ctx, false)
 		if err != nil {
 			*errp = err
 			return
@@ -269,7 +372,7 @@ func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) {
 			}
 		}
 	}
-	if r := t.res.Load(); r != nil {
+	if r := t.committedTo(entries, ver); r != nil {
 		switch {
 		case len(entries) >= bulkPut && t.mayRelease():
 			// A large commit (an import) to a table no walk has needed in memory: let it go, so

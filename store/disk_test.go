@@ -223,7 +223,10 @@ func TestDamageOnDiskIsFoundWhenRead(t *testing.T) {
 	// the table is not read whole again for every walk.
 	mt := s.tables["inventory"]
 	require.ErrorIs(t, mt.loadErr, ErrDamaged)
-	mt.load = func() (*resident, error) { t.Fatal("a damaged table was read whole again"); return nil, nil }
+	mt.begin = func() (func() (*resident, error), error) {
+		t.Fatal("a damaged table was read whole again")
+		return nil, nil
+	}
 	_, err = tbl(t, s.Stage(), "inventory").Find(table.Query{})
 	assert.ErrorIs(t, err, ErrDamaged)
 	require.NoError(t, s.Close())
@@ -689,7 +692,7 @@ func TestRowsReadIntoMemoryAreSharedMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	shared := table.Shared()
-	res, err := mt.resident(false)
+	res, err := mt.resident(nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, res)
 	runtime.GC()

@@ -221,7 +221,7 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 			ops = append(ops, op{s: sc, key: k, row: row})
 		}
 		var err error
-		for _, r := range mt.walk(nil, nil, false, &err) {
+		for _, r := range mt.walk(ctx, nil, nil, false, &err) {
 			if !seeded[r.key] {
 				ops = append(ops, op{s: sc, key: r.key, cur: r})
 			}
@@ -246,7 +246,7 @@ func (s *Store) snapshot(name string) (*schema, []*rec, error) {
 	defer s.mu.RUnlock()
 	var recs []*rec
 	var err error
-	for _, r := range s.tables[name].walk(nil, nil, false, &err) {
+	for _, r := range s.tables[name].walk(nil, nil, nil, false, &err) {
 		recs = append(recs, r)
 	}
 	return sc, recs, err
@@ -533,7 +533,7 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	im.rows = nil
 	if mode == Replace {
 		var err error
-		for _, cur := range mt.walk(nil, nil, false, &err) {
+		for _, cur := range mt.walk(ctx, nil, nil, false, &err) {
 			if _, keep := im.seen[cur.key]; !keep {
 				res.Deleted++
 				ops = append(ops, op{s: sc, key: cur.key, base: cur.ver, cur: cur})

@@ -2,11 +2,14 @@ package store
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,8 +55,8 @@ func TestATableAWholeWalkReadIsKeptThroughLargeCommits(t *testing.T) {
 	s := openAt(t, dir)
 	mt := s.tables["inventory"]
 	loads := 0
-	load := mt.load
-	mt.load = func() (*resident, error) { loads++; return load() }
+	begin := mt.begin
+	mt.begin = func() (func() (*resident, error), error) { loads++; return begin() }
 	for round := range 3 {
 		findRows(t, s.Stage(), "inventory", table.Query{Where: where("price", map[string]any{"$gt": 38})})
 		require.NotNil(t, mt.res.Load())
@@ -103,7 +106,7 @@ func TestTheFirstBadDocumentIsTheError(t *testing.T) {
 	for range 10 {
 		mt := s.tables["inventory"]
 		mt.loadErr = nil
-		_, err := mt.resident(true)
+		_, err := mt.resident(nil, true)
 		require.ErrorIs(t, err, ErrDamaged)
 		assert.ErrorContains(t, err, "inventory: document "+string(first[len(docPrefix("inventory")):])+": truncated msgpack value")
 	}
@@ -131,14 +134,14 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 		s = openAt(t, dir)
 		var recs []*rec
 		require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) (err error) {
-			recs, err = loadDocs(tx, s.bolt.path, s.schemas["inventory"])
+			recs, err = loadDocs(tx, s.bolt.path, s.schemas["inventory"], nil)
 			return err
 		}))
 		require.Len(t, recs, n)
 		for i, r := range recs {
 			require.Equal(t, string(want[i][len(docPrefix("inventory")):]), r.id, "n=%d i=%d", n, i)
 		}
-		res, err := s.tables["inventory"].resident(true)
+		res, err := s.tables["inventory"].resident(nil, true)
 		require.NoError(t, err)
 		if int64(n) >= promoteRows {
 			require.Len(t, res.order, n)
@@ -159,7 +162,9 @@ func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
 		sc.fields[k] = v
 	}
 	sc.fields["price"] = &field{} // nil *table.Field: f.Type panics
-	_, err := s.loadResident(&sc)
+	read, err := s.beginLoad(&sc)
+	require.NoError(t, err)
+	_, err = read()
 	require.ErrorIs(t, err, ErrDamaged)
 	assert.Equal(t, 1, strings.Count(err.Error(), "is damaged"), "the damage is named once: %v", err)
 }
@@ -173,7 +178,7 @@ func TestAFailedLoadStopsDecoding(t *testing.T) {
 	rawUpdate(t, dir, func(bk *bbolt.Bucket) error { return bk.Put(ks[0], []byte{0xc1}) })
 	s := openAt(t, dir)
 	before := table.Shared()
-	_, err := s.tables["inventory"].resident(true)
+	_, err := s.tables["inventory"].resident(nil, true)
 	require.ErrorIs(t, err, ErrDamaged)
 	grew := table.Shared() - before
 	inFlight := int64(min(runtime.GOMAXPROCS(0), 4)+1) * loadChunk * 600 // rows of 470 B or so
@@ -235,4 +240,162 @@ func TestAWholeWalkInMemoryIsStillAPredicateRead(t *testing.T) {
 		require.NoError(t, err)
 		assert.ErrorIs(t, a.Apply(bg), ErrConflict, "promote %d (count %d, resident %v)", promote, n, s.tables["inventory"].res.Load() != nil)
 	}
+}
+
+// heldRead makes mt's reads into memory end their read, then wait for release before they end,
+// and counts them; began receives each job as it waits. (A read holds a bbolt transaction, which
+// a commit that grows the file waits for: the reads here end it before they wait.)
+func heldRead(t *testing.T, mt *committedTable, release <-chan struct{}) (loads *int, began <-chan *loadJob) {
+	t.Helper()
+	n, ch := 0, make(chan *loadJob, 4)
+	begin := mt.begin
+	mt.begin = func() (func() (*resident, error), error) {
+		n++
+		read, err := begin()
+		return func() (*resident, error) {
+			res, err := read()
+			mt.loadMu.Lock()
+			j := mt.loading
+			mt.loadMu.Unlock()
+			ch <- j
+			<-release
+			return res, err
+		}, err
+	}
+	return &n, ch
+}
+
+// wholeWalk is a find that reads the table whole (no index answers it, no limit).
+var wholeWalk = table.Query{Where: where("price", map[string]any{"$gte": 0})}
+
+// A run whose time is up while its walk waits for the table's read into memory ends then, with
+// its cause; the read goes on and is kept for the walks after it, with the commits published
+// meanwhile replayed on it.
+func TestARunWhoseTimeIsUpDoesNotWaitForATableRead(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	release := make(chan struct{})
+	loads, began := heldRead(t, mt, release)
+
+	ctx, stop := context.WithCancelCause(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+		errc <- err
+	}()
+	j := <-began
+	stop(errors.New("the run's time is up"))
+	select {
+	case err := <-errc:
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "the run's time is up")
+		assert.ErrorContains(t, err, "table inventory was read into memory")
+	case <-time.After(time.Minute):
+		close(release) // so that the store closes
+		t.Fatal("the walk waited for the read into memory after its run had ended")
+	}
+
+	// Commits while the read is held: it began before them, so they are replayed on it.
+	sg := s.Stage()
+	inv := tbl(t, sg, "inventory")
+	_, err := inv.Update(table.Row{"price": 77}, table.Query{Where: where("item_id", "SG000100")})
+	require.NoError(t, err)
+	_, err = inv.Remove(table.Query{Where: where("item_id", "SG000101")})
+	require.NoError(t, err)
+	_, err = inv.Insert(table.Row{"item_id": "ZZ1", "name": "late", "quantity_in_stock": 1, "price": 1})
+	require.NoError(t, err)
+	require.NoError(t, sg.Apply(bg))
+
+	close(release)
+	<-j.done
+	require.True(t, j.kept, "the read was kept")
+	rows := findRows(t, s.Stage(), "inventory", wholeWalk)
+	require.NotNil(t, mt.res.Load())
+	assert.Equal(t, 1, *loads, "reads of the table into memory")
+	byID := map[string]table.Row{}
+	for _, r := range rows {
+		byID[r["item_id"].(string)] = r
+	}
+	assert.Len(t, rows, 306)
+	assert.EqualValues(t, 77, byID["SG000100"]["price"])
+	assert.NotContains(t, byID, "SG000101")
+	assert.Contains(t, byID, "ZZ1")
+	// What is in memory answers as the file does.
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	assert.ElementsMatch(t, findRows(t, s.Stage(), "inventory", wholeWalk), rows)
+}
+
+// A commit of bulkPut rows or more while a read into memory is under way makes it stale (the
+// import's rows are not replayed one by one, nor held twice): the next walk reads the table again.
+func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	release := make(chan struct{})
+	loads, began := heldRead(t, mt, release)
+
+	ctx, stop := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+		errc <- err
+	}()
+	j := <-began
+	stop()
+	require.ErrorIs(t, <-errc, context.Canceled)
+
+	var rows []string
+	for i := range bulkPut {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "NEW%05d", "name": "n", "quantity_in_stock": 1, "price": 2}`, i))
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+
+	close(release)
+	<-j.done
+	assert.False(t, j.kept, "a read that began before an import of %d rows was kept", bulkPut)
+	assert.True(t, mt.res.Load() == nil, "a stale read became the table's rows")
+	got := findRows(t, s.Stage(), "inventory", wholeWalk)
+	assert.Len(t, got, 306+bulkPut)
+	assert.Equal(t, 2, *loads, "reads of the table into memory")
+	assert.NotNil(t, mt.res.Load())
+}
+
+// Close stops a read into memory that runs on its own, and waits for it; the stop is not
+// remembered as damage.
+func TestCloseStopsAReadIntoMemory(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 3*loadChunk)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	stopped := make(chan error, 1)
+	begin := mt.begin
+	began := make(chan struct{})
+	mt.begin = func() (func() (*resident, error), error) {
+		read, err := begin()
+		return func() (*resident, error) {
+			close(began)
+			<-s.quit // until Close has begun
+			res, err := read()
+			stopped <- err
+			return res, err
+		}, err
+	}
+	ctx, stop := context.WithCancel(bg)
+	go func() { <-began; stop() }()
+	_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+	require.ErrorIs(t, err, context.Canceled)
+	mt.loadMu.Lock()
+	j := mt.loading
+	mt.loadMu.Unlock()
+	require.NotNil(t, j)
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, <-stopped, errClosed)
+	<-j.done
+	assert.NoError(t, mt.loadErr)
+	assert.True(t, mt.res.Load() == nil, "a stopped read became the table's rows")
 }

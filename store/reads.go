@@ -336,7 +336,7 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 		}
 		return err
 	}
-	rows := mt.walk(from, to, false, &err)
+	rows := mt.walk(nil, from, to, false, &err)
 	pf := mt.prefilterFor(where)
 	for pos, r := range rows {
 		pass, sure := true, false

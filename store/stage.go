@@ -335,7 +335,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	}
 	// A walk that reads the table whole may read it into memory first, unless the run may not
 	// read that many rows (a Find stops one row past rows_read).
-	res, err := mt.resident(whole && t.sg.mayRead(int(mt.count())))
+	res, err := mt.resident(t.sg.ctx, whole && t.sg.mayRead(int(mt.count())))
 	if err != nil {
 		return 0, err
 	}
@@ -343,7 +343,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 		return t.visitResident(res, m, where, reverse, every, o, fn)
 	}
 	var rerr error
-	rows := mt.walk(nil, nil, reverse, &rerr)
+	rows := mt.walk(t.sg.ctx, nil, nil, reverse, &rerr)
 	pf := mt.prefilterFor(where)
 	nk, j := t.newKeys, 0
 	newKey := func(x int) any {
@@ -680,7 +680,7 @@ func (t *stageTable) nextNum() (int64, error) {
 		for k, w := range t.writes {
 			if n, ok := t.s.keyNum(k); ok && n == best && w.row == nil {
 				best = -1
-				for _, r := range mt.walk(nil, nil, true, &err) {
+				for _, r := range mt.walk(t.sg.ctx, nil, nil, true, &err) {
 					if w := t.writes[r.key]; w != nil && w.row == nil {
 						continue
 					}

@@ -65,6 +65,10 @@ type Store struct {
 	// buckets (disk.go), 0 for a store read entirely into memory.
 	keys   int
 	closed bool
+	// quit is closed by Close, which a read of a table into memory running on its own (see
+	// loadJob) stops at; quitOnce closes it.
+	quit     chan struct{}
+	quitOnce sync.Once
 	// definition is the domain definition the store recorded, written back with every commit.
 	definition map[string]string
 }
@@ -149,7 +153,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}}
+	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}, quit: make(chan struct{})}
 	err = guard(bs.path, func() error {
 		var err error
 		if s.db, err = clover.OpenWithStore(bs); err != nil {
@@ -264,7 +268,7 @@ func (s *Store) init(opts Options) error {
 		for _, name := range s.names {
 			sc := s.schemas[name]
 			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1}
-			t.load = func() (*resident, error) { return s.loadResident(sc) }
+			t.begin = func() (func() (*resident, error), error) { return s.beginLoad(sc) }
 			s.tables[name] = t
 			if keyed {
 				t.disk = &diskTable{b: s.bolt, s: sc}
@@ -273,7 +277,7 @@ func (s *Store) init(opts Options) error {
 					continue // read from the file; verified when read whole (and by db check)
 				}
 			}
-			res, dg, err := loadTable(tx, s.bolt.path, sc)
+			res, dg, err := loadTable(tx, s.bolt.path, sc, nil)
 			if err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
@@ -448,26 +452,38 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 // loadTable reads one table's documents into memory, and returns the count and digest of the
 // documents it read (a second walk of the same pages, which costs a fraction of the decoding).
 // What it keeps is recorded as shared memory (table.AddShared) as it reads (see loadDocs), so
-// that a run whose walk read the table into memory is not charged for it.
-func loadTable(tx *bbolt.Tx, path string, s *schema) (*resident, collDigest, error) {
-	recs, err := loadDocs(tx, path, s)
+// that a run whose walk read the table into memory is not charged for it. A closed stop ends the
+// read with errClosed.
+func loadTable(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) (*resident, collDigest, error) {
+	recs, err := loadDocs(tx, path, s, stop)
 	if err != nil {
 		return nil, collDigest{}, err
 	}
 	return newResident(s, recs), collDigestOf(tx, s.Name), nil
 }
 
-// loadResident reads a table that was read from the file into memory, verifying its rows against
-// the count and digest the store's record holds now. The caller holds s.mu (read or write).
-func (s *Store) loadResident(sc *schema) (res *resident, err error) {
-	err = guard(s.bolt.path, func() error {
-		return s.bolt.db.View(func(tx *bbolt.Tx) error {
+// beginLoad begins reading a table that was read from the file into memory: it opens a read
+// transaction now, under the caller's s.mu (read or write), so that read, which may run after
+// that lock is let go, reads the committed state of this moment. read verifies the rows against
+// the count and digest the store's record held then, and ends the transaction. A store closed
+// meanwhile stops it (Close waits for no read into memory).
+func (s *Store) beginLoad(sc *schema) (read func() (*resident, error), err error) {
+	var tx *bbolt.Tx
+	if err := guard(s.bolt.path, func() (err error) { tx, err = s.bolt.db.Begin(false); return err }); err != nil {
+		return nil, fmt.Errorf("reading table %s into memory: %w", sc.Name, err)
+	}
+	return func() (res *resident, err error) {
+		defer tx.Rollback()
+		err = guard(s.bolt.path, func() error {
 			m, err := readRecord(tx)
 			if err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 			}
 			var dg collDigest
-			if res, dg, err = loadTable(tx, s.bolt.path, sc); err != nil {
+			if res, dg, err = loadTable(tx, s.bolt.path, sc, s.quit); err != nil {
+				if errors.Is(err, errClosed) {
+					return err
+				}
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
 			if msg := digestMismatch(sc.Name, m.Digests[sc.Name], dg); msg != "" {
@@ -475,12 +491,16 @@ func (s *Store) loadResident(sc *schema) (res *resident, err error) {
 			}
 			return nil
 		})
-	})
-	return res, err
+		return res, err
+	}, nil
 }
+
+// errClosed is a read into memory stopped by Close.
+var errClosed = errors.New("the store was closed")
 
 // Close releases the store. Stages of a closed store must not be used.
 func (s *Store) Close() error {
+	s.quitOnce.Do(func() { close(s.quit) }) // first: a read into memory under way stops
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
