@@ -47,9 +47,9 @@ const maxKeys = 1 << 12
 type encoder struct {
 	buf  []byte
 	keys map[string]int // key → its 1-based index in the frame's key table
-	// nested is the cost, beyond their bytes, of the nested lists and maps written since rows
-	// last reset it (see rowBase).
-	nested int64
+	// held is what the worker's heap holds for the values written since rows last reset it,
+	// when it keeps them (see held.go).
+	held int64
 }
 
 // reset starts a new frame of message type typ, keeping the buffer's capacity.
@@ -113,25 +113,21 @@ func (e *encoder) value(v any) error {
 			e.byte(tagFalse)
 		}
 	case int64:
-		e.byte(tagInt)
-		e.varint(v)
+		e.int(v)
 	case int:
-		e.byte(tagInt)
-		e.varint(int64(v))
+		e.int(int64(v))
 	case int32:
-		e.byte(tagInt)
-		e.varint(int64(v))
+		e.int(int64(v))
 	case float64:
-		e.byte(tagFloat)
-		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v))
+		e.float(v)
 	case float32:
-		e.byte(tagFloat)
-		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(float64(v)))
+		e.float(float64(v))
 	case string:
+		e.held += stringCost(len(v))
 		e.byte(tagString)
 		e.string(v)
 	case []any:
-		e.nested += perElem * int64(len(v))
+		e.held += listCost(len(v))
 		e.byte(tagList)
 		e.uvarint(uint64(len(v)))
 		for _, x := range v {
@@ -147,12 +143,26 @@ func (e *encoder) value(v any) error {
 	return nil
 }
 
+func (e *encoder) int(v int64) {
+	e.held += wordCost(uint64(v))
+	e.byte(tagInt)
+	e.varint(v)
+}
+
+func (e *encoder) float(v float64) {
+	b := math.Float64bits(v)
+	e.held += wordCost(b)
+	e.byte(tagFloat)
+	e.buf = binary.LittleEndian.AppendUint64(e.buf, b)
+}
+
 // row writes a map value (a table.Row or any other map[string]any).
 func (e *encoder) row(m map[string]any) error {
-	e.nested += rowBase + perField*int64(len(m))
+	e.held += mapCost(len(m))
 	e.byte(tagMap)
 	e.uvarint(uint64(len(m)))
 	for k, x := range m {
+		e.held += allocSize(int64(len(k))) // a kept map owns its keys
 		e.key(k)
 		if err := e.value(x); err != nil {
 			return err
@@ -194,7 +204,7 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 			continue
 		}
 		at := len(e.buf)
-		e.nested = 0
+		e.held = mapCost(len(r)) + cacheSlot // the row's fields' names are the frame's shape's
 		e.byte(refNew)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
@@ -217,13 +227,14 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 				if slices.Contains(shape, k) {
 					continue
 				}
+				e.held += allocSize(int64(len(k)))
 				e.key(k)
 				if err := e.value(v); err != nil {
 					return err
 				}
 			}
 		}
-		if cache.add(r, int64(len(e.buf)-at)+rowBase+perField*int64(len(r))+e.nested) {
+		if cache.add(r, e.held) {
 			e.buf[at] = refNewCached
 		}
 	}
@@ -242,17 +253,6 @@ const (
 // all together, in bytes, as rowCache.allowance counts it (Options.RowCache). The pool's
 // records keep the parent's maps of those rows alive too, about as large again.
 const DefaultRowCache = 128 << 20
-
-// What the worker spends on a kept row, beyond the bytes of its encoding (its strings are
-// copied out of the frame, and numbers are boxed): the map of a table.Row and its slot in the
-// cache (rowBase), each field's map slot, interface and box (perField), each element of a
-// nested list (perElem) and each nested map (rowBase, then perField an entry). Measured by
-// TestRowCostEstimate, which checks that the estimate stays at or above the worker's heap.
-const (
-	rowBase  = 192
-	perField = 112
-	perElem  = 40
-)
 
 // staleRuns is how many runs a full cache is given before it may be judged stale: a cache that
 // a large read has just filled has not been asked again yet.
@@ -334,7 +334,7 @@ func (c *rowCache) lookup(r map[string]any) (id uint64, known bool) {
 	return id, known
 }
 
-// add records that the worker keeps r, whose keeping costs it cost bytes (rowCost), when the
+// add records that the worker keeps r, whose keeping costs it cost bytes (see held.go), when the
 // cache and the pool's budget have room for it, and reports whether they do.
 func (c *rowCache) add(r map[string]any, cost int64) bool {
 	if c == nil || r == nil || c.wrote {
@@ -400,7 +400,7 @@ func (c *rowCache) rollback() {
 }
 
 // allowance is the memory, in bytes, the worker's cache may take beyond a run's limits: the
-// estimated cost of the rows it holds (rowCost).
+// estimated cost of the rows it holds (see held.go).
 func (c *rowCache) allowance() int64 {
 	if c == nil {
 		return 0

@@ -67,9 +67,10 @@
 // (Options.RowCache, for all the pool's workers together, not a row count), and the pool sends a
 // row it already holds as its number: the view's rows are shared, immutable maps, so a map's
 // identity is its version. A plan still reaches only the rows the pool's view answers with; the
-// cache only saves encoding and decoding them again. A kept row's memory is estimated from its
-// shape (its strings are copied out of their frame, so the frame is not kept) and added to the
-// worker's limits; the pool's record keeps the parent's maps of those rows alive. Past the
+// cache only saves encoding and decoding them again. A kept row's memory is estimated from what
+// the worker allocates for it (held.go: its map, boxed values and strings, which are copied out of
+// their frame, so the frame is not kept), within a few bytes of the measured heap, and added to
+// the worker's limits; the pool's record keeps the parent's maps of those rows alive. Past the
 // bound, the rows held keep crossing as numbers and the others cross whole, so a read's cost
 // grows with its size and never jumps; a worker whose full cache recent runs hardly use is
 // replaced before a run, so every run's limits count exactly the rows its worker holds.
