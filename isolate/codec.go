@@ -250,9 +250,12 @@ const (
 )
 
 // DefaultRowCache is the memory the workers of a pool may keep received rows in between runs,
-// all together, in bytes, as rowCache.allowance counts it (Options.RowCache). The pool's
-// records keep the parent's maps of those rows alive too, about as large again.
-const DefaultRowCache = 128 << 20
+// all together, in bytes, as rowCache.allowance counts it (Options.RowCache): enough for the
+// 321,219 rows that issue 15's report over a million inventory rows matches (147 MiB by the
+// estimate of held.go), which then cross as numbers on every later run. The pool's records
+// keep the parent's maps of those rows alive too (the store's own rows, for a table it holds in
+// memory), and take about 40 bytes a row themselves.
+const DefaultRowCache = 256 << 20
 
 // staleRuns is how many runs a full cache is given before it may be judged stale: a cache that
 // a large read has just filled has not been asked again yet.

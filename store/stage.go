@@ -528,6 +528,12 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	var rows []table.Row
 	o := &readObs{}
 	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
+		if len(rows) == cap(rows) {
+			// Doubled: append grows a large slice by a quarter, so a read of many rows would
+			// allocate five times its result on the way, which a report over a large table pays
+			// in collections.
+			rows = slices.Grow(rows, max(len(rows), 16))
+		}
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
