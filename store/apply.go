@@ -348,6 +348,23 @@ func (l lockedReader) LastRow(tbl string) (table.Row, bool, error) {
 	return lastRow(mt)
 }
 
+// stopStaleLoads stops the reads into memory under way of the tables ops write bulkPut rows or
+// more of, before the commit writes (see committedTable.stopLoad). The caller holds s.mu.
+func (s *Store) stopStaleLoads(ops []op) {
+	if len(ops) < bulkPut {
+		return
+	}
+	n := map[*schema]int{}
+	for _, o := range ops {
+		n[o.s]++
+	}
+	for sc, k := range n {
+		if t := s.tables[sc.Name]; t != nil && k >= bulkPut {
+			t.stopLoad()
+		}
+	}
+}
+
 // commitLocked writes ops (already checked, each with the committed row it replaces: see
 // currentLocked) and extra in one bbolt transaction at the next sequence number, then publishes
 // them. The caller holds s.mu.
@@ -360,6 +377,7 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 		seq++
 	}
 	touched := map[string]bool{}
+	s.stopStaleLoads(ops)
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	ids := make([]string, len(ops)) // the document id of each op's row

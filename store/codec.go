@@ -96,9 +96,9 @@ func docPrefix(collection string) []byte { return []byte("c:" + collection + ";d
 // one per processor (at most 4): decoding is most of the time of reading a large table into
 // memory, which a plan's first report over it pays. Each decoder reads the memory map under its
 // own guard (path names the file). A document that does not decode is the error, the first in id
-// order, whatever the order the decoders found them in. A closed stop (nil: never) ends the read
-// with errClosed, between chunks.
-func loadDocs(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) ([]*rec, error) {
+// order, whatever the order the decoders found them in. Any of stops closed ends the read with
+// errStopped, between chunks.
+func loadDocs(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) ([]*rec, error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return nil, nil
@@ -164,11 +164,13 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) ([]*re
 				if failed.Load() != math.MaxInt64 {
 					return // a document is bad: the rest would not be kept
 				}
-				select {
-				case <-stop:
-					stopped = true
-					return
-				default:
+				for _, stop := range stops {
+					select {
+					case <-stop:
+						stopped = true
+						return
+					default:
+					}
 				}
 				parts = append(parts, p)
 				work <- p
@@ -181,7 +183,7 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) ([]*re
 		}
 	}()
 	if stopped {
-		return nil, errClosed
+		return nil, errStopped
 	}
 	n := 0
 	for _, p := range parts {

@@ -33,8 +33,9 @@ type committedTable struct {
 	needed atomic.Bool
 	loadMu sync.Mutex
 	// begin starts reading every row into memory (see Store.beginLoad): called under the
-	// Store's lock, it fixes what read reads, which may then run after that lock is let go.
-	begin   func() (read func() (*resident, error), err error)
+	// Store's lock, it fixes what read reads, which may then run after that lock is let go, until
+	// stop is closed.
+	begin   func() (tableRead, error)
 	loading *loadJob // the read into memory under way, nil when none
 	loadErr error    // why a read failed: a damaged table is read whole once
 }
@@ -46,11 +47,15 @@ type committedTable struct {
 // are replayed on what it read, which is the committed state of the moment it began.
 type loadJob struct {
 	done    chan struct{} // closed when it has ended
+	stop    chan struct{} // closed when it is stale: the read stops at its next chunk
 	err     error         // why it failed, once done
 	kept    bool          // its rows became the table's, once done
 	pending []pendingCommit
-	stale   bool // more than bulkPut rows were committed meanwhile: its rows are not kept
+	stale   bool // bulkPut rows or more were committed meanwhile: its rows would not be kept
 }
+
+// tableRead reads a table's rows into memory until stop is closed (see Store.beginLoad).
+type tableRead = func(stop <-chan struct{}) (*resident, error)
 
 // pendingCommit is a commit published during a loadJob, to replay on the rows it read.
 type pendingCommit struct {
@@ -88,7 +93,7 @@ func (t *committedTable) resident(ctx context.Context, whole bool) (*resident, e
 				t.loadMu.Unlock()
 				return nil, err
 			}
-			j = &loadJob{done: make(chan struct{})}
+			j = &loadJob{done: make(chan struct{}), stop: make(chan struct{})}
 			t.loading = j
 			go t.finish(j, read)
 		}
@@ -108,18 +113,28 @@ func (t *committedTable) resident(ctx context.Context, whole bool) (*resident, e
 }
 
 // finish runs read for j and, unless commits made it stale, makes what it read the table's rows,
-// with the commits published since it began replayed on them.
-func (t *committedTable) finish(j *loadJob, read func() (*resident, error)) {
-	r, err := read() // records what it keeps as shared memory as it reads (loadTable)
+// with the commits published since it began replayed on them. It runs in a goroutine of its
+// own, so a panic there (read is guarded) is j's error, not the process's end.
+func (t *committedTable) finish(j *loadJob, read tableRead) {
+	r, err := read(j.stop) // records what it keeps as shared memory as it reads (loadTable)
 	t.loadMu.Lock()
 	defer t.loadMu.Unlock()
 	defer close(j.done)
-	t.loading, j.err = nil, err
+	defer func() {
+		if p := recover(); p != nil {
+			j.err, j.kept = fmt.Errorf("reading table %s into memory: %v", t.s.Name, p), false
+			t.res.Store(nil)
+		}
+	}()
+	if t.loading == j {
+		t.loading = nil
+	}
+	j.err = err
 	switch {
 	case j.stale:
 	case err != nil:
 		if errors.Is(err, ErrDamaged) {
-			t.loadErr = err // not a store closed meanwhile
+			t.loadErr = err // not a read stopped by Close
 		}
 	default:
 		for _, c := range j.pending {
@@ -134,6 +149,46 @@ func (t *committedTable) finish(j *loadJob, read func() (*resident, error)) {
 	j.pending = nil
 }
 
+// staleLocked makes j stale: its read stops at its next chunk, its rows are not kept, and the
+// next walk that needs the table begins another. t.loadMu is held.
+func (t *committedTable) staleLocked(j *loadJob) {
+	if j.stale {
+		return
+	}
+	j.stale, j.pending = true, nil
+	close(j.stop)
+	if t.loading == j {
+		t.loading = nil
+	}
+}
+
+// stopLoad makes the read into memory under way, if any, stale and waits for it to end, which
+// it does at its next chunk. A commit of bulkPut rows or more calls it before it writes: it would
+// make the read stale anyway, and the read's bbolt transaction would make the commit, if the
+// file must grow, wait for the whole read while holding the Store's write lock. The caller holds
+// that lock.
+func (t *committedTable) stopLoad() {
+	t.loadMu.Lock()
+	j := t.loading
+	if j != nil {
+		t.staleLocked(j)
+	}
+	t.loadMu.Unlock()
+	if j != nil {
+		<-j.done
+	}
+}
+
+// releaseUnneeded lets the rows held in memory go when mayRelease allows it, in one step with
+// respect to a read into memory ending (which would make them needed).
+func (t *committedTable) releaseUnneeded() {
+	t.loadMu.Lock()
+	defer t.loadMu.Unlock()
+	if t.mayRelease() {
+		t.release()
+	}
+}
+
 // committedTo returns the rows in memory that a commit of entries at ver must be published to,
 // nil when the rows are on disk: then a read into memory under way is handed the commit, to
 // replay on what it read (see loadJob). Both in one step, so that the read cannot end between.
@@ -144,15 +199,15 @@ func (t *committedTable) committedTo(entries []putEntry, ver int64) *resident {
 		return r
 	}
 	j := t.loading
-	if j == nil || j.stale {
+	if j == nil {
 		return nil
 	}
 	n := len(entries)
 	for _, c := range j.pending {
 		n += len(c.entries)
 	}
-	if n >= bulkPut { // an import: not held twice; read from the file again when a walk needs it
-		j.stale, j.pending = true, nil
+	if n >= bulkPut { // as an import: not held twice; read from the file again when a walk needs it
+		t.staleLocked(j)
 		return nil
 	}
 	j.pending = append(j.pending, pendingCommit{entries: entries, ver: ver})

@@ -223,7 +223,7 @@ func TestDamageOnDiskIsFoundWhenRead(t *testing.T) {
 	// the table is not read whole again for every walk.
 	mt := s.tables["inventory"]
 	require.ErrorIs(t, mt.loadErr, ErrDamaged)
-	mt.begin = func() (func() (*resident, error), error) {
+	mt.begin = func() (tableRead, error) {
 		t.Fatal("a damaged table was read whole again")
 		return nil, nil
 	}

@@ -647,9 +647,7 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 			return err
 		}
 		ver = mt.ver
-		if mt.mayRelease() { // the rows are in the file: a small batch is not let go by publish
-			mt.release()
-		}
+		mt.releaseUnneeded() // the rows are in the file: a small batch is not let go by publish
 		res.Inserted += done.Inserted
 		res.Updated += done.Updated
 		res.Unchanged += done.Unchanged

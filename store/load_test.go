@@ -56,7 +56,7 @@ func TestATableAWholeWalkReadIsKeptThroughLargeCommits(t *testing.T) {
 	mt := s.tables["inventory"]
 	loads := 0
 	begin := mt.begin
-	mt.begin = func() (func() (*resident, error), error) { loads++; return begin() }
+	mt.begin = func() (tableRead, error) { loads++; return begin() }
 	for round := range 3 {
 		findRows(t, s.Stage(), "inventory", table.Query{Where: where("price", map[string]any{"$gt": 38})})
 		require.NotNil(t, mt.res.Load())
@@ -134,7 +134,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 		s = openAt(t, dir)
 		var recs []*rec
 		require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) (err error) {
-			recs, err = loadDocs(tx, s.bolt.path, s.schemas["inventory"], nil)
+			recs, err = loadDocs(tx, s.bolt.path, s.schemas["inventory"])
 			return err
 		}))
 		require.Len(t, recs, n)
@@ -164,7 +164,7 @@ func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
 	sc.fields["price"] = &field{} // nil *table.Field: f.Type panics
 	read, err := s.beginLoad(&sc)
 	require.NoError(t, err)
-	_, err = read()
+	_, err = read(nil)
 	require.ErrorIs(t, err, ErrDamaged)
 	assert.Equal(t, 1, strings.Count(err.Error(), "is damaged"), "the damage is named once: %v", err)
 }
@@ -242,23 +242,33 @@ func TestAWholeWalkInMemoryIsStillAPredicateRead(t *testing.T) {
 	}
 }
 
-// heldRead makes mt's reads into memory end their read, then wait for release before they end,
-// and counts them; began receives each job as it waits. (A read holds a bbolt transaction, which
-// a commit that grows the file waits for: the reads here end it before they wait.)
+// heldRead makes mt's first read into memory end its read, then wait for release (or for the job
+// to be stopped) before it ends, and counts the reads; began receives each job once its read is
+// done. (The read here ends its bbolt transaction before it waits:
+// TestALargeCommitStopsAnAbandonedRead holds one open.)
 func heldRead(t *testing.T, mt *committedTable, release <-chan struct{}) (loads *int, began <-chan *loadJob) {
 	t.Helper()
 	n, ch := 0, make(chan *loadJob, 4)
+	var first *loadJob
 	begin := mt.begin
-	mt.begin = func() (func() (*resident, error), error) {
+	mt.begin = func() (tableRead, error) {
 		n++
 		read, err := begin()
-		return func() (*resident, error) {
-			res, err := read()
+		return func(stop <-chan struct{}) (*resident, error) {
+			res, err := read(stop)
 			mt.loadMu.Lock()
 			j := mt.loading
+			if first == nil {
+				first = j
+			}
 			mt.loadMu.Unlock()
 			ch <- j
-			<-release
+			if j == first {
+				select {
+				case <-release:
+				case <-stop:
+				}
+			}
 			return res, err
 		}, err
 	}
@@ -375,12 +385,12 @@ func TestCloseStopsAReadIntoMemory(t *testing.T) {
 	stopped := make(chan error, 1)
 	begin := mt.begin
 	began := make(chan struct{})
-	mt.begin = func() (func() (*resident, error), error) {
+	mt.begin = func() (tableRead, error) {
 		read, err := begin()
-		return func() (*resident, error) {
+		return func(stop <-chan struct{}) (*resident, error) {
 			close(began)
 			<-s.quit // until Close has begun
-			res, err := read()
+			res, err := read(stop)
 			stopped <- err
 			return res, err
 		}, err
@@ -394,8 +404,106 @@ func TestCloseStopsAReadIntoMemory(t *testing.T) {
 	mt.loadMu.Unlock()
 	require.NotNil(t, j)
 	require.NoError(t, s.Close())
-	assert.ErrorIs(t, <-stopped, errClosed)
+	assert.ErrorIs(t, <-stopped, errStopped)
 	<-j.done
 	assert.NoError(t, mt.loadErr)
 	assert.True(t, mt.res.Load() == nil, "a stopped read became the table's rows")
+}
+
+// Commits that add up to bulkPut rows while a read into memory is under way make it stale: it
+// stops, and the next walk does not wait for it but reads the table again.
+func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	release := make(chan struct{}) // closed only on failure: the job's stop ends the first read
+	loads, began := heldRead(t, mt, release)
+
+	ctx, stop := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+		errc <- err
+	}()
+	j := <-began
+	stop()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	for c := range 2 { // 2 × 600 rows, each below bulkPut
+		var rows []string
+		for i := range 600 {
+			rows = append(rows, fmt.Sprintf(`{"item_id": "C%d-%04d", "name": "n", "quantity_in_stock": 1, "price": 2}`, c, i))
+		}
+		_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+		require.NoError(t, err)
+	}
+	found := make(chan int, 1)
+	go func() {
+		found <- len(findRows(t, s.Stage(), "inventory", wholeWalk))
+		<-began // the second read's job
+	}()
+	select {
+	case n := <-found:
+		assert.Equal(t, 306+1200, n)
+	case <-time.After(time.Minute):
+		close(release) // so that the store closes
+		t.Fatal("a walk waited for a read that commits had made stale")
+	}
+	<-j.done
+	assert.False(t, j.kept)
+	assert.Equal(t, 2, *loads, "reads of the table into memory")
+}
+
+// A large commit stops a read into memory that no run waits for any more before it writes: the
+// read's bbolt transaction would make the commit wait for the whole read, holding the Store's
+// write lock, when the file must grow (found by review: 20,000 rows of 200-byte names).
+func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	release := make(chan struct{})
+	defer close(release)
+	began := make(chan struct{})
+	begin, reads := mt.begin, 0
+	mt.begin = func() (tableRead, error) {
+		read, err := begin()
+		if reads++; reads > 1 {
+			return read, err
+		}
+		return func(stop <-chan struct{}) (*resident, error) {
+			close(began)
+			select { // the transaction is open: a slow read
+			case <-release:
+			case <-stop:
+			}
+			return read(stop)
+		}, err
+	}
+	ctx, stop := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+		errc <- err
+	}()
+	<-began
+	stop()
+	require.ErrorIs(t, <-errc, context.Canceled)
+
+	var rows []string
+	for i := range 20_000 {
+		rows = append(rows, fmt.Sprintf(`{"item_id": "NEW%05d", "name": "%s", "quantity_in_stock": 1, "price": 2}`, i, strings.Repeat("x", 200)))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the import waited, holding the Store's lock, for a read no run waits for")
+	}
+	assert.Len(t, findRows(t, s.Stage(), "inventory", wholeWalk), 20_306)
 }

@@ -268,7 +268,7 @@ func (s *Store) init(opts Options) error {
 		for _, name := range s.names {
 			sc := s.schemas[name]
 			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1}
-			t.begin = func() (func() (*resident, error), error) { return s.beginLoad(sc) }
+			t.begin = func() (tableRead, error) { return s.beginLoad(sc) }
 			s.tables[name] = t
 			if keyed {
 				t.disk = &diskTable{b: s.bolt, s: sc}
@@ -277,7 +277,7 @@ func (s *Store) init(opts Options) error {
 					continue // read from the file; verified when read whole (and by db check)
 				}
 			}
-			res, dg, err := loadTable(tx, s.bolt.path, sc, nil)
+			res, dg, err := loadTable(tx, s.bolt.path, sc)
 			if err != nil {
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
 			}
@@ -452,10 +452,10 @@ func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error
 // loadTable reads one table's documents into memory, and returns the count and digest of the
 // documents it read (a second walk of the same pages, which costs a fraction of the decoding).
 // What it keeps is recorded as shared memory (table.AddShared) as it reads (see loadDocs), so
-// that a run whose walk read the table into memory is not charged for it. A closed stop ends the
-// read with errClosed.
-func loadTable(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) (*resident, collDigest, error) {
-	recs, err := loadDocs(tx, path, s, stop)
+// that a run whose walk read the table into memory is not charged for it. Any of stops closed
+// ends the read with errStopped.
+func loadTable(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) (*resident, collDigest, error) {
+	recs, err := loadDocs(tx, path, s, stops...)
 	if err != nil {
 		return nil, collDigest{}, err
 	}
@@ -465,14 +465,14 @@ func loadTable(tx *bbolt.Tx, path string, s *schema, stop <-chan struct{}) (*res
 // beginLoad begins reading a table that was read from the file into memory: it opens a read
 // transaction now, under the caller's s.mu (read or write), so that read, which may run after
 // that lock is let go, reads the committed state of this moment. read verifies the rows against
-// the count and digest the store's record held then, and ends the transaction. A store closed
-// meanwhile stops it (Close waits for no read into memory).
-func (s *Store) beginLoad(sc *schema) (read func() (*resident, error), err error) {
+// the count and digest the store's record held then, and ends the transaction. Close, or stop
+// closed, ends it between chunks with errStopped (so Close does not wait for a whole read).
+func (s *Store) beginLoad(sc *schema) (read tableRead, err error) {
 	var tx *bbolt.Tx
 	if err := guard(s.bolt.path, func() (err error) { tx, err = s.bolt.db.Begin(false); return err }); err != nil {
 		return nil, fmt.Errorf("reading table %s into memory: %w", sc.Name, err)
 	}
-	return func() (res *resident, err error) {
+	return func(stop <-chan struct{}) (res *resident, err error) {
 		defer tx.Rollback()
 		err = guard(s.bolt.path, func() error {
 			m, err := readRecord(tx)
@@ -480,8 +480,8 @@ func (s *Store) beginLoad(sc *schema) (read func() (*resident, error), err error
 				return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 			}
 			var dg collDigest
-			if res, dg, err = loadTable(tx, s.bolt.path, sc, s.quit); err != nil {
-				if errors.Is(err, errClosed) {
+			if res, dg, err = loadTable(tx, s.bolt.path, sc, s.quit, stop); err != nil {
+				if errors.Is(err, errStopped) {
 					return err
 				}
 				return &DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
@@ -495,8 +495,8 @@ func (s *Store) beginLoad(sc *schema) (read func() (*resident, error), err error
 	}, nil
 }
 
-// errClosed is a read into memory stopped by Close.
-var errClosed = errors.New("the store was closed")
+// errStopped is a read into memory stopped by Close or by a commit that made it stale.
+var errStopped = errors.New("the read into memory was stopped (the store was closed, or a large commit changed the table)")
 
 // Close releases the store. Stages of a closed store must not be used.
 func (s *Store) Close() error {
