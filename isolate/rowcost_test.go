@@ -67,6 +67,13 @@ func TestRowCostEstimate(t *testing.T) {
 			}
 			return table.Row{"id": fmt.Sprint(i), "lines": l}
 		}},
+		{"extras", 10_000, []string{"id", "n"}, func(i int) table.Row { // fields beyond the shape
+			r := table.Row{"id": int64(i + 1000), "n": 1.5}
+			for j := range 12 {
+				r[fmt.Sprintf("extra_field_%d", j)] = int64(i*j + 300)
+			}
+			return r
+		}},
 		{"strings", 2000, []string{"id", "tags"}, func(i int) table.Row {
 			l := make([]any, 100)
 			for j := range l {
