@@ -278,6 +278,21 @@ func heldRead(t *testing.T, mt *committedTable, release <-chan struct{}) (loads 
 // wholeWalk is a find that reads the table whole (no index answers it, no limit).
 var wholeWalk = table.Query{Where: where("price", map[string]any{"$gte": 0})}
 
+// abandonWalk starts a whole walk of inventory in a run, waits (wait) until its read into memory
+// has begun, ends the run, and checks that the walk ended with it.
+func abandonWalk(t *testing.T, s *Store, wait func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(bg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
+		errc <- err
+	}()
+	wait()
+	stop()
+	require.ErrorIs(t, <-errc, context.Canceled)
+}
+
 // A run whose time is up while its walk waits for the table's read into memory ends then, with
 // its cause; the read goes on and is kept for the walks after it, with the commits published
 // meanwhile replayed on it.
@@ -348,15 +363,8 @@ func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
 	release := make(chan struct{})
 	loads, began := heldRead(t, mt, release)
 
-	ctx, stop := context.WithCancel(bg)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
-		errc <- err
-	}()
-	j := <-began
-	stop()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	var j *loadJob
+	abandonWalk(t, s, func() { j = <-began })
 
 	var rows []string
 	for i := range bulkPut {
@@ -395,10 +403,7 @@ func TestCloseStopsAReadIntoMemory(t *testing.T) {
 			return res, err
 		}, err
 	}
-	ctx, stop := context.WithCancel(bg)
-	go func() { <-began; stop() }()
-	_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
-	require.ErrorIs(t, err, context.Canceled)
+	abandonWalk(t, s, func() { <-began })
 	mt.loadMu.Lock()
 	j := mt.loading
 	mt.loadMu.Unlock()
@@ -420,15 +425,8 @@ func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
 	release := make(chan struct{}) // closed only on failure: the job's stop ends the first read
 	loads, began := heldRead(t, mt, release)
 
-	ctx, stop := context.WithCancel(bg)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
-		errc <- err
-	}()
-	j := <-began
-	stop()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	var j *loadJob
+	abandonWalk(t, s, func() { j = <-began })
 	for c := range 2 { // 2 × 600 rows, each below bulkPut
 		var rows []string
 		for i := range 600 {
@@ -480,15 +478,7 @@ func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
 			return read(stop)
 		}, err
 	}
-	ctx, stop := context.WithCancel(bg)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := tbl(t, s.StageFor(ctx, RunLimits{}), "inventory").Find(wholeWalk)
-		errc <- err
-	}()
-	<-began
-	stop()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	abandonWalk(t, s, func() { <-began })
 
 	var rows []string
 	for i := range 20_000 {
