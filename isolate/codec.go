@@ -197,6 +197,12 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 		e.buf = slices.Grow(e.buf, len(rs)*(len(shape)*8+2))
 	}
 	var vals [maxShape]any
+	// The worker copies the shape's names once a frame, for the first row it keeps: that row
+	// pays for them.
+	var names int64
+	for _, k := range shape {
+		names += allocSize(int64(len(k)))
+	}
 	for _, r := range rs {
 		id, known := cache.lookup(r)
 		if known {
@@ -204,7 +210,7 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 			continue
 		}
 		at := len(e.buf)
-		e.held = mapCost(len(r)) + cacheSlot // the row's fields' names are the frame's shape's
+		e.held = mapCost(len(r)) + cacheSlot + names
 		e.byte(refNew)
 		mask, n := uint64(0), 0
 		for i, k := range shape {
@@ -234,8 +240,9 @@ func (e *encoder) rows(rs []map[string]any, shape []string, cache *rowCache) err
 				}
 			}
 		}
-		if cache.add(r, e.held) {
+		if cache.add(r, heldCost(e.held)) {
 			e.buf[at] = refNewCached
+			names = 0
 		}
 	}
 	return nil
@@ -251,10 +258,12 @@ const (
 
 // DefaultRowCache is the memory the workers of a pool may keep received rows in between runs,
 // all together, in bytes, as rowCache.allowance counts it (Options.RowCache): enough for the
-// 321,219 rows that issue 15's report over a million inventory rows matches (147 MiB by the
-// estimate of held.go), which then cross as numbers on every later run. The pool's records
-// keep the parent's maps of those rows alive too (the store's own rows, for a table it holds in
-// memory), and take about 40 bytes a row themselves.
+// 321,219 rows that issue 15's report over a million inventory rows matches (165 MiB by the
+// estimate of held.go), which then cross as numbers on every later run. The pool's records take
+// about 40 bytes a row, and keep the parent's maps of the rows alive: the store's own, for a
+// table it holds in memory; at worst, as much again in rows the store has let go (a table read
+// from the file decodes new rows on every read, which the cache never matches: it fills, and
+// its worker is then replaced, see rowCache.startRun).
 const DefaultRowCache = 256 << 20
 
 // staleRuns is how many runs a full cache is given before it may be judged stale: a cache that

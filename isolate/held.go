@@ -60,7 +60,9 @@ const (
 	cacheSlot   = 16         // the row's place in the worker's cache slice, with its growth
 )
 
-// mapCost is what make(map[string]any, n) takes once n entries are in it.
+// mapCost is what make(map[string]any, n) takes once n entries are in it. A map of one table is
+// laid out exactly; past tableSlots, keys spread over the tables at random, and one of them may
+// grow or split, so every table is counted at its largest, and one more.
 func mapCost(n int) int64 {
 	if n <= 8 {
 		if n == 0 {
@@ -69,12 +71,19 @@ func mapCost(n int) int64 {
 		return mapHeader + pointerSize(mapGroup)
 	}
 	target := uint64(n) * 8 / 7
-	dir := uint64(1) << bits.Len64((target+tableSlots-1)/tableSlots-1)
-	slots := max(target/dir, 8)
-	slots = uint64(1) << bits.Len64(slots-1)
-	perTable := pointerSize(mapTable) + pointerSize(int64(slots/8)*mapGroup)
-	return mapHeader + pointerSize(int64(dir)*8) + int64(dir)*perTable
+	if target <= tableSlots {
+		slots := uint64(1) << bits.Len64(max(target, 8)-1)
+		return mapHeader + pointerSize(8) + pointerSize(mapTable) + pointerSize(int64(slots/8)*mapGroup)
+	}
+	tables := int64(1)<<bits.Len64((target+tableSlots-1)/tableSlots-1) + 1
+	perTable := pointerSize(mapTable) + pointerSize(tableSlots/8*mapGroup)
+	return mapHeader + pointerSize(2*tables*8) + tables*perTable
 }
+
+// heldCost is what the worker's memory grows by for kept values whose objects take held bytes:
+// the runtime's spans are partly used, and carry their bitmaps and mark bits (HeapInuse runs
+// about 6 % above HeapAlloc for kept rows; the limits count the runtime's whole memory).
+func heldCost(held int64) int64 { return held + held/8 }
 
 // wordCost is what an int64 or float64 (its bits) takes in an interface: nothing for the
 // runtime's static values below 256.
