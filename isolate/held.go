@@ -11,8 +11,9 @@ import (
 // row is a map made with its field count as hint, a string value is boxed in its interface and
 // its bytes copied out of the frame, an int64 or float64 is boxed unless it is one of the
 // runtime's static small values, a list is a slice, a nested map another map. Every object is
-// rounded up to its size class, after the allocator's header when it holds pointers. TestRowCostEstimate checks the estimate against the measured
-// heap, at or above it and close to it, for narrow, wide and nested rows.
+// rounded up to its size class, after the allocator's header when it holds pointers.
+// TestRowCostEstimate checks the estimate against the measured heap: at or above what the
+// worker's spans grow by, and close to what its objects take, for narrow, wide and nested rows.
 
 // sizeClasses are the Go allocator's object sizes up to 32 KiB (internal/runtime/gc's
 // SizeClassToSize, without class 0); a larger object takes whole 8 KiB pages.

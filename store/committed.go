@@ -120,10 +120,9 @@ func (t *committedTable) finish(j *loadJob, read tableRead) {
 	t.loadMu.Lock()
 	defer t.loadMu.Unlock()
 	defer close(j.done)
-	defer func() {
+	defer func() { // a panic can come only from the replay, before the rows are the table's
 		if p := recover(); p != nil {
-			j.err, j.kept = fmt.Errorf("reading table %s into memory: %v", t.s.Name, p), false
-			t.res.Store(nil)
+			j.err = fmt.Errorf("reading table %s into memory: %v", t.s.Name, p)
 		}
 	}()
 	if t.loading == j {

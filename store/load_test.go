@@ -497,3 +497,35 @@ func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
 	}
 	assert.Len(t, findRows(t, s.Stage(), "inventory", wholeWalk), 20_306)
 }
+
+// A panic while a read's pending commits are replayed is that read's error: the read runs in a
+// goroutine of its own, where a panic would end the process.
+func TestAPanicInAReadIntoMemoryIsItsError(t *testing.T) {
+	onDisk(t, 50)
+	dir := bigInventory(t, 300)
+	s := openAt(t, dir)
+	mt := s.tables["inventory"]
+	release, began := make(chan struct{}), make(chan struct{})
+	mt.begin = func() (tableRead, error) {
+		return func(<-chan struct{}) (*resident, error) {
+			close(began)
+			<-release
+			return nil, nil // no rows: replaying a commit on them panics
+		}, nil
+	}
+	abandonWalk(t, s, func() { <-began })
+	sg := s.Stage()
+	_, err := tbl(t, sg, "inventory").Update(table.Row{"price": 77}, table.Query{Where: where("item_id", "SG000100")})
+	require.NoError(t, err)
+	require.NoError(t, sg.Apply(bg))
+	mt.loadMu.Lock()
+	j := mt.loading
+	mt.loadMu.Unlock()
+	require.NotNil(t, j)
+	require.Len(t, j.pending, 1)
+	close(release)
+	<-j.done
+	assert.ErrorContains(t, j.err, "reading table inventory into memory")
+	assert.False(t, j.kept)
+	assert.True(t, mt.res.Load() == nil, "rows whose replay failed became the table's")
+}
