@@ -383,26 +383,16 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	ids := make([]string, len(ops)) // the document id of each op's row
 	err := s.bolt.runGroup(func(tx *bbolt.Tx) error {
 		reserveFile(s.bolt.file, tx, opsSize(ops))
-		// New rows go to clover in chunks, each collection's in id order (so bbolt appends),
+		// New rows are written in chunks, each collection's in id order (so bbolt appends),
 		// encoded only when their chunk is written: a large commit never holds every new
 		// document at once, and all of them still commit in this one transaction.
-		inserts := map[string][]int{} // positions in ops
-		// The rows about to be written, for the key buckets' hook (see trackRow).
-		written := &s.bolt.keyOps.written
-		written.ver, written.rows = seq, make(map[string]table.Row, min(len(ops), insertChunk))
+		inserts := map[string][]newDoc{}
 		flush := func(coll string) error {
-			pos := inserts[coll]
-			if len(pos) == 0 {
-				return nil
-			}
-			docs := make([]*cloverDoc, len(pos))
-			clear(written.rows)
-			for j, i := range pos {
-				docs[j] = encodeDoc(ids[i], ops[i].row, seq)
-				written.rows[ids[i]] = ops[i].row
-			}
-			inserts[coll] = pos[:0]
-			return s.db.Insert(coll, docs...)
+			docs := inserts[coll]
+			err := s.insertNew(coll, seq, docs)
+			clear(docs)
+			inserts[coll] = docs[:0]
+			return err
 		}
 		n := 0
 		for i, o := range ops {
@@ -417,16 +407,18 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 			case cur == nil:
 				n++
 				ids[i] = rowDocID(seq, n)
-				if inserts[coll] = append(inserts[coll], i); len(inserts[coll]) == insertChunk {
+				if inserts[coll] = append(inserts[coll], newDoc{id: ids[i], row: o.row}); len(inserts[coll]) == insertChunk {
 					if err := flush(coll); err != nil {
 						return err
 					}
 				}
 			default:
 				ids[i] = cur.id
-				clear(written.rows)
-				written.rows[cur.id] = o.row
-				if err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq)); err != nil {
+				written := &s.bolt.keyOps.written
+				*written = writtenRow{id: cur.id, row: o.row, ver: seq}
+				err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq))
+				*written = writtenRow{}
+				if err != nil {
 					return err
 				}
 			}
@@ -436,7 +428,6 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 				return err
 			}
 		}
-		written.rows = nil
 		for _, d := range extra {
 			if err := s.putSysDoc(d); err != nil {
 				return err

@@ -278,24 +278,30 @@ func (t *boltTx) track(key, value []byte, set bool) error {
 	if !t.shared {
 		return fmt.Errorf("store: document %q written outside a write group", key)
 	}
-	d := t.st.delta[coll]
+	if !set {
+		value = nil
+	}
+	return t.st.tracked(t.tx, coll, key, t.bucket().Get(key), value)
+}
+
+// tracked adds one document write of the running group to its digest delta and hooks: old is
+// the document it replaces or deletes (nil: none), value the one written (nil: a delete).
+func (s *boltStore) tracked(tx *bbolt.Tx, coll string, key, old, value []byte) error {
+	d := s.delta[coll]
 	if d == nil {
 		d = &collDigest{}
-		t.st.delta[coll] = d
+		s.delta[coll] = d
 	}
-	old := t.bucket().Get(key)
 	if old != nil {
 		d.remove(key, old)
 	}
-	if set {
+	if value != nil {
 		d.add(key, value)
-	} else {
-		value = nil
 	}
-	if t.st.onDoc == nil {
+	if s.onDoc == nil {
 		return nil
 	}
-	return t.st.onDoc(t.tx, coll, key[len(docPrefix(coll)):], old, value)
+	return s.onDoc(tx, coll, key[len(docPrefix(coll)):], old, value)
 }
 
 func (t *boltTx) Cursor(forward bool) (cloverstore.Cursor, error) {

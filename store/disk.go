@@ -163,8 +163,8 @@ func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) 
 	if new == nil {
 		return nil
 	}
-	row, ver := k.written.rows[string(id)], k.written.ver
-	if row == nil {
+	row, ver := k.written.row, k.written.ver
+	if row == nil || k.written.id != string(id) {
 		var err error
 		if row, ver, err = decodeRow(sc, new); err != nil {
 			return fmt.Errorf("%s document %s: %w", coll, id, err)
@@ -194,12 +194,17 @@ type keyOps struct {
 	fields  map[string][]string // a table's index buckets (nil: none; absent: not looked up yet)
 	block   []byte              // where save cuts bytes from
 	scratch []byte              // bytes being built
-	// written are the rows of the documents the writer is about to write, by document id, at
-	// version ver (see commitLocked), so that trackRow need not decode what was just encoded.
-	written struct {
-		ver  int64
-		rows map[string]table.Row
-	}
+	// written is the row of the document being written, so that trackRow need not decode what
+	// was just encoded.
+	written writtenRow
+}
+
+// writtenRow is the row of the document with id that is being written at version ver (row nil:
+// none is handed over).
+type writtenRow struct {
+	id  string
+	row table.Row
+	ver int64
 }
 
 // indexed reports whether table name keeps a keys bucket in tx and, if so, its index fields,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ostafen/clover/v2"
+	"github.com/ostafen/clover/v2/query"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -433,4 +435,61 @@ func TestOpenWritesNothingToAnExistingStore(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, old, fi.ModTime(), "opening and reading must not commit (each commit costs two fsyncs)")
+}
+
+// TestNewRowsAreCloverDocuments imports rows (more than one chunk of new documents) and reads the
+// file with clover itself: it counts them, as its record of the collection says, and finds each
+// with its fields.
+func TestNewRowsAreCloverDocuments(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	seeded := tbl(t, s.Stage(), "inventory").Len()
+	const n = insertChunk + 10
+	var file bytes.Buffer
+	rows := make([]table.Row, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range rows {
+		rows[i] = benchItem(rng, 1000+i)
+	}
+	require.NoError(t, json.NewEncoder(&file).Encode(rows))
+	res, err := s.Import(bg, "inventory", &file, JSON, Upsert)
+	require.NoError(t, err)
+	require.Equal(t, n, res.Inserted)
+	require.NoError(t, s.Close())
+
+	db, err := clover.Open(dir)
+	require.NoError(t, err)
+	defer db.Close()
+	count, err := db.Count(query.NewQuery("inventory"))
+	require.NoError(t, err)
+	assert.Equal(t, seeded+n, count, "clover's record of the collection counts the new documents")
+	for _, i := range []int{0, insertChunk - 1, insertChunk, n - 1} {
+		doc, err := db.FindFirst(query.NewQuery("inventory").Where(query.Field("item_id").Eq(rows[i]["item_id"])))
+		require.NoError(t, err)
+		require.NotNil(t, doc, "clover finds row %d", i)
+		for k, v := range rows[i] {
+			assert.Equal(t, v, doc.Get(k), "row %d field %s", i, k)
+		}
+	}
+}
+
+// TestNewRowsMustPassTheFile writes new documents whose ids do not pass the collection's last one
+// (as a store whose sequence went back would give them), and out of id order: nothing is written.
+func TestNewRowsMustPassTheFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	row := table.Row{"item_id": "SG900", "name": "x", "description": nil, "quantity_in_stock": int64(1), "price": 1.0}
+	err := s.write(bg, func() error { return s.insertNew("inventory", 1, []newDoc{{id: rowDocID(1, 1), row: row}}) })
+	var de *DamagedError
+	require.ErrorAs(t, err, &de)
+	assert.Contains(t, err.Error(), "its version is not past the file's")
+	err = s.write(bg, func() error {
+		return s.insertNew("inventory", 9, []newDoc{{id: rowDocID(9, 2), row: row}, {id: rowDocID(9, 1), row: row}})
+	})
+	assert.ErrorContains(t, err, "out of id order")
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	_, found, err := tbl(t, s.Stage(), "inventory").Get("SG900")
+	require.NoError(t, err)
+	assert.False(t, found)
 }
