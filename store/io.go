@@ -451,7 +451,7 @@ func (im *importer) generate(next int64) {
 // check validates a record with its key and refuses a key an earlier record has.
 func (im *importer) check(rc record) {
 	sc := im.sc
-	row, err := sc.validate(rc.row)
+	row, err := sc.validateOwned(rc.row) // the reader's map, no one else's
 	if err != nil {
 		im.fail(&ImportError{Table: sc.Name, Record: rc.num, Line: rc.line, Err: err})
 		return
@@ -795,6 +795,38 @@ func (c *lineCounter) fail(err error) error {
 	return err
 }
 
+// forget lets go of the bytes before offset off (at most those kept).
+func (c *lineCounter) forget(off int64) {
+	i := min(max(off-c.base, 0), int64(len(c.buf)))
+	c.line += bytes.Count(c.buf[:i], []byte("\n"))
+	c.buf = c.buf[i:]
+	c.base += i
+}
+
+// valueStart returns where the value begins in b, which starts before its separator sep (0:
+// none): after white space, sep, and white space.
+func valueStart(b []byte, sep byte) int {
+	i := 0
+	space := func() {
+		for i < len(b) && strings.IndexByte(" \t\r\n", b[i]) >= 0 {
+			i++
+		}
+	}
+	space()
+	if i < len(b) && sep != 0 && b[i] == sep {
+		i++
+		space()
+	}
+	return i
+}
+
+// lineOf returns the line of the byte at offset off, one of the kept bytes (an offset past them
+// counts as the last kept; before them, as the first).
+func (c *lineCounter) lineOf(off int64) int {
+	i := min(max(off-c.base, 0), int64(len(c.buf)))
+	return c.line + bytes.Count(c.buf[:i], []byte("\n"))
+}
+
 // lineAt returns the line of the first token at or after off (spaces and commas are skipped)
 // and forgets the bytes before it. An offset before the forgotten ones counts as the first kept.
 func (c *lineCounter) lineAt(off int64) int {
@@ -809,19 +841,47 @@ func (c *lineCounter) lineAt(off int64) int {
 	return c.line
 }
 
-// readJSONRecords reads a JSON array of row objects (or the table's member of an object of
-// tables) as a stream, handing each record to fn as it is decoded.
-func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record) error) error {
-	lc := &lineCounter{r: &ctxReader{ctx: ctx, r: r}, line: 1} // a record may be huge: look at ctx every read
+// decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
+// (see jsonScan): from says where r starts, and r is already bounded by the import's context.
+func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
+	if from.inArray { // r starts inside the array: the decoder sees its opening, and an element
+		prefix := "["
+		if from.record > 0 {
+			prefix = "[{}" // an element that ends in itself, whatever follows it
+		}
+		r = io.MultiReader(strings.NewReader(prefix), r)
+	}
+	lc := &lineCounter{r: r, line: from.line}
+	// jsonErr is the error of a token: a syntax error's offset is its character's.
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
 			return &ImportError{Table: sc.Name, Record: rec, Err: lc.err}
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return &ImportError{Table: sc.Name, Record: rec, Line: lc.lineAt(se.Offset - 1), Err: fmt.Errorf("malformed JSON: %v", se)}
+			return &ImportError{Table: sc.Name, Record: rec, Line: lc.lineOf(se.Offset), Err: fmt.Errorf("malformed JSON: %v", se)}
 		}
 		return &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed JSON: %v", err)}
+	}
+	// valueErr is the error of decoding the value (record rec) whose separator sep starts at
+	// offset start. A syntax error's offset counts from where the decoder last began a value, give or
+	// take a separator, so its line is found by decoding the value's bytes, which lc holds,
+	// again alone: the line of the character the error is at, when that finds the same error,
+	// or else of the value's start (the separator's place, when it is the one missing).
+	valueErr := func(rec int, start int64, sep byte, err error) error {
+		var se *json.SyntaxError
+		if lc.err != nil || !errors.As(err, &se) {
+			return jsonErr(rec, err)
+		}
+		lc.forget(start)
+		i := valueStart(lc.buf, sep)
+		line := lc.lineOf(lc.base + int64(i))
+		var raw json.RawMessage
+		again := json.NewDecoder(bytes.NewReader(lc.buf[i:])).Decode(&raw)
+		if errors.As(again, &se) && again.Error() == err.Error() { // not a missing separator
+			line = lc.lineOf(lc.base + int64(i) + se.Offset - 1)
+		}
+		return &ImportError{Table: sc.Name, Record: rec, Line: line, Err: fmt.Errorf("malformed JSON: %v", err)}
 	}
 	dec := json.NewDecoder(lc)
 	dec.UseNumber()
@@ -841,10 +901,11 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 				break
 			}
 			var skip json.RawMessage
+			start := dec.InputOffset()
 			if err := dec.Decode(&skip); err != nil {
-				return jsonErr(0, err)
+				return valueErr(0, start, ':', err)
 			}
-			lc.lineAt(dec.InputOffset()) // forget the skipped member's bytes
+			lc.forget(dec.InputOffset()) // the skipped member's bytes
 		}
 		if !found {
 			return &ImportError{Table: sc.Name, Err: fmt.Errorf("the JSON object has no %q member", sc.Name)}
@@ -856,7 +917,13 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 	if tok != json.Delim('[') {
 		return &ImportError{Table: sc.Name, Line: lc.lineAt(dec.InputOffset() - 1), Err: errors.New("want a JSON array of row objects")}
 	}
-	for n := 1; dec.More(); n++ {
+	if from.inArray && from.record > 0 {
+		var stand json.RawMessage // the element standing for those jsonScan took
+		if err := dec.Decode(&stand); err != nil {
+			return jsonErr(0, err)
+		}
+	}
+	for n := from.record + 1; dec.More(); n++ {
 		if n%ctxEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -870,7 +937,11 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 				return &ImportError{Table: sc.Name, Record: n, Line: lc.lineAt(start),
 					Err: fmt.Errorf("want an object with the row's fields, found a JSON %s", te.Value)}
 			}
-			return jsonErr(n, err)
+			sep := byte(',')
+			if n == 1 {
+				sep = 0 // the array's first element
+			}
+			return valueErr(n, start, sep, err)
 		}
 		// The record's line once it is read: before, the reader may not have reached its start.
 		line := lc.lineAt(start)

@@ -181,9 +181,21 @@ func Validate(s *table.Schema, row table.Row) (table.Row, error) {
 	return c.validate(row)
 }
 
-func (s *schema) validate(row table.Row) (table.Row, error) {
-	out := make(table.Row, len(s.Fields))
-	for name, v := range row {
+func (s *schema) validate(row table.Row) (table.Row, error) { return s.validateInto(row, false) }
+
+// validateOwned is validate for a row no one else holds (an import's record): its map becomes
+// the validated row, instead of a copy (an import validates millions). On an error the row may
+// be part converted.
+func (s *schema) validateOwned(row table.Row) (table.Row, error) { return s.validateInto(row, true) }
+
+func (s *schema) validateInto(in table.Row, owned bool) (table.Row, error) {
+	out, row := in, in // row: what the errors take the key from
+	if !owned {
+		out = make(table.Row, len(s.Fields))
+	} else {
+		row = table.Row{s.Key: keyOf(s, in)} // the key as given, before any conversion
+	}
+	for name, v := range in {
 		f := s.fields[name]
 		if f == nil {
 			return nil, s.unknownField(row, name, v)
@@ -486,7 +498,7 @@ func (f *field) check(v any) (any, string) {
 		if f.re != nil && !f.re.MatchString(s) {
 			return nil, fmt.Sprintf("must match the pattern %s", f.Pattern)
 		}
-		return s, ""
+		return v, "" // v, not s: boxing s again would allocate (an import checks millions)
 	case table.TypeBool:
 		b, ok := v.(bool)
 		if !ok {
@@ -514,6 +526,9 @@ func (f *field) check(v any) (any, string) {
 		if (f.Min != nil && cmpIntFloat(n, *f.Min) < 0) || (f.Max != nil && cmpIntFloat(n, *f.Max) > 0) {
 			return nil, f.numRule("must be an int")
 		}
+		if _, same := v.(int64); same {
+			return v, ""
+		}
 		return n, ""
 	case table.TypeFloat:
 		var fl float64
@@ -534,6 +549,9 @@ func (f *field) check(v any) (any, string) {
 		}
 		if rule := f.bounds(fl, "a number"); rule != "" {
 			return nil, rule
+		}
+		if _, same := v.(float64); same {
+			return v, ""
 		}
 		return fl, ""
 	}

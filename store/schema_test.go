@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -255,4 +257,46 @@ func TestIntBoundsAreExact(t *testing.T) {
 	assert.ErrorContains(t, err, "must be an int >= -9007199254740992 and <= 9007199254740992")
 	_, err = Validate(s, table.Row{"id": "a", "qty": int64(-(1 << 53) - 1)})
 	assert.Error(t, err)
+}
+
+// TestValidateOwnedIsValidate checks that validating an import's own row in place gives what
+// validate gives for a copy: the same row, or the same error (the key it names as given).
+func TestValidateOwnedIsValidate(t *testing.T) {
+	s, err := compileSchema(testSchema)
+	require.NoError(t, err)
+	ints, err := compileSchema(&table.Schema{Name: "n", Key: "id", Fields: []table.Field{
+		{Name: "id", Type: table.TypeInt}, {Name: "qty", Type: table.TypeInt, Min: ptr(0)}, {Name: "l", Type: table.TypeList}}})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		s   *schema
+		row table.Row
+	}{
+		{s, table.Row{"id": "a", "name": "héllo", "code": "AB", "color": "red", "qty": 3.0, "level": int32(2),
+			"price": 5, "ratio": float32(0.5), "ok": true, "at": "2025-01-01T09:00:00"}},
+		{s, table.Row{"id": "b", "name": "x", "qty": nil}},
+		{s, table.Row{"id": "k1", "name": "toolong"}},
+		{s, table.Row{"id": "k1", "name": "x", "qty": 2.5}},
+		{s, table.Row{"id": "k1", "name": "x", "prise": 3}},
+		{s, table.Row{"name": "x"}},
+		{s, table.Row{"id": "k1", "code": "AB"}},
+		{ints, table.Row{"id": 3.0, "qty": -1.0}},
+		{ints, table.Row{"id": 3.0, "qty": 2.0, "l": []any{int64(1), "x"}}},
+		{ints, table.Row{"id": 3.5}},
+	} {
+		for range 20 { // map order varies: so might which bad field is named first
+			want, wantErr := tc.s.validate(maps.Clone(tc.row))
+			got, gotErr := tc.s.validateOwned(maps.Clone(tc.row))
+			if wantErr != nil {
+				require.Error(t, gotErr)
+				var a, b *table.FieldError
+				if errors.As(wantErr, &a) && errors.As(gotErr, &b) && a.Field == b.Field {
+					assert.Equal(t, wantErr.Error(), gotErr.Error())
+					assert.Equal(t, a.Key, b.Key, "the key as given")
+				}
+				continue
+			}
+			require.NoError(t, gotErr)
+			assert.Equal(t, want, got)
+		}
+	}
 }

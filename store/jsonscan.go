@@ -1,0 +1,442 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/starplan/starplan/table"
+)
+
+// readJSONRecords reads a JSON array of row objects (or the table's member of an object of
+// tables) as a stream, handing each record to fn as it is read.
+//
+// encoding/json took half of a large import's reading: a reflective decoder, a map it then
+// copied, numbers as text. So the records of the common file (an array of flat objects, as Export
+// writes) are scanned here (jsonScan), straight into rows with the field names shared with the
+// schema; from the first thing the scan does not take (another layout, a nested value the
+// decoder is asked for, bad JSON, a record too large to buffer, the reader's error or end) the
+// rest of the file goes to encoding/json (decodeJSONRecords), which says what is wrong exactly
+// as it always did. A record is the same either way: the fuzz target holds the two readers to
+// the same records, lines and errors.
+func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record) error) error {
+	s := &jsonScan{sc: sc, r: &ctxReader{ctx: ctx, r: r}, line: 1}
+	from, err := s.records(ctx, fn)
+	if err != nil || from == nil {
+		return err
+	}
+	return decodeJSONRecords(ctx, sc, s.rest(), *from, fn)
+}
+
+// jsonResume is where decodeJSONRecords starts: at the file's start, or inside its array (after
+// its opening bracket, and after record records when that is not 0) on line line.
+type jsonResume struct {
+	inArray bool
+	record  int
+	line    int
+}
+
+// jsonScan reads records from a buffer of the file. Its position is always between records: at
+// the start, after the array's opening bracket, or after a record, before its separator; so
+// the rest of the file, from there, can be handed to decodeJSONRecords.
+type jsonScan struct {
+	sc      *schema
+	r       io.Reader
+	buf     []byte // bytes read: buf[at:] are not taken yet
+	at      int
+	line    int   // the line of buf[at]
+	err     error // the reader's error, io.EOF at the end
+	inArray bool
+	n       int // records handed to fn
+	scans   int // records scanned, from their start: n and those scanned again after a read
+}
+
+// jsonScanBuffer is the buffer's first size; it doubles for a record that does not fit, up to
+// MaxRecordBytes.
+const jsonScanBuffer = 256 << 10
+
+// The outcome of scanning a value.
+const (
+	scanOK    = iota
+	scanMore  // the buffer ends inside the value: read more, and scan the value again
+	scanOther // not what the scan takes: decodeJSONRecords reads the rest
+)
+
+// records scans records until the array's end, an error of fn or the context (returned), or a
+// place where decodeJSONRecords must go on (returned as from).
+func (s *jsonScan) records(ctx context.Context, fn func(record) error) (from *jsonResume, err error) {
+	resume := func() (*jsonResume, error) {
+		return &jsonResume{inArray: s.inArray, record: s.n, line: s.line}, nil
+	}
+	for {
+		b := s.buf
+		p := s.space(s.at)
+		if p == len(b) {
+			if !s.fill() {
+				return resume()
+			}
+			continue
+		}
+		c := b[p]
+		switch {
+		case !s.inArray:
+			if c != '[' {
+				return resume()
+			}
+			s.take(p + 1)
+			s.inArray = true
+			continue
+		case c == ']':
+			return nil, nil // the array's end; what follows it is not read, as encoding/json does
+		case s.n > 0:
+			if c != ',' {
+				return resume()
+			}
+			if p = s.space(p + 1); p == len(b) {
+				if !s.fill() {
+					return resume()
+				}
+				continue
+			}
+			c = b[p]
+		}
+		if c != '{' {
+			return resume()
+		}
+		if (s.n+1)%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		s.scans++
+		row, end, st := s.object(p)
+		switch st {
+		case scanMore:
+			if !s.fill() {
+				return resume()
+			}
+			continue
+		case scanOther:
+			return resume()
+		}
+		line := s.line + bytes.Count(b[s.at:p], newline)
+		s.take(end)
+		s.n++
+		if err := fn(record{row: row, num: s.n, line: line}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+var newline = []byte{'\n'}
+
+// take moves the position to p, counting the lines it passes.
+func (s *jsonScan) take(p int) {
+	s.line += bytes.Count(s.buf[s.at:p], newline)
+	s.at = p
+}
+
+// fill reads more of the file after buf[at:], which it moves to the front, and reports whether
+// the scan should go on: not after the reader's end or error, nor for a record past
+// MaxRecordBytes (decodeJSONRecords then says what is wrong). It reads until it holds half as
+// much again as it kept (a byte more at least), so that a record arriving in small reads (a
+// pipe) is scanned again a few times, not once a read: its scans add up to a few times its
+// length, where scanning it after each read of n bytes would take its length²/2n.
+func (s *jsonScan) fill() bool {
+	if s.err != nil {
+		return false
+	}
+	kept := len(s.buf) - s.at
+	if kept > MaxRecordBytes {
+		return false
+	}
+	need := kept + max(kept/2, 1)
+	if cap(s.buf) < need || cap(s.buf)-kept < 4<<10 {
+		nb := make([]byte, kept, max(2*cap(s.buf), need, jsonScanBuffer))
+		copy(nb, s.buf[s.at:])
+		s.buf = nb
+	} else {
+		s.buf = s.buf[:copy(s.buf, s.buf[s.at:])]
+	}
+	s.at = 0
+	for empty := 0; len(s.buf) < need; {
+		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
+		s.buf = s.buf[:len(s.buf)+n]
+		if err != nil {
+			s.err = err
+			break
+		}
+		if n > 0 {
+			empty = 0
+		} else if empty++; empty == 100 { // as bufio gives up on a reader
+			s.err = io.ErrNoProgress
+			break
+		}
+	}
+	return true
+}
+
+// rest is the file from the scan's position on.
+func (s *jsonScan) rest() io.Reader {
+	pending := bytes.NewReader(s.buf[s.at:])
+	switch s.err {
+	case nil:
+		return io.MultiReader(pending, s.r)
+	case io.EOF:
+		return pending
+	}
+	return io.MultiReader(pending, errReader{s.err})
+}
+
+// errReader fails with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// space returns the position of the first byte at or after p that is not JSON white space.
+func (s *jsonScan) space(p int) int {
+	for b := s.buf; p < len(b); p++ {
+		switch b[p] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return p
+		}
+	}
+	return len(s.buf)
+}
+
+// object scans the object at p into a row, and returns the position after it.
+func (s *jsonScan) object(p int) (table.Row, int, int) {
+	b := s.buf
+	row := make(table.Row, len(s.sc.Fields))
+	if p = s.space(p + 1); p == len(b) {
+		return nil, p, scanMore
+	}
+	if b[p] == '}' {
+		return row, p + 1, scanOK
+	}
+	for {
+		if b[p] != '"' {
+			return nil, p, scanOther
+		}
+		raw, simple, end, st := s.str(p)
+		if st != scanOK {
+			return nil, end, st
+		}
+		var key string
+		if simple {
+			if f := s.sc.fields[string(raw)]; f != nil {
+				key = f.Name // the schema's string: no copy per row
+			} else {
+				key = string(raw)
+			}
+		} else if json.Unmarshal(raw, &key) != nil {
+			return nil, end, scanOther
+		}
+		if p = s.space(end); p == len(b) {
+			return nil, p, scanMore
+		}
+		if b[p] != ':' {
+			return nil, p, scanOther
+		}
+		if p = s.space(p + 1); p == len(b) {
+			return nil, p, scanMore
+		}
+		v, end, st := s.value(p)
+		if st != scanOK {
+			return nil, end, st
+		}
+		row[key] = v
+		if p = s.space(end); p == len(b) {
+			return nil, p, scanMore
+		}
+		switch b[p] {
+		case ',':
+			if p = s.space(p + 1); p == len(b) {
+				return nil, p, scanMore
+			}
+		case '}':
+			return row, p + 1, scanOK
+		default:
+			return nil, p, scanOther
+		}
+	}
+}
+
+// str scans the string at p. simple says that raw is its text (no escapes, valid UTF-8);
+// otherwise raw is the quoted string, for encoding/json to decode as it does (escapes, and
+// invalid UTF-8 made U+FFFD).
+func (s *jsonScan) str(p int) (raw []byte, simple bool, end int, st int) {
+	b := s.buf
+	escaped, ascii := false, true
+	for q := p + 1; q < len(b); q++ {
+		switch c := b[q]; {
+		case c == '"':
+			if escaped || !ascii && !utf8.Valid(b[p+1:q]) {
+				return b[p : q+1], false, q + 1, scanOK
+			}
+			return b[p+1 : q], true, q + 1, scanOK
+		case c == '\\':
+			escaped = true
+			q++ // the escaped byte; encoding/json checks the escape
+		case c < 0x20:
+			return nil, false, q, scanOther
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false, len(b), scanMore
+}
+
+// value scans the value at p as fromJSON gives encoding/json's.
+func (s *jsonScan) value(p int) (any, int, int) {
+	b := s.buf
+	switch c := b[p]; {
+	case c == '"':
+		raw, simple, end, st := s.str(p)
+		if st != scanOK {
+			return nil, end, st
+		}
+		if simple {
+			return string(raw), end, scanOK
+		}
+		var str string
+		if json.Unmarshal(raw, &str) != nil {
+			return nil, end, scanOther
+		}
+		return str, end, scanOK
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number(p)
+	case c == 't':
+		return s.literal(p, "true", true)
+	case c == 'f':
+		return s.literal(p, "false", false)
+	case c == 'n':
+		return s.literal(p, "null", nil)
+	case c == '[' || c == '{':
+		end, st := s.skip(p)
+		if st != scanOK {
+			return nil, end, st
+		}
+		dec := json.NewDecoder(bytes.NewReader(b[p:end]))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return nil, end, scanOther
+		}
+		return fromJSON(v), end, scanOK
+	}
+	return nil, p, scanOther
+}
+
+func (s *jsonScan) literal(p int, word string, v any) (any, int, int) {
+	b := s.buf
+	if len(b)-p < len(word) {
+		if string(b[p:]) == word[:len(b)-p] {
+			return nil, len(b), scanMore
+		}
+		return nil, p, scanOther
+	}
+	if string(b[p:p+len(word)]) != word {
+		return nil, p, scanOther
+	}
+	return v, p + len(word), scanOK
+}
+
+// number scans the JSON number at p: an int64 when it has neither fraction nor exponent and
+// fits, else a float64 (as fromJSON converts a json.Number).
+func (s *jsonScan) number(p int) (any, int, int) {
+	b := s.buf
+	q := p
+	if b[q] == '-' {
+		q++
+	}
+	digits := func() bool { // one digit or more
+		start := q
+		for q < len(b) && b[q] >= '0' && b[q] <= '9' {
+			q++
+		}
+		return q > start
+	}
+	missing := func() (any, int, int) { // no digit where one must be
+		if q == len(b) {
+			return nil, q, scanMore
+		}
+		return nil, q, scanOther
+	}
+	intStart := q
+	if q < len(b) && b[q] == '0' {
+		q++
+	} else if !digits() {
+		return missing()
+	}
+	intEnd := q
+	plain := true
+	if q < len(b) && b[q] == '.' {
+		plain = false
+		q++
+		if !digits() {
+			return missing()
+		}
+	}
+	if q < len(b) && (b[q] == 'e' || b[q] == 'E') {
+		plain = false
+		q++
+		if q < len(b) && (b[q] == '+' || b[q] == '-') {
+			q++
+		}
+		if !digits() {
+			return missing()
+		}
+	}
+	if q == len(b) {
+		return nil, q, scanMore // the number may go on in the bytes not read yet
+	}
+	if plain && intEnd-intStart <= 18 {
+		var n int64
+		for _, c := range b[intStart:intEnd] {
+			n = n*10 + int64(c-'0')
+		}
+		if b[p] == '-' {
+			n = -n
+		}
+		return n, q, scanOK
+	}
+	text := string(b[p:q])
+	if plain {
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return n, q, scanOK
+		}
+	}
+	if f, err := strconv.ParseFloat(text, 64); err == nil {
+		return f, q, scanOK
+	}
+	return text, q, scanOK
+}
+
+// skip returns the position after the array or object at p, by its brackets and strings; its
+// syntax is encoding/json's to check.
+func (s *jsonScan) skip(p int) (int, int) {
+	b := s.buf
+	depth := 0
+	for q := p; q < len(b); q++ {
+		switch b[q] {
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth--; depth == 0 {
+				return q + 1, scanOK
+			}
+		case '"':
+			_, _, end, st := s.str(q)
+			if st != scanOK {
+				return end, st
+			}
+			q = end - 1
+		}
+	}
+	return len(b), scanMore
+}
