@@ -190,7 +190,7 @@ type keyBucket struct{ table, field string }
 // cut from large shared blocks (save): an import queues three entries a row.
 type keyOps struct {
 	n       int
-	by      map[keyBucket][]keyOp
+	by      map[keyBucket]*[]keyOp
 	fields  map[string][]string // a table's index buckets (nil: none; absent: not looked up yet)
 	block   []byte              // where save cuts bytes from
 	scratch []byte              // bytes being built
@@ -245,9 +245,14 @@ func (k *keyOps) save(b []byte) []byte {
 
 func (k *keyOps) add(b keyBucket, key, value []byte) {
 	if k.by == nil {
-		k.by = map[keyBucket][]keyOp{}
+		k.by = map[keyBucket]*[]keyOp{}
 	}
-	k.by[b] = append(k.by[b], keyOp{key: key, value: value, seq: k.n})
+	ops := k.by[b] // one lookup a change, where an append to a map's slice takes two
+	if ops == nil {
+		ops = new([]keyOp)
+		k.by[b] = ops
+	}
+	*ops = append(*ops, keyOp{key: key, value: value, seq: k.n})
 	k.n++
 }
 
@@ -274,7 +279,8 @@ func (k *keyOps) addRow(sc *schema, fields []string, row table.Row, value []byte
 // order (an index of names, a shuffled import) each moved every entry after them in one ever
 // larger node: quadratic. In key order they append.
 func (k *keyOps) apply(tx *bbolt.Tx) error {
-	for kb, ops := range k.by {
+	for kb, p := range k.by {
+		ops := *p
 		var b *bbolt.Bucket
 		if kb.field == "" {
 			b = tableKeys(tx, kb.table)
@@ -292,6 +298,9 @@ func (k *keyOps) apply(tx *bbolt.Tx) error {
 		}
 		if !slices.IsSortedFunc(ops, byKey) { // an import in key order is
 			slices.SortFunc(ops, byKey)
+		}
+		if last, _ := b.Cursor().Last(); last == nil || bytes.Compare(ops[0].key, last) > 0 {
+			b.FillPercent = 1.0 // appends (an import in key order): full pages, as in insertNew
 		}
 		for _, op := range ops {
 			var err error

@@ -490,6 +490,10 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 		return s.db.Insert(coll, cdocs...)
 	}
 	prefix := docPrefix(coll)
+	// The documents are appended to their collection's: bbolt, which splits a page half full by
+	// default, is told to fill it (for this transaction), as its documentation advises for
+	// appends. Half the pages to write, and to hold in memory until the commit.
+	b.FillPercent = 1.0
 	if k, _ := b.Cursor().Seek(append(prefix, docs[0].id...)); k != nil && bytes.HasPrefix(k, prefix) {
 		return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds document %s, past the id %s a new row of version %d is given: its version is not past the file's", coll, k[len(prefix):], docs[0].id, ver)}
 	}

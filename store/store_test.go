@@ -18,6 +18,7 @@ import (
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
 )
 
 // TestHelperProcess is not a test: the tests re-execute the test binary to run it as another
@@ -492,4 +493,28 @@ func TestNewRowsMustPassTheFile(t *testing.T) {
 	_, found, err := tbl(t, s.Stage(), "inventory").Get("SG900")
 	require.NoError(t, err)
 	assert.False(t, found)
+}
+
+// TestAppendedPagesAreFull imports rows in key order into an empty table: the documents and the
+// keys bucket are appended to, so their pages are written full, not half full as bbolt splits
+// by default (half the pages to write, and to keep in memory while the import commits).
+func TestAppendedPagesAreFull(t *testing.T) {
+	s, _ := openEmpty(t)
+	var file bytes.Buffer
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]table.Row, 20_000)
+	for i := range rows {
+		rows[i] = benchItem(rng, i+1)
+	}
+	require.NoError(t, json.NewEncoder(&file).Encode(rows))
+	_, err := s.Import(bg, "inventory", &file, JSON, Upsert)
+	require.NoError(t, err)
+	require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) error {
+		for name, b := range map[string]*bbolt.Bucket{"documents": tx.Bucket([]byte(rootBucket)), "keys": tableKeys(tx, "inventory")} {
+			st := b.Stats()
+			full := float64(st.LeafInuse) / float64(st.LeafAlloc)
+			assert.Greater(t, full, 0.9, "%s: %d leaf pages, %.0f %% used", name, st.LeafPageN, 100*full)
+		}
+		return nil
+	}))
 }
