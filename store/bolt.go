@@ -46,7 +46,7 @@ type boltStore struct {
 	// onDoc, when set, sees every document write of a group, in its transaction, before it is
 	// made: old is the document replaced or deleted (nil: none), new the one written (nil: a
 	// delete). The Store keeps its key and index buckets with it (disk.go).
-	onDoc func(tx *bbolt.Tx, coll string, id, old, new []byte) error
+	onDoc func(tx *bbolt.Tx, coll string, key, old, new []byte, hash uint64) error
 	// keyOps are the group's changes to the key and index buckets, made at its end in key
 	// order (see keyOps.apply).
 	keyOps keyOps
@@ -295,13 +295,16 @@ func (s *boltStore) tracked(tx *bbolt.Tx, coll string, key, old, value []byte) e
 	if old != nil {
 		d.remove(key, old)
 	}
+	var hash uint64
 	if value != nil {
-		d.add(key, value)
+		hash = docHash(key, value)
+		d.Rows++
+		d.Sum += hash
 	}
 	if s.onDoc == nil {
 		return nil
 	}
-	return s.onDoc(tx, coll, key[len(docPrefix(coll)):], old, value)
+	return s.onDoc(tx, coll, key, old, value, hash)
 }
 
 func (t *boltTx) Cursor(forward bool) (cloverstore.Cursor, error) {

@@ -177,6 +177,9 @@ func cloverEncode(doc *cloverDoc) ([]byte, error) { return d.Encode(doc) }
 // documentation.
 func docPrefix(collection string) []byte { return []byte("c:" + collection + ";d:") }
 
+// docPrefixLen is len(docPrefix(collection)), without making it.
+func docPrefixLen(collection string) int { return len("c:;d:") + len(collection) }
+
 // loadDocs decodes every document of a collection straight from the bbolt values clover wrote
 // (msgpack maps), in id order, into records. Field names are interned through the schema and
 // numbers converted to the field's kind as they are read (int64 for int fields, float64 for

@@ -74,7 +74,7 @@ func keyValue(ver int64, hash uint64, id string, key any) []byte {
 }
 
 // appendKeyValue appends keyValue(ver, hash, id, key) to v.
-func appendKeyValue(v []byte, ver int64, hash uint64, id string, key any) []byte {
+func appendKeyValue[ID string | []byte](v []byte, ver int64, hash uint64, id ID, key any) []byte {
 	v = binary.BigEndian.AppendUint64(v, uint64(ver))
 	v = binary.BigEndian.AppendUint64(v, hash)
 	v = append(v, byte(len(id)))
@@ -142,12 +142,14 @@ func appendIndexEntry(dst []byte, v any, encKey []byte) ([]byte, bool) {
 // delete). The changes are queued and made at the end of the write group, in key order
 // (keyOps.apply). Tables without buckets (a store not yet migrated) and system collections are
 // left alone. A new document whose row the writer handed over (keyOps.written) is not decoded
-// again; the document it replaces always is, since its entries are what the file holds.
-func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) error {
+// again; the document it replaces always is, since its entries are what the file holds. key is
+// the document's bbolt key, hash the new document's docHash.
+func (s *Store) trackRow(tx *bbolt.Tx, coll string, key []byte, old, new []byte, hash uint64) error {
 	sc := s.schemas[coll]
 	if sc == nil {
 		return nil
 	}
+	id := key[docPrefixLen(coll):]
 	k := &s.bolt.keyOps
 	fields, ok := k.indexed(tx, coll)
 	if !ok {
@@ -170,9 +172,7 @@ func (s *Store) trackRow(tx *bbolt.Tx, coll string, id []byte, old, new []byte) 
 			return fmt.Errorf("%s document %s: %w", coll, id, err)
 		}
 	}
-	k.scratch = append(append(k.scratch[:0], docPrefix(coll)...), id...)
-	hash := docHash(k.scratch, new)
-	k.scratch = appendKeyValue(k.scratch[:0], ver, hash, string(id), row[sc.Key])
+	k.scratch = appendKeyValue(k.scratch[:0], ver, hash, id, row[sc.Key])
 	k.addRow(sc, fields, row, k.save(k.scratch))
 	return nil
 }
