@@ -383,6 +383,11 @@ func (s *Store) commitLocked(ops []op, extra []SysDoc) error {
 	ids := make([]string, len(ops)) // the document id of each op's row
 	err := s.bolt.runGroup(func(tx *bbolt.Tx) error {
 		reserveFile(s.bolt.file, tx, opsSize(ops))
+		hint := map[string]int{}
+		for _, o := range ops {
+			hint[o.s.Name]++
+		}
+		s.bolt.keyOps.hint = hint
 		// New rows are written in chunks, each collection's in id order (so bbolt appends),
 		// encoded only when their chunk is written: a large commit never holds every new
 		// document at once, and all of them still commit in this one transaction.

@@ -57,6 +57,10 @@ func rowDocID(seq int64, n int) string {
 	return formatUUID(u)
 }
 
+// rowDocIDVersionLen is how many characters of a rowDocID its version (and the UUID version)
+// fill: every id of a commit's rows starts with the same ones.
+const rowDocIDVersionLen = len("00000000-0000-8000")
+
 // formatUUID writes u as 8-4-4-4-12 lowercase hex (by hand: an import formats a million ids,
 // and fmt took 2 % of its time).
 func formatUUID(u [16]byte) string {

@@ -190,6 +190,7 @@ type keyBucket struct{ table, field string }
 // cut from large shared blocks (save): an import queues three entries a row.
 type keyOps struct {
 	n       int
+	hint    map[string]int // rows the group writes by table, if known: its buckets' changes start that large
 	by      map[keyBucket]*[]keyOp
 	fields  map[string][]string // a table's index buckets (nil: none; absent: not looked up yet)
 	block   []byte              // where save cuts bytes from
@@ -250,6 +251,7 @@ func (k *keyOps) add(b keyBucket, key, value []byte) {
 	ops := k.by[b] // one lookup a change, where an append to a map's slice takes two
 	if ops == nil {
 		ops = new([]keyOp)
+		*ops = make([]keyOp, 0, max(k.hint[b.table], 1)) // not grown by doubling: an import's is large
 		k.by[b] = ops
 	}
 	*ops = append(*ops, keyOp{key: key, value: value, seq: k.n})

@@ -768,18 +768,24 @@ type lineCounter struct {
 	err  error // the first error of r (the import's cancellation too) but io.EOF, or errRecordTooLarge
 }
 
-// MaxRecordBytes bounds one record of an imported file, with the space before it: no row is
-// that large, and the reader holds a record's bytes until it is decoded, so a file of endless
-// padding or one enormous value ends the import instead of filling memory.
+// MaxRecordBytes bounds one record of an imported file, with what comes between it and the
+// record before (the bytes from that one's end to its own are at most MaxRecordBytes+1, read
+// either way: scanned, or by encoding/json): no row is that large, and the reader holds a
+// record's bytes until it is decoded, so a file of endless padding or one enormous value ends
+// the import instead of filling memory.
 const MaxRecordBytes = 64 << 20
+
+// recordLimit is MaxRecordBytes; the tests lower it.
+var recordLimit = MaxRecordBytes
 
 var errRecordTooLarge = fmt.Errorf("more than %d MiB without the end of a record: no row is that large; is this the file you meant?", MaxRecordBytes>>20)
 
 func (c *lineCounter) Read(p []byte) (int, error) {
-	if len(c.buf) > MaxRecordBytes {
+	room := recordLimit + 1 - len(c.buf)
+	if room <= 0 {
 		return 0, c.fail(errRecordTooLarge)
 	}
-	n, err := c.r.Read(p)
+	n, err := c.r.Read(p[:min(len(p), room)]) // exact: which record passes is not the reads' doing
 	c.buf = append(c.buf, p[:n]...)
 	if err != nil && err != io.EOF {
 		c.fail(err)
@@ -923,6 +929,7 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 			return jsonErr(0, err)
 		}
 	}
+	lc.forget(dec.InputOffset()) // the record bound counts from here (see MaxRecordBytes)
 	for n := from.record + 1; dec.More(); n++ {
 		if n%ctxEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -945,6 +952,7 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 		}
 		// The record's line once it is read: before, the reader may not have reached its start.
 		line := lc.lineAt(start)
+		lc.forget(dec.InputOffset()) // the next record's bound counts from this one's end
 		if obj == nil {
 			return &ImportError{Table: sc.Name, Record: n, Line: line, Err: errors.New("want an object with the row's fields, found null")}
 		}

@@ -17,11 +17,12 @@ import (
 // encoding/json took half of a large import's reading: a reflective decoder, a map it then
 // copied, numbers as text. So the records of the common file (an array of flat objects, as Export
 // writes) are scanned here (jsonScan), straight into rows with the field names shared with the
-// schema; from the first thing the scan does not take (another layout, a nested value the
-// decoder is asked for, bad JSON, a record too large to buffer, the reader's error or end) the
-// rest of the file goes to encoding/json (decodeJSONRecords), which says what is wrong exactly
-// as it always did. A record is the same either way: the fuzz target holds the two readers to
-// the same records, lines and errors.
+// schema (a nested value, or a string with escapes or invalid UTF-8, is decoded alone by
+// encoding/json); from the first thing the scan does not take (another layout such as Dump's
+// object of tables, bad JSON, a record past MaxRecordBytes, the reader's error or end) the rest
+// of the file goes to encoding/json (decodeJSONRecords), which says what is wrong as it always
+// did. A record is the same either way: FuzzReadJSONRecords holds the two readers to the same
+// records, lines and errors.
 func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record) error) error {
 	s := &jsonScan{sc: sc, r: &ctxReader{ctx: ctx, r: r}, line: 1}
 	from, err := s.records(ctx, fn)
@@ -54,8 +55,8 @@ type jsonScan struct {
 	scans   int // records scanned, from their start: n and those scanned again after a read
 }
 
-// jsonScanBuffer is the buffer's first size; it doubles for a record that does not fit, up to
-// MaxRecordBytes.
+// jsonScanBuffer is the buffer's size; it grows for a record that does not fit, up to
+// MaxRecordBytes+1, and comes back to this size after it.
 const jsonScanBuffer = 256 << 10
 
 // The outcome of scanning a value.
@@ -140,39 +141,35 @@ func (s *jsonScan) take(p int) {
 }
 
 // fill reads more of the file after buf[at:], which it moves to the front, and reports whether
-// the scan should go on: not after the reader's end or error, nor for a record past
-// MaxRecordBytes (decodeJSONRecords then says what is wrong). It reads until it holds half as
-// much again as it kept (a byte more at least), so that a record arriving in small reads (a
-// pipe) is scanned again a few times, not once a read: its scans add up to a few times its
-// length, where scanning it after each read of n bytes would take its length²/2n.
+// the scan should go on: not after the reader's end or error, nor once it keeps more than
+// MaxRecordBytes since the last record's end (decodeJSONRecords, handed them, refuses at the
+// same place). It reads until it holds half as much again as it kept (a byte more at least),
+// so that a record arriving in small reads (a pipe) is scanned again a few times, not once a
+// read: its scans add up to a few times its length, where scanning it after each read of n
+// bytes would take its length²/2n.
 func (s *jsonScan) fill() bool {
 	if s.err != nil {
 		return false
 	}
 	kept := len(s.buf) - s.at
-	if kept > MaxRecordBytes {
+	if kept > recordLimit {
 		return false
 	}
-	need := kept + max(kept/2, 1)
-	if cap(s.buf) < need || cap(s.buf)-kept < 4<<10 {
-		nb := make([]byte, kept, max(2*cap(s.buf), need, jsonScanBuffer))
+	need := min(kept+max(kept/2, 1), recordLimit+1)
+	switch c := cap(s.buf); {
+	case c < need, c-kept < 4<<10 && c <= recordLimit, c > jsonScanBuffer && kept < jsonScanBuffer/2:
+		nb := make([]byte, kept, min(max(2*need, jsonScanBuffer), recordLimit+1))
 		copy(nb, s.buf[s.at:])
 		s.buf = nb
-	} else {
+	default:
 		s.buf = s.buf[:copy(s.buf, s.buf[s.at:])]
 	}
 	s.at = 0
-	for empty := 0; len(s.buf) < need; {
+	for len(s.buf) < need { // a reader that reads nothing is stopped by the import's context
 		n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+n]
 		if err != nil {
 			s.err = err
-			break
-		}
-		if n > 0 {
-			empty = 0
-		} else if empty++; empty == 100 { // as bufio gives up on a reader
-			s.err = io.ErrNoProgress
 			break
 		}
 	}
@@ -417,6 +414,9 @@ func (s *jsonScan) number(p int) (any, int, int) {
 	return text, q, scanOK
 }
 
+// jsonMaxDepth is encoding/json's bound on nesting, less the record's own object.
+const jsonMaxDepth = 10000
+
 // skip returns the position after the array or object at p, by its brackets and strings; its
 // syntax is encoding/json's to check.
 func (s *jsonScan) skip(p int) (int, int) {
@@ -425,7 +425,9 @@ func (s *jsonScan) skip(p int) (int, int) {
 	for q := p; q < len(b); q++ {
 		switch b[q] {
 		case '[', '{':
-			depth++
+			if depth++; depth >= jsonMaxDepth { // encoding/json refuses it: let it say so
+				return q, scanOther
+			}
 		case ']', '}':
 			if depth--; depth == 0 {
 				return q + 1, scanOK

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"reflect"
@@ -72,31 +71,96 @@ var jsonScanSeeds = []string{
 // does not take) to decodeJSONRecords (encoding/json alone): for any file, read in chunks of any
 // size, and a callback that stops at any record, the same records (rows, numbers and lines) and
 // the same error.
+//
+// limit, when not 0, lowers the record bound (MaxRecordBytes) to that many bytes, so that where
+// the two refuse a record is fuzzed too.
 func FuzzReadJSONRecords(f *testing.F) {
 	for i, s := range jsonScanSeeds {
-		f.Add([]byte(s), uint8(i), uint8(i%3))
+		f.Add([]byte(s), uint8(i), uint8(i%3), uint8(0))
+		f.Add([]byte(s), uint8(i), uint8(0), uint8(8+i%16))
 	}
 	sc := jsonScanSchema(f)
-	f.Fuzz(func(t *testing.T, data []byte, chunk, stop uint8) {
-		ctx := context.Background()
-		want, wantErr := readAll(func(fn func(record) error) error {
-			return decodeJSONRecords(ctx, sc, bytes.NewReader(data), jsonResume{line: 1}, fn)
-		}, int(stop))
-		got, gotErr := readAll(func(fn func(record) error) error {
-			return readJSONRecords(ctx, sc, &chunkReader{data: data, n: int(chunk) + 1}, fn)
-		}, int(stop))
-		if len(got) != len(want) {
-			t.Fatalf("%d records, encoding/json %d (errors %v; %v)", len(got), len(want), gotErr, wantErr)
+	f.Fuzz(func(t *testing.T, data []byte, chunk, stop, limit uint8) {
+		if limit > 0 {
+			lowerRecordLimit(t, int(limit))
 		}
-		for i := range want {
-			if !reflect.DeepEqual(got[i], want[i]) {
-				t.Fatalf("record %d: %#v, encoding/json %#v", i+1, got[i], want[i])
+		compareReaders(t, sc, func() io.Reader { return &chunkReader{data: data, n: int(chunk) + 1} }, int(stop))
+	})
+}
+
+// lowerRecordLimit sets the record bound to n bytes for the test.
+func lowerRecordLimit(t testing.TB, n int) {
+	old := recordLimit
+	recordLimit = n
+	t.Cleanup(func() { recordLimit = old })
+}
+
+// compareReaders holds readJSONRecords to decodeJSONRecords alone on the file mk returns (once for
+// each), fn failing at record stop (0: never): the same records and the same error.
+func compareReaders(t testing.TB, sc *schema, mk func() io.Reader, stop int) {
+	t.Helper()
+	want, wantErr := readAll(func(fn func(record) error) error {
+		return decodeJSONRecords(bg, sc, mk(), jsonResume{line: 1}, fn)
+	}, stop)
+	got, gotErr := readAll(func(fn func(record) error) error { return readJSONRecords(bg, sc, mk(), fn) }, stop)
+	if len(got) != len(want) {
+		t.Fatalf("%d records, encoding/json %d (errors %v; %v)", len(got), len(want), gotErr, wantErr)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("record %d: %#v, encoding/json %#v", i+1, got[i], want[i])
+		}
+	}
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("error %v, encoding/json %v", gotErr, wantErr)
+	}
+}
+
+// TestJSONScanEdgesAsEncodingJSON holds the scan to encoding/json where a fuzzer hardly goes: a
+// value nested as deep as encoding/json takes and one level more, records around the record
+// bound (alone, and two in a row each under it), and a reader that reads nothing for a while.
+func TestJSONScanEdgesAsEncodingJSON(t *testing.T) {
+	sc := jsonScanSchema(t)
+	for _, depth := range []int{jsonMaxDepth - 1, jsonMaxDepth} {
+		data := `[{"k": "a", "l": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}, {"k": "b"}]`
+		compareReaders(t, sc, func() io.Reader { return strings.NewReader(data) }, 0)
+	}
+	const limit = 64 << 10
+	lowerRecordLimit(t, limit)
+	record := func(k string, n int) string { return `{"k": "` + k + `", "s": "` + strings.Repeat("x", n) + `"}` }
+	overhead := len(record("a", 0))
+	for _, n := range []int{limit - overhead - 2, limit - overhead - 1, limit - overhead, limit - overhead + 1, limit + 100} {
+		for _, file := range []string{
+			"[" + record("a", n) + "]",
+			"[" + record("a", 10) + ", " + record("b", n) + ", " + record("c", 10) + "]",
+			"[" + record("a", n-3) + "," + record("b", n-3) + "]",
+		} {
+			for _, chunk := range []int{1 << 10, 64<<10 + 7, len(file)} {
+				compareReaders(t, sc, func() io.Reader { return &chunkReader{data: []byte(file), n: chunk} }, 0)
 			}
 		}
-		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-			t.Fatalf("error %v, encoding/json %v", gotErr, wantErr)
-		}
-	})
+	}
+	data := []byte(`[{"k": "a"}, {"k": "b"}, {"k": "c"}]`)
+	compareReaders(t, sc, func() io.Reader { return &emptyReads{data: data, at: 16, empty: 150} }, 0)
+}
+
+// emptyReads reads data 16 bytes at a time, but reads nothing empty times once at bytes are read.
+type emptyReads struct {
+	data            []byte
+	at, empty, read int
+}
+
+func (r *emptyReads) Read(p []byte) (int, error) {
+	if r.read >= r.at && r.empty > 0 {
+		r.empty--
+		return 0, nil
+	}
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 16)], r.data)
+	r.data, r.read = r.data[n:], r.read+n
+	return n, nil
 }
 
 // TestJSONScanTakesTheCommonFile checks that the scan itself reads a file as Export writes it, and

@@ -458,8 +458,9 @@ type newDoc struct {
 // Insert would but without its work per document that a large import paid for (a third of
 // its writing): clover's reflection (appendDoc encodes), and two lookups of each document's
 // key, one by Insert for a duplicate and one by the digests for the document replaced. Their
-// ids must ascend and pass every document of coll in the file, as rowDocID's do for a commit's
-// new rows; that is checked once, by one cursor step, so no document replaces another. Each
+// ids must be rowDocID's of version ver, ascending, as a commit's new rows are, and none of that
+// version in the file past the first: that is checked once, by one cursor step, so no document
+// replaces another. Each
 // goes through the group's digests and key buckets like any write (boltStore.tracked), its row
 // handed over instead of decoded again, and clover's count of the collection's documents is kept
 // as Insert keeps it.
@@ -494,8 +495,12 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 	// default, is told to fill it (for this transaction), as its documentation advises for
 	// appends. Half the pages to write, and to hold in memory until the commit.
 	b.FillPercent = 1.0
-	if k, _ := b.Cursor().Seek(append(prefix, docs[0].id...)); k != nil && bytes.HasPrefix(k, prefix) {
-		return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds document %s, past the id %s a new row of version %d is given: its version is not past the file's", coll, k[len(prefix):], docs[0].id, ver)}
+	// Every id of the chunk starts with its version's part (rowDocID), so an id between the first
+	// and the last would too: one look from the first shows that none is in the file. Other ids
+	// may sort anywhere (a store written before ids followed insertion holds random ones).
+	first := docs[0].id
+	if k, _ := b.Cursor().Seek(append(prefix, first...)); bytes.HasPrefix(k, append(prefix, first[:rowDocIDVersionLen]...)) {
+		return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds document %s, of the version %d its new row %s is written at: the store's sequence is behind its documents", coll, k[len(prefix):], ver, first)}
 	}
 	written := &s.bolt.keyOps.written
 	defer func() { *written = writtenRow{} }()

@@ -474,8 +474,8 @@ func TestNewRowsAreCloverDocuments(t *testing.T) {
 	}
 }
 
-// TestNewRowsMustPassTheFile writes new documents whose ids do not pass the collection's last one
-// (as a store whose sequence went back would give them), and out of id order: nothing is written.
+// TestNewRowsMustPassTheFile writes new documents whose ids a document of the file has (as a store
+// whose sequence went back would give them), and out of id order: nothing is written.
 func TestNewRowsMustPassTheFile(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -483,7 +483,7 @@ func TestNewRowsMustPassTheFile(t *testing.T) {
 	err := s.write(bg, func() error { return s.insertNew("inventory", 1, []newDoc{{id: rowDocID(1, 1), row: row}}) })
 	var de *DamagedError
 	require.ErrorAs(t, err, &de)
-	assert.Contains(t, err.Error(), "its version is not past the file's")
+	assert.Contains(t, err.Error(), "the store's sequence is behind its documents")
 	err = s.write(bg, func() error {
 		return s.insertNew("inventory", 9, []newDoc{{id: rowDocID(9, 2), row: row}, {id: rowDocID(9, 1), row: row}})
 	})
@@ -517,4 +517,25 @@ func TestAppendedPagesAreFull(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// TestNewRowsBesideOldIDs adds rows to a table whose documents have ids as stores had them before
+// ids followed insertion (version-5 UUIDs, which sort past every rowDocID): they are not taken for
+// a sequence gone back.
+func TestNewRowsBesideOldIDs(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	row := table.Row{"item_id": "OLD1", "name": "old", "description": nil, "quantity_in_stock": int64(1), "price": 1.0}
+	doc := encodeDoc(sysDocID("inventory", "OLD1"), row, 1)
+	require.Greater(t, doc.ObjectId(), rowDocID(1<<40, 1))
+	require.NoError(t, s.write(bg, func() error { return s.db.Insert("inventory", doc) }))
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	_, err := s.Import(bg, "inventory", strings.NewReader(`[{"item_id": "NEW1", "name": "new", "quantity_in_stock": 2, "price": 2.0}]`), JSON, Upsert)
+	require.NoError(t, err)
+	for _, k := range []string{"OLD1", "NEW1"} {
+		_, found, err := tbl(t, s.Stage(), "inventory").Get(k)
+		require.NoError(t, err)
+		assert.True(t, found, k)
+	}
 }
