@@ -923,13 +923,14 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 	if tok != json.Delim('[') {
 		return &ImportError{Table: sc.Name, Line: lc.lineAt(dec.InputOffset() - 1), Err: errors.New("want a JSON array of row objects")}
 	}
+	lc.forget(dec.InputOffset()) // the record bound counts from here (see MaxRecordBytes)
 	if from.inArray && from.record > 0 {
 		var stand json.RawMessage // the element standing for those jsonScan took
 		if err := dec.Decode(&stand); err != nil {
 			return jsonErr(0, err)
 		}
+		lc.forget(dec.InputOffset())
 	}
-	lc.forget(dec.InputOffset()) // the record bound counts from here (see MaxRecordBytes)
 	for n := from.record + 1; dec.More(); n++ {
 		if n%ctxEvery == 0 {
 			if err := ctx.Err(); err != nil {
