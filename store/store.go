@@ -458,12 +458,11 @@ type newDoc struct {
 // Insert would but without its work per document that a large import paid for (a third of
 // its writing): clover's reflection (appendDoc encodes), and two lookups of each document's
 // key, one by Insert for a duplicate and one by the digests for the document replaced. Their
-// ids must be rowDocID's of version ver, ascending, as a commit's new rows are, and none of that
-// version in the file past the first: that is checked once, by one cursor step, so no document
-// replaces another. Each
-// goes through the group's digests and key buckets like any write (boltStore.tracked), its row
-// handed over instead of decoded again, and clover's count of the collection's documents is kept
-// as Insert keeps it.
+// ids must be rowDocID's of version ver, ascending, as a commit's new rows are, with no document
+// of that version in the file from the first on: that is checked once, by one cursor step, so no
+// document replaces another. Each goes through the group's digests and key buckets like any
+// write (boltStore.tracked), its row handed over instead of decoded again, and clover's count of
+// the collection's documents is kept as Insert keeps it.
 func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 	if len(docs) == 0 {
 		return nil
