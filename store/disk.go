@@ -190,7 +190,7 @@ type keyBucket struct{ table, field string }
 // cut from large shared blocks (save): an import queues three entries a row.
 type keyOps struct {
 	n       int
-	hint    map[string]int // rows the group writes by table, if known: its buckets' changes start that large
+	hint    map[string]int // rows the group writes by table: its buckets' changes start so large
 	by      map[keyBucket]*[]keyOp
 	fields  map[string][]string // a table's index buckets (nil: none; absent: not looked up yet)
 	block   []byte              // where save cuts bytes from

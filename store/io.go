@@ -870,10 +870,10 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 		return &ImportError{Table: sc.Name, Record: rec, Err: fmt.Errorf("malformed JSON: %v", err)}
 	}
 	// valueErr is the error of decoding the value (record rec) whose separator sep starts at
-	// offset start. A syntax error's offset counts from where the decoder last began a value, give or
-	// take a separator, so its line is found by decoding the value's bytes, which lc holds,
-	// again alone: the line of the character the error is at, when that finds the same error,
-	// or else of the value's start (the separator's place, when it is the one missing).
+	// offset start. A syntax error's offset counts from where the decoder last began a value,
+	// give or take a separator, so its line is found by decoding the value's bytes, which lc
+	// holds, again alone: the line of the character the error is at, when that finds the same
+	// error, or else of the value's start (the separator's place, when it is the one missing).
 	valueErr := func(rec int, start int64, sep byte, err error) error {
 		var se *json.SyntaxError
 		if lc.err != nil || !errors.As(err, &se) {
