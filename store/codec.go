@@ -88,8 +88,7 @@ func encodeDoc(id string, row table.Row, version int64) *d.Document {
 // appendDoc appends to dst the stored document of row, with its id and version: a msgpack map
 // of the kinds clover writes and reads (clover's Decode and decodeRow read it as they read
 // clover's own), encoded here rather than through clover's reflection, which took a third of a
-// large import's writing. ok is false when a value is not of a kind a row holds (table.Row), for
-// the caller to encode the row through clover (encodeDoc).
+// large import's writing. ok is false when a value is not of a kind a row holds (table.Row).
 func appendDoc(dst []byte, id string, row table.Row, version int64) (out []byte, ok bool) {
 	dst = appendMPLen(dst, 0x80, 0xde, 0xdf, len(row)+2)
 	for k, v := range row {
@@ -172,9 +171,6 @@ func appendMPStr(dst []byte, s string) []byte {
 func appendMPInt(dst []byte, i int64) []byte {
 	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(i))
 }
-
-// cloverEncode encodes a document as clover's Insert does.
-func cloverEncode(doc *cloverDoc) ([]byte, error) { return d.Encode(doc) }
 
 // docPrefix is the bbolt key prefix under which clover stores a collection's documents
 // (db.go, getDocumentKeyPrefix). Reading them directly is how Open stays fast: see the package

@@ -501,31 +501,20 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 	if k, _ := b.Cursor().Seek(append(prefix, first...)); bytes.HasPrefix(k, append(prefix, first[:rowDocIDVersionLen]...)) {
 		return &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds document %s, of the version %d its new row %s is written at: the store's sequence is behind its documents", coll, k[len(prefix):], ver, first)}
 	}
-	written := &s.bolt.keyOps.written
-	defer func() { *written = writtenRow{} }()
-	var block []byte // where keys and documents are cut from: bbolt keeps them until it commits
+	k := &s.bolt.keyOps
+	defer func() { k.written = writtenRow{} }()
+	var buf []byte // a key or document being built; k.save copies it for bbolt, until it commits
 	for i, d := range docs {
 		if i > 0 && d.id <= docs[i-1].id {
 			return fmt.Errorf("store: new documents of %s out of id order: %s after %s", coll, d.id, docs[i-1].id)
 		}
-		if cap(block)-len(block) < 4<<10 {
-			block = make([]byte, 0, 256<<10)
+		key := k.save(append(append(buf[:0], prefix...), d.id...))
+		var ok bool
+		if buf, ok = appendDoc(buf[:0], d.id, d.row, ver); !ok {
+			return fmt.Errorf("store: new %s document %s: a value of a kind no validated row holds", coll, d.id)
 		}
-		start := len(block)
-		block = append(append(block, prefix...), d.id...)
-		key := block[start:len(block):len(block)]
-		doc, ok := appendDoc(block[len(block):], d.id, d.row, ver)
-		*written = writtenRow{id: d.id, row: d.row, ver: ver}
-		if !ok { // a value of another kind: clover encodes it, and the key buckets read it back
-			enc, err := cloverEncode(encodeDoc(d.id, d.row, ver))
-			if err != nil {
-				return err
-			}
-			doc, *written = enc, writtenRow{}
-		} else if len(doc) <= cap(block)-len(block) { // else appendDoc outgrew the block: its own
-			block = block[:len(block)+len(doc)]
-			doc = doc[:len(doc):len(doc)]
-		}
+		doc := k.save(buf)
+		k.written = writtenRow{id: d.id, row: d.row, ver: ver}
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
 			return err
 		}

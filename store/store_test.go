@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -475,7 +476,8 @@ func TestNewRowsAreCloverDocuments(t *testing.T) {
 }
 
 // TestNewRowsMustPassTheFile writes new documents whose ids a document of the file has (as a store
-// whose sequence went back would give them), and out of id order: nothing is written.
+// whose sequence went back would give them), out of id order, and with a value of a kind no
+// validated row holds: nothing is written.
 func TestNewRowsMustPassTheFile(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -488,6 +490,10 @@ func TestNewRowsMustPassTheFile(t *testing.T) {
 		return s.insertNew("inventory", 9, []newDoc{{id: rowDocID(9, 2), row: row}, {id: rowDocID(9, 1), row: row}})
 	})
 	assert.ErrorContains(t, err, "out of id order")
+	odd := maps.Clone(row)
+	odd["quantity_in_stock"] = 1 // an int: validation makes every int an int64
+	err = s.write(bg, func() error { return s.insertNew("inventory", 9, []newDoc{{id: rowDocID(9, 1), row: odd}}) })
+	assert.ErrorContains(t, err, "a value of a kind no validated row holds")
 	require.NoError(t, s.Close())
 	s = openAt(t, dir)
 	_, found, err := tbl(t, s.Stage(), "inventory").Get("SG900")
@@ -538,4 +544,23 @@ func TestNewRowsBesideOldIDs(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, found, k)
 	}
+}
+
+// TestNewRowsInACloverIndexedCollection adds rows to a collection that clover itself indexes (a
+// store opened with clover and given an index; starplan makes none): they go through clover's
+// Insert, so clover's index finds them.
+func TestNewRowsInACloverIndexedCollection(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.db.CreateIndex("inventory", "name"))
+	_, err := s.Import(bg, "inventory", strings.NewReader(`[{"item_id": "NEW1", "name": "Indexed", "quantity_in_stock": 2, "price": 2.0}]`), JSON, Upsert)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	db, err := clover.Open(dir)
+	require.NoError(t, err)
+	defer db.Close()
+	doc, err := db.FindFirst(query.NewQuery("inventory").Where(query.Field("name").Eq("Indexed")))
+	require.NoError(t, err)
+	require.NotNil(t, doc, "clover's index finds the new row")
+	assert.Equal(t, "NEW1", doc.Get("item_id"))
 }
