@@ -812,16 +812,9 @@ func (c *lineCounter) forget(off int64) {
 // valueStart returns where the value begins in b, which starts before its separator sep (0:
 // none): after white space, sep, and white space.
 func valueStart(b []byte, sep byte) int {
-	i := 0
-	space := func() {
-		for i < len(b) && strings.IndexByte(" \t\r\n", b[i]) >= 0 {
-			i++
-		}
-	}
-	space()
+	i := jsonSpace(b, 0)
 	if i < len(b) && sep != 0 && b[i] == sep {
-		i++
-		space()
+		i = jsonSpace(b, i+1)
 	}
 	return i
 }

@@ -194,15 +194,19 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // space returns the position of the first byte at or after p that is not JSON white space.
-func (s *jsonScan) space(p int) int {
-	for b := s.buf; p < len(b); p++ {
+func (s *jsonScan) space(p int) int { return jsonSpace(s.buf, p) }
+
+// jsonSpace returns the position of the first byte of b at or after p that is not JSON white
+// space (len(b) when none is).
+func jsonSpace(b []byte, p int) int {
+	for ; p < len(b); p++ {
 		switch b[p] {
 		case ' ', '\t', '\n', '\r':
 		default:
 			return p
 		}
 	}
-	return len(s.buf)
+	return len(b)
 }
 
 // object scans the object at p into a row, and returns the position after it.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"reflect"
@@ -215,4 +216,26 @@ func TestJSONScanOfALargeRecordInSmallReads(t *testing.T) {
 	require.Len(t, recs, 2)
 	assert.Len(t, recs[0].row["s"], 1<<20)
 	assert.Less(t, scan.scans, 40, "scans of the records")
+}
+
+// TestJSONReadersSeeTheContextBetweenRecords cancels the import at its first record of a file
+// that one read holds whole: each reader still stops at its next look at the context (every
+// ctxEvery records), not at the end of the file.
+func TestJSONReadersSeeTheContextBetweenRecords(t *testing.T) {
+	sc := jsonScanSchema(t)
+	data := "[" + strings.Repeat(`{"k": "a"},`, 3*ctxEvery) + `{"k": "b"}]`
+	for name, read := range map[string]func(ctx context.Context, fn func(record) error) error{
+		"scan": func(ctx context.Context, fn func(record) error) error {
+			return readJSONRecords(ctx, sc, strings.NewReader(data), fn)
+		},
+		"encoding/json": func(ctx context.Context, fn func(record) error) error {
+			return decodeJSONRecords(ctx, sc, strings.NewReader(data), jsonResume{line: 1}, fn)
+		},
+	} {
+		ctx, cancel := context.WithCancel(bg)
+		n := 0
+		err := read(ctx, func(record) error { n++; cancel(); return nil })
+		assert.ErrorIs(t, err, context.Canceled, name)
+		assert.Equal(t, ctxEvery-1, n, "%s: records read", name)
+	}
 }
