@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -539,5 +540,53 @@ func TestImportOfAnEndlessRecordStops(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled, format)
 		assert.Less(t, reads, 10, "the import stops at the next read after the cancellation")
 		cancel()
+	}
+}
+
+// TestSeenKeysIsAMapOfEveryKey holds seenKeys to a map of every key: runs in key order (kept in
+// its block), keys out of it (in its map), a key again in either, of both kinds of key, where
+// natural order and bytes differ ("SG9" before "SG10").
+func TestSeenKeysIsAMapOfEveryKey(t *testing.T) {
+	for _, kind := range []string{"string", "int"} {
+		t.Run(kind, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			key := func(n int) any {
+				if kind == "int" {
+					return int64(n - 50)
+				}
+				return fmt.Sprintf("SG%d", n)
+			}
+			for round := range 200 {
+				var s seenKeys
+				want := map[any]int{}
+				next := rng.IntN(100)
+				for num := range 60 {
+					var n int
+					switch {
+					case round%4 == 0 || rng.IntN(4) > 0: // mostly ascending, some rounds only
+						next += rng.IntN(3) // 0: the last key again
+						n = next
+					default:
+						n = rng.IntN(200)
+					}
+					k := key(n)
+					j, dup := s.add(k, num)
+					wj, wdup := want[k]
+					require.Equal(t, wdup, dup, "round %d, record %d, key %v", round, num, k)
+					if dup {
+						require.Equal(t, wj, j, "round %d, record %d, key %v", round, num, k)
+						continue
+					}
+					want[k] = num
+				}
+				for n := range 200 {
+					_, in := want[key(n)]
+					require.Equal(t, in, s.has(key(n)), "round %d, key %v", round, key(n))
+				}
+				if round%4 == 0 {
+					require.Nil(t, s.out, "keys in order are all in the block")
+				}
+			}
+		})
 	}
 }
