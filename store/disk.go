@@ -9,6 +9,7 @@ import (
 	"iter"
 	"slices"
 	"unicode"
+	"unicode/utf8"
 
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
@@ -128,13 +129,27 @@ func tableIndexes(tx *bbolt.Tx, name string) *bbolt.Bucket {
 // is not indexed (a list, a dict, NaN).
 func indexEntry(v any, encKey []byte) ([]byte, bool) { return appendIndexEntry(nil, v, encKey) }
 
-// appendIndexEntry appends indexEntry(v, encKey) to dst.
+// appendIndexEntry appends indexEntry(v, encKey) to dst. ASCII text is folded as it is
+// encoded (the folded string, made and boxed for each row, was most of an import's work here).
 func appendIndexEntry(dst []byte, v any, encKey []byte) ([]byte, bool) {
+	if s, ok := v.(string); ok && isASCII(s) {
+		return append(appendIndexText(dst, s, true), encKey...), true
+	}
 	ik, ok := indexKey(v)
 	if !ok {
 		return dst, false
 	}
 	return append(appendIndexValue(dst, ik), encKey...), true
+}
+
+// isASCII reports whether s is all ASCII, where table.FoldKey only makes a to z upper case.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // trackRow keeps the keys and index buckets of a domain table in step with one document write:

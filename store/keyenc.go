@@ -231,17 +231,28 @@ func appendIndexValue(dst []byte, v any) []byte {
 		}
 		return binary.BigEndian.AppendUint64(append(dst, ivNumber), b)
 	case string:
-		start := len(dst)
-		dst = append(dst, ivString)
-		for i := 0; i < len(x); i++ {
-			dst = appendTextByte(dst, x[i])
-		}
-		dst = append(dst, escByte, escEnd)
-		if len(dst)-start > maxIndexValue {
-			sum := sha256.Sum256(dst[start:])
-			dst = append(append(dst[:start], ivLong), sum[:]...)
-		}
-		return dst
+		return appendIndexText(dst, x, false)
 	}
 	panic(fmt.Sprintf("store: appendIndexValue of a %T (index values are nil, bool, float64 or string)", v))
+}
+
+// appendIndexText appends the encoding of index value s, a string, with its letters a to z
+// made upper case when upper is set: for ASCII text, what table.FoldKey makes of it, without
+// making the folded string.
+func appendIndexText(dst []byte, s string, upper bool) []byte {
+	start := len(dst)
+	dst = append(dst, ivString)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if upper && 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		dst = appendTextByte(dst, c)
+	}
+	dst = append(dst, escByte, escEnd)
+	if len(dst)-start > maxIndexValue {
+		sum := sha256.Sum256(dst[start:])
+		dst = append(append(dst[:start], ivLong), sum[:]...)
+	}
+	return dst
 }

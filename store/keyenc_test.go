@@ -376,3 +376,22 @@ func FuzzIndexValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIndexEntryFoldsAsIndexKey holds appendIndexEntry's fold of ASCII text as it encodes to
+// indexKey's table.FoldKey then appendIndexValue, for any text: ASCII or not, letters of both
+// cases, escapes, past maxIndexValue.
+func FuzzIndexEntryFoldsAsIndexKey(f *testing.F) {
+	f.Add("Classic Aviator 12")
+	f.Add("ALREADY UPPER")
+	f.Add("a\x00b`{@[")
+	f.Add("Straße ǅ")
+	f.Add(strings.Repeat("long text ", 30))
+	f.Fuzz(func(t *testing.T, s string) {
+		ek := appendKey(nil, "SG001")
+		got, ok := appendIndexEntry(nil, s, ek)
+		require.True(t, ok)
+		ik, ok := indexKey(s)
+		require.True(t, ok)
+		require.Equal(t, append(appendIndexValue(nil, ik), ek...), got, "%q", s)
+	})
+}
