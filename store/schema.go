@@ -189,35 +189,41 @@ func (s *schema) validate(row table.Row) (table.Row, error) { return s.validateI
 func (s *schema) validateOwned(row table.Row) (table.Row, error) { return s.validateInto(row, true) }
 
 func (s *schema) validateInto(in table.Row, owned bool) (table.Row, error) {
-	out, row := in, in // row: what the errors take the key from
+	out := in
 	if !owned {
 		out = make(table.Row, len(s.Fields))
-	} else {
-		row = table.Row{s.Key: keyOf(s, in)} // the key as given, before any conversion
 	}
+	key := keyOf(s, in) // the key as given, before any conversion, for the errors
+	set := 0            // the fields given a value
 	for name, v := range in {
 		f := s.fields[name]
 		if f == nil {
-			return nil, s.unknownField(row, name, v)
+			return nil, s.unknownField(key, name, v)
 		}
 		rule := ""
 		if f == s.key {
 			rule = s.keyRule(v) // before the pattern: it says why such a key cannot be
 		}
 		if rule != "" {
-			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v, Rule: rule}
+			return nil, &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v, Rule: rule}
 		}
-		nv, err := s.checkField(f, keyOf(s, row), v)
+		nv, err := s.checkField(f, key, v)
 		if err != nil {
 			return nil, err
 		}
 		if str, ok := nv.(string); ok && f == s.key && len(str) > MaxKeyBytes { // after max_len: its rule says more
-			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v,
+			return nil, &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v,
 				Rule: fmt.Sprintf("is a key of %d bytes; a key may have at most %d", len(str), MaxKeyBytes)}
 		}
 		// Keyed by the schema's own string: every row shares one copy of each field name,
 		// instead of one per row as a decoder made it, and a lookup compares the pointers.
 		out[f.Name] = nv
+		if nv != nil {
+			set++
+		}
+	}
+	if set == len(s.Fields) { // every field has its value (the names are the schema's, each once)
+		return out, nil
 	}
 	for i := range s.Fields {
 		f := &s.Fields[i]
@@ -225,7 +231,7 @@ func (s *schema) validateInto(in table.Row, owned bool) (table.Row, error) {
 			continue
 		}
 		if f.Required || f.Name == s.Key {
-			return nil, &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: f.Name, Value: nil, Rule: "is required"}
+			return nil, &table.FieldError{Table: s.Name, Key: key, Field: f.Name, Value: nil, Rule: "is required"}
 		}
 		out[f.Name] = nil
 	}
@@ -262,14 +268,14 @@ func keyOf(s *schema, row table.Row) any {
 	return nil
 }
 
-func (s *schema) unknownField(row table.Row, name string, v any) error {
+func (s *schema) unknownField(key any, name string, v any) error {
 	rule := fmt.Sprintf("is not a field of %s", s.Name)
 	if near := nearest(name, s.FieldNames()); near != "" {
 		rule += fmt.Sprintf(" (did you mean %q?)", near)
 	} else {
 		rule += " (its fields are " + strings.Join(s.FieldNames(), ", ") + ")"
 	}
-	return &table.FieldError{Table: s.Name, Key: keyOf(s, row), Field: name, Value: v, Rule: rule}
+	return &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v, Rule: rule}
 }
 
 // checkField converts v to the stored kind of the table's field f, or returns a
