@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -589,4 +591,53 @@ func TestSeenKeysIsAMapOfEveryKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSeenKeys holds seenKeys to a map of every key for any sequence of keys a file may hold:
+// data is cut into string keys at each ',' (so keys may repeat, ascend in runs, hold digits
+// whose natural order differs from their bytes', or be empty), and each is also read as an
+// int64 key where it parses as one.
+func FuzzSeenKeys(f *testing.F) {
+	f.Add("SG1,SG2,SG10,SG9,SG2,SG01")
+	f.Add(",0,00,-1,a0,a00,a0")
+	f.Add("9223372036854775807,-9223372036854775808,0,-0,+1,1")
+	f.Fuzz(func(t *testing.T, data string) {
+		keys := strings.Split(data, ",")
+		var strs, ints seenKeys
+		wantStr, wantInt := map[string]int{}, map[int64]int{}
+		for num, k := range keys {
+			j, dup := strs.add(k, num)
+			wj, wdup := wantStr[k]
+			require.Equal(t, wdup, dup, "string key %q, record %d", k, num)
+			if dup {
+				require.Equal(t, wj, j, "string key %q, record %d", k, num)
+			} else {
+				wantStr[k] = num
+			}
+			n, err := strconv.ParseInt(k, 10, 64)
+			if err != nil {
+				continue
+			}
+			j, dup = ints.add(n, num)
+			wj, wdup = wantInt[n]
+			require.Equal(t, wdup, dup, "int key %d, record %d", n, num)
+			if dup {
+				require.Equal(t, wj, j, "int key %d, record %d", n, num)
+			} else {
+				wantInt[n] = num
+			}
+		}
+		for _, k := range keys {
+			require.True(t, strs.has(k), "string key %q", k)
+			_, in := wantStr[k+"\x00x"]
+			require.Equal(t, in, strs.has(k+"\x00x"), "string key %q", k+"\x00x")
+		}
+		for n := range wantInt {
+			require.True(t, ints.has(n), "int key %d", n)
+			if n < math.MaxInt64 {
+				_, in := wantInt[n+1]
+				require.Equal(t, in, ints.has(n+1), "int key %d", n+1)
+			}
+		}
+	})
 }
