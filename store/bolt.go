@@ -297,9 +297,8 @@ func (s *boltStore) tracked(tx *bbolt.Tx, coll string, key, old, value []byte) e
 	}
 	var hash uint64
 	if value != nil {
-		hash = docHash(key, value)
-		d.Rows++
-		d.Sum += hash
+		hash = docHash(key, value) // the hook takes it too
+		d.addHash(hash)
 	}
 	if s.onDoc == nil {
 		return nil

@@ -39,9 +39,12 @@ type collDigest struct {
 	Sum  uint64 `json:"sum"`
 }
 
-func (d *collDigest) add(key, value []byte) {
+func (d *collDigest) add(key, value []byte) { d.addHash(docHash(key, value)) }
+
+// addHash adds a document whose docHash is h.
+func (d *collDigest) addHash(h uint64) {
 	d.Rows++
-	d.Sum += docHash(key, value)
+	d.Sum += h
 }
 
 func (d *collDigest) remove(key, value []byte) {

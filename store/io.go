@@ -867,10 +867,14 @@ func (c *lineCounter) fail(err error) error {
 	return err
 }
 
+// kept is where offset off is in the kept bytes: an offset before them counts as the first,
+// one past them as their end.
+func (c *lineCounter) kept(off int64) int64 { return min(max(off-c.base, 0), int64(len(c.buf))) }
+
 // forget lets go of the bytes before offset off (at most those kept).
 func (c *lineCounter) forget(off int64) {
-	i := min(max(off-c.base, 0), int64(len(c.buf)))
-	c.line += bytes.Count(c.buf[:i], []byte("\n"))
+	i := c.kept(off)
+	c.line += bytes.Count(c.buf[:i], newline)
 	c.buf = c.buf[i:]
 	c.base += i
 }
@@ -888,21 +892,17 @@ func valueStart(b []byte, sep byte) int {
 // lineOf returns the line of the byte at offset off, one of the kept bytes (an offset past them
 // counts as the last kept; before them, as the first).
 func (c *lineCounter) lineOf(off int64) int {
-	i := min(max(off-c.base, 0), int64(len(c.buf)))
-	return c.line + bytes.Count(c.buf[:i], []byte("\n"))
+	return c.line + bytes.Count(c.buf[:c.kept(off)], newline)
 }
 
 // lineAt returns the line of the first token at or after off (spaces and commas are skipped)
 // and forgets the bytes before it. An offset before the forgotten ones counts as the first kept.
 func (c *lineCounter) lineAt(off int64) int {
-	i := max(off-c.base, 0)
+	i := c.kept(off)
 	for i < int64(len(c.buf)) && strings.IndexByte(" \t\r\n,", c.buf[i]) >= 0 {
 		i++
 	}
-	i = min(i, int64(len(c.buf)))
-	c.line += bytes.Count(c.buf[:i], []byte("\n"))
-	c.buf = c.buf[i:]
-	c.base += i
+	c.forget(c.base + i)
 	return c.line
 }
 
