@@ -522,7 +522,7 @@ func opsSize(ops []op) int64 {
 
 // metaAt is the meta record after a commit at seq that changed the touched tables.
 func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition, Keys: s.keys}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition, DefinitionSums: s.definitionSums, Keys: s.keys}
 	for name, t := range s.tables {
 		m.Tables[name] = t.ver
 		if touched[name] {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,6 +159,11 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	if m.Format != formatVersion {
 		rep.add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
+	definitionSound := true
+	if msg := definitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
+		rep.add(CheckRecord, "", "%s; its rules were not checked against the rows", msg)
+		definitionSound = false
+	}
 	dom := opts.Domain
 	if dom == nil {
 		if dom, err = m.domain(); err != nil {
@@ -182,14 +188,28 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 				rows[name] = checkTable(rep, tx, schemas[name], m)
 			}
 			found := scanDigests(tx)
+			var unverified []string
 			if m.Digests == nil {
-				rep.Unverified = "the store was written before row counts and digests were kept; its next write records them"
+				unverified = append(unverified, "the store was written before row counts and digests were kept; its next write records them")
 			} else {
 				for _, msg := range digestMismatches(m.Digests, found, names) {
 					rep.add(CheckCounts, "", "%s", msg)
 				}
 			}
-			checkSystem(rep, tx, found, opts.Records)
+			if m.DefinitionSums == nil && m.Definition != nil {
+				unverified = append(unverified, "the store was written before its domain definition's hashes were kept; its next write records them")
+			}
+			rep.Unverified = strings.Join(unverified, "; ")
+			// The kept seed (definition.go) must still be rows of the domain.
+			records := maps.Clone(opts.Records)
+			if records == nil {
+				records = map[string]func([]byte) error{}
+			}
+			records[seedCollection] = func(raw []byte) error {
+				_, err := dom.decodeTables(bytes.NewReader(raw))
+				return err
+			}
+			checkSystem(rep, tx, found, records)
 			checkCollections(rep, tx)
 			return nil
 		})
@@ -201,10 +221,12 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Invariants != nil {
+	if opts.Invariants != nil && definitionSound {
 		msgs, err := opts.Invariants(dom, rows)
 		if err != nil {
-			return nil, err
+			// The recorded rules do not load: that is the store's damage, reported with the rest.
+			rep.add(CheckRecord, "", "the domain definition it records does not load, so its rules were not checked against the rows: %v", err)
+			return rep, nil
 		}
 		for _, msg := range msgs {
 			rep.add(CheckPolicy, "", "%s", msg)

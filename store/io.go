@@ -197,8 +197,10 @@ func (e *ImportErrors) err() error {
 
 func (e *ImportError) Unwrap() error { return e.Err }
 
-// Seed replaces every table's rows with the domain's seed rows in one atomic step. Without
-// force it refuses (ErrNotEmpty) when any table holds a row. System collections are kept.
+// Seed replaces every table's rows with the seed the store was made from (see seedRows) in one
+// atomic step, recorded like any commit. Without force it refuses (ErrNotEmpty) when any table
+// holds a row; when the store keeps no seed it refuses (ErrNoSeed) and changes nothing. System
+// collections are kept.
 func (s *Store) Seed(ctx context.Context, force bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -208,21 +210,26 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 	if s.closed {
 		return errors.New("store is closed")
 	}
-	var ops []op
 	for _, name := range s.names {
-		mt := s.tables[name]
-		if mt.count() > 0 && !force {
+		if s.tables[name].count() > 0 && !force {
 			return ErrNotEmpty
 		}
+	}
+	seed, err := s.seedRows()
+	if err != nil {
+		return err
+	}
+	var ops []op
+	for _, name := range s.names {
 		sc := s.schemas[name]
 		seeded := map[any]bool{}
-		for _, row := range s.domain.Seed[name] {
+		for _, row := range seed[name] {
 			k := row[sc.Key]
 			seeded[k] = true
 			ops = append(ops, op{s: sc, key: k, row: row})
 		}
 		var err error
-		for _, r := range mt.walk(ctx, nil, nil, false, &err) {
+		for _, r := range s.tables[name].walk(ctx, nil, nil, false, &err) {
 			if !seeded[r.key] {
 				ops = append(ops, op{s: sc, key: r.key, cur: r})
 			}
@@ -235,6 +242,21 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 		return err
 	}
 	return s.commitLocked(ops, nil)
+}
+
+// SeedRows reports how many rows a reseed writes, per table, or ErrNoSeed.
+func (s *Store) SeedRows() (map[string]int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seed, err := s.seedRows()
+	if err != nil {
+		return nil, err
+	}
+	n := make(map[string]int, len(s.names))
+	for _, name := range s.names {
+		n[name] = len(seed[name])
+	}
+	return n, nil
 }
 
 // snapshot returns the committed rows of a table in key order.

@@ -35,9 +35,9 @@ type Options struct {
 	// Domain declares the tables and seed rows. nil opens an existing store with the domain it
 	// recorded when it was created, and creates a new one with Inventory().
 	Domain *Domain
-	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data"
-	// (or "created new store at DIR with empty inventory tables") when Open creates a store; nil
-	// discards it.
+	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data (7
+	// rows)" (SeedWords; or "created new store at DIR with empty inventory tables") when Open
+	// creates a store; nil discards it.
 	Stderr io.Writer
 	// NoSeed creates a new store with empty tables instead of the domain's seed rows.
 	NoSeed bool
@@ -70,8 +70,10 @@ type Store struct {
 	// loadJob) stops at; quitOnce closes it.
 	quit     chan struct{}
 	quitOnce sync.Once
-	// definition is the domain definition the store recorded, written back with every commit.
-	definition map[string]string
+	// definition is the domain definition the store recorded, written back with every commit
+	// with its sums.
+	definition     map[string]string
+	definitionSums map[string]string
 }
 
 // metaCollection holds the store's own record; system collections are "_" + name; domain
@@ -90,10 +92,14 @@ type metaRecord struct {
 	// Digests holds the count and digest of the documents of every collection but this record's
 	// own, domain tables and system collections alike (see digest.go); a collection it does not
 	// name holds none. It is nil in a store written before digests existed, until its first write.
-	Digests map[string]collDigest `json:"digests,omitempty"`
+	// (Not omitted when empty: a store whose collections are all empty keeps digests too.)
+	Digests map[string]collDigest `json:"digests"`
 	// Definition is the domain's definition files (Domain.Definition), recorded when the store
 	// was created. A store created before it was kept holds the inventory domain.
 	Definition map[string]string `json:"definition,omitempty"`
+	// DefinitionSums holds the SHA-256 of each file of Definition (definition.go), verified by
+	// Open and Check. It is nil in a store written before they were kept, until its next commit.
+	DefinitionSums map[string]string `json:"definition_sums,omitempty"`
 	// Keys is keysLayout when the file keeps every table's key and index buckets (disk.go). A
 	// starplan that did not know them drops the field when it rewrites the record, and the
 	// buckets, which it did not keep, are built again.
@@ -174,10 +180,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	if dom := s.domain; s.created && opts.Stderr != nil {
-		if opts.NoSeed || len(dom.Seed) == 0 {
+		n := 0
+		for _, rows := range dom.Seed {
+			n += len(rows)
+		}
+		if opts.NoSeed || n == 0 {
 			fmt.Fprintf(opts.Stderr, "created new store at %s with empty %s tables\n", dir, dom.Name)
 		} else {
-			fmt.Fprintf(opts.Stderr, "seeded new store at %s with the %s demo data\n", dir, dom.Name)
+			fmt.Fprintf(opts.Stderr, "seeded new store at %s with %s\n", dir, SeedWords(dom.Name, n))
 		}
 	}
 	return s, nil
@@ -247,7 +257,13 @@ func (s *Store) init(opts Options) error {
 	if m.Format != formatVersion {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
-	s.definition = m.Definition
+	if msg := definitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
+		return &DamagedError{Path: s.bolt.path, Problem: msg}
+	}
+	s.definition, s.definitionSums = m.Definition, m.DefinitionSums
+	if s.definitionSums == nil {
+		s.definitionSums = definitionSums(m.Definition) // recorded by the next commit
+	}
 	if s.domain == nil {
 		dom := opts.Domain
 		if dom == nil {
@@ -365,7 +381,7 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 	switch {
 	case m.Digests == nil:
 		m.Digests = scanDigests(tx)
-	case len(delta) == 0:
+	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil):
 		return nil
 	default:
 		for coll, d := range delta {
@@ -378,6 +394,9 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 				m.Digests[coll] = cur
 			}
 		}
+	}
+	if m.DefinitionSums == nil {
+		m.DefinitionSums = definitionSums(m.Definition)
 	}
 	return s.putSysLocked(metaCollection, metaID, m)
 }
@@ -406,8 +425,9 @@ func (s *Store) verifySysLocked(coll string) error {
 	return nil
 }
 
-// create makes a new store: one collection per table, the seed rows at version 1, the meta
-// record, all in one transaction.
+// create makes a new store: one collection per table, the seed rows at version 1 (none with
+// noSeed), the domain's seed kept for a later reseed (with noSeed too), the meta record, all in
+// one transaction.
 func (s *Store) create(noSeed bool) error {
 	for _, name := range s.names {
 		if ok, err := s.db.HasCollection(name); err != nil || ok {
@@ -417,7 +437,15 @@ func (s *Store) create(noSeed bool) error {
 			return err
 		}
 	}
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{}, Definition: s.domain.Definition, Keys: keysLayout}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{},
+		Definition: s.domain.Definition, DefinitionSums: definitionSums(s.domain.Definition), Keys: keysLayout}
+	var seed json.RawMessage
+	if len(s.domain.Seed) > 0 {
+		var err error
+		if seed, err = encodeSeed(s.domain.Seed); err != nil {
+			return err
+		}
+	}
 	return s.bolt.runGroup(func(tx *bbolt.Tx) error {
 		if err := s.buildKeysLocked(tx); err != nil { // empty: the seed's documents fill them
 			return err
@@ -431,6 +459,12 @@ func (s *Store) create(noSeed bool) error {
 				continue
 			}
 			if err := s.insertDocs(name, s.domain.Seed[name], 1); err != nil {
+				return err
+			}
+		}
+		if seed != nil {
+			c, _ := sysCollection(seedCollection)
+			if err := s.putSysLocked(c, seedID, seed); err != nil {
 				return err
 			}
 		}

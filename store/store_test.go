@@ -60,7 +60,7 @@ func TestOpenCreatesAndSeedsOnce(t *testing.T) {
 	s, err := Open(dir, Options{Stderr: &stderr})
 	require.NoError(t, err)
 	assert.True(t, s.Created())
-	assert.Equal(t, "seeded new store at "+dir+" with the inventory demo data\n", stderr.String())
+	assert.Equal(t, "seeded new store at "+dir+" with the inventory demo data (7 rows)\n", stderr.String())
 	assert.Equal(t, 6, tbl(t, s.Stage(), "inventory").Len())
 	require.NoError(t, s.Close())
 

@@ -71,7 +71,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 	check.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	seed := &cobra.Command{
 		Use:   "seed",
-		Short: "Fill the store with the demo data (--force replaces existing data)",
+		Short: "Fill the store with the seed it was made from: the demo data, or its domain's seed.json (--force replaces existing data)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runDBSeed(cmd.Context(), ios, g, opts) },
 	}
@@ -141,25 +141,37 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	return withStore(ios, g, store.Options{NoSeed: opts.Empty, Domain: dom}, func(st *store.Store) error {
 		if !st.Created() {
 			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
-				"starplan db seed --force replaces its data with the demo data; pass --db DIR to create a store elsewhere")
+				"starplan db seed --force replaces its data with the seed it was made from; pass --db DIR to create a store elsewhere")
 		}
 		return nil // Open said what it created
 	})
 }
 
-// runDBSeed fills the store with the demo data, creating it when missing.
+// runDBSeed fills the store with the seed it was made from, creating it (with the demo data)
+// when missing. A store that keeps no seed is left as it is.
 func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	return withStore(ios, g, store.Options{}, func(st *store.Store) error {
 		if st.Created() {
 			return nil // Open seeded it and said so
 		}
-		if err := st.Seed(ctx, opts.Force); err != nil {
-			if errors.Is(err, store.ErrNotEmpty) {
-				return withCode(ExitUsage, err, "starplan db seed --force replaces the data (the audit log is kept)")
-			}
+		counts, err := st.SeedRows()
+		if err == nil {
+			err = st.Seed(ctx, opts.Force)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotEmpty):
+			return withCode(ExitUsage, err, "starplan db seed --force replaces the data with the seed the store was made from (the audit log is kept)")
+		case errors.Is(err, store.ErrNoSeed):
+			return withCode(ExitUsage, fmt.Errorf("%w (it was made before stores kept their seed, or its domain has no seed.json); nothing was changed", err),
+				"load the rows with starplan db import TABLE FILE --replace, or make a new store with starplan db init --domain DIR --db NEWDIR")
+		case err != nil:
 			return storeError(st.Dir(), err)
 		}
-		fmt.Fprintf(ios.Err, "seeded %s with the demo data\n", st.Dir())
+		n := 0
+		for _, c := range counts {
+			n += c
+		}
+		fmt.Fprintf(ios.Err, "seeded %s with %s\n", st.Dir(), store.SeedWords(st.Domain().Name, n))
 		return nil
 	})
 }

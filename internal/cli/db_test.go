@@ -290,3 +290,50 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 	assert.Equal(t, ExitUsage, code)
 	assert.Equal(t, "fix x", hint)
 }
+
+// `db seed --force` once emptied every store reopened without its domain directory, said
+// "seeded", and db check found nothing wrong. A reseed puts back the rows the store was made
+// from, for the built-in domain and for a domain directory, and says how many.
+func TestDBSeedForcePutsBackTheSeedTheStoreWasMadeFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		init  []string
+		words string
+	}{
+		{"inventory", []string{"db", "init"}, "with the inventory demo data (7 rows)"},
+		{"library", []string{"db", "init", "--domain", "../../domains/library"}, "with the library domain's seed (16 rows)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSession(t)
+			o := s.run(false, "", tc.init...)
+			require.Equal(t, ExitOK, o.code, o.err)
+			assert.Contains(t, o.err, tc.words)
+			first := s.run(false, "", "db", "dump", "--json")
+			require.Equal(t, ExitOK, first.code, first.err)
+
+			// Empty every table, then reseed.
+			var tables map[string][]map[string]any
+			require.NoError(t, json.Unmarshal([]byte(first.out), &tables))
+			for name := range tables {
+				o = s.run(false, "", "db", "import", name, writeFile(t, name+".json", "[]"), "--replace")
+				require.Equal(t, ExitOK, o.code, o.err)
+			}
+			o = s.run(false, "", "db", "seed")
+			assert.Equal(t, ExitOK, o.code, "an emptied store seeds without --force: %s", o.err)
+			o = s.run(false, "", "db", "seed")
+			assert.Equal(t, ExitUsage, o.code, "a store with rows needs --force")
+			o = s.run(false, "", "db", "seed", "--force")
+			require.Equal(t, ExitOK, o.code, o.err)
+			assert.Equal(t, "seeded "+s.dir+" "+tc.words+"\n", o.err)
+			again := s.run(false, "", "db", "dump", "--json")
+			assert.Equal(t, first.out, again.out, "the reseeded store holds the seed it was made from")
+
+			o = s.run(false, "", "db", "check", "--json")
+			require.Equal(t, ExitOK, o.code, o.out)
+			var rep store.CheckReport
+			require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
+			assert.Empty(t, rep.Problems)
+			assert.Empty(t, rep.Unverified, "a reseed records counts and digests like any write")
+		})
+	}
+}

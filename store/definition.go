@@ -1,0 +1,146 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/starplan/starplan/domains"
+	"github.com/starplan/starplan/table"
+)
+
+// A store keeps what it was made from: its domain's definition files, in its record, each with
+// its SHA-256 (definition_sums), and the domain's seed rows, in a system document of their own
+// written once when the store is created. The record is rewritten by every commit, so the seed
+// (up to MaxSeed) is kept out of it; the seed's document is covered by its collection's count
+// and digest like every other document.
+const (
+	seedCollection = "seed" // the system collection (as "_seed") of the kept seed
+	seedID         = "seed"
+)
+
+// ErrNoSeed is matched (errors.Is) by the error of Seed on a store that keeps no seed: one made
+// before stores kept the seed they were made from, of a domain that is not built in.
+var ErrNoSeed = errors.New("the store does not keep the seed it was made from")
+
+// definitionSums returns the SHA-256 of each definition file, hex, by name.
+func definitionSums(def map[string]string) map[string]string {
+	if def == nil {
+		return nil
+	}
+	sums := make(map[string]string, len(def))
+	for name, text := range def {
+		sums[name] = fileSum(text)
+	}
+	return sums
+}
+
+func fileSum(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
+// definitionMismatch says how the recorded definition differs from the sums recorded with it,
+// naming each file, or returns "" when they agree (or when there are no sums to check: a store
+// written before they were kept).
+func definitionMismatch(def, sums map[string]string) string {
+	if sums == nil {
+		return ""
+	}
+	var bad []string
+	for _, name := range slices.Sorted(maps.Keys(def)) {
+		want, ok := sums[name]
+		switch {
+		case !ok:
+			bad = append(bad, name+" was added")
+		case fileSum(def[name]) != want:
+			bad = append(bad, name+" was changed")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(sums)) {
+		if _, ok := def[name]; !ok {
+			bad = append(bad, name+" was removed")
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return "the domain definition it records does not match the hashes recorded with it (" +
+		strings.Join(bad, ", ") + "): it was edited outside starplan, or damaged"
+}
+
+// encodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
+// domain's seed.json holds it (decodeTables reads it back, validating every row again).
+func encodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
+	b, err := json.Marshal(seed)
+	if err != nil {
+		return nil, fmt.Errorf("keeping the domain's seed: %w", err)
+	}
+	return b, nil
+}
+
+// keptSeedLocked returns the seed the store keeps, or nil (and no error) when it keeps none. A
+// kept seed that is missing from its collection's count and digest, does not decode, or has
+// rows that no longer fit the schemas is a *DamagedError. The caller holds s.bolt.mu.
+func (s *Store) keptSeedLocked() (map[string][]table.Row, error) {
+	c, _ := sysCollection(seedCollection)
+	var raw json.RawMessage
+	found, err := s.getSysLocked(c, seedID, &raw)
+	if verr := s.verifySysLocked(c); verr != nil {
+		return nil, verr
+	}
+	if err != nil {
+		return nil, &DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not read back: " + err.Error(), Err: err}
+	}
+	if !found {
+		return nil, nil
+	}
+	seed, err := s.domain.decodeTables(bytes.NewReader(raw))
+	if err != nil {
+		return nil, &DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not fit its domain: " + err.Error(), Err: err}
+	}
+	return seed, nil
+}
+
+// seedRows is what Seed writes: the seed the store keeps; for a store that keeps none, the seed
+// of the domain it was opened with (a caller that passed Options.Domain with seed rows), or, for
+// the built-in inventory domain, its demo data. Otherwise ErrNoSeed: a reseed never empties a
+// store for want of rows. The caller holds s.mu.
+func (s *Store) seedRows() (map[string][]table.Row, error) {
+	var kept map[string][]table.Row
+	err := guard(s.bolt.path, func() (err error) {
+		s.bolt.mu.Lock()
+		defer s.bolt.mu.Unlock()
+		kept, err = s.keptSeedLocked()
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case kept != nil:
+		return kept, nil
+	case s.domain.Seed != nil:
+		return s.domain.Seed, nil
+	}
+	// The built-in demo data fits any store whose tables are the built-in inventory's.
+	if inv := Inventory(); s.domain.Name == inv.Name && (s.definition == nil || s.definition[DomainFile] == inv.Definition[DomainFile]) {
+		return inv.Seed, nil
+	}
+	return nil, ErrNoSeed
+}
+
+// SeedWords names a domain's seed of n rows for a person: "the inventory demo data (7 rows)"
+// for the built-in shop, "the library domain's seed (16 rows)" for any other domain.
+func SeedWords(domain string, n int) string {
+	what := "the " + domain + " domain's seed"
+	if domain == domains.Inventory {
+		what = "the inventory demo data"
+	}
+	return fmt.Sprintf("%s (%d %s)", what, n, plural(int64(n), "row", "rows"))
+}
