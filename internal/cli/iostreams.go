@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -39,6 +40,9 @@ type IOStreams struct {
 	// host is set when the command runs inside `starplan serve` for a client: it uses the
 	// server's store and engine instead of opening the store.
 	host *host
+	// relayAnswer is how long a relayed command waits for the server's first answer
+	// (relayAnswerTimeout when 0; tests lower it).
+	relayAnswer time.Duration
 }
 
 // path is name as this command must open it: relative to Dir when Dir is set.

@@ -31,7 +31,9 @@ import (
 //
 // The protocol is a stream of frames, each a type byte, a 4-byte big-endian length and that
 // many bytes: first the client's hello (JSON), then standard input and its end; the server
-// answers with standard output and error, and ends with the exit code.
+// answers at once (an ack when the command starts, or a busy or error answer), then with standard
+// output and error, and ends with the exit code. A client that hears nothing within
+// relayAnswerTimeout says so instead of waiting for good.
 
 // SocketName is the file name of the socket a server listens on in its store directory.
 const SocketName = "serve.sock"
@@ -43,13 +45,14 @@ const (
 	frameStdout = 'o' // server: bytes of standard output
 	frameStderr = 'r' // server: bytes of standard error
 	frameExit   = 'x' // server: the exit code, 4 bytes big-endian; the last frame
+	frameAck    = 'a' // server: the command has started (empty)
 
 	maxFrame = 1 << 20 // the largest frame either side accepts, in bytes
 	// maxStdinBacklog is how much of the client's standard input the server holds before the
 	// command reads it; a client sending more waits. exec - reads at most maxSource.
 	maxStdinBacklog = maxSource + maxFrame
 	// relayVersion changes when the protocol does; a server answers another with an error.
-	relayVersion = 1
+	relayVersion = 2
 )
 
 // relayHello is what the client sends first.
@@ -203,15 +206,31 @@ func relayCommand(ctx context.Context, ios IOStreams, g *globalOptions) (code in
 	stop := context.AfterFunc(ctx, func() { conn.Close() }) // Ctrl-C: the server cancels the command
 	defer stop()
 	r := bufio.NewReader(conn)
-	for {
+	// A server answers every hello at once; one whose socket accepts but that never answers (it
+	// is stuck, or its relay has stopped) is named, not waited for in silence.
+	answerWithin := relayAnswerTimeout
+	if ios.relayAnswer > 0 {
+		answerWithin = ios.relayAnswer
+	}
+	conn.SetReadDeadline(time.Now().Add(answerWithin))
+	for answered := false; ; {
 		typ, payload, err := readFrame(r)
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, true, ctx.Err()
 			}
+			if !answered && errors.Is(err, os.ErrDeadlineExceeded) {
+				return 0, true, withCode(ExitInternal, fmt.Errorf("the server on %s accepted the command but did not answer within %s", dir, answerWithin),
+					"see whether starplan serve is still running on it (stop it, or restart it); nothing was run")
+			}
 			return 0, true, serverGone(dir, err)
 		}
+		if !answered {
+			answered = true
+			conn.SetReadDeadline(time.Time{})
+		}
 		switch typ {
+		case frameAck:
 		case frameStdout:
 			ios.Out.Write(payload)
 		case frameStderr:
@@ -243,18 +262,31 @@ type relayServer struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]*stdinBuffer // each client's input (nil until its hello is read)
 	closing bool
-	// maxClients and helloTimeout are maxRelayClients and helloTimeout (tests lower them).
+	// slots holds a token per command running; pending counts connections whose hello has not
+	// come yet (they hold no slot).
+	slots   chan struct{}
+	pending int
+	// The bounds below (tests lower them): maxRelayClients, maxRelayPending, helloTimeout and
+	// relayIdleInput.
 	maxClients   int
+	maxPending   int
 	helloTimeout time.Duration
+	idleInput    time.Duration
 }
 
-// The bounds of a relay server: clients served at once (more wait in the kernel's queue), how
-// long a client may take to say what it wants, and how long a stopping server waits for the
-// commands it ended to say so to their clients.
+// The bounds of a relay server: commands run at once (the next client is told the server is
+// busy, at once), connections that have not said what they want yet (more are closed as they
+// come) and how long they may take to, how long a command may wait for its client's input
+// (a forgotten `exec -` or `[y/N]`) before that input ends, and how long a stopping server waits
+// for the commands it ended to say so to their clients. relayAnswerTimeout is how long a client
+// waits for the server's first answer.
 const (
-	maxRelayClients = 64
-	helloTimeout    = 10 * time.Second
-	relayEndWait    = 2 * time.Second
+	maxRelayClients    = 64
+	maxRelayPending    = 256
+	helloTimeout       = 10 * time.Second
+	relayIdleInput     = 10 * time.Minute
+	relayEndWait       = 2 * time.Second
+	relayAnswerTimeout = 10 * time.Second
 )
 
 // listenRelay listens on the store directory's socket. A socket file left by a server that is
@@ -273,33 +305,49 @@ func listenRelay(dir string, eng *engine.Engine) (*relayServer, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]*stdinBuffer{},
-		maxClients: maxRelayClients, helloTimeout: helloTimeout}, nil
+		maxClients: maxRelayClients, maxPending: maxRelayPending, helloTimeout: helloTimeout, idleInput: relayIdleInput}, nil
 }
 
-// serve accepts clients until close, at most maxRelayClients at once.
+// serve accepts clients until close. A failed accept (a descriptor flood's EMFILE) is waited
+// out, never the end of the relay; a connection beyond maxPending that has not yet said what it
+// wants is closed at once.
 func (s *relayServer) serve() {
-	slots := make(chan struct{}, s.maxClients)
+	s.slots = make(chan struct{}, s.maxClients)
+	var backoff time.Duration
 	for {
-		select {
-		case slots <- struct{}{}:
-		case <-s.ctx.Done():
-			return
-		}
 		conn, err := s.ln.Accept()
 		if err != nil {
-			return
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			conn.Close()
 			return
 		}
+		if s.pending >= s.maxPending {
+			s.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		s.pending++
 		s.conns[conn] = nil
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
-			defer func() { <-slots }()
 			defer s.wg.Done()
 			defer func() {
 				s.mu.Lock()
@@ -310,6 +358,13 @@ func (s *relayServer) serve() {
 			s.run(conn)
 		}()
 	}
+}
+
+// helloDone marks a connection's hello as read (or failed): it no longer counts as pending.
+func (s *relayServer) helloDone() {
+	s.mu.Lock()
+	s.pending--
+	s.mu.Unlock()
 }
 
 // close stops accepting, lets the commands still running finish for at most grace, then ends
@@ -379,6 +434,8 @@ const hostGrace = 2 * time.Second
 
 // run serves one client: its command, with its input, output and exit code.
 func (s *relayServer) run(conn net.Conn) {
+	helloDone := sync.OnceFunc(s.helloDone)
+	defer helloDone()
 	var wmu sync.Mutex
 	exit := func(code int) {
 		var b [4]byte
@@ -404,6 +461,7 @@ func (s *relayServer) run(conn net.Conn) {
 	r := bufio.NewReader(conn)
 	typ, payload, err := readFrame(r)
 	conn.SetReadDeadline(time.Time{})
+	helloDone()
 	var hello relayHello
 	if err == nil && typ == frameHello {
 		err = json.Unmarshal(payload, &hello)
@@ -418,9 +476,24 @@ func (s *relayServer) run(conn net.Conn) {
 		exit(ExitUsage)
 		return
 	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		fmt.Fprintf(stderr, "Error: the server on this store is busy (%d commands running, the most it runs at once)\nTry: run the command again in a moment; starplan runs shows what the others did\n", s.maxClients)
+		exit(ExitInternal)
+		return
+	}
+	wmu.Lock()
+	err = writeFrame(conn, frameAck, nil)
+	wmu.Unlock()
+	if err != nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	in := newStdinBuffer()
+	in.idle = s.idleInput
 	defer in.close(io.EOF) // the command is over: a reader waiting to add input gives up
 	s.mu.Lock()
 	s.conns[conn] = in
@@ -459,6 +532,16 @@ type stdinBuffer struct {
 	cond *sync.Cond
 	buf  []byte
 	err  error // set when the input ended
+	// idle is how long a Read waits for input before the input ends with an *idleInputError
+	// (0: for good).
+	idle time.Duration
+}
+
+// idleInputError ends a relayed command's input that its client left waiting.
+type idleInputError struct{ idle time.Duration }
+
+func (e *idleInputError) Error() string {
+	return fmt.Sprintf("no input came from the client for %s, so the server stopped waiting for it", e.idle)
 }
 
 func newStdinBuffer() *stdinBuffer {
@@ -496,6 +579,22 @@ func (b *stdinBuffer) close(err error) {
 func (b *stdinBuffer) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.buf) == 0 && b.err == nil && b.idle > 0 {
+		timedOut := false
+		t := time.AfterFunc(b.idle, func() {
+			b.mu.Lock()
+			timedOut = true
+			b.cond.Broadcast()
+			b.mu.Unlock()
+		})
+		defer t.Stop()
+		for len(b.buf) == 0 && b.err == nil && !timedOut {
+			b.cond.Wait()
+		}
+		if len(b.buf) == 0 && b.err == nil {
+			b.err = &idleInputError{b.idle}
+		}
+	}
 	for len(b.buf) == 0 && b.err == nil {
 		b.cond.Wait()
 	}
@@ -517,6 +616,32 @@ func relayRefusal(cmd *cobra.Command) error {
 // errNotRegular is the error of a file a command running in a server for a client may not read.
 var errNotRegular = errors.New("through the server on this store only a regular file can be read, not a pipe, device or terminal; pass - and send it on standard input")
 
+// errProcessState is the error of a path that names the server's own process state rather than
+// a file of the client's: /proc (environ, fds, memory), /sys, and links through them (/dev/fd,
+// /dev/stdin). Read there by the server, it would be the server's environment, model key
+// included, not anything the client has.
+var errProcessState = errors.New("through the server on this store a command cannot read /proc, /sys or /dev: those would be the server's own process state, not the client's files; copy the file, or pass - and send it on standard input")
+
+// hostedPath resolves every link of path and refuses one that is, or passes through, a system
+// directory of process state. The file is then opened by the resolved path, so a link cannot
+// change between the look and the open into one of them (a "magic" link of /proc/self/fd is never
+// followed: it does not resolve to a name).
+func hostedPath(path string) (string, error) {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if strings.HasPrefix(filepath.Clean(path), "/proc/") || strings.HasPrefix(filepath.Clean(path), "/dev/") {
+			return "", errProcessState
+		}
+		return "", err
+	}
+	for _, dir := range []string{"/proc", "/sys", "/dev"} {
+		if resolved == dir || strings.HasPrefix(resolved, dir+"/") {
+			return "", errProcessState
+		}
+	}
+	return resolved, nil
+}
+
 func regularOnly(f *os.File) (*os.File, error) {
 	fi, err := f.Stat()
 	if err != nil {
@@ -534,7 +659,11 @@ func regularOnly(f *os.File) (*os.File, error) {
 // for a client (see openRegular), any file otherwise.
 func (s IOStreams) openInput(name string) (*os.File, error) {
 	if s.host != nil {
-		return openRegular(s.path(name))
+		path, err := hostedPath(s.path(name))
+		if err != nil {
+			return nil, err
+		}
+		return openRegular(path)
 	}
 	return os.Open(s.path(name))
 }

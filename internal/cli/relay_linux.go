@@ -52,5 +52,15 @@ func openRegular(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A file system of process state (procfs, sysfs) mounted elsewhere than hostedPath looks.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if fs.Type == unix.PROC_SUPER_MAGIC || fs.Type == unix.SYSFS_MAGIC {
+		f.Close()
+		return nil, errProcessState
+	}
 	return regularOnly(f)
 }

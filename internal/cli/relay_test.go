@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -218,11 +219,32 @@ func TestRelayedCommandsReadOnlyRegularFiles(t *testing.T) {
 	f := startServe(t)
 	fifo := filepath.Join(t.TempDir(), "plan.fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	for _, args := range [][]string{{"exec", "/dev/stdin"}, {"exec", fifo}, {"db", "import", "inventory", fifo, "--format", "csv"}} {
+	for _, args := range [][]string{{"exec", fifo}, {"db", "import", "inventory", fifo, "--format", "csv"}} {
 		o := f.runOut(args...)
 		assert.Equal(t, ExitUsage, o.code, "%v: %s", args, o.err)
 		assert.Contains(t, o.err, "only a regular file can be read", args)
 		assert.Contains(t, o.err, "pass -", args)
+	}
+	// The server's own process state is not the client's file, whichever way it is named: the
+	// environment holds the model's key, and an error or a run's program would quote it.
+	link := filepath.Join(t.TempDir(), "env")
+	require.NoError(t, os.Symlink("/proc/self/environ", link))
+	mounted := t.TempDir() // procfs where no prefix says so
+	procAt := ""
+	if syscall.Mount("proc", mounted, "proc", 0, "") == nil {
+		t.Cleanup(func() { syscall.Unmount(mounted, 0) })
+		procAt = filepath.Join(mounted, "self", "environ")
+	}
+	for _, name := range []string{"/proc/self/environ", "/proc/self/cmdline", "/dev/stdin", "/dev/fd/0", "/sys/kernel/address_bits", link, procAt} {
+		if name == "" {
+			continue
+		}
+		for _, args := range [][]string{{"exec", "--json", name}, {"db", "import", "inventory", name, "--format", "csv"}} {
+			o := f.runOut(args...)
+			assert.Equal(t, ExitUsage, o.code, "%v: %s", args, o.err)
+			assert.Contains(t, o.err, "cannot read /proc, /sys or /dev", args)
+			assert.NotContains(t, o.out+o.err, "PATH=", args)
+		}
 	}
 	// The same plan on standard input is fine.
 	plan, err := os.ReadFile(example("02_purchase_wayfarer.star"))
@@ -294,8 +316,8 @@ func TestApprovalGoesThroughAServerThatStartedMeanwhile(t *testing.T) {
 }
 
 // relayOn is a relay server over an engine of a fresh store in a short directory, with its
-// bounds lowered for a test.
-func relayOn(t *testing.T, clients int, hello time.Duration) *relayServer {
+// bounds set by lower (nil: the defaults) before it serves.
+func relayOn(t *testing.T, lower func(r *relayServer)) *relayServer {
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
@@ -305,10 +327,32 @@ func relayOn(t *testing.T, clients int, hello time.Duration) *relayServer {
 	require.NoError(t, err)
 	r, err := listenRelay(st.Dir(), e)
 	require.NoError(t, err)
-	r.maxClients, r.helloTimeout = clients, hello
+	if lower != nil {
+		lower(r)
+	}
 	go r.serve()
 	t.Cleanup(func() { r.close(0); e.Close(); st.Close() })
 	return r
+}
+
+// helloOn connects to r and sends a hello for args; the command starts (or is refused) then.
+func helloOn(t *testing.T, r *relayServer, args ...string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("unix", r.path)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	conn.SetReadDeadline(time.Now().Add(time.Minute)) // a relay that never answers fails the test, not hangs it
+	b, _ := json.Marshal(relayHello{Version: relayVersion, Args: args, Env: map[string]string{"NO_COLOR": "1"}})
+	require.NoError(t, writeFrame(conn, frameHello, b))
+	return conn
+}
+
+// ackOf reads a connection's first frame, which must say the command started.
+func ackOf(t *testing.T, conn net.Conn) {
+	t.Helper()
+	typ, _, err := readFrame(conn)
+	require.NoError(t, err)
+	require.Equal(t, byte(frameAck), typ)
 }
 
 // exitOf reads a relay connection's frames to its exit code, collecting standard error.
@@ -330,7 +374,7 @@ func exitOf(t *testing.T, conn net.Conn) (int, string) {
 // A client that connects and never says what it wants is answered and let go after the hello
 // deadline, instead of holding a slot for good.
 func TestRelayHelloDeadline(t *testing.T) {
-	r := relayOn(t, 4, 50*time.Millisecond)
+	r := relayOn(t, func(r *relayServer) { r.helloTimeout = 50 * time.Millisecond })
 	conn, err := net.Dial("unix", r.path)
 	require.NoError(t, err)
 	defer conn.Close()
@@ -339,29 +383,123 @@ func TestRelayHelloDeadline(t *testing.T) {
 	assert.Contains(t, stderr, "timeout")
 }
 
-// At most maxClients commands run at once: the next client waits until one ends.
+// At most maxClients commands run at once: the next client is told the server is busy at once,
+// and is served again once a slot is free.
 func TestRelayClientCap(t *testing.T) {
-	r := relayOn(t, 1, time.Minute)
-	hello := func(args ...string) net.Conn {
+	r := relayOn(t, func(r *relayServer) { r.maxClients = 1 })
+	first := helloOn(t, r, "exec", "-") // reads its plan from input that has not ended
+	ackOf(t, first)
+	code, stderr := exitOf(t, helloOn(t, r, "runs", "--json"))
+	assert.Equal(t, ExitInternal, code)
+	assert.Contains(t, stderr, "the server on this store is busy (1 commands running")
+	assert.Contains(t, stderr, "Try: run the command again")
+
+	require.NoError(t, writeFrame(first, frameEOF, nil))
+	code, _ = exitOf(t, first)
+	assert.Equal(t, ExitRejected, code, "an empty plan")
+	code, _ = exitOf(t, helloOn(t, r, "runs", "--json"))
+	assert.Equal(t, ExitOK, code, "a slot freed is served")
+}
+
+// 64 forgotten `exec -` fill every slot; the 65th command is answered, not left hanging.
+func TestRelayFullOfStuckClientsAnswersTheNext(t *testing.T) {
+	r := relayOn(t, nil)
+	for range maxRelayClients {
+		ackOf(t, helloOn(t, r, "exec", "-"))
+	}
+	var out, errb syncBuffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }}
+	code := MainContext(deadline(t), []string{"--db", filepath.Dir(r.path), "runs"}, ios)
+	assert.Equal(t, ExitInternal, code)
+	assert.Contains(t, errb.String(), "busy (64 commands running")
+}
+
+// Connections that say nothing hold no command slot; past maxPending they are closed at once.
+func TestRelaySilentConnectionsHoldNoSlot(t *testing.T) {
+	r := relayOn(t, func(r *relayServer) { r.maxClients, r.maxPending = 1, 3 })
+	pending := func(n int) {
+		require.Eventually(t, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.pending == n
+		}, 10*time.Second, time.Millisecond)
+	}
+	silent := func() {
 		conn, err := net.Dial("unix", r.path)
 		require.NoError(t, err)
-		b, _ := json.Marshal(relayHello{Version: relayVersion, Args: args, Env: map[string]string{"NO_COLOR": "1"}})
-		require.NoError(t, writeFrame(conn, frameHello, b))
-		return conn
+		t.Cleanup(func() { conn.Close() })
 	}
-	first := hello("exec", "-") // reads its plan from input that has not ended
-	defer first.Close()
-	second := hello("runs", "--json")
-	defer second.Close()
-	done := make(chan int, 1)
-	go func() { code, _ := exitOf(t, second); done <- code }()
-	select {
-	case <-done:
-		t.Fatal("the second client was served while the first held the only slot")
-	case <-time.After(200 * time.Millisecond):
+	silent()
+	silent()
+	pending(2)
+	code, _ := exitOf(t, helloOn(t, r, "runs", "--json"))
+	assert.Equal(t, ExitOK, code, "the silent connections hold no slot")
+
+	silent()
+	pending(3)
+	extra, err := net.Dial("unix", r.path)
+	require.NoError(t, err)
+	defer extra.Close()
+	_, _, err = readFrame(extra)
+	assert.Error(t, err, "a connection past the pending bound is closed unanswered")
+	pending(3)
+}
+
+// A command waiting for input its client never sends gives up after the idle bound.
+func TestRelayIdleInputEnds(t *testing.T) {
+	r := relayOn(t, func(r *relayServer) { r.idleInput = 20 * time.Millisecond })
+	conn := helloOn(t, r, "exec", "-")
+	code, stderr := exitOf(t, conn)
+	assert.Equal(t, ExitInternal, code, stderr)
+	assert.Contains(t, stderr, "no input came from the client for 20ms")
+}
+
+// failingListener fails its first n Accepts as a process out of descriptors does.
+type failingListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.n > 0
+	l.n--
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
 	}
-	require.NoError(t, writeFrame(first, frameEOF, nil))
-	code, _ := exitOf(t, first)
-	assert.Equal(t, ExitRejected, code, "an empty plan")
-	assert.Equal(t, ExitOK, <-done)
+	return l.Listener.Accept()
+}
+
+// A failed accept (a descriptor flood) once ended the relay for good, and every later command
+// hung. The relay waits it out and serves again.
+func TestRelayServesAgainAfterFailedAccepts(t *testing.T) {
+	r := relayOn(t, func(r *relayServer) { r.ln = &failingListener{Listener: r.ln, n: 5} })
+	code, stderr := exitOf(t, helloOn(t, r, "runs", "--json"))
+	assert.Equal(t, ExitOK, code, stderr)
+}
+
+// A server whose socket accepts but never answers is named after relayAnswer, not waited on.
+func TestRelayClientGivesUpOnASilentServer(t *testing.T) {
+	base, err := os.MkdirTemp("", "sp")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ln, err := net.Listen("unix", filepath.Join(base, SocketName))
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, never answered
+		}
+	}()
+	var out, errb syncBuffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }, relayAnswer: 50 * time.Millisecond}
+	code := MainContext(deadline(t), []string{"--db", base, "runs"}, ios)
+	assert.Equal(t, ExitInternal, code)
+	assert.Contains(t, errb.String(), "accepted the command but did not answer within 50ms")
 }
