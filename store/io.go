@@ -86,9 +86,9 @@ func (e *ImportError) problem() string {
 	var fe *table.FieldError
 	switch {
 	case errors.As(e.Err, &fe) && fe.Field != "" && fe.Value == nil:
-		msg = fmt.Sprintf("field %q is empty: it %s", fe.Field, fe.Rule) // "is required", "must be ..."
+		msg = fmt.Sprintf("field %s is empty: it %s", table.FormatValue(fe.Field), fe.Rule) // "is required", "must be ..."
 	case errors.As(e.Err, &fe) && fe.Field != "":
-		msg = fmt.Sprintf("field %q = %s %s", fe.Field, table.FormatValue(fe.Value), fe.Rule)
+		msg = fmt.Sprintf("field %s = %s %s", table.FormatValue(fe.Field), table.FormatValue(fe.Value), fe.Rule)
 	}
 	if len(where) == 0 {
 		return msg
@@ -1106,11 +1106,11 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
 		f := sc.fields[h]
 		if f == nil {
-			return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q is not a field of %s%s", h, sc.Name, didYouMean(h, sc.FieldNames()))}
+			return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %s is not a field of %s%s", table.FormatValue(h), sc.Name, didYouMean(h, sc.FieldNames()))}
 		}
 		for _, prev := range cols[:i] {
 			if prev == f {
-				return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %q appears twice", h)}
+				return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %s appears twice", table.FormatValue(h))}
 			}
 		}
 		cols[i] = f

@@ -641,3 +641,25 @@ func FuzzSeenKeys(f *testing.F) {
 		}
 	})
 }
+
+// An import error quotes a short excerpt of what it read, never a whole foreign file: a file
+// that is not a table (a process's environment read as CSV, a JSON object with one huge key)
+// is named by its start.
+func TestImportErrorsQuoteAnExcerpt(t *testing.T) {
+	s := openTemp(t)
+	secret := strings.Repeat("SECRET=abcdefgh\x00", 4096)
+	for _, tc := range []struct {
+		format Format
+		input  string
+	}{
+		{CSV, secret + "\n"},
+		{CSV, "item_id," + secret + "\n"},
+		{CSV, "item_id,item_id" + "\n"},
+		{JSON, `[{"item_id": "SG001", "` + strings.Repeat("k", 64<<10) + `": 1}]`},
+		{JSON, `[{"item_id": "SG001", "name": "` + strings.Repeat("n", 64<<10) + `"}]`},
+	} {
+		_, err := s.Import(bg, "inventory", strings.NewReader(tc.input), tc.format, Upsert)
+		require.Error(t, err)
+		assert.Less(t, len(err.Error()), 1024, "%.300s", err)
+	}
+}
