@@ -65,7 +65,8 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Long: `Run a recorded run's program again, with its recorded request, limits and now(), against the
 store as it is now, and compare the outcome, STATUS, answer, output and changes with the record.
 Nothing is recorded or written. Exit 0 when identical, 5 when something differs (the data the run
-read has changed since, its own apply included, or starplan itself has).`,
+read has changed since, or starplan itself has). A run that was applied exits 0 when it differs:
+its own apply changed the data it read, and the report notes so.`,
 		Example: "  starplan runs replay r_0123456789",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -330,8 +331,15 @@ func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *r
 			return engineError(err)
 		}
 		code := ExitOK
+		expected := false // the run's own apply moved the data it read
 		if !rep.Identical {
 			code = ExitConflict
+			if rec, err := e.Record(opts.RunID); err == nil && rec.Applied {
+				code, expected = ExitOK, true
+				note := fmt.Sprintf("run %s was applied at %s: its own apply changed the data it read, so run again now it gives another result; that is expected, not a fault",
+					rep.RunID, rec.AppliedAt.Local().Format(timeLayout))
+				rep.Note = strings.TrimPrefix(rep.Note+"; "+note, "; ")
+			}
 		}
 		if opts.JSON || !ios.OutTTY {
 			if err := writeJSON(ios.Out, rep); err != nil {
@@ -342,6 +350,8 @@ func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *r
 		p := painter(ios.Color())
 		if rep.Identical {
 			fmt.Fprintf(ios.Out, "%s run %s, run again, gives the recorded result.\n", p.paint(ansiGreen+ansiBold, "Identical:"), safe(rep.RunID))
+		} else if expected {
+			fmt.Fprintf(ios.Out, "%s run %s, run again, differs from its record: %s\n", p.paint(ansiBold, "Differs, as expected:"), safe(rep.RunID), safe(strings.Join(rep.Differences, "; ")))
 		} else {
 			fmt.Fprintf(ios.Out, "%s run %s, run again, differs from its record: %s\n", p.paint(ansiRed+ansiBold, "Differs:"), safe(rep.RunID), safe(strings.Join(rep.Differences, "; ")))
 		}

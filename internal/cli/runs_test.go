@@ -207,17 +207,34 @@ func TestRunsShowDiff(t *testing.T) {
 func TestRunsReplay(t *testing.T) {
 	s := newSession(t)
 	readOnly, pending := s.oldRuns(1)
-	o := s.run(true, "", "runs", "replay", pending)
+	o := s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	var other engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &other))
+	o = s.run(true, "", "runs", "replay", pending)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "Identical:")
 	o = s.run(false, "", "apply", pending)
 	require.Equal(t, ExitOK, o.code, o.err)
-	o = s.run(false, "", "runs", "replay", pending)
+
+	// Another apply moved the data a pending run read: it differs, exit 5.
+	o = s.run(true, "", "runs", "replay", other.RunID)
 	assert.Equal(t, ExitConflict, o.code, o.err)
+	assert.Contains(t, o.out, "Differs:")
+	assert.NotContains(t, o.out, "as expected")
+	// The run's own apply moved the data it read: it differs now, as expected, and that is not
+	// the apply conflict exit 5 stands for.
+	o = s.run(false, "", "runs", "replay", pending)
+	assert.Equal(t, ExitOK, o.code, o.err)
 	var rep engine.ReplayReport
 	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
 	assert.False(t, rep.Identical)
 	assert.Contains(t, rep.Differences, "changes")
+	assert.Contains(t, rep.Note, "its own apply changed the data it read")
+	o = s.run(true, "", "runs", "replay", pending)
+	assert.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Differs, as expected:")
+	assert.Contains(t, o.out, "was applied at")
 	o = s.run(false, "", "runs", "replay", readOnly)
 	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
 }
