@@ -216,7 +216,7 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	if ios.ErrTTY {
 		var mu sync.Mutex
 		last := evals.Progress{Total: len(cases)}
-		t := startTicker(ios.Err, func(elapsed time.Duration) string {
+		t := startTicker(ios.Err, ios.dumbTerminal(), func(elapsed time.Duration) string {
 			mu.Lock()
 			defer mu.Unlock()
 			return evalBar(last.Done, last.Total, last.Passed, elapsed)

@@ -178,6 +178,22 @@ func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
 	assert.Nil(t, askWaiting(IOStreams{Err: &errb}, "gpt-test"), "no display when stderr is not a terminal")
 }
 
+// On a dumb terminal ask's progress is a plain line per attempt: no carriage return, no escape.
+func TestAskWaitingOnADumbTerminalPrintsPlainLines(t *testing.T) {
+	var errb syncBuffer
+	ios := IOStreams{Err: &errb, ErrTTY: true, Getenv: func(k string) string { return map[string]string{"TERM": "dumb"}[k] }}
+	waiting := askWaiting(ios, "gpt-test")
+	require.NotNil(t, waiting)
+	waiting(1, 3)()
+	waiting(2, 3)()
+	assert.Equal(t, "asking gpt-test for a plan (attempt 1 of at most 3)\nasking gpt-test to repair its plan (attempt 2 of at most 3)\n", errb.String())
+
+	var bar syncBuffer
+	tk := startTicker(&bar, true, func(elapsed time.Duration) string { return "line" })
+	tk.Finish()
+	assert.Equal(t, "line\nline\n", bar.String(), "eval's bar: at the start and at the end, no redraws")
+}
+
 // syncBuffer is a bytes.Buffer that another goroutine (a ticker, a server) may write while the
 // test reads it.
 type syncBuffer struct {
