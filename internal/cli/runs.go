@@ -227,7 +227,8 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 				"request": r.Request,
 			}
 		}
-		printTable(ios.Out, []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}, rows, 48)
+		// The request, last, gets what the other columns leave of the terminal's width.
+		printTableFit(ios.Out, []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}, rows, 48, ios.Width)
 		shown := fmt.Sprintf("%d %s", len(runs), plural(len(runs), "run", "runs"))
 		if len(runs) < len(all) {
 			shown = fmt.Sprintf("%d of %d runs shown", len(runs), len(all))
