@@ -116,7 +116,7 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 			printPlan(ios, res)
 		}
 		if human && len(res.Attempts) > 1 {
-			fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d times)\n", len(res.Attempts), len(res.Attempts)-1)
+			printAttempts(ios, res.Attempts)
 		}
 		review, err = finishRun(ctx, ios, e, res, opts.JSON)
 		var silent silentExit
@@ -129,6 +129,32 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		return err
 	}
 	return approveRun(ctx, ios, g, review)
+}
+
+// printAttempts says how many times the model repaired its plan and, for each attempt that
+// failed, why: its outcome and first diagnostic (the rest are in the JSON document).
+func printAttempts(ios IOStreams, attempts []engine.Attempt) {
+	repairs := len(attempts) - 1
+	fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d %s)\n", len(attempts), repairs, plural(repairs, "time", "times"))
+	p := painter(ios.Color())
+	for i, a := range attempts {
+		if a.Outcome == engine.OutcomeOK {
+			continue
+		}
+		why := ""
+		if len(a.Diagnostics) > 0 {
+			d := a.Diagnostics[0]
+			pos := ""
+			if d.Line > 0 {
+				pos = fmt.Sprintf("line %d:%d: ", d.Line, d.Col)
+			}
+			why = fmt.Sprintf(": %s%s: %s", pos, p.paint(ansiRed, safe(d.Code)), safe(d.Message))
+			if n := len(a.Diagnostics) - 1; n > 0 {
+				why += fmt.Sprintf(" (and %d more)", n)
+			}
+		}
+		fmt.Fprintf(ios.Out, "  attempt %d: %s%s\n", i+1, a.Outcome, why)
+	}
 }
 
 // printPlan prints the program of a run with its line numbers, marking the rewritten lines.
