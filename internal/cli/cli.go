@@ -242,5 +242,6 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newDocsCmd(ios),
 	)
 	finishHelp(root, ios, g)
+	explainArgs(root) // after finishHelp: the errors quote the examples
 	return root
 }
