@@ -44,7 +44,7 @@ func runApply(ctx context.Context, ios IOStreams, g *globalOptions, opts *applyO
 		if err != nil {
 			var ok bool
 			if res, ok = conflicted(e, opts.RunID, err); !ok {
-				return engineError(err)
+				return runError(e, opts.RunID, err)
 			}
 			// Every apply of a conflicted run answers as the first did: the conflict, exit 5.
 			fmt.Fprintf(ios.Err, "Error: run %s already ended in a conflict: the data it depended on moved before its apply; nothing was written\n", safe(opts.RunID))

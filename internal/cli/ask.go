@@ -14,6 +14,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/evals"
+	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/llm"
 )
 
@@ -46,7 +47,12 @@ func (m *modelOptions) client(ios IOStreams) (*llm.Client, error) {
 	}
 	c, err := llm.New(cfg)
 	if err != nil {
-		return nil, withCode(ExitModel, err, "set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server such as Ollama), or pass --base-url")
+		err = withCode(ExitModel, err, "set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server such as Ollama), or pass --base-url")
+		var ce *llm.ConfigError
+		if errors.As(err, &ce) {
+			err = withReason(errcode.NoModel, err)
+		}
+		return nil, err
 	}
 	return c, nil
 }

@@ -135,16 +135,21 @@ func TestVersion(t *testing.T) {
 // usage error, an unknown run or a bad flag.
 func TestJSONErrors(t *testing.T) {
 	s := newSession(t)
+	o := s.run(false, "", "runs", "show", "r_0000000000", "--json")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.out, `"code": "no-store"`)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	for _, tc := range []struct {
 		args []string
 		code int
 		name string
 	}{
-		{[]string{"runs", "show", "r_0000000000", "--json"}, ExitUsage, "usage"},
-		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "usage"},
-		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "usage"},
-		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "usage"},
-		{[]string{"runs", "--bogus", "--json=1"}, ExitUsage, "usage"},
+		{[]string{"runs", "show", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"runs", "replay", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "bad-request"},
+		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "bad-request"},
+		{[]string{"runs", "--bogus", "--json=1"}, ExitUsage, "bad-request"},
 	} {
 		o := s.run(false, "", tc.args...)
 		require.Equal(t, tc.code, o.code, "%v: %s", tc.args, o.err)
@@ -155,7 +160,7 @@ func TestJSONErrors(t *testing.T) {
 		assert.NotEmpty(t, doc.Error.Message, tc.args)
 		assert.Contains(t, o.err, "Error: ", "people still get the text on stderr")
 	}
-	o := s.run(false, "", "runs", "show", "r_0000000000")
+	o = s.run(false, "", "runs", "show", "r_0000000000")
 	assert.Empty(t, o.out, "without --json stdout stays empty")
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/table"
 )
 
@@ -241,6 +242,20 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 	})
 }
 
+// runError maps the error of an operation on run id (engineError), named errcode.UnknownRun
+// when the audit log holds no such run: the engine refuses an unknown id with the *RunError it
+// uses for its other refusals (already applied, nothing to apply), so the log is asked.
+func runError(e *engine.Engine, id string, err error) error {
+	mapped := engineError(err)
+	var re *engine.RunError
+	if errors.As(err, &re) {
+		if _, rerr := e.Record(id); errors.As(rerr, &re) {
+			return withReason(errcode.UnknownRun, mapped)
+		}
+	}
+	return mapped
+}
+
 // runsError maps an error about the audit log to its exit code and hint: an unreadable record
 // is the store's damage (exit 1), not a failure to run the command again.
 func runsError(err error) error {
@@ -274,7 +289,11 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rec, err := e.Record(opts.RunID)
 		if err != nil {
-			return runsError(err)
+			var unreadable *engine.UnreadableError
+			if errors.As(err, &unreadable) {
+				return runsError(err)
+			}
+			return runError(e, opts.RunID, err)
 		}
 		switch opts.Diff {
 		case "markdown":
@@ -329,7 +348,12 @@ func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *r
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rep, err := e.Replay(ctx, opts.RunID)
 		if err != nil {
-			return engineError(err)
+			mapped := runError(e, opts.RunID, err)
+			var re *engine.RunError
+			if errors.As(err, &re) && codeOf(mapped, ExitUsage) != errcode.UnknownRun {
+				return withReason(errcode.NotReplayable, mapped) // the record holds no whole program
+			}
+			return mapped
 		}
 		code := ExitOK
 		expected := false // the run's own apply moved the data it read
