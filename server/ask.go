@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/errcode"
 )
 
 // AskRequest is the body of POST /v1/ask: a customer's request for the configured model to
@@ -15,7 +16,7 @@ type AskRequest struct {
 }
 
 // CodeNoModel is the error of /v1/ask on a server started without a model.
-const CodeNoModel = "no-model"
+const CodeNoModel = errcode.NoModel
 
 // Ask has the configured model write a plan for the request (engine.Ask: repairs included) and
 // returns the last attempt's run as a dry run, like POST /v1/runs. Without Options.Model it is an

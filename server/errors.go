@@ -6,28 +6,30 @@ import (
 	"net/http"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/errcode"
 )
 
-// Error codes of the API. They are stable; clients may match on them.
+// Error codes of the API. They are stable; clients may match on them. Their values are defined
+// once, in internal/errcode, which the CLI's --json errors use too: one condition, one code.
 const (
-	CodeBadRequest     = "bad-request"  // the body is not the JSON the endpoint takes
-	CodeUnauthorized   = "unauthorized" // no or a wrong bearer token
-	CodeForbidden      = "forbidden"    // a loopback server reached under a foreign host name
-	CodeNotFound       = "not-found"    // no such endpoint
-	CodeUnknownRun     = "unknown-run"  // no run with this id
-	CodeMethod         = "method-not-allowed"
-	CodeTooLarge       = "body-too-large"  // the request body exceeds Options.MaxBody
-	CodeDigestMismatch = "digest-mismatch" // apply with a digest that is not the run's
-	CodeNotApplicable  = "not-applicable"  // the run has nothing to apply (failed, read-only)
-	CodeRejected       = "run-rejected"    // the run was rejected; it can no longer be applied
-	CodeDeclined       = "apply-declined"  // MCP: the person did not confirm the apply; the run is still pending
-	CodeAlreadyApplied = "already-applied" // reject of a run that was applied
-	CodeInternal       = "internal"        // starplan itself failed
-	CodeUnavailable    = "shutting-down"   // the server is draining
-	CodeBadLimits      = "limits-not-allowed"
-	CodeNotReplayable  = "not-replayable"    // the record holds no whole program to run again
-	CodeModel          = "model-unavailable" // the model could not be reached or answered badly
-	CodeReplan         = "replan-failed"     // asking the model again after a rejection failed
+	CodeBadRequest     = errcode.BadRequest   // the body is not the JSON the endpoint takes
+	CodeUnauthorized   = errcode.Unauthorized // no or a wrong bearer token
+	CodeForbidden      = errcode.Forbidden    // a loopback server reached under a foreign host name
+	CodeNotFound       = errcode.NotFound     // no such endpoint
+	CodeUnknownRun     = errcode.UnknownRun   // no run with this id
+	CodeMethod         = errcode.Method
+	CodeTooLarge       = errcode.TooLarge       // the request body exceeds Options.MaxBody
+	CodeDigestMismatch = errcode.DigestMismatch // apply with a digest that is not the run's
+	CodeNotApplicable  = errcode.NotApplicable  // the run has nothing to apply (failed, read-only)
+	CodeRejected       = errcode.RunRejected    // the run was rejected; it can no longer be applied
+	CodeDeclined       = errcode.Declined       // MCP: the person did not confirm the apply; the run is still pending
+	CodeAlreadyApplied = errcode.AlreadyApplied // reject of a run that was applied
+	CodeInternal       = errcode.Internal       // starplan itself failed
+	CodeUnavailable    = errcode.Unavailable    // the server is draining
+	CodeBadLimits      = errcode.BadLimits
+	CodeNotReplayable  = errcode.NotReplayable // the record holds no whole program to run again
+	CodeModel          = errcode.Model         // the model could not be reached or answered badly
+	CodeReplan         = errcode.Replan        // asking the model again after a rejection failed
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with

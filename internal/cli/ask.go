@@ -14,6 +14,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/evals"
+	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/llm"
 )
 
@@ -46,7 +47,12 @@ func (m *modelOptions) client(ios IOStreams) (*llm.Client, error) {
 	}
 	c, err := llm.New(cfg)
 	if err != nil {
-		return nil, withCode(ExitModel, err, "set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server such as Ollama), or pass --base-url")
+		err = withCode(ExitModel, err, "set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server such as Ollama), or pass --base-url")
+		var ce *llm.ConfigError
+		if errors.As(err, &ce) {
+			err = withReason(errcode.NoModel, err)
+		}
+		return nil, err
 	}
 	return c, nil
 }
@@ -116,7 +122,7 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 			printPlan(ios, res)
 		}
 		if human && len(res.Attempts) > 1 {
-			fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d times)\n", len(res.Attempts), len(res.Attempts)-1)
+			printAttempts(ios, res.Attempts)
 		}
 		review, err = finishRun(ctx, ios, e, res, opts.JSON)
 		var silent silentExit
@@ -129,6 +135,32 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		return err
 	}
 	return approveRun(ctx, ios, g, review)
+}
+
+// printAttempts says how many times the model repaired its plan and, for each attempt that
+// failed, why: its outcome and first diagnostic (the rest are in the JSON document).
+func printAttempts(ios IOStreams, attempts []engine.Attempt) {
+	repairs := len(attempts) - 1
+	fmt.Fprintf(ios.Out, "(%d attempts: the model repaired its plan %d %s)\n", len(attempts), repairs, plural(repairs, "time", "times"))
+	p := painter(ios.Color())
+	for i, a := range attempts {
+		if a.Outcome == engine.OutcomeOK {
+			continue
+		}
+		why := ""
+		if len(a.Diagnostics) > 0 {
+			d := a.Diagnostics[0]
+			pos := ""
+			if d.Line > 0 {
+				pos = fmt.Sprintf("line %d:%d: ", d.Line, d.Col)
+			}
+			why = fmt.Sprintf(": %s%s: %s", pos, p.paint(ansiRed, safe(d.Code)), safe(d.Message))
+			if n := len(a.Diagnostics) - 1; n > 0 {
+				why += fmt.Sprintf(" (and %d more)", n)
+			}
+		}
+		fmt.Fprintf(ios.Out, "  attempt %d: %s%s\n", i+1, a.Outcome, why)
+	}
 }
 
 // printPlan prints the program of a run with its line numbers, marking the rewritten lines.
@@ -216,7 +248,7 @@ func runEval(ctx context.Context, ios IOStreams, g *globalOptions, opts *evalOpt
 	if ios.ErrTTY {
 		var mu sync.Mutex
 		last := evals.Progress{Total: len(cases)}
-		t := startTicker(ios.Err, func(elapsed time.Duration) string {
+		t := startTicker(ios.Err, ios.dumbTerminal(), func(elapsed time.Duration) string {
 			mu.Lock()
 			defer mu.Unlock()
 			return evalBar(last.Done, last.Total, last.Passed, elapsed)

@@ -14,6 +14,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/starplan/starplan/internal/errcode"
+	"github.com/starplan/starplan/store"
 )
 
 // Exit codes. They are documented in the README and stable.
@@ -29,11 +32,13 @@ const (
 	ExitInterrupted = 130 // Ctrl-C or SIGTERM stopped the command (128 + SIGINT, as shells report it)
 )
 
-// exitError carries an exit code and an optional hint out of a command.
+// exitError carries an exit code and an optional hint out of a command, and the errcode of its
+// condition when the exit code alone does not name it (see codeOf).
 type exitError struct {
-	code int
-	err  error
-	hint string
+	code   int
+	err    error
+	hint   string
+	reason string
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -42,6 +47,19 @@ func (e *exitError) Unwrap() error { return e.err }
 // withCode wraps err so that Main exits with code, printing hint as "Try: ...".
 func withCode(code int, err error, hint string) error {
 	return &exitError{code: code, err: err, hint: hint}
+}
+
+// withReason names the condition of err, an error of withCode (or any other, which then exits
+// as a usage error), for the "code" of its JSON error: one of the errcode constants, as the
+// server says it.
+func withReason(reason string, err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		return &exitError{code: ExitUsage, err: err, hint: "starplan --help", reason: reason}
+	}
+	tagged := *ee
+	tagged.reason = reason
+	return &tagged
 }
 
 // silentExit ends a command with a code after it has printed everything itself.
@@ -98,21 +116,43 @@ func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	if printed && ctx.Err() == nil {
 		return int(silent)
 	}
-	code, hint, err := endOf(ctx, err)
-	fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(err.Error(), "  "))
+	code, hint, cause := endOf(ctx, err)
+	fmt.Fprintf(ios.Err, "Error: %s\n", safeBlock(cause.Error(), "  "))
 	if hint != "" {
 		fmt.Fprintf(ios.Err, "Try: %s\n", safeBlock(hint, "  "))
 	}
 	if wantsJSON(cmd, args) && !printed {
-		writeJSON(ios.Out, errorDocument{Error: errorBody{Code: exitNames[code], ExitCode: code, Message: err.Error(), Hint: hint}})
+		writeJSON(ios.Out, errorDocument{Error: errorBody{Code: codeOf(err, code), ExitCode: code, Message: cause.Error(), Hint: hint}})
 	}
 	return code
 }
 
-// exitNames name the exit codes in JSON errors.
+// exitNames name the conditions of the exit codes in JSON errors, where codeOf knows no more.
 var exitNames = map[int]string{
-	ExitInternal: "internal", ExitUsage: "usage", ExitRejected: "rejected", ExitContract: "contract",
-	ExitConflict: "conflict", ExitModel: "model", ExitInterrupted: "interrupted",
+	ExitInternal: errcode.Internal, ExitUsage: errcode.BadRequest, ExitRejected: errcode.Rejected, ExitContract: errcode.Contract,
+	ExitConflict: errcode.Conflict, ExitModel: errcode.Model, ExitInterrupted: errcode.Interrupted,
+}
+
+// codeOf is the "code" of a JSON error: the condition err names (withReason), else the one its
+// type says (a missing store, a store in use), else the one of its exit code. The codes are
+// the server's for the same conditions (internal/errcode).
+func codeOf(err error, exit int) string {
+	var (
+		ee      *exitError
+		noStore *store.NoStoreError
+		inUse   *store.InUseError
+	)
+	switch {
+	case exit == ExitInterrupted:
+		return errcode.Interrupted
+	case errors.As(err, &ee) && ee.reason != "":
+		return ee.reason
+	case errors.As(err, &noStore):
+		return errcode.NoStore
+	case errors.As(err, &inUse):
+		return errcode.StoreInUse
+	}
+	return exitNames[exit]
 }
 
 // errorDocument is what a --json caller gets on stdout when a command fails before it has a
@@ -205,7 +245,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 				cmd.Annotations[throughServerAnnotation] == throughWithoutArgs && len(args) == 0
 			switch {
 			case ios.host != nil && !through:
-				return relayRefusal(cmd)
+				return withReason(errcode.Forbidden, relayRefusal(cmd))
 			case ios.host == nil && through:
 				// A server on the store holds its lock: run the command there.
 				code, relayed, err := relayCommand(cmd.Context(), ios, g)
@@ -242,5 +282,6 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		newDocsCmd(ios),
 	)
 	finishHelp(root, ios, g)
+	explainArgs(root) // after finishHelp: the errors quote the examples
 	return root
 }

@@ -198,6 +198,22 @@ func TestConflictExitCode(t *testing.T) {
 	o = s.run(false, "", "apply", first.RunID)
 	assert.Equal(t, ExitConflict, o.code, o.out)
 	assert.Contains(t, o.out, `"outcome": "conflict"`)
+
+	// Every later apply of the conflicted run says conflict again, with what to do: not a usage
+	// error, as if the run id were wrong.
+	for _, tty := range []bool{false, true} {
+		o = s.run(tty, "", "apply", first.RunID)
+		assert.Equal(t, ExitConflict, o.code, "tty %v: %s%s", tty, o.out, o.err)
+		assert.Contains(t, o.err, "already ended in a conflict", tty)
+		assert.Contains(t, o.err, "Try: starplan runs replay "+first.RunID, tty)
+		assert.Contains(t, o.out, "conflict", tty)
+	}
+	o = s.run(false, "", "apply", "--json", first.RunID)
+	assert.Equal(t, ExitConflict, o.code, o.err)
+	var again engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &again), "the run's document, as the first apply printed it")
+	assert.Equal(t, engine.OutcomeConflict, again.Outcome)
+	assert.Equal(t, first.RunID, again.RunID)
 }
 
 func TestRunsListsAndShows(t *testing.T) {

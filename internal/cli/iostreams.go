@@ -87,6 +87,10 @@ func (s IOStreams) Color() bool {
 	return s.OutTTY && s.Getenv("NO_COLOR") == "" && s.Getenv("TERM") != "dumb"
 }
 
+// dumbTerminal reports whether TERM says the terminal is dumb: it shows text, and cannot move
+// its cursor or clear a line, so progress is printed as plain lines there.
+func (s IOStreams) dumbTerminal() bool { return s.Getenv != nil && s.Getenv("TERM") == "dumb" }
+
 // isTerminal reports whether f is a terminal. A character device is not enough: /dev/null is
 // one, and `exec < /dev/null` must not ask a question nobody can answer.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -135,16 +135,21 @@ func TestVersion(t *testing.T) {
 // usage error, an unknown run or a bad flag.
 func TestJSONErrors(t *testing.T) {
 	s := newSession(t)
+	o := s.run(false, "", "runs", "show", "r_0000000000", "--json")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.out, `"code": "no-store"`)
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	for _, tc := range []struct {
 		args []string
 		code int
 		name string
 	}{
-		{[]string{"runs", "show", "r_0000000000", "--json"}, ExitUsage, "usage"},
-		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "usage"},
-		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "usage"},
-		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "usage"},
-		{[]string{"runs", "--bogus", "--json=1"}, ExitUsage, "usage"},
+		{[]string{"runs", "show", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"apply", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"runs", "replay", "r_0000000000", "--json"}, ExitUsage, "unknown-run"},
+		{[]string{"exec", "--json", "--no-such-flag", "x.star"}, ExitUsage, "bad-request"},
+		{[]string{"exec", "--json", "no-such-file.star"}, ExitUsage, "bad-request"},
+		{[]string{"runs", "--bogus", "--json=1"}, ExitUsage, "bad-request"},
 	} {
 		o := s.run(false, "", tc.args...)
 		require.Equal(t, tc.code, o.code, "%v: %s", tc.args, o.err)
@@ -155,7 +160,7 @@ func TestJSONErrors(t *testing.T) {
 		assert.NotEmpty(t, doc.Error.Message, tc.args)
 		assert.Contains(t, o.err, "Error: ", "people still get the text on stderr")
 	}
-	o := s.run(false, "", "runs", "show", "r_0000000000")
+	o = s.run(false, "", "runs", "show", "r_0000000000")
 	assert.Empty(t, o.out, "without --json stdout stays empty")
 }
 
@@ -176,6 +181,22 @@ func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
 	assert.Contains(t, errb.String(), "asking gpt-test to repair its plan (attempt 2 of at most 3)")
 	assert.True(t, strings.HasSuffix(errb.String(), "\r\x1b[K"), "the line is cleared when the call returns")
 	assert.Nil(t, askWaiting(IOStreams{Err: &errb}, "gpt-test"), "no display when stderr is not a terminal")
+}
+
+// On a dumb terminal ask's progress is a plain line per attempt: no carriage return, no escape.
+func TestAskWaitingOnADumbTerminalPrintsPlainLines(t *testing.T) {
+	var errb syncBuffer
+	ios := IOStreams{Err: &errb, ErrTTY: true, Getenv: func(k string) string { return map[string]string{"TERM": "dumb"}[k] }}
+	waiting := askWaiting(ios, "gpt-test")
+	require.NotNil(t, waiting)
+	waiting(1, 3)()
+	waiting(2, 3)()
+	assert.Equal(t, "asking gpt-test for a plan (attempt 1 of at most 3)\nasking gpt-test to repair its plan (attempt 2 of at most 3)\n", errb.String())
+
+	var bar syncBuffer
+	tk := startTicker(&bar, true, func(elapsed time.Duration) string { return "line" })
+	tk.Finish()
+	assert.Equal(t, "line\nline\n", bar.String(), "eval's bar: at the start and at the end, no redraws")
 }
 
 // syncBuffer is a bytes.Buffer that another goroutine (a ticker, a server) may write while the

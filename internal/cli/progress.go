@@ -9,7 +9,9 @@ import (
 )
 
 // ticker shows one line of progress on a terminal's stderr, redrawn in place every interval
-// until stop, which clears it. line says what the display shows at an elapsed time.
+// until stop, which clears it. line says what the display shows at an elapsed time. On a dumb
+// terminal (TERM=dumb), which cannot move its cursor, it prints plain lines instead: the line
+// once at the start and, on Finish, once at the end.
 type ticker struct {
 	w    io.Writer
 	stop chan bool // true: keep the last line
@@ -18,10 +20,20 @@ type ticker struct {
 
 const tickInterval = 250 * time.Millisecond
 
-// startTicker starts drawing line(elapsed) on w, a terminal.
-func startTicker(w io.Writer, line func(elapsed time.Duration) string) *ticker {
+// startTicker starts drawing line(elapsed) on w, a terminal; a dumb one (plainTerminal) gets
+// plain lines.
+func startTicker(w io.Writer, dumb bool, line func(elapsed time.Duration) string) *ticker {
 	t := &ticker{w: w, stop: make(chan bool, 1)}
 	start := time.Now()
+	if dumb {
+		fmt.Fprintln(w, line(0))
+		t.wg.Go(func() {
+			if <-t.stop {
+				fmt.Fprintln(w, line(time.Since(start).Round(100*time.Millisecond)))
+			}
+		})
+		return t
+	}
 	draw := func() { fmt.Fprintf(w, "\r%s\x1b[K", line(time.Since(start).Round(100*time.Millisecond))) }
 	draw()
 	t.wg.Go(func() {
@@ -68,7 +80,10 @@ func askWaiting(ios IOStreams, model string) func(attempt, most int) func() {
 		if attempt > 1 {
 			what = "asking " + safe(model) + " to repair its plan"
 		}
-		t := startTicker(ios.Err, func(elapsed time.Duration) string {
+		t := startTicker(ios.Err, ios.dumbTerminal(), func(elapsed time.Duration) string {
+			if ios.dumbTerminal() {
+				return fmt.Sprintf("%s (attempt %d of at most %d)", what, attempt, most)
+			}
 			return fmt.Sprintf("%s (attempt %d of at most %d), %s", what, attempt, most, elapsed)
 		})
 		return t.Stop

@@ -126,6 +126,17 @@ func schemaMap(e *engine.Engine) map[string]*table.Schema {
 // printTable prints rows as aligned columns, cutting cells wider than maxCell. Cells are shown
 // safe: a line break or an escape sequence in a value cannot break or restyle the table.
 func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
+	printTableFit(w, fields, rows, maxCell, 0)
+}
+
+// minLastCell is the fewest columns printTableFit leaves the last column on a narrow terminal:
+// a line that wraps is better than a cell cut to nothing.
+const minLastCell = 16
+
+// printTableFit is printTable on a terminal width columns wide (0: unknown): the last column,
+// free text such as a request, is cut to what the others leave of the width (at least
+// minLastCell) instead of to maxCell.
+func printTableFit(w io.Writer, fields []string, rows []table.Row, maxCell, width int) {
 	cells := make([][]string, len(rows)+1)
 	cells[0] = make([]string, len(fields))
 	for j, f := range fields {
@@ -141,15 +152,26 @@ func printTable(w io.Writer, fields []string, rows []table.Row, maxCell int) {
 			if r[f] == nil {
 				s = ""
 			}
-			s = termsafe.Truncate(s, maxCell)
+			if width <= 0 || j < len(fields)-1 {
+				s = termsafe.Truncate(s, maxCell)
+			}
 			line[j] = s
 		}
 		cells[i+1] = line
 	}
 	widths := make([]int, len(fields))
 	for _, line := range cells {
-		for j, c := range line {
+		for j, c := range line[:len(line)-1] {
 			widths[j] = max(widths[j], termsafe.Width(c))
+		}
+	}
+	if last := len(fields) - 1; width > 0 && last >= 0 {
+		used := 2 * last // the separators
+		for _, n := range widths[:last] {
+			used += n
+		}
+		for _, line := range cells {
+			line[last] = termsafe.Truncate(line[last], max(width-used, minLastCell))
 		}
 	}
 	for _, line := range cells {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
 )
 
@@ -207,17 +209,34 @@ func TestRunsShowDiff(t *testing.T) {
 func TestRunsReplay(t *testing.T) {
 	s := newSession(t)
 	readOnly, pending := s.oldRuns(1)
-	o := s.run(true, "", "runs", "replay", pending)
+	o := s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+	var other engine.Result
+	require.NoError(t, json.Unmarshal([]byte(o.out), &other))
+	o = s.run(true, "", "runs", "replay", pending)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "Identical:")
 	o = s.run(false, "", "apply", pending)
 	require.Equal(t, ExitOK, o.code, o.err)
-	o = s.run(false, "", "runs", "replay", pending)
+
+	// Another apply moved the data a pending run read: it differs, exit 5.
+	o = s.run(true, "", "runs", "replay", other.RunID)
 	assert.Equal(t, ExitConflict, o.code, o.err)
+	assert.Contains(t, o.out, "Differs:")
+	assert.NotContains(t, o.out, "as expected")
+	// The run's own apply moved the data it read: it differs now, as expected, and that is not
+	// the apply conflict exit 5 stands for.
+	o = s.run(false, "", "runs", "replay", pending)
+	assert.Equal(t, ExitOK, o.code, o.err)
 	var rep engine.ReplayReport
 	require.NoError(t, json.Unmarshal([]byte(o.out), &rep))
 	assert.False(t, rep.Identical)
 	assert.Contains(t, rep.Differences, "changes")
+	assert.Contains(t, rep.Note, "its own apply changed the data it read")
+	o = s.run(true, "", "runs", "replay", pending)
+	assert.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Differs, as expected:")
+	assert.Contains(t, o.out, "was applied at")
 	o = s.run(false, "", "runs", "replay", readOnly)
 	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
 }
@@ -263,4 +282,32 @@ func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 	o := s.run(true, "", "db", "check")
 	assert.Equal(t, ExitInternal, o.code)
 	assert.Contains(t, o.out, "audit record r_bad of _runs is unreadable")
+}
+
+// On a terminal the request column gets what the other columns leave of its width: all of a
+// long request on a wide terminal, cut with "…" to fit a narrow one, and 48 columns when the
+// width is not known.
+func TestRunsRequestColumnFollowsTheTerminalWidth(t *testing.T) {
+	s := newSession(t)
+	request := strings.Repeat("Do you have round sunglasses under $100, and aviators? ", 3)
+	request = strings.TrimSpace(request)
+	require.Greater(t, termsafe.Width(request), 150)
+	o := s.run(false, "", "exec", "--request", request, example("01_round_under_100.star"))
+	require.Equal(t, ExitOK, o.code, o.err)
+
+	runs := func(width int) string {
+		var out, errb bytes.Buffer
+		ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, OutTTY: true, Width: width, Getenv: func(string) string { return "" }}
+		require.Equal(t, ExitOK, Main([]string{"--db", s.dir, "--color", "never", "runs"}, ios), errb.String())
+		return out.String()
+	}
+	wide := runs(250)
+	assert.Contains(t, wide, request, "a 250-column terminal shows the whole request")
+	narrow := runs(120)
+	assert.NotContains(t, narrow, request)
+	assert.Contains(t, narrow, "…")
+	row := strings.Split(narrow, "\n")[1]
+	assert.Equal(t, 120, termsafe.Width(row), "the run's line fills the width: %q", row)
+	unknown := runs(0)
+	assert.Contains(t, unknown, termsafe.Truncate(request, 48)+"\n")
 }
