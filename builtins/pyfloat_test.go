@@ -163,3 +163,22 @@ func FuzzFloatDivMod(f *testing.F) {
 		}
 	})
 }
+
+// rowLike is a mapping of another type than dict, as a table's row is.
+type rowLike struct{ *starlark.Dict }
+
+func (r rowLike) String() string { return Repr(r.Dict) }
+
+// "%(price)s" % row takes a float from a mapping the guard cannot look into: it formats it as
+// Python does all the same.
+func TestPercentOfAMappingFormatsItsFloats(t *testing.T) {
+	d := starlark.NewDict(1)
+	require.NoError(t, d.SetKey(starlark.String("price"), starlark.Float(1234567.0)))
+	thread := &starlark.Thread{}
+	got, err := guardMod(thread, nil, starlark.Tuple{starlark.String("%(price)s|%(price)r|%(price)g"), rowLike{d}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, starlark.String("1234567.0|1234567.0|1.23457e+06"), got)
+	got, err = guardMethod(thread, nil, starlark.Tuple{starlark.String("{} {}"), starlark.String("format"), rowLike{d}, starlark.Float(1e16)}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, starlark.String(`{"price": 1234567.0} 1e+16`), got)
+}
