@@ -20,6 +20,7 @@ const (
 	nameIAdd     = GuardPrefix + "iadd"     // a += b (extends a list in place, as Starlark does)
 	nameIMul     = GuardPrefix + "imul"     // a *= b
 	nameMod      = GuardPrefix + "mod"      // a % b (string formatting, or modulo)
+	nameFloorDiv = GuardPrefix + "floordiv" // a // b (Python's floored quotient of floats)
 	nameShl      = GuardPrefix + "shl"      // a << b
 	nameMethod   = GuardPrefix + "method"   // x.name(...) for the methods in guardedMethods
 	nameAttr     = GuardPrefix + "attr"     // x.name anywhere else, for the same methods
@@ -52,6 +53,7 @@ func Guards() Registry {
 		hidden(nameIAdd, guardIAdd),
 		hidden(nameIMul, guardMul),
 		hidden(nameMod, guardMod),
+		hidden(nameFloorDiv, guardFloorDiv),
 		hidden(nameMethod, guardMethod),
 		hidden(nameAugIndex, guardAugIndex),
 		hidden(nameShl, guardShl),
@@ -164,10 +166,21 @@ func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 	x, y := args[0], args[1]
 	switch x := x.(type) {
 	case starlark.String:
-		if err := chargeFormat(thread, "% formatting", x, y); err != nil {
+		floats, err := chargeFormat(thread, "% formatting", x, y)
+		if err != nil {
 			return nil, err
 		}
+		if floats {
+			return interpolate(string(x), y)
+		}
+	case starlark.Float:
+		if z, ok, err := floatBinary(syntax.PERCENT, x, y); ok {
+			return z, err
+		}
 	case starlark.Int:
+		if z, ok, err := floatBinary(syntax.PERCENT, x, y); ok {
+			return z, err
+		}
 		if d, ok := y.(starlark.Int); ok && (bitLen(x) > 0 || bitLen(d) > 0) {
 			if err := ChargeWork(thread, "integer %", workSteps(divNanos(x.BigInt().BitLen(), d.BigInt().BitLen()))); err != nil {
 				return nil, err
@@ -178,34 +191,37 @@ func guardMod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 }
 
 // chargeFormat estimates the text of format with its replacement fields filled from values: at
-// most every field holds the largest value's text.
-func chargeFormat(thread *starlark.Thread, op string, format starlark.String, values starlark.Value) error {
+// most every field holds the largest value's text. It reports whether a value holds a float
+// (see measureText), for the caller to format it as Python would.
+func chargeFormat(thread *starlark.Thread, op string, format starlark.String, values starlark.Value) (bool, error) {
 	var largest int64
 	var slowest float64
+	var floats bool
 	measure := func(v starlark.Value) error {
-		n, work, ok := textSize(v)
+		n, work, fl, ok := measureText(v)
 		if !ok {
 			return fmt.Errorf("%s: value nested more than %d levels deep", op, MaxTextDepth)
 		}
 		largest, slowest = max(largest, n), max(slowest, work)
+		floats = floats || fl
 		return nil
 	}
 	if t, ok := values.(starlark.Tuple); ok {
 		for _, v := range t {
 			if err := measure(v); err != nil {
-				return err
+				return false, err
 			}
 		}
 	} else if err := measure(values); err != nil {
-		return err
+		return false, err
 	}
 	fields := int64(strings.Count(string(format), "%") + strings.Count(string(format), "{"))
 	if slowest > 0 {
 		if err := ChargeWork(thread, op+" of a big integer", workSteps(float64(fields)*slowest)); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return Charge(thread, op, appended(int64(len(format))+mulBytes(fields, largest)))
+	return floats, Charge(thread, op, appended(int64(len(format))+mulBytes(fields, largest)))
 }
 
 func guardAdd(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
@@ -326,8 +342,12 @@ func getAttr(recv starlark.Value, name string) (starlark.Value, error) {
 // chargeMethod.
 func guardMethod(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	recv, name, rest := args[0], string(args[1].(starlark.String)), args[2:]
-	if err := chargeMethod(thread, recv, name, rest, kwargs); err != nil {
+	floats, err := chargeMethod(thread, recv, name, rest, kwargs)
+	if err != nil {
 		return nil, err
+	}
+	if floats {
+		rest, kwargs = formatArgs(rest, kwargs)
 	}
 	m, err := getAttr(recv, name)
 	if err != nil {
@@ -389,8 +409,12 @@ func guardBound(v starlark.Value) starlark.Value {
 	}
 	name := m.Name()
 	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		if err := chargeMethod(thread, recv, name, args, kwargs); err != nil {
+		floats, err := chargeMethod(thread, recv, name, args, kwargs)
+		if err != nil {
 			return nil, err
+		}
+		if floats {
+			args, kwargs = formatArgs(args, kwargs)
 		}
 		return m.CallInternal(thread, args, kwargs)
 	}).BindReceiver(recv)
@@ -398,8 +422,9 @@ func guardBound(v starlark.Value) starlark.Value {
 
 // chargeMethod charges the estimated size of what recv.name(args..., kwargs...) returns, for
 // the methods in guardedMethods. Receivers of other types (a module's or a table's methods that
-// merely share a name) are not charged.
-func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple, kwargs []starlark.Tuple) error {
+// merely share a name) are not charged. For str.format it reports whether an argument holds a
+// float, which formatArgs then makes render as in Python.
+func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, args starlark.Tuple, kwargs []starlark.Tuple) (bool, error) {
 	var est int64
 	switch recv := recv.(type) {
 	case starlark.String:
@@ -413,7 +438,7 @@ func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, arg
 	}
 	if est >= CheckThreshold { // naming the operation costs a lookup; most calls are small
 		if err := Charge(thread, methodOp(recv, name), est); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if format, ok := recv.(starlark.String); ok && name == "format" {
@@ -426,7 +451,21 @@ func chargeMethod(thread *starlark.Thread, recv starlark.Value, name string, arg
 		}
 		return chargeFormat(thread, "str.format", format, values)
 	}
-	return nil
+	return false, nil
+}
+
+// formatArgs returns the arguments of a str.format call with those that hold floats standing in
+// as pyText: Starlark's str.format renders every non-string value by its String method.
+func formatArgs(args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Tuple, []starlark.Tuple) {
+	args = pyTexts(args)
+	if len(kwargs) > 0 {
+		kw := make([]starlark.Tuple, len(kwargs))
+		for i, kv := range kwargs {
+			kw[i] = starlark.Tuple{kv[0], asPyText(kv[1])}
+		}
+		kwargs = kw
+	}
+	return args, kwargs
 }
 
 // methodOps name the guarded methods of strings and lists as a MemoryError reports them
@@ -547,7 +586,7 @@ func joinBytes(sep starlark.String, xs starlark.Value) int64 {
 	return total
 }
 
-// guardAugIndex does a[k] op= y (op "+" or "*") for targets whose parts are not plain names,
+// guardAugIndex does a[k] op= y (op "+", "*", "%" or "//") for targets whose parts are not plain names,
 // evaluating a and k once, as the statement does, and guarding the operation.
 func guardAugIndex(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
 	container, key, op, y := args[0], args[1], string(args[2].(starlark.String)), args[3]
@@ -556,10 +595,15 @@ func guardAugIndex(thread *starlark.Thread, _ *starlark.Builtin, args starlark.T
 		return nil, err
 	}
 	var z starlark.Value
-	if op == "+" {
+	switch op {
+	case "+":
 		z, err = guardIAdd(thread, nil, starlark.Tuple{cur, y}, nil)
-	} else {
+	case "*":
 		z, err = guardMul(thread, nil, starlark.Tuple{cur, y}, nil)
+	case "%":
+		z, err = guardMod(thread, nil, starlark.Tuple{cur, y}, nil)
+	default: // "//"
+		z, err = guardFloorDiv(thread, nil, starlark.Tuple{cur, y}, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -662,13 +706,20 @@ func stringifier(name string) Helper {
 	fn := func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var est int64
 		var work float64
-		for _, a := range args {
-			n, w, ok := textSize(a)
+		var texts starlark.Tuple // args, with those holding floats as pyText; nil if none does
+		for i, a := range args {
+			n, w, floats, ok := measureText(a)
 			if !ok {
 				return nil, fmt.Errorf("%s: value nested more than %d levels deep", name, MaxTextDepth)
 			}
 			est += n
 			work += w
+			if floats {
+				if texts == nil {
+					texts = append(starlark.Tuple(nil), args...)
+				}
+				texts[i] = pyText{a}
+			}
 		}
 		for _, kv := range kwargs {
 			if kv[0] == starlark.String("sep") && len(args) > 1 {
@@ -683,6 +734,13 @@ func stringifier(name string) Helper {
 		}
 		if err := Charge(thread, name+"()", appended(est)); err != nil {
 			return nil, err
+		}
+		if texts != nil {
+			// Floats print as in Python (see Repr), whatever holds them.
+			if (name == "str" || name == "repr") && len(args) == 1 && len(kwargs) == 0 {
+				return starlark.String(Repr(args[0])), nil
+			}
+			args = texts
 		}
 		return orig.CallInternal(thread, args, kwargs)
 	}
@@ -708,7 +766,17 @@ const MaxTextDepth = 1000
 // text would be), and a container met again while it is being measured is a cycle, which
 // Starlark prints as "[...]".
 func textSize(v starlark.Value) (int64, float64, bool) {
-	deep := false
+	n, work, _, ok := measureText(v)
+	return n, work, ok
+}
+
+// measureText is textSize, and also reports whether v holds a float (in a list, tuple, dict or
+// set), which go.starlark.net would render differently from Python (see Repr).
+func measureText(v starlark.Value) (int64, float64, bool, bool) {
+	if _, ok := v.(starlark.Float); ok {
+		return 24, 0, true, true
+	}
+	deep, floats := false, false
 	type cost struct {
 		n    int64
 		work float64
@@ -735,7 +803,10 @@ func textSize(v starlark.Value) (int64, float64, bool) {
 			}
 			work += textNanos(bits)
 			return int64(bits)/3 + 1
-		case starlark.Float, starlark.Bool, starlark.NoneType:
+		case starlark.Float:
+			floats = true
+			return 24
+		case starlark.Bool, starlark.NoneType:
 			return 24
 		case *starlark.List:
 			key = v
@@ -762,6 +833,9 @@ func textSize(v starlark.Value) (int64, float64, bool) {
 			}
 			iter.Done()
 		default:
+			if _, ok := v.(starlark.Mapping); ok {
+				floats = true // a row: "%(price)s" % row may take a float from it
+			}
 			return 64
 		}
 		if seen == nil {
@@ -789,7 +863,7 @@ func textSize(v starlark.Value) (int64, float64, bool) {
 		return total
 	}
 	n := size(v, 0)
-	return n, work, !deep
+	return n, work, floats, !deep
 }
 
 // intConverter wraps the universal int. Converting a string of digits in a base that is not a

@@ -12,9 +12,12 @@ import (
 //	x += y, x *= y → x = _sp_iadd(x, y)    (in place for lists, as before) when x is a name,
 //	                                        or an index or field whose parts are names or literals;
 //	                                        not x += y when x or y is a number
-//	a % b          → _sp_mod(a, b)         unless a is a number literal
+//	a % b          → _sp_mod(a, b)         unless both operands are int literals
+//	a // b         → _sp_floordiv(a, b)    unless both operands are int literals (Python's
+//	                                        floored quotient of floats, see FloatDivMod)
+//	x %= y, x //= y → x = _sp_mod(x, y), x = _sp_floordiv(x, y) (a[f()] %= y as below)
 //	a << b         → _sp_shl(a, b)         unless both operands are number literals
-//	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=), when a or f() is not a plain name
+//	a[f()] += y    → _sp_augindex(a, f(), "+", y)   (also *=, %=, //=), when a or f() is not a plain name
 //	x.m(args)      → _sp_method(x, "m", args)       for the methods in guardedMethods (join,
 //	                                                 replace, format, split, extend, ...)
 //	x.m            → _sp_attr(x, "m")               the same methods anywhere else (an alias
@@ -33,7 +36,8 @@ import (
 // those. A + with a number on either side is numeric or an error (1 + "a" fails), never a string
 // or list, and adding integers grows them by a bit at most, so its guard would only ever do the
 // addition itself. * and % keep their guards unless their operands are literals: on big integers
-// they charge the work of the multiplication or division (x = x * x doubles x's size).
+// they charge the work of the multiplication or division (x = x * x doubles x's size); % and //
+// of a float literal keep theirs too, to compute as Python does.
 func GuardTree(f *syntax.File) {
 	g := guarder{numeric: numericNames(f)}
 	g.stmts(f.Stmts)
@@ -57,13 +61,20 @@ func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
 			s.LHS = g.target(s.LHS)
 			return s
 		}
-		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side.
-		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !g.isNumber(s.RHS) && !g.isNumber(s.LHS)
+		// count += 1 cannot amplify; l *= 2 can, whatever the right-hand side. x %= y and
+		// x //= y may be float arithmetic, which the guards do as Python.
+		guard := s.Op == syntax.STAR_EQ || s.Op == syntax.PLUS_EQ && !g.isNumber(s.RHS) && !g.isNumber(s.LHS) ||
+			s.Op == syntax.PERCENT_EQ || s.Op == syntax.SLASHSLASH_EQ
 		switch {
 		case guard && simpleTarget(s.LHS):
 			name := nameIAdd
-			if s.Op == syntax.STAR_EQ {
+			switch s.Op {
+			case syntax.STAR_EQ:
 				name = nameIMul
+			case syntax.PERCENT_EQ:
+				name = nameMod
+			case syntax.SLASHSLASH_EQ:
+				name = nameFloorDiv
 			}
 			s.RHS = callExpr(name, s.OpPos, s.LHS, s.RHS)
 			s.Op = syntax.EQ
@@ -72,8 +83,13 @@ func (g guarder) stmt(s syntax.Stmt) syntax.Stmt {
 			if ix, ok := s.LHS.(*syntax.IndexExpr); ok {
 				// a[f()] += y: evaluate a and f() once, in the guard.
 				op := "+"
-				if s.Op == syntax.STAR_EQ {
+				switch s.Op {
+				case syntax.STAR_EQ:
 					op = "*"
+				case syntax.PERCENT_EQ:
+					op = "%"
+				case syntax.SLASHSLASH_EQ:
+					op = "//"
 				}
 				opLit := &syntax.Literal{Token: syntax.STRING, TokenPos: s.OpPos, Raw: `"` + op + `"`, Value: op}
 				return &syntax.ExprStmt{X: callExpr(nameAugIndex, s.OpPos, g.expr(ix.X), g.expr(ix.Y), opLit, s.RHS)}
@@ -147,8 +163,10 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 			return callExpr(nameMul, e.OpPos, e.X, e.Y)
 		case e.Op == syntax.PLUS && !g.isNumber(e.X) && !g.isNumber(e.Y):
 			return callExpr(nameAdd, e.OpPos, e.X, e.Y)
-		case e.Op == syntax.PERCENT && !isNumberLit(e.X):
+		case e.Op == syntax.PERCENT && !(isIntLit(e.X) && isIntLit(e.Y)):
 			return callExpr(nameMod, e.OpPos, e.X, e.Y)
+		case e.Op == syntax.SLASHSLASH && !(isIntLit(e.X) && isIntLit(e.Y)):
+			return callExpr(nameFloorDiv, e.OpPos, e.X, e.Y)
 		case e.Op == syntax.LTLT && !(isNumberLit(e.X) && isNumberLit(e.Y)):
 			return callExpr(nameShl, e.OpPos, e.X, e.Y)
 		}
@@ -292,6 +310,11 @@ func numericExpr(e syntax.Expr, numeric map[string]bool) bool {
 		}
 	case *syntax.CondExpr:
 		return numericExpr(e.True, numeric) && numericExpr(e.False, numeric)
+	case *syntax.CallExpr:
+		// a % b and a // b as the rewrite has left them.
+		if id, ok := e.Fn.(*syntax.Ident); ok && (id.Name == nameMod || id.Name == nameFloorDiv) && len(e.Args) == 2 {
+			return numericExpr(e.Args[0], numeric)
+		}
 	}
 	return false
 }
@@ -394,6 +417,19 @@ func markParams(params []syntax.Expr, bad map[string]bool) {
 			}
 		}
 	}
+}
+
+// isIntLit reports whether e is an int literal, signed or in parentheses.
+func isIntLit(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Literal:
+		return e.Token == syntax.INT
+	case *syntax.UnaryExpr:
+		return (e.Op == syntax.MINUS || e.Op == syntax.PLUS) && isIntLit(e.X)
+	case *syntax.ParenExpr:
+		return isIntLit(e.X)
+	}
+	return false
 }
 
 func isNumberLit(e syntax.Expr) bool {

@@ -57,7 +57,16 @@ func TestGuardTreeSkipsOperationsOnNumbers(t *testing.T) {
 		{"k = 2\ns = k * k\n", 2, true},
 		{"s = 2 * 3.5\n", 1, false},
 		{"k = 2\ns = k % x\n", 2, true},
-		{"s = 7 % x\n", 1, false},
+		{"s = 7 % 3\n", 1, false},
+		// % and // may divide floats, which the guards do as Python: only int literals go without.
+		{"s = 7 % x\n", 1, true},
+		{"s = 7.5 % 2\n", 1, true},
+		{"s = 7 // 2\n", 1, false},
+		{"s = 1 // 0.1\n", 1, true},
+		{"s = x // y\n", 1, true},
+		{"n = 5\nn //= y\n", 2, true},
+		{"n = 5\nn %= y\n", 2, true},
+		{"xs[f()] //= 2.0\n", 1, true},
 	} {
 		t.Run(fmt.Sprintf("%q", tc.src), func(t *testing.T) {
 			guards := guardedLines(t, tc.src)[tc.line]
@@ -68,4 +77,12 @@ func TestGuardTreeSkipsOperationsOnNumbers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// n % 2 and n // 2 of a number are numbers, guarded or not: a + with one on a side needs no guard.
+func TestGuardTreeKeepsModAndFloorDivNumeric(t *testing.T) {
+	got := guardedLines(t, "n = 1.5\ny = n % 2 + x\nz = n // 2 + x\nw = s % 2 + x\n")
+	assert.Equal(t, []string{nameMod}, got[2])
+	assert.Equal(t, []string{nameFloorDiv}, got[3])
+	assert.ElementsMatch(t, []string{nameAdd, nameMod}, got[4], "s is not known to be a number")
 }

@@ -24,7 +24,9 @@
 // getattr) go through guards that estimate the size of their result and refuse it when it would
 // not fit the run's budget; the builtins that materialise iterables (list, sorted, enumerate,
 // ...) and render text (str, repr, print) are guarded the same way. A heap watchdog cancels a
-// run whose heap grows past its budget by other means.
+// run whose heap grows past its budget by other means. The same guards, and // routed to one,
+// make floats print and divide as in Python (builtins.Repr, builtins.FloatDivMod), where
+// go.starlark.net's own float text and floored division differ.
 //
 // Time is bounded by the step limit and the clock, both checked by the interpreter between
 // steps. Builtins that do work out of proportion to their operands (big-integer arithmetic and

@@ -365,7 +365,7 @@ func plainGlobals(globals starlark.StringDict, names []string) map[string]any {
 		case starlark.Float:
 			f := float64(v.(starlark.Float))
 			if math.IsNaN(f) || math.IsInf(f, 0) {
-				out[name] = v.String()
+				out[name] = builtins.FloatRepr(f)
 				continue
 			}
 		}
@@ -382,7 +382,7 @@ func finite(v any) any {
 	switch v := v.(type) {
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return starlark.Float(v).String()
+			return builtins.FloatRepr(v) // "inf", as Python prints it
 		}
 	case []any:
 		for i, x := range v {

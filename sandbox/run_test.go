@@ -264,7 +264,7 @@ func TestRunNonFiniteFloatsAreEncodable(t *testing.T) {
 	res := run(t, "x = float('nan')\ny = float('inf')\nz = [-y]\n", Limits{})
 	require.Equal(t, OutcomeOK, res.Outcome)
 	assert.Equal(t, "nan", res.Globals["x"])
-	assert.Equal(t, "+inf", res.Globals["y"])
+	assert.Equal(t, "inf", res.Globals["y"], "as Python prints it")
 	assert.Equal(t, []any{"-inf"}, res.Globals["z"])
 }
 

@@ -172,7 +172,7 @@ func (r *RowValue) String() string {
 		}
 		b.WriteString(starlark.String(k).String())
 		b.WriteString(": ")
-		b.WriteString(r.item(k, d[k]).String())
+		b.WriteString(builtins.Repr(r.item(k, d[k]))) // floats as Python prints them
 	}
 	b.WriteByte('}')
 	return b.String()

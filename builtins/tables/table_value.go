@@ -590,7 +590,7 @@ func describe(v starlark.Value) string {
 	case nil, starlark.NoneType:
 		return "None"
 	case starlark.String, starlark.Int, starlark.Float, starlark.Bool:
-		return v.Type() + " " + v.String()
+		return v.Type() + " " + builtins.Repr(v)
 	}
 	return "a " + v.Type() // list, dict, tuple, set, function, table, ...
 }

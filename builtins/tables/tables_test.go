@@ -3,6 +3,7 @@ package tables
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -617,4 +618,12 @@ r["address"]["zip"] = "5003"
 	frozen.Freeze()
 	_, err = starlark.ExecFileOptions(fileOptions, thread, "frozen.star", `r["address"]["city"] = "x"`, starlark.StringDict{"r": frozen})
 	assert.ErrorContains(t, err, "frozen")
+}
+
+// A row prints its floats as Python prints them, nested ones included (str, print, % and
+// str.format of a row all come here).
+func TestRowPrintsFloatsAsPython(t *testing.T) {
+	s := &table.Schema{Name: "events", Key: "id", Fields: []table.Field{{Name: "n", Type: table.TypeInt}}}
+	r := NewRow(s, table.Row{"id": "e1", "n": int64(1), "p": 1234567.0, "q": []any{1e16, math.Inf(1), map[string]any{"k": 0.0001}}})
+	assert.Equal(t, `{"id": "e1", "n": 1, "p": 1234567.0, "q": [1e+16, inf, {"k": 0.0001}]}`, r.String())
 }
