@@ -282,8 +282,17 @@ func (lc *lifecycle) sequence(mode lifecycleMode) {
 		assert.NotEqual(t, ExitOK, s.code, "%s", s)
 		assert.Contains(t, s.err, dir, "%s", s)
 		lc.saysAServerHoldsIt(s, dir)
+		// Through the server, a command prints what it prints alone.
+		relayed := [][]string{{"runs", "show", res.RunID, "--json", "--db", dir}, {"describe", "--json", "--db", dir}, {"db", "dump", "--json", "--db", dir}}
+		outs := make([]string, len(relayed))
+		for i, args := range relayed {
+			outs[i] = lc.ok(args...).out
+		}
 		for _, srv := range servers {
 			srv.stop()
+		}
+		for i, args := range relayed {
+			assert.Equal(t, outs[i], lc.ok(args...).out, "starplan %s prints the same through the server as alone", strings.Join(args, " "))
 		}
 	}
 	for _, d := range []string{dir, filepath.Join(lc.work, "fresh-json"), filepath.Join(lc.work, "fresh-csv")} {
