@@ -155,7 +155,7 @@ func (lc *lifecycle) sequence(mode lifecycleMode) {
 
 	// The domain checks as a whole, and init makes a store of it holding its seed.
 	s := lc.ok("domain", "check", lc.dom.dir)
-	assert.Contains(t, s.out, lc.dom.name, "%s", s)
+	assert.Contains(t, s.out+s.err, lc.dom.name, "domain check names the domain it checked: %s", s)
 	s = lc.ok(lc.initArgs(dir)...)
 	assert.Contains(t, s.out+s.err, dir, "db init names the store it created: %s", s)
 	var servers []*lcServer
@@ -199,7 +199,7 @@ func (lc *lifecycle) sequence(mode lifecycleMode) {
 	assert.Equal(t, first, lc.dump(dir), "exec without --apply wrote to the store")
 
 	// apply writes the run's changes.
-	s = lc.ok("apply", res.RunID, "--db", dir)
+	s = lc.ok("apply", res.RunID, "--json", "--db", dir)
 	var applied engine.Result
 	require.NoError(t, json.Unmarshal([]byte(s.out), &applied), "%s", s)
 	assert.Equal(t, res.RunID, applied.RunID, "%s", s)
@@ -280,7 +280,7 @@ func (lc *lifecycle) sequence(mode lifecycleMode) {
 	if mode == served {
 		s = lc.run("db", "check", "--json", "--db", dir)
 		assert.NotEqual(t, ExitOK, s.code, "%s", s)
-		assert.Contains(t, s.err, dir, "%s", s)
+		assert.Contains(t, s.out+s.err, dir, "%s", s)
 		lc.saysAServerHoldsIt(s, dir)
 		// Through the server, a command prints what it prints alone.
 		relayed := [][]string{{"runs", "show", res.RunID, "--json", "--db", dir}, {"describe", "--json", "--db", dir}, {"db", "dump", "--json", "--db", dir}}
@@ -307,11 +307,11 @@ func (lc *lifecycle) initAgain(dir string, held bool) {
 	t.Helper()
 	s := lc.run(lc.initArgs(dir)...)
 	assert.NotEqual(t, ExitOK, s.code, "a second db init on %s: %s", dir, s)
-	assert.Contains(t, s.err, dir, "%s", s)
+	assert.Contains(t, s.out+s.err, dir, "%s", s)
 	if held {
 		lc.saysAServerHoldsIt(s, dir)
 	} else {
-		assert.Contains(t, s.err, "exists", "%s", s)
+		assert.Contains(t, s.out+s.err, "exists", "%s", s)
 	}
 }
 
@@ -319,7 +319,7 @@ func (lc *lifecycle) initAgain(dir string, held bool) {
 // so: a person must learn that stopping `starplan serve` is what lets it run.
 func (lc *lifecycle) saysAServerHoldsIt(s lcStep, dir string) {
 	lc.t.Helper()
-	assert.Contains(lc.t, s.err, "serve", "a command that needs %s to itself, refused while starplan serve holds it, says that a server holds it: %s", dir, s)
+	assert.Contains(lc.t, s.out+s.err, "serve", "a command that needs %s to itself, refused while starplan serve holds it, says that a server holds it: %s", dir, s)
 }
 
 // checksOut runs db check on dir: exit 0, a report with no problems, every count verified, and
@@ -399,7 +399,7 @@ func (lc *lifecycle) floatsKeepTheirPoint(dump string) {
 			}
 		}
 	}
-	assert.Empty(t, bare, "db dump --json writes these floats without a decimal point, as ints:\n%s", dump)
+	assert.Empty(t, bare, "db dump --json writes these floats as ints (store.Dump: floats keep a decimal point, 80.0, so that a file read back shows which numbers are floats):\n%s", dump)
 }
 
 // rowCounts are the rows of each table in a dump.
@@ -501,7 +501,7 @@ func (srv *lcServer) wait() {
 // importCount is the number db import reports before label ("6 inserted").
 func importCount(t *testing.T, s lcStep, label string) int {
 	t.Helper()
-	m := regexp.MustCompile(`(\d+) ` + label).FindStringSubmatch(s.out)
+	m := regexp.MustCompile(`(\d+) ` + label).FindStringSubmatch(s.out + s.err)
 	require.NotNil(t, m, "db import says how many rows it %s: %s", label, s)
 	n, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
