@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -330,17 +331,49 @@ func writeRowsJSON(w *bufio.Writer, sc *schema, recs []*rec, indent string) {
 	w.WriteString("\n" + indent + "]")
 }
 
-// jsonValue renders a stored value; floats keep a decimal point (80.0), so a file read back
-// shows which numbers are floats.
-func jsonValue(v any) string {
-	if f, ok := v.(float64); ok {
-		return formatFloat(f)
+// jsonValue renders a stored value as encoding/json would (compact, a dict's keys sorted), but
+// floats keep a decimal point (80.0) at every depth, inside lists and dicts too: a file read back,
+// by starplan or any typed reader, shows which numbers are floats. (The store keeps a whole
+// number without a declared type as an int, so a float there is never whole.)
+func jsonValue(v any) string { return string(appendJSON(nil, v)) }
+
+// appendJSON appends v, a value a row holds, as jsonValue renders it.
+func appendJSON(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	case int64:
+		return strconv.AppendInt(dst, x, 10)
+	case float64:
+		return append(dst, formatFloat(x)...)
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSON(dst, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		dst = append(dst, '{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSON(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSON(dst, x[k])
+		}
+		return append(dst, '}')
 	}
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(v) // a string (escaped as ever), or a kind no row holds
 	if err != nil {
-		return "null"
+		return append(dst, "null"...)
 	}
-	return string(b)
+	return append(dst, b...)
 }
 
 func formatFloat(f float64) string {
