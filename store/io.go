@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -57,14 +58,28 @@ type ImportResult struct {
 	Commits                               int
 }
 
+// clipText is the start of s, up to its first line's end, as an error quotes it.
+func clipText(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 24 {
+		s = strings.ToValidUTF8(s[:24], "") + "…"
+	}
+	return s
+}
+
 // ImportError is a record that cannot be imported; nothing was imported. Record is the 1-based
 // position of the row among the data records (0 for a problem with the file itself) and Line
-// the line of the file where it starts (0 when unknown). Err is usually a *table.FieldError
-// naming the field, the value and the rule.
+// the line of the file where it starts (0 when unknown). When the problem has a place of its own
+// (a CSV cell, what follows a JSON file's value), Line and Col are that place: Col counts the
+// line's bytes from 1 (0: no column). Err is usually a *table.FieldError naming the field, the
+// value and the rule.
 type ImportError struct {
 	Table  string
 	Record int
 	Line   int
+	Col    int // the byte of the line where the problem is, from 1, when known (0: not)
 	Err    error
 }
 
@@ -82,6 +97,9 @@ func (e *ImportError) problem() string {
 	}
 	if e.Line > 0 {
 		where = append(where, fmt.Sprintf("line %d", e.Line))
+		if e.Col > 0 {
+			where[len(where)-1] += fmt.Sprintf(", column %d", e.Col)
+		}
 	}
 	msg := e.Err.Error()
 	var fe *table.FieldError
@@ -1148,9 +1166,20 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 		}
 		row := make(table.Row, len(cells))
 		for i, cell := range cells {
-			if v := csvValue(cols[i], cell); v != nil {
+			v, rule := csvValue(cols[i], cell)
+			if rule != "" {
+				line, col := cr.FieldPos(i)
+				bad.add(&ImportError{Table: sc.Name, Record: n, Line: line, Col: col,
+					Err: &table.FieldError{Table: sc.Name, Field: cols[i].Name, Value: cell, Rule: rule}})
+				row = nil
+				break
+			}
+			if v != nil {
 				row[cols[i].Name] = v
 			}
+		}
+		if row == nil {
+			continue
 		}
 		if err := fn(record{row: row, num: n, line: line}); err != nil {
 			return err
@@ -1161,35 +1190,152 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 
 // csvValue converts a cell to the field's kind where it parses; a cell that does not parse is
 // passed on as a string so that validation names the value and the rule. An empty cell is no
-// value (None) for every type: CSV has no null, and Export writes None as an empty cell.
-func csvValue(f *field, cell string) any {
+// value (None) for every type: CSV has no null, and Export writes None as an empty cell. White
+// space around a number, a bool or a nested value is ignored, as around a header's names.
+//
+// A number is written as CSV users write one (see csvNumber); a cell in one of Go's number
+// syntaxes that strconv would take (1_000, 0x10, Inf, NaN, 1e3 for an int) is refused, as is a
+// nested value that is not exactly one JSON value: rule says why, and what to write instead.
+func csvValue(f *field, cell string) (v any, rule string) {
 	if cell == "" {
-		return nil
+		return nil, ""
 	}
 	if f.Type == table.TypeString {
-		return cell
+		return cell, ""
 	}
 	c := strings.TrimSpace(cell)
 	switch f.Type {
 	case table.TypeInt, table.TypeFloat:
-		if i, err := strconv.ParseInt(c, 10, 64); err == nil {
-			return i
-		}
-		if x, err := strconv.ParseFloat(c, 64); err == nil {
-			return x
-		}
+		return csvNumber(c, f.Type == table.TypeFloat)
 	case table.TypeBool:
 		if b, err := strconv.ParseBool(c); err == nil {
-			return b
+			return b, ""
 		}
 	case table.TypeList, table.TypeObject:
-		// Export writes a nested value as JSON, so import reads it so.
+		// Export writes a nested value as JSON, so import reads it so: one JSON value, and
+		// nothing after it but white space.
 		dec := json.NewDecoder(strings.NewReader(c))
 		dec.UseNumber()
 		var v any
-		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return fromJSON(v)
+		err := dec.Decode(&v)
+		if err == nil {
+			if rest := strings.TrimLeft(c[dec.InputOffset():], " \t\r\n"); rest != "" {
+				err = fmt.Errorf("%q follows the value", clipText(rest))
+			}
+		}
+		if err != nil {
+			example := `["a", 2.5]`
+			if f.Type == table.TypeObject {
+				example = `{"city": "Paris"}`
+			}
+			return nil, fmt.Sprintf("is not JSON text (%v): write the %s as JSON, such as %s", err, f.Type, example)
+		}
+		return fromJSON(v), ""
+	}
+	return c, ""
+}
+
+// csvNumber reads a number cell c (trimmed) as CSV users write it: an optional sign (- or +;
+// spreadsheets read +5 as 5), then digits with at most one decimal point among them (5, 5.0,
+// .5), and for a float field an optional exponent (1.5e3, 2E-4). Leading zeros are fine (007).
+// A whole number without a decimal point is an int64, another a float64 (validation converts
+// either to the field's kind, or says why not). Go's own syntaxes, which strconv accepts, are
+// refused with what to write instead: _ between digits, 0x/0o/0b prefixes, Inf and NaN, an
+// exponent for an int; so is a decimal comma or a thousands separator. Anything else is passed
+// on as text, for validation to say that the field must be a number.
+func csvNumber(c string, float bool) (any, string) {
+	plain, ok := numberSyntax(c, float)
+	switch {
+	case ok && plain:
+		i, err := strconv.ParseInt(c, 10, 64)
+		if err == nil {
+			return i, ""
+		}
+		if !float {
+			return nil, fmt.Sprintf("is too large for an int: an int is between %d and %d", int64(math.MinInt64), int64(math.MaxInt64))
+		}
+		fallthrough
+	case ok:
+		x, err := strconv.ParseFloat(c, 64)
+		if err != nil {
+			return nil, "is too large for a float (about 1.8e308 at most)"
+		}
+		return x, ""
+	}
+	form := "digits with an optional leading - and one decimal point, such as 1234.5 or -7"
+	if float {
+		form += " (an exponent too: 1.5e3)"
+	}
+	if !float {
+		if _, ok := numberSyntax(c, true); ok { // 1e3: an int with an exponent
+			if x, err := strconv.ParseFloat(c, 64); err == nil && x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+				return nil, fmt.Sprintf("has an exponent, which an int in CSV does not: write %d", int64(x))
+			}
+			return nil, "has an exponent, which an int in CSV does not: write " + form
 		}
 	}
-	return c
+	// write says what to write for the cell once fixed to fixed, when that is a number.
+	write := func(fixed string) string {
+		if _, ok := numberSyntax(fixed, float); ok {
+			return "write " + fixed
+		}
+		return "write " + form
+	}
+	word := strings.ToLower(strings.TrimLeft(c, "+-"))
+	switch {
+	case word == "inf" || word == "infinity" || word == "nan":
+		return nil, "must be a finite number: CSV has no Inf or NaN (leave the cell empty for no value)"
+	case len(word) > 2 && word[0] == '0' && strings.ContainsRune("xob", rune(word[1])):
+		base := map[byte]string{'x': "hexadecimal (0x)", 'o': "octal (0o)", 'b': "binary (0b)"}[word[1]]
+		rule := "is Go's " + base + " syntax, not a CSV number: "
+		if i, err := strconv.ParseInt(c, 0, 64); err == nil {
+			return nil, rule + write(strconv.FormatInt(i, 10))
+		}
+		if x, err := strconv.ParseFloat(c, 64); err == nil && float && !math.IsInf(x, 0) {
+			return nil, rule + write(strconv.FormatFloat(x, 'f', -1, 64))
+		}
+		return nil, rule + "write " + form
+	case strings.Contains(c, "_"):
+		return nil, `has "_" between digits (Go's syntax, not a CSV number's): ` + write(strings.ReplaceAll(c, "_", ""))
+	case strings.Contains(c, ","):
+		return nil, "has a comma: write the number with a decimal point and no thousands separator, " + form
+	}
+	return c, ""
+}
+
+// numberSyntax reports whether c is a number as csvNumber reads one, exponent allowing one;
+// plain says it has neither decimal point nor exponent.
+func numberSyntax(c string, exponent bool) (plain, ok bool) {
+	i := 0
+	if i < len(c) && (c[i] == '-' || c[i] == '+') {
+		i++
+	}
+	digits, point := 0, false
+	for ; i < len(c); i++ {
+		if ch := c[i]; ch >= '0' && ch <= '9' {
+			digits++
+		} else if ch == '.' && !point {
+			point = true
+		} else {
+			break
+		}
+	}
+	if digits == 0 {
+		return false, false
+	}
+	if i == len(c) {
+		return !point, true
+	}
+	if !exponent || c[i] != 'e' && c[i] != 'E' {
+		return false, false
+	}
+	i++
+	if i < len(c) && (c[i] == '-' || c[i] == '+') {
+		i++
+	}
+	start := i
+	for i < len(c) && c[i] >= '0' && c[i] <= '9' {
+		i++
+	}
+	return false, i > start && i == len(c)
 }
