@@ -882,6 +882,7 @@ type lineCounter struct {
 	buf  []byte // the bytes read from offset base on
 	base int64
 	line int   // the line of offset base
+	col  int   // the bytes of that line before offset base
 	err  error // the first error of r (the import's cancellation too) but io.EOF, or errRecordTooLarge
 }
 
@@ -925,7 +926,7 @@ func (c *lineCounter) kept(off int64) int64 { return min(max(off-c.base, 0), int
 // forget lets go of the bytes before offset off (at most those kept).
 func (c *lineCounter) forget(off int64) {
 	i := c.kept(off)
-	c.line += bytes.Count(c.buf[:i], newline)
+	c.line, c.col = advance(c.buf[:i], c.line, c.col)
 	c.buf = c.buf[i:]
 	c.base += i
 }
@@ -946,6 +947,42 @@ func (c *lineCounter) lineOf(off int64) int {
 	return c.line + bytes.Count(c.buf[:c.kept(off)], newline)
 }
 
+// colOf returns the column (from 1, in bytes) of the byte at offset off, as lineOf its line.
+func (c *lineCounter) colOf(off int64) int {
+	_, col := advance(c.buf[:c.kept(off)], c.line, c.col)
+	return col + 1
+}
+
+// rest refuses anything after the JSON value that ends at offset end but white space (the
+// reader's error, and the import's cancellation, are returned as such): a file is one value.
+// what names the value for the error ("array", "object").
+func (c *lineCounter) rest(sc *schema, end int64, what string) error {
+	c.forget(end)
+	p := make([]byte, 32<<10)
+	for {
+		if i := jsonSpace(c.buf, 0); i < len(c.buf) {
+			c.forget(c.base + int64(i))
+			line, col := c.line, c.col+1
+			for len(c.buf) < 24 && len(c.buf) <= recordLimit && c.err == nil { // enough to show
+				if _, err := c.Read(p[:24-len(c.buf)]); err != nil {
+					break
+				}
+			}
+			return &ImportError{Table: sc.Name, Line: line, Col: col, Err: fmt.Errorf(
+				"malformed JSON: %q follows the end of the %s: a file is one JSON array of records (or an object of tables, as a dump); remove what follows, or move its records into the array",
+				clipText(string(c.buf)), what)}
+		}
+		c.forget(c.base + int64(len(c.buf)))
+		if _, err := c.Read(p); err == io.EOF || c.err != nil {
+			break
+		}
+	}
+	if c.err != nil {
+		return &ImportError{Table: sc.Name, Err: c.err}
+	}
+	return nil
+}
+
 // lineAt returns the line of the first token at or after off (spaces and commas are skipped)
 // and forgets the bytes before it. An offset before the forgotten ones counts as the first kept.
 func (c *lineCounter) lineAt(off int64) int {
@@ -960,14 +997,19 @@ func (c *lineCounter) lineAt(off int64) int {
 // decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
 // (see jsonScan): from says where r starts, and r is already bounded by the import's context.
 func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
+	col := from.col
 	if from.inArray { // r starts inside the array: the decoder sees its opening, and an element
 		prefix := "["
 		if from.record > 0 {
 			prefix = "[{}" // an element that ends in itself, whatever follows it
 		}
 		r = io.MultiReader(strings.NewReader(prefix), r)
+		col -= len(prefix) // the prefix's bytes are not the file's
 	}
-	lc := &lineCounter{r: r, line: from.line}
+	lc := &lineCounter{r: r, line: from.line, col: col}
+	if from.ended {
+		return lc.rest(sc, 0, "array")
+	}
 	// jsonErr is the error of a token: a syntax error's offset is its character's.
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
@@ -1005,7 +1047,8 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 	if err != nil {
 		return jsonErr(0, err)
 	}
-	if tok == json.Delim('{') { // {"<table>": [...]}, as Dump writes
+	inObject := tok == json.Delim('{')
+	if inObject { // {"<table>": [...]}, as Dump writes
 		found := false
 		for dec.More() {
 			key, err := dec.Token()
@@ -1074,7 +1117,24 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 	if _, err := dec.Token(); err != nil {
 		return jsonErr(0, err)
 	}
-	return nil
+	if !inObject {
+		return lc.rest(sc, dec.InputOffset(), "array")
+	}
+	for dec.More() { // the other tables: well-formed, as those before
+		if _, err := dec.Token(); err != nil {
+			return jsonErr(0, err)
+		}
+		var skip json.RawMessage
+		start := dec.InputOffset()
+		if err := dec.Decode(&skip); err != nil {
+			return valueErr(0, start, ':', err)
+		}
+		lc.forget(dec.InputOffset())
+	}
+	if _, err := dec.Token(); err != nil {
+		return jsonErr(0, err)
+	}
+	return lc.rest(sc, dec.InputOffset(), "object")
 }
 
 // readCSVRecords reads a CSV file: a header of field names, then rows. The separator is a comma,

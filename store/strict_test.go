@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -131,3 +133,42 @@ func TestImportCSVNestedCellIsOneJSONValue(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"sku": "A", "qty": int64(1), "price": 2.0}}, row["lines"])
 }
 
+// A JSON import refuses anything after the file's value but white space, naming its line and
+// column, whichever reader (the scan, or encoding/json) reached the end; and imports nothing.
+func TestImportJSONRefusesWhatFollowsTheValue(t *testing.T) {
+	const rec = `{"item_id": "SG001", "name": "A", "quantity_in_stock": 1, "price": 1.0}`
+	follows := func(line, col int, text, what string) string {
+		return fmt.Sprintf(`import inventory: line %d, column %d: malformed JSON: %q follows the end of the %s: a file is one JSON array of records (or an object of tables, as a dump); remove what follows, or move its records into the array; nothing was imported`, line, col, text, what)
+	}
+	for _, tc := range []struct{ data, want string }{
+		{"[" + rec + "] trailing garbage", follows(1, len(rec)+4, "trailing garbage", "array")},
+		{"[" + rec + "]\n {\"x\":1} ]]]\n", follows(2, 2, `{"x":1} ]]]`, "array")},
+		{"[]x", follows(1, 3, "x", "array")},
+		{"[\n" + rec + ",\n 5] and more, much more than is shown\nsecond line", `record 2, line 3: want an object`},
+		{"[" + rec + "]\n\n\t" + strings.Repeat("long ", 10) + "\nnext line", follows(3, 2, "long long long long long…", "array")},
+		{`{"inventory": [` + rec + `], "transactions": []} x`, follows(1, len(rec)+39, "x", "object")},
+		{`{"inventory": [` + rec + `]}, {}`, follows(1, len(rec)+18, ", {}", "object")},
+		{`{"inventory": [` + rec + `], "transactions": [}`, `malformed JSON: invalid character '}' looking for beginning of value`},
+		{`{"inventory": [` + rec + `], "transactions": []`, `malformed JSON: EOF`},
+	} {
+		s := openTemp(t)
+		before := dumpString(t, s)
+		_, err := s.Import(bg, "inventory", strings.NewReader(tc.data), JSON, Replace)
+		require.Error(t, err, tc.data)
+		if strings.HasPrefix(tc.want, "import ") {
+			assert.Equal(t, tc.want, err.Error())
+		} else {
+			assert.Contains(t, err.Error(), tc.want)
+		}
+		assert.Equal(t, before, dumpString(t, s))
+		sc := s.schemas["inventory"]
+		for _, chunk := range []int{1, 7, 64, len(tc.data)} {
+			compareReaders(t, sc, func() io.Reader { return &chunkReader{data: []byte(tc.data), n: chunk} }, 0)
+		}
+	}
+	s := openTemp(t)
+	for _, data := range []string{"[" + rec + "]", "[" + rec + "] \n\t\r\n  \n", `{"inventory": [` + rec + `], "transactions": []}` + "\n"} {
+		_, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Replace)
+		assert.NoError(t, err, "white space after the value is fine: %q", data)
+	}
+}
