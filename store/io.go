@@ -273,7 +273,8 @@ func (s *Store) snapshot(name string) (*schema, []*rec, error) {
 }
 
 // Dump writes every table as one JSON object {"<table>": [rows...]}, tables sorted, rows in key
-// order and fields in schema order: the format of a domain's seed.json.
+// order and fields in schema order: the format of a domain's seed.json. Floats keep their fraction
+// at every depth (see jsonValue), so a dump imported into a new store dumps the same bytes.
 func (s *Store) Dump(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{")
@@ -595,8 +596,10 @@ func (im *importer) fail(ie *ImportError) {
 const ctxEvery = 4096
 
 // Import reads rows for one table from r and writes them in one atomic step. JSON is an array of
-// objects, or {"<table>": [...]} as Dump writes; CSV is a header of field names, then rows, where
-// an empty cell is no value (None). Every row is validated before anything is written: one bad
+// objects, or {"<table>": [...]} as Dump writes, and nothing after it but white space; CSV is a
+// header of field names, then rows, where an empty cell is no value (None), a number is written as
+// spreadsheets write one (an optional sign, digits, one decimal point, an exponent for a float; Go's
+// 1_000, 0x10, Inf and NaN are refused) and a list or dict is JSON text. Every row is validated before anything is written: one bad
 // row imports nothing, and the *ImportError names the record, its line, the field and the rule.
 // A missing key is generated when the schema has a key prefix. Upsert replaces a row whose key
 // exists with the imported row as a whole (columns the file lacks become None).
