@@ -3,7 +3,9 @@ package store
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -171,4 +173,46 @@ func TestImportJSONRefusesWhatFollowsTheValue(t *testing.T) {
 		_, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Replace)
 		assert.NoError(t, err, "white space after the value is fine: %q", data)
 	}
+}
+
+// FuzzCSVNumberReadsExport: every finite float and every int, as Export writes it in a cell,
+// reads back as the same number, and a cell csvNumber takes is one strconv reads as the same.
+func FuzzCSVNumberReadsExport(f *testing.F) {
+	for _, x := range []float64{0, -0.5, 57, 1031, 1e-7, 1.5e300, 1e21, 0.1, -123456789.125} {
+		f.Add(x, int64(x), "1_000")
+	}
+	f.Add(math.MaxFloat64, int64(math.MinInt64), "+.5e-3")
+	f.Fuzz(func(t *testing.T, x float64, n int64, cell string) {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			v, rule := csvNumber(csvCell(x), true)
+			require.Empty(t, rule, csvCell(x))
+			if i, ok := v.(int64); ok {
+				v = float64(i)
+			}
+			require.Equal(t, x, v, csvCell(x))
+		}
+		v, rule := csvNumber(csvCell(n), false)
+		require.Empty(t, rule)
+		require.Equal(t, n, v)
+		for _, float := range []bool{false, true} {
+			v, rule := csvNumber(cell, float)
+			switch v := v.(type) {
+			case int64:
+				i, err := strconv.ParseInt(cell, 10, 64)
+				require.NoError(t, err, cell)
+				require.Equal(t, i, v)
+			case float64:
+				x, err := strconv.ParseFloat(cell, 64)
+				require.NoError(t, err, cell)
+				require.Equal(t, x, v)
+				require.False(t, strings.ContainsAny(cell, "_xXoObBnN"), "%q: Go's syntax", cell)
+				require.True(t, float || !strings.ContainsAny(cell, "eE"), "%q: an exponent for an int", cell)
+			case nil:
+				require.NotEmpty(t, rule, cell)
+			case string:
+				require.Equal(t, cell, v)
+				require.Empty(t, rule)
+			}
+		}
+	})
 }
