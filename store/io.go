@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -56,14 +58,28 @@ type ImportResult struct {
 	Commits                               int
 }
 
+// clipText is the start of s, up to its first line's end, as an error quotes it.
+func clipText(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 24 {
+		s = strings.ToValidUTF8(s[:24], "") + "…"
+	}
+	return s
+}
+
 // ImportError is a record that cannot be imported; nothing was imported. Record is the 1-based
 // position of the row among the data records (0 for a problem with the file itself) and Line
-// the line of the file where it starts (0 when unknown). Err is usually a *table.FieldError
-// naming the field, the value and the rule.
+// the line of the file where it starts (0 when unknown). When the problem has a place of its own
+// (a CSV cell, what follows a JSON file's value), Line and Col are that place: Col counts the
+// line's bytes from 1 (0: no column). Err is usually a *table.FieldError naming the field, the
+// value and the rule.
 type ImportError struct {
 	Table  string
 	Record int
 	Line   int
+	Col    int // the byte of the line where the problem is, from 1, when known (0: not)
 	Err    error
 }
 
@@ -81,6 +97,9 @@ func (e *ImportError) problem() string {
 	}
 	if e.Line > 0 {
 		where = append(where, fmt.Sprintf("line %d", e.Line))
+		if e.Col > 0 {
+			where[len(where)-1] += fmt.Sprintf(", column %d", e.Col)
+		}
 	}
 	msg := e.Err.Error()
 	var fe *table.FieldError
@@ -276,7 +295,8 @@ func (s *Store) snapshot(name string) (*schema, []*rec, error) {
 }
 
 // Dump writes every table as one JSON object {"<table>": [rows...]}, tables sorted, rows in key
-// order and fields in schema order: the format of a domain's seed.json.
+// order and fields in schema order: the format of a domain's seed.json. Floats keep their fraction
+// at every depth (see jsonValue), so a dump imported into a new store dumps the same bytes.
 func (s *Store) Dump(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{")
@@ -352,17 +372,49 @@ func writeRowsJSON(w *bufio.Writer, sc *schema, recs []*rec, indent string) {
 	w.WriteString("\n" + indent + "]")
 }
 
-// jsonValue renders a stored value; floats keep a decimal point (80.0), so a file read back
-// shows which numbers are floats.
-func jsonValue(v any) string {
-	if f, ok := v.(float64); ok {
-		return formatFloat(f)
+// jsonValue renders a stored value as encoding/json would (compact, a dict's keys sorted), but
+// floats keep a decimal point (80.0) at every depth, inside lists and dicts too: a file read back,
+// by starplan or any typed reader, shows which numbers are floats. (The store keeps a whole
+// number without a declared type as an int, so a float there is never whole.)
+func jsonValue(v any) string { return string(appendJSON(nil, v)) }
+
+// appendJSON appends v, a value a row holds, as jsonValue renders it.
+func appendJSON(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	case int64:
+		return strconv.AppendInt(dst, x, 10)
+	case float64:
+		return append(dst, formatFloat(x)...)
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSON(dst, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		dst = append(dst, '{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSON(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSON(dst, x[k])
+		}
+		return append(dst, '}')
 	}
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(v) // a string (escaped as ever), or a kind no row holds
 	if err != nil {
-		return "null"
+		return append(dst, "null"...)
 	}
-	return string(b)
+	return append(dst, b...)
 }
 
 func formatFloat(f float64) string {
@@ -566,8 +618,10 @@ func (im *importer) fail(ie *ImportError) {
 const ctxEvery = 4096
 
 // Import reads rows for one table from r and writes them in one atomic step. JSON is an array of
-// objects, or {"<table>": [...]} as Dump writes; CSV is a header of field names, then rows, where
-// an empty cell is no value (None). Every row is validated before anything is written: one bad
+// objects, or {"<table>": [...]} as Dump writes, and nothing after it but white space; CSV is a
+// header of field names, then rows, where an empty cell is no value (None), a number is written as
+// spreadsheets write one (an optional sign, digits, one decimal point, an exponent for a float; Go's
+// 1_000, 0x10, Inf and NaN are refused) and a list or dict is JSON text. Every row is validated before anything is written: one bad
 // row imports nothing, and the *ImportError names the record, its line, the field and the rule.
 // A missing key is generated when the schema has a key prefix. Upsert replaces a row whose key
 // exists with the imported row as a whole (columns the file lacks become None).
@@ -853,6 +907,7 @@ type lineCounter struct {
 	buf  []byte // the bytes read from offset base on
 	base int64
 	line int   // the line of offset base
+	col  int   // the bytes of that line before offset base
 	err  error // the first error of r (the import's cancellation too) but io.EOF, or errRecordTooLarge
 }
 
@@ -896,7 +951,7 @@ func (c *lineCounter) kept(off int64) int64 { return min(max(off-c.base, 0), int
 // forget lets go of the bytes before offset off (at most those kept).
 func (c *lineCounter) forget(off int64) {
 	i := c.kept(off)
-	c.line += bytes.Count(c.buf[:i], newline)
+	c.line, c.col = advance(c.buf[:i], c.line, c.col)
 	c.buf = c.buf[i:]
 	c.base += i
 }
@@ -917,6 +972,42 @@ func (c *lineCounter) lineOf(off int64) int {
 	return c.line + bytes.Count(c.buf[:c.kept(off)], newline)
 }
 
+// colOf returns the column (from 1, in bytes) of the byte at offset off, as lineOf its line.
+func (c *lineCounter) colOf(off int64) int {
+	_, col := advance(c.buf[:c.kept(off)], c.line, c.col)
+	return col + 1
+}
+
+// rest refuses anything after the JSON value that ends at offset end but white space (the
+// reader's error, and the import's cancellation, are returned as such): a file is one value.
+// what names the value for the error ("array", "object").
+func (c *lineCounter) rest(sc *schema, end int64, what string) error {
+	c.forget(end)
+	p := make([]byte, 32<<10)
+	for {
+		if i := jsonSpace(c.buf, 0); i < len(c.buf) {
+			c.forget(c.base + int64(i))
+			line, col := c.line, c.col+1
+			for len(c.buf) < 24 && len(c.buf) <= recordLimit && c.err == nil { // enough to show
+				if _, err := c.Read(p[:24-len(c.buf)]); err != nil {
+					break
+				}
+			}
+			return &ImportError{Table: sc.Name, Line: line, Col: col, Err: fmt.Errorf(
+				"malformed JSON: %q follows the end of the %s: a file is one JSON array of records (or an object of tables, as a dump); remove what follows, or move its records into the array",
+				clipText(string(c.buf)), what)}
+		}
+		c.forget(c.base + int64(len(c.buf)))
+		if _, err := c.Read(p); err == io.EOF || c.err != nil {
+			break
+		}
+	}
+	if c.err != nil {
+		return &ImportError{Table: sc.Name, Err: c.err}
+	}
+	return nil
+}
+
 // lineAt returns the line of the first token at or after off (spaces and commas are skipped)
 // and forgets the bytes before it. An offset before the forgotten ones counts as the first kept.
 func (c *lineCounter) lineAt(off int64) int {
@@ -931,14 +1022,19 @@ func (c *lineCounter) lineAt(off int64) int {
 // decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
 // (see jsonScan): from says where r starts, and r is already bounded by the import's context.
 func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
+	col := from.col
 	if from.inArray { // r starts inside the array: the decoder sees its opening, and an element
 		prefix := "["
 		if from.record > 0 {
 			prefix = "[{}" // an element that ends in itself, whatever follows it
 		}
 		r = io.MultiReader(strings.NewReader(prefix), r)
+		col -= len(prefix) // the prefix's bytes are not the file's
 	}
-	lc := &lineCounter{r: r, line: from.line}
+	lc := &lineCounter{r: r, line: from.line, col: col}
+	if from.ended {
+		return lc.rest(sc, 0, "array")
+	}
 	// jsonErr is the error of a token: a syntax error's offset is its character's.
 	jsonErr := func(rec int, err error) error {
 		if lc.err != nil { // the file could not be read: not malformed, whatever the decoder saw
@@ -976,7 +1072,8 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 	if err != nil {
 		return jsonErr(0, err)
 	}
-	if tok == json.Delim('{') { // {"<table>": [...]}, as Dump writes
+	inObject := tok == json.Delim('{')
+	if inObject { // {"<table>": [...]}, as Dump writes
 		found := false
 		for dec.More() {
 			key, err := dec.Token()
@@ -1045,7 +1142,24 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 	if _, err := dec.Token(); err != nil {
 		return jsonErr(0, err)
 	}
-	return nil
+	if !inObject {
+		return lc.rest(sc, dec.InputOffset(), "array")
+	}
+	for dec.More() { // the other tables: well-formed, as those before
+		if _, err := dec.Token(); err != nil {
+			return jsonErr(0, err)
+		}
+		var skip json.RawMessage
+		start := dec.InputOffset()
+		if err := dec.Decode(&skip); err != nil {
+			return valueErr(0, start, ':', err)
+		}
+		lc.forget(dec.InputOffset())
+	}
+	if _, err := dec.Token(); err != nil {
+		return jsonErr(0, err)
+	}
+	return lc.rest(sc, dec.InputOffset(), "object")
 }
 
 // readCSVRecords reads a CSV file: a header of field names, then rows. The separator is a comma,
@@ -1137,9 +1251,20 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 		}
 		row := make(table.Row, len(cells))
 		for i, cell := range cells {
-			if v := csvValue(cols[i], cell); v != nil {
+			v, rule := csvValue(cols[i], cell)
+			if rule != "" {
+				line, col := cr.FieldPos(i)
+				bad.add(&ImportError{Table: sc.Name, Record: n, Line: line, Col: col,
+					Err: &table.FieldError{Table: sc.Name, Field: cols[i].Name, Value: cell, Rule: rule}})
+				row = nil
+				break
+			}
+			if v != nil {
 				row[cols[i].Name] = v
 			}
+		}
+		if row == nil {
+			continue
 		}
 		if err := fn(record{row: row, num: n, line: line}); err != nil {
 			return err
@@ -1150,35 +1275,152 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 
 // csvValue converts a cell to the field's kind where it parses; a cell that does not parse is
 // passed on as a string so that validation names the value and the rule. An empty cell is no
-// value (None) for every type: CSV has no null, and Export writes None as an empty cell.
-func csvValue(f *field, cell string) any {
+// value (None) for every type: CSV has no null, and Export writes None as an empty cell. White
+// space around a number, a bool or a nested value is ignored, as around a header's names.
+//
+// A number is written as CSV users write one (see csvNumber); a cell in one of Go's number
+// syntaxes that strconv would take (1_000, 0x10, Inf, NaN, 1e3 for an int) is refused, as is a
+// nested value that is not exactly one JSON value: rule says why, and what to write instead.
+func csvValue(f *field, cell string) (v any, rule string) {
 	if cell == "" {
-		return nil
+		return nil, ""
 	}
 	if f.Type == table.TypeString {
-		return cell
+		return cell, ""
 	}
 	c := strings.TrimSpace(cell)
 	switch f.Type {
 	case table.TypeInt, table.TypeFloat:
-		if i, err := strconv.ParseInt(c, 10, 64); err == nil {
-			return i
-		}
-		if x, err := strconv.ParseFloat(c, 64); err == nil {
-			return x
-		}
+		return csvNumber(c, f.Type == table.TypeFloat)
 	case table.TypeBool:
 		if b, err := strconv.ParseBool(c); err == nil {
-			return b
+			return b, ""
 		}
 	case table.TypeList, table.TypeObject:
-		// Export writes a nested value as JSON, so import reads it so.
+		// Export writes a nested value as JSON, so import reads it so: one JSON value, and
+		// nothing after it but white space.
 		dec := json.NewDecoder(strings.NewReader(c))
 		dec.UseNumber()
 		var v any
-		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return fromJSON(v)
+		err := dec.Decode(&v)
+		if err == nil {
+			if rest := strings.TrimLeft(c[dec.InputOffset():], " \t\r\n"); rest != "" {
+				err = fmt.Errorf("%q follows the value", clipText(rest))
+			}
+		}
+		if err != nil {
+			example := `["a", 2.5]`
+			if f.Type == table.TypeObject {
+				example = `{"city": "Paris"}`
+			}
+			return nil, fmt.Sprintf("is not JSON text (%v): write the %s as JSON, such as %s", err, f.Type, example)
+		}
+		return fromJSON(v), ""
+	}
+	return c, ""
+}
+
+// csvNumber reads a number cell c (trimmed) as CSV users write it: an optional sign (- or +;
+// spreadsheets read +5 as 5), then digits with at most one decimal point among them (5, 5.0,
+// .5), and for a float field an optional exponent (1.5e3, 2E-4). Leading zeros are fine (007).
+// A whole number without a decimal point is an int64, another a float64 (validation converts
+// either to the field's kind, or says why not). Go's own syntaxes, which strconv accepts, are
+// refused with what to write instead: _ between digits, 0x/0o/0b prefixes, Inf and NaN, an
+// exponent for an int; so is a decimal comma or a thousands separator. Anything else is passed
+// on as text, for validation to say that the field must be a number.
+func csvNumber(c string, float bool) (any, string) {
+	plain, ok := numberSyntax(c, float)
+	switch {
+	case ok && plain:
+		i, err := strconv.ParseInt(c, 10, 64)
+		if err == nil {
+			return i, ""
+		}
+		if !float {
+			return nil, fmt.Sprintf("is too large for an int: an int is between %d and %d", int64(math.MinInt64), int64(math.MaxInt64))
+		}
+		fallthrough
+	case ok:
+		x, err := strconv.ParseFloat(c, 64)
+		if err != nil {
+			return nil, "is too large for a float (about 1.8e308 at most)"
+		}
+		return x, ""
+	}
+	form := "digits with an optional leading - and one decimal point, such as 1234.5 or -7"
+	if float {
+		form += " (an exponent too: 1.5e3)"
+	}
+	if !float {
+		if _, ok := numberSyntax(c, true); ok { // 1e3: an int with an exponent
+			if x, err := strconv.ParseFloat(c, 64); err == nil && x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+				return nil, fmt.Sprintf("has an exponent, which an int in CSV does not: write %d", int64(x))
+			}
+			return nil, "has an exponent, which an int in CSV does not: write " + form
 		}
 	}
-	return c
+	// write says what to write for the cell once fixed to fixed, when that is a number.
+	write := func(fixed string) string {
+		if _, ok := numberSyntax(fixed, float); ok {
+			return "write " + fixed
+		}
+		return "write " + form
+	}
+	word := strings.ToLower(strings.TrimLeft(c, "+-"))
+	switch {
+	case word == "inf" || word == "infinity" || word == "nan":
+		return nil, "must be a finite number: CSV has no Inf or NaN (leave the cell empty for no value)"
+	case len(word) > 2 && word[0] == '0' && strings.ContainsRune("xob", rune(word[1])):
+		base := map[byte]string{'x': "hexadecimal (0x)", 'o': "octal (0o)", 'b': "binary (0b)"}[word[1]]
+		rule := "is Go's " + base + " syntax, not a CSV number: "
+		if i, err := strconv.ParseInt(c, 0, 64); err == nil {
+			return nil, rule + write(strconv.FormatInt(i, 10))
+		}
+		if x, err := strconv.ParseFloat(c, 64); err == nil && float && !math.IsInf(x, 0) {
+			return nil, rule + write(strconv.FormatFloat(x, 'f', -1, 64))
+		}
+		return nil, rule + "write " + form
+	case strings.Contains(c, "_"):
+		return nil, `has "_" between digits (Go's syntax, not a CSV number's): ` + write(strings.ReplaceAll(c, "_", ""))
+	case strings.Contains(c, ","):
+		return nil, "has a comma: write the number with a decimal point and no thousands separator, " + form
+	}
+	return c, ""
+}
+
+// numberSyntax reports whether c is a number as csvNumber reads one, exponent allowing one;
+// plain says it has neither decimal point nor exponent.
+func numberSyntax(c string, exponent bool) (plain, ok bool) {
+	i := 0
+	if i < len(c) && (c[i] == '-' || c[i] == '+') {
+		i++
+	}
+	digits, point := 0, false
+	for ; i < len(c); i++ {
+		if ch := c[i]; ch >= '0' && ch <= '9' {
+			digits++
+		} else if ch == '.' && !point {
+			point = true
+		} else {
+			break
+		}
+	}
+	if digits == 0 {
+		return false, false
+	}
+	if i == len(c) {
+		return !point, true
+	}
+	if !exponent || c[i] != 'e' && c[i] != 'E' {
+		return false, false
+	}
+	i++
+	if i < len(c) && (c[i] == '-' || c[i] == '+') {
+		i++
+	}
+	start := i
+	for i < len(c) && c[i] >= '0' && c[i] <= '9' {
+		i++
+	}
+	return false, i > start && i == len(c)
 }

@@ -19,7 +19,8 @@ import (
 // writes) are scanned here (jsonScan), straight into rows with the field names shared with the
 // schema (a nested value, or a string with escapes or invalid UTF-8, is decoded alone by
 // encoding/json); from the first thing the scan does not take (another layout such as Dump's
-// object of tables, bad JSON, a record past MaxRecordBytes, the reader's error or end) the rest
+// object of tables, bad JSON, a record past MaxRecordBytes, the reader's error or end, the
+// array's end, after which only white space may come) the rest
 // of the file goes to encoding/json (decodeJSONRecords), which says what is wrong as it always
 // did. A record is the same either way: FuzzReadJSONRecords holds the two readers to the same
 // records, lines and errors.
@@ -32,12 +33,15 @@ func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(recor
 	return decodeJSONRecords(ctx, sc, s.rest(), *from, fn)
 }
 
-// jsonResume is where decodeJSONRecords starts: at the file's start, or inside its array (after
-// its opening bracket, and after record records when that is not 0) on line line.
+// jsonResume is where decodeJSONRecords starts: at the file's start, inside its array (after
+// its opening bracket, and after record records when that is not 0), or after the array's end
+// (ended), on line line, col bytes after the line's start.
 type jsonResume struct {
 	inArray bool
 	record  int
+	ended   bool
 	line    int
+	col     int
 }
 
 // jsonScan reads records from a buffer of the file. Its position is always between records: at
@@ -49,6 +53,7 @@ type jsonScan struct {
 	buf     []byte // bytes read: buf[at:] are not taken yet
 	at      int
 	line    int   // the line of buf[at]
+	col     int   // the bytes of that line before buf[at]
 	err     error // the reader's error, io.EOF at the end
 	inArray bool
 	n       int // records handed to fn
@@ -66,11 +71,12 @@ const (
 	scanOther // not what the scan takes: decodeJSONRecords reads the rest
 )
 
-// records scans records until the array's end, an error of fn or the context (returned), or a
-// place where decodeJSONRecords must go on (returned as from).
+// records scans records until the array's end and the white space after it to the file's end,
+// an error of fn or the context (returned), or a place where decodeJSONRecords must go on
+// (returned as from).
 func (s *jsonScan) records(ctx context.Context, fn func(record) error) (from *jsonResume, err error) {
 	resume := func() (*jsonResume, error) {
-		return &jsonResume{inArray: s.inArray, record: s.n, line: s.line}, nil
+		return &jsonResume{inArray: s.inArray, record: s.n, line: s.line, col: s.col}, nil
 	}
 	for {
 		b := s.buf
@@ -91,7 +97,8 @@ func (s *jsonScan) records(ctx context.Context, fn func(record) error) (from *js
 			s.inArray = true
 			continue
 		case c == ']':
-			return nil, nil // the array's end; what follows it is not read, as encoding/json does
+			s.take(p + 1)
+			return s.end()
 		case s.n > 0:
 			if c != ',' {
 				return resume()
@@ -132,12 +139,36 @@ func (s *jsonScan) records(ctx context.Context, fn func(record) error) (from *js
 	}
 }
 
+// end reads the white space after the array's end: to the file's end (nil), or to what follows,
+// which decodeJSONRecords refuses (from, ended), as it does the reader's error.
+func (s *jsonScan) end() (*jsonResume, error) {
+	for {
+		p := s.space(s.at)
+		s.take(p)
+		if p < len(s.buf) || !s.fill() && s.err != io.EOF {
+			return &jsonResume{ended: true, line: s.line, col: s.col}, nil
+		}
+		if s.at == len(s.buf) && s.err == io.EOF {
+			return nil, nil
+		}
+	}
+}
+
 var newline = []byte{'\n'}
 
-// take moves the position to p, counting the lines it passes.
+// take moves the position to p, counting the lines and columns it passes.
 func (s *jsonScan) take(p int) {
-	s.line += bytes.Count(s.buf[s.at:p], newline)
+	s.line, s.col = advance(s.buf[s.at:p], s.line, s.col)
 	s.at = p
+}
+
+// advance returns the line and column (bytes before it on its line) after b, which starts at
+// line and col.
+func advance(b []byte, line, col int) (int, int) {
+	if n := bytes.Count(b, newline); n > 0 {
+		return line + n, len(b) - bytes.LastIndexByte(b, '\n') - 1
+	}
+	return line, col + len(b)
 }
 
 // fill reads more of the file after buf[at:], which it moves to the front, and reports whether

@@ -66,6 +66,9 @@ var jsonScanSeeds = []string{
 	`[{"l": [1, "two", [3.5, null], {"x": true}], "o": {"a": {"b": [1e2]}}}]`, `[{"l": [1, }]`, `[{"o": {"a" 1}}]`,
 	`[{"l": ["]", "[", "\"]"]}]`, `[{"k": "a", "k": "b"}]`, `[{"k": "a",}]`, `[{"k" "a"}]`, `[{"k": "a"}}]`,
 	"\ufeff[{\"k\": \"a\"}]", "[{\"k\":\"a\"}]\n[{\"k\":\"b\"}]", `[{"k":"a"},{"k":"b"},{"k":"c"},{"k":"d"}]`,
+	`[{"k":"a"}] {"x":1} ]]]`, "[{\"k\":\"a\"}]\n\t x", "[] \r\n\t", `[{"k":"a"}]x`, `{"t": [{"k": "a"}]} x`,
+	`{"t": [{"k": "a"}]}, {}`, `{"t": [], "u": [}`, `{"t": [], "u": 1} `, `{"t": [{"k": "a"}], "u": [1]`,
+	"[{\"k\":\"a\"}]\n\n  long trailing text that goes on \u00e9\u00e9\u00e9 past the part shown\nand a line",
 }
 
 // FuzzReadJSONRecords holds readJSONRecords (the scan, then encoding/json from the first thing it
@@ -193,7 +196,7 @@ func TestJSONScanTakesTheCommonFile(t *testing.T) {
 	scan := &jsonScan{sc: sc, r: strings.NewReader("[{\"item_id\": \"A\"},\n{\"item_id\": \"B\"},\n{\"item_id\": \"\\q\"}]"), line: 1}
 	recs, err := readAll(func(fn func(record) error) error {
 		from, err := scan.records(bg, fn)
-		assert.Equal(t, &jsonResume{inArray: true, record: 2, line: 2}, from)
+		assert.Equal(t, &jsonResume{inArray: true, record: 2, line: 2, col: 16}, from)
 		return err
 	}, 0)
 	require.NoError(t, err)
