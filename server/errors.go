@@ -24,6 +24,7 @@ const (
 	CodeAlreadyApplied = "already-applied" // reject of a run that was applied
 	CodeInternal       = "internal"        // starplan itself failed
 	CodeUnavailable    = "shutting-down"   // the server is draining
+	CodeTooManyStreams = "too-many-streams" // GET /v1/events beyond Options.MaxSubscribers
 	CodeBadLimits      = "limits-not-allowed"
 	CodeNotReplayable  = "not-replayable"    // the record holds no whole program to run again
 	CodeModel          = "model-unavailable" // the model could not be reached or answered badly

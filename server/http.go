@@ -240,8 +240,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		lastID = n
 	}
-	sub, missed, ok := s.events.subscribe(lastID)
-	if !ok {
+	sub, missed, err := s.events.subscribe(lastID)
+	switch {
+	case errors.Is(err, errTooManyListeners):
+		w.Header().Set("Retry-After", "30")
+		writeError(w, errorf(http.StatusServiceUnavailable, CodeTooManyStreams,
+			"close review pages or event streams of this server you no longer use, then reconnect; GET /v1/runs reads the runs without a stream",
+			"%d event streams are open, the most this server serves at once", s.opts.MaxSubscribers))
+		return
+	case err != nil:
 		writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, "connect to the next server", "the server is shutting down"))
 		return
 	}
