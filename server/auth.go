@@ -150,32 +150,33 @@ func errUnauthorized() *Error {
 	return errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN; the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "missing or wrong bearer token")
 }
 
-// authorize decides whether r may go on. A request that sends Authorization is decided by its
-// bearer token alone. One that does not may fetch the review page's public files and log in;
-// anything else needs a live session cookie and, unless it only reads, the page's CSRF proof.
-func (s *Server) authorize(r *http.Request) *Error {
+// authorize decides whether r may go on, and whether it carried a credential (the bearer token,
+// or a live session). A request that sends Authorization is decided by its bearer token alone.
+// One that does not may fetch the review page's public files and log in; anything else needs a
+// live session cookie and, unless it only reads, the page's CSRF proof.
+func (s *Server) authorize(r *http.Request) (credential bool, _ *Error) {
 	if h, sent := r.Header["Authorization"]; sent {
 		token, ok := strings.CutPrefix(strings.Join(h, ""), "Bearer ")
 		if !ok || !s.tokenOK(token) {
-			return errUnauthorized()
+			return false, errUnauthorized()
 		}
-		return nil
+		return true, nil
 	}
 	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if publicPage(r) {
 		if safe {
-			return nil
+			return false, nil
 		}
-		return sameOrigin(r)
+		return false, sameOrigin(r)
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || !s.sessions.valid(c.Value) {
-		return errUnauthorized()
+		return false, errUnauthorized()
 	}
 	if safe {
-		return nil
+		return true, nil
 	}
-	return sameOrigin(r)
+	return true, sameOrigin(r)
 }
 
 // sameOrigin is the CSRF check of a request that changes something without a bearer token: it

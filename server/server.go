@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"sync"
 	"time"
@@ -67,6 +69,17 @@ type Options struct {
 	Model engine.Model
 	// MaxRepairs is engine.AskRequest.MaxRepairs for the model's plans (0: the engine's default).
 	MaxRepairs int
+	// MaxConns bounds the HTTP connections held at once (DefaultMaxConns when 0), MaxUnauthConns
+	// those of them that have not yet carried a credential (DefaultMaxUnauthConns) and
+	// MaxUnauthConnsPerAddr those from one client address (DefaultMaxUnauthConnsPerAddr). They
+	// hold on a listener wrapped by Listener (conns.go).
+	MaxConns, MaxUnauthConns, MaxUnauthConnsPerAddr int
+	// HeaderTimeout is how long a connection of HTTPServer has to send a request's headers
+	// (DefaultHeaderTimeout when 0).
+	HeaderTimeout time.Duration
+	// Log receives what the HTTP server reports: connections refused or closed to keep to the
+	// bounds (one line per interval, with counts) and net/http's own errors. Nil reports nothing.
+	Log *log.Logger
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
@@ -82,6 +95,8 @@ type Server struct {
 	mcp    *mcp.Server
 	// sessions are the review page's logins (auth.go).
 	sessions *sessions
+	// conns counts the connections of Listener (conns.go).
+	conns *connLimiter
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
@@ -112,8 +127,23 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&opts.MaxConns, DefaultMaxConns}, {&opts.MaxUnauthConns, DefaultMaxUnauthConns}, {&opts.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = log.New(io.Discard, "", 0)
+	}
 	limits := brokerLimits{Events: opts.EventBacklog, Bytes: opts.EventBacklogBytes, Subscribers: opts.MaxSubscribers}
 	s := &Server{eng: eng, opts: opts, events: newBroker(limits, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
+	s.conns = newConnLimiter(opts)
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	m, err := s.newMCP()
 	if err != nil {
