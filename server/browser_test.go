@@ -153,6 +153,7 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.wait("the queue", `document.querySelectorAll("#queue-list > li").length === 4`)
 	assert.NotContains(t, eval[string](b, `document.documentElement.outerHTML + JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie`), testToken,
 		"the token is nowhere a script can read it")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, eval[string](b, `sessionStorage.getItem("starplan.session_key")`), "the session's key is kept in the tab")
 
 	// The queue: newest first, who proposed it, a summary of its changes, its age.
 	ids := eval[[]string](b, `[...document.querySelectorAll("#queue-list > li")].map(li => li.dataset.run)`)
@@ -246,6 +247,17 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.wait("all runs at phone width", `document.querySelectorAll("#queue-list > li").length === 5`)
 	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth`), 390)
 	b.shot("queue-390")
+
+	// The session cookie alone opens nothing: without the key (a new tab, or a process that
+	// replays the cookie) the page asks to sign in. A one-time link signs in again, and its code
+	// does not stay in the address.
+	b.do(chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`))
+	b.do(chromedp.Reload())
+	b.wait("the login form for a cookie without its key", `!document.querySelector("#login").hidden`)
+	b.do(chromedp.Navigate(f.web.URL + f.srv.LoginLink()))
+	b.wait("the queue after the one-time link", `!document.querySelector("#queue").hidden && document.querySelectorAll("#queue-list > li").length > 0`)
+	assert.Equal(t, "#/queue/pending", eval[string](b, `location.hash`), "the code is taken off the address")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, eval[string](b, `sessionStorage.getItem("starplan.session_key")`))
 
 	// The page broke none of its own rules.
 	b.mu.Lock()

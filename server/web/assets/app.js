@@ -5,10 +5,30 @@
 
 (function () {
   const PAGE_HEADER = 'X-Starplan-Page';
+  // The session's key: the login's answer carries it, and the server takes the session cookie
+  // only with it, so a process that replays the cookie (cookies are scoped by host, not port)
+  // authorizes nothing. It is kept in this tab's sessionStorage, which is scoped by origin, port
+  // included, so a page of another port cannot read it, and a reload of this tab keeps it; no
+  // endpoint hands it out again.
+  const KEY_HEADER = 'X-Starplan-Session-Key';
+  const KEY_PARAM = 'session_key';
+  const KEY_ITEM = 'starplan.session_key';
   const FILTERS = ['pending', 'applied', 'rejected', 'failed', 'all'];
 
   const $ = (id) => document.getElementById(id);
   const state = { view: null, filter: 'pending', runId: null, review: null, events: null, refreshing: null };
+  function sessionKey() {
+    try { return sessionStorage.getItem(KEY_ITEM) || ''; } catch (e) { return ''; }
+  }
+
+  function keepKey(key) {
+    try {
+      if (key) sessionStorage.setItem(KEY_ITEM, key);
+      else sessionStorage.removeItem(KEY_ITEM);
+    } catch (e) { /* storage off: the session lasts until a reload */ }
+    state.key = key || '';
+  }
+
 
   // el builds an element: attrs are properties or attributes, children are nodes or strings
   // (strings become text nodes).
@@ -38,10 +58,12 @@
     node.hidden = !text;
   }
 
-  // api calls the server with the session cookie; changing calls carry the page's CSRF header.
+  // api calls the server with the session cookie and its key; changing calls carry the page's
+  // CSRF header.
   async function api(method, path, body) {
     const opts = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
     if (method !== 'GET') opts.headers[PAGE_HEADER] = '1';
+    if (state.key) opts.headers[KEY_HEADER] = state.key;
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
@@ -96,6 +118,7 @@
 
   function needLogin(note) {
     stopEvents();
+    keepKey('');
     $('logout-form').hidden = true;
     $('live').textContent = 'Signed out';
     show('login');
@@ -108,13 +131,27 @@
     const token = $('token').value.trim();
     const r = await api('POST', '/login', { token });
     $('token').value = '';
-    if (r.status !== 204) {
+    if (r.status !== 200 || !r.data || !r.data.session_key) {
       problem($('login-note'), errorText(r));
       $('token').focus();
       return;
     }
+    keepKey(r.data.session_key);
     problem($('login-note'), '');
     started();
+  }
+
+  // loginWithCode trades a one-time link's code for a session; the link put the code in the
+  // fragment, which is taken off the address at once.
+  async function loginWithCode(code) {
+    history.replaceState(null, '', '#/queue/pending');
+    const r = await api('POST', '/login', { code });
+    if (r.status !== 200 || !r.data || !r.data.session_key) {
+      return needLogin('That login link was used already or has expired. Sign in with the token, or start starplan serve again for a new link.');
+    }
+    keepKey(r.data.session_key);
+    problem($('login-note'), '');
+    return started();
   }
 
   async function logout(ev) {
@@ -128,6 +165,7 @@
   function route() {
     const h = location.hash.replace(/^#\/?/, '');
     const parts = h.split('/');
+    if (parts[0] === 'login' && parts[1] === 'code' && parts[2]) return loginWithCode(decodeURIComponent(parts[2]));
     if (parts[0] === 'login' && parts[1] === 'expired') {
       history.replaceState(null, '', '#/queue/pending');
       return needLogin('That login link was used already or has expired. Sign in with the token, or start starplan serve again for a new link.');
@@ -429,7 +467,7 @@
 
   function startEvents() {
     if (state.events || !window.EventSource) return;
-    const es = new EventSource('/v1/events', { withCredentials: true });
+    const es = new EventSource('/v1/events?' + KEY_PARAM + '=' + encodeURIComponent(state.key), { withCredentials: true });
     state.events = es;
     es.onopen = () => { $('live').textContent = 'Live'; };
     es.onerror = () => {
@@ -509,7 +547,9 @@
     document.addEventListener('keydown', onKey);
     document.addEventListener('keyup', onKeyUp);
     setInterval(tickAges, 30000);
-    if (location.hash.startsWith('#/login/expired')) return route();
+    if (location.hash.startsWith('#/login/')) return route();
+    keepKey(sessionKey());
+    if (!state.key) return needLogin();
     const r = await api('GET', '/review/queue?filter=pending');
     if (r.status === 200) started();
   }
