@@ -16,7 +16,8 @@
   const FILTERS = ['pending', 'applied', 'rejected', 'failed', 'all'];
 
   const $ = (id) => document.getElementById(id);
-  const state = { view: null, filter: 'pending', runId: null, review: null, events: null, refreshing: null };
+  const state = { view: null, filter: 'pending', runId: null, review: null, events: null, refreshing: false };
+
   function sessionKey() {
     try { return sessionStorage.getItem(KEY_ITEM) || ''; } catch (e) { return ''; }
   }
@@ -29,6 +30,23 @@
     state.key = key || '';
   }
 
+  // safe writes the characters a plan or a proposer may use to hide or reorder text (controls,
+  // bidi overrides and isolates, zero-width and other format characters, line separators) as
+  // visible escapes (\u202e, \x1b), as the terminal and the diff's cells show them
+  // (internal/termsafe). lines keeps line breaks and tabs (printed output, the answer).
+  const UNSAFE = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+  function safe(s, lines) {
+    return String(s).replace(UNSAFE, (c) => {
+      if (lines && (c === '\n' || c === '\t')) return c;
+      if (c === '\n') return '\\n';
+      if (c === '\t') return '\\t';
+      if (c === '\r') return '\\r';
+      const n = c.codePointAt(0);
+      if (n < 0x100) return '\\x' + n.toString(16).padStart(2, '0');
+      if (n <= 0xffff) return '\\u' + n.toString(16).padStart(4, '0');
+      return '\\U' + n.toString(16).padStart(8, '0');
+    });
+  }
 
   // el builds an element: attrs are properties or attributes, children are nodes or strings
   // (strings become text nodes).
@@ -232,7 +250,7 @@
 
   function queueItem(run) {
     return el('li', { 'data-run': run.id, class: 'run-' + run.state },
-      el('h2', {}, el('a', { href: '#/runs/' + encodeURIComponent(run.id) }, run.request || '(no request given)')),
+      el('h2', {}, el('a', { href: '#/runs/' + encodeURIComponent(run.id) }, run.request ? safe(run.request) : '(no request given)')),
       el('p', { class: 'meta' },
         el('span', { class: 'badge ' + run.state }, run.state),
         el('span', {}, 'by ', run.proposer),
@@ -275,18 +293,18 @@
     document.title = 'Run ' + run.run_id + ' — starplan review';
     $('run-h').textContent = 'Run ' + run.run_id;
     const body = [
-      el('h2', {}, 'Request'),
-      el('p', { class: 'request' }, run.request || '(no request given)'),
+      el('h2', {}, 'Request, as the proposer wrote it'),
+      run.request ? el('blockquote', { class: 'request' }, safe(run.request)) : el('p', { class: 'request none' }, '(no request given)'),
       facts(review),
       el('h2', {}, 'Answer'),
-      el('p', { class: 'answer', id: 'answer' }, run.answer_text || '(no answer_text)'),
+      el('p', { class: 'answer', id: 'answer' }, run.answer_text ? safe(run.answer_text, true) : '(no answer_text)'),
       decision(review),
       el('h2', {}, 'Changes'),
       changes(review),
       el('h2', {}, 'Plan'),
       plan(run),
     ];
-    if (run.stdout) body.push(el('details', {}, el('summary', {}, 'Printed output'), el('pre', { class: 'out' }, run.stdout)));
+    if (run.stdout) body.push(el('details', {}, el('summary', {}, 'Printed output'), el('pre', { class: 'out' }, safe(run.stdout, true))));
     $('run-body').replaceChildren(...body);
     if (keep) {
       if ($('feedback')) $('feedback').value = keep.feedback;
@@ -495,18 +513,29 @@
   }
 
   // refreshSoon redraws what events may have changed, once per burst of events: the queue on
-  // screen, or the run on screen if an event was about it.
+  // screen, or the run on screen if an event was about it. At most one refresh is in flight:
+  // events that arrive meanwhile are folded into the next one, which starts when it ends.
   const changed = new Set();
+  let stale = false;
   function refreshSoon(ev) {
     if (ev.run_id) changed.add(ev.run_id);
+    stale = true;
     if (state.refreshing) return;
-    state.refreshing = setTimeout(async () => {
-      state.refreshing = null;
-      const runs = new Set(changed);
-      changed.clear();
+    state.refreshing = true;
+    setTimeout(refresh, 150);
+  }
+
+  async function refresh() {
+    const runs = new Set(changed);
+    changed.clear();
+    stale = false;
+    try {
       if (state.view === 'queue') await openQueue(state.filter, false, true);
       else if (state.view === 'run' && runs.has(state.runId)) await openRun(state.runId, false, true);
-    }, 150);
+    } finally {
+      if (stale) setTimeout(refresh, 150);
+      else state.refreshing = false;
+    }
   }
 
   // ---- keys
