@@ -39,14 +39,16 @@ type AskRequest struct {
 }
 
 // ModelError is a failure to get a reply from the model (unreachable, refused, timed out,
-// malformed). The CLI reports it with exit code 6.
+// malformed). The CLI reports it with exit code 6. Its text quotes what the model's endpoint
+// answered, cut like a diagnostic's message (MaxMessage): an endpoint that answers a megabyte of
+// error text does not make every message, response and event that carries it a megabyte.
 type ModelError struct {
 	Attempt int
 	Err     error
 }
 
 func (e *ModelError) Error() string {
-	return fmt.Sprintf("model call %d failed: %v", e.Attempt, e.Err)
+	return clipped(fmt.Sprintf("model call %d failed: %v", e.Attempt, e.Err), MaxMessage)
 }
 
 func (e *ModelError) Unwrap() error { return e.Err }

@@ -13,12 +13,17 @@ import (
 )
 
 // Who may call the server. A program sends the bearer token on every request. The review page
-// (review.go) never holds the token: a person gives it once, to POST /login or through a
-// one-time link that `starplan serve` prints, and gets a session cookie (HttpOnly,
-// SameSite=Strict) that the JSON API accepts too. A request that changes anything under a
-// session must also carry PageHeader, which a form or a cross-site page cannot send without a
-// CORS preflight the server never grants, and an Origin, when the browser sends one, of this
-// server.
+// (review.go) never holds the token: a person gives it once, to POST /login, or a one-time code
+// from a link that `starplan serve` prints, and gets a session: a cookie (HttpOnly,
+// SameSite=Strict) and a key, which the login's answer carries in its body and nothing else ever
+// sends. The page keeps the key in its tab's sessionStorage and sends it with every request
+// (SessionKeyHeader; the event stream, which cannot send headers, as SessionKeyParam). The cookie
+// alone authorizes nothing: cookies are scoped by host, not port, so any page served on another
+// port of the same host receives it, and the process behind that port could replay it; the key
+// it never sees (sessionStorage is scoped by origin, port included). A request that changes
+// anything under a session must also carry PageHeader, which a form or a cross-site page cannot
+// send without a CORS preflight the server never grants, and an Origin, when the browser sends
+// one, of this server.
 
 // SessionCookie is the name of the review page's session cookie.
 const SessionCookie = "starplan_session"
@@ -26,6 +31,14 @@ const SessionCookie = "starplan_session"
 // PageHeader must be set (to "1") on every request that changes something under a session
 // cookie: the page's CSRF proof.
 const PageHeader = "X-Starplan-Page"
+
+// SessionKeyHeader carries the session's key, which the login answered with, on every request
+// made under a session cookie. SessionKeyParam carries it in the query of GET /v1/events instead
+// (an EventSource cannot send headers).
+const (
+	SessionKeyHeader = "X-Starplan-Session-Key"
+	SessionKeyParam  = "session_key"
+)
 
 // Bounds of the page's sessions.
 const (
@@ -40,16 +53,18 @@ const (
 )
 
 // sessions holds the page's sessions and one-time login codes, by the SHA-256 of their secret,
-// with their expiry. Its size is bounded; expired entries are dropped as new ones come.
+// with their expiry (and, for a session, the SHA-256 of its key). Its size is bounded; expired
+// entries are dropped as new ones come.
 type sessions struct {
 	mu    sync.Mutex
 	now   func() time.Time
 	live  map[[32]byte]time.Time
+	keys  map[[32]byte][32]byte // a live session's key, by the session's hash
 	codes map[[32]byte]time.Time
 }
 
 func newSessions(now func() time.Time) *sessions {
-	return &sessions{now: now, live: map[[32]byte]time.Time{}, codes: map[[32]byte]time.Time{}}
+	return &sessions{now: now, live: map[[32]byte]time.Time{}, keys: map[[32]byte][32]byte{}, codes: map[[32]byte]time.Time{}}
 }
 
 // secret returns 32 random bytes in hex and their hash.
@@ -82,25 +97,35 @@ func (ss *sessions) put(m map[[32]byte]time.Time, h [32]byte, ttl time.Duration,
 	m[h] = now.Add(ttl)
 }
 
-// start opens a session and returns its id, the cookie's value.
-func (ss *sessions) start() string {
+// start opens a session and returns its id, the cookie's value, and its key, which every
+// request under the session must carry too.
+func (ss *sessions) start() (id, key string) {
 	id, h := secret()
+	key, kh := secret()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.put(ss.live, h, SessionTTL, MaxSessions)
-	return id
+	for k := range ss.keys {
+		if _, ok := ss.live[k]; !ok {
+			delete(ss.keys, k) // its session expired or made room
+		}
+	}
+	ss.keys[h] = kh
+	return id, key
 }
 
-// valid reports whether id is a live session.
-func (ss *sessions) valid(id string) bool {
+// valid reports whether id is a live session and key is its key, comparing in constant time.
+func (ss *sessions) valid(id, key string) bool {
 	if id == "" {
 		return false
 	}
 	h := sha256.Sum256([]byte(id))
+	got := sha256.Sum256([]byte(key))
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	exp, ok := ss.live[h]
-	return ok && ss.now().Before(exp)
+	want := ss.keys[h]
+	return ok && ss.now().Before(exp) && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // end closes a session.
@@ -109,6 +134,7 @@ func (ss *sessions) end(id string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	delete(ss.live, h)
+	delete(ss.keys, h)
 }
 
 // newCode returns a one-time login code.
@@ -131,9 +157,20 @@ func (ss *sessions) useCode(code string) bool {
 	return ok && ss.now().Before(exp)
 }
 
+// codeValid reports whether code is a login code that was issued, is unused and has not expired,
+// without using it.
+func (ss *sessions) codeValid(code string) bool {
+	h := sha256.Sum256([]byte(code))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	exp, ok := ss.codes[h]
+	return ok && ss.now().Before(exp)
+}
+
 // LoginLink returns the path of a one-time login link to the review page ("/login?code=…"):
-// the first browser that opens it within LoginLinkTTL gets a session, as if it had logged in
-// with the token. At most a few links are valid at once; a new one beyond that ends the oldest.
+// the page it opens trades the code, within LoginLinkTTL and once, for a session, as if it had
+// logged in with the token. At most a few links are valid at once; a new one beyond that ends
+// the oldest.
 func (s *Server) LoginLink() string {
 	return "/login?code=" + s.sessions.newCode()
 }
@@ -150,32 +187,42 @@ func errUnauthorized() *Error {
 	return errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN; the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "missing or wrong bearer token")
 }
 
-// authorize decides whether r may go on. A request that sends Authorization is decided by its
-// bearer token alone. One that does not may fetch the review page's public files and log in;
-// anything else needs a live session cookie and, unless it only reads, the page's CSRF proof.
-func (s *Server) authorize(r *http.Request) *Error {
+// authorize decides whether r may go on, and whether it carried a credential (the bearer token,
+// or a live session with its key). A request that sends Authorization is decided by its bearer
+// token alone. One that does not may fetch the review page's public files and log in; anything
+// else needs a live session cookie with its key and, unless it only reads, the page's CSRF proof.
+func (s *Server) authorize(r *http.Request) (credential bool, _ *Error) {
 	if h, sent := r.Header["Authorization"]; sent {
 		token, ok := strings.CutPrefix(strings.Join(h, ""), "Bearer ")
 		if !ok || !s.tokenOK(token) {
-			return errUnauthorized()
+			return false, errUnauthorized()
 		}
-		return nil
+		return true, nil
 	}
 	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if publicPage(r) {
 		if safe {
-			return nil
+			return false, nil
 		}
-		return sameOrigin(r)
+		return false, sameOrigin(r)
 	}
 	c, err := r.Cookie(SessionCookie)
-	if err != nil || !s.sessions.valid(c.Value) {
-		return errUnauthorized()
+	if err != nil {
+		return false, errUnauthorized()
+	}
+	key := r.Header.Get(SessionKeyHeader)
+	if key == "" && r.URL.Path == "/v1/events" {
+		key = r.URL.Query().Get(SessionKeyParam)
+	}
+	if !s.sessions.valid(c.Value, key) {
+		return false, errorf(http.StatusUnauthorized, CodeUnauthorized,
+			"sign in on the review page again (the page keeps the session's key while its tab is open), or send Authorization: Bearer TOKEN",
+			"no live session with that cookie and key; a session cookie without its key authorizes nothing")
 	}
 	if safe {
-		return nil
+		return true, nil
 	}
-	return sameOrigin(r)
+	return true, sameOrigin(r)
 }
 
 // sameOrigin is the CSRF check of a request that changes something without a bearer token: it

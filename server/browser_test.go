@@ -131,12 +131,15 @@ func js(s string) string { return strconv.Quote(s) }
 func TestReviewPageInARealBrowser(t *testing.T) {
 	path := chromium(t)
 	f := newFixture(t, Options{})
-	hostileRequest := `<img src=x onerror="document.title='pwned'"> one Aviator`
+	// A hostile request: markup, and a bidi override that would show "Alice alive" reversed.
+	hostileRequest := `<img src=x onerror="document.title='pwned'"> one Aviator for` + " \u202eevila ecilA\u202c"
+	shownRequest := `<img src=x onerror="document.title='pwned'"> one Aviator for \u202eevila ecilA\u202c` // escaped, as the terminal shows it
 	hostileSummary := `<script>document.title='pwned'</script>`
 	approve := f.run(purchase("Aviator", 1, "Ann"), "One Aviator for Ann.")
 	reject := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	moved := f.run(purchase("Aviator", 1, "Bob"), "One Aviator for Bob.")
-	hostile := f.run(hostilePurchase(t, hostileSummary), hostileRequest)
+	hostile := f.run(hostilePurchase(t, hostileSummary)+"\nprint(\"total: \\u202e00.0001$\")\n", hostileRequest)
+	require.Contains(t, hostile.Stdout, "total: \u202e00.0001$", "the plan printed a bidi override")
 	for _, d := range []*RunDocument{approve, reject, moved, hostile} {
 		require.Equal(t, StatePending, d.State, "%v", d.Diagnostics)
 	}
@@ -153,6 +156,7 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.wait("the queue", `document.querySelectorAll("#queue-list > li").length === 4`)
 	assert.NotContains(t, eval[string](b, `document.documentElement.outerHTML + JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie`), testToken,
 		"the token is nowhere a script can read it")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, eval[string](b, `sessionStorage.getItem("starplan.session_key")`), "the session's key is kept in the tab")
 
 	// The queue: newest first, who proposed it, a summary of its changes, its age.
 	ids := eval[[]string](b, `[...document.querySelectorAll("#queue-list > li")].map(li => li.dataset.run)`)
@@ -161,8 +165,8 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	for _, want := range []string{"One Aviator for Ann.", "pending", "by API", "outcome ok", "STATUS success", "ago", "inventory: 1 updated; transactions: 1 inserted"} {
 		assert.Contains(t, text, want)
 	}
-	// A hostile request is text, not markup.
-	assert.Equal(t, hostileRequest, eval[string](b, `document.querySelector(`+js(item(hostile.RunID)+" h2 a")+`).textContent`))
+	// A hostile request is text, not markup, with its bidi override shown escaped.
+	assert.Equal(t, shownRequest, eval[string](b, `document.querySelector(`+js(item(hostile.RunID)+" h2 a")+`).textContent`))
 	b.shot("queue-1280")
 
 	// One run: request, answer, STATUS, the plan and the cell diff; approve with the keyboard.
@@ -217,7 +221,8 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + hostile.RunID))
 	b.wait("the hostile run", `document.querySelector("#run-h").textContent === "Run `+hostile.RunID+`" && document.querySelector("#approve") !== null`)
 	assert.Equal(t, []string{hostileSummary}, eval[[]string](b, `[...document.querySelectorAll('section[data-table="transactions"] tr[data-path="transaction_summary"] td.after')].map(td => td.textContent)`))
-	assert.Equal(t, hostileRequest, eval[string](b, `document.querySelector(".request").textContent`))
+	assert.Equal(t, shownRequest, eval[string](b, `document.querySelector(".request").textContent`))
+	assert.Equal(t, "total: \\u202e00.0001$\n", eval[string](b, `document.querySelector("pre.out").textContent`), "printed output shows its bidi override escaped")
 	assert.Equal(t, 0, eval[int](b, `document.querySelectorAll("main img, main script, main [onerror]").length`))
 	assert.NotEqual(t, "pwned", eval[string](b, `document.title`))
 
@@ -232,6 +237,37 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.wait("the new run in the queue", `document.querySelector(`+js(item(fresh.RunID))+`) !== null`)
 	assert.True(t, eval[bool](b, `window.notReloaded === true`), "no reload")
 
+	// One open page never holds two queue fetches at once: events that arrive while a refresh
+	// is in flight are folded into the next one. The page's queue fetches are held until the
+	// test lets them go, and counted.
+	b.do(chromedp.Evaluate[chromedp.Void](`(() => {
+		const q = window.queueFetches = { inflight: 0, most: 0, count: 0, seen: 0 };
+		q.hold = new Promise((r) => { q.release = r; });
+		const fetch = window.fetch;
+		window.fetch = async (input, init) => {
+			if (!String(input).includes("/review/queue")) return fetch(input, init);
+			q.inflight++; q.count++; q.most = Math.max(q.most, q.inflight);
+			try { await q.hold; return await fetch(input, init); } finally { q.inflight--; }
+		};
+		const es = new EventSource("/v1/events?session_key=" + sessionStorage.getItem("starplan.session_key"));
+		es.addEventListener("finished", () => { q.seen++; });
+		es.onopen = () => { q.open = true; };
+	})()`))
+	b.wait("the test's own event stream", `window.queueFetches.open === true`)
+	burst := []*RunDocument{f.run(purchase("Wayfarer", 1, "Eve"), "One Wayfarer for Eve.")}
+	b.wait("a queue refresh in flight", `window.queueFetches.inflight === 1`)
+	burst = append(burst, f.run(purchase("Wayfarer", 1, "Fay"), "One Wayfarer for Fay."), f.run(purchase("Wayfarer", 1, "Gus"), "One Wayfarer for Gus."))
+	b.wait("the page to have had the burst's events", `window.queueFetches.seen >= 3`)
+	// Time for a refresh timer to fire had it been started (it decides no outcome: a page that
+	// starts none passes however long this is).
+	b.do(chromedp.Evaluate[chromedp.Void](`setTimeout(() => { window.queueFetches.waited = true; }, 1000)`))
+	b.wait("a second", `window.queueFetches.waited === true`)
+	assert.Equal(t, 1, eval[int](b, `window.queueFetches.most`), "one queue fetch in flight, however many events came")
+	b.do(chromedp.Evaluate[chromedp.Void](`window.queueFetches.release()`))
+	b.wait("the burst in the queue", `document.querySelector(`+js(item(burst[2].RunID))+`) !== null && document.querySelector(`+js(item(burst[1].RunID))+`) !== null`)
+	assert.Equal(t, 1, eval[int](b, `window.queueFetches.most`))
+	assert.LessOrEqual(t, eval[int](b, `window.queueFetches.count`), 3, "the events were folded into few refreshes")
+
 	// Filters, and a phone-width window.
 	b.do(chromedp.Click(chromedp.CSS(`.filters a[data-filter="rejected"]`)))
 	b.wait("the rejected runs", `document.querySelectorAll("#queue-list > li").length === 2`)
@@ -243,9 +279,20 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth`), 390, "nothing is wider than a phone")
 	b.shot("run-390")
 	b.do(chromedp.Navigate(f.web.URL + "/#/queue/all"))
-	b.wait("all runs at phone width", `document.querySelectorAll("#queue-list > li").length === 5`)
+	b.wait("all runs at phone width", `document.querySelectorAll("#queue-list > li").length === 8`)
 	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth`), 390)
 	b.shot("queue-390")
+
+	// The session cookie alone opens nothing: without the key (a new tab, or a process that
+	// replays the cookie) the page asks to sign in. A one-time link signs in again, and its code
+	// does not stay in the address.
+	b.do(chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`))
+	b.do(chromedp.Reload())
+	b.wait("the login form for a cookie without its key", `!document.querySelector("#login").hidden`)
+	b.do(chromedp.Navigate(f.web.URL + f.srv.LoginLink()))
+	b.wait("the queue after the one-time link", `!document.querySelector("#queue").hidden && document.querySelectorAll("#queue-list > li").length > 0`)
+	assert.Equal(t, "#/queue/pending", eval[string](b, `location.hash`), "the code is taken off the address")
+	assert.Regexp(t, `^[0-9a-f]{64}$`, eval[string](b, `sessionStorage.getItem("starplan.session_key")`))
 
 	// The page broke none of its own rules.
 	b.mu.Lock()

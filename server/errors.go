@@ -26,6 +26,7 @@ const (
 	CodeAlreadyApplied = errcode.AlreadyApplied // reject of a run that was applied
 	CodeInternal       = errcode.Internal       // starplan itself failed
 	CodeUnavailable    = errcode.Unavailable    // the server is draining
+	CodeTooManyStreams = errcode.TooManyStreams // GET /v1/events beyond Options.MaxSubscribers
 	CodeBadLimits      = errcode.BadLimits
 	CodeNotReplayable  = errcode.NotReplayable // the record holds no whole program to run again
 	CodeModel          = errcode.Model         // the model could not be reached or answered badly

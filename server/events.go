@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -43,15 +44,23 @@ type Event struct {
 
 // broker fans events out to subscribers and keeps the last ones for reconnecting clients. A
 // subscriber that falls behind by more than its buffer is cut off (its channel closed); it
-// reconnects with Last-Event-ID and replays from the backlog. Publishing never blocks.
+// reconnects with Last-Event-ID and replays from the backlog. Publishing never blocks. The
+// backlog is bounded in events and in bytes, and the subscribers in number; the text an event
+// carries from elsewhere (an error, a reviewer's feedback) is cut to MaxEventText.
 type broker struct {
 	mu      sync.Mutex
 	now     func() time.Time
+	limits  brokerLimits
 	last    int64
-	backlog []Event // a ring of the most recent events: event id n is at (n-1) % max
-	max     int
+	backlog []Event // the most recent events, oldest first, with consecutive ids
+	bytes   int     // eventSize of the backlog's events
 	subs    map[*subscription]struct{}
 	closed  bool
+}
+
+// brokerLimits bound a broker: Events and Bytes its backlog, Subscribers its listeners at once.
+type brokerLimits struct {
+	Events, Bytes, Subscribers int
 }
 
 // subscription is one listener. C is closed when the listener fell behind or the broker closed.
@@ -62,13 +71,33 @@ type subscription struct {
 // subscriberBuffer is how many events a listener may be behind before it is cut off.
 const subscriberBuffer = 256
 
-func newBroker(backlog int, now func() time.Time) *broker {
-	return &broker{max: backlog, now: now, subs: map[*subscription]struct{}{}}
+// MaxEventText is the most bytes of an event's message or feedback: the text a model, a plan or
+// a reviewer wrote is cut (the run's record keeps what the engine keeps), so that one long error
+// is not copied to every subscriber and kept in the backlog at full length.
+const MaxEventText = engine.MaxMessage
+
+// Why subscribe refuses a listener.
+var (
+	errDraining         = errors.New("the broker is closed")
+	errTooManyListeners = errors.New("too many subscribers")
+)
+
+func newBroker(limits brokerLimits, now func() time.Time) *broker {
+	return &broker{limits: limits, now: now, subs: map[*subscription]struct{}{}}
+}
+
+// eventSize is about how many bytes an event takes, in memory and as a stream's JSON: its text
+// fields and a fixed part for the others.
+func eventSize(e Event) int {
+	return 256 + len(e.Type) + len(e.RunID) + len(e.ParentRunID) + len(e.RequestID) + len(e.Origin) +
+		len(e.Outcome) + len(e.State) + len(e.Digest) + len(e.Code) + len(e.Message) + len(e.Feedback)
 }
 
 // publish stamps e with the next id and the time, hands it to every subscriber and returns it
-// as stamped (unstamped once the broker is closed).
+// as stamped (unstamped once the broker is closed). Its message and feedback are cut to
+// MaxEventText.
 func (b *broker) publish(e Event) Event {
+	e.Message, e.Feedback = clip(e.Message, MaxEventText), clip(e.Feedback, MaxEventText)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -76,11 +105,17 @@ func (b *broker) publish(e Event) Event {
 	}
 	b.last++
 	e.ID, e.Time = b.last, b.now()
-	if b.max > 0 {
-		if len(b.backlog) < b.max {
-			b.backlog = append(b.backlog, e)
-		} else {
-			b.backlog[(e.ID-1)%int64(b.max)] = e
+	if b.limits.Events > 0 {
+		b.backlog = append(b.backlog, e)
+		b.bytes += eventSize(e)
+		drop := 0
+		for len(b.backlog)-drop > b.limits.Events || b.bytes > b.limits.Bytes && drop < len(b.backlog) {
+			b.bytes -= eventSize(b.backlog[drop])
+			drop++
+		}
+		if drop > 0 {
+			clear(b.backlog[:drop]) // the dropped events' strings may be freed
+			b.backlog = b.backlog[drop:]
 		}
 	}
 	for s := range b.subs {
@@ -94,21 +129,26 @@ func (b *broker) publish(e Event) Event {
 	return e
 }
 
-// subscribe registers a listener and returns the events after lastID still in the backlog.
-// ok is false once the broker is closed.
-func (b *broker) subscribe(lastID int64) (s *subscription, missed []Event, ok bool) {
+// subscribe registers a listener and returns the events after lastID still in the backlog. It
+// refuses with errDraining once the broker is closed and with errTooManyListeners when
+// limits.Subscribers are listening.
+func (b *broker) subscribe(lastID int64) (s *subscription, missed []Event, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, nil, false
+		return nil, nil, errDraining
 	}
-	first := max(lastID+1, b.last-int64(len(b.backlog))+1) // the oldest event still held
-	for id := first; id <= b.last; id++ {
-		missed = append(missed, b.backlog[(id-1)%int64(b.max)])
+	if b.limits.Subscribers > 0 && len(b.subs) >= b.limits.Subscribers {
+		return nil, nil, errTooManyListeners
+	}
+	for _, e := range b.backlog {
+		if e.ID > lastID {
+			missed = append(missed, e)
+		}
 	}
 	s = &subscription{C: make(chan Event, subscriberBuffer)}
 	b.subs[s] = struct{}{}
-	return s, missed, true
+	return s, missed, nil
 }
 
 func (b *broker) unsubscribe(s *subscription) {

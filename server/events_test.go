@@ -97,9 +97,9 @@ func TestEventsRefuseABadLastEventID(t *testing.T) {
 
 func TestBrokerCutsOffASlowSubscriberAndKeepsABoundedBacklog(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	b := newBroker(10, func() time.Time { return now })
-	slow, missed, ok := b.subscribe(0)
-	require.True(t, ok)
+	b := newBroker(brokerLimits{Events: 10, Bytes: DefaultEventBacklogBytes}, func() time.Time { return now })
+	slow, missed, err := b.subscribe(0)
+	require.NoError(t, err)
 	assert.Empty(t, missed)
 	for i := 0; i < subscriberBuffer+1; i++ {
 		b.publish(Event{Type: EventStarted})
@@ -110,8 +110,8 @@ func TestBrokerCutsOffASlowSubscriberAndKeepsABoundedBacklog(t *testing.T) {
 	}
 	assert.Equal(t, subscriberBuffer, n)
 
-	_, missed, ok = b.subscribe(0)
-	require.True(t, ok)
+	_, missed, err = b.subscribe(0)
+	require.NoError(t, err)
 	require.Len(t, missed, 10, "the backlog keeps the last 10")
 	assert.Equal(t, int64(subscriberBuffer+1-9), missed[0].ID)
 	assert.Equal(t, int64(subscriberBuffer+1), missed[9].ID)
@@ -124,7 +124,7 @@ func TestBrokerCutsOffASlowSubscriberAndKeepsABoundedBacklog(t *testing.T) {
 	assert.Equal(t, int64(subscriberBuffer), missed[0].ID)
 
 	b.close()
-	_, _, ok = b.subscribe(0)
-	assert.False(t, ok)
+	_, _, err = b.subscribe(0)
+	assert.ErrorIs(t, err, errDraining)
 	b.publish(Event{Type: EventStarted}) // dropped, no panic
 }

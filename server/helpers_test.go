@@ -32,6 +32,8 @@ type fixture struct {
 	eng *engine.Engine
 	srv *Server
 	web *httptest.Server
+	// keys are the review sessions' keys by their cookie's value (review_test.go).
+	keys map[string]string
 }
 
 func newFixture(t testing.TB, opts Options) *fixture {

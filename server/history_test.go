@@ -31,8 +31,8 @@ func TestRunsKeepTheirEventsAcrossARestart(t *testing.T) {
 		}
 	}
 	srv, stop := open()
-	sub, _, ok := srv.events.subscribe(0)
-	require.True(t, ok)
+	sub, _, err := srv.events.subscribe(0)
+	require.NoError(t, err)
 
 	run := func(customer string) *RunDocument {
 		doc, err := srv.Run(ctx, RunRequest{Program: purchase("Aviator", 1, customer), Request: "one Aviator"}, OriginHTTP)
@@ -41,7 +41,7 @@ func TestRunsKeepTheirEventsAcrossARestart(t *testing.T) {
 		return doc
 	}
 	applied, rejected, conflicting, waiting := run("Ann"), run("Bob"), run("Cy"), run("Di")
-	_, err := srv.Apply(ctx, applied.RunID, applied.Digest, OriginMCP)
+	_, err = srv.Apply(ctx, applied.RunID, applied.Digest, OriginMCP)
 	require.NoError(t, err)
 	_, err = srv.Reject(ctx, rejected.RunID, "not today", OriginHTTP)
 	require.NoError(t, err)

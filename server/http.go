@@ -49,10 +49,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(local.String()) && !isLoopback(r.Host) {
+			w.Header().Set("Connection", "close")
 			writeError(w, errorf(http.StatusForbidden, CodeForbidden, "reach the server as 127.0.0.1, [::1] or localhost", "host %q is not this loopback server", clip(r.Host, 100)))
 			return
 		}
-		if err := s.authorize(r); err != nil { // the bearer token, or the review page's session (auth.go)
+		credential, err := s.authorize(r) // the bearer token, or the review page's session (auth.go)
+		if credential && err == nil {
+			proven(r) // its connection may stay open, beyond the bounds of strangers' (conns.go)
+		} else {
+			w.Header().Set("Connection", "close") // a stranger's connection ends with its answer
+		}
+		if err != nil {
 			if err.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="starplan"`)
 			}
@@ -240,8 +247,15 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		lastID = n
 	}
-	sub, missed, ok := s.events.subscribe(lastID)
-	if !ok {
+	sub, missed, err := s.events.subscribe(lastID)
+	switch {
+	case errors.Is(err, errTooManyListeners):
+		w.Header().Set("Retry-After", "30")
+		writeError(w, errorf(http.StatusServiceUnavailable, CodeTooManyStreams,
+			"close review pages or event streams of this server you no longer use, then reconnect; GET /v1/runs reads the runs without a stream",
+			"%d event streams are open, the most this server serves at once", s.opts.MaxSubscribers))
+		return
+	case err != nil:
 		writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, "connect to the next server", "the server is shutting down"))
 		return
 	}

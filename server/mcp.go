@@ -223,16 +223,21 @@ func confirmation(req *mcp.CallToolRequest, doc *RunDocument) *mcp.ElicitResult 
 	return answer
 }
 
-// confirmMessage is the question, on one line: the run, the customer's request, what the run
-// changes per table and the start of the digest. The request is the client's text: its unsafe
-// characters are escaped, so the line shows what it says. The rest is the server's (the run id,
-// the digest, the counts) or the domain's (table names, which are identifiers).
+// MaxQuotedRequest is the most bytes of a proposer's request that a question to a person
+// quotes (the MCP confirmation); a longer one is cut and says how long it was.
+const MaxQuotedRequest = 200
+
+// confirmMessage is the question, on one line: starplan's own words first (the run, what it
+// changes per table, the start of the digest), then the customer's request after a label, as a
+// quoted string (termsafe.Quote: its quotes, line breaks and unsafe characters escaped, cut at
+// MaxQuotedRequest). The request is the proposer's text: quoted so, it cannot end the quote and
+// go on in words that read as starplan's ("no changes, nothing will be written").
 func confirmMessage(doc *RunDocument) string {
-	msg := "Apply run " + doc.RunID
+	msg := "Apply run " + doc.RunID + "? It writes " + diffview.Summary(doc.Changes) + " (digest " + clip(doc.Digest, len(digestPrefix)+12) + ")."
 	if doc.Request != "" {
-		msg += ` for "` + termsafe.Truncate(termsafe.Escape(doc.Request, 0), 80) + `"`
+		msg += " The request it answers, as the proposer wrote it: " + termsafe.Quote(doc.Request, MaxQuotedRequest)
 	}
-	return msg + ": " + diffview.Summary(doc.Changes) + " (digest " + clip(doc.Digest, len(digestPrefix)+12) + ")?"
+	return msg
 }
 
 // declined is apply_run's answer when the person did not confirm: a tool error that carries the

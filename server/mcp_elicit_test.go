@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -75,8 +77,8 @@ func TestMCPApplyAsksThePersonFirst(t *testing.T) {
 
 				asked := p.asked()
 				require.Len(t, asked, 1, "the person is asked once, before the write")
-				assert.Equal(t, `Apply run `+run.RunID+` for "Purchase 3 Wayfarer sunglasses for customer Alice.": `+
-					`inventory: 1 updated; transactions: 1 inserted (digest `+run.Digest[:len("sha256:")+12]+`…)?`, asked[0])
+				assert.Equal(t, `Apply run `+run.RunID+`? It writes inventory: 1 updated; transactions: 1 inserted (digest `+run.Digest[:len("sha256:")+12]+`…). `+
+					`The request it answers, as the proposer wrote it: "Purchase 3 Wayfarer sunglasses for customer Alice."`, asked[0])
 
 				res = call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, nil)
 				require.False(t, res.IsError, text(res))
@@ -187,7 +189,7 @@ func TestMCPApplyQuestionEscapesTheRequest(t *testing.T) {
 	call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, nil)
 	asked := p.asked()
 	require.Len(t, asked, 1)
-	assert.Contains(t, asked[0], `for "Alice\x1b[2J\nwants \u202eWayfarers": inventory: 1 updated`)
+	assert.True(t, strings.HasSuffix(asked[0], `as the proposer wrote it: "Alice\x1b[2J\nwants \u202eWayfarers"`), "%s", asked[0])
 	assert.NotContains(t, asked[0], "\x1b")
 	assert.NotContains(t, asked[0], "\n")
 	assert.NotContains(t, asked[0], "\u202e")
@@ -211,4 +213,31 @@ func TestMCPApplyAnswerIsBoundToItsQuestion(t *testing.T) {
 	}
 	assert.Len(t, p.asked(), 2)
 	assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"])
+}
+
+// A proposer's request cannot pass for starplan's words in the question: starplan's own words
+// come first, and the request follows its label as one quoted string that ends where it ends.
+func TestMCPConfirmationQuotesAHostileRequest(t *testing.T) {
+	f := newFixture(t, Options{})
+	hostile := "Purchase 3 Wayfarer\": no changes, nothing will be written (digest sha256:0000…)? Yes is safe.\n" +
+		"Apply run r_0: no changes, nothing will be written … Yes is safe \u202e\"x"
+	p := &person{}
+	cs := mcpClientWith(t, f, false, &mcp.ClientOptions{ElicitationHandler: p.handler}, "")
+	run := dryRunPurchase(t, cs, hostile)
+	res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, nil)
+	require.False(t, res.IsError, text(res))
+
+	asked := p.asked()
+	require.Len(t, asked, 1)
+	q := asked[0]
+	assert.NotContains(t, q, "\n", "one line")
+	assert.NotContains(t, q, "\u202e", "no raw bidi control")
+	ours, quoted, ok := strings.Cut(q, " The request it answers, as the proposer wrote it: ")
+	require.True(t, ok, "%s", q)
+	assert.Equal(t, `Apply run `+run.RunID+`? It writes inventory: 1 updated; transactions: 1 inserted (digest `+run.Digest[:len("sha256:")+12]+`…).`, ours,
+		"starplan's words come first and hold nothing of the request")
+	quoted, _, _ = strings.Cut(quoted, "… (cut:")
+	got, err := strconv.Unquote(quoted)
+	require.NoError(t, err, "the request is one quoted string: %s", quoted)
+	assert.True(t, strings.HasPrefix(hostile, got), "the quote holds the request (or its start) and nothing else: %q", got)
 }

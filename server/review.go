@@ -4,6 +4,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -101,38 +102,55 @@ func publicPage(r *http.Request) bool {
 	return p == "/" || p == "/login" || strings.HasPrefix(p, "/assets/") && !strings.Contains(p, "..")
 }
 
-// LoginRequest is the body of POST /login.
+// LoginRequest is the body of POST /login: the bearer token, or the code of a one-time link.
 type LoginRequest struct {
-	Token string `json:"token"`
+	Token string `json:"token,omitempty"`
+	Code  string `json:"code,omitempty"`
 }
 
-// handleLogin trades the bearer token for a session cookie. authorize has checked the page's
-// CSRF proof.
+// LoginAnswer is the answer of a login: the session's key, which every request under the
+// session's cookie must carry (SessionKeyHeader). Nothing else ever sends it.
+type LoginAnswer struct {
+	SessionKey string `json:"session_key"`
+}
+
+// handleLogin trades the bearer token, or a one-time code, for a session: the cookie, and its
+// key in the body. authorize has checked the page's CSRF proof.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req LoginRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	if !s.tokenOK(req.Token) {
+	w.Header().Set("Cache-Control", "no-store")
+	switch {
+	case req.Code != "":
+		if !s.sessions.useCode(req.Code) {
+			writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "sign in with the token, or start starplan serve again for a new link", "that login link was used already or has expired"))
+			return
+		}
+	case !s.tokenOK(req.Token):
 		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "that is not the server's token"))
 		return
 	}
-	setSession(w, r, s.sessions.start(), SessionTTL)
-	w.WriteHeader(http.StatusNoContent)
+	id, key := s.sessions.start()
+	setSession(w, r, id, SessionTTL)
+	writeJSON(w, http.StatusOK, LoginAnswer{SessionKey: key})
 }
 
-// handleLoginLink opens a session for a one-time link (LoginLink) and sends the browser to the
-// page; a used or expired link sends it to the login form.
+// handleLoginLink sends the browser that opened a one-time link (LoginLink) to the page, with the
+// code in the fragment (which no request carries): the page trades it for a session with
+// POST /login, whose answer is the only place the session's key is sent. A used or expired link
+// sends it to the login form.
 func (s *Server) handleLoginLink(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.Header().Set("Cache-Control", "no-store")
-	if !s.sessions.useCode(r.URL.Query().Get("code")) {
+	code := r.URL.Query().Get("code")
+	if !s.sessions.codeValid(code) {
 		http.Redirect(w, r, "/#/login/expired", http.StatusSeeOther)
 		return
 	}
-	setSession(w, r, s.sessions.start(), SessionTTL)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, "/#/login/code/"+url.PathEscape(code), http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

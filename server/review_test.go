@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -19,8 +20,9 @@ import (
 	"github.com/starplan/starplan/engine"
 )
 
-// page sends one request as the review page does: no Authorization, the given cookie, and the
-// page's CSRF header when csrf is set. Redirects are not followed.
+// page sends one request as the review page does: no Authorization, the given cookie with the
+// key its login answered (SessionKeyHeader), and the page's CSRF header when csrf is set; header
+// pairs are set last (an empty SessionKeyHeader sends none). Redirects are not followed.
 func (f *fixture) page(method, path string, body any, cookie *http.Cookie, csrf bool, header ...string) response {
 	f.t.Helper()
 	var rd io.Reader
@@ -37,12 +39,16 @@ func (f *fixture) page(method, path string, body any, cookie *http.Cookie, csrf 
 	require.NoError(f.t, err)
 	if cookie != nil {
 		req.AddCookie(cookie)
+		req.Header.Set(SessionKeyHeader, f.keys[cookie.Value])
 	}
 	if csrf {
 		req.Header.Set(PageHeader, "1")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
+	}
+	if req.Header.Get(SessionKeyHeader) == "" {
+		req.Header.Del(SessionKeyHeader)
 	}
 	client := *f.web.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -54,12 +60,26 @@ func (f *fixture) page(method, path string, body any, cookie *http.Cookie, csrf 
 	return response{status: resp.StatusCode, body: raw, header: resp.Header}
 }
 
-// login logs in with the token and returns the session cookie.
+// login logs in with the token and returns the session cookie; page sends its key with it.
 func (f *fixture) login() *http.Cookie {
 	f.t.Helper()
 	r := f.page("POST", "/login", LoginRequest{Token: testToken}, nil, true)
-	require.Equal(f.t, http.StatusNoContent, r.status, "%s", r.body)
-	return sessionCookie(f.t, r)
+	require.Equal(f.t, http.StatusOK, r.status, "%s", r.body)
+	return f.session(r)
+}
+
+// session returns the session a login answered with: its cookie, with its key kept for page.
+func (f *fixture) session(r response) *http.Cookie {
+	f.t.Helper()
+	var a LoginAnswer
+	r.decode(f.t, &a)
+	require.Regexp(f.t, `^[0-9a-f]{64}$`, a.SessionKey)
+	c := sessionCookie(f.t, r)
+	if f.keys == nil {
+		f.keys = map[string]string{}
+	}
+	f.keys[c.Value] = a.SessionKey
+	return c
 }
 
 func sessionCookie(t testing.TB, r response) *http.Cookie {
@@ -135,8 +155,9 @@ func TestLoginTradesTheTokenForAStrictSessionCookie(t *testing.T) {
 	assert.Empty(t, r.header.Values("Set-Cookie"))
 
 	r = f.page("POST", "/login", LoginRequest{Token: testToken}, nil, true)
-	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
-	c := sessionCookie(t, r)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	c := f.session(r)
 	assert.True(t, c.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
 	assert.Equal(t, "/", c.Path)
@@ -194,20 +215,26 @@ func TestSessionsExpireAndAreBounded(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	ss := newSessions(clock)
 
-	first := ss.start()
-	assert.True(t, ss.valid(first))
-	assert.False(t, ss.valid(""))
+	first, key := ss.start()
+	assert.True(t, ss.valid(first, key))
+	assert.False(t, ss.valid("", key))
+	assert.False(t, ss.valid(first, ""), "a session needs its key")
+	second, key2 := ss.start()
+	assert.False(t, ss.valid(first, key2), "another session's key is not this one's")
+	assert.True(t, ss.valid(second, key2))
 	advance(SessionTTL)
-	assert.False(t, ss.valid(first), "a session ends after SessionTTL")
+	assert.False(t, ss.valid(first, key), "a session ends after SessionTTL")
 
 	ids := make([]string, MaxSessions+10)
+	keys := make([]string, len(ids))
 	for i := range ids {
-		ids[i] = ss.start()
+		ids[i], keys[i] = ss.start()
 		advance(time.Second)
 	}
 	assert.Len(t, ss.live, MaxSessions)
-	assert.False(t, ss.valid(ids[0]), "the oldest sessions make room")
-	assert.True(t, ss.valid(ids[len(ids)-1]))
+	assert.Len(t, ss.keys, MaxSessions, "the keys of ended sessions go with them")
+	assert.False(t, ss.valid(ids[0], keys[0]), "the oldest sessions make room")
+	assert.True(t, ss.valid(ids[len(ids)-1], keys[len(ids)-1]))
 }
 
 func TestLoginLinkWorksOnceAndExpires(t *testing.T) {
@@ -216,24 +243,74 @@ func TestLoginLinkWorksOnceAndExpires(t *testing.T) {
 	f := newFixture(t, Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	link := f.srv.LoginLink()
 	require.Regexp(t, `^/login\?code=[0-9a-f]{64}$`, link)
+	code := strings.TrimPrefix(link, "/login?code=")
 
+	// Opening the link takes the browser to the page with the code where no request carries it;
+	// the page trades it for a session.
 	r := f.page("GET", link, nil, nil, false)
 	require.Equal(t, http.StatusSeeOther, r.status)
-	assert.Equal(t, "/", r.header.Get("Location"))
-	c := sessionCookie(t, r)
+	assert.Equal(t, "/#/login/code/"+code, r.header.Get("Location"))
+	assert.Empty(t, r.header.Values("Set-Cookie"), "opening the link alone opens no session")
+	r = f.page("POST", "/login", LoginRequest{Code: code}, nil, false)
+	assert.Equal(t, http.StatusForbidden, r.status, "a login without the page's header is refused (CSRF)")
+	r = f.page("POST", "/login", LoginRequest{Code: code}, nil, true)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	c := f.session(r)
 	assert.Equal(t, http.StatusOK, f.page("GET", "/v1/runs", nil, c, false).status)
 
-	again := f.page("GET", link, nil, nil, false)
-	assert.Equal(t, http.StatusSeeOther, again.status)
-	assert.Equal(t, "/#/login/expired", again.header.Get("Location"), "a link works once")
+	again := f.page("POST", "/login", LoginRequest{Code: code}, nil, true)
+	assert.Equal(t, http.StatusUnauthorized, again.status, "a link works once")
 	assert.Empty(t, again.header.Values("Set-Cookie"))
+	assert.Equal(t, "/#/login/expired", f.page("GET", link, nil, nil, false).header.Get("Location"), "a used link sends the browser to the login form")
 
 	late := f.srv.LoginLink()
 	mu.Lock()
 	now = now.Add(LoginLinkTTL)
 	mu.Unlock()
 	assert.Equal(t, "/#/login/expired", f.page("GET", late, nil, nil, false).header.Get("Location"), "an unused link expires")
+	assert.Equal(t, http.StatusUnauthorized, f.page("POST", "/login", LoginRequest{Code: strings.TrimPrefix(late, "/login?code=")}, nil, true).status)
 	assert.Equal(t, "/#/login/expired", f.page("GET", "/login?code=", nil, nil, false).header.Get("Location"))
+}
+
+// A session cookie replayed by another process (cookies are scoped by host, not port: any page
+// on another port of 127.0.0.1 receives it) authorizes nothing without the session's key, which
+// only the login's answer carried.
+func TestAReplayedSessionCookieAuthorizesNothing(t *testing.T) {
+	f := newFixture(t, Options{})
+	run := f.run(purchase("Aviator", 1, "Ann"), "one Aviator for Ann")
+	c := f.login()
+	other := f.login() // another tab's session: its key is not this one's
+
+	noKey := []string{SessionKeyHeader, ""}
+	for _, p := range []string{"/v1/runs", "/v1/runs/" + run.RunID, "/review/queue", "/review/runs/" + run.RunID, "/v1/events"} {
+		r := f.page("GET", p, nil, c, false, noKey...)
+		assert.Equal(t, http.StatusUnauthorized, r.status, "%s without the key", p)
+		assert.Equal(t, CodeUnauthorized, r.errorCode(t))
+		assert.Equal(t, http.StatusUnauthorized, f.page("GET", p, nil, c, false, SessionKeyHeader, f.keys[other.Value]).status, "%s with another session's key", p)
+	}
+	r := f.page("POST", "/v1/runs/"+run.RunID+"/apply", ApplyRequest{Digest: run.Digest}, c, true, noKey...)
+	assert.Equal(t, http.StatusUnauthorized, r.status, "the replayer cannot approve")
+	r = f.page("POST", "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Bob")}, c, true, noKey...)
+	assert.Equal(t, http.StatusUnauthorized, r.status, "nor dry-run")
+	r = f.page("POST", "/v1/runs/"+run.RunID+"/apply?"+SessionKeyParam+"="+f.keys[c.Value], ApplyRequest{Digest: run.Digest}, c, true, noKey...)
+	assert.Equal(t, http.StatusUnauthorized, r.status, "the key is a header; a query key is only for the event stream")
+	doc, err := f.srv.Show(run.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, StatePending, doc.State, "nothing was applied")
+
+	// With its key, the session works; the event stream takes the key in its query.
+	assert.Equal(t, http.StatusOK, f.page("GET", "/review/queue", nil, c, false).status)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", f.web.URL+"/v1/events?"+SessionKeyParam+"="+f.keys[c.Value], nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err := f.web.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	r = f.page("POST", "/v1/runs/"+run.RunID+"/apply", ApplyRequest{Digest: run.Digest}, c, true)
+	assert.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }
 
 func TestQueueSummarisesRunsByFilterNewestFirst(t *testing.T) {

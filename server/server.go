@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"sync"
 	"time"
@@ -26,6 +28,12 @@ const (
 	DefaultMaxBody = 1 << 20
 	// DefaultEventBacklog is how many recent events the server keeps for clients that reconnect.
 	DefaultEventBacklog = 1024
+	// DefaultEventBacklogBytes bounds the same backlog in bytes (about: an event's text and a
+	// fixed part per event); the oldest events make room.
+	DefaultEventBacklogBytes = 4 << 20
+	// DefaultMaxSubscribers is how many /v1/events streams (open review pages, clients) may be
+	// open at once; one more is refused with 503 (too-many-streams).
+	DefaultMaxSubscribers = 64
 	// DefaultListLimit and MaxListLimit bound GET /v1/runs.
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
@@ -47,6 +55,10 @@ type Options struct {
 	// EventBacklog is how many recent events are kept for Last-Event-ID (DefaultEventBacklog
 	// when 0).
 	EventBacklog int
+	// EventBacklogBytes bounds the backlog in bytes (DefaultEventBacklogBytes when 0).
+	EventBacklogBytes int
+	// MaxSubscribers bounds the event streams open at once (DefaultMaxSubscribers when 0).
+	MaxSubscribers int
 	// Now is the clock of events; nil means time.Now.
 	Now func() time.Time
 	// Version is reported to MCP clients as the server's version.
@@ -57,6 +69,17 @@ type Options struct {
 	Model engine.Model
 	// MaxRepairs is engine.AskRequest.MaxRepairs for the model's plans (0: the engine's default).
 	MaxRepairs int
+	// MaxConns bounds the HTTP connections held at once (DefaultMaxConns when 0), MaxUnauthConns
+	// those of them that have not yet carried a credential (DefaultMaxUnauthConns) and
+	// MaxUnauthConnsPerAddr those from one client address (DefaultMaxUnauthConnsPerAddr). They
+	// hold on a listener wrapped by Listener (conns.go).
+	MaxConns, MaxUnauthConns, MaxUnauthConnsPerAddr int
+	// HeaderTimeout is how long a connection of HTTPServer has to send a request's headers
+	// (DefaultHeaderTimeout when 0).
+	HeaderTimeout time.Duration
+	// Log receives what the HTTP server reports: connections refused or closed to keep to the
+	// bounds (one line per interval, with counts) and net/http's own errors. Nil reports nothing.
+	Log *log.Logger
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
@@ -72,6 +95,8 @@ type Server struct {
 	mcp    *mcp.Server
 	// sessions are the review page's logins (auth.go).
 	sessions *sessions
+	// conns counts the connections of Listener (conns.go).
+	conns *connLimiter
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
@@ -93,10 +118,32 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	if opts.EventBacklog <= 0 {
 		opts.EventBacklog = DefaultEventBacklog
 	}
+	if opts.EventBacklogBytes <= 0 {
+		opts.EventBacklogBytes = DefaultEventBacklogBytes
+	}
+	if opts.MaxSubscribers <= 0 {
+		opts.MaxSubscribers = DefaultMaxSubscribers
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{eng: eng, opts: opts, events: newBroker(opts.EventBacklog, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{{&opts.MaxConns, DefaultMaxConns}, {&opts.MaxUnauthConns, DefaultMaxUnauthConns}, {&opts.MaxUnauthConnsPerAddr, DefaultMaxUnauthConnsPerAddr}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = log.New(io.Discard, "", 0)
+	}
+	limits := brokerLimits{Events: opts.EventBacklog, Bytes: opts.EventBacklogBytes, Subscribers: opts.MaxSubscribers}
+	s := &Server{eng: eng, opts: opts, events: newBroker(limits, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
+	s.conns = newConnLimiter(opts)
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	m, err := s.newMCP()
 	if err != nil {
@@ -556,10 +603,14 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// clip cuts a caller's string quoted back in an error message.
+// clip cuts a caller's string quoted back in an error message to about n bytes, at a UTF-8
+// boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -42,11 +42,17 @@ func newServeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 runs, apply with the digest of the reviewed changes, reject with feedback, runs, and run events as
 Server-Sent Events at /v1/events) and MCP over streamable HTTP at /mcp, on --listen (loopback by
 default). Every HTTP request needs "Authorization: Bearer TOKEN": the token is created at the
-first start in serve.token in the store directory (mode 0600), unless --token or STARPLAN_TOKEN
-gives one.
+first start in serve.token in the store directory (mode 0600), unless STARPLAN_TOKEN or --token
+gives one (--token shows it to every local user in the process's command line: prefer the
+other two).
 
 A review page for people is at / on the same address: sign in with the token, or open the
-one-time link printed at the start; the page keeps a session cookie, never the token.
+one-time link printed at the start; the page keeps a session (a cookie and a key that only its
+tab holds), never the token.
+
+Connections are bounded: strangers' (those that have sent no token yet) at most 128 at once and
+32 per client address, the oldest closed to make room, each closed after one answer, out of 512
+in all, so the token holder always has room. What was refused is logged, a line per 10 s.
 
 While it runs, the CLI commands that use this store (exec, ask, apply, runs, db seed, dump,
 export and import) run inside it, through the socket serve.sock in the store directory, which only
@@ -66,7 +72,8 @@ SIGTERM or Ctrl-C stops accepting requests, lets those in flight finish (at most
 	}
 	cmd.Flags().StringVar(&opts.Listen, "listen", DefaultListen, "address for HTTP (the /v1 API and MCP at /mcp); port 0 picks a free one")
 	cmd.Flags().BoolVar(&opts.MCPStdio, "mcp-stdio", false, "serve MCP on standard input and output")
-	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory)")
+	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory); "+
+		"every local user can read it in the process's command line: prefer STARPLAN_TOKEN or serve.token")
 	cmd.Flags().DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
 	opts.modelOptions.register(cmd)
 	return cmd
@@ -77,6 +84,10 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 	defer stop()
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		given := opts.Token
+		if given != "" {
+			fmt.Fprintln(ios.Err, "warning: --token puts the token in this process's command line, which every local user can read (ps, /proc/PID/cmdline); "+
+				"set STARPLAN_TOKEN or let serve keep it in serve.token in the store directory instead")
+		}
 		if given == "" {
 			given = ios.Getenv("STARPLAN_TOKEN")
 		}
@@ -96,7 +107,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		} else {
 			fmt.Fprintln(ios.Err, "starplan serve: no model configured (OPENAI_API_KEY, OPENAI_BASE_URL): /v1/ask is off, and a rejection only records")
 		}
-		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs()})
+		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs(), Log: log.New(ios.Err, "starplan serve: ", 0)})
 		if err != nil {
 			return withCode(ExitInternal, err, "")
 		}
@@ -119,13 +130,9 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			if err != nil {
 				return withCode(ExitUsage, fmt.Errorf("listening on %s: %w", opts.Listen, err), "pass --listen HOST:PORT with a free port")
 			}
-			hs = &http.Server{
-				Handler:           srv.Handler(),
-				ReadHeaderTimeout: 10 * time.Second,
-				IdleTimeout:       2 * time.Minute,
-				ErrorLog:          log.New(ios.Err, "starplan serve: ", 0),
-			}
-			go func() { httpEnded <- hs.Serve(ln) }()
+			// Connections are bounded, strangers' apart from the token holder's (server/conns.go).
+			hs = srv.HTTPServer()
+			go func() { httpEnded <- hs.Serve(srv.Listener(ln)) }()
 			if !isLoopbackAddr(ln.Addr()) {
 				fmt.Fprintf(ios.Err, "warning: %s is not a loopback address: anyone who reaches it with the token can apply runs\n", ln.Addr())
 			}

@@ -242,6 +242,11 @@ func TestServeRefusesAShortTokenAndAnAddressItCannotUse(t *testing.T) {
 	o := s.run(false, "", "serve", "--in-process", "--token", "short")
 	assert.Equal(t, ExitUsage, o.code)
 	assert.Contains(t, o.err, "at least 16 characters")
+	assert.Contains(t, o.err, "warning: --token puts the token in this process's command line", "--token is answered with a warning")
+	assert.Contains(t, o.err, "set STARPLAN_TOKEN")
+
+	o = s.run(false, "", "serve", "--help")
+	assert.Contains(t, o.out+o.err, "prefer STARPLAN_TOKEN or serve.token", "--help says so too")
 
 	o = s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1")
 	assert.Equal(t, ExitUsage, o.code, o.err)

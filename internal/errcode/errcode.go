@@ -30,6 +30,7 @@ const (
 	Declined       = "apply-declined"     // MCP: the person did not confirm the apply; the run is still pending
 	AlreadyApplied = "already-applied"    // reject of a run that was applied
 	Unavailable    = "shutting-down"      // the server is draining
+	TooManyStreams = "too-many-streams"   // GET /v1/events beyond the server's MaxSubscribers
 	BadLimits      = "limits-not-allowed" // limits beyond what the server allows
 	NotReplayable  = "not-replayable"     // the record holds no whole program to run again
 	Replan         = "replan-failed"      // asking the model again after a rejection failed

@@ -5,10 +5,48 @@
 
 (function () {
   const PAGE_HEADER = 'X-Starplan-Page';
+  // The session's key: the login's answer carries it, and the server takes the session cookie
+  // only with it, so a process that replays the cookie (cookies are scoped by host, not port)
+  // authorizes nothing. It is kept in this tab's sessionStorage, which is scoped by origin, port
+  // included, so a page of another port cannot read it, and a reload of this tab keeps it; no
+  // endpoint hands it out again.
+  const KEY_HEADER = 'X-Starplan-Session-Key';
+  const KEY_PARAM = 'session_key';
+  const KEY_ITEM = 'starplan.session_key';
   const FILTERS = ['pending', 'applied', 'rejected', 'failed', 'all'];
 
   const $ = (id) => document.getElementById(id);
-  const state = { view: null, filter: 'pending', runId: null, review: null, events: null, refreshing: null };
+  const state = { view: null, filter: 'pending', runId: null, review: null, events: null, refreshing: false };
+
+  function sessionKey() {
+    try { return sessionStorage.getItem(KEY_ITEM) || ''; } catch (e) { return ''; }
+  }
+
+  function keepKey(key) {
+    try {
+      if (key) sessionStorage.setItem(KEY_ITEM, key);
+      else sessionStorage.removeItem(KEY_ITEM);
+    } catch (e) { /* storage off: the session lasts until a reload */ }
+    state.key = key || '';
+  }
+
+  // safe writes the characters a plan or a proposer may use to hide or reorder text (controls,
+  // bidi overrides and isolates, zero-width and other format characters, line separators) as
+  // visible escapes (\u202e, \x1b), as the terminal and the diff's cells show them
+  // (internal/termsafe). lines keeps line breaks and tabs (printed output, the answer).
+  const UNSAFE = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+  function safe(s, lines) {
+    return String(s).replace(UNSAFE, (c) => {
+      if (lines && (c === '\n' || c === '\t')) return c;
+      if (c === '\n') return '\\n';
+      if (c === '\t') return '\\t';
+      if (c === '\r') return '\\r';
+      const n = c.codePointAt(0);
+      if (n < 0x100) return '\\x' + n.toString(16).padStart(2, '0');
+      if (n <= 0xffff) return '\\u' + n.toString(16).padStart(4, '0');
+      return '\\U' + n.toString(16).padStart(8, '0');
+    });
+  }
 
   // el builds an element: attrs are properties or attributes, children are nodes or strings
   // (strings become text nodes).
@@ -38,10 +76,12 @@
     node.hidden = !text;
   }
 
-  // api calls the server with the session cookie; changing calls carry the page's CSRF header.
+  // api calls the server with the session cookie and its key; changing calls carry the page's
+  // CSRF header.
   async function api(method, path, body) {
     const opts = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
     if (method !== 'GET') opts.headers[PAGE_HEADER] = '1';
+    if (state.key) opts.headers[KEY_HEADER] = state.key;
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
@@ -96,6 +136,7 @@
 
   function needLogin(note) {
     stopEvents();
+    keepKey('');
     $('logout-form').hidden = true;
     $('live').textContent = 'Signed out';
     show('login');
@@ -108,13 +149,27 @@
     const token = $('token').value.trim();
     const r = await api('POST', '/login', { token });
     $('token').value = '';
-    if (r.status !== 204) {
+    if (r.status !== 200 || !r.data || !r.data.session_key) {
       problem($('login-note'), errorText(r));
       $('token').focus();
       return;
     }
+    keepKey(r.data.session_key);
     problem($('login-note'), '');
     started();
+  }
+
+  // loginWithCode trades a one-time link's code for a session; the link put the code in the
+  // fragment, which is taken off the address at once.
+  async function loginWithCode(code) {
+    history.replaceState(null, '', '#/queue/pending');
+    const r = await api('POST', '/login', { code });
+    if (r.status !== 200 || !r.data || !r.data.session_key) {
+      return needLogin('That login link was used already or has expired. Sign in with the token, or start starplan serve again for a new link.');
+    }
+    keepKey(r.data.session_key);
+    problem($('login-note'), '');
+    return started();
   }
 
   async function logout(ev) {
@@ -128,6 +183,7 @@
   function route() {
     const h = location.hash.replace(/^#\/?/, '');
     const parts = h.split('/');
+    if (parts[0] === 'login' && parts[1] === 'code' && parts[2]) return loginWithCode(decodeURIComponent(parts[2]));
     if (parts[0] === 'login' && parts[1] === 'expired') {
       history.replaceState(null, '', '#/queue/pending');
       return needLogin('That login link was used already or has expired. Sign in with the token, or start starplan serve again for a new link.');
@@ -194,7 +250,7 @@
 
   function queueItem(run) {
     return el('li', { 'data-run': run.id, class: 'run-' + run.state },
-      el('h2', {}, el('a', { href: '#/runs/' + encodeURIComponent(run.id) }, run.request || '(no request given)')),
+      el('h2', {}, el('a', { href: '#/runs/' + encodeURIComponent(run.id) }, run.request ? safe(run.request) : '(no request given)')),
       el('p', { class: 'meta' },
         el('span', { class: 'badge ' + run.state }, run.state),
         el('span', {}, 'by ', run.proposer),
@@ -237,18 +293,18 @@
     document.title = 'Run ' + run.run_id + ' — starplan review';
     $('run-h').textContent = 'Run ' + run.run_id;
     const body = [
-      el('h2', {}, 'Request'),
-      el('p', { class: 'request' }, run.request || '(no request given)'),
+      el('h2', {}, 'Request, as the proposer wrote it'),
+      run.request ? el('blockquote', { class: 'request' }, safe(run.request)) : el('p', { class: 'request none' }, '(no request given)'),
       facts(review),
       el('h2', {}, 'Answer'),
-      el('p', { class: 'answer', id: 'answer' }, run.answer_text || '(no answer_text)'),
+      el('p', { class: 'answer', id: 'answer' }, run.answer_text ? safe(run.answer_text, true) : '(no answer_text)'),
       decision(review),
       el('h2', {}, 'Changes'),
       changes(review),
       el('h2', {}, 'Plan'),
       plan(run),
     ];
-    if (run.stdout) body.push(el('details', {}, el('summary', {}, 'Printed output'), el('pre', { class: 'out' }, run.stdout)));
+    if (run.stdout) body.push(el('details', {}, el('summary', {}, 'Printed output'), el('pre', { class: 'out' }, safe(run.stdout, true))));
     $('run-body').replaceChildren(...body);
     if (keep) {
       if ($('feedback')) $('feedback').value = keep.feedback;
@@ -429,7 +485,7 @@
 
   function startEvents() {
     if (state.events || !window.EventSource) return;
-    const es = new EventSource('/v1/events', { withCredentials: true });
+    const es = new EventSource('/v1/events?' + KEY_PARAM + '=' + encodeURIComponent(state.key), { withCredentials: true });
     state.events = es;
     es.onopen = () => { $('live').textContent = 'Live'; };
     es.onerror = () => {
@@ -457,18 +513,29 @@
   }
 
   // refreshSoon redraws what events may have changed, once per burst of events: the queue on
-  // screen, or the run on screen if an event was about it.
+  // screen, or the run on screen if an event was about it. At most one refresh is in flight:
+  // events that arrive meanwhile are folded into the next one, which starts when it ends.
   const changed = new Set();
+  let stale = false;
   function refreshSoon(ev) {
     if (ev.run_id) changed.add(ev.run_id);
+    stale = true;
     if (state.refreshing) return;
-    state.refreshing = setTimeout(async () => {
-      state.refreshing = null;
-      const runs = new Set(changed);
-      changed.clear();
+    state.refreshing = true;
+    setTimeout(refresh, 150);
+  }
+
+  async function refresh() {
+    const runs = new Set(changed);
+    changed.clear();
+    stale = false;
+    try {
       if (state.view === 'queue') await openQueue(state.filter, false, true);
       else if (state.view === 'run' && runs.has(state.runId)) await openRun(state.runId, false, true);
-    }, 150);
+    } finally {
+      if (stale) setTimeout(refresh, 150);
+      else state.refreshing = false;
+    }
   }
 
   // ---- keys
@@ -509,7 +576,9 @@
     document.addEventListener('keydown', onKey);
     document.addEventListener('keyup', onKeyUp);
     setInterval(tickAges, 30000);
-    if (location.hash.startsWith('#/login/expired')) return route();
+    if (location.hash.startsWith('#/login/')) return route();
+    keepKey(sessionKey());
+    if (!state.key) return needLogin();
     const r = await api('GET', '/review/queue?filter=pending');
     if (r.status === 200) started();
   }
