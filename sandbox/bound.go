@@ -23,13 +23,15 @@ type bounds struct {
 
 // bind holds thread to limits (with their defaults applied) until end. shared returns the values
 // the thread's memory measure leaves out: those it did not make and shares with other threads.
-// With watchHeap false only the guards bound memory (benchmarks of an unguarded Env).
-func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared func() map[any]struct{}, watchHeap bool) *bounds {
+// The heap is watched as in mode: not at all (only the guards bound memory: benchmarks of an
+// unguarded Env), by the heap with measures when asked (a plan's run), or with the thread's own
+// measure at every checkpoint too (a domain's code; see watched.selfMeasure).
+func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared func() map[any]struct{}, mode watchMode) *bounds {
 	b := &bounds{}
 	budget := builtins.NewBudget(limits.MaxMemory)
 	builtins.SetBudget(thread, budget)
-	if watchHeap {
-		b.watch = &watched{budget: budget, shared: shared, cancel: func() {
+	if mode != watchNone {
+		b.watch = &watched{budget: budget, shared: shared, selfMeasure: mode == watchSelf, cancel: func() {
 			b.reason.set(LimitMemory)
 			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
 		}}
@@ -64,6 +66,15 @@ func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared fu
 	}
 	return b
 }
+
+// watchMode is how bind watches a thread's heap.
+type watchMode int
+
+const (
+	watchNone watchMode = iota // the guards only
+	watchHeap                  // the heap watchdog, with measures when it asks
+	watchSelf                  // and the thread's own measure at every checkpoint
+)
 
 // end releases the thread from its bounds once its program or call has returned; globals are
 // what it leaves behind (a program's globals; nil for a call), for the watchdog's account.

@@ -43,17 +43,19 @@ func TestCallHeldToItsMemoryBudget(t *testing.T) {
 	for _, h := range reg {
 		fns[h.Name] = h.Value.(starlark.Callable)
 	}
-	_, err := Call(t.Context(), fns["big"], starlark.Tuple{starlark.None}, Limits{MaxMemory: 64 << 20})
+	_, _, err := Call(t.Context(), fns["big"], starlark.Tuple{starlark.None}, Limits{MaxMemory: 64 << 20})
 	var le *LimitError
 	require.True(t, errors.As(err, &le), "%v", err)
 	assert.Equal(t, LimitMemory, le.Limit)
 	assert.Contains(t, err.Error(), "memory limit of 64.0 MiB exceeded")
 
-	v, err := Call(t.Context(), fns["small"], starlark.Tuple{starlark.MakeInt(7)}, Limits{MaxMemory: 64 << 20})
+	v, steps, err := Call(t.Context(), fns["small"], starlark.Tuple{starlark.MakeInt(7)}, Limits{MaxMemory: 64 << 20})
 	require.NoError(t, err)
 	assert.Equal(t, "[7]", v.String())
+	assert.Positive(t, steps)
 
-	_, err = Call(t.Context(), fns["small"], starlark.Tuple{starlark.None}, Limits{MaxSteps: 1})
+	_, steps, err = Call(t.Context(), fns["small"], starlark.Tuple{starlark.None}, Limits{MaxSteps: 1})
 	require.True(t, errors.As(err, &le), "%v", err)
 	assert.Equal(t, LimitSteps, le.Limit)
+	assert.Equal(t, uint64(1), steps, "never more than the limit")
 }

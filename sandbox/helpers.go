@@ -53,7 +53,7 @@ func (e *Env) LoadModule(file, src string, needDoc bool) (builtins.Registry, dia
 		return nil, ds
 	}
 	thread := &starlark.Thread{Name: "helpers"}
-	b := bind(context.Background(), thread, moduleLimits, e.shared, !e.unguarded)
+	b := bind(context.Background(), thread, moduleLimits, e.shared, watchSelf)
 	globals, err := initProgram(prog, thread, e.predeclared)
 	b.end(globals)
 	if err != nil {
@@ -165,15 +165,17 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 // Call calls fn, a function a module defined (LoadModule), on a thread of its own under limits
 // (steps, time, memory; the zero value means the defaults), held to them as a run is: memory is
 // measured by the guards and the heap watchdog, and what the call holds is its own values, not
-// its module's globals or its arguments. The error is the function's: a runtime error, a panic
-// turned into an error, or a *LimitError naming the limit that stopped it.
-func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, err error) {
+// its module's globals or its arguments. steps is what the call took (builtins' charged work
+// included; never more than limits.MaxSteps). The error is the function's: a runtime error, a
+// panic turned into an error, or a *LimitError naming the limit that stopped it.
+func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, steps uint64, err error) {
 	limits = limits.withDefaults()
 	thread := &starlark.Thread{Name: "call"}
 	shared := sync.OnceValue(func() map[any]struct{} { return callShared(fn, args) })
-	b := bind(ctx, thread, limits, shared, true)
+	b := bind(ctx, thread, limits, shared, watchSelf)
 	defer func() {
 		b.end(nil)
+		steps = min(thread.ExecutionSteps(), limits.MaxSteps)
 		err = limitError(err, b.reason.get())
 	}()
 	defer func() {
@@ -181,7 +183,8 @@ func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
-	return starlark.Call(thread, fn, args, nil)
+	v, err = starlark.Call(thread, fn, args, nil)
+	return v, 0, err
 }
 
 // callShared returns the identities of the values a Call did not make: its function's module's

@@ -184,7 +184,11 @@ func (s *stopReason) get() Limit {
 func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, res *Result) {
 	out := &capture{max: limits.MaxOutput}
 	thread := &starlark.Thread{Name: "plan", Print: out.print}
-	b := bind(ctx, thread, limits, e.shared, !e.unguarded)
+	mode := watchHeap
+	if e.unguarded {
+		mode = watchNone
+	}
+	b := bind(ctx, thread, limits, e.shared, mode)
 	if req.Bind != nil {
 		req.Bind(thread)
 	}
