@@ -24,7 +24,10 @@
 // getattr) go through guards that estimate the size of their result and refuse it when it would
 // not fit the run's budget; the builtins that materialise iterables (list, sorted, enumerate,
 // ...) and render text (str, repr, print) are guarded the same way. A heap watchdog cancels a
-// run whose heap grows past its budget by other means.
+// run whose heap grows past its budget by other means. A domain's own code (a module's top
+// level, LoadModule, and a call of its functions, Call) is bounded the same way (bind), and also
+// measures what its values hold at every checkpoint unasked: a thread that begins on a heap of
+// others' garbage, freed while it allocates, shows no growth of the heap.
 //
 // Time is bounded by the step limit and the clock, both checked by the interpreter between
 // steps. Builtins that do work out of proportion to their operands (big-integer arithmetic and
