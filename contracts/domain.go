@@ -123,7 +123,8 @@ type Input struct {
 	// balance chain, once, when the run adds ledger rows); nil is then an error.
 	Committed Committed
 	// Deadline bounds the domain's starlark rules together (each also has its own bound); the
-	// zero time means no shared bound. An apply checks under the store's write lock.
+	// zero time means no shared bound. An apply checks outside the store's write lock, and again
+	// under it when what the check read moved (store.ApplyPending).
 	Deadline time.Time
 }
 

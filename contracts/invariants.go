@@ -19,7 +19,8 @@ import (
 type Invariant func(ctx context.Context, changes table.ChangeSet) ([]Finding, error)
 
 // MaxStarlarkRules is the most rules of kind starlark a domain may have: they run one after the
-// other, at apply under the store's write lock.
+// other, at apply outside the store's write lock unless the data they read moved meanwhile
+// (store.ApplyPending).
 const MaxStarlarkRules = 16
 
 // Finding is one problem an Invariant found.

@@ -69,8 +69,9 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 	for _, err := range policy.CheckSchema(fields) {
 		errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
 	}
+	bound := newCheckBound(policy) // the rules' calls in this check, on the example answers
 	if src := dom.Definition[InvariantsFile]; src != "" || len(policy.InvariantFunctions()) > 0 {
-		fns, ds := loadInvariants(src)
+		fns, ds := loadInvariants(src, bound)
 		for _, d := range ds {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", InvariantsFile, d.Line, d.Col, d.Message))
 		}
@@ -81,6 +82,9 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		}
 	}
 	errs = append(errs, prompts.CheckNotes(dom.Definition, policy)...)
+	if err := bound.err(); err != nil {
+		errs = append(errs, err)
+	}
 	env, ds := NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	for _, d := range ds {
 		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", sandbox.HelpersFile, d.Line, d.Col, d.Message))

@@ -94,7 +94,7 @@ func TestHelpersFileProblems(t *testing.T) {
 		"def f():\n    return 1\n": "helper f has no docstring",
 		"load('x', 'y')\n":         "load() is not allowed",
 		"x = 1 // 0\n":             "division by zero",
-		"while True:\n    pass\n":  "too many steps",
+		"while True:\n    pass\n":  "step limit of 1000000 exceeded",
 		"inventory_tbl = 1\n":      "predeclared helper and cannot be reassigned",
 		"def f():\n    \"\"\"Doc.\"\"\"\n    return _sp_add(1, 2)\n": "reserved",
 	} {

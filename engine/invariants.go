@@ -34,7 +34,10 @@ const maxFindings = 20
 // invariantLimits, with the change set as a frozen dict: {table: {"inserted": [row],
 // "updated": [{"key", "before", "after", "fields"}], "deleted": [row]}}. A function returns a
 // list of findings, each a string or a dict {"message", "hint"}.
-func loadInvariants(src string) (map[string]contracts.Invariant, diag.List) {
+//
+// With a bound (domain check), the calls share its allowance too; a call it stops, and every call
+// after, finds nothing: the bound's error refuses the domain instead.
+func loadInvariants(src string, bound *checkBound) (map[string]contracts.Invariant, diag.List) {
 	reg, ds := sandbox.NewEnv().LoadModule(InvariantsFile, src, false)
 	if len(ds) > 0 {
 		return nil, ds
@@ -43,7 +46,17 @@ func loadInvariants(src string) (map[string]contracts.Invariant, diag.List) {
 	for _, h := range reg {
 		fn, name := h.Value, h.Name
 		out[name] = func(ctx context.Context, cs table.ChangeSet) ([]contracts.Finding, error) {
-			v, err := sandbox.Call(ctx, fn.(starlark.Callable), starlark.Tuple{changeSetValue(cs)}, invariantLimits)
+			limits := invariantLimits
+			if bound != nil {
+				var ok bool
+				if limits, ok = bound.take(invariantLimits); !ok {
+					return nil, nil
+				}
+			}
+			v, steps, err := sandbox.Call(ctx, fn.(starlark.Callable), starlark.Tuple{changeSetValue(cs)}, limits)
+			if bound != nil && bound.charge(name, invariantLimits, limits, steps, err) {
+				return nil, nil
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +142,7 @@ func bindInvariants(policy *contracts.Domain, src string) error {
 	if src == "" && len(policy.InvariantFunctions()) == 0 {
 		return nil
 	}
-	fns, ds := loadInvariants(src)
+	fns, ds := loadInvariants(src, nil)
 	if len(ds) > 0 {
 		return fmt.Errorf("%s: %s", InvariantsFile, ds[0])
 	}

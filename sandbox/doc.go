@@ -24,7 +24,11 @@
 // getattr) go through guards that estimate the size of their result and refuse it when it would
 // not fit the run's budget; the builtins that materialise iterables (list, sorted, enumerate,
 // ...) and render text (str, repr, print) are guarded the same way. A heap watchdog cancels a
-// run whose heap grows past its budget by other means. The same guards, and // routed to one,
+// run whose heap grows past its budget by other means. A domain's own code (a module's top
+// level, LoadModule, and a call of its functions, Call) is bounded the same way (bind), and also
+// measures what its values hold at every checkpoint unasked: a thread that begins on a heap of
+// others' garbage, freed while it allocates, shows no growth of the heap.
+// The same guards, and // routed to one,
 // make floats print and divide as in Python (builtins.Repr, builtins.FloatDivMod), where
 // go.starlark.net's own float text and floored division differ.
 //

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,17 +21,17 @@ import (
 // file's, and a runtime error inside a helper is reported at the plan's call of it.
 const HelpersFile = "helpers.star"
 
-// Limits of running a helpers file's top level, which only defines functions and constants.
-const (
-	helpersSteps  = 1_000_000
-	helpersTime   = 2 * time.Second
-	helpersMemory = 64 << 20
-)
+// moduleLimits bound the top level of a domain's Starlark file (LoadModule), which only defines
+// functions and constants: it is held to them as a plan's run is to its own, memory measured
+// alike (the guards and the heap watchdog), wherever the file is loaded.
+var moduleLimits = Limits{MaxSteps: 1_000_000, Timeout: 2 * time.Second, MaxMemory: 64 << 20}.withDefaults()
 
 // LoadHelpers checks and runs a domain's helpers, Starlark source written by the domain's
 // author, and returns each function it defines as a domain helper (names starting with _ are
 // the file's own). The file is checked as plans are (no load, no reserved names, the memory
-// guards) and sees e's names; its top level runs once, now, under limits. A helper runs in the
+// guards) and sees e's names; its top level runs once, now, under the limits of moduleLimits
+// (1,000,000 steps, 2 s, 64 MiB), and a top level that passes one is refused with a
+// limit-exceeded diagnostic naming it. A helper runs in the
 // thread of the plan that calls it, so the plan's step, time and memory limits count its work.
 //
 // A helper's reference is its def line (the signature), the first paragraph of its docstring
@@ -51,21 +53,11 @@ func (e *Env) LoadModule(file, src string, needDoc bool) (builtins.Registry, dia
 		return nil, ds
 	}
 	thread := &starlark.Thread{Name: "helpers"}
-	thread.SetMaxExecutionSteps(helpersSteps)
-	builtins.SetBudget(thread, builtins.NewBudget(helpersMemory))
-	// Steps alone do not bound time: one step can be a large builtin call.
-	stop := time.AfterFunc(helpersTime, func() { thread.Cancel(fmt.Sprintf("time limit of %s exceeded", helpersTime)) })
+	b := bind(context.Background(), thread, moduleLimits, e.shared, watchSelf)
 	globals, err := initProgram(prog, thread, e.predeclared)
-	stop.Stop()
+	b.end(globals)
 	if err != nil {
-		d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeRuntime, Message: err.Error()}
-		if ee, ok := err.(*starlark.EvalError); ok {
-			d.Message = ee.Msg
-			if n := len(ee.CallStack); n > 0 {
-				d.Line, d.Col = int(ee.CallStack[n-1].Pos.Line), int(ee.CallStack[n-1].Pos.Col)
-			}
-		}
-		return nil, diag.List{d}
+		return nil, diag.List{moduleDiagnostic(file, limitError(err, b.reason.get()))}
 	}
 	globals.Freeze()
 	lines := strings.Split(src, "\n")
@@ -171,20 +163,66 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 }
 
 // Call calls fn, a function a module defined (LoadModule), on a thread of its own under limits
-// (steps, time, memory; the zero value means the defaults), as a run would. The error is the
-// function's: a runtime error, a limit, or a panic turned into an error.
-func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, err error) {
+// (steps, time, memory; the zero value means the defaults), held to them as a run is: memory is
+// measured by the guards and the heap watchdog, and what the call holds is its own values, not
+// its module's globals or its arguments. steps is what the call took (builtins' charged work
+// included; never more than limits.MaxSteps). The error is the function's: a runtime error, a
+// panic turned into an error, or a *LimitError naming the limit that stopped it.
+func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, steps uint64, err error) {
 	limits = limits.withDefaults()
 	thread := &starlark.Thread{Name: "call"}
-	thread.SetMaxExecutionSteps(limits.MaxSteps)
-	builtins.SetBudget(thread, builtins.NewBudget(limits.MaxMemory))
-	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
-	defer cancel()
-	defer context.AfterFunc(ctx, func() { thread.Cancel("time limit of " + limits.Timeout.String() + " exceeded") })()
+	shared := sync.OnceValue(func() map[any]struct{} { return callShared(fn, args) })
+	b := bind(ctx, thread, limits, shared, watchSelf)
+	defer func() {
+		b.end(nil)
+		steps = min(thread.ExecutionSteps(), limits.MaxSteps)
+		err = limitError(err, b.reason.get())
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
-	return starlark.Call(thread, fn, args, nil)
+	v, err = starlark.Call(thread, fn, args, nil)
+	return v, 0, err
+}
+
+// callShared returns the identities of the values a Call did not make: its function's module's
+// globals (frozen, shared by every call) and its arguments (the caller's).
+func callShared(fn starlark.Callable, args starlark.Tuple) map[any]struct{} {
+	r := newReach(nil, 0)
+	if f, ok := fn.(*starlark.Function); ok {
+		for _, v := range f.Globals() {
+			r.value(v)
+		}
+	}
+	for _, v := range args {
+		r.value(v)
+	}
+	return r.seen
+}
+
+// moduleDiagnostic describes a failed top level of a domain's file, at its innermost position.
+func moduleDiagnostic(file string, err error) diag.Diagnostic {
+	d := diag.Diagnostic{Stage: diag.StageCheck, Code: CodeRuntime, Message: err.Error()}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		d.Message = ee.Msg
+		if n := len(ee.CallStack); n > 0 {
+			d.Line, d.Col = int(ee.CallStack[n-1].Pos.Line), int(ee.CallStack[n-1].Pos.Col)
+		}
+	}
+	var le *LimitError
+	if errors.As(err, &le) {
+		d.Code = CodeLimit
+		switch le.Limit {
+		case LimitMemory:
+			d.Hint = fmt.Sprintf("the top level of %s may hold at most %s, measured as a plan's run is: it defines functions and constants; build large values inside a function, when it is called",
+				file, builtins.FormatBytes(moduleLimits.MaxMemory))
+		default:
+			d.Hint = fmt.Sprintf("the top level of %s runs once at every load, within %d steps and %s: it defines functions and constants; move the work into a function",
+				file, moduleLimits.MaxSteps, moduleLimits.Timeout)
+		}
+	}
+	return d
 }

@@ -184,55 +184,16 @@ func (s *stopReason) get() Limit {
 func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, res *Result) {
 	out := &capture{max: limits.MaxOutput}
 	thread := &starlark.Thread{Name: "plan", Print: out.print}
-	var reason stopReason
-	budget := builtins.NewBudget(limits.MaxMemory)
-	builtins.SetBudget(thread, budget)
-	var watch *watched // nil for an unguarded Env; set before OnMaxSteps captures it
-	if !e.unguarded {
-		watch = &watched{budget: budget, shared: e.shared, cancel: func() {
-			reason.set(LimitMemory)
-			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
-		}}
+	mode := watchHeap
+	if e.unguarded {
+		mode = watchNone
 	}
-	// The interpreter calls OnMaxSteps at the next checkpoint, not only at the step limit: there
-	// the run can measure its memory when the watchdog asks (watched.checkpoint).
-	thread.SetMaxExecutionSteps(nextCheckpoint(0, limits.MaxSteps))
-	thread.OnMaxSteps = func(t *starlark.Thread) {
-		// ChargeWork may have pushed Steps past the limit, and past a checkpoint, in one jump.
-		if t.Steps >= limits.MaxSteps {
-			reason.set(LimitSteps)
-			t.Cancel(fmt.Sprintf("step limit of %d exceeded", limits.MaxSteps))
-			return
-		}
-		t.SetMaxExecutionSteps(nextCheckpoint(t.Steps, limits.MaxSteps))
-		if watch != nil {
-			watch.checkpoint(t)
-		}
-	}
+	b := bind(ctx, thread, limits, e.shared, mode)
 	if req.Bind != nil {
 		req.Bind(thread)
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
-	defer cancel()
-	stopAfter := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			reason.set(LimitTime)
-			thread.Cancel(fmt.Sprintf("time limit of %s exceeded", limits.Timeout))
-			return
-		}
-		thread.Cancel("the run was cancelled")
-	})
-	defer stopAfter()
-	if watch != nil {
-		heapWatchdog.watch(watch)
-		defer heapWatchdog.unwatch(watch)
-	}
-
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
-	if watch != nil {
-		watch.finished(globals)
-	}
+	b.end(globals)
 	// Builtins charge their work in steps (builtins.ChargeWork), so the count can pass the limit
 	// by the charge that reached it: the run used its whole allowance.
 	res.Steps = min(thread.ExecutionSteps(), limits.MaxSteps)
@@ -242,7 +203,7 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 		res.Outcome = OutcomeOK
 		return
 	}
-	res.Outcome, res.Limit = classify(err, reason.get())
+	res.Outcome, res.Limit = classify(err, b.reason.get())
 	res.Diagnostics = append(res.Diagnostics, runDiagnostic(err, res.Limit, limits))
 }
 

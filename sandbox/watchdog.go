@@ -79,6 +79,12 @@ type watched struct {
 	overSince time.Time // when the run was first seen over its budget; zero while within it
 	// shared returns the identities of the values every run shares (Env.shared).
 	shared func() map[any]struct{}
+	// selfMeasure: the run measures what its values hold at its checkpoints whether or not the
+	// watchdog asks (paced by remeasureFactor), and stops itself over its budget. A run that
+	// begins on a heap full of others' garbage, freed by a collection while it allocates, shows
+	// no growth of the heap at all; a domain's code (a module's top level, a rule's call) holds
+	// little, so its walks cost little, and it runs in the trusted process on every apply.
+	selfMeasure bool
 
 	// Attribution among concurrent runs, shared between the watchdog and the run's goroutine.
 	asked    atomic.Int64 // the round the watchdog asks the run to measure in; 0: none
@@ -111,6 +117,18 @@ func (r *watched) checkpoint(thread *starlark.Thread) {
 	}
 	r.last = now
 	round := r.asked.Load()
+	if round == 0 && r.selfMeasure {
+		if thread.Steps < r.nextMeasure {
+			return
+		}
+		walk := newReach(r.shared(), r.budget.Limit)
+		walk.thread(thread)
+		r.nextMeasure = thread.Steps + remeasureFactor*uint64(walk.nodes)
+		if walk.bytes > r.budget.Limit {
+			r.stop()
+		}
+		return
+	}
 	if round == 0 || (round == r.lastRound && thread.Steps < r.nextMeasure) {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/starplan/starplan/table"
 	"go.etcd.io/bbolt"
@@ -239,10 +240,18 @@ type Verify func(changes table.ChangeSet, committed Committed) error
 // after checking that every row p changed or read is still at the version it saw and that every
 // predicate p read still finds what it found. If anything moved it returns a *ConflictError
 // (errors.Is(err, ErrConflict)) naming the tables and keys, and writes nothing. Then verify, when
-// not nil, sees the change set as it will be committed, under the same lock as the commit, so
-// nothing can change in between; an error from it aborts the apply. A kill at any instant leaves
-// the store at the state before or after the whole apply. The extra documents let the engine
-// mark its audit record as applied in the same step.
+// not nil, sees the change set as it will be committed and the committed state it joins; an
+// error from it aborts the apply. A kill at any instant leaves the store at the state before or
+// after the whole apply. The extra documents let the engine mark its audit record as applied in
+// the same step.
+//
+// verify runs outside the write lock, so that reads and dry runs go on while a domain's rules
+// take their time (seconds, at worst): under a read lock the changes are checked and their
+// change set made, then verify runs on it with a Committed that notes the version of every table
+// it reads, and under the write lock everything is checked again. The changes' rows at the
+// versions verify saw make the same change set (a version is the commit that wrote the row), and
+// a table verify read at the same version reads the same; if one of those tables moved
+// meanwhile, verify runs again under the write lock, as it would have with nothing between.
 func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, extra ...SysDoc) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -251,8 +260,46 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 	if err != nil {
 		return err
 	}
+	var seen *versionedReader
+	if verify != nil {
+		if seen, err = s.verifyUnlocked(ops, reads, verify); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.validateLocked(ops, reads); err != nil {
+		return err
+	}
+	if verify != nil && seen.moved() {
+		if err := verify(s.changeSetLocked(ops), lockedReader{s}); err != nil {
+			return err
+		}
+	}
+	return s.commitLocked(ops, extra)
+}
+
+// verifyUnlocked checks the changes and makes their change set under the read lock, then runs
+// verify on it with no lock held; the reader it returns knows which tables verify read, at which
+// versions.
+func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify Verify) (*versionedReader, error) {
+	s.mu.RLock()
+	if err := s.validateLocked(ops, reads); err != nil {
+		s.mu.RUnlock()
+		return nil, err
+	}
+	cs := s.changeSetLocked(ops)
+	s.mu.RUnlock()
+	r := &versionedReader{s: s, vers: map[string]int64{}}
+	if err := verify(cs, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// validateLocked reads the committed rows ops replace and checks that nothing p changed or read
+// has moved (see ApplyPending). The caller holds s.mu, for reading at least.
+func (s *Store) validateLocked(ops []op, reads []readCheck) error {
 	if s.closed {
 		return errors.New("store is closed")
 	}
@@ -301,12 +348,59 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 	if len(conflicts) > 0 {
 		return &ConflictError{Conflicts: conflicts}
 	}
-	if verify != nil {
-		if err := verify(s.changeSetLocked(ops), lockedReader{s}); err != nil {
-			return err
+	return nil
+}
+
+// versionedReader is the Committed of a verify run outside the write lock: each read takes the
+// read lock and notes the version of the table it read, so that the apply can tell, under the
+// write lock, whether verify would read the same now.
+type versionedReader struct {
+	s    *Store
+	mu   sync.Mutex
+	vers map[string]int64 // table → its version when verify first read it
+	// changed: a table verify read moved between two of its reads
+	changed bool
+}
+
+func (r *versionedReader) LastRow(tbl string) (table.Row, bool, error) {
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	if r.s.closed {
+		return nil, false, errors.New("store is closed")
+	}
+	mt := r.s.tables[tbl]
+	if mt == nil {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	r.note(tbl, mt.ver)
+	return lastRow(mt)
+}
+
+func (r *versionedReader) note(tbl string, ver int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.vers[tbl]; ok && v != ver {
+		r.changed = true
+	}
+	if _, ok := r.vers[tbl]; !ok {
+		r.vers[tbl] = ver
+	}
+}
+
+// moved reports whether a table verify read has been committed to since. The caller holds the
+// Store's write lock.
+func (r *versionedReader) moved() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed {
+		return true
+	}
+	for tbl, ver := range r.vers {
+		if mt := r.s.tables[tbl]; mt == nil || mt.ver != ver {
+			return true
 		}
 	}
-	return s.commitLocked(ops, extra)
+	return false
 }
 
 // changeSetLocked renders checked ops as the change set they make to the committed rows. The

@@ -46,7 +46,9 @@
 // # Writes and atomicity
 //
 // A Stage writes into an overlay and records the version each changed row replaced and each
-// row it read. Store.ApplyPending checks those versions under the store's write lock, then runs
+// row it read. Store.ApplyPending checks those versions under the read lock, runs the caller's
+// Verify with no lock held, checks them again under the store's write lock (and runs Verify again
+// there if a table it read moved), then runs
 // every clover call of the apply inside one bbolt read-write transaction: the store hands clover
 // a store.Store adapter whose Begin, during a group, returns the shared transaction with no-op
 // Commit and Rollback, and the group commits once (bbolt fsyncs data, then switches the meta
