@@ -126,7 +126,14 @@ func (e *ImportErrors) outcome() string {
 	case e.commits == 0: // an import run again, up to where it failed before
 		return fmt.Sprintf("the first %d records were imported already, none after them", e.imported)
 	}
-	return fmt.Sprintf("the first %d records were imported (in %d commits), none after them", e.imported, e.commits)
+	records, commits := fmt.Sprintf("the first %d records were", e.imported), fmt.Sprintf("%d commits", e.commits)
+	if e.imported == 1 {
+		records = "the first record was"
+	}
+	if e.commits == 1 {
+		commits = "1 commit"
+	}
+	return fmt.Sprintf("%s imported (in %s), none after them", records, commits)
 }
 
 // failed reports whether a bad record was found.

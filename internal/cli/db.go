@@ -288,25 +288,36 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 	})
 }
 
-// importFailed is the error of a failed import; when a batched import wrote batches before it
-// failed, it first prints what they wrote, and the hint says how to import the rest.
+// importFailed is the error of a failed import. When a batched import committed batches before
+// it failed, stdout says what they wrote and the error says it again with what was not written
+// (the batch that failed and every one after it) and how to import the rest: both streams tell
+// the same partial result, never "nothing was written".
 func importFailed(ctx context.Context, ios IOStreams, st *store.Store, opts *dbOptions, imported string, res store.ImportResult, err error) error {
 	var (
 		damaged *store.DamagedError
 		write   *store.WriteError
 		bad     *store.ImportErrors
 	)
+	records := res.Inserted + res.Updated + res.Unchanged // a batched import's records are each one of these
 	written := res.Commits > 0 || (errors.As(err, &bad) && bad.Imported() > 0)
 	if res.Commits > 0 {
-		fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d commits)\n", imported, res.Inserted, res.Updated, res.Unchanged, res.Commits)
+		fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d %s); the records after the first %d were not imported\n",
+			imported, res.Inserted, res.Updated, res.Unchanged, res.Commits, plural(res.Commits, "commit", "commits"), records)
 	}
+	rerun := "run the same import again: it finds the rows already written unchanged and goes on"
 	switch {
+	case errors.As(err, &write) && res.Commits > 0:
+		// WriteError says that nothing was written, which is true of the commit that failed only.
+		return withCode(ExitInternal,
+			fmt.Errorf("importing %s: writing %s failed: %w; the first %d %s imported (in %d %s), the batch that failed and none after it",
+				opts.File, write.Path, write.Err, records, plural(records, "record was", "records were"), res.Commits, plural(res.Commits, "commit", "commits")),
+			"make room on the disk that holds "+write.Path+" (or raise its quota), then "+rerun)
 	case errors.As(err, &damaged) || errors.As(err, &write):
 		return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
 	case ctx.Err() != nil && written:
 		return withCode(ExitInterrupted, err, "run the same import again to import the rest: it finds the rows already written unchanged and goes on")
 	case written:
-		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and run the same import again: it finds the rows already written unchanged and goes on")
+		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and "+rerun)
 	}
 	return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and import again: nothing was written")
 }

@@ -98,9 +98,10 @@ func TestDBImportInBatches(t *testing.T) {
 	bad := writeFile(t, "bad.csv", header+strings.Replace(rows, "SG104,D,d,4,4", "SG104,D,d,four,4", 1))
 	o := s.run(false, "", "db", "import", "inventory", bad, "--batch", "2")
 	assert.Equal(t, ExitUsage, o.code, o.err)
-	assert.Contains(t, o.out, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commits)")
+	assert.Equal(t, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commit); the records after the first 2 were not imported\n", o.out)
 	assert.Contains(t, o.err, `record 4, line 5: field "quantity_in_stock"`)
-	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commits), none after them")
+	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commit), none after them")
+	assert.NotContains(t, o.err, "nothing was written")
 	assert.Contains(t, o.err, "Try: fix the rows named above and run the same import again: it finds the rows already written unchanged")
 	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (2 rows)")
 
@@ -277,7 +278,7 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 	var out bytes.Buffer
 	err := importFailed(ctx, IOStreams{Out: &out}, nil, &dbOptions{File: "big.json"}, "imported big.json into inventory",
 		store.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
-	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits)\n", out.String())
+	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits); the records after the first 4 were not imported\n", out.String())
 	code, hint, msg := endOf(ctx, err)
 	assert.Equal(t, ExitInterrupted, code)
 	assert.Equal(t, "interrupted", msg.Error())
