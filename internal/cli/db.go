@@ -134,7 +134,7 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	var dom *store.Domain
 	if opts.Domain != "" {
 		var err error
-		if dom, err = loadDomainDir(ios, opts.Domain); err != nil {
+		if dom, err = loadDomainDirFor(ios, opts.Domain, "no store was created"); err != nil {
 			return err
 		}
 	}
