@@ -114,6 +114,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			httpEnded = make(chan error, 1) // the HTTP server stopped by itself
 			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
 		)
+		info := serveInfo{PID: os.Getpid()}
 		if httpOn {
 			ln, err := net.Listen("tcp", opts.Listen)
 			if err != nil {
@@ -135,8 +136,13 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			case path != "":
 				fmt.Fprintf(ios.Err, "starplan serve: bearer token in %s\n", path)
 			}
+			info.HTTP = "http://" + ln.Addr().String()
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
 			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
+		}
+		// Who holds the store, for the commands that cannot go through the server (holder.go).
+		if remove, err := writeServeInfo(e.Store().Dir(), info); err == nil {
+			defer remove()
 		}
 		mctx, stopMCP := context.WithCancel(ctx)
 		defer stopMCP()
