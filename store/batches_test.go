@@ -327,3 +327,13 @@ func commitsOf(n int) string {
 	}
 	return fmt.Sprintf("%d commits", n)
 }
+
+// An import run again that stops at the bad record after one record imported before says so in
+// the singular.
+func TestImportErrorsCountOneRecord(t *testing.T) {
+	e := &ImportErrors{Table: "inventory", Errs: []*ImportError{{Table: "inventory", Record: 2, Err: errors.New("bad")}}}
+	e.imported = 1
+	assert.Contains(t, e.Error(), "the first record was imported already, none after it")
+	e.commits = 1
+	assert.Contains(t, e.Error(), "the first record was imported (in 1 commit), none after it")
+}

@@ -179,7 +179,7 @@ func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			if i > 0 {
 				fmt.Fprintln(ios.Out)
 			}
-			fmt.Fprintf(ios.Out, "%s (%d rows)\n", safe(name), len(rows))
+			fmt.Fprintf(ios.Out, "%s (%s)\n", safe(name), counted(len(rows), "row", "rows"))
 			printTable(ios.Out, t.Schema().FieldNames(), rows, 40)
 		}
 		return nil
@@ -281,7 +281,7 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		}
 		fmt.Fprintf(ios.Out, "%s: %d inserted, %d updated, %d deleted, %d unchanged", imported, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		if opts.Batch > 0 {
-			fmt.Fprintf(ios.Out, " (%d commits)", res.Commits)
+			fmt.Fprintf(ios.Out, " (%s)", counted(res.Commits, "commit", "commits"))
 		}
 		fmt.Fprintln(ios.Out)
 		return nil
@@ -344,7 +344,7 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	}
 	fmt.Fprintf(ios.Out, "%s: %d bytes, last commit %d\n", safe(rep.File), rep.Size, rep.Seq)
 	for _, t := range rep.Tables {
-		fmt.Fprintf(ios.Out, "  %-14s %d rows\n", safe(t.Table), t.Rows)
+		fmt.Fprintf(ios.Out, "  %-14s %s\n", safe(t.Table), counted(int(t.Rows), "row", "rows"))
 	}
 	counts := "the row counts and digests, "
 	if rep.Unverified != "" {

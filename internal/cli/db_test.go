@@ -84,9 +84,13 @@ func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.err, "created new store at "+s.dir+" with empty inventory tables")
 	o = s.run(false, "", "db", "dump")
-	assert.Contains(t, o.out, "inventory (1 rows)")
+	assert.Contains(t, o.out, "inventory (1 row)")
 	assert.Contains(t, o.out, "transactions (0 rows)")
 	assert.NotContains(t, o.out, "Aviator")
+	o = s.run(true, "", "db", "check")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Regexp(t, `(?m)^  inventory +1 row$`, o.out)
+	assert.Regexp(t, `(?m)^  transactions +0 rows$`, o.out)
 }
 
 // db import --batch writes a commit per batch, says what a failed import left and how to finish
@@ -115,6 +119,10 @@ func TestDBImportInBatches(t *testing.T) {
 	o = s.run(false, "", "db", "import", "inventory", one)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Equal(t, "imported "+one+" into inventory: 1 inserted, 0 updated, 0 deleted, 0 unchanged\n", o.out, "one commit, as ever")
+	seven := writeFile(t, "seven.csv", header+"SG107,G,g,7,7\n")
+	o = s.run(false, "", "db", "import", "inventory", seven, "--batch", "2")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Equal(t, "imported "+seven+" into inventory: 1 inserted, 0 updated, 0 deleted, 0 unchanged (1 commit)\n", o.out)
 
 	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2", "--replace")
 	assert.Equal(t, ExitUsage, o.code)
