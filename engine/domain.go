@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/prompts"
 	"github.com/starplan/starplan/sandbox"
@@ -40,11 +42,12 @@ var DomainFiles = []struct{ Name, Doc string }{
 // it; the domain is nil when there is any.
 //
 // A problem is reported where it is, and what it makes uncheckable is not reported again: a
-// domain.json that does not load leaves nothing else to check (every other file is about its
-// tables); a policy.json that does not parse leaves its notes and rules unchecked, an
-// invariants.star that does not load leaves the rules that name its functions and the notes'
-// examples checked without them, and a helpers.star that does not load leaves the example plan
-// checked but for the names it may define.
+// domain.json that does not load leaves seed.json, helpers.star and example.star unchecked (they
+// are about its tables) and policy.json, invariants.star and prompt.json checked without them; a
+// policy.json that does not parse leaves invariants.star and prompt.json checked each by itself;
+// an invariants.star that does not load, or lacks a function a rule names, leaves the notes'
+// examples checked without it; a helpers.star that does not load leaves example.star checked
+// but for the names it may define.
 func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 	var errs []error
 	if entries, err := fs.ReadDir(fsys, "."); err == nil {
@@ -64,7 +67,16 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		// other files are checked too.
 		rest, rerr := store.LoadDomain(withoutSeed{fsys})
 		if rerr != nil {
-			return nil, append(errs, err)
+			// domain.json: what is about its tables cannot be checked, the rest can.
+			errs = append(errs, err)
+			def := readDefinition(fsys)
+			var policy *contracts.Domain
+			if text, ok := def[contracts.PolicyFile]; ok {
+				if policy, err = contracts.Parse(strings.NewReader(text)); err != nil {
+					errs = append(errs, diag.JSONError(contracts.PolicyFile, text, err))
+				}
+			}
+			return nil, append(errs, checkRules(def, policy)...)
 		}
 		errs = append(errs, seedErrors(err)...)
 		dom = rest
@@ -90,35 +102,7 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 			errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
 		}
 	}
-	if src := dom.Definition[InvariantsFile]; src != "" || (policy != nil && len(policy.InvariantFunctions()) > 0) {
-		fns, ds := loadInvariants(src)
-		for _, d := range ds {
-			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", InvariantsFile, d.Line, d.Col, d.Message))
-		}
-		if policy != nil {
-			if fns == nil {
-				fns = map[string]contracts.Invariant{}
-			}
-			for _, r := range policy.Rules {
-				fn, _ := r.Params["function"].(string)
-				if r.Kind != "starlark" || fns[fn] != nil {
-					continue
-				}
-				if len(ds) == 0 { // when the file does not load, its functions are not missing
-					errs = append(errs, fmt.Errorf("%s: defines no function %s, which rule %q of %s names", InvariantsFile, fn, r.Name, contracts.PolicyFile))
-				}
-				// A stand-in that finds nothing, so that the notes' examples are checked against
-				// the contract, not failed once per STATUS for the function.
-				fns[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
-			}
-			if err := policy.BindInvariants(fns); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
-			}
-		}
-	}
-	if policy != nil {
-		errs = append(errs, prompts.CheckNotes(dom.Definition, policy)...)
-	}
+	errs = append(errs, checkRules(dom.Definition, policy)...)
 	env, ds := NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	for _, d := range ds {
 		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", sandbox.HelpersFile, d.Line, d.Col, d.Message))
@@ -153,6 +137,58 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		return nil, errs
 	}
 	return dom, nil
+}
+
+// checkRules checks invariants.star and prompt.json, against the policy when it loaded (nil
+// when it did not: each file is then checked by itself). A starlark rule whose function
+// invariants.star lacks is reported once, as the file's; the notes' examples are checked with a
+// stand-in for it that finds nothing, so that they are not each failed for it.
+func checkRules(def map[string]string, policy *contracts.Domain) []error {
+	var errs []error
+	if src := def[InvariantsFile]; src != "" || (policy != nil && len(policy.InvariantFunctions()) > 0) {
+		fns, ds := loadInvariants(src)
+		for _, d := range ds {
+			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", InvariantsFile, d.Line, d.Col, d.Message))
+		}
+		if policy != nil {
+			if fns == nil {
+				fns = map[string]contracts.Invariant{}
+			}
+			for _, r := range policy.Rules {
+				fn, _ := r.Params["function"].(string)
+				if r.Kind != "starlark" || fns[fn] != nil {
+					continue
+				}
+				if len(ds) == 0 { // when the file does not load, its functions are not missing
+					errs = append(errs, fmt.Errorf("%s: defines no function %s, which rule %q of %s names", InvariantsFile, fn, r.Name, contracts.PolicyFile))
+				}
+				fns[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+			}
+			if err := policy.BindInvariants(fns); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))
+			}
+		}
+	}
+	return append(errs, prompts.CheckNotes(def, policy)...)
+}
+
+// readDefinition reads the files of a domain that are not about its tables (each at most
+// store.MaxDefinition bytes), for checking them when domain.json does not load. A file that is
+// missing or cannot be read is left out: the store reported what it could not read.
+func readDefinition(fsys fs.FS) map[string]string {
+	def := map[string]string{}
+	for _, name := range []string{contracts.PolicyFile, prompts.NotesFile, InvariantsFile} {
+		f, err := fsys.Open(name)
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(f, store.MaxDefinition+1))
+		f.Close()
+		if err == nil && len(b) <= store.MaxDefinition {
+			def[name] = string(b)
+		}
+	}
+	return def
 }
 
 // withoutSeed is a domain's directory as if it had no seed.json.
