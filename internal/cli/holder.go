@@ -56,37 +56,41 @@ func readServeInfo(dir string) (serveInfo, bool) {
 	return info, true
 }
 
-// servingOn reports whether a `starplan serve` runs on the store in dir: its socket answers.
-// info is what the server wrote about itself (known false while it is starting up).
-func servingOn(dir string) (info serveInfo, known, serving bool) {
+// servingOn reports whether a `starplan serve` runs on the store in dir, and what it wrote about
+// itself: its socket answers (a command such as ask, waiting for the model, answers there too,
+// but writes no info file) and the info file names the process that answers (on Linux, the
+// kernel says which pid listens; elsewhere the file is believed while the socket answers).
+func servingOn(dir string) (serveInfo, bool) {
 	conn, err := net.DialTimeout("unix", filepath.Join(dir, SocketName), time.Second)
 	if err != nil {
-		return serveInfo{}, false, false // no server, or the socket of one that was killed
+		return serveInfo{}, false // no server, or the socket of one that was killed
 	}
-	conn.Close()
-	info, known = readServeInfo(dir)
-	return info, known, true
+	defer conn.Close()
+	info, ok := readServeInfo(dir)
+	if !ok {
+		return serveInfo{}, false
+	}
+	if pid, known := peerPID(conn); known && pid != info.PID {
+		return serveInfo{}, false // the file of a server that was killed; another command hosts
+	}
+	return info, true
 }
 
 // inUseError is the error of a command that found the store held by another process. When that
 // is a running `starplan serve` (the commands that can go through it already did, so this one
 // needs the store to itself) it names the server and says to stop it.
 func inUseError(e *store.InUseError) error {
-	info, known, serving := servingOn(e.Dir)
+	info, serving := servingOn(e.Dir)
 	if !serving {
 		return withCode(ExitInternal, e, e.Hint())
 	}
-	who, stop := "`starplan serve`", "stop the server (Ctrl-C where it runs)"
-	if known {
-		who += " (pid " + strconv.Itoa(info.PID)
-		if info.HTTP != "" {
-			who += ", serving " + info.HTTP
-		}
-		who += ")"
-		stop = fmt.Sprintf("stop the server (Ctrl-C where it runs, or kill %d)", info.PID)
+	who := "`starplan serve` (pid " + strconv.Itoa(info.PID)
+	if info.HTTP != "" {
+		who += ", serving " + info.HTTP
 	}
+	who += ")"
 	return withCode(ExitInternal, &heldError{e, who},
-		stop+", then run this command again: it needs the store to itself, so it cannot go through the server as the commands that read or run plans do")
+		fmt.Sprintf("stop the server (Ctrl-C where it runs, or kill %d), then run this command again: it needs the store to itself, so it cannot go through the server as the commands that read or run plans do", info.PID))
 }
 
 // heldError is a store.InUseError that names the process holding the store.

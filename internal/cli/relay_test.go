@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -410,4 +411,17 @@ func TestAStoreHeldByAServerNamesIt(t *testing.T) {
 	assert.Equal(t, ExitInternal, o.code)
 	assert.Contains(t, o.err, "is in use by another starplan process")
 	assert.NotContains(t, o.err, "starplan serve")
+
+	// Nor when that process answers on the socket as ask does while it waits for the model: the
+	// stale file names another pid than the one listening.
+	if runtime.GOOS == "linux" {
+		relay, err := listenRelay(f.dir, nil)
+		require.NoError(t, err)
+		go relay.serve()
+		defer relay.close(0)
+		o = f.runOut("db", "check")
+		assert.Equal(t, ExitInternal, o.code)
+		assert.Contains(t, o.err, "is in use by another starplan process")
+		assert.NotContains(t, o.err, "starplan serve")
+	}
 }
