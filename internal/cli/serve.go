@@ -51,7 +51,8 @@ one-time link printed at the start; the page keeps a session cookie, never the t
 While it runs, the CLI commands that use this store (exec, ask, apply, runs, db seed, dump,
 export and import) run inside it, through the socket serve.sock in the store directory, which only
 this user can open: they print what they would print alone. db init and db check need the store
-to themselves.
+to themselves, and name the server (from serve.json, its pid and address, kept in the store
+directory while it runs).
 
 --mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
 starplan itself); HTTP is then served too only if --listen is given.
