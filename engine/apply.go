@@ -37,7 +37,7 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 	case rec.ApplyError != "":
 		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data"}
 	case !rec.Pending || rec.Writes == nil:
-		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %d changed rows)", rec.Outcome, rec.Changes.Rows()), Hint: "only accepted runs that change data wait for apply"}
+		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %s)", rec.Outcome, changedRows(rec.Changes.Rows())), Hint: "only accepted runs that change data wait for apply"}
 	}
 	res := rec.Result()
 	rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
@@ -123,4 +123,12 @@ func applyDiagnostics(err error) (diag.List, bool) {
 		ds[i] = d
 	}
 	return ds, true
+}
+
+// changedRows is "1 changed row" or "n changed rows".
+func changedRows(n int) string {
+	if n == 1 {
+		return "1 changed row"
+	}
+	return fmt.Sprintf("%d changed rows", n)
 }

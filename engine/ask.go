@@ -116,7 +116,7 @@ func (e *Engine) plan(ctx context.Context, model Model, req AskRequest, msgs []l
 	if repairable(res.Outcome) {
 		res.Diagnostics = append(res.Diagnostics, diag.Diagnostic{
 			Stage: diag.StageModel, Code: CodeNoValidPlan,
-			Message: fmt.Sprintf("the model produced no valid plan in %d attempts; the last one ended as %s", len(attempts), res.Outcome),
+			Message: noValidPlan(len(attempts), res.Outcome),
 			Hint:    "rephrase the question, raise --max-repairs, or try a stronger model (--model)",
 		})
 	}
@@ -140,4 +140,12 @@ func (e *Engine) SystemPrompt() (string, error) {
 		return "", err
 	}
 	return prompts.System(prompts.Input{Tables: infos, Registry: e.env.Registry(), Policy: e.policy, Definition: e.st.Domain().Definition})
+}
+
+// noValidPlan is the message of an ask whose every attempt failed.
+func noValidPlan(attempts int, last Outcome) string {
+	if attempts == 1 {
+		return fmt.Sprintf("the model produced no valid plan in its one attempt, which ended as %s", last)
+	}
+	return fmt.Sprintf("the model produced no valid plan in %d attempts; the last one ended as %s", attempts, last)
 }

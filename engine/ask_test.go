@@ -168,3 +168,11 @@ func TestAskModelFailures(t *testing.T) {
 		})
 	}
 }
+
+// The messages that count attempts and rows agree with the number.
+func TestCountsInMessagesAgree(t *testing.T) {
+	assert.Equal(t, "the model produced no valid plan in its one attempt, which ended as check_failed", noValidPlan(1, OutcomeCheckFailed))
+	assert.Equal(t, "the model produced no valid plan in 3 attempts; the last one ended as check_failed", noValidPlan(3, OutcomeCheckFailed))
+	assert.Equal(t, "1 changed row", changedRows(1))
+	assert.Equal(t, "0 changed rows", changedRows(0))
+}

@@ -34,6 +34,9 @@ type checkBound struct {
 // newCheckBound starts the allowance of a check of policy's rules now.
 func newCheckBound(policy *contracts.Domain) *checkBound {
 	b := &checkBound{left: checkRuleSteps, deadline: time.Now().Add(checkRuleTime), rules: map[string][]string{}}
+	if policy == nil {
+		return b
+	}
 	for _, r := range policy.Rules {
 		if fn, ok := r.Params["function"].(string); ok && r.Kind == "starlark" {
 			b.rules[fn] = append(b.rules[fn], r.Name)

@@ -92,10 +92,10 @@ func TestInvariantsProblems(t *testing.T) {
 	broken["invariants.star"] = &fstest.MapFile{Data: []byte("def pending_only_cancelled(changes):\n    return []\n")}
 	_, errs := LoadDomain(broken)
 	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "names the function loops_on_o3, which invariants.star does not define")
+	assert.Contains(t, errs[0].Error(), "invariants.star: defines no function loops_on_o3, which rule ")
 	broken["invariants.star"] = &fstest.MapFile{Data: []byte("def f(:\n")}
 	_, errs = LoadDomain(broken)
-	require.NotEmpty(t, errs)
+	require.Len(t, errs, 1, "the rules naming its functions are not also reported: %v", errs)
 	assert.Contains(t, errs[0].Error(), "invariants.star:1:")
 }
 
@@ -151,4 +151,39 @@ func TestDomainDirectoryBounds(t *testing.T) {
 		}
 		assert.Contains(t, strings.Join(all, "\n"), tc.want, what)
 	}
+}
+
+// A file that does not load does not hide the problems of the files that do not depend on it:
+// a domain.json that does not decode still has policy.json, invariants.star and prompt.json
+// checked; a policy.json that does not decode still has prompt.json checked. Each problem is
+// listed once, as its file's.
+func TestDomainProblemsOfIndependentFilesAreAllListed(t *testing.T) {
+	broken := fstest.MapFS{}
+	for k, v := range ordersDomain {
+		broken[k] = v
+	}
+	broken["prompt.json"] = &fstest.MapFile{Data: []byte(`{"statuses": {"success": }}`)}
+	broken["invariants.star"] = &fstest.MapFile{Data: []byte("def f(:\n")}
+	broken["domain.json"] = &fstest.MapFile{Data: []byte(`{"name": "orders", "tables": [}`)}
+	broken["policy.json"] = &fstest.MapFile{Data: []byte(`{"name": "orders", "contract": {"statuses": []}}`)}
+	_, errs := LoadDomain(broken)
+	var got []string
+	for _, err := range errs {
+		got = append(got, err.Error())
+	}
+	require.Len(t, got, 4, strings.Join(got, "\n"))
+	for i, want := range []string{"load domain: domain.json:1:", "policy.json: contracts: ", "invariants.star:1:", "prompt.json:1:"} {
+		assert.Contains(t, got[i], want)
+	}
+
+	broken["domain.json"] = ordersDomain["domain.json"]
+	broken["invariants.star"] = ordersDomain["invariants.star"]
+	_, errs = LoadDomain(broken)
+	got = got[:0]
+	for _, err := range errs {
+		got = append(got, err.Error())
+	}
+	require.Len(t, got, 2, strings.Join(got, "\n"))
+	assert.Contains(t, got[0], "policy.json: contracts: ")
+	assert.Contains(t, got[1], "prompt.json:1:")
 }

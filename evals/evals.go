@@ -107,6 +107,9 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
+	if e.Cases == 1 {
+		return "the first request failed to reach the model, so the suite stopped: " + e.Err
+	}
 	return fmt.Sprintf("the first %d requests all failed to reach the model, so the suite stopped: %s", e.Cases, e.Err)
 }
 

@@ -218,3 +218,8 @@ STATUS, answer_text = "success", "Paid."`,
 	_, err = Run(context.Background(), cases, model, Options{Domain: os.DirFS("../domains")})
 	assert.ErrorContains(t, err, "the domain has problems")
 }
+
+// Giving up after one request says so in the singular.
+func TestUnreachableAfterOneRequest(t *testing.T) {
+	assert.Equal(t, "the first request failed to reach the model, so the suite stopped: 401", (&UnreachableError{Cases: 1, Err: "401"}).Error())
+}

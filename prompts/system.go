@@ -521,13 +521,14 @@ func notesFromDefinition(def map[string]string) (domainNotes, error) {
 // CheckNotes reports what is wrong with a domain's prompt files against its policy: a
 // prompt.json that does not decode, a STATUS of the contract it says nothing about (or one it
 // notes that the contract lacks), a note without "when", and a tone example that is not itself a
-// valid answer under its STATUS. Each problem is one error naming the file.
+// valid answer under its STATUS. Each problem is one error naming the file. A nil policy (the
+// domain's policy.json did not load) checks that prompt.json decodes, and nothing against it.
 func CheckNotes(def map[string]string, policy *contracts.Domain) []error {
 	n, err := notesFromDefinition(def)
 	if err != nil {
 		return []error{err}
 	}
-	if _, ok := def[NotesFile]; !ok {
+	if _, ok := def[NotesFile]; !ok || policy == nil {
 		return nil
 	}
 	var errs []error

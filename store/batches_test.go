@@ -98,7 +98,7 @@ func TestImportBatchesStopAtABadRecordAndResume(t *testing.T) {
 			require.ErrorAs(t, err, &bad)
 			assert.Equal(t, 3*((bad.Errs[0].Record-1)/3), bad.Imported(), "the batches before the bad record's")
 			assert.ErrorContains(t, err, tc.rule)
-			assert.ErrorContains(t, err, fmt.Sprintf("the first %d records were imported (in %d commits), none after them", bad.Imported(), bad.Imported()/3))
+			assert.ErrorContains(t, err, fmt.Sprintf("the first %d records were imported (in %s), none after them", bad.Imported(), commitsOf(bad.Imported()/3)))
 			assert.Equal(t, ImportResult{Inserted: bad.Imported(), Commits: bad.Imported() / 3}, res)
 			assert.Equal(t, bad.Imported(), tbl(t, s.Stage(), "inventory").Len())
 
@@ -223,7 +223,7 @@ func TestImportBatchesOfAFileThatBreaksOff(t *testing.T) {
 			var bad *ImportErrors
 			require.ErrorAs(t, err, &bad)
 			assert.Equal(t, tc.imported, bad.Imported())
-			assert.ErrorContains(t, err, fmt.Sprintf("the first %d records were imported (in %d commits), none after them", tc.imported, tc.imported/2))
+			assert.ErrorContains(t, err, fmt.Sprintf("the first %d records were imported (in %s), none after them", tc.imported, commitsOf(tc.imported/2)))
 			for _, w := range tc.want {
 				assert.ErrorContains(t, err, w)
 			}
@@ -318,4 +318,22 @@ func TestImportBatchesCtrlCWhileTheWriterWaits(t *testing.T) {
 	s.mu.Unlock()
 	assert.ErrorIs(t, <-done, context.Canceled)
 	assert.Equal(t, 0, tbl(t, s.Stage(), "inventory").Len(), "nothing written after the Ctrl-C")
+}
+
+// commitsOf is "1 commit" or "n commits", as the errors count them.
+func commitsOf(n int) string {
+	if n == 1 {
+		return "1 commit"
+	}
+	return fmt.Sprintf("%d commits", n)
+}
+
+// An import run again that stops at the bad record after one record imported before says so in
+// the singular.
+func TestImportErrorsCountOneRecord(t *testing.T) {
+	e := &ImportErrors{Table: "inventory", Errs: []*ImportError{{Table: "inventory", Record: 2, Err: errors.New("bad")}}}
+	e.imported = 1
+	assert.Contains(t, e.Error(), "the first record was imported already, none after it")
+	e.commits = 1
+	assert.Contains(t, e.Error(), "the first record was imported (in 1 commit), none after it")
 }

@@ -109,6 +109,7 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 		return nil, err
 	}
 	if seed != nil {
+		// A seed with several bad rows is refused with one error per row, joined (errors.Join).
 		if d.Seed, err = d.decodeTables(bytes.NewReader(seed)); err != nil {
 			return nil, fmt.Errorf("load domain %s: %w", d.Name, diag.JSONError(SeedFile, string(seed), err))
 		}
@@ -207,30 +208,49 @@ func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
 	if dec.More() {
 		return nil, errors.New("trailing data after the JSON object")
 	}
+	// Every bad row is reported (up to maxSeedErrors), so that a seed is corrected in one pass.
 	out := make(map[string][]table.Row, len(raw))
+	var errs []error
+	more := 0
+	bad := func(err error) {
+		if len(errs) < maxSeedErrors {
+			errs = append(errs, err)
+		} else {
+			more++
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		s := d.schemas[name]
 		if s == nil {
-			return nil, fmt.Errorf("unknown table %q%s", name, didYouMean(name, d.tableNames()))
+			bad(fmt.Errorf("unknown table %q%s", name, didYouMean(name, d.tableNames())))
+			continue
 		}
 		seen := make(map[any]int, len(raw[name]))
 		rows := make([]table.Row, 0, len(raw[name]))
 		for i, r := range raw[name] {
 			row, err := s.validate(fromJSON(r).(map[string]any))
 			if err != nil {
-				return nil, fmt.Errorf("%s record %d: %w", name, i+1, err)
+				bad(fmt.Errorf("%s record %d: %w", name, i+1, err))
+				continue
 			}
 			k := row[s.Key]
 			if j, dup := seen[k]; dup {
-				return nil, fmt.Errorf("%s record %d: key %s repeats record %d", name, i+1, table.FormatValue(k), j)
+				bad(fmt.Errorf("%s record %d: key %s repeats record %d", name, i+1, table.FormatValue(k), j))
+				continue
 			}
 			seen[k] = i + 1
 			rows = append(rows, row)
 		}
 		out[name] = rows
 	}
-	return out, nil
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("and %d more bad records", more))
+	}
+	return out, errors.Join(errs...)
 }
+
+// maxSeedErrors is the most bad seed rows one load reports (the rest are counted).
+const maxSeedErrors = 20
 
 func (d *Domain) tableNames() []string {
 	names := make([]string, len(d.Tables))

@@ -143,9 +143,19 @@ func (e *ImportErrors) outcome() string {
 	case e.imported == 0:
 		return "nothing was imported"
 	case e.commits == 0: // an import run again, up to where it failed before
+		if e.imported == 1 {
+			return "the first record was imported already, none after it"
+		}
 		return fmt.Sprintf("the first %d records were imported already, none after them", e.imported)
 	}
-	return fmt.Sprintf("the first %d records were imported (in %d commits), none after them", e.imported, e.commits)
+	records, commits, after := fmt.Sprintf("the first %d records were", e.imported), fmt.Sprintf("%d commits", e.commits), "them"
+	if e.imported == 1 {
+		records, after = "the first record was", "it"
+	}
+	if e.commits == 1 {
+		commits = "1 commit"
+	}
+	return fmt.Sprintf("%s imported (in %s), none after %s", records, commits, after)
 }
 
 // failed reports whether a bad record was found.

@@ -43,16 +43,16 @@ type LimitError struct {
 func (e *LimitError) Error() string {
 	switch e.Limit {
 	case LimitHelperCalls:
-		return fmt.Sprintf("the plan made more than %d table calls (limit %s)", e.Max, e.Limit)
+		return fmt.Sprintf("the plan made more than %d table %s (limit %s)", e.Max, plural(int64(e.Max), "call", "calls"), e.Limit)
 	case LimitRowsRead:
-		return fmt.Sprintf("the plan read more than %d rows (limit %s)", e.Max, e.Limit)
+		return fmt.Sprintf("the plan read more than %d %s (limit %s)", e.Max, plural(int64(e.Max), "row", "rows"), e.Limit)
 	case LimitMemory:
 		return fmt.Sprintf("the rows the plan changed would take more than %d bytes (limit %s)", e.Max, e.Limit)
 	}
 	if e.Table != "" {
-		return fmt.Sprintf("the plan changed more than %d rows of %s (limit %s)", e.Max, e.Table, e.Limit)
+		return fmt.Sprintf("the plan changed more than %d %s of %s (limit %s)", e.Max, plural(int64(e.Max), "row", "rows"), e.Table, e.Limit)
 	}
-	return fmt.Sprintf("the plan changed more than %d rows (limit %s)", e.Max, e.Limit)
+	return fmt.Sprintf("the plan changed more than %d %s (limit %s)", e.Max, plural(int64(e.Max), "row", "rows"), e.Limit)
 }
 
 // Hint says what to do about it.

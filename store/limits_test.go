@@ -166,3 +166,19 @@ func TestSlowFilterScanStopsAtTheDeadline(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, m.Slow())
 }
+
+// A limit's message counts in words that agree with the number.
+func TestLimitErrorCountsAgree(t *testing.T) {
+	for _, tc := range []struct {
+		err  LimitError
+		want string
+	}{
+		{LimitError{Limit: LimitHelperCalls, Max: 1}, "the plan made more than 1 table call (limit helper_calls)"},
+		{LimitError{Limit: LimitRowsRead, Max: 1}, "the plan read more than 1 row (limit rows_read)"},
+		{LimitError{Limit: LimitRowsWritten, Max: 1}, "the plan changed more than 1 row (limit rows_written)"},
+		{LimitError{Limit: LimitRowsWritten, Max: 1, Table: "inventory"}, "the plan changed more than 1 row of inventory (limit rows_written)"},
+		{LimitError{Limit: LimitRowsWritten, Max: 2}, "the plan changed more than 2 rows (limit rows_written)"},
+	} {
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+}

@@ -134,7 +134,7 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	var dom *store.Domain
 	if opts.Domain != "" {
 		var err error
-		if dom, err = loadDomainDir(ios, opts.Domain); err != nil {
+		if dom, err = loadDomainDirFor(ios, opts.Domain, "no store was created"); err != nil {
 			return err
 		}
 	}
@@ -191,7 +191,7 @@ func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			if i > 0 {
 				fmt.Fprintln(ios.Out)
 			}
-			fmt.Fprintf(ios.Out, "%s (%d rows)\n", safe(name), len(rows))
+			fmt.Fprintf(ios.Out, "%s (%s)\n", safe(name), counted(len(rows), "row", "rows"))
 			printTable(ios.Out, t.Schema().FieldNames(), rows, 40)
 		}
 		return nil
@@ -293,32 +293,43 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		}
 		fmt.Fprintf(ios.Out, "%s: %d inserted, %d updated, %d deleted, %d unchanged", imported, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		if opts.Batch > 0 {
-			fmt.Fprintf(ios.Out, " (%d commits)", res.Commits)
+			fmt.Fprintf(ios.Out, " (%s)", counted(res.Commits, "commit", "commits"))
 		}
 		fmt.Fprintln(ios.Out)
 		return nil
 	})
 }
 
-// importFailed is the error of a failed import; when a batched import wrote batches before it
-// failed, it first prints what they wrote, and the hint says how to import the rest.
+// importFailed is the error of a failed import. When a batched import committed batches before
+// it failed, stdout says what they wrote and the error says it again with what was not written
+// (the batch that failed and every one after it) and how to import the rest: both streams tell
+// the same partial result, never "nothing was written".
 func importFailed(ctx context.Context, ios IOStreams, st *store.Store, opts *dbOptions, imported string, res store.ImportResult, err error) error {
 	var (
 		damaged *store.DamagedError
 		write   *store.WriteError
 		bad     *store.ImportErrors
 	)
+	records := res.Inserted + res.Updated + res.Unchanged // a batched import's records are each one of these
 	written := res.Commits > 0 || (errors.As(err, &bad) && bad.Imported() > 0)
 	if res.Commits > 0 {
-		fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d commits)\n", imported, res.Inserted, res.Updated, res.Unchanged, res.Commits)
+		fmt.Fprintf(ios.Out, "%s, in part: %d inserted, %d updated, %d unchanged (%d %s); the records after the first %d were not imported\n",
+			imported, res.Inserted, res.Updated, res.Unchanged, res.Commits, plural(res.Commits, "commit", "commits"), records)
 	}
+	rerun := "run the same import again: it finds the rows already written unchanged and goes on"
 	switch {
+	case errors.As(err, &write) && res.Commits > 0:
+		// WriteError says that nothing was written, which is true of the commit that failed only.
+		return withCode(ExitInternal,
+			fmt.Errorf("importing %s: writing %s failed: %w; the first %d %s imported (in %d %s), the batch that failed and none after it",
+				opts.File, write.Path, write.Err, records, plural(records, "record was", "records were"), res.Commits, plural(res.Commits, "commit", "commits")),
+			"make room on the disk that holds "+write.Path+" (or raise its quota), then "+rerun)
 	case errors.As(err, &damaged) || errors.As(err, &write):
 		return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
 	case ctx.Err() != nil && written:
 		return withCode(ExitInterrupted, err, "run the same import again to import the rest: it finds the rows already written unchanged and goes on")
 	case written:
-		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and run the same import again: it finds the rows already written unchanged and goes on")
+		return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and "+rerun)
 	}
 	return withCode(ExitUsage, fmt.Errorf("%s: %w", opts.File, err), "fix the rows named above and import again: nothing was written")
 }
@@ -345,7 +356,7 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	}
 	fmt.Fprintf(ios.Out, "%s: %d bytes, last commit %d\n", safe(rep.File), rep.Size, rep.Seq)
 	for _, t := range rep.Tables {
-		fmt.Fprintf(ios.Out, "  %-14s %d rows\n", safe(t.Table), t.Rows)
+		fmt.Fprintf(ios.Out, "  %-14s %s\n", safe(t.Table), counted(int(t.Rows), "row", "rows"))
 	}
 	counts := "the row counts and digests, "
 	if rep.Unverified != "" {

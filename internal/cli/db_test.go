@@ -84,9 +84,13 @@ func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.err, "created new store at "+s.dir+" with empty inventory tables")
 	o = s.run(false, "", "db", "dump")
-	assert.Contains(t, o.out, "inventory (1 rows)")
+	assert.Contains(t, o.out, "inventory (1 row)")
 	assert.Contains(t, o.out, "transactions (0 rows)")
 	assert.NotContains(t, o.out, "Aviator")
+	o = s.run(true, "", "db", "check")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Regexp(t, `(?m)^  inventory +1 row$`, o.out)
+	assert.Regexp(t, `(?m)^  transactions +0 rows$`, o.out)
 }
 
 // db import --batch writes a commit per batch, says what a failed import left and how to finish
@@ -98,9 +102,10 @@ func TestDBImportInBatches(t *testing.T) {
 	bad := writeFile(t, "bad.csv", header+strings.Replace(rows, "SG104,D,d,4,4", "SG104,D,d,four,4", 1))
 	o := s.run(false, "", "db", "import", "inventory", bad, "--batch", "2")
 	assert.Equal(t, ExitUsage, o.code, o.err)
-	assert.Contains(t, o.out, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commits)")
+	assert.Equal(t, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commit); the records after the first 2 were not imported\n", o.out)
 	assert.Contains(t, o.err, `record 4, line 5: field "quantity_in_stock"`)
-	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commits), none after them")
+	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commit), none after them")
+	assert.NotContains(t, o.err, "nothing was written")
 	assert.Contains(t, o.err, "Try: fix the rows named above and run the same import again: it finds the rows already written unchanged")
 	assert.Contains(t, s.run(false, "", "db", "dump").out, "inventory (2 rows)")
 
@@ -114,6 +119,10 @@ func TestDBImportInBatches(t *testing.T) {
 	o = s.run(false, "", "db", "import", "inventory", one)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Equal(t, "imported "+one+" into inventory: 1 inserted, 0 updated, 0 deleted, 0 unchanged\n", o.out, "one commit, as ever")
+	seven := writeFile(t, "seven.csv", header+"SG107,G,g,7,7\n")
+	o = s.run(false, "", "db", "import", "inventory", seven, "--batch", "2")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Equal(t, "imported "+seven+" into inventory: 1 inserted, 0 updated, 0 deleted, 0 unchanged (1 commit)\n", o.out)
 
 	o = s.run(false, "", "db", "import", "inventory", good, "--batch", "2", "--replace")
 	assert.Equal(t, ExitUsage, o.code)
@@ -277,7 +286,7 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 	var out bytes.Buffer
 	err := importFailed(ctx, IOStreams{Out: &out}, nil, &dbOptions{File: "big.json"}, "imported big.json into inventory",
 		store.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
-	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits)\n", out.String())
+	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits); the records after the first 4 were not imported\n", out.String())
 	code, hint, msg := endOf(ctx, err)
 	assert.Equal(t, ExitInterrupted, code)
 	assert.Equal(t, "interrupted", msg.Error())

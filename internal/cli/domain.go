@@ -78,6 +78,12 @@ func domainFileList() string {
 // loadDomainDir reads and checks the domain in dir; every problem is printed, and the error
 // says how many there were.
 func loadDomainDir(ios IOStreams, dir string) (*store.Domain, error) {
+	return loadDomainDirFor(ios, dir, "")
+}
+
+// loadDomainDirFor is loadDomainDir for a command that would have made something of the domain:
+// its error adds outcome, what the command did not do (such as "no store was created").
+func loadDomainDirFor(ios IOStreams, dir, outcome string) (*store.Domain, error) {
 	path := ios.path(dir)
 	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
 		return nil, withCode(ExitUsage, fmt.Errorf("%s is not a directory", dir), "give the directory that holds the domain's domain.json")
@@ -93,7 +99,10 @@ func loadDomainDir(ios IOStreams, dir string) (*store.Domain, error) {
 	if len(errs) != 1 {
 		what = fmt.Sprintf("%d problems", len(errs))
 	}
-	return nil, withCode(ExitUsage, errors.New(what+" in the domain "+dir+"; nothing was created"),
+	if outcome != "" {
+		outcome = "; " + outcome
+	}
+	return nil, withCode(ExitUsage, errors.New(what+" in the domain "+dir+outcome),
 		"correct the files named above; starplan domain --help lists what each holds")
 }
 

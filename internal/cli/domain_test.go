@@ -2,13 +2,17 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/engine"
 )
 
@@ -133,6 +137,11 @@ func TestABrokenDomainListsEveryProblemAndCreatesNothing(t *testing.T) {
 		} {
 			assert.Contains(t, o.err, want, args)
 		}
+		if args[0] == "db" {
+			assert.Contains(t, o.err, "5 problems in the domain "+dir+"; no store was created")
+		} else {
+			assert.NotContains(t, o.err, "created", "a check would create nothing")
+		}
 	}
 	_, err := os.Stat(filepath.Join(s.dir, "data.db"))
 	assert.True(t, os.IsNotExist(err), "no store was created")
@@ -154,4 +163,66 @@ func TestCheckUsesTheStoresDomain(t *testing.T) {
 	o = s.run(false, "", "check", plan)
 	assert.Equal(t, ExitOK, o.code, o.out+o.err)
 	assert.Contains(t, o.out, "finish.star: ok")
+}
+
+// One run of domain check lists every problem of a domain, each once, in the file that holds
+// it, and nothing that only follows from another: a function missing from invariants.star is not
+// also a failure of every STATUS's example answer in prompt.json.
+func TestDomainCheckListsEveryProblemOnceInItsFile(t *testing.T) {
+	lib, ok := domains.Builtin(domains.Library)
+	require.True(t, ok)
+	files := map[string]string{}
+	entries, err := fs.ReadDir(lib, ".")
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := fs.ReadFile(lib, e.Name())
+		require.NoError(t, err)
+		files[e.Name()] = string(b)
+	}
+	plant := func(name, old, new string) {
+		t.Helper()
+		require.Contains(t, files[name], old, name)
+		files[name] = strings.Replace(files[name], old, new, 1)
+	}
+	// domain.json: a right-to-left override in a doc.
+	plant("domain.json", `"doc": "A small lending library`, "\"doc\": \"A small \u202elending library")
+	// seed.json: two rows out of their bounds, in two tables.
+	plant("seed.json", `"loans_out": 1, "fines_due": 0.0, "joined": "2025-01-15T16:20:00"`, `"loans_out": 9, "fines_due": 0.0, "joined": "2025-01-15T16:20:00"`)
+	plant("seed.json", `"fines_due": 0.0, "joined": "2024-03-01T10:00:00"`, `"fines_due": -3.0, "joined": "2024-03-01T10:00:00"`)
+	// policy.json: a rule names a field that no table has.
+	plant("policy.json", `"params": {"table": "members", "field": "loans_out"}`, `"params": {"table": "members", "field": "loans_outstanding"}`)
+	// invariants.star: a function a rule names is not defined.
+	plant("invariants.star", "def one_loan_per_book(changes):", "def one_loan_per_bok(changes):")
+	// helpers.star: a name that is not defined.
+	plant("helpers.star", "_MAX_LATE_FINE = 10.0", "_MAX_LATE_FINE = ten_dollars")
+	// prompt.json: a note for a STATUS the contract does not have.
+	plant("prompt.json", `"statuses": {`, `"statuses": {"overdue": {"when": "late", "answer": "It is late."}, `)
+	// example.star: Python's try.
+	files["example.star"] += "try:\n    pass\n"
+
+	dir := writeDomain(t, files)
+	o := newSession(t).run(false, "", "domain", "check", dir)
+	assert.Equal(t, ExitUsage, o.code, o.err)
+	want := []string{
+		`domain.json:3:19: a control or bidirectional character (U+202E)`,
+		`seed.json: members record 1: members row M001: field "fines_due" = -3`,
+		`seed.json: members record 2: members row M002: field "loans_out" = 9`,
+		`policy.json: rule "loans_out_non_negative": field names field "loans_outstanding", which table members does not have`,
+		`invariants.star: defines no function one_loan_per_book, which rule "one_loan_per_book" of policy.json names`,
+		`helpers.star:14:18: ten_dollars is not defined`,
+		`prompt.json: STATUS "overdue" is not one of the contract's`,
+		`example.star:22:1: Starlark has no try/except`,
+	}
+	lines := strings.Split(strings.TrimSuffix(o.err, "\n"), "\n")
+	require.Len(t, lines, len(want)+2, "a line for each problem, then the error and its hint:\n%s", o.err)
+	for i, w := range want {
+		n := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, dir+": "+w) {
+				n++
+			}
+		}
+		assert.Equal(t, 1, n, "problem %d, %q, once in:\n%s", i, w, o.err)
+	}
+	assert.Contains(t, o.err, fmt.Sprintf("Error: %d problems in the domain %s\n", len(want), dir), "a check creates nothing, and does not say it did not")
 }

@@ -54,7 +54,7 @@ func storeError(dir string, err error) error {
 	case errors.As(err, &write):
 		return withCode(ExitInternal, err, write.Hint())
 	case errors.As(err, &inUse):
-		return withCode(ExitInternal, err, inUse.Hint())
+		return inUseError(inUse)
 	case errors.As(err, &domain):
 		return withCode(ExitUsage, err, domain.Hint())
 	}

@@ -64,3 +64,24 @@ func openRegular(path string) (*os.File, error) {
 	}
 	return regularOnly(f)
 }
+
+// peerPID is the pid of the process at the other end of a unix socket connection (for a
+// client, the server that listens), as the kernel records it.
+func peerPID(conn net.Conn) (int, bool) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return 0, false
+	}
+	return int(cred.Pid), true
+}

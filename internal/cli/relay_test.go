@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,10 +130,10 @@ func TestCommandsGoThroughARunningServer(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, `"transactions"`)
 
-	// What must have the file to itself still says the store is in use.
+	// What must have the file to itself still says the store is in use, and by whom.
 	o = f.runOut("db", "check")
 	assert.Equal(t, ExitInternal, o.code)
-	assert.Contains(t, o.err, "in use")
+	assert.Contains(t, o.err, "is held by `starplan serve`")
 
 	// Once the server is gone, so is its socket, and commands open the store themselves.
 	require.Equal(t, ExitOK, f.shutdown(), f.errb.String())
@@ -502,4 +504,62 @@ func TestRelayClientGivesUpOnASilentServer(t *testing.T) {
 	code := MainContext(deadline(t), []string{"--db", base, "runs"}, ios)
 	assert.Equal(t, ExitInternal, code)
 	assert.Contains(t, errb.String(), "accepted the command but did not answer within 50ms")
+}
+
+// A command that needs the store to itself, on a store a server holds, names the server (its
+// pid and address) and says to stop it; once it stops, its info file is gone and the command
+// runs. A store held by another command gets the plain message.
+func TestAStoreHeldByAServerNamesIt(t *testing.T) {
+	f := startServe(t)
+	for !strings.Contains(f.errb.String(), "listening on http://") {
+		waitABit()
+	}
+	var addr string
+	for !strings.Contains(addr, "http://") {
+		if info, ok := readServeInfo(f.dir); ok {
+			addr = info.HTTP
+		} else {
+			waitABit()
+		}
+	}
+	require.Contains(t, f.errb.String(), "listening on "+addr+" ")
+
+	for _, args := range [][]string{{"db", "check"}, {"db", "init"}} {
+		o := f.runOut(args...)
+		assert.Equal(t, ExitInternal, o.code, args)
+		assert.Contains(t, o.err, fmt.Sprintf("Error: the store at %s is held by `starplan serve` (pid %d, serving %s)\n", f.dir, os.Getpid(), addr), args)
+		assert.Contains(t, o.err, fmt.Sprintf("Try: stop the server (Ctrl-C where it runs, or kill %d), then run this command again", os.Getpid()), args)
+		assert.NotContains(t, o.err, "wait for the other starplan command", args)
+	}
+
+	require.Equal(t, ExitOK, f.shutdown(), f.errb.String())
+	_, err := os.Stat(filepath.Join(f.dir, ServeInfoName))
+	assert.True(t, os.IsNotExist(err), "the info file is removed")
+	o := f.runOut("db", "check")
+	assert.Equal(t, ExitOK, o.code, o.err)
+
+	// Held by a process that is not a server (here: this one, through an open store), the
+	// message is the plain one, even with a stale info file left by a killed server.
+	_, err = writeServeInfo(f.dir, serveInfo{PID: 1, HTTP: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	st, err := store.Open(f.dir, store.Options{MustExist: true})
+	require.NoError(t, err)
+	defer st.Close()
+	o = f.runOut("db", "check")
+	assert.Equal(t, ExitInternal, o.code)
+	assert.Contains(t, o.err, "is in use by another starplan process")
+	assert.NotContains(t, o.err, "starplan serve")
+
+	// Nor when that process answers on the socket as ask does while it waits for the model: the
+	// stale file names another pid than the one listening.
+	if runtime.GOOS == "linux" {
+		relay, err := listenRelay(f.dir, nil)
+		require.NoError(t, err)
+		go relay.serve()
+		defer relay.close(0)
+		o = f.runOut("db", "check")
+		assert.Equal(t, ExitInternal, o.code)
+		assert.Contains(t, o.err, "is in use by another starplan process")
+		assert.NotContains(t, o.err, "starplan serve")
+	}
 }

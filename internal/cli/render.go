@@ -92,8 +92,8 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 	}
 	for _, sc := range res.Scans {
 		if sc.Rows >= scanNoteRows {
-			fmt.Fprintf(w, "%s a read of %s filtered on %s walked %d rows (%d calls): an equality or $ieq on the key or on a field the table lists in \"indexes\" (domain.json) is answered without a walk\n",
-				p.paint(ansiBold, "Note:"), safe(sc.Table), safe(strings.Join(sc.Fields, ", ")), sc.Rows, sc.Calls)
+			fmt.Fprintf(w, "%s a read of %s filtered on %s walked %s (%s): an equality or $ieq on the key or on a field the table lists in \"indexes\" (domain.json) is answered without a walk\n",
+				p.paint(ansiBold, "Note:"), safe(sc.Table), safe(strings.Join(sc.Fields, ", ")), counted(int(sc.Rows), "row", "rows"), counted(int(sc.Calls), "call", "calls"))
 		}
 	}
 	if !res.Changes.Empty() {
@@ -188,3 +188,6 @@ func printTableFit(w io.Writer, fields []string, rows []table.Row, maxCell, widt
 		fmt.Fprintln(w, b.String())
 	}
 }
+
+// counted is n and its noun, such as "1 row" or "2 rows".
+func counted(n int, one, many string) string { return fmt.Sprintf("%d %s", n, plural(n, one, many)) }

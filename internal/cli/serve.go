@@ -57,7 +57,8 @@ in all, so the token holder always has room. What was refused is logged, a line 
 While it runs, the CLI commands that use this store (exec, ask, apply, runs, db seed, dump,
 export and import) run inside it, through the socket serve.sock in the store directory, which only
 this user can open: they print what they would print alone. db init and db check need the store
-to themselves.
+to themselves, and name the server (from serve.json, its pid and address, kept in the store
+directory while it runs).
 
 --mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
 starplan itself); HTTP is then served too only if --listen is given.
@@ -125,6 +126,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			httpEnded = make(chan error, 1) // the HTTP server stopped by itself
 			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
 		)
+		info := serveInfo{PID: os.Getpid()}
 		if httpOn {
 			ln, err := net.Listen("tcp", opts.Listen)
 			if err != nil {
@@ -142,8 +144,13 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			case path != "":
 				fmt.Fprintf(ios.Err, "starplan serve: bearer token in %s\n", path)
 			}
+			info.HTTP = "http://" + ln.Addr().String()
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
 			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
+		}
+		// Who holds the store, for the commands that cannot go through the server (holder.go).
+		if remove, err := writeServeInfo(e.Store().Dir(), info); err == nil {
+			defer remove()
 		}
 		mctx, stopMCP := context.WithCancel(ctx)
 		defer stopMCP()
