@@ -20,10 +20,21 @@ import (
 type session struct {
 	t   *testing.T
 	dir string
+	// isolated runs plans in worker processes, as the CLI does by default; a session runs them
+	// in process (--in-process) unless the test is about isolation: a worker's start costs
+	// more than most commands under test, and the isolate package tests the workers.
+	isolated bool
 }
 
 func newSession(t *testing.T) *session {
 	return &session{t: t, dir: filepath.Join(t.TempDir(), "store")}
+}
+
+// newIsolatedSession is a session whose commands run plans in isolated workers, as a user's do.
+func newIsolatedSession(t *testing.T) *session {
+	s := newSession(t)
+	s.isolated = true
+	return s
 }
 
 type output struct {
@@ -44,7 +55,11 @@ func (s *session) run(tty bool, input string, args ...string) output {
 			return ""
 		},
 	}
-	code := Main(append([]string{"--db", s.dir}, args...), ios)
+	global := []string{"--db", s.dir}
+	if !s.isolated {
+		global = append(global, "--in-process")
+	}
+	code := Main(append(global, args...), ios)
 	return output{code, out.String(), errb.String()}
 }
 
@@ -316,7 +331,7 @@ func TestIsolatedByDefault(t *testing.T) {
 	assert.Nil(t, pool)
 	assert.Nil(t, run, "engine.New runs in process when the runner is nil")
 
-	s := newSession(t)
+	s := newIsolatedSession(t)
 	var results []engine.Result
 	for _, args := range [][]string{{"exec"}, {"--in-process", "exec"}} {
 		o := s.run(false, "", append(args, example("03_two_item_order.star"))...)
@@ -343,7 +358,7 @@ func TestIsolatedByDefault(t *testing.T) {
 // scanner would stop, is rejected at its position instead of the prefix being run. Through the
 // isolated worker, as exec runs plans by default.
 func TestExecReportsTheWholeProgramItChecked(t *testing.T) {
-	s := newSession(t)
+	s := newIsolatedSession(t)
 	src := "STATUS = \"success\"\nanswer_text = \"Nothing to do.\"\n# \x00\nSTATUS = \"hidden\"\n"
 	plan := filepath.Join(t.TempDir(), "nul.star")
 	require.NoError(t, os.WriteFile(plan, []byte(src), 0o644))
