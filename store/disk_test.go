@@ -45,10 +45,12 @@ func init() {
 // the row, a walk over it and db check find it instead (TestDamageOnDiskIsFoundWhenRead,
 // TestAChangedRowOnDiskIsFoundWhenRead, TestAMovedKeyEntryIsFoundByWalksAndCheck).
 //
-// Two more are left out for time alone (the run is under -race in CI, twice the package): the
-// numeric columns' randomised test (columns exist only in memory; TestDiskAnswersAsMemory
-// compares walks on disk with memory), and the kill test (a file's atomicity, which the buckets
-// share with the documents: one bbolt transaction). The run is -short.
+// Others are left out for time alone (the run is under -race in CI, twice the package), each
+// testing what does not depend on where a table's rows are read from: the numeric columns'
+// randomised test (columns exist only in memory; TestDiskAnswersAsMemory compares walks on disk
+// with memory), the kill test (a file's atomicity, which the buckets share with the documents:
+// one bbolt transaction), the in-memory table's bulk merge (putAll), and an endless record's
+// bound (the reader's, before any row is written). The run is -short.
 var onDiskSkips = []string{
 	"TestAStoreWithoutDigestsGetsThemOnItsFirstWriteOpen",
 	"TestOpenRefusesARowWhoseKeyLostABit",
@@ -57,6 +59,8 @@ var onDiskSkips = []string{
 	"TestOpenRefusesARowDroppedBehindItsBack",
 	"TestColumnPrefilterAgreesWithMatch",
 	"TestKillDuringApply",
+	"TestPutAllIsPutOneByOne",
+	"TestImportOfAnEndlessRecordStops",
 	"TestPackageOnDisk", // itself
 }
 
