@@ -59,6 +59,9 @@ func (s *Store) PruneSys(ctx context.Context, coll string, drop func(SysRecord) 
 			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
 				return err
 			}
+			if err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
+				return err
+			}
 			out.IDs = append(out.IDs, id)
 			out.Bytes += int64(len(raw))
 			for _, wc := range companions {
@@ -89,5 +92,8 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 		return 0, err
 	}
 	raw, _ := doc.Get("json").(string)
-	return int64(len(raw)), s.db.DeleteById(coll, doc.ObjectId())
+	if err := s.db.DeleteById(coll, doc.ObjectId()); err != nil {
+		return 0, err
+	}
+	return int64(len(raw)), s.indexSysLocked(coll, id, nil, 0, true)
 }

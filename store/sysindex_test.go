@@ -1,0 +1,168 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
+)
+
+func idxDoc(id, order, group string) SysDoc {
+	return SysDoc{Collection: "runs", ID: id, Value: map[string]string{"id": id, "group": group}, Index: &SysIndex{Order: order, Group: group}}
+}
+
+// scanIDs reads every entry of a scan, n at a time through cursors, and returns the ids.
+func scanIDs(t *testing.T, s *Store, group string, reverse bool, n int) []string {
+	t.Helper()
+	var out []string
+	after := ""
+	for {
+		got := 0
+		page, err := s.ScanSys("runs", SysScan{Group: group, After: after, Reverse: reverse, Next: func(SysEntry) (bool, bool) {
+			got++
+			return true, got < n
+		}})
+		require.NoError(t, err)
+		for _, e := range page {
+			out = append(out, e.ID)
+			after = e.Cursor
+		}
+		if len(page) < n {
+			return out
+		}
+	}
+}
+
+func TestSysIndexKeepsOrderGroupsAndCounts(t *testing.T) {
+	s := openTemp(t)
+	ready, err := s.SysIndexReady("runs")
+	require.NoError(t, err)
+	assert.False(t, ready, "no index before the first indexed write")
+
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("b", "2", "pending"), idxDoc("a", "1", "done"), idxDoc("c", "3", "pending")))
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("d", "2", "done")))
+	ready, err = s.SysIndexReady("runs")
+	require.NoError(t, err)
+	assert.True(t, ready)
+
+	for _, n := range []int{1, 2, 10} {
+		assert.Equal(t, []string{"c", "d", "b", "a"}, scanIDs(t, s, "", true, n), "newest first, %d a page", n)
+		assert.Equal(t, []string{"a", "b", "d", "c"}, scanIDs(t, s, "", false, n), "oldest first, %d a page", n)
+		assert.Equal(t, []string{"c", "b"}, scanIDs(t, s, "pending", true, n))
+	}
+	page, err := s.ScanSys("runs", SysScan{Reverse: true, Next: func(SysEntry) (bool, bool) { return true, false }})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.JSONEq(t, `{"id":"c","group":"pending"}`, string(page[0].JSON))
+	assert.Equal(t, "pending", page[0].Group)
+
+	// A rewrite moves the document to its new group; the counts follow.
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("b", "2", "applied")))
+	assert.Equal(t, []string{"c"}, scanIDs(t, s, "pending", true, 5))
+	assert.Equal(t, []string{"c", "d", "b", "a"}, scanIDs(t, s, "", true, 5))
+	stats, err := s.SysStats("runs")
+	require.NoError(t, err)
+	size := func(id, g string) int64 {
+		b, _ := json.Marshal(map[string]string{"id": id, "group": g})
+		return int64(len(b))
+	}
+	assert.Equal(t, map[string]SysGroup{
+		"pending": {1, size("c", "pending")},
+		"done":    {2, size("a", "done") + size("d", "done")},
+		"applied": {1, size("b", "applied")},
+	}, stats)
+
+	// A collection that keeps an index takes no write without an entry.
+	err = s.PutSys(bg, "runs", "e", 1)
+	require.ErrorContains(t, err, "must be written with its entry")
+
+	// A prune takes the entries out with the documents.
+	got, err := s.PruneSys(bg, "runs", func(r SysRecord) (bool, error) { return r.ID == "c" || r.ID == "a", nil })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "c"}, got.IDs)
+	assert.Equal(t, []string{"d", "b"}, scanIDs(t, s, "", true, 5))
+	assert.Empty(t, scanIDs(t, s, "pending", true, 5))
+	stats, err = s.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]SysGroup{"done": {1, size("d", "done")}, "applied": {1, size("b", "applied")}}, stats)
+
+	// Other system collections keep no index and take writes as before.
+	require.NoError(t, s.PutSys(bg, "decisions", "b", "x"))
+	require.NoError(t, s.Close())
+	rep := checkOf(t, s.Dir(), CheckOptions{})
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// A write the index did not see (a starplan that does not know indexes) makes it stale: it is not
+// used until it is built again, and a rebuild makes it whole.
+func TestSysIndexStaleUntilRebuilt(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done")))
+	// What an older starplan does: a document written with no entry, its digest recorded.
+	require.NoError(t, s.write(bg, func() error { return s.putSysLocked("_runs", "b", map[string]string{"id": "b"}) }))
+	ready, err := s.SysIndexReady("runs")
+	require.NoError(t, err)
+	assert.False(t, ready)
+	_, err = s.ScanSys("runs", SysScan{Next: func(SysEntry) (bool, bool) { return true, true }})
+	require.ErrorIs(t, err, ErrNoSysIndex)
+	_, err = s.SysStats("runs")
+	require.ErrorIs(t, err, ErrNoSysIndex)
+	// Writes leave a stale index alone, with or without entries.
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("c", "3", "done")))
+	require.NoError(t, s.PutSys(bg, "runs", "d", map[string]string{"id": "d"}))
+
+	n, err := s.RebuildSysIndex(bg, "runs", func(r SysRecord) (SysIndex, error) {
+		return SysIndex{Order: r.ID, Group: "done"}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	assert.Equal(t, []string{"d", "c", "b", "a"}, scanIDs(t, s, "", true, 3))
+	stats, err := s.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, 4, stats["done"].Count)
+	require.NoError(t, s.Close())
+	rep := checkOf(t, s.Dir(), CheckOptions{})
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// The index is written in the transaction of its documents: a batch that fails leaves neither.
+func TestSysIndexFailedBatchLeavesNoEntry(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done")))
+	err := s.PutSysDocs(bg, idxDoc("b", "2", "pending"), SysDoc{Collection: "runs", ID: "c", Value: func() {}, Index: &SysIndex{Order: "3", Group: "done"}})
+	require.Error(t, err)
+	assert.Equal(t, []string{"a"}, scanIDs(t, s, "", true, 5))
+	stats, err := s.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]SysGroup{"done": {1, int64(len(`{"group":"done","id":"a"}`))}}, stats)
+}
+
+// db check finds an index that no longer matches the documents.
+func TestCheckReportsADriftedSysIndex(t *testing.T) {
+	s := openTemp(t)
+	var docs []SysDoc
+	for i := range 5 {
+		docs = append(docs, idxDoc(fmt.Sprint("r", i), fmt.Sprint(i), "done"))
+	}
+	require.NoError(t, s.PutSysDocs(bg, docs...))
+	require.NoError(t, s.Close())
+	db, err := bbolt.Open(s.bolt.path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(sysIndexBucket)).Bucket([]byte("_runs"))
+		if err := b.Bucket(sysIdxGroups).Bucket([]byte("done")).Delete([]byte("2\x00r2")); err != nil {
+			return err
+		}
+		return b.Put(sysIdxStatsKey, []byte(`{"done":{"count":4,"bytes":1}}`))
+	}))
+	require.NoError(t, db.Close())
+	rep := checkOf(t, s.Dir(), CheckOptions{})
+	msgs := problemsOf(rep, CheckSysIndex)
+	require.Len(t, msgs, 3, "%v", msgs)
+	assert.Contains(t, msgs[0], "document r2 is not in its group done")
+	assert.Contains(t, msgs[1], "groups 4 entries for 5 documents")
+	assert.Contains(t, msgs[2], "keeps counts")
+}
