@@ -222,6 +222,11 @@ func TestRunsReplay(t *testing.T) {
 	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
 }
 
+// badRecord is an audit record that does not decode, with its index entry (as damage after it
+// was written leaves it).
+var badRecord = store.SysDoc{Collection: "runs", ID: "r_bad", Value: map[string]any{"time": "yesterday"},
+	Index: &store.SysIndex{Order: "0", Group: engine.StateDone}}
+
 // One audit record that does not decode: runs lists the others and fails naming it, and no
 // command tells the user to "run the command again".
 func TestRunsWithAnUnreadableRecord(t *testing.T) {
@@ -229,7 +234,7 @@ func TestRunsWithAnUnreadableRecord(t *testing.T) {
 	readOnly, _ := s.oldRuns(1)
 	st, err := store.Open(s.dir, store.Options{})
 	require.NoError(t, err)
-	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())
 
 	o := s.run(false, "", "runs")
@@ -258,7 +263,7 @@ func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 	s.oldRuns(1)
 	st, err := store.Open(s.dir, store.Options{})
 	require.NoError(t, err)
-	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())
 	o := s.run(true, "", "db", "check")
 	assert.Equal(t, ExitInternal, o.code)
