@@ -269,3 +269,48 @@ func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 	assert.Equal(t, ExitInternal, o.code)
 	assert.Contains(t, o.out, "audit record r_bad of _runs is unreadable")
 }
+
+// runs --cursor pages through the log: JSON is then {runs, next_cursor}, and following the
+// cursors lists every run once, newest first; a terminal names the next page's cursor.
+func TestRunsPagesWithACursor(t *testing.T) {
+	s := newSession(t)
+	s.oldRuns(3)
+	s.oldRuns(2)
+	s.oldRuns(1)
+	var all []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &all), "without --cursor, the JSON is the list as before")
+	require.Len(t, all, 6)
+
+	var paged []string
+	args := []string{"runs", "--json", "--limit", "4", "--cursor", ""}
+	for range 3 {
+		o := s.run(false, "", args...)
+		require.Equal(t, ExitOK, o.code, o.err)
+		var page struct {
+			Runs       []engine.RunSummary `json:"runs"`
+			NextCursor string              `json:"next_cursor"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(o.out), &page), o.out)
+		for _, r := range page.Runs {
+			paged = append(paged, r.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		args = []string{"runs", "--json", "--limit", "4", "--cursor", page.NextCursor}
+	}
+	var want []string
+	for _, r := range all {
+		want = append(want, r.ID)
+	}
+	assert.Equal(t, want, paged)
+
+	o := s.run(true, "", "runs", "--limit", "2", "--state", "pending")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "2 of 6 runs shown (3 match; --limit 0 lists them all)")
+	assert.Regexp(t, `next page: the same command with --cursor c1\.\S+`, o.out)
+
+	o = s.run(false, "", "runs", "--cursor", "bogus")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "next_cursor")
+}
