@@ -70,6 +70,8 @@ type Engine struct {
 	indexBuilt int
 	// decodes counts the records a listing decoded (for tests: a listing is O(its page)).
 	decodes atomic.Int64
+	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
+	retention atomic.Int64
 }
 
 // New returns an engine over st, with the contract and policy of the store's domain.

@@ -154,27 +154,9 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 			return nil, err
 		}
 	}
-	stats, err := e.st.SysStats(auditCollection)
-	if errors.Is(err, store.ErrNoSysIndex) {
-		// Made stale while open (another starplan wrote the store through this one's lock?):
-		// build it again, under the apply lock, as New does.
-		e.applyMu.Lock()
-		err = e.ensureIndex(context.Background())
-		e.applyMu.Unlock()
-		if err == nil {
-			stats, err = e.st.SysStats(auditCollection)
-		}
-	}
+	page, stats, err := e.logStats()
 	if err != nil {
 		return nil, err
-	}
-	page := &RunPage{Runs: []RunSummary{}, States: map[string]int{}}
-	for state, g := range stats {
-		page.Count += g.Count
-		page.Bytes += g.Bytes
-		if state != stateUnreadable {
-			page.States[state] = g.Count
-		}
 	}
 	var unreadable *UnreadableError
 	since := ""
@@ -239,6 +221,51 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 		return page, unreadable
 	}
 	return page, nil
+}
+
+// SetRetention records how long the audit log keeps settled runs where a server prunes them
+// (server.Options.Retention), for those who describe the store; 0 keeps them forever. The
+// engine itself prunes only when asked (Prune).
+func (e *Engine) SetRetention(d time.Duration) { e.retention.Store(int64(max(d, 0))) }
+
+// Retention is what SetRetention recorded: 0 when nothing prunes the log.
+func (e *Engine) Retention() time.Duration { return time.Duration(e.retention.Load()) }
+
+// RunStats returns the audit log's counts (a RunPage without runs), as its index keeps them:
+// nothing is counted, no record is read.
+func (e *Engine) RunStats() (*RunPage, error) {
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	page, _, err := e.logStats()
+	return page, err
+}
+
+// logStats returns an empty page with the log's counts, and the index's counts per group.
+func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
+	stats, err := e.st.SysStats(auditCollection)
+	if errors.Is(err, store.ErrNoSysIndex) {
+		// Made stale while open (another starplan wrote the store through this one's lock?):
+		// build it again, under the apply lock, as New does.
+		e.applyMu.Lock()
+		err = e.ensureIndex(context.Background())
+		e.applyMu.Unlock()
+		if err == nil {
+			stats, err = e.st.SysStats(auditCollection)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	page := &RunPage{Runs: []RunSummary{}, States: map[string]int{}}
+	for state, g := range stats {
+		page.Count += g.Count
+		page.Bytes += g.Bytes
+		if state != stateUnreadable {
+			page.States[state] = g.Count
+		}
+	}
+	return page, stats, nil
 }
 
 // decodeSummary decodes what a RunSummary shows of a stored record (not its state or size):

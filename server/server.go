@@ -60,6 +60,10 @@ type Options struct {
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
+	// Retention, when positive, is how long the audit log keeps settled runs (every state but
+	// pending): the server prunes older ones every RetentionInterval, and at once through Retain.
+	// 0 keeps every run.
+	Retention time.Duration
 }
 
 // Server serves one engine to many clients at once. Create it with New; it is safe for
@@ -72,6 +76,8 @@ type Server struct {
 	mcp    *mcp.Server
 	// sessions are the review page's logins (auth.go).
 	sessions *sessions
+
+	retention retention // the audit log's pruning (retention.go)
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
@@ -103,6 +109,8 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = m
+	eng.SetRetention(opts.Retention)
+	s.startRetention()
 	return s, nil
 }
 

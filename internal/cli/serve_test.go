@@ -247,3 +247,24 @@ func TestServeRefusesAShortTokenAndAnAddressItCannotUse(t *testing.T) {
 	assert.Equal(t, ExitUsage, o.code, o.err)
 	assert.Contains(t, o.err, "Try: pass --listen")
 }
+
+// serve says at its start how big the audit log is and how long it keeps runs; --retention
+// prunes the settled runs older than it there (and hourly), never the pending ones.
+func TestServeRetention(t *testing.T) {
+	s := newSession(t)
+	_, pending := s.oldRuns(40)
+	o := s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1") // stops after the start's lines
+	assert.Contains(t, o.err, "starplan serve: audit log 2 runs,")
+	assert.Contains(t, o.err, "every run is kept (--retention 90d would prune settled runs older than 90 days)")
+
+	o = s.run(false, "", "serve", "--in-process", "--retention", "soon")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "Try: give --retention 0 to keep every run")
+
+	o = s.run(false, "", "serve", "--in-process", "--retention", "30d", "--listen", "256.0.0.1:1")
+	assert.Regexp(t, `starplan serve: audit log 1 run, [0-9.]+ [KMG]?i?B; settled runs older than 30d are pruned now and hourly \(--retention; removed 1, [0-9.]+ [KMG]?i?B\)`, o.err)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &runs))
+	require.Len(t, runs, 1)
+	assert.Equal(t, pending, runs[0].ID)
+}
