@@ -23,12 +23,13 @@ type runsOptions struct {
 	Limit int
 	State string // --state: only runs in this state
 	Since string // --since: only runs at most this old (30d, 12h) or since this date
+	Diff  string // runs show --diff: only the run's changes, as markdown or json
+	RunID string
+
 	// Cursor is --cursor: list from a previous page's next_cursor ("" from the newest), and
 	// print {runs, next_cursor} as JSON.
 	Cursor string
 	paged  bool // --cursor was given
-	Diff  string // runs show --diff: only the run's changes, as markdown or json
-	RunID string
 }
 
 // timeLayout is how people see a time: local, with its zone, so that two machines' listings
