@@ -50,11 +50,10 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the list as JSON")
-	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", `page through the log: list from the previous page's next_cursor ("" from the newest run); JSON is then {runs, next_cursor}`)
-
 	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "how many runs to list (0: all)")
 	cmd.Flags().StringVar(&opts.State, "state", "", "only runs in this state: "+strings.Join(engine.States, ", "))
 	cmd.Flags().StringVar(&opts.Since, "since", "", "only runs since an age (30d, 12h) or a date (2026-11-01)")
+	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", `page through the log: list from the previous page's next_cursor ("" from the newest run); JSON is then {runs, next_cursor}`)
 	show := &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show everything the audit log holds about a run",
