@@ -75,8 +75,9 @@ type Store struct {
 	definition     map[string]string
 	definitionSums map[string]string
 	// sysIdx is what the running write group knows of the system collections' indexes
-	// (sysindex.go).
-	sysIdx sysIndexState
+	// (sysindex.go); sysIdxCurrent names the collections whose index was found current.
+	sysIdx        sysIndexState
+	sysIdxCurrent map[string]bool
 }
 
 // metaCollection holds the store's own record; system collections are "_" + name; domain
@@ -796,6 +797,7 @@ func (s *Store) putSysDoc(d SysDoc) error {
 }
 
 func (s *Store) putSysLocked(coll, id string, v any) error {
+	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", coll, id, err)

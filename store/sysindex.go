@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ import (
 //
 //	sysIndexBucket/<collection>/
 //	  "digest" → the collection's count and digest (digest.go) the index was last kept with
-//	  "stats"  → per group: how many documents, and the bytes of their JSON
+//	  stats/   group → how many documents, and the bytes of their JSON (two big-endian uint64)
 //	  ids/     id → the document's entry: order, group and bytes
 //	  order/   order \x00 id → group
 //	  groups/<group>/  order \x00 id → nothing
@@ -46,7 +47,7 @@ const (
 
 var (
 	sysIdxDigestKey = []byte("digest")
-	sysIdxStatsKey  = []byte("stats")
+	sysIdxStats     = []byte("stats")
 	sysIdxIDs       = []byte("ids")
 	sysIdxOrder     = []byte("order")
 	sysIdxGroups    = []byte("groups")
@@ -166,16 +167,47 @@ func newSysIndex(tx *bbolt.Tx, coll string, digest collDigest) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range [][]byte{sysIdxIDs, sysIdxOrder, sysIdxGroups} {
+	for _, name := range [][]byte{sysIdxIDs, sysIdxOrder, sysIdxGroups, sysIdxStats} {
 		if _, err := b.CreateBucket(name); err != nil {
 			return err
 		}
 	}
 	dg, _ := json.Marshal(digest)
-	if err := b.Put(sysIdxDigestKey, dg); err != nil {
-		return err
+	return b.Put(sysIdxDigestKey, dg)
+}
+
+// addSysGroup adds count documents of bytes in all to group's stats in b (the stats bucket).
+func addSysGroup(b *bbolt.Bucket, group string, count int, bytes int64) error {
+	g := readSysGroup(b.Get([]byte(group)))
+	g.Count += count
+	g.Bytes += bytes
+	if g == (SysGroup{}) {
+		return b.Delete([]byte(group))
 	}
-	return b.Put(sysIdxStatsKey, []byte("{}"))
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:8], uint64(g.Count))
+	binary.BigEndian.PutUint64(v[8:], uint64(g.Bytes))
+	return b.Put([]byte(group), v[:])
+}
+
+func readSysGroup(v []byte) SysGroup {
+	if len(v) != 16 {
+		return SysGroup{}
+	}
+	return SysGroup{Count: int(binary.BigEndian.Uint64(v[:8])), Bytes: int64(binary.BigEndian.Uint64(v[8:]))}
+}
+
+// readSysStats reads the stats bucket b.
+func readSysStats(b *bbolt.Bucket) (map[string]SysGroup, error) {
+	out := map[string]SysGroup{}
+	err := b.ForEach(func(k, v []byte) error {
+		if len(v) != 16 {
+			return fmt.Errorf("the count of group %q does not read back", k)
+		}
+		out[string(k)] = readSysGroup(v)
+		return nil
+	})
+	return out, err
 }
 
 // indexSysLocked puts the document id of coll, of size bytes, in coll's index at x (nil: takes
@@ -200,11 +232,7 @@ func (s *Store) indexSysLocked(coll, id string, x *SysIndex, size int64, deleted
 		}
 	}
 	b := sysIndexOf(tx, coll)
-	ids, order, groups := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups)
-	stats := map[string]SysGroup{}
-	if err := json.Unmarshal(b.Get(sysIdxStatsKey), &stats); err != nil {
-		return fmt.Errorf("the index of %s: its counts do not read back: %w", coll[1:], err)
-	}
+	ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
 	if raw := ids.Get([]byte(id)); raw != nil {
 		var old sysEntry
 		if err := json.Unmarshal(raw, &old); err != nil {
@@ -218,12 +246,8 @@ func (s *Store) indexSysLocked(coll, id string, x *SysIndex, size int64, deleted
 				return err
 			}
 		}
-		st := stats[old.Group]
-		st.Count--
-		st.Bytes -= old.Bytes
-		stats[old.Group] = st
-		if st == (SysGroup{}) {
-			delete(stats, old.Group)
+		if err := addSysGroup(stats, old.Group, -1, -old.Bytes); err != nil {
+			return err
 		}
 		if err := ids.Delete([]byte(id)); err != nil {
 			return err
@@ -245,13 +269,9 @@ func (s *Store) indexSysLocked(coll, id string, x *SysIndex, size int64, deleted
 		if err := g.Put(e.key(id), nil); err != nil {
 			return err
 		}
-		st := stats[e.Group]
-		st.Count++
-		st.Bytes += size
-		stats[e.Group] = st
+		return addSysGroup(stats, e.Group, 1, size)
 	}
-	raw, _ := json.Marshal(stats)
-	return b.Put(sysIdxStatsKey, raw)
+	return nil
 }
 
 // syncSysIndexesLocked records, at the end of a write group, the collections' digests
@@ -327,31 +347,46 @@ func (s *Store) SysIndexReady(coll string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var ready bool
-	err = s.viewSys(func(tx *bbolt.Tx, m *metaRecord) error {
-		ready = sysIndexCurrent(sysIndexOf(tx, c), m, c)
-		return nil
-	})
-	return ready, err
+	err = s.viewSysIndex(c, func(*bbolt.Tx, *bbolt.Bucket) error { return nil })
+	if errors.Is(err, ErrNoSysIndex) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ErrNoSysIndex is the error of ScanSys and SysStats on a collection without a current index.
 var ErrNoSysIndex = errors.New("the system collection has no current index (RebuildSysIndex builds it)")
 
-// viewSys runs fn in a read transaction with the store's record.
-func (s *Store) viewSys(fn func(tx *bbolt.Tx, m *metaRecord) error) error {
+// viewSysIndex runs fn in a read transaction with the current index of coll (its "_" name), or
+// returns ErrNoSysIndex. That an index is current is read from the store's record once: the
+// store's file lock keeps other processes out while it is open, and this one's writes keep a
+// current index current (a write without entry is refused), so it stays so; putSysLocked,
+// which writes documents without entries, forgets it.
+func (s *Store) viewSysIndex(coll string, fn func(tx *bbolt.Tx, b *bbolt.Bucket) error) error {
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	return guard(s.bolt.path, func() error {
-		var m metaRecord
-		found, err := s.getSysLocked(metaCollection, metaID, &m)
-		if err != nil {
-			return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
-		}
-		if !found {
-			return &DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record: it is damaged, or not a starplan store"}
-		}
-		return s.bolt.db.View(func(tx *bbolt.Tx) error { return fn(tx, &m) })
+		return s.bolt.db.View(func(tx *bbolt.Tx) error {
+			b := sysIndexOf(tx, coll)
+			if b == nil {
+				return ErrNoSysIndex
+			}
+			if !s.sysIdxCurrent[coll] {
+				var m metaRecord
+				found, err := s.getSysLocked(metaCollection, metaID, &m)
+				if err != nil {
+					return &DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+				}
+				if !found || !sysIndexCurrent(b, &m, coll) {
+					return ErrNoSysIndex
+				}
+				if s.sysIdxCurrent == nil {
+					s.sysIdxCurrent = map[string]bool{}
+				}
+				s.sysIdxCurrent[coll] = true
+			}
+			return fn(tx, b)
+		})
 	})
 }
 
@@ -363,12 +398,9 @@ func (s *Store) SysStats(coll string) (map[string]SysGroup, error) {
 		return nil, err
 	}
 	var out map[string]SysGroup
-	err = s.viewSys(func(tx *bbolt.Tx, m *metaRecord) error {
-		b := sysIndexOf(tx, c)
-		if !sysIndexCurrent(b, m, c) {
-			return ErrNoSysIndex
-		}
-		return json.Unmarshal(b.Get(sysIdxStatsKey), &out)
+	err = s.viewSysIndex(c, func(_ *bbolt.Tx, b *bbolt.Bucket) (err error) {
+		out, err = readSysStats(b.Bucket(sysIdxStats))
+		return err
 	})
 	return out, err
 }
@@ -402,11 +434,7 @@ func (s *Store) ScanSys(coll string, opts SysScan) ([]SysEntry, error) {
 		return nil, err
 	}
 	var out []SysEntry
-	err = s.viewSys(func(tx *bbolt.Tx, m *metaRecord) error {
-		b := sysIndexOf(tx, c)
-		if !sysIndexCurrent(b, m, c) {
-			return ErrNoSysIndex
-		}
+	err = s.viewSysIndex(c, func(tx *bbolt.Tx, b *bbolt.Bucket) error {
 		walk := b.Bucket(sysIdxOrder)
 		if opts.Group != "" {
 			if walk = b.Bucket(sysIdxGroups).Bucket([]byte(opts.Group)); walk == nil {
@@ -499,8 +527,8 @@ func checkSysIndexes(rep *CheckReport, tx *bbolt.Tx, m *metaRecord, found map[st
 			return nil
 		}
 		what := "the index of " + strings.TrimPrefix(coll, "_")
-		ids, order, groups := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups)
-		if ids == nil || order == nil || groups == nil {
+		ids, order, groups, statsb := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+		if ids == nil || order == nil || groups == nil || statsb == nil {
 			rep.add(CheckSysIndex, coll, "%s lacks its buckets", what)
 			return nil
 		}
@@ -543,8 +571,7 @@ func checkSysIndexes(rep *CheckReport, tx *bbolt.Tx, m *metaRecord, found map[st
 		if inGroups != n {
 			rep.add(CheckSysIndex, coll, "%s groups %d entries for %d documents", what, inGroups, n)
 		}
-		var stats map[string]SysGroup
-		if err := json.Unmarshal(b.Get(sysIdxStatsKey), &stats); err != nil || !maps.Equal(stats, recount) {
+		if stats, err := readSysStats(statsb); err != nil || !maps.Equal(stats, recount) {
 			groups := slices.Sorted(maps.Keys(recount))
 			rep.add(CheckSysIndex, coll, "%s keeps counts %v; a recount of groups %v gives %v", what, stats, groups, recount)
 		}

@@ -156,7 +156,7 @@ func TestCheckReportsADriftedSysIndex(t *testing.T) {
 		if err := b.Bucket(sysIdxGroups).Bucket([]byte("done")).Delete([]byte("2\x00r2")); err != nil {
 			return err
 		}
-		return b.Put(sysIdxStatsKey, []byte(`{"done":{"count":4,"bytes":1}}`))
+		return addSysGroup(b.Bucket(sysIdxStats), "done", 0, 1)
 	}))
 	require.NoError(t, db.Close())
 	rep := checkOf(t, s.Dir(), CheckOptions{})
