@@ -1,9 +1,15 @@
 package store
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,4 +171,88 @@ func TestCheckReportsADriftedSysIndex(t *testing.T) {
 	assert.Contains(t, msgs[0], "document r2 is not in its group done")
 	assert.Contains(t, msgs[1], "groups 4 entries for 5 documents")
 	assert.Contains(t, msgs[2], "keeps counts")
+}
+
+// runSysIndexLoop is the child of TestKillDuringIndexedBatches: it writes batches of indexed
+// documents, new ones and rewrites that move older ones to another group, and prunes, until it
+// is killed.
+func runSysIndexLoop(dir string) {
+	s, err := Open(dir, Options{})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	out.WriteString("ready\n")
+	out.Flush()
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
+	groups := []string{"pending", "done", "applied", "rejected"}
+	for n := 0; ; n++ {
+		var docs []SysDoc
+		for range 1 + rng.IntN(50) {
+			i := rng.IntN(2000)
+			docs = append(docs, idxDoc(fmt.Sprintf("r%04d", i), fmt.Sprintf("%04d", i), groups[rng.IntN(len(groups))]))
+		}
+		if err := s.PutSysDocs(bg, docs...); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
+		}
+		if n%10 == 9 {
+			cut := fmt.Sprintf("r%04d", rng.IntN(2000))
+			if _, err := s.PruneSys(bg, "runs", func(r SysRecord) (bool, error) { return r.ID < cut && rng.IntN(4) == 0, nil }); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(2)
+			}
+		}
+		out.WriteString(".")
+		out.Flush()
+	}
+}
+
+// TestKillDuringIndexedBatches SIGKILLs a process that writes and prunes indexed documents, at
+// random points, and after every kill checks that the index matches the documents: it is
+// written in their transactions, so a kill leaves both before or both after a batch.
+func TestKillDuringIndexedBatches(t *testing.T) {
+	kills := 30
+	if testing.Short() {
+		kills = 8
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
+	for i := range kills {
+		cmd := helperCmd(t, "sysindex", dir)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		r := bufio.NewReader(stdout)
+		line, err := r.ReadString('\n')
+		require.NoError(t, err, "kill %d: child output %q", i, line)
+		require.Equal(t, "ready\n", line)
+		first, err := r.ReadByte()
+		require.NoError(t, err, "kill %d: the child ended before its first batch", i)
+		require.Equal(t, byte('.'), first, "kill %d: the child's first batch failed", i)
+		time.Sleep(time.Duration(rng.IntN(20000)) * time.Microsecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_, _ = io.Copy(io.Discard, r)
+		_ = cmd.Wait()
+
+		rep := checkOf(t, dir, CheckOptions{})
+		require.True(t, rep.OK(), "kill %d: %v", i, rep.Problems)
+		s, err := Open(dir, Options{})
+		require.NoError(t, err)
+		recs, err := s.ListSys("runs")
+		require.NoError(t, err)
+		stats, err := s.SysStats("runs")
+		require.NoError(t, err, "kill %d: the index is current", i)
+		total := 0
+		for _, g := range stats {
+			total += g.Count
+		}
+		assert.Equal(t, len(recs), total, "kill %d", i)
+		assert.Len(t, scanIDs(t, s, "", true, 500), len(recs), "kill %d", i)
+		require.NoError(t, s.Close())
+	}
 }
