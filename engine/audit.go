@@ -448,6 +448,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	}
 	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
 	drop := func(doc store.SysRecord) (bool, error) {
+		e.decodes.Add(1)
 		var r struct {
 			Time      time.Time  `json:"time"`
 			AppliedAt *time.Time `json:"applied_at"`
@@ -470,7 +471,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		}
 		return true, nil
 	}
-	pruned, err := e.st.PruneSys(ctx, auditCollection, drop, decisionCollection)
+	// Only runs before the cut can be removed (a run's last step is never before its time):
+	// through the index, the prune reads those records and not the rest of the log.
+	pruned, err := e.st.PruneSysBefore(ctx, auditCollection, orderKey(rep.Before), drop, decisionCollection)
 	if err != nil {
 		return nil, fmt.Errorf("pruning the audit log: %w", err)
 	}
