@@ -68,7 +68,8 @@ type Engine struct {
 	applyMu sync.Mutex
 	// indexBuilt is how many records New read to build the audit log's index (runindex.go).
 	indexBuilt int
-	// decodes counts the records a listing decoded (for tests: a listing is O(its page)).
+	// decodes counts the records a listing or a prune decoded (for tests: they are O(their page,
+	// their cut), not O(the log)).
 	decodes atomic.Int64
 	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
 	retention atomic.Int64

@@ -223,6 +223,9 @@ func printAuditLog(ctx context.Context, ios IOStreams, srv *server.Server, e *en
 		return err
 	}
 	size := fmt.Sprintf("%d %s, %s", st.Count, plural(st.Count, "run", "runs"), builtins.FormatBytes(st.Bytes))
+	if n := e.IndexBuilt(); n > 0 {
+		size += fmt.Sprintf(" (its index by time and state was built now from %d %s: the store was written before it)", n, plural(n, "record", "records"))
+	}
 	if retention <= 0 {
 		fmt.Fprintf(ios.Err, "starplan serve: audit log %s; every run is kept (--retention 90d would prune settled runs older than 90 days)\n", size)
 		return nil
