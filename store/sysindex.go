@@ -123,6 +123,9 @@ func (s *Store) sysIndexReadyLocked(tx *bbolt.Tx, coll string, create bool) (boo
 	if ready, ok := s.sysIdx.ready[coll]; ok {
 		return ready, nil
 	}
+	if !create && sysIndexOf(tx, coll) == nil {
+		return false, nil // a collection without an index (most): no need to read the record
+	}
 	var m metaRecord
 	if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
 		return false, err
