@@ -72,7 +72,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	// none, and neither has the record of a conflict (it can never be applied).
 	writes := rec.Writes
 	rec.Writes = nil
-	err := e.st.ApplyPending(ctx, writes, verify, store.SysDoc{Collection: auditCollection, ID: rec.ID, Value: rec})
+	err := e.st.ApplyPending(ctx, writes, verify, recordDoc(rec, false))
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		return nil

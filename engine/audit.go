@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -382,43 +381,14 @@ func CheckRecord(raw []byte) error {
 // AuditCollection is the system collection that holds the audit log.
 const AuditCollection = auditCollection
 
-// Runs lists the audit log, newest first. Records that do not decode are left out and named by
-// an *UnreadableError, returned with the list of those that do.
+// Runs lists the whole audit log, newest first (ListRuns lists a page). Records that do not
+// decode are left out and named by an *UnreadableError, returned with the list of those that do.
 func (e *Engine) Runs() ([]RunSummary, error) {
-	if err := e.audit.flush(); err != nil {
+	page, err := e.ListRuns(ListOptions{})
+	if page == nil {
 		return nil, err
 	}
-	recs, err := e.st.ListSys(auditCollection)
-	if err != nil {
-		return nil, err
-	}
-	decisions, err := e.Decisions()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]RunSummary, 0, len(recs))
-	var unreadable *UnreadableError
-	for _, raw := range recs {
-		r, err := e.decodeRecord(raw.JSON)
-		if err != nil {
-			if unreadable == nil {
-				unreadable = &UnreadableError{Err: err}
-			}
-			unreadable.IDs = append(unreadable.IDs, raw.ID)
-			continue
-		}
-		out = append(out, RunSummary{
-			ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
-			Status: r.Status, ChangedRows: max(r.ChangedRows, r.Changes.Rows()), // records before changed_rows lack it
-			Pending: r.Pending, Applied: r.Applied, Bytes: len(raw.JSON),
-			State: stateOf(r.Applied, decisions[r.ID] != nil, r.Pending, r.Outcome),
-		})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
-	if unreadable != nil {
-		return out, unreadable
-	}
-	return out, nil
+	return page.Runs, err
 }
 
 // Record returns the audit record of a run, or a *RunError if there is none.
@@ -478,6 +448,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	}
 	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
 	drop := func(doc store.SysRecord) (bool, error) {
+		e.decodes.Add(1)
 		var r struct {
 			Time      time.Time  `json:"time"`
 			AppliedAt *time.Time `json:"applied_at"`
@@ -500,7 +471,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		}
 		return true, nil
 	}
-	pruned, err := e.st.PruneSys(ctx, auditCollection, drop, decisionCollection)
+	// Only runs before the cut can be removed (a run's last step is never before its time):
+	// through the index, the prune reads those records and not the rest of the log.
+	pruned, err := e.st.PruneSysBefore(ctx, auditCollection, orderKey(rep.Before), drop, decisionCollection)
 	if err != nil {
 		return nil, fmt.Errorf("pruning the audit log: %w", err)
 	}
@@ -606,7 +579,9 @@ func (a *auditLog) flush() error {
 	}
 	docs := make([]store.SysDoc, len(batch))
 	for i, r := range batch {
-		docs[i] = store.SysDoc{Collection: auditCollection, ID: r.ID, Value: r}
+		// Never a rejected run's: a rejection writes its record itself (Reject), after a flush,
+		// and a rejected run is never queued again (it cannot be applied).
+		docs[i] = recordDoc(r, false)
 	}
 	if err := a.st.PutSysDocs(context.Background(), docs...); err != nil {
 		a.mu.Lock()

@@ -52,12 +52,13 @@ func (e *Engine) Reject(ctx context.Context, runID, feedback, origin string) (d 
 		feedback = clipped(feedback, MaxFeedback)
 	}
 	d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: origin, Time: e.opts.Now()}
-	docs := []store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}
 	if rec.Pending {
 		rec.Pending, rec.Writes = false, nil
 		rec.ApplyError = "rejected by the reviewer"
-		docs = append(docs, store.SysDoc{Collection: auditCollection, ID: runID, Value: rec})
 	}
+	// The record is written again even when unchanged: its index entry moves to "rejected" in
+	// the transaction of the decision.
+	docs := []store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}, recordDoc(rec, true)}
 	if err := e.st.PutSysDocs(ctx, docs...); err != nil {
 		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -65,6 +66,13 @@ type Engine struct {
 	audit     *auditLog
 	// applyMu serialises applies (see Apply); runs go on concurrently.
 	applyMu sync.Mutex
+	// indexBuilt is how many records New read to build the audit log's index (runindex.go).
+	indexBuilt int
+	// decodes counts the records a listing or a prune decoded (for tests: they are O(their page,
+	// their cut), not O(the log)).
+	decodes atomic.Int64
+	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
+	retention atomic.Int64
 }
 
 // New returns an engine over st, with the contract and policy of the store's domain.
@@ -98,6 +106,10 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 	e.runner = opts.Runner
 	if e.runner == nil {
 		e.runner = InProcess(e.env)
+	}
+	if err := e.ensureIndex(context.Background()); err != nil {
+		e.audit.close()
+		return nil, err
 	}
 	return e, nil
 }

@@ -3,27 +3,46 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/starplan/starplan/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // One record that does not decode no longer hides the whole audit log: Runs lists the others and
-// names it; Record and Prune name it (Prune removes nothing: its age is unknown).
+// names it; Record and Prune name it (Prune removes nothing: its age is unknown). The record is
+// written before the audit log's index (an older store: building the index puts it apart), or
+// with its entry (damage after).
 func TestAnUnreadableRecordIsNamedAndTheOthersStillList(t *testing.T) {
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprint("indexed=", indexed), func(t *testing.T) {
+			testAnUnreadableRecord(t, indexed)
+		})
+	}
+}
+
+func testAnUnreadableRecord(t *testing.T, indexed bool) {
 	st := openStore(t, t.TempDir())
+	ctx := context.Background()
+	bad := store.SysDoc{Collection: auditCollection, ID: "r_bad", Value: map[string]any{"time": "yesterday"}}
+	if !indexed {
+		require.NoError(t, st.PutSysDocs(ctx, bad))
+	}
 	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		assert.NoError(t, e.Close())
 		assert.NoError(t, st.Close())
 	})
-	ctx := context.Background()
 	res, err := e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
 	require.NoError(t, err)
-	require.NoError(t, st.PutSys(ctx, auditCollection, "r_bad", map[string]any{"time": "yesterday"}))
+	if indexed {
+		bad.Index = &store.SysIndex{Order: orderKey(fixedNow.Add(-time.Hour)), Group: StateDone}
+		require.NoError(t, st.PutSysDocs(ctx, bad))
+	}
 
 	runs, err := e.Runs()
 	var ue *UnreadableError

@@ -30,6 +30,7 @@ type Description struct {
 	PlanTools []string            `json:"plan_tools" jsonschema:"the tools a plan_json step may call, besides respond"`
 	Reference string              `json:"reference" jsonschema:"the reference a model writes plans from: dialect, tables with sample rows, helpers, contract, policy"`
 	Schemas   map[string]any      `json:"schemas" jsonschema:"JSON Schemas of run_request, check_request, apply_request, reject_request, run (the result document) and error"`
+	AuditLog  AuditLogDescription `json:"audit_log" jsonschema:"the audit log's size and how long it keeps runs"`
 }
 
 // TableDescription is one table: its schema, the value plans use for it, and its row count.
@@ -60,7 +61,19 @@ type LimitsDescription struct {
 }
 
 // Describe describes the store, its helpers and its rules as they are now.
-func (s *Server) Describe() (*Description, error) { return Describe(s.eng, s.opts.MaxBody) }
+func (s *Server) Describe() (*Description, error) {
+	d, err := Describe(s.eng, s.opts.MaxBody)
+	if err != nil {
+		return nil, err
+	}
+	s.retention.mu.Lock()
+	d.AuditLog.LastPrune = s.retention.last
+	if s.retention.err != nil {
+		d.AuditLog.LastPruneError = s.retention.err.Error()
+	}
+	s.retention.mu.Unlock()
+	return d, nil
+}
 
 // Describe describes eng's store, its helpers and its rules as they are now, for a server that
 // takes request bodies of at most maxBody bytes (what `starplan describe` prints, and GET
@@ -87,6 +100,9 @@ func Describe(eng *engine.Engine, maxBody int64) (*Description, error) {
 			MaxOutput: sandbox.DefaultMaxOutput, MaxMemory: sandbox.DefaultMaxMemory,
 			MaxProgram: sandbox.DefaultMaxProgram, MaxNesting: sandbox.DefaultMaxNesting, MaxBody: maxBody,
 		},
+	}
+	if d.AuditLog, err = auditLogOf(eng); err != nil {
+		return nil, internal(fmt.Errorf("reading the audit log's counts: %w", err))
 	}
 	view := st.Stage()
 	for _, name := range st.Names() {

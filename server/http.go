@@ -167,7 +167,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := s.List(q.Get("state"), limit)
+	list, err := s.List(q.Get("state"), limit, q.Get("cursor"))
 	respond(w, http.StatusOK, list, err)
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -182,6 +183,28 @@ func TestListRunsByState(t *testing.T) {
 	assert.Equal(t, CodeBadRequest, f.call("GET", "/v1/runs?state=lost", nil).errorCode(t))
 	assert.Equal(t, CodeBadRequest, f.call("GET", "/v1/runs?limit=x", nil).errorCode(t))
 	assert.Equal(t, CodeBadRequest, f.call("GET", "/v1/runs?limit=100000", nil).errorCode(t))
+	assert.Equal(t, map[string]int{StatePending: 1, StateApplied: 1, StateRejected: 1, StateDone: 1, StateFailed: 1}, list.States)
+
+	// Pages of two, through next_cursor, list every run once, newest first.
+	all := ids("")
+	var paged []string
+	cursor := ""
+	for range 5 {
+		r := f.call("GET", "/v1/runs?limit=2&cursor="+url.QueryEscape(cursor), nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var list RunList
+		r.decode(t, &list)
+		for _, s := range list.Runs {
+			paged = append(paged, s.ID)
+		}
+		if cursor = list.NextCursor; cursor == "" {
+			break
+		}
+	}
+	assert.Equal(t, all, paged)
+	r = f.call("GET", "/v1/runs?cursor=nonsense", nil)
+	assert.Equal(t, CodeBadRequest, r.errorCode(t))
+	assert.Contains(t, string(r.body), "next_cursor")
 }
 
 func TestCheckReportsEveryProblem(t *testing.T) {

@@ -29,8 +29,9 @@ type (
 	}
 	// ListInput is the input of list_runs.
 	ListInput struct {
-		State string `json:"state,omitempty" jsonschema:"only runs in this state: pending, applied, rejected, conflict, done or failed"`
-		Limit int    `json:"limit,omitempty" jsonschema:"the most runs to list (default 100, at most 1000)"`
+		State  string `json:"state,omitempty" jsonschema:"only runs in this state: pending, applied, rejected, conflict, done or failed"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"the most runs to list (default 100, at most 1000)"`
+		Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page, to list the next one"`
 	}
 	// Empty is the input of tools that take none.
 	Empty struct{}
@@ -172,7 +173,7 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		Description: "The runs, newest first, optionally only those in one state (pending, applied, rejected, conflict, done, failed).",
 		Annotations: readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, *RunList, error) {
-		list, err := s.List(in.State, in.Limit)
+		list, err := s.List(in.State, in.Limit, in.Cursor)
 		return nil, list, err
 	})
 

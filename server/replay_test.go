@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
 )
 
 // POST /v1/runs/{id}/replay runs a recorded run again and says whether it gives the recorded
@@ -81,7 +82,8 @@ func TestPlanJSONOverHTTP(t *testing.T) {
 func TestListNamesUnreadableRecordsApart(t *testing.T) {
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "01_round_under_100.star"), "round?")
-	require.NoError(t, f.st.PutSys(testContext(t), engine.AuditCollection, "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, f.st.PutSysDocs(testContext(t), store.SysDoc{Collection: engine.AuditCollection, ID: "r_bad",
+		Value: map[string]any{"time": "yesterday"}, Index: &store.SysIndex{Order: "0", Group: engine.StateDone}}))
 	r := f.call("GET", "/v1/runs", nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	var list RunList

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,15 +182,12 @@ func (s *Server) Queue(filter string) (*Queue, error) {
 	if !ok {
 		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "filter is pending, applied, rejected, failed or all", "unknown filter %q", clip(filter, 40))
 	}
-	all, err := s.List("", MaxListLimit)
+	runs, err := s.listStates(states, DefaultListLimit)
 	if err != nil {
 		return nil, err
 	}
 	out := &Queue{Filter: filter, Runs: []QueueItem{}}
-	for _, r := range all.Runs {
-		if states != nil && !contains(states, r.State) {
-			continue
-		}
+	for _, r := range runs {
 		item := QueueItem{ID: r.ID, Time: r.Time, Request: r.Request, Outcome: r.Outcome, Status: r.Status, State: r.State, Proposer: proposer(r.Origin, nil)}
 		if r.ChangedRows > 0 {
 			rec, err := s.eng.Record(r.ID)
@@ -203,11 +201,31 @@ func (s *Server) Queue(filter string) (*Queue, error) {
 			}
 		}
 		out.Runs = append(out.Runs, item)
-		if len(out.Runs) == DefaultListLimit {
-			break
-		}
 	}
 	return out, nil
+}
+
+// listStates lists the newest limit runs in any of states (every run for nil), newest first:
+// a page of each state's, merged.
+func (s *Server) listStates(states []string, limit int) ([]RunSummary, error) {
+	if states == nil {
+		states = []string{""}
+	}
+	var runs []RunSummary
+	for _, state := range states {
+		page, err := s.List(state, limit, "")
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, page.Runs...)
+	}
+	slices.SortStableFunc(runs, func(a, b RunSummary) int {
+		if c := b.Time.Compare(a.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return runs[:min(len(runs), limit)], nil
 }
 
 // Review returns a run with what the page shows of it.

@@ -83,6 +83,10 @@ type Options struct {
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
+	// Retention, when positive, is how long the audit log keeps settled runs (every state but
+	// pending): the server prunes older ones every RetentionInterval, and at once through Retain.
+	// 0 keeps every run.
+	Retention time.Duration
 }
 
 // Server serves one engine to many clients at once. Create it with New; it is safe for
@@ -97,6 +101,8 @@ type Server struct {
 	sessions *sessions
 	// conns counts the connections of Listener (conns.go).
 	conns *connLimiter
+
+	retention retention // the audit log's pruning (retention.go)
 
 	drainOnce sync.Once
 	draining  chan struct{} // closed by Drain
@@ -150,6 +156,8 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = m
+	eng.SetRetention(opts.Retention)
+	s.startRetention()
 	return s, nil
 }
 
@@ -278,6 +286,11 @@ type RunList struct {
 	Count int `json:"count" jsonschema:"how many runs the audit log holds, in every state"`
 	// Bytes is the stored size of the audit log's records (their JSON).
 	Bytes int64 `json:"bytes" jsonschema:"the stored size of every run record of the audit log, in bytes"`
+	// States counts the runs of each state, as the audit log keeps them.
+	States map[string]int `json:"states" jsonschema:"how many runs the audit log holds in each state"`
+	// NextCursor lists the next page (GET /v1/runs?cursor=, list_runs' cursor); empty on the
+	// last page.
+	NextCursor string `json:"next_cursor,omitempty" jsonschema:"pass it as cursor to list the next page; absent on the last page"`
 	// Unreadable names the records in the store that do not decode (damage; starplan db check
 	// reports them); the list holds the others.
 	Unreadable []string `json:"unreadable,omitempty" jsonschema:"ids of audit records that are damaged and cannot be read; starplan db check reports them"`
@@ -557,8 +570,9 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 }
 
 // List returns the runs in the given state (every run for ""), newest first, at most limit
-// (DefaultListLimit when 0).
-func (s *Server) List(state string, limit int) (*RunList, error) {
+// (DefaultListLimit when 0), from cursor (a previous page's NextCursor; "" for the newest). It
+// reads the page's records only, through the audit log's index.
+func (s *Server) List(state string, limit int, cursor string) (*RunList, error) {
 	if state != "" && !contains(States, state) {
 		return nil, errorf(http.StatusBadRequest, CodeBadRequest, "state is one of "+fmt.Sprint(States), "unknown state %q", clip(state, 40))
 	}
@@ -568,21 +582,18 @@ func (s *Server) List(state string, limit int) (*RunList, error) {
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
-	runs, err := s.eng.Runs()
+	page, err := s.eng.ListRuns(engine.ListOptions{State: state, Limit: limit, Cursor: cursor})
 	var unreadable *engine.UnreadableError
-	if err != nil && !errors.As(err, &unreadable) {
+	var bad *engine.CursorError
+	switch {
+	case errors.As(err, &bad):
+		return nil, errorf(http.StatusBadRequest, CodeBadRequest, bad.Hint(), "%s", bad.Error())
+	case err != nil && !errors.As(err, &unreadable):
 		return nil, internal(err)
 	}
-	out := &RunList{Runs: []RunSummary{}, Count: len(runs)}
+	out := &RunList{Runs: page.Runs, Count: page.Count, Bytes: page.Bytes, States: page.States, NextCursor: page.NextCursor}
 	if unreadable != nil {
 		out.Unreadable = unreadable.IDs // listed apart: the others still list
-	}
-	for _, r := range runs {
-		out.Bytes += int64(r.Bytes)
-		if state != "" && r.State != state || len(out.Runs) == limit {
-			continue
-		}
-		out.Runs = append(out.Runs, r)
 	}
 	return out, nil // Runs are newest first
 }

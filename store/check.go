@@ -210,6 +210,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 				return err
 			}
 			checkSystem(rep, tx, found, records)
+			checkSysIndexes(rep, tx, &m, found)
 			checkCollections(rep, tx)
 			return nil
 		})

@@ -74,6 +74,10 @@ type Store struct {
 	// with its sums.
 	definition     map[string]string
 	definitionSums map[string]string
+	// sysIdx is what the running write group knows of the system collections' indexes
+	// (sysindex.go); sysIdxCurrent names the collections whose index was found current.
+	sysIdx        sysIndexState
+	sysIdxCurrent map[string]bool
 }
 
 // metaCollection holds the store's own record; system collections are "_" + name; domain
@@ -382,7 +386,7 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 	case m.Digests == nil:
 		m.Digests = scanDigests(tx)
 	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil):
-		return nil
+		return s.syncSysIndexesLocked(tx, m.Digests)
 	default:
 		for coll, d := range delta {
 			cur := m.Digests[coll]
@@ -397,6 +401,9 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 	}
 	if m.DefinitionSums == nil {
 		m.DefinitionSums = definitionSums(m.Definition)
+	}
+	if err := s.syncSysIndexesLocked(tx, m.Digests); err != nil {
+		return err
 	}
 	return s.putSysLocked(metaCollection, metaID, m)
 }
@@ -658,6 +665,9 @@ type SysDoc struct {
 	Collection string
 	ID         string
 	Value      any
+	// Index places the document in its collection's ordered index (sysindex.go). A collection
+	// that keeps an index takes no write without one.
+	Index *SysIndex
 }
 
 // SysRecord is a stored system document: its id and its JSON.
@@ -776,14 +786,26 @@ func (s *Store) putSysDoc(d SysDoc) error {
 	if err != nil {
 		return err
 	}
-	return s.putSysLocked(c, d.ID, d.Value)
+	raw, err := json.Marshal(d.Value)
+	if err != nil {
+		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
+	}
+	if err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false); err != nil {
+		return err
+	}
+	return s.putSysRawLocked(c, d.ID, raw)
 }
 
 func (s *Store) putSysLocked(coll, id string, v any) error {
+	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", coll, id, err)
 	}
+	return s.putSysRawLocked(coll, id, raw)
+}
+
+func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
 	ok, err := s.db.HasCollection(coll)
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(0)
 	case "apply":
 		runApplyLoop(dir)
+	case "sysindex":
+		runSysIndexLoop(dir)
 	}
 	os.Exit(3)
 }

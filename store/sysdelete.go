@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/ostafen/clover/v2/query"
@@ -26,6 +28,49 @@ type SysPruned struct {
 // bbolt never shrinks its file: the pages freed here are reused by later writes, so the store
 // stops growing rather than getting smaller.
 func (s *Store) PruneSys(ctx context.Context, coll string, drop func(SysRecord) (bool, error), with ...string) (SysPruned, error) {
+	return s.pruneSys(ctx, coll, "", drop, with)
+}
+
+// PruneSysBefore is PruneSys offering drop only the documents whose index Order is before
+// before (they sort first), when coll has a current index: a prune of the oldest documents
+// reads them and not the rest. Without a current index it is PruneSys.
+func (s *Store) PruneSysBefore(ctx context.Context, coll, before string, drop func(SysRecord) (bool, error), with ...string) (SysPruned, error) {
+	if before == "" {
+		return SysPruned{}, nil // nothing sorts before it
+	}
+	return s.pruneSys(ctx, coll, before, drop, with)
+}
+
+// oldestSysLocked returns the documents of coll whose index Order is before before, in order,
+// and ok false when coll has no current index. It runs inside a group.
+func (s *Store) oldestSysLocked(coll, before string) (docs []*cloverDoc, ok bool, err error) {
+	tx := s.bolt.group
+	if ready, err := s.sysIndexReadyLocked(tx, coll, false); err != nil || !ready {
+		return nil, false, err
+	}
+	var ids []string
+	c := sysIndexOf(tx, coll).Bucket(sysIdxOrder).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || string(k[:i]) >= before {
+			break
+		}
+		ids = append(ids, string(k[i+1:]))
+	}
+	for _, id := range ids {
+		d, err := s.db.FindById(coll, sysDocID(coll, id))
+		if err != nil {
+			return nil, false, err
+		}
+		if d == nil {
+			return nil, false, &DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("the index of %s names document %s, which is missing; starplan db check reports the damage", coll[1:], id)}
+		}
+		docs = append(docs, d)
+	}
+	return docs, true, nil
+}
+
+func (s *Store) pruneSys(ctx context.Context, coll, before string, drop func(SysRecord) (bool, error), with []string) (SysPruned, error) {
 	var out SysPruned
 	c, err := sysCollection(coll)
 	if err != nil {
@@ -42,9 +87,17 @@ func (s *Store) PruneSys(ctx context.Context, coll string, drop func(SysRecord) 
 		if ok, err := s.db.HasCollection(c); err != nil || !ok {
 			return err
 		}
-		docs, err := s.db.FindAll(query.NewQuery(c))
-		if err != nil {
-			return err
+		var docs []*cloverDoc
+		indexed := false
+		if before != "" {
+			if docs, indexed, err = s.oldestSysLocked(c, before); err != nil {
+				return err
+			}
+		}
+		if !indexed {
+			if docs, err = s.db.FindAll(query.NewQuery(c)); err != nil {
+				return err
+			}
 		}
 		for _, d := range docs {
 			id, _ := d.Get("id").(string)
@@ -57,6 +110,9 @@ func (s *Store) PruneSys(ctx context.Context, coll string, drop func(SysRecord) 
 				continue
 			}
 			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
+				return err
+			}
+			if err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
 				return err
 			}
 			out.IDs = append(out.IDs, id)
@@ -89,5 +145,8 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 		return 0, err
 	}
 	raw, _ := doc.Get("json").(string)
-	return int64(len(raw)), s.db.DeleteById(coll, doc.ObjectId())
+	if err := s.db.DeleteById(coll, doc.ObjectId()); err != nil {
+		return 0, err
+	}
+	return int64(len(raw)), s.indexSysLocked(coll, id, nil, 0, true)
 }

@@ -92,7 +92,7 @@ func TestJSONErrorCodesAreTheServers(t *testing.T) {
 	serverConflict, err := srv.Apply(ctx, first.RunID, first.Digest, "test")
 	require.NoError(t, err)
 	_, unknown := srv.Show("r_0000000000")
-	_, badState := srv.List("bogus", 0)
+	_, badState := srv.List("bogus", 0, "")
 	_, noModel := srv.Ask(ctx, server.AskRequest{Request: "How many Aviator?"}, "test")
 	req := httptest.NewRequest(http.MethodGet, "/v1/runs", nil)
 	req.Host = "rebound.example"

@@ -72,9 +72,10 @@ func finishHelp(root *cobra.Command, ios IOStreams, g *globalOptions) {
 			}
 			var ids []cobra.Completion
 			_ = withEngineQuiet(ios, g, func(e *engine.Engine) error {
-				runs, err := e.Runs()
-				for _, r := range runs {
-					if state == "" || r.State == state {
+				// The newest hundred: a completion reads a page of the log, not all of it.
+				page, err := e.ListRuns(engine.ListOptions{State: state, Limit: 100})
+				if page != nil {
+					for _, r := range page.Runs {
 						ids = append(ids, cobra.CompletionWithDesc(r.ID, r.State+": "+r.Request))
 					}
 				}

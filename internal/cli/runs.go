@@ -26,6 +26,11 @@ type runsOptions struct {
 	Since string // --since: only runs at most this old (30d, 12h) or since this date
 	Diff  string // runs show --diff: only the run's changes, as markdown or json
 	RunID string
+
+	// Cursor is --cursor: list from a previous page's next_cursor ("" from the newest), and
+	// print {runs, next_cursor} as JSON.
+	Cursor string
+	paged  bool // --cursor was given
 }
 
 // timeLayout is how people see a time: local, with its zone, so that two machines' listings
@@ -41,6 +46,7 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
   starplan runs --since 7d --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.paged = cmd.Flags().Changed("cursor")
 			return runRuns(ios, g, opts)
 		},
 	}
@@ -48,6 +54,7 @@ func newRunsCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "how many runs to list (0: all)")
 	cmd.Flags().StringVar(&opts.State, "state", "", "only runs in this state: "+strings.Join(engine.States, ", "))
 	cmd.Flags().StringVar(&opts.Since, "since", "", "only runs since an age (30d, 12h) or a date (2026-11-01)")
+	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", `page through the log: list from the previous page's next_cursor ("" from the newest run); JSON is then {runs, next_cursor}`)
 	show := &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show everything the audit log holds about a run",
@@ -180,8 +187,12 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
-		all, err := e.Runs()
+		page, err := e.ListRuns(engine.ListOptions{State: opts.State, Limit: opts.Limit, Cursor: opts.Cursor, Since: since})
 		var unreadable *engine.UnreadableError
+		var badCursor *engine.CursorError
+		if errors.As(err, &badCursor) {
+			return withCode(ExitUsage, err, badCursor.Hint())
+		}
 		if err != nil && !errors.As(err, &unreadable) {
 			return engineError(err)
 		}
@@ -193,30 +204,33 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			}
 			return nil
 		}
-		size := int64(0)
-		runs := []engine.RunSummary{}
-		for _, r := range all {
-			size += int64(r.Bytes)
-			if opts.State != "" && r.State != opts.State || r.Time.Before(since) {
-				continue
-			}
-			runs = append(runs, r)
+		// The page only is read; the log's size and counts are kept by its index.
+		runs, size, total := page.Runs, page.Bytes, page.Count
+		matched := total // runs of the state, or every run; unknown (-1) with --since
+		if opts.State != "" {
+			matched = page.States[opts.State]
 		}
-		matched := len(runs)
-		if opts.Limit > 0 && len(runs) > opts.Limit {
-			runs = runs[:opts.Limit]
+		if !since.IsZero() {
+			matched = -1
 		}
 		if opts.JSON || !ios.OutTTY {
-			if err := writeJSON(ios.Out, runs); err != nil {
+			var v any = runs
+			if opts.paged {
+				v = struct {
+					Runs       []engine.RunSummary `json:"runs"`
+					NextCursor string              `json:"next_cursor,omitempty"`
+				}{runs, page.NextCursor}
+			}
+			if err := writeJSON(ios.Out, v); err != nil {
 				return err
 			}
 			return done()
 		}
 		if len(runs) == 0 {
-			if len(all) == 0 {
+			if total == 0 {
 				fmt.Fprintln(ios.Out, "no runs yet")
 			} else {
-				fmt.Fprintf(ios.Out, "no runs match; the audit log holds %d\n", len(all))
+				fmt.Fprintf(ios.Out, "no runs match; the audit log holds %d\n", total)
 			}
 			return done()
 		}
@@ -231,13 +245,16 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		// The request, last, gets what the other columns leave of the terminal's width.
 		printTableFit(ios.Out, []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}, rows, 48, ios.Width)
 		shown := fmt.Sprintf("%d %s", len(runs), plural(len(runs), "run", "runs"))
-		if len(runs) < len(all) {
-			shown = fmt.Sprintf("%d of %d runs shown", len(runs), len(all))
-			if matched > len(runs) && matched < len(all) {
+		if len(runs) < total {
+			shown = fmt.Sprintf("%d of %d runs shown", len(runs), total)
+			if matched > len(runs) && matched < total {
 				shown += fmt.Sprintf(" (%d match; --limit 0 lists them all)", matched)
 			}
 		}
 		fmt.Fprintf(ios.Out, "%s; the audit log holds %s of records (starplan runs prune --older-than 30d removes old ones)\n", shown, builtins.FormatBytes(size))
+		if page.NextCursor != "" {
+			fmt.Fprintf(ios.Out, "next page: the same command with --cursor %s\n", page.NextCursor)
+		}
 		return done()
 	})
 }

@@ -241,6 +241,11 @@ func TestRunsReplay(t *testing.T) {
 	assert.Equal(t, ExitOK, o.code, "the question read no row the purchase changed: %s", o.out)
 }
 
+// badRecord is an audit record that does not decode, with its index entry (as damage after it
+// was written leaves it).
+var badRecord = store.SysDoc{Collection: "runs", ID: "r_bad", Value: map[string]any{"time": "yesterday"},
+	Index: &store.SysIndex{Order: "0", Group: engine.StateDone}}
+
 // One audit record that does not decode: runs lists the others and fails naming it, and no
 // command tells the user to "run the command again".
 func TestRunsWithAnUnreadableRecord(t *testing.T) {
@@ -248,7 +253,7 @@ func TestRunsWithAnUnreadableRecord(t *testing.T) {
 	readOnly, _ := s.oldRuns(1)
 	st, err := store.Open(s.dir, store.Options{})
 	require.NoError(t, err)
-	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())
 
 	o := s.run(false, "", "runs")
@@ -277,7 +282,7 @@ func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 	s.oldRuns(1)
 	st, err := store.Open(s.dir, store.Options{})
 	require.NoError(t, err)
-	require.NoError(t, st.PutSys(context.Background(), "runs", "r_bad", map[string]any{"time": "yesterday"}))
+	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())
 	o := s.run(true, "", "db", "check")
 	assert.Equal(t, ExitInternal, o.code)
@@ -310,4 +315,49 @@ func TestRunsRequestColumnFollowsTheTerminalWidth(t *testing.T) {
 	assert.Equal(t, 120, termsafe.Width(row), "the run's line fills the width: %q", row)
 	unknown := runs(0)
 	assert.Contains(t, unknown, termsafe.Truncate(request, 48)+"\n")
+}
+
+// runs --cursor pages through the log: JSON is then {runs, next_cursor}, and following the
+// cursors lists every run once, newest first; a terminal names the next page's cursor.
+func TestRunsPagesWithACursor(t *testing.T) {
+	s := newSession(t)
+	s.oldRuns(3)
+	s.oldRuns(2)
+	s.oldRuns(1)
+	var all []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &all), "without --cursor, the JSON is the list as before")
+	require.Len(t, all, 6)
+
+	var paged []string
+	args := []string{"runs", "--json", "--limit", "4", "--cursor", ""}
+	for range 3 {
+		o := s.run(false, "", args...)
+		require.Equal(t, ExitOK, o.code, o.err)
+		var page struct {
+			Runs       []engine.RunSummary `json:"runs"`
+			NextCursor string              `json:"next_cursor"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(o.out), &page), o.out)
+		for _, r := range page.Runs {
+			paged = append(paged, r.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		args = []string{"runs", "--json", "--limit", "4", "--cursor", page.NextCursor}
+	}
+	var want []string
+	for _, r := range all {
+		want = append(want, r.ID)
+	}
+	assert.Equal(t, want, paged)
+
+	o := s.run(true, "", "runs", "--limit", "2", "--state", "pending")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "2 of 6 runs shown (3 match; --limit 0 lists them all)")
+	assert.Regexp(t, `next page: the same command with --cursor c1\.\S+`, o.out)
+
+	o = s.run(false, "", "runs", "--cursor", "bogus")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "next_cursor")
 }

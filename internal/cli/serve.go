@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/server"
 )
@@ -31,6 +32,7 @@ type serveOptions struct {
 	MCPStdio     bool
 	Token        string
 	DrainTimeout time.Duration
+	Retention    string // --retention: an age (30d, 12h) after which settled runs are pruned; 0 keeps them
 }
 
 func newServeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -76,11 +78,28 @@ SIGTERM or Ctrl-C stops accepting requests, lets those in flight finish (at most
 	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory); "+
 		"every local user can read it in the process's command line: prefer STARPLAN_TOKEN or serve.token")
 	cmd.Flags().DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	cmd.Flags().StringVar(&opts.Retention, "retention", "0", "prune settled runs (all but pending) older than this from the audit log, at the start and hourly: 30d, 12h; 0 keeps every run")
 	opts.modelOptions.register(cmd)
 	return cmd
 }
 
+// parseRetention reads --retention: 0 (keep every run) or an age (parseAge's forms).
+func parseRetention(s string) (time.Duration, error) {
+	if s == "0" || s == "0d" {
+		return 0, nil
+	}
+	d, err := parseAge(s)
+	if err != nil {
+		return 0, fmt.Errorf("--retention %q: neither 0 (keep every run) nor an age such as 30d or 12h", s)
+	}
+	return d, nil
+}
+
 func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveOptions) error {
+	retention, err := parseRetention(opts.Retention)
+	if err != nil {
+		return withCode(ExitUsage, err, "give --retention 0 to keep every run, or an age such as 90d")
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return withEngine(ios, g, func(e *engine.Engine) error {
@@ -108,9 +127,12 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		} else {
 			fmt.Fprintln(ios.Err, "starplan serve: no model configured (OPENAI_API_KEY, OPENAI_BASE_URL): /v1/ask is off, and a rejection only records")
 		}
-		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs(), Log: log.New(ios.Err, "starplan serve: ", 0)})
+		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs(), Retention: retention, Log: log.New(ios.Err, "starplan serve: ", 0)})
 		if err != nil {
 			return withCode(ExitInternal, err, "")
+		}
+		if err := printAuditLog(ctx, ios, srv, e, retention); err != nil {
+			return engineError(err)
 		}
 		// CLI commands on this store run here while the server holds it (relay.go).
 		relay, err := listenRelay(e.Store().Dir(), e)
@@ -201,4 +223,28 @@ func (nopWriteCloser) Close() error { return nil }
 func isLoopbackAddr(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// printAuditLog prunes the audit log by the retention, if there is one, and says how big the log
+// is and how long it keeps runs: the knob is visible at every start.
+func printAuditLog(ctx context.Context, ios IOStreams, srv *server.Server, e *engine.Engine, retention time.Duration) error {
+	rep, err := srv.Retain(ctx)
+	if err != nil {
+		return fmt.Errorf("pruning the audit log (--retention %s): %w", server.FormatRetention(retention), err)
+	}
+	st, err := e.RunStats()
+	if err != nil {
+		return err
+	}
+	size := fmt.Sprintf("%d %s, %s", st.Count, plural(st.Count, "run", "runs"), builtins.FormatBytes(st.Bytes))
+	if n := e.IndexBuilt(); n > 0 {
+		size += fmt.Sprintf(" (its index by time and state was built now from %d %s: the store was written before it)", n, plural(n, "record", "records"))
+	}
+	if retention <= 0 {
+		fmt.Fprintf(ios.Err, "starplan serve: audit log %s; every run is kept (--retention 90d would prune settled runs older than 90 days)\n", size)
+		return nil
+	}
+	fmt.Fprintf(ios.Err, "starplan serve: audit log %s; settled runs older than %s are pruned now and hourly (--retention; removed %d, %s)\n",
+		size, server.FormatRetention(retention), rep.Removed, builtins.FormatBytes(rep.Bytes))
+	return nil
 }

@@ -252,3 +252,41 @@ func TestServeRefusesAShortTokenAndAnAddressItCannotUse(t *testing.T) {
 	assert.Equal(t, ExitUsage, o.code, o.err)
 	assert.Contains(t, o.err, "Try: pass --listen")
 }
+
+// serve says at its start how big the audit log is and how long it keeps runs; --retention
+// prunes the settled runs older than it there (and hourly), never the pending ones.
+func TestServeRetention(t *testing.T) {
+	s := newSession(t)
+	_, pending := s.oldRuns(40)
+	o := s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1") // stops after the start's lines
+	assert.Contains(t, o.err, "starplan serve: audit log 2 runs,")
+	assert.Contains(t, o.err, "every run is kept (--retention 90d would prune settled runs older than 90 days)")
+
+	o = s.run(false, "", "serve", "--in-process", "--retention", "soon")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "Try: give --retention 0 to keep every run")
+
+	o = s.run(false, "", "serve", "--in-process", "--retention", "30d", "--listen", "256.0.0.1:1")
+	assert.Regexp(t, `starplan serve: audit log 1 run, [0-9.]+ [KMG]?i?B; settled runs older than 30d are pruned now and hourly \(--retention; removed 1, [0-9.]+ [KMG]?i?B\)`, o.err)
+	var runs []engine.RunSummary
+	require.NoError(t, json.Unmarshal([]byte(s.run(false, "", "runs").out), &runs))
+	require.Len(t, runs, 1)
+	assert.Equal(t, pending, runs[0].ID)
+}
+
+// A store written before the audit log's index gets one when serve opens it, and serve says so.
+func TestServeSaysItBuiltTheRunIndex(t *testing.T) {
+	s := newSession(t)
+	require.NoError(t, os.MkdirAll(s.dir, 0o755))
+	st, err := store.Open(s.dir, store.Options{})
+	require.NoError(t, err)
+	// A record as a starplan before the index wrote it: no entry.
+	require.NoError(t, st.PutSysDocs(context.Background(), store.SysDoc{Collection: engine.AuditCollection, ID: "r_old",
+		Value: map[string]any{"run_id": "r_old", "time": "2026-01-02T03:04:05Z", "outcome": "ok"}}))
+	require.NoError(t, st.Close())
+	o := s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1")
+	assert.Contains(t, o.err, "audit log 1 run, ")
+	assert.Contains(t, o.err, "its index by time and state was built now from 1 record")
+	o = s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1")
+	assert.NotContains(t, o.err, "built now", "once")
+}

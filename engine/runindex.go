@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// The audit log's index.
+//
+// Every record is written with its entry in the store's index of the "runs" collection
+// (store.SysIndex): ordered by the run's time, grouped by its state. The entry is computed by
+// recordIndex from the record and whether a reviewer rejected it, and written in the same
+// transaction as the record (the audit log's batches, an apply, a rejection, which rewrites the
+// record with its decision), so the index cannot drift from the records; the store keeps the
+// count and bytes of each state with it. Listing the newest N runs, or the pending ones, reads
+// N entries and N records (ListRuns), whatever the size of the log.
+//
+// A store written before the index, or by a starplan that does not know it, has none that is
+// current: New builds it from every record and decision (once, in one transaction; Engine.
+// IndexBuilt says how many records it read).
+
+// stateUnreadable is the index group of a record that did not decode when the index was built
+// (a damaged record of an older store): it is listed apart, by id (UnreadableError).
+const stateUnreadable = "unreadable"
+
+// recordIndex is the record's entry in the audit log's index.
+func recordIndex(r *RunRecord, rejected bool) *store.SysIndex {
+	return &store.SysIndex{Order: orderKey(r.Time), Group: stateOf(r.Applied, rejected, r.Pending, r.Outcome)}
+}
+
+// orderKey is a run's time as its index sorts it: UTC, fixed width.
+func orderKey(t time.Time) string { return t.UTC().Format("20060102T150405.000000000Z") }
+
+// recordDoc is the stored document of a record, with its index entry.
+func recordDoc(r *RunRecord, rejected bool) store.SysDoc {
+	return store.SysDoc{Collection: auditCollection, ID: r.ID, Value: r, Index: recordIndex(r, rejected)}
+}
+
+// ensureIndex builds the audit log's index when the store has none that is current. The caller
+// holds applyMu, or no other goroutine uses the engine yet.
+func (e *Engine) ensureIndex(ctx context.Context) error {
+	ready, err := e.st.SysIndexReady(auditCollection)
+	if err != nil || ready {
+		return err
+	}
+	decisions, err := e.Decisions()
+	if err != nil {
+		return err
+	}
+	n, err := e.st.RebuildSysIndex(ctx, auditCollection, func(doc store.SysRecord) (store.SysIndex, error) {
+		var r struct {
+			Time    time.Time `json:"time"`
+			Applied bool      `json:"applied"`
+			Pending bool      `json:"pending"`
+			Outcome Outcome   `json:"outcome"`
+		}
+		if err := json.Unmarshal(doc.JSON, &r); err != nil {
+			return store.SysIndex{Group: stateUnreadable}, nil
+		}
+		return store.SysIndex{Order: orderKey(r.Time), Group: stateOf(r.Applied, decisions[doc.ID] != nil, r.Pending, r.Outcome)}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("building the audit log's index: %w", err)
+	}
+	e.indexBuilt = n
+	return nil
+}
+
+// IndexBuilt is how many records New read to build the audit log's index, which a store written
+// before it (or by an older starplan) lacks; 0 when the index was current.
+func (e *Engine) IndexBuilt() int { return e.indexBuilt }
+
+// ListOptions say which runs ListRuns lists.
+type ListOptions struct {
+	// State keeps to the runs in this state (StatePending, ...); "" lists every run.
+	State string
+	// Limit is the most runs of the page; 0 lists every run left.
+	Limit int
+	// Cursor continues a listing after the page whose RunPage.NextCursor it is; "" starts at the
+	// newest run.
+	Cursor string
+	// Since keeps to the runs at or after this time; zero for all.
+	Since time.Time
+}
+
+// RunPage is a page of the audit log, newest first, with the log's counts.
+type RunPage struct {
+	Runs []RunSummary `json:"runs"`
+	// NextCursor lists the next page (ListOptions.Cursor); empty on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+	// Count is how many runs the log holds, in every state.
+	Count int `json:"count"`
+	// Bytes is the stored size of every record of the log (their JSON).
+	Bytes int64 `json:"bytes"`
+	// States counts the runs of each state (the log's own counts, kept with every write).
+	States map[string]int `json:"states"`
+}
+
+// CursorError is a cursor that is not one ListRuns gave.
+type CursorError struct{ Cursor string }
+
+func (e *CursorError) Error() string {
+	c := e.Cursor
+	if len(c) > 40 {
+		c = c[:40] + "…"
+	}
+	return fmt.Sprintf("cursor %q is not one a listing of runs gave", c)
+}
+
+// Hint says what to do about it.
+func (e *CursorError) Hint() string {
+	return "pass the next_cursor of the previous page as it was, or leave the cursor out to start at the newest run"
+}
+
+const cursorPrefix = "c1."
+
+func encodeCursor(key string) string {
+	return cursorPrefix + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+func decodeCursor(c string) (string, error) {
+	rest, ok := strings.CutPrefix(c, cursorPrefix)
+	if !ok {
+		return "", &CursorError{c}
+	}
+	key, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || !strings.Contains(string(key), "\x00") {
+		return "", &CursorError{c}
+	}
+	return string(key), nil
+}
+
+// ListRuns lists a page of the audit log, newest first (runs of the same time by id, last
+// first), through its index: a page of N runs reads N+1 index entries and N records, whatever
+// the size of the log (the entries of runs in other states, or after Since, are not read when
+// State or Since is given). Records that do not decode are left out and named by an
+// *UnreadableError, returned with the page; a bad cursor is a *CursorError.
+func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	after := ""
+	if opts.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(opts.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	page, stats, err := e.logStats()
+	if err != nil {
+		return nil, err
+	}
+	var unreadable *UnreadableError
+	since := ""
+	if !opts.Since.IsZero() {
+		since = orderKey(opts.Since)
+	}
+	taken := 0
+	var last string
+	entries, err := e.st.ScanSys(auditCollection, store.SysScan{Group: opts.State, After: after, Reverse: true,
+		Next: func(en store.SysEntry) (take, more bool) {
+			switch {
+			case en.Order < since:
+				return false, false
+			case en.Group == stateUnreadable:
+				return false, true
+			case opts.Limit > 0 && taken == opts.Limit:
+				page.NextCursor = encodeCursor(last)
+				return false, false
+			}
+			taken++
+			last = en.Cursor
+			return true, true
+		}})
+	if err != nil {
+		return nil, err
+	}
+	for _, en := range entries {
+		s, err := e.decodeSummary(en.JSON)
+		if err != nil {
+			if unreadable == nil {
+				unreadable = &UnreadableError{Err: err}
+			}
+			unreadable.IDs = append(unreadable.IDs, en.ID)
+			continue
+		}
+		s.State, s.Bytes = en.Group, len(en.JSON)
+		page.Runs = append(page.Runs, s)
+	}
+	if stats[stateUnreadable].Count > 0 && opts.Cursor == "" {
+		// Named on the first page only, so that paging names each once.
+		if _, err := e.st.ScanSys(auditCollection, store.SysScan{Group: stateUnreadable, Next: func(en store.SysEntry) (bool, bool) {
+			if unreadable == nil {
+				unreadable = &UnreadableError{Err: errors.New("it did not decode when the audit log's index was built")}
+			}
+			unreadable.IDs = append(unreadable.IDs, en.ID)
+			return false, true
+		}}); err != nil {
+			return nil, err
+		}
+	}
+	if unreadable != nil {
+		var err error
+		for _, id := range unreadable.IDs { // why the first does not decode, in its own words
+			if _, err = e.Record(id); err != nil {
+				break
+			}
+		}
+		var ue *UnreadableError
+		if errors.As(err, &ue) {
+			unreadable.Err = ue.Err
+		}
+		return page, unreadable
+	}
+	return page, nil
+}
+
+// SetRetention records how long the audit log keeps settled runs where a server prunes them
+// (server.Options.Retention), for those who describe the store; 0 keeps them forever. The
+// engine itself prunes only when asked (Prune).
+func (e *Engine) SetRetention(d time.Duration) { e.retention.Store(int64(max(d, 0))) }
+
+// Retention is what SetRetention recorded: 0 when nothing prunes the log.
+func (e *Engine) Retention() time.Duration { return time.Duration(e.retention.Load()) }
+
+// RunStats returns the audit log's counts (a RunPage without runs), as its index keeps them:
+// nothing is counted, no record is read.
+func (e *Engine) RunStats() (*RunPage, error) {
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	page, _, err := e.logStats()
+	return page, err
+}
+
+// logStats returns an empty page with the log's counts, and the index's counts per group.
+func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
+	stats, err := e.st.SysStats(auditCollection)
+	if errors.Is(err, store.ErrNoSysIndex) {
+		// Made stale while open (another starplan wrote the store through this one's lock?):
+		// build it again, under the apply lock, as New does.
+		e.applyMu.Lock()
+		err = e.ensureIndex(context.Background())
+		e.applyMu.Unlock()
+		if err == nil {
+			stats, err = e.st.SysStats(auditCollection)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	page := &RunPage{Runs: []RunSummary{}, States: map[string]int{}}
+	for state, g := range stats {
+		page.Count += g.Count
+		page.Bytes += g.Bytes
+		if state != stateUnreadable {
+			page.States[state] = g.Count
+		}
+	}
+	return page, stats, nil
+}
+
+// decodeSummary decodes what a RunSummary shows of a stored record (not its state or size):
+// the fields it needs, not the rest.
+func (e *Engine) decodeSummary(raw []byte) (RunSummary, error) {
+	e.decodes.Add(1)
+	var r struct {
+		ID          string          `json:"run_id"`
+		OldID       string          `json:"id"`
+		Time        time.Time       `json:"time"`
+		Origin      string          `json:"origin"`
+		Request     string          `json:"request"`
+		Outcome     Outcome         `json:"outcome"`
+		Status      string          `json:"status"`
+		ChangedRows int             `json:"changed_rows"`
+		Changes     json.RawMessage `json:"changes"`
+		Pending     bool            `json:"pending"`
+		Applied     bool            `json:"applied"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return RunSummary{}, err
+	}
+	if r.ID == "" {
+		r.ID = r.OldID // written before run_id was the one name of a run's id
+	}
+	if r.ChangedRows == 0 && len(r.Changes) > len("null") { // records before changed_rows lack it
+		var cs table.ChangeSet
+		if err := json.Unmarshal(r.Changes, &cs); err != nil {
+			return RunSummary{}, err
+		}
+		r.ChangedRows = cs.Rows()
+	}
+	return RunSummary{ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
+		Status: r.Status, ChangedRows: r.ChangedRows, Pending: r.Pending, Applied: r.Applied}, nil
+}
