@@ -123,15 +123,28 @@ func (s *Store) sysIndexReadyLocked(tx *bbolt.Tx, coll string, create bool) (boo
 	if ready, ok := s.sysIdx.ready[coll]; ok {
 		return ready, nil
 	}
-	if !create && sysIndexOf(tx, coll) == nil {
+	b := sysIndexOf(tx, coll)
+	if !create && b == nil {
 		return false, nil // a collection without an index (most): no need to read the record
+	}
+	if b != nil && s.sysIdxCurrent[coll] {
+		// Found current by an earlier group or read of this process, which alone writes the
+		// file: every write since kept it (or forgot this), and a group rolled back changed
+		// nothing. No read and decode of the record, definition and all, per write.
+		s.sysIdx.ready[coll] = true
+		return true, nil
 	}
 	var m metaRecord
 	if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
 		return false, err
 	}
-	b := sysIndexOf(tx, coll)
 	ready := sysIndexCurrent(b, &m, coll)
+	if ready {
+		if s.sysIdxCurrent == nil {
+			s.sysIdxCurrent = map[string]bool{}
+		}
+		s.sysIdxCurrent[coll] = true
+	}
 	if !ready && b == nil {
 		if !create || m.Digests[coll] != (collDigest{}) || collectionHasDocs(tx, coll) {
 			return false, nil // decided again by a later write that gives an entry
