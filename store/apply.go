@@ -251,7 +251,8 @@ type Verify func(changes table.ChangeSet, committed Committed) error
 // it reads, and under the write lock everything is checked again. The changes' rows at the
 // versions verify saw make the same change set (a version is the commit that wrote the row), and
 // a table verify read at the same version reads the same; if one of those tables moved
-// meanwhile, verify runs again under the write lock, as it would have with nothing between.
+// meanwhile, verify runs again under the write lock, as it would have with nothing between,
+// whether it passed or refused (its reads may have straddled a commit).
 func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, extra ...SysDoc) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -261,9 +262,10 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 		return err
 	}
 	var seen *versionedReader
+	var verr error // verify's answer outside the lock, which stands unless what it read moved
 	if verify != nil {
-		if seen, err = s.verifyUnlocked(ops, reads, verify); err != nil {
-			return err
+		if seen, verr = s.verifyUnlocked(ops, reads, verify); seen == nil {
+			return verr // the changes themselves conflict
 		}
 	}
 	s.mu.Lock()
@@ -272,16 +274,19 @@ func (s *Store) ApplyPending(ctx context.Context, p *Pending, verify Verify, ext
 		return err
 	}
 	if verify != nil && seen.moved() {
-		if err := verify(s.changeSetLocked(ops), lockedReader{s}); err != nil {
-			return err
-		}
+		// A refusal too: reads of two tables that straddled a commit saw a state the store
+		// never held.
+		verr = verify(s.changeSetLocked(ops), lockedReader{s})
+	}
+	if verr != nil {
+		return verr
 	}
 	return s.commitLocked(ops, extra)
 }
 
 // verifyUnlocked checks the changes and makes their change set under the read lock, then runs
-// verify on it with no lock held; the reader it returns knows which tables verify read, at which
-// versions.
+// verify on it with no lock held. It returns the reader, which knows which tables verify read
+// at which versions, with verify's error; no reader when the changes conflict.
 func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify Verify) (*versionedReader, error) {
 	s.mu.RLock()
 	if err := s.validateLocked(ops, reads); err != nil {
@@ -291,10 +296,7 @@ func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify Verify) (*ver
 	cs := s.changeSetLocked(ops)
 	s.mu.RUnlock()
 	r := &versionedReader{s: s, vers: map[string]int64{}}
-	if err := verify(cs, r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r, verify(cs, r)
 }
 
 // validateLocked reads the committed rows ops replace and checks that nothing p changed or read

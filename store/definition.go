@@ -128,11 +128,29 @@ func (s *Store) seedRows() (map[string][]table.Row, error) {
 	case s.domain.Seed != nil:
 		return s.domain.Seed, nil
 	}
-	// The built-in demo data fits any store whose tables are the built-in inventory's.
-	if inv := Inventory(); s.domain.Name == inv.Name && (s.definition == nil || s.definition[DomainFile] == inv.Definition[DomainFile]) {
+	// The built-in demo data serves a store of the inventory domain made before stores kept
+	// their seed, when every row of it fits the store's own tables (their docs and indexes may
+	// be an older starplan's).
+	if inv := Inventory(); s.domain.Name == inv.Name && s.fits(inv.Seed) {
 		return inv.Seed, nil
 	}
 	return nil, ErrNoSeed
+}
+
+// fits reports whether every row of seed is a valid row of the store's table of its name.
+func (s *Store) fits(seed map[string][]table.Row) bool {
+	for name, rows := range seed {
+		sc := s.schemas[name]
+		if sc == nil {
+			return false
+		}
+		for _, r := range rows {
+			if _, err := sc.validate(maps.Clone(r)); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // SeedWords names a domain's seed of n rows for a person: "the inventory demo data (7 rows)"

@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -218,4 +220,43 @@ func TestADamagedKeptSeedIsReported(t *testing.T) {
 	rep := checkOf(t, s.Dir(), CheckOptions{})
 	require.NotEmpty(t, problemsOf(rep, CheckSystem), "%v", rep.Problems)
 	assert.Contains(t, problemsOf(rep, CheckSystem)[0], "quantity_in_stock")
+}
+
+// A store of the inventory domain made before stores kept their seed, by a starplan whose
+// domain.json differed in docs or indexes (the "indexes" came later), reseeds with the demo
+// data: its rows fit the store's tables. Where they do not fit, the reseed is refused.
+func TestAnOldInventoryStoreReseedsWhenTheDemoDataFitsItsTables(t *testing.T) {
+	inv := Inventory()
+	def := maps.Clone(inv.Definition)
+	old := strings.Replace(def[DomainFile], `"indexes": ["name"],`, "", 1)
+	require.NotEqual(t, def[DomainFile], old)
+	def[DomainFile] = old
+	d, err := DomainFromDefinition(def)
+	require.NoError(t, err)
+	require.Nil(t, d.Seed, "no seed: the store keeps none, as one made before kept seeds")
+
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s = openAt(t, dir) // as the CLI opens it: by its recorded definition
+	err = s.Seed(bg, true)
+	require.NoError(t, err, "the built-in demo data fits this store's tables")
+	n, err := s.SeedRows()
+	require.NoError(t, err)
+	assert.Equal(t, 6, n["inventory"])
+}
+
+func TestAnOldInventoryStoreWhoseTablesDifferIsNotReseeded(t *testing.T) {
+	def := maps.Clone(Inventory().Definition)
+	def[DomainFile] = strings.Replace(def[DomainFile], `"quantity_in_stock"`, `"stock"`, 1)
+	d, err := DomainFromDefinition(def)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Domain: d})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s = openAt(t, dir)
+	assert.ErrorIs(t, s.Seed(bg, true), ErrNoSeed)
 }

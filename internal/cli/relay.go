@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/engine"
 )
 
@@ -49,7 +51,8 @@ const (
 
 	maxFrame = 1 << 20 // the largest frame either side accepts, in bytes
 	// maxStdinBacklog is how much of the client's standard input the server holds before the
-	// command reads it; a client sending more waits. exec - reads at most maxSource.
+	// command reads it; more is dropped, and a command that reads on is told so (exec - reads at
+	// most maxSource). The connection is read on regardless, so the client's end is noticed.
 	maxStdinBacklog = maxSource + maxFrame
 	// relayVersion changes when the protocol does; a server answers another with an error.
 	relayVersion = 2
@@ -150,6 +153,31 @@ func (f frameWriter) Write(p []byte) (int, error) {
 		done += n
 	}
 	return len(p), nil
+}
+
+// stallWriter writes to a client's connection, giving each write idle to go through: a client
+// that stops reading (a forgotten pipe, a suspended terminal) ends its command, which fail
+// cancels, instead of holding a command slot for good.
+type stallWriter struct {
+	conn   net.Conn
+	idle   time.Duration
+	fail   func()
+	broken atomic.Pointer[error] // the first failed write's error: every later write fails at once
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if err := w.broken.Load(); err != nil {
+		return 0, *err
+	}
+	if w.idle > 0 {
+		w.conn.SetWriteDeadline(time.Now().Add(w.idle))
+	}
+	n, err := w.conn.Write(p)
+	if err != nil {
+		w.broken.CompareAndSwap(nil, &err)
+		w.fail()
+	}
+	return n, err
 }
 
 // relayCommand runs the command through the server on its store, if one answers on the store's
@@ -271,20 +299,21 @@ type relayServer struct {
 	maxClients   int
 	maxPending   int
 	helloTimeout time.Duration
-	idleInput    time.Duration
+	idle         time.Duration
 }
 
 // The bounds of a relay server: commands run at once (the next client is told the server is
 // busy, at once), connections that have not said what they want yet (more are closed as they
-// come) and how long they may take to, how long a command may wait for its client's input
-// (a forgotten `exec -` or `[y/N]`) before that input ends, and how long a stopping server waits
+// come) and how long they may take to, how long a command may wait on its client (for input, a
+// forgotten `exec -` or `[y/N]`, before that input ends; to take output, a client that stopped
+// reading, before the command is ended), and how long a stopping server waits
 // for the commands it ended to say so to their clients. relayAnswerTimeout is how long a client
 // waits for the server's first answer.
 const (
 	maxRelayClients    = 64
 	maxRelayPending    = 256
 	helloTimeout       = 10 * time.Second
-	relayIdleInput     = 10 * time.Minute
+	relayIdle          = 10 * time.Minute
 	relayEndWait       = 2 * time.Second
 	relayAnswerTimeout = 10 * time.Second
 )
@@ -305,7 +334,7 @@ func listenRelay(dir string, eng *engine.Engine) (*relayServer, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &relayServer{host: &host{eng: eng}, ln: ln, path: path, ctx: ctx, stop: stop, conns: map[net.Conn]*stdinBuffer{},
-		maxClients: maxRelayClients, maxPending: maxRelayPending, helloTimeout: helloTimeout, idleInput: relayIdleInput}, nil
+		maxClients: maxRelayClients, maxPending: maxRelayPending, helloTimeout: helloTimeout, idle: relayIdle}, nil
 }
 
 // serve accepts clients until close. A failed accept (a descriptor flood's EMFILE) is waited
@@ -436,15 +465,18 @@ const hostGrace = 2 * time.Second
 func (s *relayServer) run(conn net.Conn) {
 	helloDone := sync.OnceFunc(s.helloDone)
 	defer helloDone()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	client := &stallWriter{conn: conn, idle: s.idle, fail: cancel}
 	var wmu sync.Mutex
 	exit := func(code int) {
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], uint32(code))
 		wmu.Lock()
-		_ = writeFrame(conn, frameExit, b[:])
+		_ = writeFrame(client, frameExit, b[:])
 		wmu.Unlock()
 	}
-	stderr := frameWriter{mu: &wmu, w: conn, typ: frameStderr}
+	stderr := frameWriter{mu: &wmu, w: client, typ: frameStderr}
 	if err := samePeer(conn); err != nil {
 		fmt.Fprintf(stderr, "Error: %s\n", err)
 		exit(ExitUsage)
@@ -485,15 +517,13 @@ func (s *relayServer) run(conn net.Conn) {
 		return
 	}
 	wmu.Lock()
-	err = writeFrame(conn, frameAck, nil)
+	err = writeFrame(client, frameAck, nil)
 	wmu.Unlock()
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
 	in := newStdinBuffer()
-	in.idle = s.idleInput
+	in.idle = s.idle
 	defer in.close(io.EOF) // the command is over: a reader waiting to add input gives up
 	s.mu.Lock()
 	s.conns[conn] = in
@@ -517,7 +547,7 @@ func (s *relayServer) run(conn net.Conn) {
 		}
 	}()
 	ios := IOStreams{
-		In: in, Out: frameWriter{mu: &wmu, w: conn, typ: frameStdout}, Err: stderr,
+		In: in, Out: frameWriter{mu: &wmu, w: client, typ: frameStdout}, Err: stderr,
 		OutTTY: hello.OutTTY, InTTY: hello.InTTY, ErrTTY: hello.ErrTTY, Width: hello.Width,
 		Getenv: func(k string) string { return hello.Env[k] },
 		Dir:    hello.Dir,
@@ -535,6 +565,8 @@ type stdinBuffer struct {
 	// idle is how long a Read waits for input before the input ends with an *idleInputError
 	// (0: for good).
 	idle time.Duration
+	// overflow: input was dropped (see add); a Read past what was kept fails.
+	overflow bool
 }
 
 // idleInputError ends a relayed command's input that its client left waiting.
@@ -550,22 +582,27 @@ func newStdinBuffer() *stdinBuffer {
 	return b
 }
 
-// add appends input, waiting while the command has maxStdinBacklog bytes it has not read (so a
-// client that sends more than a command reads is slowed down, never cut off); false once the
-// input is closed.
+// add appends input, or drops it (for good) once the command has maxStdinBacklog bytes it has
+// not read: a command that reads on gets errInputTooLarge after what was kept. It never waits,
+// so the connection is read on and the client's end noticed. False once the input is closed.
 func (b *stdinBuffer) add(p []byte) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.buf) >= maxStdinBacklog && b.err == nil {
-		b.cond.Wait()
-	}
 	if b.err != nil {
 		return false
+	}
+	if b.overflow || len(b.buf)+len(p) > maxStdinBacklog {
+		b.overflow = true
+		return true
 	}
 	b.buf = append(b.buf, p...)
 	b.cond.Broadcast()
 	return true
 }
+
+// errInputTooLarge is what a command reads after the input a relay kept for it, when its client
+// sent more than maxStdinBacklog bytes it had not read.
+var errInputTooLarge = fmt.Errorf("the input is larger than the %s a command run through the server may be sent", builtins.FormatBytes(maxStdinBacklog))
 
 func (b *stdinBuffer) close(err error) {
 	b.mu.Lock()
@@ -579,6 +616,9 @@ func (b *stdinBuffer) close(err error) {
 func (b *stdinBuffer) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.buf) == 0 && b.overflow {
+		return 0, errInputTooLarge
+	}
 	if len(b.buf) == 0 && b.err == nil && b.idle > 0 {
 		timedOut := false
 		t := time.AfterFunc(b.idle, func() {

@@ -449,7 +449,7 @@ func TestRelaySilentConnectionsHoldNoSlot(t *testing.T) {
 
 // A command waiting for input its client never sends gives up after the idle bound.
 func TestRelayIdleInputEnds(t *testing.T) {
-	r := relayOn(t, func(r *relayServer) { r.idleInput = 20 * time.Millisecond })
+	r := relayOn(t, func(r *relayServer) { r.idle = 20 * time.Millisecond })
 	conn := helloOn(t, r, "exec", "-")
 	code, stderr := exitOf(t, conn)
 	assert.Equal(t, ExitInternal, code, stderr)
