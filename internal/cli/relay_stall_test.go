@@ -9,47 +9,31 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
 )
 
 // relayOnBig is relayOn over a store whose inventory holds n more rows, so that a dump is far
 // larger than a socket's buffers.
 func relayOnBig(t *testing.T, n int, lower func(r *relayServer)) *relayServer {
-	base, err := os.MkdirTemp("", "sp")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	st, err := store.Open(filepath.Join(base, "store"), store.Options{})
-	require.NoError(t, err)
-	var b bytes.Buffer
-	b.WriteString("[")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
+	return relayOnStore(t, func(st *store.Store) {
+		var b bytes.Buffer
+		b.WriteString("[")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"item_id":"ZZ%06d","name":"n%d","description":"%0200d","quantity_in_stock":1,"price":1.5}`, i, i, i)
 		}
-		fmt.Fprintf(&b, `{"item_id":"ZZ%06d","name":"n%d","description":"%0200d","quantity_in_stock":1,"price":1.5}`, i, i, i)
-	}
-	b.WriteString("]")
-	_, err = st.Import(context.Background(), "inventory", &b, store.JSON, store.Upsert)
-	require.NoError(t, err)
-	e, err := engine.New(st, engine.Options{})
-	require.NoError(t, err)
-	r, err := listenRelay(st.Dir(), e)
-	require.NoError(t, err)
-	if lower != nil {
-		lower(r)
-	}
-	go r.serve()
-	t.Cleanup(func() { r.close(0); e.Close(); st.Close() })
-	return r
+		b.WriteString("]")
+		_, err := st.Import(context.Background(), "inventory", &b, store.JSON, store.Upsert)
+		require.NoError(t, err)
+	}, lower)
 }
 
 // A client that starts a command with a large output and then never reads once held its slot

@@ -320,11 +320,19 @@ func TestApprovalGoesThroughAServerThatStartedMeanwhile(t *testing.T) {
 // relayOn is a relay server over an engine of a fresh store in a short directory, with its
 // bounds set by lower (nil: the defaults) before it serves.
 func relayOn(t *testing.T, lower func(r *relayServer)) *relayServer {
+	return relayOnStore(t, nil, lower)
+}
+
+// relayOnStore is relayOn with the store filled by fill (nil: the demo data alone) first.
+func relayOnStore(t *testing.T, fill func(st *store.Store), lower func(r *relayServer)) *relayServer {
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
 	st, err := store.Open(filepath.Join(base, "store"), store.Options{})
 	require.NoError(t, err)
+	if fill != nil {
+		fill(st)
+	}
 	e, err := engine.New(st, engine.Options{})
 	require.NoError(t, err)
 	r, err := listenRelay(st.Dir(), e)
