@@ -322,8 +322,9 @@ func TestAStalledRequestIsClosedAfterSilentConnectionsLongestStalledFirst(t *tes
 	assert.False(t, isClosed(l, later), "the request that started arriving last is kept")
 }
 
-// An Accept waiting for the server to read a connection ends when the listener closes.
-func TestClosingTheListenerEndsAnAcceptWaitingForRoom(t *testing.T) {
+// A connection waiting for the server to read another (Accept waits for room) is closed, and
+// Accept ends, when the listener closes.
+func TestAConnectionWaitingForRoomIsClosedWithTheListener(t *testing.T) {
 	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
 	pipeConn(t, l) // unread: the next admit waits
 	ln := &limitedListener{Listener: closedListener{}, l: l}
