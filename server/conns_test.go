@@ -183,3 +183,167 @@ func TestConnectionsBeyondMaxConnsAreRefused(t *testing.T) {
 		h.CloseIdleConnections()
 	}
 }
+
+// On a loopback server every local client shares 127.0.0.1, so the per-address bound does not
+// apply there: a local stranger's connections, as many as MaxUnauthConnsPerAddr and more, do not
+// close the token holder's connection that has not yet sent its request. (Before, the 33rd
+// connection from 127.0.0.1 closed the token holder's, the oldest, and a stranger who kept the
+// accept queue full locked the token holder out.)
+func TestLocalStrangersConnectionsDoNotCloseTheTokenHoldersBeforeItsRequest(t *testing.T) {
+	f := newFixture(t, Options{})
+	addr := serveLimited(t, f)
+
+	holder, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer holder.Close()
+	require.Eventually(t, func() bool {
+		f.srv.conns.mu.Lock()
+		defer f.srv.conns.mu.Unlock()
+		return f.srv.conns.unauth.Len() == 1
+	}, 10*time.Second, time.Millisecond, "the token holder's connection is admitted")
+
+	for range DefaultMaxUnauthConnsPerAddr {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+	}
+	require.Eventually(t, func() bool {
+		f.srv.conns.mu.Lock()
+		defer f.srv.conns.mu.Unlock()
+		return f.srv.conns.unauth.Len() == DefaultMaxUnauthConnsPerAddr+1
+	}, 10*time.Second, time.Millisecond, "the strangers' connections are admitted, and none was closed for them")
+
+	// Now the token holder's request arrives on its connection.
+	_, err = io.WriteString(holder, "GET /v1/runs?limit=1 HTTP/1.1\r\nHost: "+addr+"\r\nAuthorization: Bearer "+testToken+"\r\n\r\n")
+	require.NoError(t, err)
+	require.NoError(t, holder.SetReadDeadline(time.Now().Add(time.Minute)))
+	resp, err := http.ReadResponse(bufio.NewReader(holder), nil)
+	require.NoError(t, err, "the token holder's connection was closed to make room for strangers'")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// pipeConn admits one end of a pipe to l, as a connection from one remote address (not loopback),
+// and returns it with the client's end.
+func pipeConn(t *testing.T, l *connLimiter) (*limitedConn, net.Conn) {
+	t.Helper()
+	server, client := net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close() })
+	c := l.admit(server, nil)
+	require.NotNil(t, c)
+	return c, client
+}
+
+// serve reads c as the server's goroutine does, until it is closed.
+func serve(c *limitedConn) {
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// untilState waits until the server's reading brought c to state s.
+func untilState(t *testing.T, l *connLimiter, c *limitedConn, s readState) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return c.state == s
+	}, time.Minute, time.Millisecond)
+}
+
+func isClosed(l *connLimiter, c *limitedConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.done
+}
+
+// A connection the server has not read from yet may hold the token holder's request in its
+// socket: new connections never close it to make room, however many arrive. They close one the
+// server found silent instead, and while only unread ones stand in the way, the next is admitted
+// once the server has read from one of them.
+func TestAConnectionNotYetReadIsNotClosedToMakeRoom(t *testing.T) {
+	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 2, MaxUnauthConnsPerAddr: 2})
+	holder, _ := pipeConn(t, l) // accepted; its goroutine has not read yet
+	stranger, _ := pipeConn(t, l)
+	serve(stranger)
+	untilState(t, l, stranger, silent)
+
+	third, _ := pipeConn(t, l)
+	assert.True(t, isClosed(l, stranger), "the silent stranger made room")
+	assert.False(t, isClosed(l, holder), "the unread connection, older, is kept")
+
+	// Both held connections are unread now: the next waits for the server to read one.
+	server, client := net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close() })
+	admitted := make(chan *limitedConn, 1)
+	go func() { admitted <- l.admit(server, nil) }()
+	serve(third)
+	fourth := <-admitted
+	require.NotNil(t, fourth)
+	assert.True(t, isClosed(l, third), "the one the server found silent made room")
+	assert.False(t, isClosed(l, holder))
+	l.mu.Lock()
+	assert.Equal(t, 2, l.unauth.Len())
+	assert.Equal(t, 2, l.evicted)
+	l.mu.Unlock()
+}
+
+// A stranger who sends a byte and stalls, as if a request were arriving, is closed after the
+// silent connections, and before a connection whose request started arriving after his: the
+// longest stalled goes first (and HeaderTimeout ends it anyway).
+func TestAStalledRequestIsClosedAfterSilentConnectionsLongestStalledFirst(t *testing.T) {
+	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 3, MaxUnauthConnsPerAddr: 3})
+	later, laterClient := pipeConn(t, l) // arrives first, starts its request last
+	staller, stallerClient := pipeConn(t, l)
+	serve(staller)
+	_, err := stallerClient.Write([]byte("G"))
+	require.NoError(t, err)
+	untilState(t, l, staller, started)
+	quiet, _ := pipeConn(t, l)
+	serve(quiet)
+	untilState(t, l, quiet, silent)
+	serve(later)
+	_, err = laterClient.Write([]byte("GET / HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	untilState(t, l, later, started)
+
+	pipeConn(t, l)
+	assert.True(t, isClosed(l, quiet), "the silent one goes first")
+	assert.False(t, isClosed(l, staller))
+	assert.False(t, isClosed(l, later))
+
+	pipeConn(t, l)
+	assert.True(t, isClosed(l, staller), "then the one stalled longest")
+	assert.False(t, isClosed(l, later), "the request that started arriving last is kept")
+}
+
+// A connection waiting for the server to read another (Accept waits for room) is closed, and
+// Accept ends, when the listener closes.
+func TestAConnectionWaitingForRoomIsClosedWithTheListener(t *testing.T) {
+	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
+	pipeConn(t, l) // unread: the next admit waits
+	ln := &limitedListener{Listener: closedListener{}, l: l}
+	server, client := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	admitted := make(chan *limitedConn, 1)
+	go func() { admitted <- l.admit(server, ln) }()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.waiting == 1
+	}, time.Minute, time.Millisecond, "the admit waits for room")
+	require.NoError(t, ln.Close())
+	assert.Nil(t, <-admitted)
+	_, err := client.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the waiting connection is closed")
+}
+
+// closedListener is a listener with nothing to accept.
+type closedListener struct{ net.Listener }
+
+func (closedListener) Close() error { return nil }
