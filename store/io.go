@@ -1283,8 +1283,9 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 	return nil
 }
 
-// csvValue converts a cell to the field's kind where it parses; a cell that does not parse is
-// passed on as a string so that validation names the value and the rule. An empty cell is no
+// csvValue converts a cell to the field's kind where it parses; a cell that is no number (or no
+// bool) for a number (bool) field is refused with the field's own rule, here, where the caller
+// knows the cell's column. Every other rule is validation's. An empty cell is no
 // value (None) for every type: CSV has no null, and Export writes None as an empty cell. White
 // space around a number, a bool or a nested value is ignored, as around a header's names.
 //
@@ -1301,10 +1302,21 @@ func csvValue(f *field, cell string) (v any, rule string) {
 	c := strings.TrimSpace(cell)
 	switch f.Type {
 	case table.TypeInt, table.TypeFloat:
-		return csvNumber(c, f.Type == table.TypeFloat)
+		v, rule := csvNumber(c, f.Type == table.TypeFloat)
+		if _, text := v.(string); text {
+			// No number at all ("7x", "abc", "٣"): refused here with the field's own rule, as
+			// validation would refuse it, so that the error names the cell's column.
+			if _, rule = f.check(v); rule != "" {
+				return nil, rule
+			}
+		}
+		return v, rule
 	case table.TypeBool:
 		if b, err := strconv.ParseBool(c); err == nil {
 			return b, ""
+		}
+		if _, rule := f.check(c); rule != "" { // no bool: refused with the field's rule and the cell's column
+			return nil, rule
 		}
 	case table.TypeList, table.TypeObject:
 		// Export writes a nested value as JSON, so import reads it so: one JSON value, and
@@ -1337,7 +1349,7 @@ func csvValue(f *field, cell string) (v any, rule string) {
 // either to the field's kind, or says why not). Go's own syntaxes, which strconv accepts, are
 // refused with what to write instead: _ between digits, 0x/0o/0b prefixes, Inf and NaN, an
 // exponent for an int; so is a decimal comma or a thousands separator. Anything else is passed
-// on as text, for validation to say that the field must be a number.
+// on as text, for csvValue to refuse with the field's rule.
 func csvNumber(c string, float bool) (any, string) {
 	plain, ok := numberSyntax(c, float)
 	switch {

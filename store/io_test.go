@@ -158,7 +158,7 @@ func TestImportRejectsAndImportsNothing(t *testing.T) {
 			name:   "unparsable number",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,cheap\n",
-			want:   `import inventory: record 1, line 2: field "price" = "cheap" must be a number >= 0 and <= 1000000; nothing was imported`,
+			want:   `import inventory: record 1, line 2, column 11: field "price" = "cheap" must be a number >= 0 and <= 1000000; nothing was imported`,
 			record: 1, line: 2,
 		},
 		{
@@ -269,7 +269,7 @@ func TestImportReportsEveryBadRecord(t *testing.T) {
 	_, err := s.Import(bg, "inventory", strings.NewReader(data), CSV, Replace)
 	require.Error(t, err)
 	assert.Equal(t, `import inventory: 4 records are wrong; nothing was imported:
-  record 1, line 2: field "quantity_in_stock" = "x" must be an int >= 0 and <= 1000000000
+  record 1, line 2, column 9: field "quantity_in_stock" = "x" must be an int >= 0 and <= 1000000000
   record 2, line 3: 3 cells, but the header names 4 fields
   record 3, line 4: field "quantity_in_stock" is empty: it is required
   record 5, line 6: field "price" = -2 must be a number >= 0 and <= 1000000`, err.Error())
