@@ -998,8 +998,10 @@ func (c *lineCounter) rest(sc *schema, end int64, what string) error {
 		if i := jsonSpace(c.buf, 0); i < len(c.buf) {
 			c.forget(c.base + int64(i))
 			line, col := c.line, c.col+1
-			for len(c.buf) < 24 && len(c.buf) <= recordLimit && c.err == nil { // enough to show
-				if _, err := c.Read(p[:24-len(c.buf)]); err != nil {
+			// Enough to show, and a byte more, for clipText to know whether to mark a cut
+			// whatever sizes the reads came in.
+			for len(c.buf) <= 24 && len(c.buf) <= recordLimit && c.err == nil {
+				if _, err := c.Read(p[:25-len(c.buf)]); err != nil {
 					break
 				}
 			}
@@ -1029,10 +1031,38 @@ func (c *lineCounter) lineAt(off int64) int {
 	return c.line
 }
 
+// utf8BOM is the UTF-8 byte-order mark that spreadsheet programs and Windows tools write before
+// a text file; a CSV or JSON import skips it.
+var utf8BOM = []byte("\ufeff")
+
+// skipBOM returns r without the byte-order mark it starts with, and an error when it starts with
+// none: then the reader returned reads all of r's bytes, and its error.
+func skipBOM(r io.Reader) (io.Reader, error) {
+	var head [3]byte
+	n, err := io.ReadFull(r, head[:])
+	if n == len(head) && bytes.Equal(head[:], utf8BOM) {
+		return r, nil
+	}
+	rest := r
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		rest = strings.NewReader("")
+	case err != nil:
+		rest = errReader{err}
+	}
+	return io.MultiReader(bytes.NewReader(head[:n]), rest), errors.New("no byte-order mark")
+}
+
 // decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
 // (see jsonScan): from says where r starts, and r is already bounded by the import's context.
 func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
 	col := from.col
+	if !from.inArray && !from.ended && from.line == 1 && from.col == 0 { // the file's start
+		var err error
+		if r, err = skipBOM(r); err == nil {
+			col = len(utf8BOM) // the mark's bytes are the line's, for the columns of errors
+		}
+	}
 	if from.inArray { // r starts inside the array: the decoder sees its opening, and an element
 		prefix := "["
 		if from.record > 0 {

@@ -324,6 +324,31 @@ func TestFormatOf(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// A JSON file that starts with a UTF-8 byte-order mark (as Windows tools write it) is read, as a
+// CSV file with one is, by the scan and by encoding/json alike (FuzzReadJSONRecords holds them
+// together): no "invalid character 'ï'", a character the file does not hold. The mark's bytes
+// count in the columns of line 1, as they are the file's.
+func TestImportJSONSkipsByteOrderMark(t *testing.T) {
+	s := openTemp(t)
+	row := `{"item_id": "SG601", "name": "N", "quantity_in_stock": 1, "price": 2.5}`
+	for _, data := range []string{"\ufeff[" + row + "]", "\ufeff{\"inventory\": [" + row + "]}"} {
+		res, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Upsert)
+		require.NoError(t, err, data)
+		assert.Equal(t, 1, res.Inserted+res.Updated+res.Unchanged, data)
+		got, ok := committed(t, s, "inventory", "SG601")
+		require.True(t, ok, data)
+		assert.Equal(t, 2.5, got["price"])
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("\ufeff["+row+"] x"), JSON, Upsert)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "ï")
+	var ie *ImportError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, [2]int{1, len("\ufeff[") + len(row) + len("] x")}, [2]int{ie.Line, ie.Col}, err.Error())
+	_, err = s.Import(bg, "inventory", strings.NewReader("\ufeff\ufeff[]"), JSON, Upsert)
+	assert.Error(t, err, "one mark is skipped, not any number")
+}
+
 // The JSON reader streams: a file handed over a byte at a time reports the same records and
 // lines as one read whole, including past a member it skips.
 func TestImportJSONStreamLines(t *testing.T) {
