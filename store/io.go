@@ -107,12 +107,81 @@ func (e *ImportError) problem() string {
 	case errors.As(e.Err, &fe) && fe.Field != "" && fe.Value == nil:
 		msg = fmt.Sprintf("field %s is empty: it %s", table.FormatValue(fe.Field), fe.Rule) // "is required", "must be ..."
 	case errors.As(e.Err, &fe) && fe.Field != "":
-		msg = fmt.Sprintf("field %s = %s %s", table.FormatValue(fe.Field), table.FormatValue(fe.Value), fe.Rule)
+		msg = fmt.Sprintf("field %s = %s %s", table.FormatValue(fe.Field), fileValue(fe.Value), fe.Rule)
 	}
 	if len(where) == 0 {
 		return msg
 	}
 	return strings.Join(where, ", ") + ": " + msg
+}
+
+// fileValue renders a value read from an import's file as JSON writes it, for the error that
+// quotes it: true, false and null, not Python's True, False and None (table.FormatValue, for values
+// a plan holds), and a number in JSON's shortest form (encoding/json's, ECMAScript's: positional
+// below 1e21), so an integer too large for an int reads as the digits the file wrote, rounded,
+// not Go's 1.2345678901234567e+19. The file's own text is gone by then (records are decoded into
+// rows as read); JSON's is what it was written in, or for a CSV cell the nearest. Strings, and
+// the clipping of long values, are FormatValue's.
+func fileValue(v any) string {
+	switch v.(type) {
+	case string, nil:
+		return table.FormatValue(v)
+	}
+	var sb strings.Builder
+	writeFileValue(&sb, v)
+	if sb.Len() <= table.MaxFormatted {
+		return sb.String()
+	}
+	s := sb.String()[:table.MaxFormatted]
+	return strings.ToValidUTF8(s, "") + "… (cut)"
+}
+
+func writeFileValue(sb *strings.Builder, v any) {
+	if sb.Len() > table.MaxFormatted {
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		sb.WriteString("null")
+	case bool:
+		sb.WriteString(strconv.FormatBool(x))
+	case string:
+		sb.WriteString(table.FormatValue(x))
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > table.MaxFormatted {
+				break
+			}
+			writeFileValue(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		sb.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > table.MaxFormatted {
+				break
+			}
+			sb.WriteString(table.FormatValue(k))
+			sb.WriteString(": ")
+			writeFileValue(sb, x[k])
+		}
+		sb.WriteByte('}')
+	case float64:
+		if b, err := json.Marshal(x); err == nil {
+			sb.Write(b)
+			return
+		}
+		sb.WriteString(table.FormatValue(x)) // Inf or NaN, which JSON has no text for
+	default:
+		sb.WriteString(table.FormatValue(x))
+	}
 }
 
 // MaxImportErrors is how many bad records an import reports before it stops looking: enough to

@@ -324,6 +324,33 @@ func TestFormatOf(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// An import error quotes the file's value as JSON writes it, not as Python or Go print it: true
+// and null, not True and None; an integer too large for an int as digits, not 1.2345678901234567e+19.
+// The file's own text is gone once a record is decoded, and JSON is the language it was written in.
+func TestImportErrorQuotesValuesAsJSON(t *testing.T) {
+	s := openTemp(t)
+	rec := func(name, qty, price string) string {
+		return `[{"item_id": "A", "name": ` + name + `, "quantity_in_stock": ` + qty + `, "price": ` + price + `}]`
+	}
+	for data, want := range map[string]string{
+		rec(`"N"`, "12345678901234567890", "1"):                `field "quantity_in_stock" = 12345678901234567000 must be an int (a whole number)`,
+		rec(`"N"`, "true", "1"):                                `field "quantity_in_stock" = true must be an int`,
+		rec(`"N"`, "1", "1e7"):                                 `field "price" = 10000000 must be a number`,
+		rec(`"N"`, "1.5", "1"):                                 `field "quantity_in_stock" = 1.5 must be an int (a whole number)`,
+		rec(`["x", true, null, 1.5e30]`, "1", "1"):             `field "name" = ["x", true, null, 1.5e+30] must be a string`,
+		rec(`{"b": false, "a": "é"}`, "1", "1"):                `field "name" = {"a": "é", "b": false} must be a string`,
+		rec(`[`+strings.Repeat(`false, `, 100)+`0]`, "1", "1"): `field "name" = [false, false,`,
+	} {
+		_, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Replace)
+		require.Error(t, err, data)
+		assert.Contains(t, err.Error(), want)
+		assert.NotRegexp(t, `True|False|None|e\+19`, err.Error())
+		assert.Less(t, len(err.Error()), 400, "a long value is cut")
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("item_id,name,quantity_in_stock,price\nA,N,1,2.5e6\n"), CSV, Replace)
+	assert.ErrorContains(t, err, `field "price" = 2500000 must be a number`, "a CSV cell too")
+}
+
 // A JSON file that starts with a UTF-8 byte-order mark (as Windows tools write it) is read, as a
 // CSV file with one is, by the scan and by encoding/json alike (FuzzReadJSONRecords holds them
 // together): no "invalid character 'ï'", a character the file does not hold. The mark's bytes
