@@ -670,7 +670,7 @@ func newJSONModule() *starlarkstruct.Module {
 					return nil, err
 				}
 			}
-			return encode.CallInternal(thread, args, kwargs)
+			return jsonEncode(thread, encode, args, kwargs)
 		}),
 		"indent": starlark.NewBuiltin("json.indent", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			if err := chargeIndent(thread, b.Name(), args, kwargs); err != nil {
@@ -687,7 +687,7 @@ func newJSONModule() *starlarkstruct.Module {
 			if err := jsonWalk(thread, b.Name(), x); err != nil {
 				return nil, err
 			}
-			s, err := encode.CallInternal(thread, starlark.Tuple{x}, nil)
+			s, err := jsonEncode(thread, encode, starlark.Tuple{x}, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -699,6 +699,19 @@ func newJSONModule() *starlarkstruct.Module {
 		}),
 	}}
 	return m
+}
+
+// jsonEncode calls the upstream encoder and writes its floats as json.dumps does, in Python's
+// text (see jsonFloatsAsPython).
+func jsonEncode(thread *starlark.Thread, encode *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	v, err := encode.CallInternal(thread, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := v.(starlark.String); ok {
+		return starlark.String(jsonFloatsAsPython(string(s))), nil
+	}
+	return v, nil
 }
 
 // jsonDecode checks s (nesting depth, integer length), charges the values it will create, then

@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -93,6 +94,52 @@ func writeRepr(b *strings.Builder, v starlark.Value, path []starlark.Value) {
 	default:
 		b.WriteString(v.String())
 	}
+}
+
+// jsonFloatsAsPython rewrites the floats of s, JSON text that go.starlark.net's json.encode
+// wrote, in the text json.dumps gives them: FloatRepr, Python's repr (1234567.0 where the upstream
+// encoder writes Go's 1.234567e+06). The encoder writes a float as Go's shortest text that reads
+// back as it, always with a '.' or an exponent, and an int with neither, so a number token holding
+// one of those is a float that reads back exactly. Strings are skipped whole; text without a
+// float is returned as it is.
+func jsonFloatsAsPython(s string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' {
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			continue
+		}
+		if c != '-' && (c < '0' || c > '9') {
+			continue
+		}
+		j := i
+		float := false
+		for ; j < len(s) && strings.IndexByte("+-0123456789.eE", s[j]) >= 0; j++ {
+			float = float || s[j] == '.' || s[j] == 'e' || s[j] == 'E'
+		}
+		if float {
+			if f, err := strconv.ParseFloat(s[i:j], 64); err == nil {
+				if b.Len() == 0 {
+					b.Grow(len(s) + len(s)/4)
+				}
+				b.WriteString(s[done:i])
+				b.WriteString(FloatRepr(f))
+				done = j
+			}
+		}
+		i = j - 1
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
 }
 
 func containsValue(path []starlark.Value, v starlark.Value) bool {

@@ -182,3 +182,20 @@ func TestPercentOfAMappingFormatsItsFloats(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, starlark.String(`{"price": 1234567.0} 1e+16`), got)
 }
+
+// json.encode's text keeps everything but its floats: ints, strings that look like numbers
+// (escaped quotes included) and the separators; floats read back exactly.
+func TestJSONFloatsAsPythonRewritesOnlyFloats(t *testing.T) {
+	for in, want := range map[string]string{
+		`1.234567e+06`:                          `1234567.0`,
+		`[-1.5e-07,1e+08,-0.0,12,-3,1e+16]`:     `[-1.5e-07,100000000.0,-0.0,12,-3,1e+16]`,
+		`{"1e+06":"2.5e+06","x\"1e+06":1e+06}`:  `{"1e+06":"2.5e+06","x\"1e+06":1000000.0}`,
+		`{"a\\":1.25e+06,"b":[true,null,"\\"]}`: `{"a\\":1250000.0,"b":[true,null,"\\"]}`,
+		`0.30000000000000004`:                   `0.30000000000000004`,
+		`[123456789012345680000]`:               `[123456789012345680000]`,
+	} {
+		assert.Equal(t, want, jsonFloatsAsPython(in), in)
+	}
+	s := `{"a":[1,2,"x"]}`
+	assert.Equal(t, s, jsonFloatsAsPython(s))
+}

@@ -135,3 +135,15 @@ func TestFloatGoldenCoversTheSwitchPoints(t *testing.T) {
 		assert.True(t, exprs[e], fmt.Sprintf("the golden file has no case %s", e))
 	}
 }
+
+// Issue 25: "Numbers print as Python prints them". json.encode and json.encode_indent, the other
+// way a plan turns a float into JSON text, write floats as json.dumps and Python do (1234567.0,
+// not Go's 1.234567e+06).
+func TestJSONEncodeWritesFloatsAsJSONDumps(t *testing.T) {
+	res := NewEnv().Run(context.Background(), Request{Reply: `print(json.encode([1234567.0, 1e16]))
+print(json.encode_indent({"a": 1234567.0}, indent=""))
+print(json.dumps([1234567.0, 1e16]))
+`, Bare: true})
+	require.Equal(t, OutcomeOK, res.Outcome, "%v", res.Diagnostics)
+	assert.Equal(t, "[1234567.0,1e+16]\n{\n\"a\": 1234567.0\n}\n[1234567.0, 1e+16]\n", res.Stdout)
+}

@@ -107,12 +107,81 @@ func (e *ImportError) problem() string {
 	case errors.As(e.Err, &fe) && fe.Field != "" && fe.Value == nil:
 		msg = fmt.Sprintf("field %s is empty: it %s", table.FormatValue(fe.Field), fe.Rule) // "is required", "must be ..."
 	case errors.As(e.Err, &fe) && fe.Field != "":
-		msg = fmt.Sprintf("field %s = %s %s", table.FormatValue(fe.Field), table.FormatValue(fe.Value), fe.Rule)
+		msg = fmt.Sprintf("field %s = %s %s", table.FormatValue(fe.Field), fileValue(fe.Value), fe.Rule)
 	}
 	if len(where) == 0 {
 		return msg
 	}
 	return strings.Join(where, ", ") + ": " + msg
+}
+
+// fileValue renders a value read from an import's file as JSON writes it, for the error that
+// quotes it: true, false and null, not Python's True, False and None (table.FormatValue, for values
+// a plan holds), and a number in JSON's shortest form (encoding/json's, ECMAScript's: positional
+// below 1e21), so an integer too large for an int reads as the digits the file wrote, rounded,
+// not Go's 1.2345678901234567e+19. The file's own text is gone by then (records are decoded into
+// rows as read); JSON's is what it was written in, or for a CSV cell the nearest. Strings, and
+// the clipping of long values, are FormatValue's.
+func fileValue(v any) string {
+	switch v.(type) {
+	case string, nil:
+		return table.FormatValue(v)
+	}
+	var sb strings.Builder
+	writeFileValue(&sb, v)
+	if sb.Len() <= table.MaxFormatted {
+		return sb.String()
+	}
+	s := sb.String()[:table.MaxFormatted]
+	return strings.ToValidUTF8(s, "") + "… (cut)"
+}
+
+func writeFileValue(sb *strings.Builder, v any) {
+	if sb.Len() > table.MaxFormatted {
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		sb.WriteString("null")
+	case bool:
+		sb.WriteString(strconv.FormatBool(x))
+	case string:
+		sb.WriteString(table.FormatValue(x))
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > table.MaxFormatted {
+				break
+			}
+			writeFileValue(sb, e)
+		}
+		sb.WriteByte(']')
+	case map[string]any:
+		sb.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			if sb.Len() > table.MaxFormatted {
+				break
+			}
+			sb.WriteString(table.FormatValue(k))
+			sb.WriteString(": ")
+			writeFileValue(sb, x[k])
+		}
+		sb.WriteByte('}')
+	case float64:
+		if b, err := json.Marshal(x); err == nil {
+			sb.Write(b)
+			return
+		}
+		sb.WriteString(table.FormatValue(x)) // Inf or NaN, which JSON has no text for
+	default:
+		sb.WriteString(table.FormatValue(x))
+	}
 }
 
 // MaxImportErrors is how many bad records an import reports before it stops looking: enough to
@@ -998,8 +1067,10 @@ func (c *lineCounter) rest(sc *schema, end int64, what string) error {
 		if i := jsonSpace(c.buf, 0); i < len(c.buf) {
 			c.forget(c.base + int64(i))
 			line, col := c.line, c.col+1
-			for len(c.buf) < 24 && len(c.buf) <= recordLimit && c.err == nil { // enough to show
-				if _, err := c.Read(p[:24-len(c.buf)]); err != nil {
+			// Enough to show, and a byte more, for clipText to know whether to mark a cut
+			// whatever sizes the reads came in.
+			for len(c.buf) <= 24 && len(c.buf) <= recordLimit && c.err == nil {
+				if _, err := c.Read(p[:25-len(c.buf)]); err != nil {
 					break
 				}
 			}
@@ -1029,10 +1100,38 @@ func (c *lineCounter) lineAt(off int64) int {
 	return c.line
 }
 
+// utf8BOM is the UTF-8 byte-order mark that spreadsheet programs and Windows tools write before
+// a text file; a CSV or JSON import skips it.
+var utf8BOM = []byte("\ufeff")
+
+// skipBOM returns r without the byte-order mark it starts with, and an error when it starts with
+// none: then the reader returned reads all of r's bytes, and its error.
+func skipBOM(r io.Reader) (io.Reader, error) {
+	var head [3]byte
+	n, err := io.ReadFull(r, head[:])
+	if n == len(head) && bytes.Equal(head[:], utf8BOM) {
+		return r, nil
+	}
+	rest := r
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		rest = strings.NewReader("")
+	case err != nil:
+		rest = errReader{err}
+	}
+	return io.MultiReader(bytes.NewReader(head[:n]), rest), errors.New("no byte-order mark")
+}
+
 // decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
 // (see jsonScan): from says where r starts, and r is already bounded by the import's context.
 func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
 	col := from.col
+	if !from.inArray && !from.ended && from.line == 1 && from.col == 0 { // the file's start
+		var err error
+		if r, err = skipBOM(r); err == nil {
+			col = len(utf8BOM) // the mark's bytes are the line's, for the columns of errors
+		}
+	}
 	if from.inArray { // r starts inside the array: the decoder sees its opening, and an element
 		prefix := "["
 		if from.record > 0 {
@@ -1283,8 +1382,9 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 	return nil
 }
 
-// csvValue converts a cell to the field's kind where it parses; a cell that does not parse is
-// passed on as a string so that validation names the value and the rule. An empty cell is no
+// csvValue converts a cell to the field's kind where it parses; a cell that is no number (or no
+// bool) for a number (bool) field is refused with the field's own rule, here, where the caller
+// knows the cell's column. Every other rule is validation's. An empty cell is no
 // value (None) for every type: CSV has no null, and Export writes None as an empty cell. White
 // space around a number, a bool or a nested value is ignored, as around a header's names.
 //
@@ -1301,10 +1401,21 @@ func csvValue(f *field, cell string) (v any, rule string) {
 	c := strings.TrimSpace(cell)
 	switch f.Type {
 	case table.TypeInt, table.TypeFloat:
-		return csvNumber(c, f.Type == table.TypeFloat)
+		v, rule := csvNumber(c, f.Type == table.TypeFloat)
+		if _, text := v.(string); text {
+			// No number at all ("7x", "abc", "٣"): refused here with the field's own rule, as
+			// validation would refuse it, so that the error names the cell's column.
+			if _, rule = f.check(v); rule != "" {
+				return nil, rule
+			}
+		}
+		return v, rule
 	case table.TypeBool:
 		if b, err := strconv.ParseBool(c); err == nil {
 			return b, ""
+		}
+		if _, rule := f.check(c); rule != "" { // no bool: refused with the field's rule and the cell's column
+			return nil, rule
 		}
 	case table.TypeList, table.TypeObject:
 		// Export writes a nested value as JSON, so import reads it so: one JSON value, and
@@ -1337,7 +1448,7 @@ func csvValue(f *field, cell string) (v any, rule string) {
 // either to the field's kind, or says why not). Go's own syntaxes, which strconv accepts, are
 // refused with what to write instead: _ between digits, 0x/0o/0b prefixes, Inf and NaN, an
 // exponent for an int; so is a decimal comma or a thousands separator. Anything else is passed
-// on as text, for validation to say that the field must be a number.
+// on as text, for csvValue to refuse with the field's rule.
 func csvNumber(c string, float bool) (any, string) {
 	plain, ok := numberSyntax(c, float)
 	switch {

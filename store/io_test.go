@@ -158,7 +158,7 @@ func TestImportRejectsAndImportsNothing(t *testing.T) {
 			name:   "unparsable number",
 			format: CSV,
 			data:   "item_id,name,quantity_in_stock,price\nSG001,A,1,cheap\n",
-			want:   `import inventory: record 1, line 2: field "price" = "cheap" must be a number >= 0 and <= 1000000; nothing was imported`,
+			want:   `import inventory: record 1, line 2, column 11: field "price" = "cheap" must be a number >= 0 and <= 1000000; nothing was imported`,
 			record: 1, line: 2,
 		},
 		{
@@ -269,7 +269,7 @@ func TestImportReportsEveryBadRecord(t *testing.T) {
 	_, err := s.Import(bg, "inventory", strings.NewReader(data), CSV, Replace)
 	require.Error(t, err)
 	assert.Equal(t, `import inventory: 4 records are wrong; nothing was imported:
-  record 1, line 2: field "quantity_in_stock" = "x" must be an int >= 0 and <= 1000000000
+  record 1, line 2, column 9: field "quantity_in_stock" = "x" must be an int >= 0 and <= 1000000000
   record 2, line 3: 3 cells, but the header names 4 fields
   record 3, line 4: field "quantity_in_stock" is empty: it is required
   record 5, line 6: field "price" = -2 must be a number >= 0 and <= 1000000`, err.Error())
@@ -322,6 +322,58 @@ func TestFormatOf(t *testing.T) {
 	assert.Equal(t, JSON, f)
 	_, err = FormatOf("items.xlsx")
 	assert.Error(t, err)
+}
+
+// An import error quotes the file's value as JSON writes it, not as Python or Go print it: true
+// and null, not True and None; an integer too large for an int as digits, not 1.2345678901234567e+19.
+// The file's own text is gone once a record is decoded, and JSON is the language it was written in.
+func TestImportErrorQuotesValuesAsJSON(t *testing.T) {
+	s := openTemp(t)
+	rec := func(name, qty, price string) string {
+		return `[{"item_id": "A", "name": ` + name + `, "quantity_in_stock": ` + qty + `, "price": ` + price + `}]`
+	}
+	for data, want := range map[string]string{
+		rec(`"N"`, "12345678901234567890", "1"):                `field "quantity_in_stock" = 12345678901234567000 must be an int (a whole number)`,
+		rec(`"N"`, "true", "1"):                                `field "quantity_in_stock" = true must be an int`,
+		rec(`"N"`, "1", "1e7"):                                 `field "price" = 10000000 must be a number`,
+		rec(`"N"`, "1.5", "1"):                                 `field "quantity_in_stock" = 1.5 must be an int (a whole number)`,
+		rec(`["x", true, null, 1.5e30]`, "1", "1"):             `field "name" = ["x", true, null, 1.5e+30] must be a string`,
+		rec(`{"b": false, "a": "é"}`, "1", "1"):                `field "name" = {"a": "é", "b": false} must be a string`,
+		rec(`[`+strings.Repeat(`false, `, 100)+`0]`, "1", "1"): `field "name" = [false, false,`,
+	} {
+		_, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Replace)
+		require.Error(t, err, data)
+		assert.Contains(t, err.Error(), want)
+		assert.NotRegexp(t, `True|False|None|e\+19`, err.Error())
+		assert.Less(t, len(err.Error()), 400, "a long value is cut")
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("item_id,name,quantity_in_stock,price\nA,N,1,2.5e6\n"), CSV, Replace)
+	assert.ErrorContains(t, err, `field "price" = 2500000 must be a number`, "a CSV cell too")
+}
+
+// A JSON file that starts with a UTF-8 byte-order mark (as Windows tools write it) is read, as a
+// CSV file with one is, by the scan and by encoding/json alike (FuzzReadJSONRecords holds them
+// together): no "invalid character 'ï'", a character the file does not hold. The mark's bytes
+// count in the columns of line 1, as they are the file's.
+func TestImportJSONSkipsByteOrderMark(t *testing.T) {
+	s := openTemp(t)
+	row := `{"item_id": "SG601", "name": "N", "quantity_in_stock": 1, "price": 2.5}`
+	for _, data := range []string{"\ufeff[" + row + "]", "\ufeff{\"inventory\": [" + row + "]}"} {
+		res, err := s.Import(bg, "inventory", strings.NewReader(data), JSON, Upsert)
+		require.NoError(t, err, data)
+		assert.Equal(t, 1, res.Inserted+res.Updated+res.Unchanged, data)
+		got, ok := committed(t, s, "inventory", "SG601")
+		require.True(t, ok, data)
+		assert.Equal(t, 2.5, got["price"])
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("\ufeff["+row+"] x"), JSON, Upsert)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "ï")
+	var ie *ImportError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, [2]int{1, len("\ufeff[") + len(row) + len("] x")}, [2]int{ie.Line, ie.Col}, err.Error())
+	_, err = s.Import(bg, "inventory", strings.NewReader("\ufeff\ufeff[]"), JSON, Upsert)
+	assert.Error(t, err, "one mark is skipped, not any number")
 }
 
 // The JSON reader streams: a file handed over a byte at a time reports the same records and

@@ -90,6 +90,15 @@ func (s *jsonScan) records(ctx context.Context, fn func(record) error) (from *js
 		c := b[p]
 		switch {
 		case !s.inArray:
+			if p == 0 && s.line == 1 && s.col == 0 && c == utf8BOM[0] { // the file's first byte
+				if len(b) < len(utf8BOM) && bytes.HasPrefix(utf8BOM, b) && s.fill() {
+					continue
+				}
+				if bytes.HasPrefix(b, utf8BOM) { // skipped, as decodeJSONRecords and the CSV reader do
+					s.take(len(utf8BOM))
+					continue
+				}
+			}
 			if c != '[' {
 				return resume()
 			}

@@ -34,7 +34,7 @@ func TestCSVNumberForms(t *testing.T) {
 		{cell: "+1.5E-2", float: true, want: 0.015},
 		{cell: "5", float: true, want: int64(5)}, // validation makes it the float 5.0
 		{cell: "123456789012345678901", float: true, want: 123456789012345678901.0},
-		{cell: "cheap", want: "cheap"}, // not a number at all: validation says the field must be one
+		{cell: "cheap", want: "cheap"}, // not a number at all: csvValue says the field must be one
 		{cell: "1.2.3", float: true, want: "1.2.3"},
 		{cell: "--5", want: "--5"},
 		{cell: "1_000", rule: `has "_" between digits (Go's syntax, not a CSV number's): write 1000`},
@@ -97,6 +97,33 @@ func TestImportCSVRefusesGoNumberSyntax(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, int64(5), row["quantity_in_stock"])
 	assert.Equal(t, 2.5, row["price"])
+}
+
+// Issue 25 asks that every refusal of a CSV number name its line and column: a cell that is no
+// number at all ("7x", "abc", a non-ASCII digit), or no bool, is refused with the field's rule
+// and its column, as Go's number syntaxes are.
+func TestImportCSVNonNumberNamesItsColumn(t *testing.T) {
+	s := openTemp(t)
+	for _, cell := range []string{"7x", "abc", "٣"} {
+		data := "item_id,name,quantity_in_stock,price\nSG001,A," + cell + ",1\n"
+		_, err := s.Import(bg, "inventory", strings.NewReader(data), CSV, Replace)
+		require.Error(t, err, cell)
+		assert.Contains(t, err.Error(), "line 2, column 9", cell)
+		var ie *ImportError
+		if assert.ErrorAs(t, err, &ie, cell) {
+			assert.Equal(t, 9, ie.Col, cell)
+		}
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("item_id,name,quantity_in_stock,price\nSG001,A,1, cheap\n"), CSV, Replace)
+	assert.EqualError(t, err, `import inventory: record 1, line 2, column 11: field "price" = " cheap" must be a number >= 0 and <= 1000000; nothing was imported`)
+
+	d, err := LoadDomain(libraryDomain)
+	require.NoError(t, err)
+	lib, err := Open(t.TempDir(), Options{Domain: d})
+	require.NoError(t, err)
+	t.Cleanup(func() { lib.Close() })
+	_, err = lib.Import(bg, "books", strings.NewReader("book_id,title,on_loan\n1,Emma,yes\n"), CSV, Replace)
+	assert.EqualError(t, err, `import books: record 1, line 2, column 8: field "on_loan" = "yes" must be True or False; nothing was imported`)
 }
 
 // A batched CSV import refuses the same cells, and writes nothing from the batch of the first.

@@ -103,7 +103,7 @@ func TestDBImportInBatches(t *testing.T) {
 	o := s.run(false, "", "db", "import", "inventory", bad, "--batch", "2")
 	assert.Equal(t, ExitUsage, o.code, o.err)
 	assert.Equal(t, "imported "+bad+" into inventory, in part: 2 inserted, 0 updated, 0 unchanged (1 commit); the records after the first 2 were not imported\n", o.out)
-	assert.Contains(t, o.err, `record 4, line 5: field "quantity_in_stock"`)
+	assert.Contains(t, o.err, `record 4, line 5, column 11: field "quantity_in_stock"`)
 	assert.Contains(t, o.err, "the first 2 records were imported (in 1 commit), none after them")
 	assert.NotContains(t, o.err, "nothing was written")
 	assert.Contains(t, o.err, "Try: fix the rows named above and run the same import again: it finds the rows already written unchanged")
