@@ -122,66 +122,21 @@ func (e *ImportError) problem() string {
 // not Go's 1.2345678901234567e+19. The file's own text is gone by then (records are decoded into
 // rows as read); JSON's is what it was written in, or for a CSV cell the nearest. Strings, and
 // the clipping of long values, are FormatValue's.
-func fileValue(v any) string {
-	switch v.(type) {
-	case string, nil:
-		return table.FormatValue(v)
-	}
-	var sb strings.Builder
-	writeFileValue(&sb, v)
-	if sb.Len() <= table.MaxFormatted {
-		return sb.String()
-	}
-	s := sb.String()[:table.MaxFormatted]
-	return strings.ToValidUTF8(s, "") + "… (cut)"
-}
+func fileValue(v any) string { return table.FormatValueAs(v, jsonScalar) }
 
-func writeFileValue(sb *strings.Builder, v any) {
-	if sb.Len() > table.MaxFormatted {
-		return
-	}
+// jsonScalar spells a scalar as JSON writes it (Inf and NaN, which JSON has no text for, as Go).
+func jsonScalar(v any) string {
 	switch x := v.(type) {
 	case nil:
-		sb.WriteString("null")
+		return "null"
 	case bool:
-		sb.WriteString(strconv.FormatBool(x))
-	case string:
-		sb.WriteString(table.FormatValue(x))
-	case []any:
-		sb.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			if sb.Len() > table.MaxFormatted {
-				break
-			}
-			writeFileValue(sb, e)
-		}
-		sb.WriteByte(']')
-	case map[string]any:
-		sb.WriteByte('{')
-		for i, k := range slices.Sorted(maps.Keys(x)) {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			if sb.Len() > table.MaxFormatted {
-				break
-			}
-			sb.WriteString(table.FormatValue(k))
-			sb.WriteString(": ")
-			writeFileValue(sb, x[k])
-		}
-		sb.WriteByte('}')
+		return strconv.FormatBool(x)
 	case float64:
 		if b, err := json.Marshal(x); err == nil {
-			sb.Write(b)
-			return
+			return string(b)
 		}
-		sb.WriteString(table.FormatValue(x)) // Inf or NaN, which JSON has no text for
-	default:
-		sb.WriteString(table.FormatValue(x))
 	}
+	return fmt.Sprint(v)
 }
 
 // MaxImportErrors is how many bad records an import reports before it stops looking: enough to

@@ -255,29 +255,27 @@ const MaxFormatted = 200
 // writes them (["a", 1], {"city": "Oslo"}, keys sorted), others as Go prints them; a longer
 // rendering is cut at about MaxFormatted characters and says how long the value was (a list or
 // dict: that it was cut).
-func FormatValue(v any) string {
+func FormatValue(v any) string { return FormatValueAs(v, pythonScalar) }
+
+// FormatValueAs is FormatValue with the scalars other than strings (None, bools, numbers) spelled
+// by scalar, at every depth: the same quoting of strings and keys, nesting and cut. (An import's
+// errors spell them as JSON does, where the values came from.)
+func FormatValueAs(v any, scalar func(any) string) string {
 	switch v := v.(type) {
 	case []any, map[string]any:
 		var sb strings.Builder
-		formatNested(&sb, v)
+		formatNested(&sb, v, scalar)
 		if sb.Len() <= MaxFormatted {
 			return sb.String()
 		}
 		return clipRunes(sb.String(), MaxFormatted) + "… (cut)"
-	case nil:
-		return "None"
 	case string:
 		if len(v) <= MaxFormatted {
 			return fmt.Sprintf("%q", v)
 		}
 		return fmt.Sprintf("%q… (%d bytes)", clipRunes(v, MaxFormatted), len(v))
-	case bool:
-		if v {
-			return "True"
-		}
-		return "False"
 	default:
-		s := fmt.Sprint(v)
+		s := scalar(v)
 		if len(s) <= MaxFormatted {
 			return s
 		}
@@ -285,8 +283,22 @@ func FormatValue(v any) string {
 	}
 }
 
-// formatNested writes v for FormatValue, stopping soon after MaxFormatted bytes.
-func formatNested(sb *strings.Builder, v any) {
+// pythonScalar spells a scalar as a plan (Python) writes it.
+func pythonScalar(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	}
+	return fmt.Sprint(v)
+}
+
+// formatNested writes v for FormatValueAs, stopping soon after MaxFormatted bytes.
+func formatNested(sb *strings.Builder, v any, scalar func(any) string) {
 	if sb.Len() > MaxFormatted {
 		return
 	}
@@ -300,7 +312,7 @@ func formatNested(sb *strings.Builder, v any) {
 			if sb.Len() > MaxFormatted {
 				return
 			}
-			formatNested(sb, e)
+			formatNested(sb, e, scalar)
 		}
 		sb.WriteByte(']')
 	case map[string]any:
@@ -313,13 +325,13 @@ func formatNested(sb *strings.Builder, v any) {
 				return
 			}
 			fmt.Fprintf(sb, "%q: ", clipRunes(k, MaxFormatted))
-			formatNested(sb, x[k])
+			formatNested(sb, x[k], scalar)
 		}
 		sb.WriteByte('}')
 	case string:
 		fmt.Fprintf(sb, "%q", clipRunes(x, MaxFormatted))
 	default:
-		sb.WriteString(FormatValue(x))
+		sb.WriteString(FormatValueAs(x, scalar))
 	}
 }
 
