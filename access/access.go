@@ -1,0 +1,99 @@
+// Package access names who may do what in starplan: the roles a credential holds, the rights an
+// operation needs, and the principal (a named credential or the local OS user) that a run, an
+// approval or a rejection is recorded under. It holds the vocabulary and the one table of which
+// role has which right; where credentials are kept (the store), how a request proves one (the
+// server) and which approvals a run needs (the domain's policy, the engine) live elsewhere.
+//
+// It must not import anything: every layer that speaks of principals imports it.
+package access
+
+import (
+	"fmt"
+	"os/user"
+	"strings"
+)
+
+// Role is what a credential may do, as a set of rights (see Can).
+type Role string
+
+// The roles, from least to most.
+const (
+	// Proposer may describe, check, dry-run, ask, list and show runs, and reject its own runs.
+	// It may apply a run only when one of the domain's auto-approval rules allows it.
+	Proposer Role = "proposer"
+	// Approver has a proposer's rights plus apply and reject of any run.
+	Approver Role = "approver"
+	// Admin has every right: an approver's, plus tokens, prune and replay. The legacy single
+	// bearer token of `serve` (serve.token, --token, STARPLAN_TOKEN) and the local user are admins.
+	Admin Role = "admin"
+)
+
+// Roles lists every role, least first.
+var Roles = []Role{Proposer, Approver, Admin}
+
+// ParseRole returns the role named s, or an error listing the roles.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("unknown role %q: use one of proposer, approver, admin", s)
+}
+
+// Right is what an operation needs.
+type Right string
+
+// The rights, from least to most.
+const (
+	// Read: describe a domain, list and show runs, follow events.
+	Read Right = "read"
+	// Propose: check a plan, dry-run it, ask the model, reject one's own run.
+	Propose Right = "propose"
+	// Approve: apply a run, reject anyone's run, sign in to the review page.
+	Approve Right = "approve"
+	// Administer: manage tokens, prune, replay.
+	Administer Right = "admin"
+)
+
+// Can reports whether role r holds right x. An unknown role holds none.
+func (r Role) Can(x Right) bool {
+	switch r {
+	case Admin:
+		return x == Read || x == Propose || x == Approve || x == Administer
+	case Approver:
+		return x == Read || x == Propose || x == Approve
+	case Proposer:
+		return x == Read || x == Propose
+	}
+	return false
+}
+
+// Principal is who did something: a named credential with its role, or the local OS user.
+type Principal struct {
+	// Name is the credential's name ("admin", "agent-1"), or "local:<user>" for the local user.
+	Name string `json:"name"`
+	Role Role   `json:"role"`
+}
+
+// LocalPrefix begins the name of the local OS user as a principal.
+const LocalPrefix = "local:"
+
+// Local is the OS user running this process, with admin rights: the CLI without a server and
+// the unix-socket relay (which admits only clients of the server's own user) act as it.
+func Local() Principal {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	return Principal{Name: LocalPrefix + name, Role: Admin}
+}
+
+// IsLocal reports whether p is the local OS user.
+func (p Principal) IsLocal() bool { return strings.HasPrefix(p.Name, LocalPrefix) }
+
+// Can reports whether p holds right x.
+func (p Principal) Can(x Right) bool { return p.Role.Can(x) }
+
+// String is the principal's name.
+func (p Principal) String() string { return p.Name }
