@@ -75,6 +75,7 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"Write a plan from run_plan's reference, dry-run it with run_plan, show the person the changes " +
 			"(the diff in changes) and, once they approve, apply_run with the run's digest; otherwise reject_run with feedback.",
 	})
+	m.AddReceivingMiddleware(s.mcpGuard) // who calls, and the right each tool needs (rights.go)
 	closed, open := false, true
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}
 
