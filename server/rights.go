@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,31 +20,38 @@ import (
 // HTTP by enforce (keyed by the route) and for MCP by mcpGuard (keyed by the tool). A refusal is
 // 403 forbidden-role, or over MCP a tool error with the same code and the run's page.
 
-// routeRights is the right each HTTP route needs, by pattern and method. A route of the mux that
-// is not here is refused (fail closed); the page's own paths ("/") are decided by authorize.
-var routeRights = map[string]map[string]access.Right{
-	"/v1/describe":         {http.MethodGet: access.Read},
-	"/v1/check":            {http.MethodPost: access.Propose},
-	"/v1/runs":             {http.MethodGet: access.Read, http.MethodPost: access.Propose},
-	"/v1/runs/{id}":        {http.MethodGet: access.Read},
-	"/v1/runs/{id}/apply":  {http.MethodPost: access.Approve},
-	"/v1/runs/{id}/reject": {http.MethodPost: access.Propose}, // and its own run, or Approve: Reject
-	"/v1/runs/{id}/replay": {http.MethodPost: access.Administer},
-	"/v1/ask":              {http.MethodPost: access.Propose},
-	"/v1/events":           {http.MethodGet: access.Read},
-	MCPPath:                {"": access.Read}, // each tool: toolRights
-	"/":                    {"": access.Read},
+// op is an operation as the rights see it: the right it needs, and what it does, for a refusal.
+type op struct {
+	right access.Right
+	what  string
 }
 
-// toolRights is the right each MCP tool needs. A tool that is not here is refused.
-var toolRights = map[string]access.Right{
-	"describe":   access.Read,
-	"check_plan": access.Propose,
-	"run_plan":   access.Propose,
-	"apply_run":  access.Approve,
-	"reject_run": access.Propose, // and its own run, or Approve: Reject
-	"list_runs":  access.Read,
-	"show_run":   access.Read,
+// routeRights is the operation of each HTTP route, by pattern and method ("" for any method). A
+// route of the mux that is not here is refused (fail closed); the page's own paths ("/") are
+// decided by authorize.
+var routeRights = map[string]map[string]op{
+	"/v1/describe":         {http.MethodGet: {access.Read, "describe the store"}},
+	"/v1/check":            {http.MethodPost: {access.Propose, "check plans"}},
+	"/v1/runs":             {http.MethodGet: {access.Read, "list runs"}, http.MethodPost: {access.Propose, "dry-run plans"}},
+	"/v1/runs/{id}":        {http.MethodGet: {access.Read, "show runs"}},
+	"/v1/runs/{id}/apply":  {http.MethodPost: {access.Approve, "apply runs"}},
+	"/v1/runs/{id}/reject": {http.MethodPost: {access.Propose, "reject runs"}}, // and its own run, or Approve: Reject
+	"/v1/runs/{id}/replay": {http.MethodPost: {access.Administer, "replay runs"}},
+	"/v1/ask":              {http.MethodPost: {access.Propose, "ask the model for plans"}},
+	"/v1/events":           {http.MethodGet: {access.Read, "follow events"}},
+	MCPPath:                {"": {access.Read, "use MCP"}}, // each tool: toolRights
+	"/":                    {"": {access.Read, "read the review page"}},
+}
+
+// toolRights is the right each MCP tool needs. A tool that is not here needs the admin right.
+var toolRights = map[string]op{
+	"describe":   {access.Read, "describe the store"},
+	"check_plan": {access.Propose, "check plans"},
+	"run_plan":   {access.Propose, "dry-run plans"},
+	"apply_run":  {access.Approve, "apply runs"},
+	"reject_run": {access.Propose, "reject runs"}, // and its own run, or Approve: Reject
+	"list_runs":  {access.Read, "list runs"},
+	"show_run":   {access.Read, "show runs"},
 }
 
 // callerKey is the context key of a request's caller (withCaller).
@@ -91,9 +99,18 @@ func (s *Server) forbidden(p access.Principal, x access.Right, what, runID strin
 		"%s (%s) may not %s: that needs the %s right, which %s holds", p.Name, p.Role, what, x, who)
 }
 
-// runPage is the review page's address of a run: Options.PageURL, then #/runs/ID.
+// SetPageURL tells the server the address its review page is reached at
+// ("http://127.0.0.1:7410"), for the links to a run that a refusal carries (an MCP client whose
+// token may not apply it gets where a person can). Until it is set the links are relative.
+func (s *Server) SetPageURL(base string) { s.pageURL.Store(&base) }
+
+// runPage is the review page's address of a run: the page's address, then #/runs/ID.
 func (s *Server) runPage(id string) string {
-	return s.opts.PageURL + "/#/runs/" + url.PathEscape(id)
+	base := ""
+	if p := s.pageURL.Load(); p != nil {
+		base = *p
+	}
+	return base + "/#/runs/" + url.PathEscape(id)
 }
 
 // enforce refuses a request whose principal lacks the right of its route (routeRights), before
@@ -106,13 +123,13 @@ func (s *Server) enforce(mux *http.ServeMux) http.Handler {
 			writeError(w, errorf(http.StatusForbidden, CodeForbiddenRole, "this is a defect of starplan: report it", "no right is declared for %s", clip(pattern, 100)))
 			return
 		}
-		right, ok := rights[r.Method]
+		o, ok := rights[r.Method]
 		if !ok {
-			right, ok = rights[""]
+			o, ok = rights[""]
 		}
 		if ok {
 			if _, proven := r.Context().Value(callerKey{}).(caller); proven {
-				if err := s.require(r.Context(), right, r.Method+" "+pattern, r.PathValue("id")); err != nil {
+				if err := s.require(r.Context(), o.right, o.what, runIDIn(pattern, r.URL.Path)); err != nil {
 					writeError(w, err)
 					return
 				}
@@ -166,11 +183,11 @@ func (s *Server) mcpGuard(next mcp.MethodHandler) mcp.MethodHandler {
 		if params == nil {
 			return next(ctx, method, req)
 		}
-		right, ok := toolRights[params.Name]
+		o, ok := toolRights[params.Name]
 		if !ok {
-			right = access.Administer // a tool without a declared right: admins only
+			o = op{access.Administer, "call " + params.Name} // a tool without a declared right: admins only
 		}
-		if err := s.require(ctx, right, params.Name, runIDOf(params)); err != nil {
+		if err := s.require(ctx, o.right, o.what, runIDOf(params)); err != nil {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 		}
 		return next(ctx, method, req)
@@ -204,4 +221,17 @@ func (s *Server) mayReject(ctx context.Context, id string) *Error {
 		return nil
 	}
 	return s.forbidden(p, access.Approve, "reject run "+id+", which "+rec.ProposedBy+" proposed (a proposer rejects only its own runs)", id)
+}
+
+// runIDIn is the run id of a path of a /v1/runs/{id} route ("" for other routes): the mux sets
+// path values only once it serves the route, after enforce.
+func runIDIn(pattern, path string) string {
+	if !strings.HasPrefix(pattern, "/v1/runs/{id}") {
+		return ""
+	}
+	id, _, _ := strings.Cut(strings.TrimPrefix(path, "/v1/runs/"), "/")
+	if u, err := url.PathUnescape(id); err == nil {
+		id = u
+	}
+	return clip(id, 100)
 }

@@ -11,6 +11,7 @@ import (
 	"log"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,9 +85,6 @@ type Options struct {
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
-	// PageURL is the address of the review page ("http://127.0.0.1:7410"), for the links an MCP
-	// client gets to a run it may not apply itself; "" gives links relative to the server.
-	PageURL string
 	// Retention, when positive, is how long the audit log keeps settled runs (every state but
 	// pending): the server prunes older ones every RetentionInterval, and at once through Retain.
 	// 0 keeps every run.
@@ -105,6 +103,8 @@ type Server struct {
 	sessions *sessions
 	// tokens are the store's named tokens (package tokens); the legacy token is Options.Token.
 	tokens *tokens.Keeper
+	// pageURL is the review page's address (SetPageURL), for links to a run.
+	pageURL atomic.Pointer[string]
 	// conns counts the connections of Listener (conns.go).
 	conns *connLimiter
 

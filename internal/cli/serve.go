@@ -155,6 +155,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				return withCode(ExitUsage, fmt.Errorf("listening on %s: %w", opts.Listen, err), "pass --listen HOST:PORT with a free port")
 			}
 			// Connections are bounded, strangers' apart from the token holder's (server/conns.go).
+			srv.SetPageURL("http://" + ln.Addr().String())
 			hs = srv.HTTPServer()
 			go func() { httpEnded <- hs.Serve(srv.Listener(ln)) }()
 			if !isLoopbackAddr(ln.Addr()) {
