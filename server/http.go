@@ -33,9 +33,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/ask", methods{http.MethodPost: s.handleAsk})
 	mux.Handle("/v1/events", methods{http.MethodGet: s.handleEvents})
 	mux.Handle(MCPPath, s.mcpAuth(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		// Stateless: every call is one POST, so no session outlives its request and a drain
-		// never waits on an idle MCP stream.
-		Stateless:           true,
+		// Sessions, so that apply_run can ask the person over HTTP as over stdio (an older
+		// protocol's client answers elicitation/create within its session); idle ones end after
+		// MCPSessionTimeout, and no standalone stream is served (mcpAuth), so a drain never
+		// waits on an idle MCP stream.
+		SessionTimeout:      MCPSessionTimeout,
 		MaxRequestBodyBytes: s.opts.MaxBody,
 	})))
 	mux.Handle("/", s.reviewPage()) // the review page, its login and its data (review.go)

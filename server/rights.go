@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -142,10 +143,15 @@ func (s *Server) enforce(mux *http.ServeMux) http.Handler {
 // mcpPrincipalKey is where mcpAuth leaves the principal in the SDK's token info.
 const mcpPrincipalKey = "starplan/principal"
 
+// MCPSessionTimeout is how long an MCP session over streamable HTTP lives without a request.
+const MCPSessionTimeout = 10 * time.Minute
+
 // mcpAuth hands the principal that guard proved to the MCP SDK as its token info, so a tool call
-// knows who calls it (mcpGuard) and a stateful session stays with the principal that opened it
-// (the SDK refuses another's requests in it). Only bearer tokens reach MCP: a page session has no
-// Authorization header and is refused.
+// knows who calls it (mcpGuard) and a session stays with the principal that opened it (the SDK
+// refuses another's requests in it). Only bearer tokens reach MCP: a page session has no
+// Authorization header and is refused. GET, the standalone stream of server messages, is 405
+// (which the protocol allows): starplan sends nothing outside a call, and an idle stream would
+// hold a drain.
 func (s *Server) mcpAuth(next http.Handler) http.Handler {
 	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		who, ok := r.Context().Value(callerKey{}).(caller)
@@ -154,7 +160,15 @@ func (s *Server) mcpAuth(next http.Handler) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: who.p.Name, Extra: map[string]any{mcpPrincipalKey: who}}, nil
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Allow", "POST, DELETE")
+			writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, "POST MCP requests; this server sends nothing outside a call's answer", "no standalone MCP stream here"))
+			return
+		}
+		authed.ServeHTTP(w, r)
+	})
 }
 
 // mcpGuard is the MCP server's middleware: it puts the caller's principal in the context of

@@ -380,3 +380,11 @@ func TestProposerRejectsOnlyItsOwnRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatePending, doc.State)
 }
+
+// MCP over HTTP serves no standalone stream: a drain never waits on one.
+func TestMCPRefusesTheStandaloneStream(t *testing.T) {
+	f := newFixture(t, Options{})
+	r := f.call("GET", MCPPath, nil)
+	assert.Equal(t, http.StatusMethodNotAllowed, r.status)
+	assert.Equal(t, CodeMethod, r.errorCode(t))
+}
