@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/access"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/tokens"
 )
 
@@ -387,4 +390,57 @@ func TestMCPRefusesTheStandaloneStream(t *testing.T) {
 	r := f.call("GET", MCPPath, nil)
 	assert.Equal(t, http.StatusMethodNotAllowed, r.status)
 	assert.Equal(t, CodeMethod, r.errorCode(t))
+}
+
+// BenchmarkBearer is what resolving a request's credential costs: the legacy token (a constant-
+// time compare) and a stored token (a lookup of its record by id, a constant-time compare of
+// the hash, and at most one recorded use per minute).
+func BenchmarkBearer(b *testing.B) {
+	f := newFixture(b, Options{})
+	secret, _, err := f.srv.tokens.Create(context.Background(), "agent-1", access.Proposer, 0)
+	require.NoError(b, err)
+	ctx := context.Background()
+	for _, c := range []struct{ name, token string }{{"legacy", testToken}, {"stored", secret}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := f.srv.bearer(ctx, c.token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHTTPApply: the apply path over HTTP (a pending run's apply: digest check, role check,
+// atomic write, audit record), with the legacy admin token and with a stored approver token;
+// the dry run before each apply, and the restocking every 20, are not timed.
+func BenchmarkHTTPApply(b *testing.B) {
+	f := newFixture(b, Options{})
+	secret, _, err := f.srv.tokens.Create(context.Background(), "alice", access.Approver, 0)
+	require.NoError(b, err)
+	i := 0
+	for _, c := range []struct{ name, token string }{{"legacy", testToken}, {"stored", secret}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				if i++; i%20 == 1 { // restock the Aviator: 23 again
+					row := f.committed("inventory", "SG001")
+					row["quantity_in_stock"] = 23
+					raw, err := json.Marshal([]any{row})
+					require.NoError(b, err)
+					_, err = f.st.Import(context.Background(), "inventory", bytes.NewReader(raw), store.JSON, store.Upsert)
+					require.NoError(b, err)
+				}
+				doc := f.run(purchase("Aviator", 1, "Bench"), "")
+				if doc.State != StatePending {
+					b.Fatalf("%+v", doc)
+				}
+				b.StartTimer()
+				r := f.callWith(c.token, "POST", "/v1/runs/"+doc.RunID+"/apply", ApplyRequest{Digest: doc.Digest})
+				if r.status != http.StatusOK {
+					b.Fatalf("%d %s", r.status, r.body)
+				}
+			}
+		})
+	}
 }
