@@ -128,12 +128,17 @@ func (s *Server) enforce(mux *http.ServeMux) http.Handler {
 		if !ok {
 			o, ok = rights[""]
 		}
-		if ok {
-			if _, proven := r.Context().Value(callerKey{}).(caller); proven {
-				if err := s.require(r.Context(), o.right, o.what, runIDIn(pattern, r.URL.Path)); err != nil {
-					writeError(w, err)
-					return
-				}
+		_, proven := r.Context().Value(callerKey{}).(caller)
+		switch {
+		case !proven && pattern != "/":
+			// Only the page's public files and its login go without a credential (authorize);
+			// an operation never runs as nobody, nor falls back to the Go API's local user.
+			writeError(w, errUnauthorized())
+			return
+		case ok && proven:
+			if err := s.require(r.Context(), o.right, o.what, runIDIn(pattern, r.URL.Path)); err != nil {
+				writeError(w, err)
+				return
 			}
 		}
 		mux.ServeHTTP(w, r)
