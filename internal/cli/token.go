@@ -58,7 +58,9 @@ server they open the store directly. Either way they act as the local user, an a
 	create := &cobra.Command{
 		Use:   "create NAME --role proposer|approver|admin",
 		Short: "Create a token and print its secret, once",
-		Args:  cobra.ExactArgs(1),
+		Example: `  starplan token create agent-1 --role proposer --expires 30d
+  starplan token create alice --role approver --json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			return runTokenCreate(cmd.Context(), ios, g, opts)
@@ -69,18 +71,20 @@ server they open the store directly. Either way they act as the local user, an a
 	create.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "role", "token", "expires_at"}`)
 	_ = create.RegisterFlagCompletionFunc("role", cobra.FixedCompletions([]string{"proposer", "approver", "admin"}, cobra.ShellCompDirectiveNoFileComp))
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the tokens: name, role, created, last used, expires (never a secret)",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Short:   "List the tokens: name, role, created, last used, expires (never a secret)",
+		Example: "  starplan token list --json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTokenList(ios, g, opts)
 		},
 	}
 	list.Flags().BoolVar(&opts.JSON, "json", false, "print the tokens as JSON")
 	revoke := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a token: it is refused from the next request on",
-		Args:  cobra.ExactArgs(1),
+		Use:     "revoke NAME",
+		Short:   "Revoke a token: it is refused from the next request on",
+		Example: "  starplan token revoke agent-1",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			return runTokenRevoke(cmd.Context(), ios, g, opts)
