@@ -8,6 +8,7 @@
 package access
 
 import (
+	"context"
 	"fmt"
 	"os/user"
 	"strings"
@@ -97,3 +98,18 @@ func (p Principal) Can(x Right) bool { return p.Role.Can(x) }
 
 // String is the principal's name.
 func (p Principal) String() string { return p.Name }
+
+// principalKey is the context key of NewContext.
+type principalKey struct{}
+
+// NewContext returns ctx carrying p: the server puts the principal of a request there, and the
+// engine's Run, Apply and Reject find who is acting with FromContext.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal ctx carries (NewContext), and whether it carries one.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

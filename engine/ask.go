@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/llm"
 	"github.com/starplan/starplan/prompts"
@@ -36,6 +37,8 @@ type AskRequest struct {
 	// Waiting, when set, is called before each model call with the attempt's number and the
 	// most there can be, and done is called when the call has returned (a progress display).
 	Waiting func(attempt, most int) (done func())
+	// By is who asks, recorded as each attempt's proposed_by (Request.By).
+	By access.Principal
 }
 
 // ModelError is a failure to get a reply from the model (unreachable, refused, timed out,
@@ -94,7 +97,7 @@ func (e *Engine) plan(ctx context.Context, model Model, req AskRequest, msgs []l
 			Model: reply.Model, Attempt: n, PromptTokens: reply.PromptTokens, CompletionTokens: reply.CompletionTokens,
 			LatencyMS: float64(reply.Latency.Microseconds()) / 1000, ParentRunID: parent, Replan: replan,
 		}
-		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call})
+		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call, By: req.By})
 		if err != nil {
 			return nil, err
 		}

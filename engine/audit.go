@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
@@ -30,9 +31,11 @@ const auditCollection = "runs"
 type RunRecord struct {
 	ID string `json:"run_id"` // "id" in records written before run_id was the one name
 
-	Time    time.Time `json:"time"`
-	Origin  string    `json:"origin"`
-	Request string    `json:"request"`
+	Time   time.Time `json:"time"`
+	Origin string    `json:"origin"`
+	// ProposedBy names who proposed the run: a token's name, or "local:<user>" (access).
+	ProposedBy string `json:"proposed_by,omitempty"`
+	Request    string `json:"request"`
 	// Reply is the model's reply (or the bare program) up to MaxReplyExcerpt bytes; a longer one
 	// is cut there and Truncated names "reply". ReplyBytes and ReplySHA256 are the length and
 	// the hex SHA-256 of the whole reply, so a kept copy can be matched to the run.
@@ -126,7 +129,10 @@ func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *R
 		AnswerText: res.AnswerText, Status: res.Status, Changes: res.Changes, ChangedRows: res.Changes.Rows(),
 		Outcome: res.Outcome, Limit: res.Limit, Steps: res.Steps, DurationMS: res.DurationMS,
 		Pending: res.Pending, Model: req.Model, Writes: writes,
-		Truncated: slices.Clone(res.Truncated),
+		Truncated: slices.Clone(res.Truncated), ProposedBy: req.By.Name,
+	}
+	if r.ProposedBy == "" {
+		r.ProposedBy = access.Local().Name
 	}
 	if writes == nil {
 		var cut bool
@@ -150,6 +156,7 @@ func (r *RunRecord) bound() {
 	text(&r.Reply, MaxReplyExcerpt, "reply")
 	text(&r.Request, MaxRecordRequest, "request")
 	text(&r.Origin, maxRecordName, "origin")
+	text(&r.ProposedBy, maxRecordName, "proposed_by")
 	text(&r.Program, MaxRecordProgram, "program")
 	text(&r.AnswerText, MaxAnswer, "answer_text")
 	text(&r.Status, MaxAnswer, "status")

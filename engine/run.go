@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
@@ -34,6 +35,9 @@ type Request struct {
 	Origin string
 	// Model describes the model call that produced Reply, for the audit log; empty otherwise.
 	Model *ModelCall
+	// By is who proposes the run, recorded as its proposed_by; the zero value is the local user
+	// (access.Local).
+	By access.Principal
 
 	// bare says Reply is a program starplan made or recorded (a compiled JSON plan, a replay),
 	// run as it is, without extraction.

@@ -30,7 +30,7 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 	}
 	qid := newRequestID()
 	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
-	res, err := s.eng.Ask(ctx, s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs})
+	res, err := s.eng.Ask(ctx, s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs, By: principal(ctx)})
 	if err != nil {
 		code, status := CodeInternal, http.StatusInternalServerError
 		var me *engine.ModelError

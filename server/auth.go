@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/starplan/starplan/access"
+	"github.com/starplan/starplan/tokens"
 )
 
 // Who may call the server. A program sends the bearer token on every request. The review page
@@ -60,11 +64,19 @@ type sessions struct {
 	now   func() time.Time
 	live  map[[32]byte]time.Time
 	keys  map[[32]byte][32]byte // a live session's key, by the session's hash
+	who   map[[32]byte]caller   // who signed in, by the session's hash
 	codes map[[32]byte]time.Time
 }
 
+// caller is who makes a request: the principal, and the id of the stored token it proved
+// (tokens.Keeper.Live; "" for the legacy token and the local user).
+type caller struct {
+	p       access.Principal
+	tokenID string
+}
+
 func newSessions(now func() time.Time) *sessions {
-	return &sessions{now: now, live: map[[32]byte]time.Time{}, keys: map[[32]byte][32]byte{}, codes: map[[32]byte]time.Time{}}
+	return &sessions{now: now, live: map[[32]byte]time.Time{}, keys: map[[32]byte][32]byte{}, who: map[[32]byte]caller{}, codes: map[[32]byte]time.Time{}}
 }
 
 // secret returns 32 random bytes in hex and their hash.
@@ -97,9 +109,9 @@ func (ss *sessions) put(m map[[32]byte]time.Time, h [32]byte, ttl time.Duration,
 	m[h] = now.Add(ttl)
 }
 
-// start opens a session and returns its id, the cookie's value, and its key, which every
+// start opens a session for who and returns its id, the cookie's value, and its key, which every
 // request under the session must carry too.
-func (ss *sessions) start() (id, key string) {
+func (ss *sessions) start(who caller) (id, key string) {
 	id, h := secret()
 	key, kh := secret()
 	ss.mu.Lock()
@@ -108,16 +120,19 @@ func (ss *sessions) start() (id, key string) {
 	for k := range ss.keys {
 		if _, ok := ss.live[k]; !ok {
 			delete(ss.keys, k) // its session expired or made room
+			delete(ss.who, k)
 		}
 	}
 	ss.keys[h] = kh
+	ss.who[h] = who
 	return id, key
 }
 
-// valid reports whether id is a live session and key is its key, comparing in constant time.
-func (ss *sessions) valid(id, key string) bool {
+// valid reports whether id is a live session and key is its key, comparing in constant time,
+// and who signed in to it.
+func (ss *sessions) valid(id, key string) (caller, bool) {
 	if id == "" {
-		return false
+		return caller{}, false
 	}
 	h := sha256.Sum256([]byte(id))
 	got := sha256.Sum256([]byte(key))
@@ -125,7 +140,10 @@ func (ss *sessions) valid(id, key string) bool {
 	defer ss.mu.Unlock()
 	exp, ok := ss.live[h]
 	want := ss.keys[h]
-	return ok && ss.now().Before(exp) && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	if ok && ss.now().Before(exp) && subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+		return ss.who[h], true
+	}
+	return caller{}, false
 }
 
 // end closes a session.
@@ -135,6 +153,7 @@ func (ss *sessions) end(id string) {
 	defer ss.mu.Unlock()
 	delete(ss.live, h)
 	delete(ss.keys, h)
+	delete(ss.who, h)
 }
 
 // newCode returns a one-time login code.
@@ -184,46 +203,91 @@ func (s *Server) tokenOK(token string) bool {
 
 // errUnauthorized is the answer to a request that proves no right to call the server.
 func errUnauthorized() *Error {
-	return errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN; the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "missing or wrong bearer token")
+	return errorf(http.StatusUnauthorized, CodeUnauthorized, "send Authorization: Bearer TOKEN: a token of starplan token create, or the admin token in serve.token in the store directory (or the one given with --token or STARPLAN_TOKEN)", "missing or wrong bearer token")
 }
 
-// authorize decides whether r may go on, and whether it carried a credential (the bearer token,
-// or a live session with its key). A request that sends Authorization is decided by its bearer
-// token alone. One that does not may fetch the review page's public files and log in; anything
-// else needs a live session cookie with its key and, unless it only reads, the page's CSRF proof.
-func (s *Server) authorize(r *http.Request) (credential bool, _ *Error) {
+// authorize decides whether r may go on, and who makes it (ok is false for a request that
+// carried no credential: the review page's public files and its login). A request that sends
+// Authorization is decided by its bearer token alone: a stored token (tokens), or the legacy
+// token of serve.token, which is the admin credential named "admin". One that does not may fetch
+// the review page's public files and log in; anything else needs a live session cookie with its
+// key and, unless it only reads, the page's CSRF proof. A session made with a stored token ends
+// at its first request after the token was revoked or expired.
+func (s *Server) authorize(r *http.Request) (who caller, ok bool, _ *Error) {
 	if h, sent := r.Header["Authorization"]; sent {
 		token, ok := strings.CutPrefix(strings.Join(h, ""), "Bearer ")
-		if !ok || !s.tokenOK(token) {
-			return false, errUnauthorized()
+		if !ok {
+			return caller{}, false, errUnauthorized()
 		}
-		return true, nil
+		who, err := s.bearer(r.Context(), token)
+		if err != nil {
+			return caller{}, false, err
+		}
+		return who, true, nil
 	}
 	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if publicPage(r) {
 		if safe {
-			return false, nil
+			return caller{}, false, nil
 		}
-		return false, sameOrigin(r)
+		return caller{}, false, sameOrigin(r)
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return false, errUnauthorized()
+		return caller{}, false, errUnauthorized()
 	}
 	key := r.Header.Get(SessionKeyHeader)
 	if key == "" && r.URL.Path == "/v1/events" {
 		key = r.URL.Query().Get(SessionKeyParam)
 	}
-	if !s.sessions.valid(c.Value, key) {
-		return false, errorf(http.StatusUnauthorized, CodeUnauthorized,
+	who, live := s.sessions.valid(c.Value, key)
+	if !live {
+		return caller{}, false, errorf(http.StatusUnauthorized, CodeUnauthorized,
 			"sign in on the review page again (the page keeps the session's key while its tab is open), or send Authorization: Bearer TOKEN",
 			"no live session with that cookie and key; a session cookie without its key authorizes nothing")
 	}
-	if safe {
-		return true, nil
+	if who.tokenID != "" {
+		if _, err := s.tokens.Live(r.Context(), who.tokenID); err != nil {
+			s.sessions.end(c.Value)
+			if te, ok := tokens.AsError(err); ok {
+				return caller{}, false, errorf(http.StatusUnauthorized, CodeUnauthorized, "sign in again with a live token", "%s; its session has ended", te.Message)
+			}
+			return caller{}, false, internal(err)
+		}
 	}
-	return true, sameOrigin(r)
+	if safe {
+		return who, true, nil
+	}
+	return who, true, sameOrigin(r)
 }
+
+// bearer resolves a bearer token to who holds it: a stored token, or the legacy admin token.
+// Secrets are compared in constant time (here for the legacy token, in tokens for stored ones)
+// and never appear in an error.
+func (s *Server) bearer(ctx context.Context, token string) (caller, *Error) {
+	if tokens.IsToken(token) {
+		p, id, err := s.tokens.Verify(ctx, token)
+		if err == nil {
+			return caller{p: p, tokenID: id}, nil
+		}
+		te, ok := tokens.AsError(err)
+		switch {
+		case !ok:
+			return caller{}, internal(err)
+		case te.Code == tokens.CodeUnknown:
+			return caller{}, errUnauthorized()
+		}
+		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, te.Hint, "%s", te.Message)
+	}
+	if !s.tokenOK(token) {
+		return caller{}, errUnauthorized()
+	}
+	return caller{p: LegacyPrincipal}, nil
+}
+
+// LegacyPrincipal is who the legacy token (serve.token, --token, STARPLAN_TOKEN) is: an admin
+// named "admin", so set-ups from before named tokens keep every right.
+var LegacyPrincipal = access.Principal{Name: tokens.LegacyName, Role: access.Admin}
 
 // sameOrigin is the CSRF check of a request that changes something without a bearer token: it
 // must carry PageHeader, and the Origin and Sec-Fetch-Site a browser sends must name this server.

@@ -31,6 +31,7 @@ const (
 	CodeNotReplayable  = errcode.NotReplayable // the record holds no whole program to run again
 	CodeModel          = errcode.Model         // the model could not be reached or answered badly
 	CodeReplan         = errcode.Replan        // asking the model again after a rejection failed
+	CodeForbiddenRole  = errcode.ForbiddenRole // the credential's role lacks the operation's right
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with

@@ -32,14 +32,16 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/runs/{id}/replay", methods{http.MethodPost: s.handleReplay})
 	mux.Handle("/v1/ask", methods{http.MethodPost: s.handleAsk})
 	mux.Handle("/v1/events", methods{http.MethodGet: s.handleEvents})
-	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		// Stateless: every call is one POST, so no session outlives its request and a drain
-		// never waits on an idle MCP stream.
-		Stateless:           true,
+	mux.Handle(MCPPath, s.mcpAuth(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		// Sessions, so that apply_run can ask the person over HTTP as over stdio (an older
+		// protocol's client answers elicitation/create within its session); idle ones end after
+		// MCPSessionTimeout, and no standalone stream is served (mcpAuth), so a drain never
+		// waits on an idle MCP stream.
+		SessionTimeout:      MCPSessionTimeout,
 		MaxRequestBodyBytes: s.opts.MaxBody,
-	}))
+	})))
 	mux.Handle("/", s.reviewPage()) // the review page, its login and its data (review.go)
-	return s.guard(mux)
+	return s.guard(s.enforce(mux))  // enforce: the right each route needs (rights.go)
 }
 
 // guard refuses requests without the bearer token or a review session (authorize), and requests
@@ -53,7 +55,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(w, errorf(http.StatusForbidden, CodeForbidden, "reach the server as 127.0.0.1, [::1] or localhost", "host %q is not this loopback server", clip(r.Host, 100)))
 			return
 		}
-		credential, err := s.authorize(r) // the bearer token, or the review page's session (auth.go)
+		who, credential, err := s.authorize(r) // a bearer token, or the review page's session (auth.go)
 		if credential && err == nil {
 			proven(r) // its connection may stay open, beyond the bounds of strangers' (conns.go)
 		} else {
@@ -67,6 +69,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+		if credential {
+			r = r.WithContext(withCaller(r.Context(), who))
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -75,6 +76,7 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"Write a plan from run_plan's reference, dry-run it with run_plan, show the person the changes " +
 			"(the diff in changes) and, once they approve, apply_run with the run's digest; otherwise reject_run with feedback.",
 	})
+	m.AddReceivingMiddleware(s.mcpGuard) // who calls, and the right each tool needs (rights.go)
 	closed, open := false, true
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}
 
@@ -153,6 +155,9 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		if doc.State == StateConflict {
 			return &mcp.CallToolResult{IsError: true}, doc, nil // nothing was written; the document says why
 		}
+		if why := s.unasked(req); why != "" && doc.State == StateApplied {
+			return unconfirmed(ctx, doc, why), doc, nil // never silently: the result says nobody was asked
+		}
 		return nil, doc, nil
 	})
 
@@ -207,6 +212,26 @@ func (s *Server) asks(req *mcp.CallToolRequest) bool {
 	}
 	e := caps.Elicitation
 	return e.Form != nil || e.URL == nil // neither set means form (the older protocol versions)
+}
+
+// unasked says why apply_run did not ask the person through this client, or "" when it did.
+func (s *Server) unasked(req *mcp.CallToolRequest) string {
+	switch {
+	case s.asks(req):
+		return ""
+	case s.opts.NoElicit:
+		return "the server was started with confirmation by elicitation turned off"
+	}
+	return "the client declared no form elicitation, so the person could not be asked through it"
+}
+
+// unconfirmed is apply_run's answer when it applied without asking the person: the run, and a
+// first line that says so and on whose authority (the token's name and role) it was applied.
+func unconfirmed(ctx context.Context, doc *RunDocument, why string) *mcp.CallToolResult {
+	p := principal(ctx)
+	note := fmt.Sprintf("Not confirmed by a person through this client: %s. Run %s was applied on the digest alone, by %s (%s).", why, doc.RunID, p.Name, p.Role)
+	raw, _ := json.Marshal(doc)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: note}, &mcp.TextContent{Text: string(raw)}}}
 }
 
 // confirmState ties the answer to the question: the answer counts only for the run and digest it

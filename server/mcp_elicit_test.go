@@ -54,9 +54,6 @@ func dryRunPurchase(t *testing.T, cs *mcp.ClientSession, request string) RunDocu
 func TestMCPApplyAsksThePersonFirst(t *testing.T) {
 	for _, version := range protocols {
 		for _, overHTTP := range []bool{false, true} {
-			if overHTTP && version != "" {
-				continue // stateless HTTP asks only on the latest protocol: see TestMCPApplyWithoutElicitationAppliesOnTheDigest
-			}
 			t.Run(label(version)+map[bool]string{false: "/pipe", true: "/http"}[overHTTP], func(t *testing.T) {
 				f := newFixture(t, Options{})
 				p := &person{}
@@ -91,34 +88,36 @@ func TestMCPApplyAsksThePersonFirst(t *testing.T) {
 func TestMCPApplyNotConfirmedWritesNothing(t *testing.T) {
 	for _, version := range protocols {
 		for _, action := range []string{"decline", "cancel"} {
-			t.Run(label(version)+"/"+action, func(t *testing.T) {
-				f := newFixture(t, Options{})
-				p := &person{answers: []string{action}}
-				cs := mcpClientWith(t, f, false, &mcp.ClientOptions{ElicitationHandler: p.handler}, version)
-				run := dryRunPurchase(t, cs, "Purchase 3 Wayfarer sunglasses for customer Alice.")
-				ledger := f.count("transactions")
+			for _, overHTTP := range []bool{false, true} { // issue 27: over HTTP it applied without asking
+				t.Run(label(version)+"/"+action+map[bool]string{false: "/pipe", true: "/http"}[overHTTP], func(t *testing.T) {
+					f := newFixture(t, Options{})
+					p := &person{answers: []string{action}}
+					cs := mcpClientWith(t, f, overHTTP, &mcp.ClientOptions{ElicitationHandler: p.handler}, version)
+					run := dryRunPurchase(t, cs, "Purchase 3 Wayfarer sunglasses for customer Alice.")
+					ledger := f.count("transactions")
 
-				var doc RunDocument
-				res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &doc)
-				assert.True(t, res.IsError, "an apply that wrote nothing is a tool error")
-				assert.Contains(t, text(res), CodeDeclined)
-				assert.Contains(t, text(res), "nothing was written")
-				assert.Equal(t, StatePending, doc.State, "the result carries the run, still pending")
-				assert.Equal(t, run.Digest, doc.Digest)
-				assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"])
-				assert.Equal(t, ledger, f.count("transactions"))
-				var shown RunDocument
-				call(t, cs, "show_run", RunRef{RunID: run.RunID}, &shown)
-				assert.Equal(t, StatePending, shown.State)
+					var doc RunDocument
+					res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &doc)
+					assert.True(t, res.IsError, "an apply that wrote nothing is a tool error")
+					assert.Contains(t, text(res), CodeDeclined)
+					assert.Contains(t, text(res), "nothing was written")
+					assert.Equal(t, StatePending, doc.State, "the result carries the run, still pending")
+					assert.Equal(t, run.Digest, doc.Digest)
+					assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"])
+					assert.Equal(t, ledger, f.count("transactions"))
+					var shown RunDocument
+					call(t, cs, "show_run", RunRef{RunID: run.RunID}, &shown)
+					assert.Equal(t, StatePending, shown.State)
 
-				// Asked again, the person agrees: the same digest applies the run.
-				var applied RunDocument
-				res = call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
-				require.False(t, res.IsError, text(res))
-				assert.Equal(t, StateApplied, applied.State)
-				assert.Equal(t, int64(3), f.committed("inventory", "SG002")["quantity_in_stock"])
-				assert.Len(t, p.asked(), 2)
-			})
+					// Asked again, the person agrees: the same digest applies the run.
+					var applied RunDocument
+					res = call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
+					require.False(t, res.IsError, text(res))
+					assert.Equal(t, StateApplied, applied.State)
+					assert.Equal(t, int64(3), f.committed("inventory", "SG002")["quantity_in_stock"])
+					assert.Len(t, p.asked(), 2)
+				})
+			}
 		}
 	}
 }
@@ -138,19 +137,21 @@ func TestMCPApplyWithoutElicitationAppliesOnTheDigest(t *testing.T) {
 			assert.Equal(t, int64(3), f.committed("inventory", "SG002")["quantity_in_stock"])
 		})
 	}
-	// Over stateless HTTP an older protocol's client has no session the question could reach
-	// (the latest protocol carries it in the call's result): it is not asked.
-	for _, version := range protocols[1:] {
+	// Over HTTP too (each protocol), a client without elicitation is told that nobody was asked.
+	for _, version := range protocols {
 		t.Run(label(version)+"/http", func(t *testing.T) {
 			f := newFixture(t, Options{})
-			p := &person{answers: []string{"decline"}}
-			cs := mcpClientWith(t, f, true, &mcp.ClientOptions{ElicitationHandler: p.handler}, version)
+			cs := mcpClientWith(t, f, true, nil, version)
 			run := dryRunPurchase(t, cs, "")
 			var applied RunDocument
 			res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
 			require.False(t, res.IsError, text(res))
 			assert.Equal(t, StateApplied, applied.State)
-			assert.Empty(t, p.asked())
+			require.NotEmpty(t, res.Content)
+			first, ok := res.Content[0].(*mcp.TextContent)
+			require.True(t, ok)
+			assert.Equal(t, "Not confirmed by a person through this client: the client declared no form elicitation, so the person could not be asked through it. "+
+				"Run "+run.RunID+" was applied on the digest alone, by admin (admin).", first.Text)
 		})
 	}
 	// Apply asks with a form: a client that declared only URL elicitation is not asked.
@@ -175,6 +176,7 @@ func TestMCPApplyWithoutElicitationAppliesOnTheDigest(t *testing.T) {
 		res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
 		require.False(t, res.IsError, text(res))
 		assert.Equal(t, StateApplied, applied.State)
+		assert.Contains(t, text(res), "Not confirmed by a person through this client: the server was started with confirmation by elicitation turned off")
 		assert.Empty(t, p.asked())
 	})
 }

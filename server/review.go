@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/table"
@@ -115,8 +116,9 @@ type LoginAnswer struct {
 	SessionKey string `json:"session_key"`
 }
 
-// handleLogin trades the bearer token, or a one-time code, for a session: the cookie, and its
-// key in the body. authorize has checked the page's CSRF proof.
+// handleLogin trades an approver's or an admin's bearer token, or a one-time code (the local
+// user's), for a session: the cookie, and its key in the body. A proposer's token is refused
+// with forbidden-role. authorize has checked the page's CSRF proof.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req LoginRequest
 	if err := decode(r, &req); err != nil {
@@ -124,17 +126,30 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	switch {
-	case req.Code != "":
+	var who caller
+	if req.Code != "" {
 		if !s.sessions.useCode(req.Code) {
 			writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "sign in with the token, or start starplan serve again for a new link", "that login link was used already or has expired"))
 			return
 		}
-	case !s.tokenOK(req.Token):
-		writeError(w, errorf(http.StatusUnauthorized, CodeUnauthorized, "the token is in serve.token in the store directory, or the one given with --token or STARPLAN_TOKEN", "that is not the server's token"))
-		return
+		who = caller{p: access.Local()} // the link was printed to whoever started serve
+	} else {
+		var err *Error
+		if who, err = s.bearer(r.Context(), req.Token); err != nil {
+			if err.Code == CodeUnauthorized && err.Hint == errUnauthorized().Hint {
+				err = errorf(http.StatusUnauthorized, CodeUnauthorized, "sign in with an approver's token (starplan token create NAME --role approver) or the admin token in serve.token in the store directory", "that is not a token of this server")
+			}
+			writeError(w, err)
+			return
+		}
+		if !who.p.Can(access.Approve) {
+			writeError(w, errorf(http.StatusForbidden, CodeForbiddenRole,
+				"the page is for people who approve: sign in with an approver's or an admin's token (an admin makes one with starplan token create NAME --role approver)",
+				"token %s is a %s's: it may propose runs, not approve them, so it cannot sign in to the review page", who.p.Name, who.p.Role))
+			return
+		}
 	}
-	id, key := s.sessions.start()
+	id, key := s.sessions.start(who)
 	setSession(w, r, id, SessionTTL)
 	writeJSON(w, http.StatusOK, LoginAnswer{SessionKey: key})
 }

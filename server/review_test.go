@@ -214,27 +214,28 @@ func TestSessionsExpireAndAreBounded(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	ss := newSessions(clock)
+	valid := func(id, key string) bool { _, ok := ss.valid(id, key); return ok }
 
-	first, key := ss.start()
-	assert.True(t, ss.valid(first, key))
-	assert.False(t, ss.valid("", key))
-	assert.False(t, ss.valid(first, ""), "a session needs its key")
-	second, key2 := ss.start()
-	assert.False(t, ss.valid(first, key2), "another session's key is not this one's")
-	assert.True(t, ss.valid(second, key2))
+	first, key := ss.start(caller{})
+	assert.True(t, valid(first, key))
+	assert.False(t, valid("", key))
+	assert.False(t, valid(first, ""), "a session needs its key")
+	second, key2 := ss.start(caller{})
+	assert.False(t, valid(first, key2), "another session's key is not this one's")
+	assert.True(t, valid(second, key2))
 	advance(SessionTTL)
-	assert.False(t, ss.valid(first, key), "a session ends after SessionTTL")
+	assert.False(t, valid(first, key), "a session ends after SessionTTL")
 
 	ids := make([]string, MaxSessions+10)
 	keys := make([]string, len(ids))
 	for i := range ids {
-		ids[i], keys[i] = ss.start()
+		ids[i], keys[i] = ss.start(caller{})
 		advance(time.Second)
 	}
 	assert.Len(t, ss.live, MaxSessions)
 	assert.Len(t, ss.keys, MaxSessions, "the keys of ended sessions go with them")
-	assert.False(t, ss.valid(ids[0], keys[0]), "the oldest sessions make room")
-	assert.True(t, ss.valid(ids[len(ids)-1], keys[len(ids)-1]))
+	assert.False(t, valid(ids[0], keys[0]), "the oldest sessions make room")
+	assert.True(t, valid(ids[len(ids)-1], keys[len(ids)-1]))
 }
 
 func TestLoginLinkWorksOnceAndExpires(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"log"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +20,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/tokens"
 )
 
 // Defaults of Options. Each applies when the field is zero.
@@ -99,6 +101,10 @@ type Server struct {
 	mcp    *mcp.Server
 	// sessions are the review page's logins (auth.go).
 	sessions *sessions
+	// tokens are the store's named tokens (package tokens); the legacy token is Options.Token.
+	tokens *tokens.Keeper
+	// pageURL is the review page's address (SetPageURL), for links to a run.
+	pageURL atomic.Pointer[string]
 	// conns counts the connections of Listener (conns.go).
 	conns *connLimiter
 
@@ -150,6 +156,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 	limits := brokerLimits{Events: opts.EventBacklog, Bytes: opts.EventBacklogBytes, Subscribers: opts.MaxSubscribers}
 	s := &Server{eng: eng, opts: opts, events: newBroker(limits, opts.Now), sessions: newSessions(opts.Now), draining: make(chan struct{})}
 	s.conns = newConnLimiter(opts)
+	s.tokens = tokens.New(eng.Store(), opts.Now)
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	m, err := s.newMCP()
 	if err != nil {
@@ -417,7 +424,7 @@ func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs obs
 	}
 	qid := newRequestID()
 	s.emit(obs, Event{Type: EventStarted, RequestID: qid, Origin: origin})
-	res, err := s.eng.Run(ctx, engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin})
+	res, err := s.eng.Run(ctx, engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx)})
 	if err != nil {
 		s.emit(obs, Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
@@ -541,6 +548,9 @@ func settled(doc *RunDocument) (done bool, err error) {
 // Reject records a reviewer's rejection of a run, with feedback; a pending run can then never
 // be applied. Rejecting a rejected run answers with the first decision.
 func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunDocument, error) {
+	if err := s.mayReject(ctx, id); err != nil {
+		return nil, err
+	}
 	before, err := s.Show(id)
 	if err != nil {
 		return nil, err

@@ -278,6 +278,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		throughServer(newDescribeCmd(ios, g)),
 		throughServer(newPromptCmd(ios, g)),
 		createsStore(newServeCmd(ios, g)),
+		newTokenCmd(ios, g),
 		newWorkerCmd(ios),
 		newDocsCmd(ios),
 	)

@@ -43,20 +43,21 @@ func newServeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Long: `Open the store once and serve it to many clients: a JSON API under /v1 (describe, check, dry
 runs, apply with the digest of the reviewed changes, reject with feedback, runs, and run events as
 Server-Sent Events at /v1/events) and MCP over streamable HTTP at /mcp, on --listen (loopback by
-default). Every HTTP request needs "Authorization: Bearer TOKEN": the token is created at the
-first start in serve.token in the store directory (mode 0600), unless STARPLAN_TOKEN or --token
-gives one (--token shows it to every local user in the process's command line: prefer the
-other two).
+default). Every HTTP request needs "Authorization: Bearer TOKEN": a named token with a role
+(starplan token create NAME --role proposer|approver|admin; a proposer cannot apply), or the
+admin token, created at the first start in serve.token in the store directory (mode 0600),
+unless STARPLAN_TOKEN or --token gives one (--token shows it to every local user in the
+process's command line: prefer the other two). MCP on stdio acts as the local user, an admin.
 
-A review page for people is at / on the same address: sign in with the token, or open the
-one-time link printed at the start; the page keeps a session (a cookie and a key that only its
+A review page for people is at / on the same address: sign in with an approver's or an admin's
+token, or open the one-time link printed at the start; the page keeps a session (a cookie and a key that only its
 tab holds), never the token.
 
 Connections are bounded: strangers' (those that have sent no token yet) at most 128 at once and
 32 per client address, the oldest closed to make room, each closed after one answer, out of 512
 in all, so the token holder always has room. What was refused is logged, a line per 10 s.
 
-While it runs, the CLI commands that use this store (exec, ask, apply, runs, db seed, dump,
+While it runs, the CLI commands that use this store (exec, ask, apply, runs, token, db seed, dump,
 export and import) run inside it, through the socket serve.sock in the store directory, which only
 this user can open: they print what they would print alone. db init and db check need the store
 to themselves, and name the server (from serve.json, its pid and address, kept in the store
@@ -155,6 +156,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 				return withCode(ExitUsage, fmt.Errorf("listening on %s: %w", opts.Listen, err), "pass --listen HOST:PORT with a free port")
 			}
 			// Connections are bounded, strangers' apart from the token holder's (server/conns.go).
+			srv.SetPageURL("http://" + ln.Addr().String())
 			hs = srv.HTTPServer()
 			go func() { httpEnded <- hs.Serve(srv.Listener(ln)) }()
 			if !isLoopbackAddr(ln.Addr()) {

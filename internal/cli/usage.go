@@ -25,6 +25,8 @@ var arguments = map[string]string{
 	"starplan domain check": "DIR, the domain directory to check (its domain.json and files)",
 	"starplan domain show":  "at most DIR, the domain directory to show (none: the store's own domain)",
 	"starplan docs man":     "DIR, the directory to write the man pages to",
+	"starplan token create": "NAME, the new token's name (letters, digits, '.', '_', '-')",
+	"starplan token revoke": "NAME, the token to revoke (starplan token list lists them)",
 }
 
 // explainArgs wraps the argument check of c and its subcommands, so that a command line with

@@ -34,6 +34,7 @@ const (
 	BadLimits      = "limits-not-allowed" // limits beyond what the server allows
 	NotReplayable  = "not-replayable"     // the record holds no whole program to run again
 	Replan         = "replan-failed"      // asking the model again after a rejection failed
+	ForbiddenRole  = "forbidden-role"     // the credential's role lacks the right the operation needs
 )
 
 // Conditions of the command line only: a server always has its store, and reports a plan's
