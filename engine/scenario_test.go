@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +21,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/domains"
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
 )
 
@@ -108,7 +110,10 @@ func runScenario(t *testing.T, file string) {
 	}
 	ctx := context.Background()
 	before := snapshot(t, e)
-	res, err := e.Run(ctx, Request{Reply: reply, UserRequest: strings.TrimSpace(request), Origin: "scenario"})
+	// A scenario asserts which limit fired only where speed cannot change it: the time limit is
+	// far beyond any step budget on a loaded machine, so a step-limit scenario sees the steps.
+	res, err := e.Run(ctx, Request{Reply: reply, UserRequest: strings.TrimSpace(request), Origin: "scenario",
+		Limits: sandbox.Limits{Timeout: 10 * time.Minute}})
 	require.NoError(t, err)
 
 	assert.Equal(t, want.Outcome, res.Outcome, res.Diagnostics.String())
