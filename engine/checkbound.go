@@ -17,10 +17,7 @@ import (
 // and time, besides each call's own invariantLimits, so that the check of a domain whose rules
 // are slow ends in seconds however many rules and answers it has. The time is the total a run's
 // rules get (invariantsTime).
-const (
-	checkRuleSteps = 4_000_000
-	checkRuleTime  = invariantsTime
-)
+const checkRuleSteps = 4_000_000
 
 // checkBound is the allowance of the rules' calls in one domain check.
 type checkBound struct {
@@ -33,7 +30,7 @@ type checkBound struct {
 
 // newCheckBound starts the allowance of a check of policy's rules now.
 func newCheckBound(policy *contracts.Domain) *checkBound {
-	b := &checkBound{left: checkRuleSteps, deadline: time.Now().Add(checkRuleTime), rules: map[string][]string{}}
+	b := &checkBound{left: checkRuleSteps, deadline: time.Now().Add(invariantsTime), rules: map[string][]string{}}
 	if policy == nil {
 		return b
 	}
@@ -92,7 +89,7 @@ func (b *checkBound) spentError(fn, how string) error {
 		who = fmt.Sprintf("rule %s (function %s of %s)", strings.Join(b.rules[fn], ", "), fn, InvariantsFile)
 	}
 	return fmt.Errorf("%s: %s: the check runs the starlark rules on every example answer within %d steps and %s in all, and %s: a rule must be quick on an example's changes (the answers of %s have none); look for a loop that does not end or work that grows too fast",
-		contracts.PolicyFile, who, checkRuleSteps, checkRuleTime, how, prompts.NotesFile)
+		contracts.PolicyFile, who, checkRuleSteps, invariantsTime, how, prompts.NotesFile)
 }
 
 // err is why the allowance is spent; nil while it lasts.

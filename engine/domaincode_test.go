@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -79,6 +80,7 @@ func TestDomainCheckHoldsRulesToTheirMemoryBudget(t *testing.T) {
 // then works on: a rule measures its own values at its checkpoints, since the heap's growth can
 // hide them (others' garbage freed while it allocates).
 func TestRuleOverItsMemoryBudgetFailsItsRun(t *testing.T) {
+	liftRuleTime(t)
 	dom, errs := LoadDomain(ordersWith(map[string]string{
 		"policy.json": rulesPolicy("pending_only_cancelled", "grows_on_insert"),
 		"invariants.star": string(ordersDomain["invariants.star"].Data) + `
@@ -165,4 +167,13 @@ def slow(changes):
 	assert.Contains(t, all, checkBoundMessage)
 	assert.Contains(t, all, "rule rule_slow (function slow of invariants.star): the check")
 	assert.Contains(t, all, "it ran out the time", "only time can stop a rule whose every step is this slow")
+}
+
+// liftRuleTime lifts the time bound of rules for one test (restored at its end), so that a test
+// asserting that the memory or step limit fires sees it on a loaded machine too. Engine tests do
+// not run in parallel, so the variables are never read by another test meanwhile.
+func liftRuleTime(t *testing.T) {
+	limits, total := invariantLimits, invariantsTime
+	invariantLimits.Timeout, invariantsTime = 10*time.Minute, 20*time.Minute
+	t.Cleanup(func() { invariantLimits, invariantsTime = limits, total })
 }
