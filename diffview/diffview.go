@@ -1,7 +1,7 @@
 // Package diffview renders a run's change set (table.ChangeSet) for people and for programs: an
 // aligned terminal view with optional colour, GitHub-flavoured Markdown for review comments, a
-// stable JSON document, and the cells of a before/after table (Cells) for a page that builds its
-// own markup.
+// stable JSON document, the cells of a before/after table (Cells) for a page that builds its
+// own markup, and one bounded line of what changes row by row (Headline) for a queue.
 //
 // It owns only presentation. It must not reach a store, run or inspect Starlark, or decide
 // whether a change is allowed: it reads the change set it is given and nothing else, so the cost

@@ -305,3 +305,139 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 		}
 	}
 }
+
+// signIn opens the page and signs in with the fixture's token, then waits for n runs in the
+// pending queue.
+func (b *browser) signIn(f *fixture, n int) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(f.web.URL + "/"))
+	b.wait("the login form", `document.querySelector("#token") && !document.querySelector("#login").hidden`)
+	b.do(chromedp.SendKeys(chromedp.CSS("#token"), testToken), chromedp.Click(chromedp.CSS("#login-form button[type=submit]")))
+	b.wait("the queue", `document.querySelectorAll("#queue-list > li").length === `+strconv.Itoa(n))
+}
+
+// openRun shows one run and waits until the page shows it.
+func (b *browser) openRun(f *fixture, id string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + id))
+	b.wait("run "+id, `document.querySelector("#run-h").textContent === "Run `+id+`" && document.querySelector("#decision") !== null`)
+}
+
+// atAGlance390 is the most a run of four changed rows (03_two_item_order.star) may take, in CSS
+// pixels of page height, in a 390 px wide window: 2,325 when this was set, 6,781 before the
+// page showed changed fields first (with its plan open and every field of every row).
+const atAGlance390 = 2800
+
+func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
+	path := chromium(t)
+	f := newFixture(t, Options{})
+	four := f.run(example(t, "03_two_item_order.star"), "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses.")
+	require.Equal(t, StatePending, four.State, "%v", four.Diagnostics)
+	broken := f.run(brokenSale, "Take an Aviator.")
+	require.Equal(t, StateFailed, broken.State)
+	require.NotEqual(t, "ledger-missing", broken.Diagnostics[0].Code, "the run lists a lesser diagnostic first")
+	q, err := f.srv.Queue("pending")
+	require.NoError(t, err)
+	require.Len(t, q.Runs, 1)
+	headline := q.Runs[0].Headline
+	require.Contains(t, headline, "SG005 Classic: quantity_in_stock 10→7")
+
+	b := newBrowser(t, path, 1280, 800)
+	b.do(chromedp.EmulateViewport(1280, 800))
+	b.signIn(f, 1)
+
+	// The queue row says what the run changes, row by row.
+	assert.Equal(t, headline, eval[string](b, `document.querySelector(`+js("#queue-list li[data-run="+js(four.RunID)+"] .headline")+`).textContent`))
+
+	// At 1280×800 a changed value is on the first screen, and the decision comes after the
+	// changes: nothing can be approved before they were on screen.
+	b.openRun(f, four.RunID)
+	b.shot("glance-1280")
+	require.Zero(t, eval[float64](b, `window.scrollY`))
+	first := eval[float64](b, `document.querySelector("#changes tr.changed td").getBoundingClientRect().top`)
+	t.Logf("at 1280×800 the first changed value is %.0f px down (it was 1,283 before)", first)
+	assert.Less(t, first, 800.0, "the first changed value is on the first screen")
+	assert.True(t, eval[bool](b, `!!(document.querySelector("#changes").compareDocumentPosition(document.querySelector("#approve")) & Node.DOCUMENT_POSITION_FOLLOWING)`),
+		"Approve comes after the changes")
+	assert.True(t, eval[bool](b, `document.querySelector("#approve").getBoundingClientRect().top >= document.querySelector("#changes").getBoundingClientRect().bottom`))
+	assert.Equal(t, headline, eval[string](b, `document.querySelector("#headline").textContent`))
+
+	// An updated row shows its changed fields; the full rows are behind a toggle.
+	visible := func(sel string) string {
+		return `(() => { const e = document.querySelector(` + js(sel) + `); return !!e && e.getClientRects().length > 0; })()`
+	}
+	desc := `section[data-table="inventory"] tr[data-path="description"]`
+	assert.True(t, eval[bool](b, visible(`section[data-table="inventory"] tr.changed[data-path="quantity_in_stock"]`)))
+	assert.False(t, eval[bool](b, visible(desc)), "the unchanged description is not shown")
+	assert.Equal(t, 2, eval[int](b, `[...document.querySelectorAll('section[data-table="inventory"] tr')].filter(tr => tr.getClientRects().length > 0 && tr.parentElement.tagName === "TBODY").length`),
+		"one field for each of the two updated rows")
+	b.do(chromedp.Click(chromedp.CSS("#whole-rows")))
+	b.wait("the whole rows", visible(desc))
+	assert.Equal(t, "true", eval[string](b, `document.querySelector("#whole-rows").getAttribute("aria-pressed")`))
+	assert.Equal(t, f.committed("inventory", "SG001")["description"], eval[string](b, `document.querySelector('section[data-table="inventory"] tr[data-path="description"] td.after').textContent`))
+	assert.Equal(t, "Aviator", eval[string](b, `document.querySelector('section[data-table="inventory"] tr[data-path="name"] td.before').textContent`))
+	b.do(chromedp.Click(chromedp.CSS("#whole-rows")))
+	b.wait("the changed fields only", `!`+visible(desc))
+
+	// Who did what: shown when the run document names it, absent when it does not.
+	assert.Equal(t, "API", eval[string](b, `document.querySelector("#proposed-by").textContent`))
+	assert.Equal(t, "Proposed by API.", eval[string](b, `document.querySelector("#approvals").textContent`))
+	assert.False(t, eval[bool](b, `[...document.querySelectorAll(".facts dt")].some(dt => /Approv/.test(dt.textContent))`))
+	// The page's answers are given fields of the run document that the approvals add: the
+	// page renders what it is given, whoever adds it.
+	b.do(chromedp.Evaluate[chromedp.Void](`(() => {
+		const fetch = window.fetch;
+		window.extra = {};
+		window.fetch = async (input, init) => {
+			const res = await fetch(input, init);
+			if (!String(input).includes("/review/runs/") || res.status !== 200) return res;
+			const data = await res.json();
+			Object.assign(data.run, window.extra);
+			return new Response(JSON.stringify(data), { status: 200, headers: { "Content-Type": "application/json" } });
+		};
+	})()`))
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "awaiting-approval", proposed_by: "agent-7", approved_by: ["bob"], approvals_needed: 2 }`))
+	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
+	b.wait("the queue", `!document.querySelector("#queue").hidden`)
+	b.openRun(f, four.RunID)
+	b.wait("the run awaiting approval", `document.querySelector("#run-state").textContent === "awaiting-approval"`)
+	assert.Equal(t, "agent-7 (API)", eval[string](b, `document.querySelector("#proposed-by").textContent`))
+	assert.Equal(t, "Proposed by agent-7 (API); approvals: 1 of 2: bob.", eval[string](b, `document.querySelector("#approvals").textContent`))
+	assert.True(t, eval[bool](b, `document.querySelector("#approve") !== null`), "a run awaiting approval can be approved")
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "expired", proposed_by: "agent-7" }`))
+	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
+	b.wait("the queue", `!document.querySelector("#queue").hidden`)
+	b.openRun(f, four.RunID)
+	b.wait("the expired run", `document.querySelector("#run-state").textContent === "expired"`)
+	assert.True(t, eval[bool](b, `document.querySelector("#approve") === null && document.querySelector("#reject") !== null`), "an expired run can only be rejected")
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "applied", proposed_by: "agent-7", approved_by: ["bob", "carol"], auto_approved_by_rule: "small_sale" }`))
+	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
+	b.wait("the queue", `!document.querySelector("#queue").hidden`)
+	b.openRun(f, four.RunID)
+	b.wait("the applied run", `document.querySelector("#run-state").textContent === "applied"`)
+	assert.Equal(t, "Proposed by agent-7 (API); approvals: 2: bob, carol; auto-approved by rule small_sale.", eval[string](b, `document.querySelector("#approvals").textContent`))
+	assert.Equal(t, "small_sale", eval[string](b, `[...document.querySelectorAll(".facts dt")].find(dt => dt.textContent === "Auto-approved by rule").nextElementSibling.textContent`))
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = {}`))
+
+	// A failed run leads with its most serious diagnostic: the unpaid item, not the answer's
+	// length; and its plan is open at the lines.
+	b.openRun(f, broken.RunID)
+	b.wait("the failed run's lead", `document.querySelector("#lead-diag") !== null`)
+	b.shot("failed-1280")
+	assert.Equal(t, "ledger-missing", eval[string](b, `document.querySelector("#lead-diag").dataset.code`))
+	assert.True(t, eval[bool](b, `document.querySelector("#lead").compareDocumentPosition(document.querySelector("#changes")) & Node.DOCUMENT_POSITION_FOLLOWING ? true : false`), "before the changes")
+	assert.Contains(t, eval[string](b, `document.querySelector("#lead").textContent`), "1 more diagnostic")
+	assert.True(t, eval[bool](b, `document.querySelector("#plan-box").open`))
+
+	// At phone width the four changed rows take a bounded height, and nothing is wider than the
+	// window.
+	b.do(chromedp.EmulateViewport(390, 844))
+	b.openRun(f, four.RunID)
+	b.wait("the layout at 390 px", `document.documentElement.clientWidth === 390`)
+	b.shot("glance-390")
+	height := eval[int](b, `document.documentElement.scrollHeight`)
+	t.Logf("at 390 px the four-row run is %d px tall (it was 6,781 before; bound %d)", height, atAGlance390)
+	assert.LessOrEqual(t, height, atAGlance390)
+	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth`), 390)
+	assert.True(t, eval[bool](b, `document.querySelector("#changes tr.changed td").getBoundingClientRect().top < 844`), "a changed value on the first screen of a phone too")
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/starplan/starplan/access"
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/table"
@@ -17,8 +19,8 @@ import (
 
 // The review page: a queue of runs and one run at a time, for a person who approves or rejects
 // them. It is three embedded files (web/) and two JSON documents made for it (the queue with who
-// proposed each run and a one-line summary of its changes; a run with its diff laid out cell by
-// cell); approving, rejecting and the live updates go through the /v1 API and /v1/events, like
+// proposed each run, its counts and one line of what it changes row by row; a run with its diff
+// laid out cell by cell and its diagnostics most serious first); approving, rejecting and the live updates go through the /v1 API and /v1/events, like
 // any other client. The page builds its DOM with textContent only, so every value a plan
 // controls is text; the Content-Security-Policy allows no inline script and nothing from
 // elsewhere, and the page works offline.
@@ -51,6 +53,10 @@ type QueueItem struct {
 	Status   string         `json:"status"`
 	State    string         `json:"state"`
 	Summary  string         `json:"summary"` // "inventory: 2 updated; transactions: 2 inserted"
+	// Headline is what the run changes, row by row, in one line of at most
+	// diffview.MaxHeadline characters: "SG002 Wayfarer: quantity_in_stock 6→3; +TXN002 Alice
+	// 285.0" (diffview.Headline). Absent for a run that changes nothing.
+	Headline string `json:"headline,omitempty"`
 }
 
 // Queue is the answer of GET /review/queue: runs newest first.
@@ -65,7 +71,11 @@ type RunReview struct {
 	Run      *RunDocument          `json:"run"`
 	Proposer string                `json:"proposer"`
 	Summary  string                `json:"summary"`
+	Headline string                `json:"headline,omitempty"` // as QueueItem's
 	Tables   []diffview.TableCells `json:"tables"`
+	// Diagnostics are the run's diagnostics, the most serious first (bySeriousness): what the
+	// page leads with on a failed run.
+	Diagnostics diag.List `json:"diagnostics"`
 	// Replans says whether rejecting this run asks the model for a new plan: it came from a
 	// model and the server has one (Options.Model).
 	Replans bool `json:"replans"`
@@ -202,6 +212,7 @@ func (s *Server) Queue(filter string) (*Queue, error) {
 		return nil, err
 	}
 	out := &Queue{Filter: filter, Runs: []QueueItem{}}
+	var schemas map[string]*table.Schema
 	for _, r := range runs {
 		item := QueueItem{ID: r.ID, Time: r.Time, Request: r.Request, Outcome: r.Outcome, Status: r.Status, State: r.State, Proposer: proposer(r.Origin, nil)}
 		if r.ChangedRows > 0 {
@@ -209,7 +220,11 @@ func (s *Server) Queue(filter string) (*Queue, error) {
 			if err != nil {
 				return nil, internal(err)
 			}
+			if schemas == nil {
+				schemas = s.schemas()
+			}
 			item.Summary, item.Proposer = diffview.Summary(rec.Changes), proposer(rec.Origin, rec.Model)
+			item.Headline = diffview.Headline(rec.Changes, diffview.Options{Schemas: schemas})
 		} else if r.Origin == "ask" {
 			if rec, err := s.eng.Record(r.ID); err == nil {
 				item.Proposer = proposer(rec.Origin, rec.Model)
@@ -253,11 +268,48 @@ func (s *Server) Review(id string) (*RunReview, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
+	opts := diffview.Options{Schemas: s.schemas()}
 	return &RunReview{
 		Run: doc, Proposer: proposer(rec.Origin, rec.Model), Summary: diffview.Summary(doc.Changes),
-		Tables:  diffview.Cells(doc.Changes, diffview.Options{Schemas: s.schemas()}),
-		Replans: rec.Origin == "ask" && s.opts.Model != nil,
+		Headline: diffview.Headline(doc.Changes, opts), Tables: diffview.Cells(doc.Changes, opts),
+		Diagnostics: bySeriousness(doc.Diagnostics),
+		Replans:     rec.Origin == "ask" && s.opts.Model != nil,
 	}, nil
+}
+
+// bySeriousness orders a copy of a run's diagnostics most serious first, keeping the order of
+// those equally serious: an apply that found the data moved; then what is wrong with the plan or
+// the data it would write (a failed check or run, a broken rule of the domain's policy or
+// invariants, changes under a STATUS that may not write); then a STATUS the contract refuses;
+// then the answer's form; then the model's verdict on its attempts; last the count of those a
+// result left out.
+func bySeriousness(ds diag.List) diag.List {
+	rank := func(d diag.Diagnostic) int {
+		switch {
+		case d.Code == engine.CodeMoreDiagnostics:
+			return 5
+		case d.Stage == diag.StageApply:
+			return 0
+		case d.Stage == diag.StageModel:
+			return 4
+		case d.Stage != diag.StageContract:
+			return 1
+		}
+		switch d.Code {
+		case contracts.CodeStatusMissing, contracts.CodeStatusType, contracts.CodeStatusInvalid:
+			return 2
+		case contracts.CodeAnswerMissing, contracts.CodeAnswerType, contracts.CodeAnswerEmpty, contracts.CodeAnswerTooLong,
+			contracts.CodeAnswerSentences, contracts.CodeAnswerNotCustomer, contracts.CodeAnswerControl:
+			return 3
+		}
+		return 1 // a policy rule or an invariant: the data would be wrong
+	}
+	out := slices.Clone(ds)
+	if out == nil {
+		out = diag.List{}
+	}
+	slices.SortStableFunc(out, func(a, b diag.Diagnostic) int { return rank(a) - rank(b) })
+	return out
 }
 
 // schemas are the store's table schemas, for the diff's column order.

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/contracts"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
 )
@@ -341,6 +343,7 @@ func TestQueueSummarisesRunsByFilterNewestFirst(t *testing.T) {
 	assert.Equal(t, "success", item.Status)
 	assert.Equal(t, StatePending, item.State)
 	assert.Equal(t, "inventory: 1 updated; transactions: 1 inserted", item.Summary)
+	assert.Regexp(t, `^SG001 Aviator: quantity_in_stock 2[0-9]→2[0-9]; \+TXN[0-9]+ Ann 80\.0$`, item.Headline, "what changes, row by row")
 	assert.False(t, item.Time.IsZero())
 
 	require.Equal(t, http.StatusOK, f.call("POST", "/v1/runs/"+a.RunID+"/apply", ApplyRequest{Digest: a.Digest}).status)
@@ -431,4 +434,56 @@ func jsonString(t testing.TB, s string) string {
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// brokenSale takes an Aviator off the shelf without a ledger entry, with an answer of three
+// sentences: the policy refuses the unpaid item and the contract the answer's length.
+const brokenSale = `item = inventory_tbl.get({"name": "Aviator"})
+inventory_tbl.update({"quantity_in_stock": item["quantity_in_stock"] - 1}, {"item_id": item["item_id"]})
+STATUS = "success"
+answer_text = "Done. Sold. Thanks."
+`
+
+func TestRunReviewLeadsWithTheMostSeriousDiagnostic(t *testing.T) {
+	f := newFixture(t, Options{})
+	doc := f.run(brokenSale, "take an Aviator")
+	require.Equal(t, StateFailed, doc.State)
+	codes := func(ds diag.List) []string {
+		out := []string{}
+		for _, d := range ds {
+			out = append(out, d.Code)
+		}
+		return out
+	}
+	require.Equal(t, []string{contracts.CodeAnswerSentences, contracts.CodeLedgerMissing}, codes(doc.Diagnostics),
+		"the contract lists the answer's form first")
+	r := f.page("GET", "/review/runs/"+doc.RunID, nil, f.login(), false)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var rv RunReview
+	r.decode(t, &rv)
+	assert.Equal(t, []string{contracts.CodeLedgerMissing, contracts.CodeAnswerSentences}, codes(rv.Diagnostics), "the data first")
+	assert.Equal(t, codes(doc.Diagnostics), codes(rv.Run.Diagnostics), "the run document keeps its order")
+	assert.Equal(t, "SG001 Aviator: quantity_in_stock 23→22", rv.Headline)
+}
+
+func TestBySeriousnessPutsTheDataFirstAndTheCountLast(t *testing.T) {
+	d := func(stage diag.Stage, code string) diag.Diagnostic { return diag.Diagnostic{Stage: stage, Code: code} }
+	in := diag.List{
+		d(diag.StageContract, engine.CodeMoreDiagnostics),
+		d(diag.StageModel, engine.CodeNoValidPlan),
+		d(diag.StageContract, contracts.CodeAnswerTooLong),
+		d(diag.StageContract, contracts.CodeStatusInvalid),
+		d(diag.StageContract, "invariant-from-the-domain"),
+		d(diag.StageRun, "runtime-error"),
+		d(diag.StageContract, contracts.CodeWritesNotAllowed),
+		d(diag.StageApply, engine.CodeConflict),
+	}
+	got := bySeriousness(in)
+	want := []string{engine.CodeConflict, "invariant-from-the-domain", "runtime-error", contracts.CodeWritesNotAllowed,
+		contracts.CodeStatusInvalid, contracts.CodeAnswerTooLong, engine.CodeNoValidPlan, engine.CodeMoreDiagnostics}
+	for i, w := range want {
+		assert.Equal(t, w, got[i].Code, "%d", i)
+	}
+	assert.Equal(t, engine.CodeMoreDiagnostics, in[0].Code, "a copy: the run's own list keeps its order")
+	assert.Equal(t, diag.List{}, bySeriousness(nil), "never null in the JSON")
 }

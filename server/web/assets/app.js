@@ -233,7 +233,7 @@
     const list = $('queue-list');
     const old = new Map([...list.children].map((li) => [li.dataset.run, li]));
     const want = runs.map((run) => {
-      const sig = JSON.stringify([run.request, run.proposer, run.outcome, run.status, run.state, run.summary, run.time]);
+      const sig = JSON.stringify([run.request, run.proposer, run.outcome, run.status, run.state, run.summary, run.headline, run.time]);
       const li = old.get(run.id);
       if (li && li.dataset.sig === sig) return li;
       const fresh = queueItem(run);
@@ -257,7 +257,8 @@
         el('span', {}, 'outcome ', run.outcome + (run.status ? ' · STATUS ' + run.status : '')),
         timeEl(run.time),
         el('span', { class: 'mono' }, run.id)),
-      run.summary ? el('p', { class: 'summary' }, run.summary) : null);
+      run.summary ? el('p', { class: 'summary' }, run.summary) : null,
+      run.headline ? el('p', { class: 'headline' }, run.headline) : null);
   }
 
   // ---- one run
@@ -287,25 +288,36 @@
       feedback: $('feedback') ? $('feedback').value : '',
       message: $('action-msg') ? { text: $('action-msg').textContent, cls: $('action-msg').className } : null,
       focused: document.activeElement && document.activeElement.id,
+      whole: !!($('changes') && $('changes').classList.contains('whole')),
     } : null;
     state.review = review;
     const run = review.run;
     document.title = 'Run ' + run.run_id + ' — starplan review';
     $('run-h').textContent = 'Run ' + run.run_id;
+    // What a reviewer needs first comes first: what went wrong, what the run changes (the
+    // changed fields; whole rows behind a toggle), the answer; then the decision, after the
+    // changes, so nothing can be approved before they were on screen; then the details.
     const body = [
-      el('h2', {}, 'Request, as the proposer wrote it'),
+      lead(review),
+      el('p', { class: 'status-line' },
+        el('span', { class: 'badge ' + run.state, id: 'run-state' }, run.state),
+        el('span', {}, 'proposed by ', el('strong', { id: 'proposed-by' }, proposedBy(review))),
+        timeEl(run.time)),
+      review.headline ? el('p', { class: 'headline', id: 'headline' }, review.headline) : null,
+      el('h2', { class: 'compact' }, 'Request, as the proposer wrote it'),
       run.request ? el('blockquote', { class: 'request' }, safe(run.request)) : el('p', { class: 'request none' }, '(no request given)'),
-      facts(review),
+      changesHead(review),
+      changes(review),
       el('h2', {}, 'Answer'),
       el('p', { class: 'answer', id: 'answer' }, run.answer_text ? safe(run.answer_text, true) : '(no answer_text)'),
       decision(review),
-      el('h2', {}, 'Changes'),
-      changes(review),
-      el('h2', {}, 'Plan'),
-      plan(run),
+      el('h2', {}, 'Details'),
+      facts(review),
+      el('details', { id: 'plan-box', open: failed(run) }, el('summary', {}, 'Plan (' + planSummary(run) + ')'), plan(run, diagnostics(review))),
     ];
     if (run.stdout) body.push(el('details', {}, el('summary', {}, 'Printed output'), el('pre', { class: 'out' }, safe(run.stdout, true))));
-    $('run-body').replaceChildren(...body);
+    $('run-body').replaceChildren(...body.filter(Boolean));
+    if (keep && keep.whole && $('changes')) setWhole(true);
     if (keep) {
       if ($('feedback')) $('feedback').value = keep.feedback;
       if (keep.message && keep.message.text && $('action-msg')) {
@@ -321,14 +333,17 @@
   function facts(review) {
     const run = review.run;
     const rows = [
-      ['State', el('span', { class: 'badge ' + run.state, id: 'run-state' }, run.state)],
       ['Outcome', run.outcome],
       ['STATUS', run.status || '(none)'],
-      ['Proposed by', review.proposer],
+      ['Proposed by', proposedBy(review)],
       ['Made', timeEl(run.time)],
     ];
+    const approvals = approvalsText(run);
+    if (approvals) rows.push(['Approvals', approvals]);
+    if (run.auto_approved_by_rule) rows.push(['Auto-approved by rule', run.auto_approved_by_rule]);
     if (run.applied_at) rows.push(['Applied', timeEl(run.applied_at)]);
-    if (run.decision) rows.push(['Rejected', el('span', {}, 'by ', run.decision.origin, ', ', timeEl(run.decision.time))]);
+    if (run.decision) rows.push(['Rejected', el('span', {}, 'by ', run.rejected_by || run.decision.origin, ', ', timeEl(run.decision.time))]);
+    else if (run.rejected_by) rows.push(['Rejected by', run.rejected_by]);
     rows.push(['Changes', review.summary || 'none']);
     rows.push(['Digest', el('code', { id: 'digest' }, run.digest)]);
     return el('dl', { class: 'facts' }, rows.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
@@ -338,16 +353,27 @@
   function decision(review) {
     const run = review.run;
     const msg = el('p', { id: 'action-msg', role: 'status', class: '' });
-    const box = el('section', { class: 'actions', 'aria-labelledby': 'decision-h' }, el('h2', { id: 'decision-h' }, 'Decision'));
-    if (run.state === 'pending') {
+    const box = el('section', { class: 'actions', id: 'decision', 'aria-labelledby': 'decision-h' }, el('h2', { id: 'decision-h' }, 'Decision'));
+    const who = el('p', { id: 'approvals', class: 'who' },
+      'Proposed by ', el('strong', {}, proposedBy(review)),
+      approvalsText(run) ? '; approvals: ' + approvalsText(run) : '',
+      run.auto_approved_by_rule ? '; auto-approved by rule ' + run.auto_approved_by_rule : '',
+      run.rejected_by ? '; rejected by ' + run.rejected_by : '', '.');
+    const rejectForm = () => el('form', { id: 'reject-form', onsubmit: (ev) => { ev.preventDefault(); reject(run); } },
+      el('label', { for: 'feedback' }, 'Feedback for the planner'),
+      el('textarea', { id: 'feedback', name: 'feedback', rows: 3 }),
+      el('button', { type: 'submit', id: 'reject', class: 'danger' }, 'Reject'));
+    if (AWAITING.includes(run.state)) {
       box.append(
-        el('p', { class: 'hint' }, 'Approving applies exactly the changes below (digest ', el('code', {}, short(run.digest)), '). If the data they were made from has moved since, nothing is written and the conflict is shown.'),
+        who,
+        el('p', { class: 'hint' }, 'Approving applies exactly the changes above (digest ', el('code', {}, short(run.digest)), '). If the data they were made from has moved since, nothing is written and the conflict is shown.'),
         el('div', { class: 'row' }, el('button', { type: 'button', id: 'approve', class: 'primary', onclick: () => approve(run) }, 'Approve and apply')),
-        el('form', { id: 'reject-form', onsubmit: (ev) => { ev.preventDefault(); reject(run); } },
-          el('label', { for: 'feedback' }, 'Feedback for the planner'),
-          el('textarea', { id: 'feedback', name: 'feedback', rows: 3 }),
-          el('button', { type: 'submit', id: 'reject', class: 'danger' }, 'Reject')),
+        rejectForm(),
         msg);
+      return box;
+    }
+    if (run.state === 'expired') {
+      box.append(who, el('p', { id: 'decided', class: 'notice' }, 'Expired: this run waited too long to be approved. It can only be rejected, or its plan run again.'), rejectForm(), msg);
       return box;
     }
     let text = '';
@@ -355,10 +381,11 @@
     switch (run.state) {
       case 'applied': text = 'Applied: these changes were written.'; cls = 'done'; break;
       case 'rejected': text = 'Rejected with this feedback: ' + (run.decision && run.decision.feedback ? run.decision.feedback : '(none)'); break;
-      case 'conflict': text = 'Not applied: the data moved since this run was made. ' + firstMessage(run); cls = 'problem'; break;
+      case 'conflict': text = 'Not applied: the data moved since this run was made. ' + firstMessage(review); cls = 'problem'; break;
       case 'done': text = 'Nothing to apply: the run changes no data.'; break;
-      default: text = 'The plan failed (' + run.outcome + '): ' + firstMessage(run); cls = 'problem';
+      default: text = 'Nothing to apply: the plan failed (' + run.outcome + '); what went wrong is at the top.'; cls = 'problem';
     }
+    if (run.proposed_by || run.approved_by || run.rejected_by || run.auto_approved_by_rule) box.append(who);
     box.append(el('p', { id: 'decided', class: cls }, text));
     if (run.state === 'rejected' && review.replans) {
       box.append(el('p', { class: 'hint' }, 'The model is asked for a new plan with this feedback; it joins the queue when it is ready.'));
@@ -369,9 +396,54 @@
     return box;
   }
 
-  function firstMessage(run) {
-    const d = (run.diagnostics || [])[0];
+  // diagnostics are the run's, most serious first (the server orders them).
+  function diagnostics(review) {
+    return review.diagnostics || review.run.diagnostics || [];
+  }
+
+  function firstMessage(review) {
+    const d = diagnostics(review)[0];
     return d ? sentence(d.message, d.hint) : '';
+  }
+
+  const AWAITING = ['pending', 'awaiting-approval'];
+
+  function failed(run) {
+    return run.state === 'failed' || run.state === 'conflict';
+  }
+
+  // proposedBy names who proposed the run: the credential (proposed_by) when the run document
+  // has it, with the way it came in.
+  function proposedBy(review) {
+    const by = review.run.proposed_by;
+    return by ? by + ' (' + review.proposer + ')' : review.proposer;
+  }
+
+  // approvalsText is "1 of 2: bob" when the run document counts approvals, else ''.
+  function approvalsText(run) {
+    const got = Array.isArray(run.approved_by) ? run.approved_by : [];
+    const need = run.approvals_needed || 0;
+    if (!got.length && !need) return '';
+    return got.length + (need ? ' of ' + need : '') + (got.length ? ': ' + got.join(', ') : ' so far');
+  }
+
+  // lead is what went wrong with a failed run, the most serious diagnostic first.
+  function lead(review) {
+    const run = review.run;
+    const ds = diagnostics(review);
+    if (!failed(run) || !ds.length) return null;
+    const d = ds[0];
+    const rest = ds.length - 1;
+    return el('section', { id: 'lead', class: 'problem', 'aria-labelledby': 'lead-h' },
+      el('h2', { id: 'lead-h', class: 'compact' }, run.state === 'conflict' ? 'Not applied: the data moved' : 'The plan failed (' + run.outcome + ')'),
+      el('p', { id: 'lead-diag', 'data-code': d.code }, d.code + (d.line ? ' (line ' + d.line + ')' : '') + ': ' + sentence(d.message, d.hint)),
+      rest ? el('p', { class: 'hint' }, rest + (rest === 1 ? ' more diagnostic' : ' more diagnostics') + ' in the plan below.') : null);
+  }
+
+  function planSummary(run) {
+    const n = (run.program || '').split('\n').length;
+    const notes = (run.rewrites || []).length + (run.diagnostics || []).length;
+    return n + (n === 1 ? ' line' : ' lines') + (notes ? ', ' + notes + ' notes' : '');
   }
 
   function short(digest) {
@@ -390,7 +462,9 @@
     say('Applying…', 'notice');
     const r = await api('POST', '/v1/runs/' + encodeURIComponent(run.run_id) + '/apply', { digest: run.digest });
     let text, cls;
-    if (r.status === 200) {
+    if (r.status === 200 && r.data && r.data.state && r.data.state !== 'applied') {
+      text = 'Approval recorded: ' + (approvalsText(r.data) || 'more are needed') + '. It is applied when enough approvers agree.'; cls = 'notice';
+    } else if (r.status === 200) {
       text = 'Applied.'; cls = 'done';
     } else if (r.status === 409 && r.data && r.data.state === 'conflict') {
       text = 'Not applied: the data moved, so nothing was written. Run the plan again for a new run.'; cls = 'problem';
@@ -420,14 +494,44 @@
 
   // ---- the diff
 
+  // changesHead is the heading of the changes, with the toggle that shows whole rows (the
+  // unchanged fields of updated rows) when there are any.
+  function changesHead(review) {
+    const same = review.tables.reduce((n, t) => n + t.rows.reduce((m, r) => m + r.cells.filter((c) => !c.changed).length, 0), 0);
+    return el('div', { class: 'changes-head' },
+      el('h2', { id: 'changes-h' }, 'Changes'),
+      same ? el('button', { type: 'button', id: 'whole-rows', class: 'quiet', 'aria-pressed': 'false', 'aria-controls': 'changes',
+        'data-same': same, onclick: () => setWhole(!$('changes').classList.contains('whole')) }, wholeLabel(false, same)) : null);
+  }
+
+  function wholeLabel(whole, same) {
+    return whole ? 'Show the changed fields only' : 'Show whole rows (' + same + ' unchanged ' + (same === 1 ? 'field' : 'fields') + ')';
+  }
+
+  function setWhole(whole) {
+    const c = $('changes');
+    const b = $('whole-rows');
+    if (!c || !b) return;
+    c.classList.toggle('whole', whole);
+    b.setAttribute('aria-pressed', String(whole));
+    b.textContent = wholeLabel(whole, Number(b.dataset.same));
+  }
+
+  // changes lays out each changed row as a table of its fields: an updated row shows the
+  // fields that changed (the others are there, hidden until whole rows are asked for); an
+  // inserted row its new values, a deleted row its old ones.
   function changes(review) {
-    if (!review.tables.length) return el('p', {}, 'This run changes no data.');
+    if (!review.tables.length) return el('p', { id: 'changes' }, 'This run changes no data.');
     return el('div', { id: 'changes' }, review.tables.map((t) => el('section', { 'data-table': t.table, 'aria-label': t.summary },
       el('h3', {}, t.summary),
-      t.rows.map((row) => el('div', { class: 'scroll' }, el('table', { class: 'diff' },
-        el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + ')'),
-        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Field'), el('th', { scope: 'col' }, 'Before'), el('th', { scope: 'col' }, 'After'))),
-        el('tbody', {}, row.cells.map(cellRow))))))));
+      t.rows.map((row) => {
+        const cols = row.change === 'inserted' ? ['after'] : row.change === 'deleted' ? ['before'] : ['before', 'after'];
+        const names = { before: row.change === 'deleted' ? 'Old value' : 'Before', after: row.change === 'inserted' ? 'New value' : 'After' };
+        return el('div', { class: 'scroll' }, el('table', { class: 'diff ' + row.change },
+          el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + ')'),
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Field'), cols.map((c) => el('th', { scope: 'col' }, names[c])))),
+          el('tbody', {}, row.cells.map((c) => cellRow(c, cols)))));
+      }))));
   }
 
   function side(cls, v) {
@@ -435,8 +539,8 @@
     return el('td', { class: cls }, v);
   }
 
-  function cellRow(c) {
-    const tr = el('tr', { class: c.changed ? 'changed' : '', 'data-path': c.path }, el('th', { scope: 'row' }, c.path));
+  function cellRow(c, cols) {
+    const tr = el('tr', { class: c.changed ? 'changed' : 'same', 'data-path': c.path }, el('th', { scope: 'row' }, c.path));
     if (c.words && c.words.length) {
       const td = el('td', { class: 'words', colspan: 2 });
       for (const w of c.words) {
@@ -447,13 +551,13 @@
       tr.append(td);
       return tr;
     }
-    tr.append(side('before', c.before), side('after', c.after));
+    for (const col of cols) tr.append(side(col, c[col]));
     return tr;
   }
 
   // ---- the plan, with its rewrites and diagnostics at their lines
 
-  function plan(run) {
+  function plan(run, diags) {
     const lines = (run.program || '').split('\n');
     const notes = new Map();
     const top = [];
@@ -467,7 +571,7 @@
       add(rw.line, el('tr', { class: 'note rewrite' }, el('th', {}, ''), el('td', {},
         'Rewritten (' + rw.rule + '): ', el('code', {}, rw.before), ' → ', el('code', {}, rw.after))));
     }
-    for (const d of run.diagnostics || []) {
+    for (const d of diags) {
       add(d.line, el('tr', { class: 'note diag' }, el('th', {}, ''), el('td', {},
         d.stage + ' · ' + d.code + (d.line ? ' (line ' + d.line + (d.col ? ':' + d.col : '') + ')' : '') + ': ' + sentence(d.message, d.hint))));
     }
