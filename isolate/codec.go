@@ -559,13 +559,10 @@ func (d *decoder) valueAt(depth int) any {
 	case tagInt:
 		return d.varint()
 	case tagFloat:
-		if d.i+8 > len(d.s) {
-			d.fail()
+		u := d.fixed64()
+		if d.err != nil {
 			return nil
 		}
-		u := uint64(d.s[d.i]) | uint64(d.s[d.i+1])<<8 | uint64(d.s[d.i+2])<<16 | uint64(d.s[d.i+3])<<24 |
-			uint64(d.s[d.i+4])<<32 | uint64(d.s[d.i+5])<<40 | uint64(d.s[d.i+6])<<48 | uint64(d.s[d.i+7])<<56
-		d.i += 8
 		return math.Float64frombits(u)
 	case tagString:
 		return d.string()
