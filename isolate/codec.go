@@ -78,12 +78,6 @@ func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
 	e.buf = append(e.buf, s...)
 }
-func (e *encoder) strings(ss []string) {
-	e.uvarint(uint64(len(ss)))
-	for _, s := range ss {
-		e.string(s)
-	}
-}
 
 func (e *encoder) key(k string) {
 	if i, ok := e.keys[k]; ok {
@@ -506,18 +500,6 @@ func (d *decoder) string() string {
 		return strings.Clone(s)
 	}
 	return s
-}
-
-func (d *decoder) strings() []string {
-	n := d.count(1)
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = d.string()
-	}
-	return out
 }
 
 func (d *decoder) key() string {
