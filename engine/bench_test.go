@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
 
@@ -44,14 +45,14 @@ func BenchmarkSearchSum100k(b *testing.B) {
 	st := bigStore(b, 100_000)
 	env, err := EnvOf(st)
 	require.NoError(b, err)
-	runner := InProcess(env)
+	runner := env
 	plan := `rows = inventory_tbl.search({"price": {"$lt": 100}, "quantity_in_stock": {"$gt": 10}})
 total = sum([r["price"] for r in rows])
 answer_text = "We have %d styles worth $%d." % (len(rows), total)
 STATUS = "success"
 `
 	ctx := context.Background()
-	job := Job{Reply: plan, Globals: []string{"answer_text"}}
+	job := sandbox.Request{Reply: plan, Globals: []string{"answer_text"}}
 	job.View = st.Stage()
 	res := runner.Run(ctx, job)
 	require.Equal(b, OutcomeOK, Outcome(res.Outcome), res.Diagnostics.String())

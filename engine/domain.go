@@ -103,14 +103,14 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		}
 	}
 	errs = append(errs, checkRules(dom.Definition, policy)...)
-	env, ds := NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
+	env, ds := sandbox.NewDomainEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	for _, d := range ds {
 		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", sandbox.HelpersFile, d.Line, d.Col, d.Message))
 	}
 	if ex := dom.Definition[prompts.ExampleFile]; ex != "" {
 		check := env
 		if check == nil { // helpers.star did not load: the example is checked without its helpers
-			check, _ = NewEnv(dom.Tables, "")
+			check, _ = sandbox.NewDomainEnv(dom.Tables, "")
 		}
 		for _, d := range check.CheckProgram(ex, sandbox.Limits{}).Diagnostics {
 			if env == nil && d.Code == sandbox.CodeUnknownName {

@@ -510,12 +510,12 @@ answer_text = "None."`, "helper_calls"},
 // applies another sale: the plan then sees the data of two moments.
 type interfering struct {
 	e     *Engine
-	inner Runner
+	inner sandbox.Runner
 	sale  string
 	runs  int
 }
 
-func (r *interfering) Run(ctx context.Context, job Job) *sandbox.Result {
+func (r *interfering) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	r.runs++
 	if r.runs == 1 {
 		job.View = interferingView{View: job.View, done: new(bool), before: func() {
@@ -565,7 +565,7 @@ func TestPlanSeeingAMovingStoreRunsAgain(t *testing.T) {
 	e, err := New(st, Options{Now: func() time.Time { return fixedNow }, Runner: r})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, e.Close()); assert.NoError(t, st.Close()) })
-	r.e, r.inner, r.sale = e, InProcess(e.Env()), example(t, "02_purchase_wayfarer.star")
+	r.e, r.inner, r.sale = e, e.Env(), example(t, "02_purchase_wayfarer.star")
 
 	res, err := e.Run(context.Background(), Request{Reply: example(t, "02_purchase_wayfarer.star")})
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestInventoryHelpers(t *testing.T) {
 // inside it is reported at the plan's call.
 func TestHelpersRunUnderThePlansLimits(t *testing.T) {
 	dom := store.Inventory()
-	env, ds := NewEnv(dom.Tables, `
+	env, ds := sandbox.NewDomainEnv(dom.Tables, `
 def spin(n):
     """Counts to n.
 
@@ -98,7 +98,7 @@ func TestHelpersFileProblems(t *testing.T) {
 		"inventory_tbl = 1\n":      "predeclared helper and cannot be reassigned",
 		"def f():\n    \"\"\"Doc.\"\"\"\n    return _sp_add(1, 2)\n": "reserved",
 	} {
-		_, ds := NewEnv(dom.Tables, src)
+		_, ds := sandbox.NewDomainEnv(dom.Tables, src)
 		require.NotEmpty(t, ds, src)
 		if want == "plan.star" {
 			assert.NotContains(t, ds.String(), "plan.star", src)

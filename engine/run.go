@@ -107,22 +107,15 @@ func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res 
 
 func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, moved bool, err error) {
 	began := time.Now() // the wall clock, for timing; now is the run's clock for now()
-	limits := e.limits(req.Limits)
+	limits := req.Limits.Effective(e.opts.Limits)
 	// The store's work for the plan (scans, filters) runs in starplan, outside the sandbox's
 	// counters: it stops with the run's time and is held to the domain's run limits.
-	timeout := limits.Timeout
-	if timeout <= 0 {
-		timeout = sandbox.DefaultTimeout
-	}
-	sctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeUp)
+	sctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, errTimeUp)
 	defer cancel()
 	rl := e.runLimits
 	rl.StagedBytes = limits.MaxMemory
-	if rl.StagedBytes <= 0 {
-		rl.StagedBytes = sandbox.DefaultMaxMemory
-	}
 	stage := e.st.StageFor(sctx, rl)
-	sres := e.runner.Run(ctx, Job{
+	sres := e.runner.Run(ctx, sandbox.Request{
 		Reply:   req.Reply,
 		Bare:    req.bare,
 		Inputs:  map[string]any{"user_request": req.UserRequest},

@@ -15,8 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -34,17 +35,17 @@ import (
 // steadier than wall-clock time. To profile a worker, set ISOLATE_WORKER_CPUPROFILE to a
 // named pipe (see profileEnv).
 
-// runner is what the benchmarks compare: the pool, or engine.InProcess.
-func runners(b *testing.B, st *store.Store) map[string]engine.Runner {
-	return map[string]engine.Runner{
-		"in_process": engine.InProcess(mustEnv(b, st)),
+// runners are what the benchmarks compare: the pool, or the environment itself (in process).
+func runners(b *testing.B, st *store.Store) map[string]sandbox.Runner {
+	return map[string]sandbox.Runner{
+		"in_process": mustEnv(b, st),
 		"isolated":   newPool(b, Options{Warm: 1, MaxWorkers: 1}),
 	}
 }
 
 // loop runs job on r until the benchmark ends, each time on a fresh stage, and reports the
 // median run in µs (p50-µs) besides the mean.
-func loop(b *testing.B, st *store.Store, r engine.Runner, j engine.Job) {
+func loop(b *testing.B, st *store.Store, r sandbox.Runner, j sandbox.Request) {
 	j.View = st.Stage()
 	res := r.Run(bg, j) // warm up: the worker's environment for these schemas
 	require.Equal(b, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
@@ -67,7 +68,7 @@ func loop(b *testing.B, st *store.Store, r engine.Runner, j engine.Job) {
 }
 
 // cpuTime is the processor time used so far by this process and, for a pool, its workers.
-func cpuTime(b *testing.B, r engine.Runner) time.Duration {
+func cpuTime(b *testing.B, r sandbox.Runner) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -101,7 +102,7 @@ func BenchmarkTwoItemOrder(b *testing.B) {
 	src, err := os.ReadFile("../testdata/examples/03_two_item_order.star")
 	require.NoError(b, err)
 	st := openStore(b)
-	j := engine.Job{Reply: string(src), Inputs: map[string]any{"user_request": "3 classic and 1 aviator"},
+	j := sandbox.Request{Reply: string(src), Inputs: map[string]any{"user_request": "3 classic and 1 aviator"},
 		Now: fixedNow, Globals: []string{"STATUS", "answer_text"}, Helpers: st.Domain().Definition[sandbox.HelpersFile]}
 	for _, name := range []string{"in_process", "isolated"} {
 		b.Run(name, func(b *testing.B) { loop(b, st, runners(b, st)[name], j) })
@@ -129,7 +130,7 @@ func BenchmarkColdStart(b *testing.B) {
 // over the matches (about 25,000 rows cross the pipe).
 func BenchmarkSearchSum100k(b *testing.B) {
 	st := bigStore(b, 100_000)
-	j := engine.Job{Reply: `rows = inventory_tbl.search({"price": {"$lt": 100}, "quantity_in_stock": {"$gt": 10}})
+	j := sandbox.Request{Reply: `rows = inventory_tbl.search({"price": {"$lt": 100}, "quantity_in_stock": {"$gt": 10}})
 total = sum([r["price"] for r in rows])
 answer_text = "We have %d styles worth $%d." % (len(rows), total)
 STATUS = "success"
@@ -228,9 +229,44 @@ func BenchmarkTableCalls(b *testing.B) {
 		{"calls_200", "for i in range(200):\n    r = inventory_tbl.get_by_key('SG001')\n"},
 		{"empty", "x = 1\n"},
 	} {
-		j := engine.Job{Reply: plan.src, Now: fixedNow, Globals: []string{}}
+		j := sandbox.Request{Reply: plan.src, Now: fixedNow, Globals: []string{}}
 		for _, name := range []string{"in_process", "isolated"} {
 			b.Run(plan.name+"_"+name, func(b *testing.B) { loop(b, st, runners(b, st)[name], j) })
 		}
+	}
+}
+
+// BenchmarkMessages encodes and decodes one run message and one done message, as every run
+// does (record.go): the protocol's own cost, without the pipe or a worker.
+func BenchmarkMessages(b *testing.B) {
+	m := &runMsg{
+		Job: sandbox.Request{
+			Reply: "x = 1\nSTATUS = 'success'\nanswer_text = 'ok'\n", Inputs: map[string]any{"user_request": "3 classic and 1 aviator"},
+			Globals: []string{"STATUS", "answer_text"},
+			Limits:  sandbox.Limits{}.Effective(sandbox.Limits{}),
+			Now:     fixedNow,
+		},
+		Names:   []string{"inventory", "transactions"},
+		GoLimit: 1 << 30, MemCeiling: 1 << 30, DataLimit: 1 << 31, CPUSeconds: 12,
+	}
+	res := &sandbox.Result{
+		Outcome: sandbox.OutcomeOK, Program: m.Job.Reply,
+		Diagnostics: diag.List{{Stage: diag.StageCheck, Code: "c", Line: 1, Col: 2, Message: "m", Hint: "h"}},
+		Stdout:      "hi\n",
+		Rewrites:    []pycompat.Rewrite{{Line: 3, Rule: "r", Before: "b", After: "a"}},
+		Globals:     map[string]any{"STATUS": "success", "answer_text": "ok"},
+		Steps:       42, Duration: time.Millisecond,
+	}
+	var e encoder
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.run(m); err != nil {
+			b.Fatal(err)
+		}
+		d := newDecoder(e.frame()[5:])
+		_ = d.run()
+		e.done(done{Res: res, VMData: 5})
+		d = newDecoder(e.frame()[5:])
+		_ = d.done()
 	}
 }

@@ -78,12 +78,6 @@ func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
 	e.buf = append(e.buf, s...)
 }
-func (e *encoder) strings(ss []string) {
-	e.uvarint(uint64(len(ss)))
-	for _, s := range ss {
-		e.string(s)
-	}
-}
 
 func (e *encoder) key(k string) {
 	if i, ok := e.keys[k]; ok {
@@ -508,18 +502,6 @@ func (d *decoder) string() string {
 	return s
 }
 
-func (d *decoder) strings() []string {
-	n := d.count(1)
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = d.string()
-	}
-	return out
-}
-
 func (d *decoder) key() string {
 	i := d.uvarint()
 	if i == 0 {
@@ -559,13 +541,10 @@ func (d *decoder) valueAt(depth int) any {
 	case tagInt:
 		return d.varint()
 	case tagFloat:
-		if d.i+8 > len(d.s) {
-			d.fail()
+		u := d.fixed64()
+		if d.err != nil {
 			return nil
 		}
-		u := uint64(d.s[d.i]) | uint64(d.s[d.i+1])<<8 | uint64(d.s[d.i+2])<<16 | uint64(d.s[d.i+3])<<24 |
-			uint64(d.s[d.i+4])<<32 | uint64(d.s[d.i+5])<<40 | uint64(d.s[d.i+6])<<48 | uint64(d.s[d.i+7])<<56
-		d.i += 8
 		return math.Float64frombits(u)
 	case tagString:
 		return d.string()

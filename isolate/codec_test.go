@@ -2,11 +2,14 @@ package isolate
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -162,28 +165,34 @@ func TestRowCache(t *testing.T) {
 func TestMessagesRoundTrip(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		m := &runMsg{
-			schemas: `[{"name":"inventory"}]`, names: []string{"inventory", "transactions"},
-			reply: "x = 1", bare: true, inputs: map[string]any{"user_request": "buy 2"},
-			globals: []string{"STATUS", "answer_text"},
-			limits:  sandbox.Limits{MaxSteps: 7, Timeout: 3 * time.Second, MaxOutput: 5, MaxMemory: 1 << 20, MaxProgram: 9, MaxNesting: 4},
-			now:     time.Date(2025, 3, 14, 17, 9, 26, 123, time.FixedZone("UTC+2", 2*3600)),
-			goLimit: 1, memCeiling: 2, dataLimit: 3, cpuSeconds: 4,
+			Job: sandbox.Request{
+				Reply: "x = 1", Bare: true, Inputs: map[string]any{"user_request": "buy 2"},
+				Globals: []string{"STATUS", "answer_text"},
+				Limits:  sandbox.Limits{MaxSteps: 7, Timeout: 3 * time.Second, MaxOutput: 5, MaxMemory: 1 << 20, MaxProgram: 9, MaxNesting: 4},
+				Now:     time.Date(2025, 3, 14, 17, 9, 26, 123, time.FixedZone("UTC+2", 2*3600)),
+			},
+			Schemas: `[{"name":"inventory"}]`, Names: []string{"inventory", "transactions"},
+			GoLimit: 1, MemCeiling: 2, DataLimit: 3, CPUSeconds: 4,
 		}
 		typ, d := roundTrip(t, func(e *encoder) error { return e.run(m) })
 		assert.Equal(t, msgRun, typ)
 		got := d.run()
 		require.NoError(t, d.err)
-		assert.True(t, m.now.Equal(got.now))
-		assert.Equal(t, m.now.Format(time.RFC3339Nano), got.now.Format(time.RFC3339Nano), "the same wall clock and offset")
-		got.now = m.now
+		assert.True(t, m.Job.Now.Equal(got.Job.Now))
+		assert.Equal(t, m.Job.Now.Format(time.RFC3339Nano), got.Job.Now.Format(time.RFC3339Nano), "the same wall clock and offset")
+		got.Job.Now = m.Job.Now
 		assert.Equal(t, m, got)
 
-		m.globals = nil
+		m.Job.Globals = nil
 		_, d = roundTrip(t, func(e *encoder) error { return e.run(m) })
-		assert.Nil(t, d.run().globals, "nil (every global) stays nil")
-		m.globals = []string{}
+		assert.Nil(t, d.run().Job.Globals, "nil (every global) stays nil")
+		m.Job.Globals = []string{}
 		_, d = roundTrip(t, func(e *encoder) error { return e.run(m) })
-		assert.Equal(t, []string{}, d.run().globals, "no global at all stays empty")
+		assert.Equal(t, []string{}, d.run().Job.Globals, "no global at all stays empty")
+
+		m.Job.Inputs = map[string]any{"f": func() {}}
+		_, err := func() (byte, error) { var e encoder; return 0, e.run(m) }()
+		assert.ErrorContains(t, err, "cannot cross", "an input that is not a plain value is refused")
 	})
 	t.Run("calls", func(t *testing.T) {
 		where := map[string]any{"price": map[string]any{"$lt": int64(100)}}
@@ -235,16 +244,135 @@ func TestMessagesRoundTrip(t *testing.T) {
 			Globals:  map[string]any{"STATUS": "success", "n": int64(2)},
 			Steps:    42, Duration: time.Millisecond,
 		}
-		_, d := roundTrip(t, func(e *encoder) error { e.done(done{res: res, vmData: 5}); return nil })
-		assert.Equal(t, done{res: res, vmData: 5}, d.done())
+		_, d := roundTrip(t, func(e *encoder) error { e.done(done{Res: res, VMData: 5}); return nil })
+		assert.Equal(t, done{Res: res, VMData: 5}, d.done())
 		require.NoError(t, d.err)
 
 		res.Outcome, res.Limit = sandbox.OutcomeLimitExceeded, sandbox.LimitMemory
-		_, d = roundTrip(t, func(e *encoder) error { e.done(done{res: res}); return nil })
-		got := d.done().res
+		_, d = roundTrip(t, func(e *encoder) error { e.done(done{Res: res}); return nil })
+		got := d.done().Res
 		assert.Nil(t, got.Globals, "a run that did not end ok sends no globals")
 		assert.Equal(t, sandbox.LimitMemory, got.Limit)
+		assert.NotNil(t, res.Globals, "the worker's own result is left as it was")
+
+		res.Outcome, res.Globals = sandbox.OutcomeOK, map[string]any{"f": func() {}}
+		_, d = roundTrip(t, func(e *encoder) error { e.done(done{Res: res, VMData: 5}); return nil })
+		m := d.done()
+		require.NoError(t, d.err, "globals that cannot cross (a defect) leave the frame whole")
+		assert.Nil(t, m.Res.Globals)
+		assert.Equal(t, "hi\n", m.Res.Stdout)
+		assert.Equal(t, int64(5), m.VMData)
 	})
+}
+
+// fill sets every field of v, recursively, to a non-zero value the protocol can carry, each
+// different from the others (n counts them). A field of an interface type other than any (the
+// job's View) is left for the caller.
+func fill(t *testing.T, v reflect.Value, path string, n *int) {
+	*n++
+	i := *n
+	switch v.Type() {
+	case reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Unix(1_700_000_000+int64(i), int64(i)).In(time.FixedZone(fmt.Sprint("Z", i), i*60))))
+		return
+	case reflect.TypeFor[any]():
+		v.Set(reflect.ValueOf(fmt.Sprint(path, i)))
+		return
+	case reflect.TypeFor[map[string]any]():
+		v.Set(reflect.ValueOf(map[string]any{path: []any{int64(i), float64(i) + 0.5, "s", true, nil, map[string]any{"k": int64(-i)}}}))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(-int64(i % 100))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(i % 100))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(i) + 0.25)
+	case reflect.String:
+		v.SetString(fmt.Sprint(path, "=", i))
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for j := range 2 {
+			fill(t, s.Index(j), fmt.Sprint(path, "[", j, "]"), n)
+		}
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(t, p.Elem(), path, n)
+		v.Set(p)
+	case reflect.Struct:
+		for j := range v.NumField() {
+			f := v.Type().Field(j)
+			require.True(t, f.IsExported(), "%s.%s: fill sets exported fields only", path, f.Name)
+			fill(t, v.Field(j), path+"."+f.Name, n)
+		}
+	case reflect.Interface:
+	default:
+		t.Fatalf("fill: %s is of kind %s, which the protocol does not carry", path, v.Kind())
+	}
+}
+
+// TestRecordsCrossWhole: every field of a job and of a result, and of the messages around them,
+// filled by reflection with a non-zero value, arrives equal, so a field added to sandbox.Request
+// or sandbox.Result (or to a diagnostic, a rewrite, the limits) cannot be forgotten on the way
+// to the worker and back.
+func TestRecordsCrossWhole(t *testing.T) {
+	var n int
+	t.Run("job", func(t *testing.T) {
+		st := openStore(t)
+		var job sandbox.Request
+		fill(t, reflect.ValueOf(&job).Elem(), "job", &n)
+		job.View = st.Stage()
+		m, err := (&Pool{}).runMsg(job)
+		require.NoError(t, err)
+		_, d := roundTrip(t, func(e *encoder) error { return e.run(m) })
+		got := d.run()
+		require.NoError(t, d.err)
+		var spec envSpec
+		require.NoError(t, json.Unmarshal([]byte(got.Schemas), &spec))
+		assert.Equal(t, job.View.Names(), got.Names)
+		job.View = nil // the worker's own view (a remote one) stands in for the pool's
+		assert.Equal(t, job, got.request(nil, spec.Helpers), "the job the worker runs is the job the pool was given")
+	})
+	t.Run("run", func(t *testing.T) {
+		var m runMsg
+		fill(t, reflect.ValueOf(&m).Elem(), "run", &n)
+		_, d := roundTrip(t, func(e *encoder) error { return e.run(&m) })
+		got := d.run()
+		require.NoError(t, d.err)
+		m.Job.Helpers = "" // travels in Schemas
+		assert.Equal(t, &m, got)
+	})
+	t.Run("done", func(t *testing.T) {
+		var m done
+		fill(t, reflect.ValueOf(&m).Elem(), "done", &n)
+		m.Res.Outcome = sandbox.OutcomeOK // only an ok run's globals cross
+		_, d := roundTrip(t, func(e *encoder) error { e.done(m); return nil })
+		got := d.done()
+		require.NoError(t, d.err)
+		assert.Equal(t, m, got)
+	})
+	t.Run("ready", func(t *testing.T) {
+		var m ready
+		fill(t, reflect.ValueOf(&m).Elem(), "ready", &n)
+		_, d := roundTrip(t, func(e *encoder) error { e.ready(m); return nil })
+		got := d.ready()
+		require.NoError(t, d.err)
+		assert.Equal(t, m, got)
+	})
+}
+
+// A record with a field the protocol cannot carry stops the program at its start, naming the
+// field, rather than leaving the field behind.
+func TestRecordCodecRefusesWhatCannotCross(t *testing.T) {
+	assert.PanicsWithValue(t, "isolate: struct { Ch chan int }.Ch of type chan int cannot cross to the worker: give its kind a wire form in record.go, or list the field in notSent",
+		func() { recordCodec[struct{ Ch chan int }]() })
+	assert.Panics(t, func() { recordCodec[struct{ v table.View }]() }, "unexported")
+	assert.Panics(t, func() { recordCodec[struct{ V table.View }]() }, "an interface other than any")
+	assert.Panics(t, func() { recordCodec[struct{ M map[string]int }]() }, "a map other than map[string]any")
 }
 
 // TestErrorsKeepTheirTypes: the view's typed errors arrive as the same types with the same
@@ -276,7 +404,7 @@ func TestErrorsKeepTheirTypes(t *testing.T) {
 func TestHostileFrames(t *testing.T) {
 	var e encoder
 	res := &sandbox.Result{Outcome: sandbox.OutcomeOK, Globals: map[string]any{"l": []any{int64(1), "x", map[string]any{"k": 1.5}}}}
-	e.done(done{res: res})
+	e.done(done{Res: res})
 	payload := e.buf[5:]
 	for n := range len(payload) {
 		d := newDecoder(bytes.Clone(payload[:n]))
@@ -287,6 +415,18 @@ func TestHostileFrames(t *testing.T) {
 	d := newDecoder(huge)
 	assert.Empty(t, d.value())
 	assert.ErrorIs(t, d.err, errMalformed, "a count larger than the payload could hold")
+
+	// A result claiming a million diagnostics in a frame of a million zero bytes: a diagnostic
+	// takes at least 6 bytes, so the claim fails before anything is allocated for it.
+	claim := binary.AppendUvarint([]byte{1, 0, 0, 0}, 1<<20)
+	claim = append(claim, make([]byte, 1<<20)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d = newDecoder(claim)
+	d.done()
+	runtime.ReadMemStats(&after)
+	assert.ErrorIs(t, d.err, errMalformed, "more elements than the frame could hold")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "nothing like 80 MB allocated for the claim")
 
 	deep := bytes.Repeat([]byte{tagList, 1}, 10_000)
 	d = newDecoder(deep)
@@ -308,7 +448,7 @@ func TestHostileFrames(t *testing.T) {
 // FuzzDecode: no input makes a decoder panic.
 func FuzzDecode(f *testing.F) {
 	var e encoder
-	e.done(done{res: &sandbox.Result{Outcome: sandbox.OutcomeOK, Globals: map[string]any{"a": []any{int64(1)}}}})
+	e.done(done{Res: &sandbox.Result{Outcome: sandbox.OutcomeOK, Globals: map[string]any{"a": []any{int64(1)}}}})
 	f.Add(bytes.Clone(e.buf[5:]))
 	_ = e.call(&call{op: opUpdate, table: "t", row: table.Row{"a": 1.0}, where: map[string]any{"k": "v"}})
 	f.Add(bytes.Clone(e.buf[5:]))

@@ -2,8 +2,10 @@
 // sandbox's in-process guards cannot give (Go cannot bound one goroutine's memory, and a single
 // builtin call of go.starlark.net can allocate or panic past any guard).
 //
-// It owns the Pool (an engine.Runner: warm workers, their limits, their replacement), the worker
-// process's body (WorkerMain) and the pipe protocol between them. A worker is the starplan binary
+// It owns the Pool (a sandbox.Runner: warm workers, their limits, their replacement), the worker
+// process's body (WorkerMain) and the pipe protocol between them. It depends on the sandbox,
+// never on the engine, the store or the model client: a program that embeds the pool alone
+// links none of them. A worker is the starplan binary
 // re-executed with a hidden command; it runs the sandbox exactly as in process, except that its
 // table.View is remote: every table call travels to the pool, which owns the run's staged view,
 // and the answer travels back. The worker holds no database handle and cannot open files.
@@ -57,7 +59,9 @@
 // runtime_error, and the engine applies nothing from it.
 //
 // The protocol is length-prefixed binary frames (see codec.go) with typed values, so int64
-// stays int64. Dict where-filters run in the pool, so only matching rows cross the pipe, in the
+// stays int64. The job (a sandbox.Request), the result and the messages around them are written
+// by one encoder that walks their fields (record.go), so a field added to the job or the result
+// crosses without an edit; a test fills every field by reflection and checks it arrives. Dict where-filters run in the pool, so only matching rows cross the pipe, in the
 // schema's field order and in parts of findPart rows. A function filter stays in the worker,
 // which fetches the candidate rows once and filters them itself (the pool then records every
 // candidate as read: conflict detection is more conservative than in process, never less

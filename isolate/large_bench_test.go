@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
 )
 
@@ -28,7 +28,7 @@ STATUS = "success"
 // /isolated_uncached is the cost of a first report, before the worker holds any row.
 // Each size's store is built only when one of its sub-benchmarks runs.
 func BenchmarkReport(b *testing.B) {
-	j := engine.Job{Reply: reportPlan, Now: fixedNow, Globals: []string{"answer_text"}}
+	j := sandbox.Request{Reply: reportPlan, Now: fixedNow, Globals: []string{"answer_text"}}
 	for _, size := range []struct {
 		name string
 		n    int

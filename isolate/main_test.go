@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
@@ -90,9 +89,9 @@ func openStore(t testing.TB) *store.Store {
 var fixedNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // job is a run of src over a fresh stage of st.
-func job(st *store.Store, src string, limits sandbox.Limits) (engine.Job, *store.Stage) {
+func job(st *store.Store, src string, limits sandbox.Limits) (sandbox.Request, *store.Stage) {
 	stage := st.Stage()
-	return engine.Job{
+	return sandbox.Request{
 		Reply:   src,
 		Inputs:  map[string]any{"user_request": "test"},
 		Limits:  limits,

@@ -18,7 +18,6 @@ import (
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/diag"
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
 )
@@ -82,7 +81,7 @@ type Options struct {
 	NoNetworkNamespace bool
 }
 
-// Pool runs plans in warm worker processes under OS limits. It implements engine.Runner and is
+// Pool runs plans in warm worker processes under OS limits. It implements sandbox.Runner and is
 // safe for concurrent use; each run has a worker to itself. A worker is reused for the next run
 // when its run ended normally (ok, check_failed, runtime_error) and discarded after any limit,
 // crash or protocol failure; discarded workers are replaced in the background.
@@ -113,7 +112,7 @@ type Pool struct {
 	schemaJSON    string
 }
 
-var _ engine.Runner = (*Pool)(nil)
+var _ sandbox.Runner = (*Pool)(nil)
 
 // NewPool starts a pool and its first worker, so that a bad Command or a kernel that refuses
 // every limit is reported now rather than at the first run. It returns an error when no worker
@@ -331,7 +330,7 @@ func (p *Pool) start() (*proc, error) {
 		}
 		return nil, errors.New(msg)
 	}
-	w.warnings, w.vmData0, w.vmData, w.goTotal0 = r.warnings, r.vmData, r.vmData, r.goTotal
+	w.warnings, w.vmData0, w.vmData, w.goTotal0 = r.Warnings, r.VMData, r.VMData, r.GoTotal
 	return w, nil
 }
 
@@ -436,25 +435,13 @@ func (p *Pool) acquire(ctx context.Context, fits func(*proc) bool) (*proc, error
 	}
 }
 
-// limits are a run's effective budget and timeout (the sandbox's defaults for zero fields).
-func effective(l sandbox.Limits) (budget int64, timeout time.Duration) {
-	budget, timeout = l.MaxMemory, l.Timeout
-	if budget <= 0 {
-		budget = sandbox.DefaultMaxMemory
-	}
-	if timeout <= 0 {
-		timeout = sandbox.DefaultTimeout
-	}
-	return budget, timeout
-}
-
 // Run runs job's plan in a worker. It never panics and never returns nil: a worker that fails
 // gives a Result with outcome limit_exceeded (memory when it ran out of its OS memory limit,
 // time when it was killed at its deadline or ran out of processor time) or runtime_error (a
 // crash, a kill from outside, a cancelled context, a closed pool), with a diagnostic that says
 // which. A reply without exactly one program ends check_failed, as in process, without a
 // worker. Every table call of the plan is served from job.View in this goroutine.
-func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
+func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	start := time.Now()
 	// The parent extracts the program once, here. A reply without exactly one program needs no
 	// worker: its result is the extraction's diagnostics, as in process. Every failure below
@@ -468,7 +455,8 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	if len(ds) > 0 {
 		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
 	}
-	budget, timeout := effective(job.Limits)
+	job.Limits = job.Limits.Effective(sandbox.Limits{})
+	budget, timeout := job.Limits.MaxMemory, job.Limits.Timeout
 	if err := ctx.Err(); err != nil {
 		// Do not spend a worker on a run that is over before it starts.
 		res := limitFailure(program, sandbox.LimitTime, "time limit exceeded: the run's deadline passed before it started", budget, timeout)
@@ -509,12 +497,12 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 	// thread stacks and runtime reservations that the runtime's own total does not.
 	kept := w.c.sent.allowance() // exactly the rows the worker holds
 
-	m.goLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
-	m.memCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
-	m.dataLimit = dataLimit(w)
-	m.cpuSeconds = int64(2*timeout/time.Second) + 2
-	if m.schemas == w.schemas {
-		m.schemas = "" // the worker has them
+	m.GoLimit = w.goTotal0 + kept + 2*budget + p.opts.Overhead/4
+	m.MemCeiling = w.goTotal0 + kept + 2*budget + p.opts.Overhead/2
+	m.DataLimit = dataLimit(w)
+	m.CPUSeconds = int64(2*timeout/time.Second) + 2
+	if m.Schemas == w.schemas {
+		m.Schemas = "" // the worker has them
 	}
 	res := p.runOn(ctx, w, job, program, m, budget, timeout)
 	res.Duration = time.Since(start)
@@ -522,7 +510,7 @@ func (p *Pool) Run(ctx context.Context, job engine.Job) *sandbox.Result {
 }
 
 // runMsg builds the run message of job, without its limits.
-func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
+func (p *Pool) runMsg(job sandbox.Request) (*runMsg, error) {
 	if job.View == nil {
 		return nil, errors.New("isolate: the job has no view")
 	}
@@ -544,21 +532,12 @@ func (p *Pool) runMsg(job engine.Job) (*runMsg, error) {
 		}
 		p.schemaViews, p.schemaNames, p.schemaHelpers, p.schemaJSON = schemas, names, job.Helpers, string(b)
 	}
-	return &runMsg{
-		schemas: p.schemaJSON,
-		names:   names,
-		reply:   job.Reply,
-		bare:    job.Bare,
-		inputs:  job.Inputs,
-		globals: job.Globals,
-		limits:  job.Limits,
-		now:     job.Now,
-	}, nil
+	return &runMsg{Job: job, Schemas: p.schemaJSON, Names: names}, nil
 }
 
 // runOn runs one plan on w, serving its table calls, and returns w to the pool or discards it.
 // program is the one Run extracted, for the result of a run the worker does not finish.
-func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program string, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
+func (p *Pool) runOn(ctx context.Context, w *proc, job sandbox.Request, program string, m *runMsg, budget int64, timeout time.Duration) *sandbox.Result {
 	if err := w.c.enc.run(m); err != nil {
 		p.release(w)
 		return failure(program, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
@@ -577,8 +556,8 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program strin
 	if err := w.c.send(); err != nil {
 		return p.failed(w, program, m, err, budget, timeout)
 	}
-	if m.schemas != "" {
-		w.schemas = m.schemas // the worker has them now
+	if m.Schemas != "" {
+		w.schemas = m.Schemas // the worker has them now
 	}
 	for {
 		typ, d, err := w.c.recv()
@@ -611,13 +590,13 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job engine.Job, program strin
 			// The run is over: a deadline that fires from now on must not blame it.
 			stopped := deadline.Stop()
 			stopped = stop() && stopped
-			if !stopped || w.reason() != "" || dn.res.Outcome == sandbox.OutcomeLimitExceeded {
+			if !stopped || w.reason() != "" || dn.Res.Outcome == sandbox.OutcomeLimitExceeded {
 				p.discard(w, killDiscard)
 			} else {
-				w.vmData = dn.vmData
+				w.vmData = dn.VMData
 				p.release(w)
 			}
-			return dn.res
+			return dn.Res
 		default:
 			w.kill(killBroken)
 			return p.failed(w, program, m, fmt.Errorf("unexpected message %d", typ), budget, timeout)
@@ -743,11 +722,11 @@ func (p *Pool) failed(w *proc, program string, m *runMsg, err error, budget int6
 	case why == killClosed:
 		return failure(program, "", errClosed)
 	case why == "" && st.ExitCode() == exitCPU:
-		return limitFailure(program, sandbox.LimitTime, fmt.Sprintf("processor time limit exceeded: the worker used more than %d s of processor time", m.cpuSeconds), budget, timeout)
+		return limitFailure(program, sandbox.LimitTime, fmt.Sprintf("processor time limit exceeded: the worker used more than %d s of processor time", m.CPUSeconds), budget, timeout)
 	case why == "" && st.ExitCode() == exitMemory:
-		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the worker's memory grew by more than %s (twice the budget plus overhead), and the worker was stopped", builtins.FormatBytes(budget), builtins.FormatBytes(m.memCeiling-w.goTotal0)), budget, timeout)
+		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the worker's memory grew by more than %s (twice the budget plus overhead), and the worker was stopped", builtins.FormatBytes(budget), builtins.FormatBytes(m.MemCeiling-w.goTotal0)), budget, timeout)
 	case why == "" && outOfMemory(stderr):
-		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the kernel refused the worker more memory (its hard limit is %s over its start) and it stopped (%s)", builtins.FormatBytes(budget), builtins.FormatBytes(m.dataLimit-w.vmData0), stderrLine(stderr)), budget, timeout)
+		return limitFailure(program, sandbox.LimitMemory, fmt.Sprintf("memory limit of %s exceeded: the kernel refused the worker more memory (its hard limit is %s over its start) and it stopped (%s)", builtins.FormatBytes(budget), builtins.FormatBytes(m.DataLimit-w.vmData0), stderrLine(stderr)), budget, timeout)
 	case why == killBroken:
 		return failure(program, stderrLine(stderr), fmt.Errorf("the sandbox worker broke the protocol and was stopped: %v", err))
 	}

@@ -2,11 +2,9 @@ package isolate
 
 import (
 	"errors"
-	"time"
+	"reflect"
 
-	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/table"
 )
 
@@ -37,94 +35,58 @@ const (
 
 // ready is what a worker reports when it has started.
 type ready struct {
-	warnings []string // limits the worker could not apply to itself
-	vmData   int64    // its data segment (VmData) at start, in bytes
-	goTotal  int64    // the Go runtime's memory at start, as debug.SetMemoryLimit counts it, in bytes
-}
-
-func (e *encoder) ready(r ready) {
-	e.reset(msgReady)
-	e.strings(r.warnings)
-	e.varint(r.vmData)
-	e.varint(r.goTotal)
-}
-
-func (d *decoder) ready() ready {
-	return ready{warnings: d.strings(), vmData: d.varint(), goTotal: d.varint()}
+	Warnings []string // limits the worker could not apply to itself
+	VMData   int64    // its data segment (VmData) at start, in bytes
+	GoTotal  int64    // the Go runtime's memory at start, as debug.SetMemoryLimit counts it, in bytes
 }
 
 // runMsg asks a worker to run one plan.
 type runMsg struct {
-	// schemas is the JSON of the environment's envSpec (the view's schemas in Names order and
+	// Job is the run as the pool was given it, less its View (the pool serves the plan's table
+	// calls from it) and its Helpers (they travel in Schemas); see notSent.
+	Job sandbox.Request
+	// Schemas is the JSON of the environment's envSpec (the view's schemas in Names order and
 	// the domain's helpers), or "" when the worker has it already; the worker keeps the
 	// environment of the last one.
-	schemas string
-	names   []string
-	reply   string
-	bare    bool // reply is the program itself (sandbox.Request.Bare)
-	inputs  map[string]any
-	globals []string // the globals the result must carry (nil: all)
-	limits  sandbox.Limits
-	now     time.Time
-	// dataLimit is the worker's data segment limit for the run, in bytes (RLIMIT_DATA).
-	dataLimit int64
-	// goLimit is the Go runtime's soft memory limit for the run, in bytes (debug.SetMemoryLimit).
-	goLimit int64
-	// memCeiling is the Go runtime's memory at which the worker stops itself with exitMemory,
+	Schemas string
+	Names   []string
+	// DataLimit is the worker's data segment limit for the run, in bytes (RLIMIT_DATA).
+	DataLimit int64
+	// GoLimit is the Go runtime's soft memory limit for the run, in bytes (debug.SetMemoryLimit).
+	GoLimit int64
+	// MemCeiling is the Go runtime's memory at which the worker stops itself with exitMemory,
 	// in bytes: a clean exit before the kernel refuses memory somewhere in the runtime.
-	memCeiling int64
-	// cpuSeconds is the processor time the run may add to the worker's total, in seconds.
-	cpuSeconds int64
+	MemCeiling int64
+	// CPUSeconds is the processor time the run may add to the worker's total, in seconds.
+	CPUSeconds int64
 }
 
+// The codecs of the records (record.go), built when the program starts.
+var (
+	readyCodec = recordCodec[ready]()
+	runCodec   = recordCodec[runMsg]()
+	doneCodec  = recordCodec[done]()
+)
+
+func (e *encoder) ready(r ready) {
+	e.reset(msgReady)
+	_ = readyCodec.enc(e, reflect.ValueOf(&r).Elem()) // no field of a ready holds a value
+}
+
+func (d *decoder) ready() (r ready) {
+	readyCodec.dec(d, reflect.ValueOf(&r).Elem())
+	return r
+}
+
+// run writes m; it fails when an input is not a plain value.
 func (e *encoder) run(m *runMsg) error {
 	e.reset(msgRun)
-	e.string(m.schemas)
-	e.strings(m.names)
-	e.string(m.reply)
-	e.bool(m.bare)
-	if err := e.value(m.inputs); err != nil {
-		return err
-	}
-	e.bool(m.globals != nil)
-	e.strings(m.globals)
-	l := m.limits
-	e.uvarint(l.MaxSteps)
-	e.varint(int64(l.Timeout))
-	e.varint(int64(l.MaxOutput))
-	e.varint(l.MaxMemory)
-	e.varint(int64(l.MaxProgram))
-	e.varint(int64(l.MaxNesting))
-	e.varint(m.now.Unix())
-	e.varint(int64(m.now.Nanosecond()))
-	name, offset := m.now.Zone()
-	e.string(name)
-	e.varint(int64(offset))
-	e.varint(m.dataLimit)
-	e.varint(m.goLimit)
-	e.varint(m.memCeiling)
-	e.varint(m.cpuSeconds)
-	return nil
+	return runCodec.enc(e, reflect.ValueOf(m).Elem())
 }
 
 func (d *decoder) run() *runMsg {
-	m := &runMsg{schemas: d.string(), names: d.strings(), reply: d.string(), bare: d.bool()}
-	m.inputs, _ = d.value().(map[string]any)
-	if some, names := d.bool(), d.strings(); some {
-		m.globals = append([]string{}, names...)
-	}
-	m.limits = sandbox.Limits{
-		MaxSteps:   d.uvarint(),
-		Timeout:    time.Duration(d.varint()),
-		MaxOutput:  int(d.varint()),
-		MaxMemory:  d.varint(),
-		MaxProgram: int(d.varint()),
-		MaxNesting: int(d.varint()),
-	}
-	sec, nsec := d.varint(), d.varint()
-	zone, offset := d.string(), d.varint()
-	m.now = time.Unix(sec, nsec).In(time.FixedZone(zone, int(offset)))
-	m.dataLimit, m.goLimit, m.memCeiling, m.cpuSeconds = d.varint(), d.varint(), d.varint(), d.varint()
+	m := &runMsg{}
+	runCodec.dec(d, reflect.ValueOf(m).Elem())
 	return m
 }
 
@@ -350,79 +312,38 @@ func (d *decoder) answerHeader(op byte) *answer {
 
 // done is a worker's report of a finished run.
 type done struct {
-	res    *sandbox.Result
-	vmData int64 // the worker's data segment after the run, in bytes
+	Res    *sandbox.Result
+	VMData int64 // the worker's data segment after the run, in bytes
 }
 
 func (e *encoder) done(m done) {
-	e.reset(msgDone)
-	r := m.res
-	e.string(string(r.Outcome))
-	e.string(string(r.Limit))
-	e.string(r.Program)
-	e.uvarint(uint64(len(r.Diagnostics)))
-	for _, x := range r.Diagnostics {
-		e.string(string(x.Stage))
-		e.string(x.Code)
-		e.varint(int64(x.Line))
-		e.varint(int64(x.Col))
-		e.string(x.Message)
-		e.string(x.Hint)
-	}
-	e.string(r.Stdout)
-	e.bool(r.StdoutTruncated)
-	e.uvarint(uint64(len(r.Rewrites)))
-	for _, x := range r.Rewrites {
-		e.varint(int64(x.Line))
-		e.string(x.Rule)
-		e.string(x.Before)
-		e.string(x.After)
-	}
 	// Only a run that ended ok sends its globals: a failed run's are half-set, nothing reads
 	// them (the engine takes STATUS and answer_text from ok runs only), and a hostile plan
 	// would otherwise push everything it built before failing into the parent. Globals are
 	// plain values by construction (sandbox.plainGlobals); a failure here would be a defect,
 	// and the globals then arrive empty rather than the run failing.
-	mark := len(e.buf)
-	if r.Outcome != sandbox.OutcomeOK || e.value(r.Globals) != nil {
-		e.buf = append(e.buf[:mark], tagNil)
+	if m.Res.Outcome != sandbox.OutcomeOK && m.Res.Globals != nil {
+		r := *m.Res
+		r.Globals, m.Res = nil, &r
 	}
-	e.uvarint(r.Steps)
-	e.varint(int64(r.Duration))
-	e.varint(m.vmData)
+	e.reset(msgDone)
+	if doneCodec.enc(e, reflect.ValueOf(&m).Elem()) != nil {
+		r := *m.Res
+		r.Globals, m.Res = nil, &r
+		e.reset(msgDone)
+		_ = doneCodec.enc(e, reflect.ValueOf(&m).Elem())
+	}
 }
 
-func (d *decoder) done() done {
-	r := &sandbox.Result{
-		Outcome: sandbox.Outcome(d.string()),
-		Limit:   sandbox.Limit(d.string()),
-		Program: d.string(),
+func (d *decoder) done() (m done) {
+	doneCodec.dec(d, reflect.ValueOf(&m).Elem())
+	if m.Res == nil {
+		d.fail() // a worker always reports a result
 	}
-	if n := d.count(6); n > 0 {
-		r.Diagnostics = make(diag.List, n)
-		for i := range r.Diagnostics {
-			r.Diagnostics[i] = diag.Diagnostic{
-				Stage: diag.Stage(d.string()), Code: d.string(),
-				Line: int(d.varint()), Col: int(d.varint()),
-				Message: d.string(), Hint: d.string(),
-			}
-		}
-	}
-	r.Stdout = d.string()
-	r.StdoutTruncated = d.bool()
-	if n := d.count(4); n > 0 {
-		r.Rewrites = make([]pycompat.Rewrite, n)
-		for i := range r.Rewrites {
-			r.Rewrites[i] = pycompat.Rewrite{Line: int(d.varint()), Rule: d.string(), Before: d.string(), After: d.string()}
-		}
-	}
-	r.Globals, _ = d.value().(map[string]any)
-	r.Steps = d.uvarint()
-	r.Duration = time.Duration(d.varint())
-	return done{res: r, vmData: d.varint()}
+	return m
 }
 
-// envSpec is what a worker builds its environment from (engine.NewEnv).
+// envSpec is what a worker builds its environment from (sandbox.NewDomainEnv).
 type envSpec struct {
 	Schemas []*table.Schema `json:"schemas"`
 	Helpers string          `json:"helpers,omitempty"`

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -39,7 +38,7 @@ prices = [r["price"] for r in rows]
 		"lambda": "rows = inventory_tbl.search(lambda r: r[\"price\"] > 150)\nids = [(r[\"item_id\"], r[\"price\"]) for r in rows]\n",
 		"few":    "ids = [r[\"item_id\"] for r in inventory_tbl.search({\"price\": {\"$gte\": 198}})]\n",
 	}
-	in := engine.InProcess(mustEnv(t, st))
+	in := mustEnv(t, st)
 	check := func(name string) {
 		t.Helper()
 		jIn, stageIn := job(st, plans[name], sandbox.Limits{})

@@ -89,7 +89,7 @@ func TestParity(t *testing.T) {
 			stIn, stIso := openStore(t), openStore(t)
 			jIn, stageIn := job(stIn, src, sandbox.Limits{})
 			jIso, stageIso := job(stIso, src, sandbox.Limits{})
-			want := engine.InProcess(mustEnv(t, stIn)).Run(bg, jIn)
+			want := mustEnv(t, stIn).Run(bg, jIn)
 			got := p.Run(bg, jIso)
 			if want.Outcome != sandbox.OutcomeOK {
 				want.Globals = nil // a failed run's half-set globals do not cross

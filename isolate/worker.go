@@ -14,11 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"go.starlark.net/starlark"
-
 	"github.com/starplan/starplan/builtins/tables"
 	"github.com/starplan/starplan/diag"
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
 )
@@ -63,7 +60,7 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 	if err := installWorkerFilter(); err != nil {
 		warnings = append(warnings, fmt.Sprintf("system calls: no seccomp filter, so sockets, files and processes are not denied (%v)", err))
 	}
-	w.c.enc.ready(ready{warnings: warnings, vmData: vm, goTotal: goTotal()})
+	w.c.enc.ready(ready{Warnings: warnings, VMData: vm, GoTotal: goTotal()})
 	if err := w.c.send(); err != nil {
 		return exitTransport
 	}
@@ -86,7 +83,7 @@ func WorkerMain(in io.Reader, out io.Writer) int {
 			return exitProtocol
 		}
 		res := w.run(m)
-		w.c.enc.done(done{res: res, vmData: w.dataSegment()})
+		w.c.enc.done(done{Res: res, VMData: w.dataSegment()})
 		if err := w.c.send(); err != nil {
 			return exitTransport
 		}
@@ -109,7 +106,8 @@ func exitOnCPULimit() {
 // the sandbox; nothing of a run's own survives it.
 type worker struct {
 	c       *conn
-	schemas string
+	schemas string // the envSpec the environment was built from
+	helpers string // its helpers
 	env     *sandbox.Env
 	goLimit int64 // the Go runtime's soft memory limit now
 
@@ -131,37 +129,37 @@ func (w *worker) dataSegment() int64 {
 }
 
 func (w *worker) run(m *runMsg) *sandbox.Result {
-	if err := setRunLimits(m.dataLimit, m.cpuSeconds); err != nil {
+	if err := setRunLimits(m.DataLimit, m.CPUSeconds); err != nil {
 		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
 	}
-	if m.goLimit != w.goLimit {
-		debug.SetMemoryLimit(m.goLimit)
-		w.goLimit = m.goLimit
+	if m.GoLimit != w.goLimit {
+		debug.SetMemoryLimit(m.GoLimit)
+		w.goLimit = m.GoLimit
 	}
-	defer watchMemory(m.memCeiling)()
-	if m.schemas == "" && w.env == nil {
+	defer watchMemory(m.MemCeiling)()
+	if m.Schemas == "" && w.env == nil {
 		return workerFailure(errors.New("the pool sent no schemas to a worker without any"))
 	}
-	if m.schemas != "" && m.schemas != w.schemas {
+	if m.Schemas != "" && m.Schemas != w.schemas {
 		var spec envSpec
-		if err := json.Unmarshal([]byte(m.schemas), &spec); err != nil {
+		if err := json.Unmarshal([]byte(m.Schemas), &spec); err != nil {
 			return workerFailure(fmt.Errorf("decoding the view's schemas: %w", err))
 		}
-		env, ds := engine.NewEnv(spec.Schemas, spec.Helpers)
+		env, ds := sandbox.NewDomainEnv(spec.Schemas, spec.Helpers)
 		if len(ds) > 0 {
 			return workerFailure(fmt.Errorf("the domain's helpers: %s", ds))
 		}
-		w.env, w.schemas = env, m.schemas
+		w.env, w.schemas, w.helpers = env, m.Schemas, spec.Helpers
 	}
-	view := newRemoteView(w.c, m.names, w.env)
-	return w.env.Run(context.Background(), sandbox.Request{
-		Reply:   m.reply,
-		Bare:    m.bare,
-		Inputs:  m.inputs,
-		Limits:  m.limits,
-		Bind:    func(th *starlark.Thread) { tables.Bind(th, view, m.now) },
-		Globals: m.globals,
-	})
+	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.env), w.helpers))
+}
+
+// request is the job the pool was given, as the worker runs it: over view, the worker's remote
+// view of the pool's, with the helpers the worker's environment was built with.
+func (m *runMsg) request(view table.View, helpers string) sandbox.Request {
+	req := m.Job
+	req.View, req.Helpers = view, helpers
+	return req
 }
 
 // memoryMetrics are what debug.SetMemoryLimit counts: everything the runtime has mapped, less

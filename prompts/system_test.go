@@ -277,6 +277,6 @@ func TestSystemExamplePlanRuns(t *testing.T) {
 
 // noHelpers is the environment of plans over tables of a domain without helpers.
 func noHelpers(schemas []*table.Schema) *sandbox.Env {
-	env, _ := engine.NewEnv(schemas, "")
+	env, _ := sandbox.NewDomainEnv(schemas, "")
 	return env
 }

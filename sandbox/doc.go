@@ -14,7 +14,7 @@
 // lambda or comprehension of the program binds that name, is handed to it. The table helpers
 // report fields their table lacks in literal rows and where-filters, operators a filter does
 // not know, and arguments their signature does not take (unknown-field, unknown-operator,
-// wrong-arguments), so such a plan is refused with a did-you-mean before it runs. The sandbox
+// wrong-arguments), so such a plan is refused with a did-you-mean before it runs. The checker
 // knows nothing of tables: it only walks the calls.
 //
 // Memory is bounded in process by two mechanisms. Before compiling, the checked syntax tree is
@@ -37,6 +37,16 @@
 // conversions) estimate it before they start and charge it as steps (builtins.ChargeWork), and
 // refuse a single call of more than builtins.MaxCallSteps, so one step inside a builtin cannot
 // outlast the time limit by more than about 0.1 s.
+//
+// # Runners
+//
+// A run is a Request: plain data (the reply, its inputs and limits, the staged view its table
+// calls go to, its now(), the globals wanted, the domain's helpers), the one job shape every
+// Runner takes. An *Env is the in-process Runner; isolate.Pool carries the same Request to a
+// worker process, which depends on this package and not on the engine, so embedding the worker
+// pool links neither the store nor the model client. A request's zero limits are its runner's
+// defaults: Limits.Effective is the one merge (the request's own, the runner's defaults, the
+// package's), called by the engine and by every runner.
 //
 // # What differs from the isolated worker
 //
@@ -78,5 +88,5 @@
 //     first, and the budget and watchdog make the second unlikely, not impossible.
 //
 // The package must not import clover, the store, net or the model client: a plan reaches data
-// only through the table.View that the caller binds to the thread.
+// only through the table.View of its Request, bound to the thread (tables.Bind).
 package sandbox

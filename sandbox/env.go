@@ -8,7 +8,10 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/builtins/tables"
+	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/internal/benchhook"
+	"github.com/starplan/starplan/table"
 )
 
 // Env is everything a plan can name: Starlark's universe, the language builtins and modules, the
@@ -27,6 +30,23 @@ type Env struct {
 	// shared returns the identities of the values reachable from predeclared, which no run's
 	// memory measure counts; computed the first time a run measures.
 	shared func() map[any]struct{}
+}
+
+// NewDomainEnv returns the environment of plans over tables with the given schemas and a
+// domain's helpers (the source of its helpers.star; "" for none): the one a runner builds from a
+// view's schemas. The diagnostics are the helpers' problems, positioned in that file; the
+// environment is nil when there are any.
+func NewDomainEnv(schemas []*table.Schema, helpers string) (*Env, diag.List) {
+	base := tables.Registry(schemas)
+	env := NewEnv(base)
+	if helpers == "" {
+		return env, nil
+	}
+	reg, ds := env.LoadHelpers(helpers)
+	if len(ds) > 0 {
+		return nil, ds
+	}
+	return NewEnv(base, reg), nil
 }
 
 // NewEnv builds an environment from the language builtins, the guards and regs, in that order;

@@ -24,7 +24,7 @@ const HelpersFile = "helpers.star"
 // moduleLimits bound the top level of a domain's Starlark file (LoadModule), which only defines
 // functions and constants: it is held to them as a plan's run is to its own, memory measured
 // alike (the guards and the heap watchdog), wherever the file is loaded.
-var moduleLimits = Limits{MaxSteps: 1_000_000, Timeout: 2 * time.Second, MaxMemory: 64 << 20}.withDefaults()
+var moduleLimits = Limits{MaxSteps: 1_000_000, Timeout: 2 * time.Second, MaxMemory: 64 << 20}.Effective(Limits{})
 
 // LoadHelpers checks and runs a domain's helpers, Starlark source written by the domain's
 // author, and returns each function it defines as a domain helper (names starting with _ are
@@ -169,7 +169,7 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 // included; never more than limits.MaxSteps). The error is the function's: a runtime error, a
 // panic turned into an error, or a *LimitError naming the limit that stopped it.
 func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, steps uint64, err error) {
-	limits = limits.withDefaults()
+	limits = limits.Effective(Limits{})
 	thread := &starlark.Thread{Name: "call"}
 	shared := sync.OnceValue(func() map[any]struct{} { return callShared(fn, args) })
 	b := bind(ctx, thread, limits, shared, watchSelf)

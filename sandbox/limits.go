@@ -29,25 +29,28 @@ type Limits struct {
 	MaxNesting int           // depth of nested brackets and blocks
 }
 
-// withDefaults returns l with every zero or negative field replaced by its default.
-func (l Limits) withDefaults() Limits {
-	if l.MaxSteps == 0 {
-		l.MaxSteps = DefaultMaxSteps
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.MaxOutput <= 0 {
-		l.MaxOutput = DefaultMaxOutput
-	}
-	if l.MaxMemory <= 0 {
-		l.MaxMemory = DefaultMaxMemory
-	}
-	if l.MaxProgram <= 0 {
-		l.MaxProgram = DefaultMaxProgram
-	}
-	if l.MaxNesting <= 0 {
-		l.MaxNesting = DefaultMaxNesting
-	}
+// Effective returns the limits a run asked for with l is held to, where defaults are its
+// runner's own (an engine's Options.Limits; Limits{} for none): each positive field of l, else
+// that of defaults when positive, else the package default (DefaultMaxSteps, ...). It is the one
+// place limits are merged; every runner calls it, so a run's limits are the same in process and
+// in a worker.
+func (l Limits) Effective(defaults Limits) Limits {
+	l.MaxSteps = or(l.MaxSteps, defaults.MaxSteps, DefaultMaxSteps)
+	l.Timeout = or(l.Timeout, defaults.Timeout, DefaultTimeout)
+	l.MaxOutput = or(l.MaxOutput, defaults.MaxOutput, DefaultMaxOutput)
+	l.MaxMemory = or(l.MaxMemory, defaults.MaxMemory, DefaultMaxMemory)
+	l.MaxProgram = or(l.MaxProgram, defaults.MaxProgram, DefaultMaxProgram)
+	l.MaxNesting = or(l.MaxNesting, defaults.MaxNesting, DefaultMaxNesting)
 	return l
+}
+
+// or returns own when it is set (positive), else def when it is, else fallback.
+func or[T int | int64 | uint64 | time.Duration](own, def, fallback T) T {
+	switch {
+	case own > 0:
+		return own
+	case def > 0:
+		return def
+	}
+	return fallback
 }

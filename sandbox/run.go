@@ -14,8 +14,10 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/builtins/tables"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/table"
 )
 
 // Outcome is how a run ended.
@@ -48,25 +50,43 @@ const (
 	CodeLimit     = "limit-exceeded"
 )
 
-// Request is one run of a plan.
+// Runner runs one plan. *Env runs it in this process, bounded by the sandbox's in-process
+// guards (its memory bound is not hard); isolate.Pool runs it in a worker process under OS
+// limits. A runner never panics and never returns nil: every problem is in the Result. An
+// engine takes one in its options (engine.Options.Runner).
+type Runner interface {
+	Run(ctx context.Context, req Request) *Result
+}
+
+var _ Runner = (*Env)(nil)
+
+// Request is one run of a plan, the job a Runner is given. It is plain data, so that a runner
+// in another process can carry it whole (isolate's round-trip test fills every field).
 type Request struct {
 	// Reply is a model's reply or a bare program; Extract finds the program in it.
 	Reply string
 	// Bare says Reply is the program itself, to be checked as it is, without extraction: a
 	// program starplan compiled (a JSON step plan) or one the audit log recorded (a replay).
 	// Extraction would read a tag inside one of its strings or comments as a block of a reply.
+	// Runners must not extract it.
 	Bare bool
 	// Inputs supplies the environment's per-run names (such as user_request) as plain Go values.
 	Inputs map[string]any
-	// Limits bounds the run; the zero value means the defaults.
+	// Limits bounds the run; zero fields mean the runner's defaults (see Limits.Effective).
 	Limits Limits
-	// Bind, when set, is called with the run's thread before the plan starts, to install per-run
-	// state such as the staged view (tables.Bind).
-	Bind func(*starlark.Thread)
+	// View is the run's staged view: every table call of the plan goes to it (tables.Bind).
+	// Nil leaves the tables unbound: a plan that calls one fails with tables.ErrNotBound.
+	View table.View
+	// Now is the run's fixed timestamp, what now() returns (with a View).
+	Now time.Time
 	// Globals names the final globals to return in Result.Globals; nil returns every one.
 	// Converting a plan's intermediate lists of rows costs more than running a small plan, so
 	// callers that need only the contract's globals say so.
 	Globals []string
+	// Helpers is the source of the domain's helpers (helpers.star; "" for none). An Env has its
+	// helpers already and ignores it; a runner that builds its own environment from the view's
+	// schemas builds it with them (NewDomainEnv).
+	Helpers string
 }
 
 // Result is everything a run produced. It is plain data, ready to be encoded as JSON.
@@ -114,7 +134,7 @@ func (e *Env) Check(reply string, limits Limits) Checked {
 // CheckProgram rewrites and checks a program as it is, with no extraction (see Request.Bare).
 // A program checked recently is not checked again: its first check is returned.
 func (e *Env) CheckProgram(program string, limits Limits) Checked {
-	limits = limits.withDefaults()
+	limits = limits.Effective(Limits{})
 	if e.checks == nil {
 		return e.checkProgram(program, limits)
 	}
@@ -146,7 +166,7 @@ func (e *Env) checkProgram(program string, limits Limits) Checked {
 // problem with the plan is in the Result.
 func (e *Env) Run(ctx context.Context, req Request) *Result {
 	start := time.Now()
-	limits := req.Limits.withDefaults()
+	limits := req.Limits.Effective(Limits{})
 	var c Checked
 	if req.Bare {
 		c = e.CheckProgram(req.Reply, limits)
@@ -167,7 +187,7 @@ func (e *Env) Run(ctx context.Context, req Request) *Result {
 func (e *Env) RunProgram(ctx context.Context, p *Program, req Request) *Result {
 	start := time.Now()
 	res := &Result{Program: p.Source}
-	e.exec(ctx, p, req, req.Limits.withDefaults(), res)
+	e.exec(ctx, p, req, req.Limits.Effective(Limits{}), res)
 	res.Duration = time.Since(start)
 	return res
 }
@@ -189,8 +209,8 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 		mode = watchNone
 	}
 	b := bind(ctx, thread, limits, e.shared, mode)
-	if req.Bind != nil {
-		req.Bind(thread)
+	if req.View != nil {
+		tables.Bind(thread, req.View, req.Now)
 	}
 	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
 	b.end(globals)

@@ -13,6 +13,8 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/starplan/starplan/builtins"
+	"github.com/starplan/starplan/builtins/tables"
+	"github.com/starplan/starplan/table"
 )
 
 func run(t *testing.T, src string, limits Limits) *Result {
@@ -36,12 +38,25 @@ func TestRunReturnsGlobalsAndOutput(t *testing.T) {
 	assert.Positive(t, res.Duration)
 }
 
-func TestRunBindsPerRunState(t *testing.T) {
-	var seen *starlark.Thread
-	res := testEnv().Run(context.Background(), Request{Reply: "x = 1\n", Bind: func(th *starlark.Thread) { seen = th }})
-	require.Equal(t, OutcomeOK, res.Outcome)
-	require.NotNil(t, seen)
-	assert.NotNil(t, builtins.BudgetOf(seen), "the budget is installed before Bind")
+// emptyView is a staged view without tables.
+type emptyView struct{}
+
+func (emptyView) Names() []string                  { return nil }
+func (emptyView) Table(string) (table.Table, bool) { return nil, false }
+
+// A request's view and now are bound to the run's thread: now() answers the request's time; a
+// request without a view leaves the tables unbound.
+func TestRunBindsTheView(t *testing.T) {
+	env, ds := NewDomainEnv(nil, "")
+	require.Empty(t, ds)
+	at := time.Date(2025, 3, 14, 17, 9, 26, 0, time.UTC)
+	res := env.Run(context.Background(), Request{Reply: "t = now()\n", View: emptyView{}, Now: at, Globals: []string{"t"}})
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, at.Format(tables.TimestampLayout), res.Globals["t"])
+
+	res = env.Run(context.Background(), Request{Reply: "t = now()\n"})
+	assert.Equal(t, OutcomeRuntimeError, res.Outcome)
+	assert.Contains(t, res.Diagnostics.String(), tables.ErrNotBound.Error())
 }
 
 func TestRunStepLimit(t *testing.T) {

@@ -36,7 +36,7 @@ func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
 		}
 	}
 	dom := store.Inventory()
-	env, ds := engine.NewEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
+	env, ds := sandbox.NewDomainEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	if len(ds) > 0 {
 		return nil, withCode(ExitInternal, fmt.Errorf("the built-in domain's helpers do not check: %s", ds), "")
 	}

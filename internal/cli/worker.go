@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/isolate"
+	"github.com/starplan/starplan/sandbox"
 )
 
 // workerCommand is the hidden subcommand a worker process is started with: the argument
@@ -30,7 +30,7 @@ func newWorkerCmd(ios IOStreams) *cobra.Command {
 // runner returns the runner plans execute in: a pool of isolated workers (re-executing this
 // binary), or nil for in-process execution when --in-process is set. Start-up warnings (limits
 // the kernel would not apply) are printed once. The caller closes the pool.
-func runner(ios IOStreams, g *globalOptions) (*isolate.Pool, engine.Runner, error) {
+func runner(ios IOStreams, g *globalOptions) (*isolate.Pool, sandbox.Runner, error) {
 	if g.InProcess {
 		return nil, nil, nil
 	}
