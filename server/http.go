@@ -23,15 +23,7 @@ const MCPPath = "/mcp"
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/describe", methods{http.MethodGet: s.handleDescribe})
-	mux.Handle("/v1/check", methods{http.MethodPost: s.handleCheck})
-	mux.Handle("/v1/runs", methods{http.MethodGet: s.handleList, http.MethodPost: s.handleRun})
-	mux.Handle("/v1/runs/{id}", methods{http.MethodGet: s.handleShow})
-	mux.Handle("/v1/runs/{id}/apply", methods{http.MethodPost: s.handleApply})
-	mux.Handle("/v1/runs/{id}/reject", methods{http.MethodPost: s.handleReject})
-	mux.Handle("/v1/runs/{id}/replay", methods{http.MethodPost: s.handleReplay})
-	mux.Handle("/v1/ask", methods{http.MethodPost: s.handleAsk})
-	mux.Handle("/v1/events", methods{http.MethodGet: s.handleEvents})
+	s.routes(mux) // the operations (ops.go)
 	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// Stateless: every call is one POST, so no session outlives its request and a drain
 		// never waits on an idle MCP stream.
