@@ -22,7 +22,14 @@ const MCPPath = "/mcp"
 // Handler returns the HTTP API: /v1/... (JSON) and MCPPath (streamable MCP), behind bearer-token
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux, _ := s.mux()
+	return s.guard(mux)
+}
+
+// mux is Handler's router and the patterns it holds: the operations' routes, MCPPath and the
+// review page (TestOperationParity checks that nothing else is served).
+func (s *Server) mux() (*http.ServeMux, []string) {
+	mux := &patternMux{ServeMux: http.NewServeMux()}
 	s.routes(mux) // the operations (ops.go)
 	mux.Handle(MCPPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// Stateless: every call is one POST, so no session outlives its request and a drain
@@ -31,7 +38,18 @@ func (s *Server) Handler() http.Handler {
 		MaxRequestBodyBytes: s.opts.MaxBody,
 	}))
 	mux.Handle("/", s.reviewPage()) // the review page, its login and its data (review.go)
-	return s.guard(mux)
+	return mux.ServeMux, mux.patterns
+}
+
+// patternMux is a ServeMux that lists the patterns registered on it.
+type patternMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *patternMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
 }
 
 // guard refuses requests without the bearer token or a review session (authorize), and requests

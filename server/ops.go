@@ -31,8 +31,10 @@ type Operation struct {
 	// Doc is the operation's line in the README's API table (markdown).
 	Doc string
 	// Right is what a caller needs to run it (package access); the server's auth enforces it.
-	// Reject needs Propose for one's own run and Approve for anyone's.
 	Right access.Right
+	// RightNote qualifies Right in the README ("own runs; approve for any"): reject needs
+	// Propose for one's own run and Approve for anyone's.
+	RightNote string
 	// Tool is its MCP tool, or nil; NoTool then says why it has none.
 	Tool   *ToolSpec
 	NoTool string
@@ -140,6 +142,7 @@ var Operations = []Operation{
 	},
 	{
 		Name: "reject", Method: http.MethodPost, Path: "/v1/runs/{id}/reject", Body: reflect.TypeFor[RejectRequest](), Out: reflect.TypeFor[RunDocument](), Right: access.Propose,
+		RightNote: "own runs; approve for any",
 		Doc: "`{feedback}`: record the decision; the run can never be applied (the CLI's `apply` refuses it too). For a run the model wrote, the model is asked again with the feedback, " +
 			"in the background (at most 3 times per question): events `replanning`, then `finished` with `parent_run_id`",
 		handle: (*Server).handleReject,
@@ -197,7 +200,7 @@ func withOutSchema(t *ToolSpec, f func() (*jsonschema.Schema, error)) *ToolSpec 
 
 // routes registers every operation's HTTP route on mux, each path with its methods (others get
 // 405 with Allow).
-func (s *Server) routes(mux *http.ServeMux) {
+func (s *Server) routes(mux interface{ Handle(string, http.Handler) }) {
 	byPath := map[string]methods{}
 	var order []string
 	for _, op := range Operations {
@@ -255,7 +258,12 @@ func APITable() string {
 				doc = doc[i+3:]
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", endpoint, tool, op.Right, doc)
+		right := string(op.Right)
+		if op.RightNote != "" {
+			right += " (" + op.RightNote + ")"
+		}
+		cell := strings.NewReplacer("|", `\|`).Replace
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(endpoint), cell(tool), right, cell(doc))
 	}
 	return b.String()
 }
