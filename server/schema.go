@@ -98,8 +98,10 @@ func untyped(s *jsonschema.Schema) bool {
 }
 
 // dropNulls returns v as JSON without the object members whose value is null, at every depth,
-// keeping the members' order: the portable output schemas declare such members optional, not
-// nullable. Null items of a list stay (no Go type of a tool's output holds one).
+// keeping the others' order and their numbers' digits: the portable output schemas declare such
+// members optional, not nullable. Null items of a list stay (no Go type of a tool's output holds
+// one). (The SDK then validates the output through a map, so the wire has the keys sorted, as
+// before.)
 func dropNulls(v any) (json.RawMessage, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
