@@ -40,7 +40,13 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: code, Message: err.Error()})
 		return nil, &Error{Status: status, Code: code, Message: err.Error(), Hint: "check the model's endpoint and key"}
 	}
-	return s.finished(res, qid, "", origin)
+	doc, err := s.finished(res, qid, "", origin)
+	if doc != nil {
+		// The audit record keeps the last attempt's run; the answer lists every model round, as
+		// `starplan ask --json` prints them.
+		doc.Attempts = res.Attempts
+	}
+	return doc, err
 }
 
 // finished builds a new run's document and says so on the event stream.

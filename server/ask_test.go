@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,6 +61,33 @@ func TestAskThenRejectReplans(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, first.RunID, rec.Model.ParentRunID)
 	assert.Equal(t, 1, rec.Model.Replan)
+}
+
+// POST /v1/ask answers with every model round (attempts), as `starplan ask --json` prints
+// them: the same engine.Attempt documents, the last one the answered run.
+func TestAskReturnsTheAttempts(t *testing.T) {
+	f, _ := modelFixture(t, llmtest.Reply(tagged("answer_text = nope")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	r := f.call("POST", "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc struct {
+		RunID    string            `json:"run_id"`
+		Attempts []json.RawMessage `json:"attempts"`
+	}
+	r.decode(t, &doc)
+	require.Len(t, doc.Attempts, 2, "the repaired plan and the first one: %s", r.body)
+	var attempts []engine.Attempt
+	for _, raw := range doc.Attempts {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields() // the shape ask --json prints, field for field
+		var a engine.Attempt
+		require.NoError(t, dec.Decode(&a))
+		attempts = append(attempts, a)
+	}
+	assert.NotEqual(t, engine.OutcomeOK, attempts[0].Outcome)
+	assert.NotEmpty(t, attempts[0].Diagnostics, "the first attempt says why it was repaired")
+	assert.Equal(t, engine.OutcomeOK, attempts[1].Outcome)
+	assert.Equal(t, doc.RunID, attempts[1].RunID, "the last attempt is the answered run")
+	assert.NotEmpty(t, attempts[1].Model)
 }
 
 func TestAskWithoutAModel(t *testing.T) {

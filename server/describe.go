@@ -29,7 +29,7 @@ type Description struct {
 	States    []string            `json:"states" jsonschema:"the states of a run"`
 	PlanTools []string            `json:"plan_tools" jsonschema:"the tools a plan_json step may call, besides respond"`
 	Reference string              `json:"reference" jsonschema:"the reference a model writes plans from: dialect, tables with sample rows, helpers, contract, policy"`
-	Schemas   map[string]any      `json:"schemas" jsonschema:"JSON Schemas of run_request, check_request, apply_request, reject_request, run (the result document) and error"`
+	Schemas   map[string]any      `json:"schemas" jsonschema:"JSON Schemas of run_request, check_request, apply_request, reject_request, ask_request, run (the result document), check and error"`
 	AuditLog  AuditLogDescription `json:"audit_log" jsonschema:"the audit log's size and how long it keeps runs"`
 }
 
@@ -126,22 +126,28 @@ func Describe(eng *engine.Engine, maxBody int64) (*Description, error) {
 }
 
 // apiSchemasOnce derives the schemas once per process: they depend only on Go types.
-var apiSchemasOnce = sync.OnceValues(apiSchemas)
+// It is set in init: apiSchemas reads Operations, whose handlers reach Describe.
+var apiSchemasOnce func() (map[string]any, error)
+
+func init() { apiSchemasOnce = sync.OnceValues(apiSchemas) }
 
 // apiSchemas returns the JSON Schemas of the API's documents, derived from the Go types the
-// server decodes and encodes, so they cannot drift from them.
+// server decodes and encodes, so they cannot drift from them: "<operation>_request" for each
+// operation of Operations that takes a body, and the run, check and error documents.
 func apiSchemas() (map[string]any, error) {
+	types := map[string]reflect.Type{
+		"run":   reflect.TypeFor[RunDocument](),
+		"check": reflect.TypeFor[CheckReport](),
+		"error": reflect.TypeFor[ErrorBody](),
+	}
+	for _, op := range Operations {
+		if op.Body != nil {
+			types[op.Name+"_request"] = op.Body
+		}
+	}
 	out := map[string]any{}
-	for name, f := range map[string]func() (*jsonschema.Schema, error){
-		"run_request":    func() (*jsonschema.Schema, error) { return jsonschema.For[RunRequest](nil) },
-		"check_request":  func() (*jsonschema.Schema, error) { return jsonschema.For[CheckRequest](nil) },
-		"apply_request":  func() (*jsonschema.Schema, error) { return jsonschema.For[ApplyRequest](nil) },
-		"reject_request": func() (*jsonschema.Schema, error) { return jsonschema.For[RejectRequest](nil) },
-		"run":            func() (*jsonschema.Schema, error) { return jsonschema.For[RunDocument](nil) },
-		"check":          func() (*jsonschema.Schema, error) { return jsonschema.For[CheckReport](nil) },
-		"error":          func() (*jsonschema.Schema, error) { return jsonschema.For[ErrorBody](nil) },
-	} {
-		sc, err := f()
+	for name, t := range types {
+		sc, err := jsonschema.ForType(t, &jsonschema.ForOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("the JSON Schema of %s: %w", name, err)
 		}

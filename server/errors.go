@@ -41,6 +41,25 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// toolHint, when set, replaces Hint for a caller over MCP: it names tools (show_run,
+	// list_runs) where Hint names HTTP paths.
+	toolHint string
+}
+
+// withToolHint sets the hint an MCP caller reads in place of Hint, and returns e.
+func (e *Error) withToolHint(hint string) *Error {
+	e.toolHint = hint
+	return e
+}
+
+// forTools is e as an MCP tool reports it: its hint for tools when it has one.
+func (e *Error) forTools() *Error {
+	if e.toolHint == "" {
+		return e
+	}
+	c := *e
+	c.Hint, c.toolHint = e.toolHint, ""
+	return &c
 }
 
 func (e *Error) Error() string {
@@ -62,7 +81,8 @@ func errorf(status int, code, hint, format string, args ...any) *Error {
 // internal describes a failure of starplan itself.
 func internal(err error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error(),
-		Hint: "try again; GET /v1/runs/{id} says whether a run was applied"}
+		Hint:     "try again; GET /v1/runs/{id} says whether a run was applied",
+		toolHint: "try again; show_run says whether a run was applied"}
 }
 
 // asError turns any error of an operation into an *Error.
@@ -80,5 +100,5 @@ func unknownRun(err error) *Error {
 	if !errors.As(err, &re) {
 		return nil
 	}
-	return &Error{Status: http.StatusNotFound, Code: CodeUnknownRun, Message: err.Error(), Hint: "GET /v1/runs lists the runs"}
+	return &Error{Status: http.StatusNotFound, Code: CodeUnknownRun, Message: err.Error(), Hint: "GET /v1/runs lists the runs", toolHint: "list_runs lists the runs"}
 }

@@ -22,16 +22,15 @@ const MCPPath = "/mcp"
 // Handler returns the HTTP API: /v1/... (JSON) and MCPPath (streamable MCP), behind bearer-token
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/v1/describe", methods{http.MethodGet: s.handleDescribe})
-	mux.Handle("/v1/check", methods{http.MethodPost: s.handleCheck})
-	mux.Handle("/v1/runs", methods{http.MethodGet: s.handleList, http.MethodPost: s.handleRun})
-	mux.Handle("/v1/runs/{id}", methods{http.MethodGet: s.handleShow})
-	mux.Handle("/v1/runs/{id}/apply", methods{http.MethodPost: s.handleApply})
-	mux.Handle("/v1/runs/{id}/reject", methods{http.MethodPost: s.handleReject})
-	mux.Handle("/v1/runs/{id}/replay", methods{http.MethodPost: s.handleReplay})
-	mux.Handle("/v1/ask", methods{http.MethodPost: s.handleAsk})
-	mux.Handle("/v1/events", methods{http.MethodGet: s.handleEvents})
+	mux, _ := s.mux()
+	return s.guard(s.enforce(mux)) // enforce: the right each route needs (rights.go)
+}
+
+// mux is Handler's router and the patterns it holds: the operations' routes, MCPPath and the
+// review page (TestOperationParity checks that nothing else is served).
+func (s *Server) mux() (*http.ServeMux, []string) {
+	mux := &patternMux{ServeMux: http.NewServeMux()}
+	s.routes(mux) // the operations (ops.go)
 	mux.Handle(MCPPath, s.mcpAuth(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// Sessions, so that apply_run can ask the person over HTTP as over stdio (an older
 		// protocol's client answers elicitation/create within its session); idle ones end after
@@ -41,7 +40,18 @@ func (s *Server) Handler() http.Handler {
 		MaxRequestBodyBytes: s.opts.MaxBody,
 	})))
 	mux.Handle("/", s.reviewPage()) // the review page, its login and its data (review.go)
-	return s.guard(s.enforce(mux))  // enforce: the right each route needs (rights.go)
+	return mux.ServeMux, mux.patterns
+}
+
+// patternMux is a ServeMux that lists the patterns registered on it.
+type patternMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *patternMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
 }
 
 // guard refuses requests without the bearer token or a review session (authorize), and requests

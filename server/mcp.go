@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/starplan/starplan/diffview"
+	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 )
 
@@ -77,121 +78,79 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 			"(the diff in changes) and, once they approve, apply_run with the run's digest; otherwise reject_run with feedback.",
 	})
 	m.AddReceivingMiddleware(s.mcpGuard) // who calls, and the right each tool needs (rights.go)
-	closed, open := false, true
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed}
-
-	describeOut, err := descriptionSchema()
-	if err != nil {
-		panic(fmt.Sprintf("the JSON Schema of describe's output: %v", err)) // Go types only: a defect
+	if err := addTools(s, m, ref); err != nil {
+		panic(fmt.Sprintf("the MCP tools' schemas: %v", err)) // Go types only: a defect
 	}
-	mcp.AddTool(m, &mcp.Tool{
-		Name:         "describe",
-		OutputSchema: describeOut,
-		Title:        "Describe the store",
-		Description:  "The store's tables and field types, the helpers a plan can call, the output contract, the mutation policy, the limits, and JSON Schemas of the documents.",
-		Annotations:  readOnly,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, _ Empty) (*mcp.CallToolResult, *Description, error) {
-		d, err := s.Describe()
-		return nil, d, err
-	})
+	return m, nil
+}
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:  "check_plan",
-		Title: "Check a plan",
-		Description: "Check a plan without running it: every problem at once, each with its line, code and a hint, " +
-			"and the Python-isms rewritten to Starlark. Give the bare program as program, or a reply holding it as reply.",
-		Annotations: readOnly,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in CheckRequest) (*mcp.CallToolResult, *CheckReport, error) {
-		rep, err := s.Check(in)
-		return nil, rep, err
-	})
+// The tools' handlers (Operations registers them).
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:  "run_plan",
-		Title: "Dry-run a plan",
-		Description: "Dry-run a plan against the store: the answer, the STATUS, the diagnostics, and the changes it " +
-			"would make, with the digest of those changes. Nothing is written: a run that changes data stays pending " +
-			"until apply_run with its run_id and digest. Give the customer's request as request.\n\n" +
-			"How to write the plan (the program):\n\n" + ref,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.run(ctx, in, OriginMCP, progress(ctx, req))
-		return nil, doc, err
-	})
+func (s *Server) toolDescribe(ctx context.Context, _ *mcp.CallToolRequest, _ Empty) (*mcp.CallToolResult, *Description, error) {
+	d, err := s.Describe()
+	return nil, d, err
+}
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:  "apply_run",
-		Title: "Apply a pending run",
-		Description: "Write a pending run's changes, all or nothing, if digest is the digest of the changes that were " +
-			"reviewed. When the client supports elicitation, the person is first asked to confirm, with a one-line " +
-			"summary of the changes; if they do not, nothing is written, the result is an error (" + CodeDeclined + ") " +
-			"carrying the run, still pending, and it can be applied later with the same digest. " +
-			"Applying an applied run again answers with the first result and writes nothing. If the data " +
-			"moved since the dry run the outcome is conflict and nothing is written: run the plan again.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &open, IdempotentHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
-		if s.asks(req) {
-			doc, pending, err := s.toApply(in.RunID, in.Digest)
-			if err != nil {
-				return nil, nil, err
-			}
-			if pending {
-				answer := confirmation(req, doc)
-				if answer == nil { // ask first: the SDK calls again with the answer
-					return &mcp.CallToolResult{
-						InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Message: confirmMessage(doc), RequestedSchema: confirmForm}},
-						RequestState:  confirmState(doc),
-					}, nil, nil
-				}
-				if answer.Action != "accept" {
-					return declined(doc, answer.Action), doc, nil // nothing was written
-				}
-			}
-		}
-		doc, err := s.apply(ctx, in.RunID, in.Digest, OriginMCP, progress(ctx, req))
+func (s *Server) toolCheck(ctx context.Context, _ *mcp.CallToolRequest, in CheckRequest) (*mcp.CallToolResult, *CheckReport, error) {
+	rep, err := s.Check(in)
+	return nil, rep, err
+}
+
+func (s *Server) toolRun(ctx context.Context, req *mcp.CallToolRequest, in RunRequest) (*mcp.CallToolResult, *RunDocument, error) {
+	doc, err := s.run(ctx, in, OriginMCP, progress(ctx, req))
+	return nil, doc, err
+}
+
+func (s *Server) toolApply(ctx context.Context, req *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
+	if s.asks(req) {
+		doc, pending, err := s.toApply(in.RunID, in.Digest)
 		if err != nil {
 			return nil, nil, err
 		}
-		if doc.State == StateConflict {
-			return &mcp.CallToolResult{IsError: true}, doc, nil // nothing was written; the document says why
+		if pending {
+			answer := confirmation(req, doc)
+			if answer == nil { // ask first: the SDK calls again with the answer
+				return &mcp.CallToolResult{
+					InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Message: confirmMessage(doc), RequestedSchema: confirmForm}},
+					RequestState:  confirmState(doc),
+				}, nil, nil
+			}
+			if answer.Action != "accept" {
+				return declined(doc, answer.Action), doc, nil // nothing was written
+			}
 		}
-		if why := s.unasked(req); why != "" && doc.State == StateApplied {
-			return unconfirmed(ctx, doc, why), doc, nil // never silently: the result says nobody was asked
-		}
-		return nil, doc, nil
-	})
+	}
+	doc, err := s.apply(ctx, in.RunID, in.Digest, OriginMCP, progress(ctx, req))
+	if err != nil {
+		return nil, nil, err
+	}
+	if doc.State == StateConflict {
+		return &mcp.CallToolResult{IsError: true}, doc, nil // nothing was written; the document says why
+	}
+	if why := s.unasked(req); why != "" && doc.State == StateApplied {
+		return unconfirmed(ctx, doc, why), doc, nil // never silently: the result says nobody was asked
+	}
+	return nil, doc, nil
+}
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:  "reject_run",
-		Title: "Reject a run",
-		Description: "Record that a run is rejected, with feedback saying what should be done instead. A pending run " +
-			"can then never be applied. Rejecting it again answers with the first decision.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, IdempotentHint: true, OpenWorldHint: &closed},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RejectInput) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Reject(ctx, in.RunID, in.Feedback, OriginMCP)
-		return nil, doc, err
-	})
+func (s *Server) toolReject(ctx context.Context, _ *mcp.CallToolRequest, in RejectInput) (*mcp.CallToolResult, *RunDocument, error) {
+	doc, err := s.Reject(ctx, in.RunID, in.Feedback, OriginMCP)
+	return nil, doc, err
+}
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:        "list_runs",
-		Title:       "List runs",
-		Description: "The runs, newest first, optionally only those in one state (pending, applied, rejected, conflict, done, failed).",
-		Annotations: readOnly,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, *RunList, error) {
-		list, err := s.List(in.State, in.Limit, in.Cursor)
-		return nil, list, err
-	})
+func (s *Server) toolList(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, *RunList, error) {
+	list, err := s.List(in.State, in.Limit, in.Cursor)
+	return nil, list, err
+}
 
-	mcp.AddTool(m, &mcp.Tool{
-		Name:        "show_run",
-		Title:       "Show a run",
-		Description: "A run as the audit log holds it: the result document, its digest, its state, and a reviewer's decision.",
-		Annotations: readOnly,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
-		doc, err := s.Show(in.RunID)
-		return nil, doc, err
-	})
-	return m, nil
+func (s *Server) toolShow(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
+	doc, err := s.Show(in.RunID)
+	return nil, doc, err
+}
+
+func (s *Server) toolReplay(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *engine.ReplayReport, error) {
+	rep, err := s.Replay(ctx, in.RunID)
+	return nil, rep, err
 }
 
 // confirmKey names apply_run's one input request: the person's confirmation.

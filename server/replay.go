@@ -21,7 +21,8 @@ func (s *Server) Replay(ctx context.Context, id string) (*engine.ReplayReport, e
 	rep, err := s.eng.Replay(ctx, id)
 	var re *engine.RunError
 	if errors.As(err, &re) {
-		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeNotReplayable, Message: err.Error(), Hint: "GET /v1/runs/" + id + " shows what the record keeps"}
+		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeNotReplayable, Message: err.Error(), Hint: "GET /v1/runs/" + id + " shows what the record keeps",
+			toolHint: "show_run with run_id " + id + " shows what the record keeps"}
 	}
 	if err != nil {
 		return nil, internal(err)

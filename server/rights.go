@@ -27,32 +27,29 @@ type op struct {
 	what  string
 }
 
-// routeRights is the operation of each HTTP route, by pattern and method ("" for any method). A
+// routeRights is the operation of each HTTP route, by pattern and method ("" for any method):
+// the operations' table (Operations), MCPPath (each tool: toolRights) and the review page. A
 // route of the mux that is not here is refused (fail closed); the page's own paths ("/") are
-// decided by authorize.
-var routeRights = map[string]map[string]op{
-	"/v1/describe":         {http.MethodGet: {access.Read, "describe the store"}},
-	"/v1/check":            {http.MethodPost: {access.Propose, "check plans"}},
-	"/v1/runs":             {http.MethodGet: {access.Read, "list runs"}, http.MethodPost: {access.Propose, "dry-run plans"}},
-	"/v1/runs/{id}":        {http.MethodGet: {access.Read, "show runs"}},
-	"/v1/runs/{id}/apply":  {http.MethodPost: {access.Approve, "apply runs"}},
-	"/v1/runs/{id}/reject": {http.MethodPost: {access.Propose, "reject runs"}}, // and its own run, or Approve: Reject
-	"/v1/runs/{id}/replay": {http.MethodPost: {access.Administer, "replay runs"}},
-	"/v1/ask":              {http.MethodPost: {access.Propose, "ask the model for plans"}},
-	"/v1/events":           {http.MethodGet: {access.Read, "follow events"}},
-	MCPPath:                {"": {access.Read, "use MCP"}}, // each tool: toolRights
-	"/":                    {"": {access.Read, "read the review page"}},
-}
+// decided by authorize. toolRights is the right each MCP tool needs; a tool that is not there
+// needs the admin right.
+var routeRights, toolRights = rightsOf(Operations)
 
-// toolRights is the right each MCP tool needs. A tool that is not here needs the admin right.
-var toolRights = map[string]op{
-	"describe":   {access.Read, "describe the store"},
-	"check_plan": {access.Propose, "check plans"},
-	"run_plan":   {access.Propose, "dry-run plans"},
-	"apply_run":  {access.Approve, "apply runs"},
-	"reject_run": {access.Propose, "reject runs"}, // and its own run, or Approve: Reject
-	"list_runs":  {access.Read, "list runs"},
-	"show_run":   {access.Read, "show runs"},
+func rightsOf(ops []Operation) (map[string]map[string]op, map[string]op) {
+	routes := map[string]map[string]op{
+		MCPPath: {"": {access.Read, "use MCP"}},
+		"/":     {"": {access.Read, "read the review page"}},
+	}
+	tools := map[string]op{}
+	for _, o := range ops {
+		if routes[o.Path] == nil {
+			routes[o.Path] = map[string]op{}
+		}
+		routes[o.Path][o.Method] = op{o.Right, o.Act}
+		if o.Tool != nil {
+			tools[o.Tool.Name] = op{o.Right, o.Act}
+		}
+	}
+	return routes, tools
 }
 
 // callerKey is the context key of a request's caller (withCaller).

@@ -490,7 +490,8 @@ func (s *Server) toApply(id, digest string) (doc *RunDocument, pending bool, err
 	}
 	if digest != doc.Digest {
 		return nil, false, errorf(http.StatusPreconditionFailed, CodeDigestMismatch, "review the run again (GET /v1/runs/"+id+") and apply with the digest it shows",
-			"the digest %q is not the digest of run %s's changes; nothing was written", clip(digest, 80), id)
+			"the digest %q is not the digest of run %s's changes; nothing was written", clip(digest, 80), id).
+			withToolHint("review the run again (show_run with run_id " + id + ") and apply with the digest it shows")
 	}
 	if done, err := settled(doc); done || err != nil {
 		return doc, false, err
