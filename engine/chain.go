@@ -70,8 +70,8 @@ type ChainEntry struct {
 	// Since is, on the start and on checkpoints, when the chain began: records older than it
 	// were written before starplan chained them.
 	Since *time.Time `json:"chain_since,omitempty"`
-	Prev          string `json:"prev_sha256"`
-	Hash          string `json:"sha256"`
+	Prev  string     `json:"prev_sha256"`
+	Hash  string     `json:"sha256"`
 }
 
 // chainHead is the stored head of the chain.
@@ -311,6 +311,14 @@ func (v *ChainVerifier) Report() *ChainReport {
 		rep.Problems = append(rep.Problems, ChainProblem{Seq: seq, RunID: run, Message: fmt.Sprintf(format, args...)})
 	}
 	es := v.entries
+	if len(es) == 0 && v.head == nil {
+		// A store no starplan with the chain has written to: its records are older than it.
+		rep.Unchained = len(v.records)
+		if rep.Problems == nil {
+			rep.Problems = []ChainProblem{}
+		}
+		return rep
+	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
 	pruned := map[int64]string{} // checkpoints: the seq after the removed entries -> the hash before
 	var lastCheckpoint int64
@@ -347,8 +355,8 @@ func (v *ChainVerifier) Report() *ChainReport {
 		if v.head == nil || v.head.Seq != es[n-1].Seq || v.head.Hash != es[n-1].Hash {
 			bad(es[n-1].Seq, "", "the chain's head does not name its last entry %d: entries were added or removed", es[n-1].Seq)
 		}
-	} else if len(v.records) > 0 || v.head != nil {
-		bad(0, "", "the audit log has no hash chain entries")
+	} else {
+		bad(0, "", "the audit log's hash chain has a head but no entries: they were removed")
 	}
 	ids := make([]string, 0, len(v.records))
 	for id := range v.records {
