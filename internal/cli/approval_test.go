@@ -34,6 +34,11 @@ func TestLocalUserApprovesAndTheChainFindsAnEdit(t *testing.T) {
 	o = s.run(true, "", "runs", "show", res.RunID)
 	assert.Contains(t, o.out, "Who: proposed by "+local+"; approved by "+local)
 
+	o = s.run(true, "", "describe")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "four_eyes")
+	assert.Contains(t, o.out, "admins and the local user may approve their own runs")
+
 	o = s.run(true, "", "runs", "verify")
 	require.Equal(t, ExitOK, o.code, o.err+o.out)
 	assert.Contains(t, o.out, "The chain and every record match.")
