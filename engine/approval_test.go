@@ -275,6 +275,13 @@ func TestApprovalPendingTTL(t *testing.T) {
 	assert.True(t, e.Expired(rec))
 	_, err = applyBy(e, old.RunID, bob)
 	requireRefused(t, err, errcode.RunExpired)
+	runs, err := e.Runs()
+	require.NoError(t, err)
+	states := map[string]string{}
+	for _, r := range runs {
+		states[r.ID] = r.State
+	}
+	assert.Equal(t, map[string]string{fresh.RunID: StateApplied, old.RunID: StateExpired}, states)
 	d, recorded, err := e.RejectWith(context.Background(), old.RunID, RejectOptions{Feedback: "too old", Origin: "test", By: bob})
 	require.NoError(t, err)
 	assert.True(t, recorded)
