@@ -31,10 +31,15 @@ type Domain struct {
 	// Limits bound what one run may make the store do (its blast radius); see RunLimits.
 	Limits RunLimits `json:"limits"`
 	Rules  []Rule    `json:"rules"`
+	// Approval is who must approve a run's changes, and what may go through without a person
+	// (approval.go); the zero value is the default.
+	Approval Approval `json:"approval,omitempty"`
 
 	ready bool // validated and resolved by Parse
 	// invariants are the functions the domain's starlark rules name (BindInvariants).
 	invariants map[string]Invariant
+	// needsPerson are the functions the domain's needs_person auto rules name (BindNeedsPerson).
+	needsPerson map[string]NeedsPerson
 }
 
 // Contract holds the parameters of the output contract: what answer_text and STATUS must be.
@@ -230,6 +235,9 @@ func (d *Domain) validate() error {
 		return errors.New("contract.answer_max_sentences and contract.answer_max_chars must be > 0")
 	}
 	if err := d.Limits.validate(); err != nil {
+		return err
+	}
+	if err := d.Approval.validate(); err != nil {
 		return err
 	}
 	starlarkRules := 0

@@ -237,7 +237,7 @@ func (d *Domain) CheckSchema(fields map[string][]string) []error {
 			}
 		}
 	}
-	return errs
+	return append(errs, d.Approval.checkSchema(fields, tables)...)
 }
 
 // stringsOf is a parameter's value as a list of strings: one string, or each string of a list.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/store"
@@ -21,9 +22,19 @@ func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
 	return e.ApplyAs(ctx, runID, "")
 }
 
-// ApplyAs is Apply on behalf of origin (who approved: "apply", "serve:http", ...), which the
-// run's record keeps with the apply or the conflict it found.
+// ApplyAs is Apply from origin ("apply", "serve:http", ...), which the run's record keeps with
+// the apply or the conflict it found, by the local user.
 func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, error) {
+	return e.ApplyWith(ctx, runID, ApplyOptions{Origin: origin})
+}
+
+// ApplyWith is Apply by opts.By, under the domain's approval rules (contracts.Approval): the
+// run is applied when By's approval completes those it needs, or when an auto rule lets the
+// change set being committed through (the result names it); an approval that does not complete
+// them is recorded and the result still pending (Result.ApprovedBy, ApprovalsNeeded). A refused
+// apply is an *ApprovalError (errcode.ApprovalRequired, errcode.RunExpired) and changes nothing.
+func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions) (*Result, error) {
+	origin, by := opts.Origin, orLocal(opts.By)
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
@@ -40,8 +51,10 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %s)", rec.Outcome, changedRows(rec.Changes.Rows())), Hint: "only accepted runs that change data wait for apply"}
 	}
 	res := rec.Result()
+	prevOrigin := rec.ApplyOrigin
 	rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
-	if err := e.applyRecord(ctx, rec, res); err != nil {
+	if err := e.decideApply(ctx, rec, res, by); err != nil {
+		rec.ApplyOrigin = prevOrigin
 		return nil, err
 	}
 	return res, nil
@@ -54,7 +67,11 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 // dry run that was valid against the data of its moment is refused when the data moved so that
 // its changes would now break a rule (two sales that each continue the ledger from the same last
 // row, a balance the plan wrote without reading the ledger).
-func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) error {
+//
+// by is who applies; with auto, the domain's auto rules must let the change set through (in
+// verify, on the changes being committed), or the apply writes nothing and returns an
+// *autoRefusal with the run as it was.
+func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, by access.Principal, auto bool) error {
 	at := e.opts.Now()
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
@@ -66,27 +83,51 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 		if len(ds) > 0 {
 			return &policyError{ds}
 		}
+		if auto {
+			rule, err := e.autoCheck(cs)
+			if err != nil {
+				return err
+			}
+			rec.AutoApprovedByRule = rule
+		}
 		return nil
 	}
 	// A settled run's writes are dead weight in the log: the record written with the data has
 	// none, and neither has the record of a conflict (it can never be applied).
-	writes := rec.Writes
+	writes, needed := rec.Writes, rec.ApprovalsNeeded
 	rec.Writes = nil
-	err := e.st.ApplyPending(ctx, writes, verify, recordDoc(rec, false))
+	if rec.ApprovalsNeeded == 1 {
+		rec.ApprovalsNeeded = 0 // shown while awaiting, or when more than one was needed
+	}
+	event, who := ChainApproved, func() string { return by.Name }
+	if auto {
+		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
+	}
+	w, docs := e.chain.begin(at, link{doc: recordDoc(rec, false), event: event, by: who})
+	err := e.st.ApplyPending(ctx, writes, verify, docs...)
+	w.done(err)
 	if err == nil {
 		res.Pending, res.Applied = false, true
+		res.Who = rec.Who
 		return nil
 	}
-	rec.Applied, rec.AppliedAt = false, nil
+	rec.Applied, rec.AppliedAt, rec.AutoApprovedByRule, rec.ApprovalsNeeded = false, nil, "", needed
+	var refused *autoRefusal
+	if errors.As(err, &refused) {
+		rec.Pending, rec.Writes = true, writes
+		return refused
+	}
 	ds, ok := applyDiagnostics(err)
 	if !ok {
 		rec.Pending, rec.Writes = true, writes
+		rec.chainEvent, rec.chainBy = ChainRecorded, by.Name
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
 		return fmt.Errorf("applying run %s: %w", rec.ID, err)
 	}
 	rec.ApplyError, rec.ConflictAt = err.Error(), &at
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
 	rec.bound() // one diagnostic per moved row, and an error that may list them
+	rec.chainEvent, rec.chainBy = ChainConflict, by.Name
 	e.audit.add(rec)
 	res.Outcome, res.Pending, res.Applied = OutcomeConflict, false, false
 	var cut bool

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
@@ -31,11 +30,9 @@ const auditCollection = "runs"
 type RunRecord struct {
 	ID string `json:"run_id"` // "id" in records written before run_id was the one name
 
-	Time   time.Time `json:"time"`
-	Origin string    `json:"origin"`
-	// ProposedBy names who proposed the run: a token's name, or "local:<user>" (access).
-	ProposedBy string `json:"proposed_by,omitempty"`
-	Request    string `json:"request"`
+	Time    time.Time `json:"time"`
+	Origin  string    `json:"origin"`
+	Request string    `json:"request"`
 	// Reply is the model's reply (or the bare program) up to MaxReplyExcerpt bytes; a longer one
 	// is cut there and Truncated names "reply". ReplyBytes and ReplySHA256 are the length and
 	// the hex SHA-256 of the whole reply, so a kept copy can be matched to the run.
@@ -74,6 +71,12 @@ type RunRecord struct {
 	// Result.Truncated, and "reply", "request", "stdout", "rewrites", "changes", "origin",
 	// "model", "apply_error".
 	Truncated []string `json:"truncated,omitempty"`
+	// Who proposed the run and who decided on it (approval.go).
+	Who
+
+	// chainEvent and chainBy are what the record's next queued write adds to the hash chain
+	// (chain.go); empty: ChainProposed by its proposer.
+	chainEvent, chainBy string
 }
 
 // An audit record is bounded whatever the run did, so the log grows by a known amount per run.
@@ -129,10 +132,7 @@ func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *R
 		AnswerText: res.AnswerText, Status: res.Status, Changes: res.Changes, ChangedRows: res.Changes.Rows(),
 		Outcome: res.Outcome, Limit: res.Limit, Steps: res.Steps, DurationMS: res.DurationMS,
 		Pending: res.Pending, Model: req.Model, Writes: writes,
-		Truncated: slices.Clone(res.Truncated), ProposedBy: req.By.Name,
-	}
-	if r.ProposedBy == "" {
-		r.ProposedBy = access.Local().Name
+		Truncated: slices.Clone(res.Truncated), Who: Who{ProposedBy: orLocal(req.By).Name},
 	}
 	if writes == nil {
 		var cut bool
@@ -331,7 +331,7 @@ func (r *RunRecord) Result() *Result {
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, Diagnostics: r.Diagnostics,
 		Limit: r.Limit, Rewrites: r.Rewrites, Changes: r.Changes, Pending: r.Pending,
 		Applied: r.Applied, Steps: r.Steps, DurationMS: r.DurationMS, Program: r.Program,
-		Truncated: slices.Clone(r.Truncated),
+		Truncated: slices.Clone(r.Truncated), Who: r.Who,
 	}
 	res.normalize()
 	return res
@@ -485,6 +485,11 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		return nil, fmt.Errorf("pruning the audit log: %w", err)
 	}
 	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
+	if rep.Removed > 0 {
+		if err := e.chain.prune(ctx, e.opts.Now()); err != nil {
+			return rep, fmt.Errorf("pruning the audit log's hash chain: %w", err)
+		}
+	}
 	return rep, nil
 }
 
@@ -504,6 +509,7 @@ func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Pro
 // consistency (applies write their record in the same transaction as their data).
 type auditLog struct {
 	st      *store.Store
+	chain   *chain
 	mu      sync.Mutex
 	queue   []*RunRecord
 	closed  bool       // after close, add writes at once
@@ -522,8 +528,8 @@ const maxQueued = 4096
 // batch: one disk sync per burst of runs instead of one per run.
 const auditLinger = 5 * time.Millisecond
 
-func newAuditLog(st *store.Store) *auditLog {
-	a := &auditLog{st: st, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newAuditLog(st *store.Store, c *chain) *auditLog {
+	a := &auditLog{st: st, chain: c, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.loop()
 	return a
 }
@@ -584,13 +590,20 @@ func (a *auditLog) flush() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	docs := make([]store.SysDoc, len(batch))
+	links := make([]link, len(batch))
 	for i, r := range batch {
 		// Never a rejected run's: a rejection writes its record itself (Reject), after a flush,
 		// and a rejected run is never queued again (it cannot be applied).
-		docs[i] = recordDoc(r, false)
+		event, by := r.chainEvent, r.chainBy
+		if event == "" {
+			event, by = ChainProposed, r.ProposedBy
+		}
+		links[i] = link{doc: recordDoc(r, false), event: event, by: func() string { return by }}
 	}
-	if err := a.st.PutSysDocs(context.Background(), docs...); err != nil {
+	w, docs := a.chain.begin(time.Now(), links...)
+	err := a.st.PutSysDocs(context.Background(), docs...)
+	w.done(err)
+	if err != nil {
 		a.mu.Lock()
 		a.queue = append(batch, a.queue...)
 		a.mu.Unlock()

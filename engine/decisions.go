@@ -19,11 +19,13 @@ const MaxFeedback = 8 << 10
 // Decision is a reviewer's verdict on a run that was not applied: today only "rejected", with
 // the reviewer's feedback (for a replanning model or a person reading the log).
 type Decision struct {
-	RunID    string    `json:"run_id"`
-	Decision string    `json:"decision"` // DecisionRejected
-	Feedback string    `json:"feedback"`
-	Origin   string    `json:"origin"` // who decided: "serve:http", "serve:mcp", ...
-	Time     time.Time `json:"time"`
+	RunID    string `json:"run_id"`
+	Decision string `json:"decision"` // DecisionRejected
+	Feedback string `json:"feedback"`
+	Origin   string `json:"origin"` // where it was decided: "serve:http", "serve:mcp", ...
+	// By is who decided (access.Principal.Name).
+	By   string    `json:"by,omitempty"`
+	Time time.Time `json:"time"`
 }
 
 // DecisionRejected is the decision of a run a reviewer refused.
@@ -35,6 +37,14 @@ const DecisionRejected = "rejected"
 // returns the first decision unchanged, with recorded false. An unknown run or one already
 // applied is a *RunError.
 func (e *Engine) Reject(ctx context.Context, runID, feedback, origin string) (d *Decision, recorded bool, err error) {
+	return e.RejectWith(ctx, runID, RejectOptions{Feedback: feedback, Origin: origin})
+}
+
+// RejectWith is Reject by opts.By (the local user when zero), whom the decision and the run's
+// record name (rejected_by). Which principals may reject which runs is the caller's to check
+// (access.Propose for one's own run, access.Approve for any).
+func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOptions) (d *Decision, recorded bool, err error) {
+	feedback, origin, by := opts.Feedback, opts.Origin, orLocal(opts.By)
 	// Under the apply lock: a rejection and an apply of the same run must not both succeed.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
@@ -51,15 +61,18 @@ func (e *Engine) Reject(ctx context.Context, runID, feedback, origin string) (d 
 	if len(feedback) > MaxFeedback {
 		feedback = clipped(feedback, MaxFeedback)
 	}
-	d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: origin, Time: e.opts.Now()}
+	d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: origin, By: by.Name, Time: e.opts.Now()}
+	rec.RejectedBy = by.Name
 	if rec.Pending {
 		rec.Pending, rec.Writes = false, nil
 		rec.ApplyError = "rejected by the reviewer"
 	}
 	// The record is written again even when unchanged: its index entry moves to "rejected" in
 	// the transaction of the decision.
-	docs := []store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}, recordDoc(rec, true)}
-	if err := e.st.PutSysDocs(ctx, docs...); err != nil {
+	w, chained := e.chain.begin(d.Time, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
+	err = e.st.PutSysDocs(ctx, append([]store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}, chained...)...)
+	w.done(err)
+	if err != nil {
 		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
 	}
 	return d, true, nil

@@ -146,7 +146,7 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 func checkRules(def map[string]string, policy *contracts.Domain) []error {
 	var errs []error
 	bound := newCheckBound(policy) // the rules' calls in this check, on the example answers
-	if src := def[InvariantsFile]; src != "" || (policy != nil && len(policy.InvariantFunctions()) > 0) {
+	if src := def[InvariantsFile]; src != "" || (policy != nil && len(policy.InvariantFunctions())+len(policy.Approval.NeedsPersonFunctions()) > 0) {
 		fns, ds := loadInvariants(src, bound)
 		for _, d := range ds {
 			errs = append(errs, fmt.Errorf("%s:%d:%d: %s", InvariantsFile, d.Line, d.Col, d.Message))
@@ -164,6 +164,11 @@ func checkRules(def map[string]string, policy *contracts.Domain) []error {
 					errs = append(errs, fmt.Errorf("%s: defines no function %s, which rule %q of %s names", InvariantsFile, fn, r.Name, contracts.PolicyFile))
 				}
 				fns[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+			}
+			for _, fn := range policy.Approval.NeedsPersonFunctions() {
+				if fns[fn] == nil && len(ds) == 0 {
+					errs = append(errs, fmt.Errorf("%s: defines no function %s, which an approval rule of kind needs_person in %s names", InvariantsFile, fn, contracts.PolicyFile))
+				}
 			}
 			if err := policy.BindInvariants(fns); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", contracts.PolicyFile, err))

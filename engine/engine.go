@@ -39,6 +39,7 @@ type Engine struct {
 	opts      Options
 	runner    sandbox.Runner
 	audit     *auditLog
+	chain     *chain // the audit log's hash chain (chain.go)
 	// applyMu serialises applies (see Apply); runs go on concurrently.
 	applyMu sync.Mutex
 	// indexBuilt is how many records New read to build the audit log's index (runindex.go).
@@ -62,6 +63,13 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 	if err := bindInvariants(policy, st.Domain().Definition[InvariantsFile]); err != nil {
 		return nil, fmt.Errorf("loading the rules of domain %s: %w", st.Domain().Name, err)
 	}
+	if err := bindNeedsPerson(policy, st.Domain().Definition[InvariantsFile]); err != nil {
+		return nil, fmt.Errorf("loading the approval rules of domain %s: %w", st.Domain().Name, err)
+	}
+	chain, err := loadChain(context.Background(), st, opts.Now())
+	if err != nil {
+		return nil, err
+	}
 	env, err := EnvOf(st)
 	if err != nil {
 		return nil, err
@@ -75,7 +83,8 @@ func New(st *store.Store, opts Options) (*Engine, error) {
 		helpers: st.Domain().Definition[sandbox.HelpersFile],
 		policy:  policy,
 		opts:    opts,
-		audit:   newAuditLog(st),
+		audit:   newAuditLog(st, chain),
+		chain:   chain,
 	}
 	e.planTools = planTools(e.env.Registry())
 	e.runner = opts.Runner

@@ -53,6 +53,8 @@ type Result struct {
 	// "diagnostic messages", "answer_text", "status", "program"; see MaxDiagnostics, ...). A
 	// result read back from the audit log also names what its record cut (see RunRecord).
 	Truncated []string `json:"truncated,omitempty"`
+	// Who proposed the run and who decided on it (approval.go).
+	Who
 }
 
 // Attempt is one model round of Ask: the reply, how its run ended, and what the call cost.

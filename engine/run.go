@@ -35,8 +35,9 @@ type Request struct {
 	Origin string
 	// Model describes the model call that produced Reply, for the audit log; empty otherwise.
 	Model *ModelCall
-	// By is who proposes the run, recorded as its proposed_by; the zero value is the local user
-	// (access.Local).
+	// By is who proposes the run (its record's proposed_by); the zero value is the local user
+	// (access.Local). With Apply, the run is applied at once only when By may approve it alone
+	// or an auto rule lets it through (see ApplyWith); otherwise it stays pending.
 	By access.Principal
 
 	// bare says Reply is a program starplan made or recorded (a compiled JSON plan, a replay),
@@ -74,16 +75,28 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 	}
 	rec := newRecord(res, req, start, pending)
+	if pending != nil {
+		rec.ApprovalsNeeded = e.policy.Approval.Required()
+	}
 	if pending != nil && req.Apply {
 		e.applyMu.Lock()
 		defer e.applyMu.Unlock()
 		rec.ApplyOrigin = rec.Origin // applied by whoever ran it, with no review between
-		if err := e.applyRecord(ctx, rec, res); err != nil {
+		err := e.decideApply(ctx, rec, res, orLocal(req.By))
+		var refused *ApprovalError
+		if errors.As(err, &refused) {
+			rec.ApplyOrigin = ""
+			e.audit.add(rec) // not applied: the run waits for approval
+			res.Who = rec.Who
+			return res, nil
+		}
+		if err != nil {
 			return nil, err // applyRecord has queued the still-pending record
 		}
 		return res, nil
 	}
 	e.audit.add(rec)
+	res.Who = rec.Who
 	return res, nil
 }
 

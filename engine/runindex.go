@@ -193,6 +193,9 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 			continue
 		}
 		s.State, s.Bytes = en.Group, len(en.JSON)
+		if s.State == StatePending && e.policy.Approval.TTL() > 0 && e.opts.Now().Sub(s.Time) > e.policy.Approval.TTL() {
+			s.State = StateExpired // the index groups it as pending: expiry moves with the clock
+		}
 		page.Runs = append(page.Runs, s)
 	}
 	if stats[stateUnreadable].Count > 0 && opts.Cursor == "" {

@@ -9,6 +9,9 @@ const (
 	StateConflict = "conflict" // its apply found that the data moved; nothing was written
 	StateDone     = "done"     // accepted, with nothing to change (a question answered)
 	StateFailed   = "failed"   // the plan was refused: check, runtime, a limit, the contract
+	// StateExpired is a pending run older than the domain's approval.pending_ttl: it can only be
+	// rejected or run again (listings show it so; the index keeps it with the pending runs).
+	StateExpired = "expired"
 )
 
 // States lists the run states, for validation and documentation.

@@ -18,12 +18,14 @@ import (
 // types, the helpers a plan can call, the output contract and the mutation policy, the limits,
 // the reference text a model writes plans from, and JSON Schemas of the API's documents.
 type Description struct {
-	Domain    string              `json:"domain"`
-	Doc       string              `json:"doc"`
-	Tables    []TableDescription  `json:"tables"`
-	Helpers   []HelperDescription `json:"helpers"`
-	Contract  contracts.Contract  `json:"contract"`
-	Rules     []contracts.RuleDoc `json:"rules" jsonschema:"the output contract's items, then the mutation policy's rules, in the order they are checked"`
+	Domain   string              `json:"domain"`
+	Doc      string              `json:"doc"`
+	Tables   []TableDescription  `json:"tables"`
+	Helpers  []HelperDescription `json:"helpers"`
+	Contract contracts.Contract  `json:"contract"`
+	Rules    []contracts.RuleDoc `json:"rules" jsonschema:"the output contract's items, then the mutation policy's rules, in the order they are checked"`
+	// Approval is who must approve a run's changes and what may go through without a person.
+	Approval  []contracts.RuleDoc `json:"approval" jsonschema:"the domain's approval rules in words: four eyes, approvals needed, pending_ttl, then each auto rule"`
 	Limits    LimitsDescription   `json:"limits"`
 	RunLimits contracts.RunLimits `json:"run_limits" jsonschema:"what one run may make the store do: table calls, rows read, rows written"`
 	States    []string            `json:"states" jsonschema:"the states of a run"`
@@ -92,6 +94,7 @@ func Describe(eng *engine.Engine, maxBody int64) (*Description, error) {
 	}
 	d := &Description{
 		Domain: policy.Name, Doc: policy.Doc, Contract: policy.Contract, Rules: policy.Describe(),
+		Approval:  policy.DescribeApproval(),
 		RunLimits: policy.Limits.WithDefaults(), States: States, Reference: ref, Schemas: schemas,
 		PlanTools: eng.PlanTools(),
 		Tables:    []TableDescription{}, Helpers: []HelperDescription{},

@@ -12,26 +12,28 @@ import (
 // Error codes of the API. They are stable; clients may match on them. Their values are defined
 // once, in internal/errcode, which the CLI's --json errors use too: one condition, one code.
 const (
-	CodeBadRequest     = errcode.BadRequest   // the body is not the JSON the endpoint takes
-	CodeUnauthorized   = errcode.Unauthorized // no or a wrong bearer token
-	CodeForbidden      = errcode.Forbidden    // a loopback server reached under a foreign host name
-	CodeNotFound       = errcode.NotFound     // no such endpoint
-	CodeUnknownRun     = errcode.UnknownRun   // no run with this id
-	CodeMethod         = errcode.Method
-	CodeTooLarge       = errcode.TooLarge       // the request body exceeds Options.MaxBody
-	CodeDigestMismatch = errcode.DigestMismatch // apply with a digest that is not the run's
-	CodeNotApplicable  = errcode.NotApplicable  // the run has nothing to apply (failed, read-only)
-	CodeRejected       = errcode.RunRejected    // the run was rejected; it can no longer be applied
-	CodeDeclined       = errcode.Declined       // MCP: the person did not confirm the apply; the run is still pending
-	CodeAlreadyApplied = errcode.AlreadyApplied // reject of a run that was applied
-	CodeInternal       = errcode.Internal       // starplan itself failed
-	CodeUnavailable    = errcode.Unavailable    // the server is draining
-	CodeTooManyStreams = errcode.TooManyStreams // GET /v1/events beyond Options.MaxSubscribers
-	CodeBadLimits      = errcode.BadLimits
-	CodeNotReplayable  = errcode.NotReplayable // the record holds no whole program to run again
-	CodeModel          = errcode.Model         // the model could not be reached or answered badly
-	CodeReplan         = errcode.Replan        // asking the model again after a rejection failed
-	CodeForbiddenRole  = errcode.ForbiddenRole // the credential's role lacks the operation's right
+	CodeBadRequest       = errcode.BadRequest   // the body is not the JSON the endpoint takes
+	CodeUnauthorized     = errcode.Unauthorized // no or a wrong bearer token
+	CodeForbidden        = errcode.Forbidden    // a loopback server reached under a foreign host name
+	CodeNotFound         = errcode.NotFound     // no such endpoint
+	CodeUnknownRun       = errcode.UnknownRun   // no run with this id
+	CodeMethod           = errcode.Method
+	CodeTooLarge         = errcode.TooLarge       // the request body exceeds Options.MaxBody
+	CodeDigestMismatch   = errcode.DigestMismatch // apply with a digest that is not the run's
+	CodeNotApplicable    = errcode.NotApplicable  // the run has nothing to apply (failed, read-only)
+	CodeRejected         = errcode.RunRejected    // the run was rejected; it can no longer be applied
+	CodeDeclined         = errcode.Declined       // MCP: the person did not confirm the apply; the run is still pending
+	CodeAlreadyApplied   = errcode.AlreadyApplied // reject of a run that was applied
+	CodeInternal         = errcode.Internal       // starplan itself failed
+	CodeUnavailable      = errcode.Unavailable    // the server is draining
+	CodeTooManyStreams   = errcode.TooManyStreams // GET /v1/events beyond Options.MaxSubscribers
+	CodeBadLimits        = errcode.BadLimits
+	CodeNotReplayable    = errcode.NotReplayable    // the record holds no whole program to run again
+	CodeModel            = errcode.Model            // the model could not be reached or answered badly
+	CodeReplan           = errcode.Replan           // asking the model again after a rejection failed
+	CodeForbiddenRole    = errcode.ForbiddenRole    // the credential's role lacks the operation's right
+	CodeApprovalRequired = errcode.ApprovalRequired // the domain's approval rules refuse this apply
+	CodeRunExpired       = errcode.RunExpired       // the run waited past the domain's pending_ttl
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with

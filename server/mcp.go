@@ -102,6 +102,9 @@ func (s *Server) toolRun(ctx context.Context, req *mcp.CallToolRequest, in RunRe
 }
 
 func (s *Server) toolApply(ctx context.Context, req *mcp.CallToolRequest, in ApplyInput) (*mcp.CallToolResult, *RunDocument, error) {
+	if err := s.mayApply(ctx, in.RunID); err != nil {
+		return nil, nil, err // before the person is asked
+	}
 	if s.asks(req) {
 		doc, pending, err := s.toApply(in.RunID, in.Digest)
 		if err != nil {

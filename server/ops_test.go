@@ -25,7 +25,7 @@ func TestOperationRights(t *testing.T) {
 	want := map[string]access.Right{
 		"describe": access.Read, "list": access.Read, "show": access.Read, "events": access.Read,
 		"check": access.Propose, "run": access.Propose, "ask": access.Propose, "reject": access.Propose,
-		"apply": access.Approve, "replay": access.Administer,
+		"apply": access.Propose, "replay": access.Administer,
 	}
 	got := map[string]access.Right{}
 	for _, op := range Operations {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/starplan/starplan/access"
+	"github.com/starplan/starplan/engine"
 )
 
 // Who may call which operation. Every request carries a principal (auth.go resolves it: a
@@ -250,4 +251,32 @@ func runIDIn(pattern, path string) string {
 		id = u
 	}
 	return clip(id, 100)
+}
+
+// refusedApproval is the answer to an apply the engine refused by the domain's approval rules:
+// 403 with the engine's code (approval-required, run-expired), or forbidden-role when the caller's
+// role cannot approve at all and no auto rule let the run through; the hint names where a
+// person can review the run.
+func (s *Server) refusedApproval(ctx context.Context, ae *engine.ApprovalError) *Error {
+	p := principal(ctx)
+	if !p.Can(access.Approve) && ae.Code == CodeApprovalRequired {
+		e := s.forbidden(p, access.Approve, "apply run "+ae.RunID+", which no auto-approval rule of the domain lets through", ae.RunID)
+		return e
+	}
+	hint := ae.Hint
+	if hint == "" {
+		hint = "a person with an approver's token reviews run " + ae.RunID + " on the review page"
+	}
+	return errorf(http.StatusForbidden, ae.Code, hint+": "+s.runPage(ae.RunID), "%s; nothing was written", ae.Error())
+}
+
+// mayApply refuses at once an apply by a principal that cannot approve when the domain has no
+// auto-approval rule that could let the run through; otherwise the engine decides, on the
+// change set it commits (refusedApproval).
+func (s *Server) mayApply(ctx context.Context, id string) *Error {
+	p := principal(ctx)
+	if p.Can(access.Approve) || len(s.eng.Policy().Approval.Auto) > 0 {
+		return nil
+	}
+	return s.forbidden(p, access.Approve, "apply runs (the domain declares no auto-approval rule)", id)
 }

@@ -500,12 +500,19 @@ func (s *Server) toApply(id, digest string) (doc *RunDocument, pending bool, err
 }
 
 func (s *Server) apply(ctx context.Context, id, digest, origin string, obs observer) (*RunDocument, error) {
+	if err := s.mayApply(ctx, id); err != nil {
+		return nil, err
+	}
 	doc, pending, err := s.toApply(id, digest)
 	if !pending {
 		return doc, err
 	}
-	_, err = s.eng.ApplyAs(ctx, id, origin)
+	_, err = s.eng.ApplyWith(ctx, id, engine.ApplyOptions{Origin: origin, By: principal(ctx)})
 	var re *engine.RunError
+	var ae *engine.ApprovalError
+	if errors.As(err, &ae) {
+		return nil, s.refusedApproval(ctx, ae) // nothing was written
+	}
 	if err != nil && !errors.As(err, &re) {
 		s.emit(obs, Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
@@ -526,6 +533,10 @@ func (s *Server) apply(ctx context.Context, id, digest, origin string, obs obser
 	}
 	if done, err := settled(doc); done || err != nil {
 		return doc, err
+	}
+	if re == nil && len(doc.ApprovedBy) > 0 {
+		// An approval short of the domain's required_approvals: recorded, the run waits for the next.
+		return doc, nil
 	}
 	return nil, internal(fmt.Errorf("run %s is still %s after its apply", id, doc.State))
 }
@@ -559,7 +570,7 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	if before.State == StateRejected {
 		return before, nil
 	}
-	_, recorded, err := s.eng.Reject(ctx, id, feedback, origin)
+	_, recorded, err := s.eng.RejectWith(ctx, id, engine.RejectOptions{Feedback: feedback, Origin: origin, By: principal(ctx)})
 	if err != nil {
 		var re *engine.RunError
 		if errors.As(err, &re) {

@@ -340,10 +340,25 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return err
 	}
+	chain := engine.NewChainVerifier()
 	rep, err := store.Check(dir, store.CheckOptions{Invariants: stateInvariants,
-		Records: map[string]func([]byte) error{engine.AuditCollection: engine.CheckRecord}})
+		Records: map[string]func([]byte) error{
+			engine.AuditCollection: func(raw []byte) error {
+				if err := engine.CheckRecord(raw); err != nil {
+					return err
+				}
+				return chain.AddRecord(raw)
+			},
+			engine.ChainCollection: chain.AddEntry,
+		}})
 	if err != nil {
 		return storeError(dir, err)
+	}
+	if rep.OK() {
+		// The audit log's hash chain, once the documents it is made of read back.
+		for _, p := range chain.Report().Problems {
+			rep.Problems = append(rep.Problems, store.Problem{Check: checkChain, Message: p.Message})
+		}
 	}
 	if opts.JSON || !ios.OutTTY {
 		if err := writeJSON(ios.Out, rep); err != nil {
@@ -380,6 +395,9 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	return withCode(ExitInternal, fmt.Errorf("%s found in %s", what, rep.File),
 		"restore "+rep.File+" from a backup; a policy problem in the rows alone can also be corrected with starplan db export and db import --replace")
 }
+
+// checkChain is db check's name for a problem of the audit log's hash chain (engine.VerifyChain).
+const checkChain = "chain"
 
 // stateInvariants checks the committed rows against the state rules of the store's domain
 // (contracts.Domain.CheckState), through the policy the engine checks every run with.

@@ -64,6 +64,10 @@ func printDescription(ios IOStreams, d *server.Description) {
 	for _, r := range d.Rules {
 		fmt.Fprintf(ios.Out, "  %-32s %s\n", safe(r.Name), safe(r.Doc))
 	}
+	fmt.Fprintln(ios.Out, p.paint(ansiBold, "Approval"))
+	for _, r := range d.Approval {
+		fmt.Fprintf(ios.Out, "  %-32s %s\n", safe(r.Name), safe(r.Doc))
+	}
 }
 
 func newPromptCmd(ios IOStreams, g *globalOptions) *cobra.Command {

@@ -83,7 +83,21 @@ its own apply changed the data it read, and the report notes so.`,
 		},
 	}
 	replay.Flags().BoolVar(&opts.JSON, "json", false, "print the report (with the replay's result) as JSON")
-	cmd.AddCommand(throughServer(show), throughServer(replay), throughServer(newRunsPruneCmd(ios, g)))
+	verify := &cobra.Command{
+		Use:   "verify",
+		Short: "Verify the audit log's hash chain and name the first record that does not match; exit 1 when one does not",
+		Long: `Verify the audit log's hash chain: every entry's hash and its link to the entry before, the
+chain's head, and that every run record is byte for byte what its last entry chained (a record
+edited after it was written, added outside starplan or removed other than by prune does not
+match). Prints the head's hash: keep it elsewhere to tell a rewritten chain later. Exit 0 when
+everything matches, 1 when anything does not.`,
+		Example: `  starplan runs verify
+  starplan runs verify --json | jq .head_sha256`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRunsVerify(ios, g, opts) },
+	}
+	verify.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmd.AddCommand(throughServer(show), throughServer(replay), throughServer(newRunsPruneCmd(ios, g)), throughServer(verify))
 	return throughServer(cmd)
 }
 
@@ -340,6 +354,9 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			state = "apply failed: " + safe(rec.ApplyError)
 		}
 		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), rec.Outcome, rec.Steps, rec.DurationMS, state)
+		if who := whoLine(e, rec); who != "" {
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Who:"), safe(who))
+		}
 		if rec.ReplySHA256 != "" && rec.ReplyBytes > len(rec.Reply) {
 			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), builtins.FormatBytes(int64(rec.ReplyBytes)), safe(rec.ReplySHA256))
 		}
@@ -401,5 +418,65 @@ func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *r
 			fmt.Fprintln(ios.Out, p.paint(ansiDim, "("+safe(rep.Note)+")"))
 		}
 		return silentExit(code)
+	})
+}
+
+// whoLine says who proposed a run and who decided on it: "proposed by agent; approved by alice,
+// bob (2 needed)".
+func whoLine(e *engine.Engine, rec *engine.RunRecord) string {
+	var parts []string
+	if rec.ProposedBy != "" {
+		parts = append(parts, "proposed by "+rec.ProposedBy)
+	}
+	needed := ""
+	if rec.ApprovalsNeeded > 1 {
+		needed = fmt.Sprintf(" (%d needed)", rec.ApprovalsNeeded)
+	}
+	switch {
+	case rec.AutoApprovedByRule != "":
+		parts = append(parts, "auto-approved by rule "+rec.AutoApprovedByRule)
+	case len(rec.ApprovedBy) > 0:
+		parts = append(parts, "approved by "+strings.Join(rec.ApprovedBy, ", ")+needed)
+	case rec.Pending && e.Expired(rec):
+		parts = append(parts, "expired waiting for approval")
+	case rec.Pending:
+		parts = append(parts, fmt.Sprintf("awaiting %s", plural(rec.ApprovalsNeeded, "1 approval", fmt.Sprintf("%d approvals", rec.ApprovalsNeeded))))
+	}
+	if rec.RejectedBy != "" {
+		parts = append(parts, "rejected by "+rec.RejectedBy)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// runRunsVerify verifies the audit log's hash chain and prints what it found.
+func runRunsVerify(ios IOStreams, g *globalOptions, opts *runsOptions) error {
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		rep, err := e.VerifyChain()
+		if err != nil {
+			return runsError(err)
+		}
+		if opts.JSON || !ios.OutTTY {
+			if err := writeJSON(ios.Out, rep); err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return silentExit(ExitInternal)
+			}
+			return nil
+		}
+		fmt.Fprintf(ios.Out, "%d %s, %d chain %s; head %d sha256 %s\n", rep.Records, plural(rep.Records, "record", "records"),
+			rep.Entries, plural(rep.Entries, "entry", "entries"), rep.HeadSeq, rep.HeadHash)
+		if rep.Unchained > 0 {
+			fmt.Fprintf(ios.Out, "%d %s written before the chain began: not chained.\n", rep.Unchained, plural(rep.Unchained, "record was", "records were"))
+		}
+		if rep.OK() {
+			fmt.Fprintln(ios.Out, "The chain and every record match.")
+			return nil
+		}
+		for _, p := range rep.Problems {
+			fmt.Fprintf(ios.Out, "  %s\n", safe(p.Message))
+		}
+		return withCode(ExitInternal, fmt.Errorf("the audit log does not match its hash chain: %s", rep.Problems[0].Message),
+			"restore the store from a backup; starplan runs show RUN_ID shows the record as it is now")
 	})
 }

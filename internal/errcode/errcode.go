@@ -9,13 +9,17 @@ package errcode
 
 // Conditions that the server and the CLI both meet.
 const (
-	BadRequest = "bad-request"       // the request (HTTP body, query; a command line) is not what the operation takes
-	UnknownRun = "unknown-run"       // no run with this id in the audit log
-	Conflict   = "conflict"          // an apply found that the data moved since the dry run; nothing was written (engine.CodeConflict)
-	Forbidden  = "forbidden"         // the operation is refused here (a foreign host name; a command a server does not run for a client)
-	Internal   = "internal"          // starplan itself failed
-	Model      = "model-unavailable" // the model could not be reached or answered badly
-	NoModel    = "no-model"          // no model is configured (no OPENAI_API_KEY, a server started without one)
+	BadRequest = "bad-request" // the request (HTTP body, query; a command line) is not what the operation takes
+	UnknownRun = "unknown-run" // no run with this id in the audit log
+	Conflict   = "conflict"    // an apply found that the data moved since the dry run; nothing was written (engine.CodeConflict)
+	// ApprovalRequired: the domain's approval rules refuse this apply (a proposer with no auto
+	// rule that lets the run through, one's own run under four eyes); the run still waits.
+	ApprovalRequired = "approval-required"
+	RunExpired       = "run-expired"       // the run waited longer than the domain's pending_ttl; reject it or run it again
+	Forbidden        = "forbidden"         // the operation is refused here (a foreign host name; a command a server does not run for a client)
+	Internal         = "internal"          // starplan itself failed
+	Model            = "model-unavailable" // the model could not be reached or answered badly
+	NoModel          = "no-model"          // no model is configured (no OPENAI_API_KEY, a server started without one)
 )
 
 // Conditions of the HTTP API only.

@@ -1,0 +1,491 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/starplan/starplan/store"
+)
+
+// The audit log is hash-chained.
+//
+// Run records are rewritten as a run moves on (pending, approved, applied, rejected), so the
+// chain is kept beside them, in the system collection ChainCollection: one entry for every
+// write of a run record, appended in the same transaction as the record. An entry names the
+// run, what happened (ChainProposed, ChainApproved, ...) and by whom, and carries the SHA-256
+// of the record's bytes as written, the SHA-256 of the entry before it and its own (over its
+// canonical bytes: its JSON with "sha256" empty). A document "head" names the last entry.
+//
+// VerifyChain walks the entries in order and the records beside them, and names the first that
+// does not match: an entry whose hash or link is wrong, a record whose bytes are not those its
+// last entry chained (edited after it was written), a record with no entry, or an entry whose
+// record is missing. Prune removes the entries of a prefix of the chain that only concerns
+// removed runs and appends a checkpoint entry with the hash of the last entry it removed, so the
+// rest still verifies.
+//
+// The hashes are not keyed: whoever can write the store can rewrite the whole chain after an
+// edit. The chain makes an edit through the store's API, or a removed record, show; keeping the
+// head's hash (starplan runs verify prints it) elsewhere makes a rewrite show too.
+
+// ChainCollection is the system collection that holds the audit log's hash chain.
+const ChainCollection = "audit_chain"
+
+// chainHeadID is the id of the chain's head document.
+const chainHeadID = "head"
+
+// The events of chain entries.
+const (
+	ChainStart        = "start"         // the chain's first entry; records older than it are not chained
+	ChainProposed     = "proposed"      // a run was recorded (by its proposer)
+	ChainApproved     = "approved"      // a person approved (and, when theirs was the last approval needed, applied) it
+	ChainAutoApproved = "auto-approved" // an auto rule let it through (by names the rule)
+	ChainConflict     = "conflict"      // its apply found the data moved
+	ChainRejected     = "rejected"      // a reviewer rejected it
+	ChainRecorded     = "recorded"      // the record was written again, unchanged in substance
+	ChainCheckpoint   = "checkpoint"    // a prune removed the entries up to PrunedThrough
+)
+
+// ChainEntry is one entry of the audit log's hash chain.
+type ChainEntry struct {
+	Seq   int64     `json:"seq"`
+	Time  time.Time `json:"time"`
+	RunID string    `json:"run_id,omitempty"`
+	Event string    `json:"event"`
+	// By is who: a principal's name, or the rule's name for ChainAutoApproved.
+	By string `json:"by,omitempty"`
+	// Record is the hex SHA-256 of the run record's bytes as this write stored them.
+	Record string `json:"record_sha256,omitempty"`
+	// PrunedThrough and PrunedSHA256 are, on a checkpoint, the seq and hash of the last entry
+	// the prune removed.
+	PrunedThrough int64  `json:"pruned_through,omitempty"`
+	PrunedSHA256  string `json:"pruned_sha256,omitempty"`
+	// Since is, on the start and on checkpoints, when the chain began: records older than it
+	// were written before starplan chained them.
+	Since *time.Time `json:"chain_since,omitempty"`
+	Prev  string     `json:"prev_sha256"`
+	Hash  string     `json:"sha256"`
+}
+
+// chainHead is the stored head of the chain.
+type chainHead struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"sha256"`
+}
+
+// seal computes the entry's hash over its canonical bytes.
+func (c *ChainEntry) seal() {
+	c.Hash = ""
+	b, _ := json.Marshal(c) // a struct of strings, numbers and a time: it always encodes
+	c.Hash = sha256Hex(b)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func chainID(seq int64) string { return fmt.Sprintf("%016d", seq) }
+
+// chain is the engine's end of the hash chain: the head, and the lock every write of a run
+// record holds from sealing its entry to its commit, so that entries follow one another.
+type chain struct {
+	mu   sync.Mutex
+	head chainHead
+	st   *store.Store
+}
+
+// loadChain reads the chain's head, or starts the chain (ChainStart) in a store that has none.
+func loadChain(ctx context.Context, st *store.Store, now time.Time) (*chain, error) {
+	c := &chain{st: st}
+	ok, err := st.GetSys(ChainCollection, chainHeadID, &c.head)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log's hash chain: %w", err)
+	}
+	if ok {
+		return c, nil
+	}
+	since := now.UTC()
+	start := &ChainEntry{Seq: 1, Time: since, Event: ChainStart, Since: &since}
+	start.seal()
+	docs := []store.SysDoc{{Collection: ChainCollection, ID: chainID(1), Value: start},
+		{Collection: ChainCollection, ID: chainHeadID, Value: chainHead{Seq: 1, Hash: start.Hash}}}
+	if err := st.PutSysDocs(ctx, docs...); err != nil {
+		return nil, fmt.Errorf("starting the audit log's hash chain: %w", err)
+	}
+	c.head = chainHead{Seq: 1, Hash: start.Hash}
+	return c, nil
+}
+
+// link is one record write to chain: its document (of the audit collection), the event and who.
+type link struct {
+	doc   store.SysDoc
+	event string
+	by    func() string // read when the record is written: an apply learns its rule in verify
+}
+
+// chainWrite is a batch of chained writes in the making. Its documents marshal lazily, in the
+// order the store writes them (each record before its entry, the head last), so a record that an
+// apply's verify completes is hashed as it is stored.
+type chainWrite struct {
+	c       *chain
+	entries []*ChainEntry
+	last    chainHead
+}
+
+// begin locks the chain and returns the documents to write for links: each record, its entry,
+// then the head. Call done with the write's error, which unlocks and, on success, moves the head.
+func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc) {
+	c.mu.Lock()
+	w := &chainWrite{c: c, last: c.head}
+	var docs []store.SysDoc
+	for i, l := range links {
+		e := &ChainEntry{Seq: c.head.Seq + int64(i) + 1, Time: now.UTC(), RunID: l.doc.ID, Event: l.event}
+		var before *ChainEntry // sealed before e: the store writes the documents in order
+		if i > 0 {
+			before = w.entries[i-1]
+		}
+		w.entries = append(w.entries, e)
+		rec := &lazyRecord{v: l.doc.Value}
+		d := l.doc
+		d.Value = rec
+		by := l.by
+		docs = append(docs, d, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Value: &lazyEntry{e: e, seal: func() {
+			e.Record, e.Prev = rec.sum, w.last.Hash
+			if before != nil {
+				e.Prev = before.Hash
+			}
+			if by != nil {
+				e.By = by()
+			}
+			e.seal()
+		}}})
+	}
+	docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: &lazyHead{w: w}})
+	return w, docs
+}
+
+// done unlocks the chain; when err is nil the write committed and the head moves on.
+func (w *chainWrite) done(err error) {
+	defer w.c.mu.Unlock()
+	if err == nil && len(w.entries) > 0 {
+		last := w.entries[len(w.entries)-1]
+		w.c.head = chainHead{Seq: last.Seq, Hash: last.Hash}
+	}
+}
+
+// lazyRecord marshals a run record when the store writes it, and keeps the hash of its bytes.
+type lazyRecord struct {
+	v   any
+	sum string
+}
+
+func (l *lazyRecord) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.v)
+	if err != nil {
+		return nil, err
+	}
+	l.sum = sha256Hex(b)
+	return b, nil
+}
+
+type lazyEntry struct {
+	e    *ChainEntry
+	seal func()
+}
+
+func (l *lazyEntry) MarshalJSON() ([]byte, error) {
+	l.seal()
+	return json.Marshal(l.e)
+}
+
+type lazyHead struct{ w *chainWrite }
+
+func (l *lazyHead) MarshalJSON() ([]byte, error) {
+	h := l.w.last
+	if n := len(l.w.entries); n > 0 {
+		h = chainHead{Seq: l.w.entries[n-1].Seq, Hash: l.w.entries[n-1].Hash}
+	}
+	return json.Marshal(h)
+}
+
+// ChainReport is what VerifyChain found.
+type ChainReport struct {
+	// Entries and Records are how many chain entries and run records were read.
+	Entries int `json:"entries"`
+	Records int `json:"records"`
+	// Head is the seq and hash of the chain's last entry: keep it elsewhere to tell a rewritten
+	// chain from this one later.
+	HeadSeq  int64  `json:"head_seq"`
+	HeadHash string `json:"head_sha256"`
+	// Unchained counts the records older than the chain (written by a starplan before it).
+	Unchained int `json:"unchained,omitempty"`
+	// Problems are what does not match, the first first: each names the entry or run.
+	Problems []ChainProblem `json:"problems"`
+}
+
+// OK reports whether the chain and the records match.
+func (r *ChainReport) OK() bool { return len(r.Problems) == 0 }
+
+// ChainProblem is one thing that does not match.
+type ChainProblem struct {
+	Seq     int64  `json:"seq,omitempty"` // the entry concerned; 0 for a record with none
+	RunID   string `json:"run_id,omitempty"`
+	Message string `json:"message"`
+}
+
+// ChainVerifier verifies the chain from its stored documents, fed one by one in any order (db
+// check reads them as the store's check walks them): AddEntry for each document of
+// ChainCollection, AddRecord for each audit record; then Report.
+type ChainVerifier struct {
+	entries []ChainEntry
+	head    *chainHead
+	records map[string]recordSum
+	bad     []ChainProblem
+}
+
+type recordSum struct {
+	sum  string
+	time time.Time
+}
+
+// NewChainVerifier returns an empty verifier.
+func NewChainVerifier() *ChainVerifier { return &ChainVerifier{records: map[string]recordSum{}} }
+
+// AddEntry adds a stored document of ChainCollection. It returns why the document does not decode.
+func (v *ChainVerifier) AddEntry(raw []byte) error {
+	var probe struct {
+		Event *string `json:"event"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return err
+	}
+	if probe.Event == nil { // the head
+		var h chainHead
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return err
+		}
+		v.head = &h
+		return nil
+	}
+	var e ChainEntry
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return err
+	}
+	stored := e.Hash
+	e.seal()
+	if e.Hash != stored {
+		v.bad = append(v.bad, ChainProblem{Seq: e.Seq, RunID: e.RunID, Message: fmt.Sprintf("chain entry %d does not match its hash: it was edited after it was written", e.Seq)})
+	}
+	e.Hash = stored
+	v.entries = append(v.entries, e)
+	return nil
+}
+
+// AddRecord adds a stored audit record. It returns why the record does not decode.
+func (v *ChainVerifier) AddRecord(raw []byte) error {
+	var r struct {
+		ID   string    `json:"run_id"`
+		Time time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	v.records[r.ID] = recordSum{sum: sha256Hex(raw), time: r.Time}
+	return nil
+}
+
+// Report verifies what was added.
+func (v *ChainVerifier) Report() *ChainReport {
+	rep := &ChainReport{Entries: len(v.entries), Records: len(v.records), Problems: slices.Clone(v.bad)}
+	bad := func(seq int64, run, format string, args ...any) {
+		rep.Problems = append(rep.Problems, ChainProblem{Seq: seq, RunID: run, Message: fmt.Sprintf(format, args...)})
+	}
+	es := v.entries
+	if len(es) == 0 && v.head == nil {
+		// A store no starplan with the chain has written to: its records are older than it.
+		rep.Unchained = len(v.records)
+		if rep.Problems == nil {
+			rep.Problems = []ChainProblem{}
+		}
+		return rep
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+	pruned := map[int64]string{} // checkpoints: the seq after the removed entries -> the hash before
+	var lastCheckpoint int64
+	var start time.Time
+	for _, e := range es {
+		if e.Event == ChainCheckpoint {
+			pruned[e.PrunedThrough+1] = e.PrunedSHA256
+			lastCheckpoint = e.Seq
+		}
+		if e.Since != nil && (start.IsZero() || e.Since.Before(start)) {
+			start = *e.Since
+		}
+	}
+	last := map[string]*ChainEntry{}
+	for i := range es {
+		e := &es[i]
+		switch {
+		case i == 0:
+			if want, ok := pruned[e.Seq]; ok && e.Prev == want || e.Seq == 1 && e.Prev == "" {
+				break
+			}
+			bad(e.Seq, e.RunID, "chain entry %d is the first, but it is not the start of the chain and no checkpoint names the entry before it: entries were removed", e.Seq)
+		case e.Seq != es[i-1].Seq+1:
+			bad(e.Seq, e.RunID, "chain entries %d to %d are missing", es[i-1].Seq+1, e.Seq-1)
+		case e.Prev != es[i-1].Hash:
+			bad(e.Seq, e.RunID, "chain entry %d does not link to entry %d before it", e.Seq, es[i-1].Seq)
+		}
+		if e.RunID != "" && e.Event != ChainCheckpoint {
+			last[e.RunID] = e
+		}
+	}
+	if n := len(es); n > 0 {
+		rep.HeadSeq, rep.HeadHash = es[n-1].Seq, es[n-1].Hash
+		if v.head == nil || v.head.Seq != es[n-1].Seq || v.head.Hash != es[n-1].Hash {
+			bad(es[n-1].Seq, "", "the chain's head does not name its last entry %d: entries were added or removed", es[n-1].Seq)
+		}
+	} else {
+		bad(0, "", "the audit log's hash chain has a head but no entries: they were removed")
+	}
+	ids := make([]string, 0, len(v.records))
+	for id := range v.records {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := v.records[id]
+		e := last[id]
+		switch {
+		case e == nil && !start.IsZero() && r.time.Before(start):
+			rep.Unchained++
+		case e == nil:
+			bad(0, id, "run %s has a record but no chain entry: it was added outside starplan", id)
+		case e.Record != r.sum:
+			bad(e.Seq, id, "run %s: its record does not match the hash chained at entry %d: it was edited after it was written", id, e.Seq)
+		}
+	}
+	for id, e := range last {
+		if _, ok := v.records[id]; !ok && e.Seq > lastCheckpoint {
+			bad(e.Seq, id, "run %s: its record is missing, and no prune removed it", id)
+		}
+	}
+	sort.SliceStable(rep.Problems, func(i, j int) bool {
+		a, b := rep.Problems[i], rep.Problems[j]
+		if (a.Seq == 0) != (b.Seq == 0) {
+			return b.Seq == 0
+		}
+		return a.Seq < b.Seq
+	})
+	if rep.Problems == nil {
+		rep.Problems = []ChainProblem{}
+	}
+	return rep
+}
+
+// VerifyChain verifies the audit log's hash chain against the records (see ChainVerifier).
+func (e *Engine) VerifyChain() (*ChainReport, error) {
+	if err := e.audit.flush(); err != nil {
+		return nil, err
+	}
+	// Under the chain's lock: no write lands between the two reads.
+	e.chain.mu.Lock()
+	defer e.chain.mu.Unlock()
+	v := NewChainVerifier()
+	entries, err := e.st.ListSys(ChainCollection)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range entries {
+		if err := v.AddEntry(d.JSON); err != nil {
+			v.bad = append(v.bad, ChainProblem{Message: fmt.Sprintf("chain document %s does not decode: %v", d.ID, err)})
+		}
+	}
+	recs, err := e.st.ListSys(auditCollection)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range recs {
+		if err := v.AddRecord(d.JSON); err != nil {
+			v.bad = append(v.bad, ChainProblem{RunID: d.ID, Message: fmt.Sprintf("audit record %s does not decode: %v", d.ID, err)})
+		}
+	}
+	return v.Report(), nil
+}
+
+// prune removes the entries of the chain's longest prefix that concerns no run still in the log
+// (after Prune removed runs) and appends a checkpoint with the seq and hash of the last entry
+// removed, so the rest still verifies. The caller holds applyMu, after a flush.
+//
+// The checkpoint is written before the entries go: a prune stopped between the two leaves
+// entries a later prune removes; one stopped before the checkpoint (after the runs went) leaves
+// entries whose records are missing, which VerifyChain reports.
+func (c *chain) prune(ctx context.Context, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	docs, err := c.st.ListSys(ChainCollection)
+	if err != nil {
+		return err
+	}
+	var es []ChainEntry
+	for _, d := range docs {
+		if d.ID == chainHeadID {
+			continue
+		}
+		var e ChainEntry
+		if err := json.Unmarshal(d.JSON, &e); err != nil {
+			return fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
+		}
+		es = append(es, e)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+	var through *ChainEntry
+	var since *time.Time
+	for i := range es {
+		e := &es[i]
+		if e.RunID != "" {
+			var raw json.RawMessage
+			ok, err := c.st.GetSys(auditCollection, e.RunID, &raw)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break // the run is still in the log: its entries stay, and all after them
+			}
+		}
+		if e.Since != nil && (since == nil || e.Since.Before(*since)) {
+			since = e.Since
+		}
+		through = e
+	}
+	if through == nil {
+		return nil
+	}
+	cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash,
+		PrunedThrough: through.Seq, PrunedSHA256: through.Hash, Since: since}
+	cp.seal()
+	head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
+	if err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp},
+		store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: head}); err != nil {
+		return fmt.Errorf("writing the chain's checkpoint: %w", err)
+	}
+	c.head = head
+	cut := chainID(through.Seq)
+	_, err = c.st.PruneSys(ctx, ChainCollection, func(d store.SysRecord) (bool, error) {
+		return d.ID != chainHeadID && d.ID <= cut, nil
+	})
+	if err != nil {
+		return fmt.Errorf("removing the pruned runs' chain entries: %w", err)
+	}
+	return nil
+}
