@@ -379,10 +379,9 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS("#whole-rows")))
 	b.wait("the changed fields only", `!`+visible(desc))
 
-	// Who did what: shown when the run document names it, absent when it does not.
-	assert.Equal(t, "API", eval[string](b, `document.querySelector("#proposed-by").textContent`))
-	assert.Equal(t, "Proposed by API.", eval[string](b, `document.querySelector("#approvals").textContent`))
-	assert.False(t, eval[bool](b, `[...document.querySelectorAll(".facts dt")].some(dt => /Approv/.test(dt.textContent))`))
+	// Who did what, as the run document names it: the fixture's client holds the admin token.
+	assert.Equal(t, "admin (API)", eval[string](b, `document.querySelector("#proposed-by").textContent`))
+	assert.Equal(t, "Proposed by admin (API); approvals: 0 of 1 so far.", eval[string](b, `document.querySelector("#approvals").textContent`))
 	// The page's answers are given fields of the run document that the approvals add: the
 	// page renders what it is given, whoever adds it.
 	b.do(chromedp.Evaluate[chromedp.Void](`(() => {
@@ -410,12 +409,12 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 	b.openRun(f, four.RunID)
 	b.wait("the expired run", `document.querySelector("#run-state").textContent === "expired"`)
 	assert.True(t, eval[bool](b, `document.querySelector("#approve") === null && document.querySelector("#reject") !== null`), "an expired run can only be rejected")
-	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "applied", proposed_by: "agent-7", approved_by: ["bob", "carol"], auto_approved_by_rule: "small_sale" }`))
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "applied", proposed_by: "agent-7", approved_by: ["bob", "carol"], approvals_needed: 2, auto_approved_by_rule: "small_sale" }`))
 	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
 	b.wait("the queue", `!document.querySelector("#queue").hidden`)
 	b.openRun(f, four.RunID)
 	b.wait("the applied run", `document.querySelector("#run-state").textContent === "applied"`)
-	assert.Equal(t, "Proposed by agent-7 (API); approvals: 2: bob, carol; auto-approved by rule small_sale.", eval[string](b, `document.querySelector("#approvals").textContent`))
+	assert.Equal(t, "Proposed by agent-7 (API); approvals: 2 of 2: bob, carol; auto-approved by rule small_sale.", eval[string](b, `document.querySelector("#approvals").textContent`))
 	assert.Equal(t, "small_sale", eval[string](b, `[...document.querySelectorAll(".facts dt")].find(dt => dt.textContent === "Auto-approved by rule").nextElementSibling.textContent`))
 	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = {}`))
 
