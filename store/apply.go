@@ -98,8 +98,8 @@ func (sg *Stage) Pending() *Pending {
 	return p
 }
 
-// ChangeSet renders p as a change set (for showing a stored dry run before applying it).
-func (p *Pending) ChangeSet(s *Store) (table.ChangeSet, error) {
+// pendingChangeSet renders p as a change set (for showing a stored dry run before applying it).
+func (s *Store) pendingChangeSet(p *Pending) (table.ChangeSet, error) {
 	ops, _, err := s.normalize(p)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func (p *Pending) ChangeSet(s *Store) (table.ChangeSet, error) {
 		}
 		before := p.Writes[i].Before
 		if before != nil {
-			if before, err = o.s.validate(before); err != nil {
+			if before, err = o.s.ValidateRow(before); err != nil {
 				return nil, err
 			}
 		}
@@ -131,7 +131,7 @@ func (p *Pending) ChangeSet(s *Store) (table.ChangeSet, error) {
 
 // op is one normalised write.
 type op struct {
-	s    *schema
+	s    *Schema
 	key  any
 	row  table.Row // nil: delete
 	base int64
@@ -158,7 +158,7 @@ func (o *op) curVer() int64 {
 }
 
 type readCheck struct {
-	s    *schema
+	s    *Schema
 	key  any
 	all  bool
 	ver  int64
@@ -178,7 +178,7 @@ func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
 		if sc == nil {
 			return nil, nil, fmt.Errorf("pending write: unknown table %q", w.Table)
 		}
-		k, err := sc.normKey(fromJSON(w.Key))
+		k, err := sc.NormKey(FromJSON(w.Key))
 		if err != nil {
 			return nil, nil, fmt.Errorf("pending write: %w", err)
 		}
@@ -188,7 +188,7 @@ func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
 		seen[[2]any{w.Table, k}] = true
 		o := op{s: sc, key: k, base: w.Base}
 		if w.Row != nil {
-			if o.row, err = sc.validate(w.Row); err != nil {
+			if o.row, err = sc.ValidateRow(w.Row); err != nil {
 				return nil, nil, fmt.Errorf("pending write: %w", err)
 			}
 			if o.row[sc.Key] != k {
@@ -212,7 +212,7 @@ func (s *Store) normalize(p *Pending) ([]op, []readCheck, error) {
 			}
 			rc.pred = &pc
 		case !r.All:
-			k, err := sc.normKey(fromJSON(r.Key))
+			k, err := sc.NormKey(FromJSON(r.Key))
 			if err != nil {
 				return nil, nil, fmt.Errorf("pending read: %w", err)
 			}
@@ -450,7 +450,7 @@ func (s *Store) stopStaleLoads(ops []op) {
 	if len(ops) < bulkPut {
 		return
 	}
-	n := map[*schema]int{}
+	n := map[*Schema]int{}
 	for _, o := range ops {
 		n[o.s]++
 	}

@@ -84,7 +84,7 @@ func benchStore(b *testing.B, n int) string {
 	seedTx := s.domain.Seed["transactions"][0]
 	ops := []op{{s: tx, key: seedTx["transaction_id"], row: seedTx}}
 	for i := 1; i <= n; i++ {
-		row, err := inv.validate(benchItem(rng, i))
+		row, err := inv.ValidateRow(benchItem(rng, i))
 		if err != nil {
 			b.Fatal(err)
 		}

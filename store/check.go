@@ -105,7 +105,7 @@ type CheckOptions struct {
 // damaged file.
 func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	if opts.Domain != nil {
-		if _, err := opts.Domain.compiled(); err != nil {
+		if _, err := opts.Domain.Schemas(); err != nil {
 			return nil, err
 		}
 	}
@@ -160,7 +160,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		rep.add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
 	definitionSound := true
-	if msg := definitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
+	if msg := DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
 		rep.add(CheckRecord, "", "%s; its rules were not checked against the rows", msg)
 		definitionSound = false
 	}
@@ -175,12 +175,12 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		rep.add(CheckRecord, "", "the store holds the %s domain, not %s", m.Domain, dom.Name)
 		return rep, nil
 	}
-	schemas, err := dom.compiled()
+	schemas, err := dom.Schemas()
 	if err != nil {
 		return nil, err
 	}
 
-	names := dom.tableNames()
+	names := dom.TableNames()
 	rows := table.ChangeSet{}
 	err = guard(bs.path, func() error {
 		return bs.db.View(func(tx *bbolt.Tx) error {
@@ -205,8 +205,8 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 			if records == nil {
 				records = map[string]func([]byte) error{}
 			}
-			records[seedCollection] = func(raw []byte) error {
-				_, err := dom.decodeTables(bytes.NewReader(raw))
+			records[SeedCollection] = func(raw []byte) error {
+				_, err := dom.DecodeTables(bytes.NewReader(raw))
 				return err
 			}
 			checkSystem(rep, tx, found, records)
@@ -291,7 +291,7 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 // checkTable reads one table's documents, reporting every one that does not decode, does not
 // fit the schema, repeats a key or is newer than the store's record, and returns the rows that
 // read back, in key order, as inserted rows.
-func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.TableChanges {
+func checkTable(rep *CheckReport, tx *bbolt.Tx, s *Schema, m metaRecord) *table.TableChanges {
 	tc := &table.TableChanges{Key: s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
 	tver, ok := m.Tables[s.Name]
 	if !ok {
@@ -313,7 +313,7 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *schema, m metaRecord) *table.
 				continue
 			}
 			key := row[s.Key]
-			if _, err := s.validate(row); err != nil {
+			if _, err := s.ValidateRow(row); err != nil {
 				rep.add(CheckRows, s.Name, "%s row %s does not fit the schema: %v", s.Name, table.FormatValue(key), err)
 			}
 			if other, dup := seen[key]; dup {
@@ -346,10 +346,10 @@ type keyEntries struct {
 
 type kv struct{ k, v string }
 
-func (e *keyEntries) add(s *schema, row table.Row, ver int64, hash uint64, id string) {
+func (e *keyEntries) add(s *Schema, row table.Row, ver int64, hash uint64, id string) {
 	ek := appendKey(nil, row[s.Key])
 	e.keys = append(e.keys, kv{string(ek), string(keyValue(ver, hash, id, row[s.Key]))})
-	for _, f := range s.diskIndexes() {
+	for _, f := range diskIndexes(s) {
 		if entry, ok := indexEntry(row[f], ek); ok {
 			if e.indexes == nil {
 				e.indexes = map[string][]string{}
@@ -361,7 +361,7 @@ func (e *keyEntries) add(s *schema, row table.Row, ver int64, hash uint64, id st
 
 // checkKeys reports where a table's key and index buckets differ from its documents: a read
 // through them would miss a row, find a removed one or read the wrong version.
-func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *schema, want *keyEntries) {
+func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *Schema, want *keyEntries) {
 	keys := tableKeys(tx, s.Name)
 	if keys == nil {
 		rep.add(CheckKeys, s.Name, "table %s has no key index", s.Name)
@@ -374,7 +374,7 @@ func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *schema, want *keyEntries) {
 		rep.add(CheckKeys, s.Name, "the key index of table %s does not match its rows (%d entries for %d rows, or entries naming the wrong document or version): reads through it would miss or misread rows", s.Name, len(got), len(want.keys))
 	}
 	idx := tableIndexes(tx, s.Name)
-	for _, f := range s.diskIndexes() {
+	for _, f := range diskIndexes(s) {
 		var fb *bbolt.Bucket
 		if idx != nil {
 			fb = idx.Bucket([]byte(f))

@@ -192,7 +192,7 @@ func docPrefixLen(collection string) int { return len("c:;d:") + len(collection)
 // own guard (path names the file). A document that does not decode is the error, the first in id
 // order, whatever the order the decoders found them in. Any of stops closed ends the read with
 // errStopped, between chunks.
-func loadDocs(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) ([]*rec, error) {
+func loadDocs(tx *bbolt.Tx, path string, s *Schema, stops ...<-chan struct{}) ([]*rec, error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return nil, nil
@@ -297,7 +297,7 @@ func loadDocs(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) ([
 const loadChunk = 4096
 
 // decodeRow decodes one stored document into a row of s and its version.
-func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
+func decodeRow(s *Schema, data []byte) (table.Row, int64, error) {
 	r := mpReader{b: data}
 	n, err := r.mapLen()
 	if err != nil {
@@ -310,7 +310,7 @@ func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		f := s.fields[string(name)]
+		f := s.FieldsByName[string(name)]
 		if f == nil {
 			switch string(name) {
 			case idField:
@@ -323,7 +323,7 @@ func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
 				if err != nil {
 					return nil, 0, err
 				}
-				version, _ = toInt(v)
+				version, _ = ToInt(v)
 				continue
 			}
 			return nil, 0, fmt.Errorf("stored field %q is not in the schema", name)
@@ -334,11 +334,11 @@ func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
 		}
 		switch f.Type {
 		case table.TypeInt:
-			if i, ok := toInt(v); ok {
+			if i, ok := ToInt(v); ok {
 				v = i
 			}
 		case table.TypeFloat:
-			if i, ok := toInt(v); ok {
+			if i, ok := ToInt(v); ok {
 				v = float64(i)
 			}
 		case table.TypeList, table.TypeObject:
@@ -355,15 +355,15 @@ func decodeRow(s *schema, data []byte) (table.Row, int64, error) {
 	}
 	switch row[s.Key].(type) {
 	case string:
-		if s.key.Type == table.TypeString {
+		if s.KeyField.Type == table.TypeString {
 			return row, version, nil
 		}
 	case int64:
-		if s.key.Type == table.TypeInt {
+		if s.KeyField.Type == table.TypeInt {
 			return row, version, nil
 		}
 	}
-	return nil, 0, fmt.Errorf("stored key %s is not a %s", table.FormatValue(row[s.Key]), s.key.Type)
+	return nil, 0, fmt.Errorf("stored key %s is not a %s", table.FormatValue(row[s.Key]), s.KeyField.Type)
 }
 
 // mpReader decodes the msgpack subset that clover writes for starplan documents: maps with

@@ -12,8 +12,8 @@ import (
 )
 
 // codecSchema has a field of every kind; the tests' rows leave some out, decoded as None.
-func codecSchema(t *testing.T) *schema {
-	s, err := compileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{
+func codecSchema(t *testing.T) *Schema {
+	s, err := CompileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{
 		{Name: "k", Type: table.TypeString},
 		{Name: "i", Type: table.TypeInt},
 		{Name: "f", Type: table.TypeFloat},
@@ -68,7 +68,7 @@ func TestDecodeValueNested(t *testing.T) {
 }
 
 func TestDecodeRowRejects(t *testing.T) {
-	s, err := compileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeString}}})
+	s, err := CompileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeString}}})
 	require.NoError(t, err)
 	raw, err := d.Encode(encodeDoc(rowDocID(1, 1), table.Row{"k": "a", "extra": 1}, 1))
 	require.NoError(t, err)

@@ -82,7 +82,7 @@ func (t *resident) prefilterFor(where map[string]any) *prefilter {
 	}
 	p := &prefilter{complete: true}
 	for name, v := range where {
-		f := t.s.fields[name]
+		f := t.s.FieldsByName[name]
 		ops, ok := v.(map[string]any)
 		if f == nil || (f.Type != table.TypeInt && f.Type != table.TypeFloat) || !ok || len(ops) == 0 {
 			p.complete = false
@@ -114,7 +114,7 @@ func exactFloat(v any) (float64, bool) {
 	case float32:
 		return exactFloat(float64(x))
 	}
-	if i, ok := toInt(v); ok && i >= -(1<<53) && i <= 1<<53 {
+	if i, ok := ToInt(v); ok && i >= -(1<<53) && i <= 1<<53 {
 		return float64(i), true
 	}
 	return 0, false

@@ -15,7 +15,7 @@ import (
 // Store's read lock, applies its write lock; a read of the rows into memory is begun under
 // either and runs on its own, guarded by loadMu (see loadJob).
 type committedTable struct {
-	s   *schema
+	s   *Schema
 	ver int64 // the commit sequence number that last changed the table
 	n   int64 // committed rows
 
@@ -418,7 +418,7 @@ func (t *committedTable) publish(entries []putEntry, ver int64, grew int64) {
 	t.ver, t.n = ver, t.n+grew
 	recount := false
 	for _, e := range entries {
-		if n, ok := t.s.keyNum(e.key); ok {
+		if n, ok := t.s.KeyNum(e.key); ok {
 			if e.row != nil && n > t.maxNum {
 				t.maxNum = n
 			} else if e.row == nil && n == t.maxNum {

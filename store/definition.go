@@ -21,8 +21,8 @@ import (
 // (up to MaxSeed) is kept out of it; the seed's document is covered by its collection's count
 // and digest like every other document.
 const (
-	seedCollection = "seed" // the system collection (as "_seed") of the kept seed
-	seedID         = "seed"
+	SeedCollection = "seed" // the system collection (as "_seed") of the kept seed
+	SeedID         = "seed"
 )
 
 // ErrNoSeed is matched (errors.Is) by the error of Seed on a store that keeps no seed: one made
@@ -30,7 +30,7 @@ const (
 var ErrNoSeed = errors.New("the store does not keep the seed it was made from")
 
 // definitionSums returns the SHA-256 of each definition file, hex, by name.
-func definitionSums(def map[string]string) map[string]string {
+func DefinitionSums(def map[string]string) map[string]string {
 	if def == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func fileSum(text string) string {
 // definitionMismatch says how the recorded definition differs from the sums recorded with it,
 // naming each file, or returns "" when they agree (or when there are no sums to check: a store
 // written before they were kept).
-func definitionMismatch(def, sums map[string]string) string {
+func DefinitionMismatch(def, sums map[string]string) string {
 	if sums == nil {
 		return ""
 	}
@@ -77,7 +77,7 @@ func definitionMismatch(def, sums map[string]string) string {
 
 // encodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
 // domain's seed.json holds it (decodeTables reads it back, validating every row again).
-func encodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
+func EncodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
 	b, err := json.Marshal(seed)
 	if err != nil {
 		return nil, fmt.Errorf("keeping the domain's seed: %w", err)
@@ -89,9 +89,9 @@ func encodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
 // kept seed that is missing from its collection's count and digest, does not decode, or has
 // rows that no longer fit the schemas is a *DamagedError. The caller holds s.bolt.mu.
 func (s *Store) keptSeedLocked() (map[string][]table.Row, error) {
-	c, _ := sysCollection(seedCollection)
+	c, _ := sysCollection(SeedCollection)
 	var raw json.RawMessage
-	found, err := s.getSysLocked(c, seedID, &raw)
+	found, err := s.getSysLocked(c, SeedID, &raw)
 	if verr := s.verifySysLocked(c); verr != nil {
 		return nil, verr
 	}
@@ -101,7 +101,7 @@ func (s *Store) keptSeedLocked() (map[string][]table.Row, error) {
 	if !found {
 		return nil, nil
 	}
-	seed, err := s.domain.decodeTables(bytes.NewReader(raw))
+	seed, err := s.domain.DecodeTables(bytes.NewReader(raw))
 	if err != nil {
 		return nil, &DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not fit its domain: " + err.Error(), Err: err}
 	}
@@ -145,7 +145,7 @@ func (s *Store) fits(seed map[string][]table.Row) bool {
 			return false
 		}
 		for _, r := range rows {
-			if _, err := sc.validate(maps.Clone(r)); err != nil {
+			if _, err := sc.ValidateRow(maps.Clone(r)); err != nil {
 				return false
 			}
 		}
@@ -160,5 +160,9 @@ func SeedWords(domain string, n int) string {
 	if domain == domains.Inventory {
 		what = "the inventory demo data"
 	}
-	return fmt.Sprintf("%s (%d %s)", what, n, plural(int64(n), "row", "rows"))
+	rows := "rows"
+	if n == 1 {
+		rows = "row"
+	}
+	return fmt.Sprintf("%s (%d %s)", what, n, rows)
 }

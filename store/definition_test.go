@@ -100,8 +100,8 @@ func TestReseedWithoutAKeptSeedChangesNothing(t *testing.T) {
 
 	s, err = Open(t.TempDir(), Options{Domain: shippedLibrary(t)})
 	require.NoError(t, err)
-	c, _ := sysCollection(seedCollection)
-	require.NoError(t, s.write(bg, func() error { return s.db.DeleteById(c, sysDocID(c, seedID)) }))
+	c, _ := sysCollection(SeedCollection)
+	require.NoError(t, s.write(bg, func() error { return s.db.DeleteById(c, sysDocID(c, SeedID)) }))
 	before := dumpString(t, s)
 	r = reopen(t, s)
 	_, err = r.SeedRows()
@@ -111,8 +111,8 @@ func TestReseedWithoutAKeptSeedChangesNothing(t *testing.T) {
 
 	// The built-in inventory's demo data is known without a kept seed.
 	s = openTemp(t)
-	c, _ = sysCollection(seedCollection)
-	require.NoError(t, s.write(bg, func() error { return s.db.DeleteById(c, sysDocID(c, seedID)) }))
+	c, _ = sysCollection(SeedCollection)
+	require.NoError(t, s.write(bg, func() error { return s.db.DeleteById(c, sysDocID(c, SeedID)) }))
 	r = reopen(t, s)
 	require.NoError(t, r.Seed(bg, true))
 	assert.Equal(t, 7, rowCount(t, r))
@@ -208,9 +208,9 @@ func TestADefinitionThatDoesNotLoadIsReportedNotAnError(t *testing.T) {
 
 func TestADamagedKeptSeedIsReported(t *testing.T) {
 	s := openTemp(t)
-	c, _ := sysCollection(seedCollection)
+	c, _ := sysCollection(SeedCollection)
 	bad := []byte(`{"inventory": [{"item_id": "SG001", "name": "x", "description": "", "quantity_in_stock": -5, "price": 1.0}]}`)
-	require.NoError(t, s.write(bg, func() error { return s.putSysLocked(c, seedID, json.RawMessage(bad)) }))
+	require.NoError(t, s.write(bg, func() error { return s.putSysLocked(c, SeedID, json.RawMessage(bad)) }))
 	before := dumpString(t, s)
 	var de *DamagedError
 	require.True(t, errors.As(s.Seed(bg, true), &de))

@@ -98,8 +98,8 @@ func parseKeyValue(v []byte) (keyEntry, bool) {
 }
 
 // rawKey is the key an entry holds, as the schema's kind (for messages); nil when it is not one.
-func (s *schema) rawKey(b []byte) any {
-	if s.key.Type == table.TypeString {
+func rawKey(s *Schema, b []byte) any {
+	if s.KeyField.Type == table.TypeString {
 		return string(b)
 	}
 	if len(b) != 8 {
@@ -275,7 +275,7 @@ func (k *keyOps) add(b keyBucket, key, value []byte) {
 
 // addRow adds a row's entries in its table's keys bucket and the index buckets of fields: puts
 // with value (the row's keys bucket value), or deletes when value is nil.
-func (k *keyOps) addRow(sc *schema, fields []string, row table.Row, value []byte) {
+func (k *keyOps) addRow(sc *Schema, fields []string, row table.Row, value []byte) {
 	k.scratch = appendKey(k.scratch[:0], row[sc.Key])
 	ek := k.save(k.scratch)
 	k.add(keyBucket{sc.Name, ""}, ek, value)
@@ -378,7 +378,7 @@ func (s *Store) buildKeysLocked(tx *bbolt.Tx) error {
 			return err
 		}
 		sc := s.schemas[name]
-		fields := sc.diskIndexes()
+		fields := diskIndexes(sc)
 		prefix := docPrefix(name)
 		c := tx.Bucket([]byte(rootBucket)).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
@@ -395,15 +395,15 @@ func (s *Store) buildKeysLocked(tx *bbolt.Tx) error {
 
 // diskIndexes are the fields the file keeps an index bucket of: the declared indexes, and a text
 // key (an equality on the key is a lookup of the keys bucket, but $ieq needs the key's case fold).
-func (s *schema) diskIndexes() []string {
-	if s.key.Type != table.TypeString {
+func diskIndexes(s *Schema) []string {
+	if s.KeyField.Type != table.TypeString {
 		return s.Indexes
 	}
 	return append(slices.Clone(s.Indexes), s.Key)
 }
 
 // createTableKeys makes a table's (empty) keys bucket and one index bucket per disk index.
-func createTableKeys(kroot, iroot *bbolt.Bucket, sc *schema) error {
+func createTableKeys(kroot, iroot *bbolt.Bucket, sc *Schema) error {
 	if _, err := kroot.CreateBucketIfNotExists([]byte(sc.Name)); err != nil {
 		return err
 	}
@@ -411,7 +411,7 @@ func createTableKeys(kroot, iroot *bbolt.Bucket, sc *schema) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range sc.diskIndexes() {
+	for _, f := range diskIndexes(sc) {
 		if _, err := idx.CreateBucketIfNotExists([]byte(f)); err != nil {
 			return err
 		}
@@ -436,7 +436,7 @@ func keysMatchDomain(tx *bbolt.Tx, s *Store) bool {
 		}
 		have := map[string]bool{}
 		_ = eachIndex(tableIndexes(tx, name), func(f string, _ *bbolt.Bucket) error { have[f] = true; return nil })
-		want := s.schemas[name].diskIndexes()
+		want := diskIndexes(s.schemas[name])
 		if len(have) != len(want) {
 			return false
 		}
@@ -452,7 +452,7 @@ func keysMatchDomain(tx *bbolt.Tx, s *Store) bool {
 // diskTable reads one table's committed rows from the file.
 type diskTable struct {
 	b *boltStore
-	s *schema
+	s *Schema
 }
 
 // view runs fn in a read transaction, a damaged page or a fault being a *DamagedError.
@@ -481,7 +481,7 @@ func (d *diskTable) load(root *bbolt.Bucket, ek, v []byte) (*rec, error) {
 	if !ok {
 		return nil, d.damaged("the key index of table %s holds a damaged entry", d.s.Name)
 	}
-	key := d.s.rawKey(e.key)
+	key := rawKey(d.s, e.key)
 	dk := append(docPrefix(d.s.Name), e.id...)
 	doc := root.Get(dk)
 	if doc == nil {
@@ -699,7 +699,7 @@ func step(c *bbolt.Cursor, reverse bool) ([]byte, []byte) {
 // keys do not form one range of the encoding, over every key. It reads keys, not documents.
 func (d *diskTable) maxNum() (best int64, err error) {
 	best = -1
-	if d.s.KeyPrefix == "" || d.s.key.Type != table.TypeString {
+	if d.s.KeyPrefix == "" || d.s.KeyField.Type != table.TypeString {
 		return best, nil
 	}
 	lo, hi, ranged := keyPrefixEnd(d.s.KeyPrefix)
@@ -724,7 +724,7 @@ func (d *diskTable) maxNum() (best int64, err error) {
 			if !ok {
 				return d.damaged("the key index of table %s holds a damaged entry", d.s.Name)
 			}
-			if n, ok := d.s.keyNum(string(e.key)); ok && n > best {
+			if n, ok := d.s.KeyNum(string(e.key)); ok && n > best {
 				best = n
 				if ranged {
 					return nil // among keys of the form, the last in key order has the highest number

@@ -313,10 +313,10 @@ func (s *Store) SeedRows() (map[string]int, error) {
 }
 
 // snapshot returns the committed rows of a table in key order.
-func (s *Store) snapshot(name string) (*schema, []*rec, error) {
+func (s *Store) snapshot(name string) (*Schema, []*rec, error) {
 	sc := s.schemas[name]
 	if sc == nil {
-		return nil, nil, fmt.Errorf("unknown table %q%s", name, didYouMean(name, s.names))
+		return nil, nil, fmt.Errorf("unknown table %q%s", name, DidYouMean(name, s.names))
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -381,7 +381,7 @@ func (s *Store) Export(w io.Writer, name string, format Format) error {
 	return fmt.Errorf("unknown format %q (want json or csv)", format)
 }
 
-func writeRowsJSON(w *bufio.Writer, sc *schema, recs []*rec, indent string) {
+func writeRowsJSON(w *bufio.Writer, sc *Schema, recs []*rec, indent string) {
 	if len(recs) == 0 {
 		w.WriteString("[]")
 		return
@@ -493,7 +493,7 @@ type record struct {
 // only the records without a key as read, since their keys can be generated only once every key
 // of the file is known.
 type importer struct {
-	sc      *schema
+	sc      *Schema
 	bad     *ImportErrors // the records that do not validate
 	rows    []table.Row   // the valid rows, until a record is bad
 	seen    seenKeys      // every key checked, with the record that has it
@@ -502,7 +502,7 @@ type importer struct {
 	fileMax int64         // the highest key number (KeyPrefix and digits) among the records
 }
 
-func newImporter(sc *schema) *importer {
+func newImporter(sc *Schema) *importer {
 	return &importer{sc: sc, bad: &ImportErrors{Table: sc.Name}, fileMax: -1}
 }
 
@@ -575,7 +575,7 @@ func (s *seenKeys) runKey(i int) []byte {
 // add takes one record as it is read.
 func (im *importer) add(rc record) {
 	k := rc.row[im.sc.Key]
-	if n, ok := im.sc.keyNum(k); ok && n > im.fileMax {
+	if n, ok := im.sc.KeyNum(k); ok && n > im.fileMax {
 		im.fileMax = n
 	}
 	if k == nil && im.sc.KeyPrefix != "" {
@@ -616,7 +616,7 @@ func (im *importer) generate(next int64) {
 	next = max(next, im.fileMax)
 	for _, rc := range im.later {
 		next++
-		rc.row[sc.Key] = sc.formatKey(max(next, 1))
+		rc.row[sc.Key] = sc.FormatKey(max(next, 1))
 		next = max(next, 1)
 		im.check(rc)
 	}
@@ -626,7 +626,7 @@ func (im *importer) generate(next int64) {
 // check validates a record with its key and refuses a key an earlier record has.
 func (im *importer) check(rc record) {
 	sc := im.sc
-	row, err := sc.validateOwned(rc.row) // the reader's map, no one else's
+	row, err := sc.ValidateOwned(rc.row) // the reader's map, no one else's
 	if err != nil {
 		im.fail(&ImportError{Table: sc.Name, Record: rc.num, Line: rc.line, Err: err})
 		return
@@ -666,7 +666,7 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	var res ImportResult
 	sc := s.schemas[name]
 	if sc == nil {
-		return res, fmt.Errorf("import: unknown table %q%s", name, didYouMean(name, s.names))
+		return res, fmt.Errorf("import: unknown table %q%s", name, DidYouMean(name, s.names))
 	}
 	im := newImporter(sc)
 	bad := &ImportErrors{Table: name} // records the reader finds wrong (CSV rows of the wrong length)
@@ -732,7 +732,7 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 // importOps turns validated rows into the ops that write them, counting in res what each does.
 // lookup false says that the table holds none of their keys (it is empty), so none is looked up.
 // The caller holds s.mu.
-func (s *Store) importOps(sc *schema, rows []table.Row, lookup bool, res *ImportResult) ([]op, error) {
+func (s *Store) importOps(sc *Schema, rows []table.Row, lookup bool, res *ImportResult) ([]op, error) {
 	mt := s.tables[sc.Name]
 	ops := make([]op, 0, len(rows))
 	for _, row := range rows {
@@ -775,7 +775,7 @@ func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, for
 	var res ImportResult
 	sc := s.schemas[name]
 	if sc == nil {
-		return res, fmt.Errorf("import: unknown table %q%s", name, didYouMean(name, s.names))
+		return res, fmt.Errorf("import: unknown table %q%s", name, DidYouMean(name, s.names))
 	}
 	if batch < 1 {
 		return res, fmt.Errorf("import: a batch of %d records: want at least 1", batch)
@@ -1015,7 +1015,7 @@ func (c *lineCounter) colOf(off int64) int {
 // rest refuses anything after the JSON value that ends at offset end but white space (the
 // reader's error, and the import's cancellation, are returned as such): a file is one value.
 // what names the value for the error ("array", "object").
-func (c *lineCounter) rest(sc *schema, end int64, what string) error {
+func (c *lineCounter) rest(sc *Schema, end int64, what string) error {
 	c.forget(end)
 	p := make([]byte, 32<<10)
 	for {
@@ -1079,7 +1079,7 @@ func skipBOM(r io.Reader) (io.Reader, error) {
 
 // decodeJSONRecords is readJSONRecords through encoding/json, for every file or the rest of one
 // (see jsonScan): from says where r starts, and r is already bounded by the import's context.
-func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonResume, fn func(record) error) error {
+func decodeJSONRecords(ctx context.Context, sc *Schema, r io.Reader, from jsonResume, fn func(record) error) error {
 	col := from.col
 	if !from.inArray && !from.ended && from.line == 1 && from.col == 0 { // the file's start
 		var err error
@@ -1199,7 +1199,7 @@ func decodeJSONRecords(ctx context.Context, sc *schema, r io.Reader, from jsonRe
 		if obj == nil {
 			return &ImportError{Table: sc.Name, Record: n, Line: line, Err: errors.New("want an object with the row's fields, found null")}
 		}
-		if err := fn(record{row: fromJSON(obj).(map[string]any), num: n, line: line}); err != nil {
+		if err := fn(record{row: FromJSON(obj).(map[string]any), num: n, line: line}); err != nil {
 			return err
 		}
 	}
@@ -1244,7 +1244,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErrors, fn func(record) error) error {
+func readCSVRecords(ctx context.Context, sc *Schema, r io.Reader, bad *ImportErrors, fn func(record) error) error {
 	br := bufio.NewReader(&ctxReader{ctx: ctx, r: r})
 	cr := csv.NewReader(br)
 	if first, _ := br.Peek(64 << 10); len(first) > 0 {
@@ -1279,12 +1279,12 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 	if err != nil {
 		return csvErr(0, err)
 	}
-	cols := make([]*field, len(header))
+	cols := make([]*Field, len(header))
 	for i, h := range header {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
-		f := sc.fields[h]
+		f := sc.FieldsByName[h]
 		if f == nil {
-			return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %s is not a field of %s%s", table.FormatValue(h), sc.Name, didYouMean(h, sc.FieldNames()))}
+			return &ImportError{Table: sc.Name, Line: 1, Err: fmt.Errorf("header: column %s is not a field of %s%s", table.FormatValue(h), sc.Name, DidYouMean(h, sc.FieldNames()))}
 		}
 		for _, prev := range cols[:i] {
 			if prev == f {
@@ -1346,7 +1346,7 @@ func readCSVRecords(ctx context.Context, sc *schema, r io.Reader, bad *ImportErr
 // A number is written as CSV users write one (see csvNumber); a cell in one of Go's number
 // syntaxes that strconv would take (1_000, 0x10, Inf, NaN, 1e3 for an int) is refused, as is a
 // nested value that is not exactly one JSON value: rule says why, and what to write instead.
-func csvValue(f *field, cell string) (v any, rule string) {
+func csvValue(f *Field, cell string) (v any, rule string) {
 	if cell == "" {
 		return nil, ""
 	}
@@ -1360,7 +1360,7 @@ func csvValue(f *field, cell string) (v any, rule string) {
 		if _, text := v.(string); text {
 			// No number at all ("7x", "abc", "٣"): refused here with the field's own rule, as
 			// validation would refuse it, so that the error names the cell's column.
-			if _, rule = f.check(v); rule != "" {
+			if _, rule = f.Check(v); rule != "" {
 				return nil, rule
 			}
 		}
@@ -1369,7 +1369,7 @@ func csvValue(f *field, cell string) (v any, rule string) {
 		if b, err := strconv.ParseBool(c); err == nil {
 			return b, ""
 		}
-		if _, rule := f.check(c); rule != "" { // no bool: refused with the field's rule and the cell's column
+		if _, rule := f.Check(c); rule != "" { // no bool: refused with the field's rule and the cell's column
 			return nil, rule
 		}
 	case table.TypeList, table.TypeObject:
@@ -1391,7 +1391,7 @@ func csvValue(f *field, cell string) (v any, rule string) {
 			}
 			return nil, fmt.Sprintf("is not JSON text (%v): write the %s as JSON, such as %s", err, f.Type, example)
 		}
-		return fromJSON(v), ""
+		return FromJSON(v), ""
 	}
 	return c, ""
 }

@@ -24,7 +24,7 @@ import (
 // of the file goes to encoding/json (decodeJSONRecords), which says what is wrong as it always
 // did. A record is the same either way: FuzzReadJSONRecords holds the two readers to the same
 // records, lines and errors.
-func readJSONRecords(ctx context.Context, sc *schema, r io.Reader, fn func(record) error) error {
+func readJSONRecords(ctx context.Context, sc *Schema, r io.Reader, fn func(record) error) error {
 	s := &jsonScan{sc: sc, r: &ctxReader{ctx: ctx, r: r}, line: 1}
 	from, err := s.records(ctx, fn)
 	if err != nil || from == nil {
@@ -48,7 +48,7 @@ type jsonResume struct {
 // the start, after the array's opening bracket, or after a record, before its separator; so
 // the rest of the file, from there, can be handed to decodeJSONRecords.
 type jsonScan struct {
-	sc      *schema
+	sc      *Schema
 	r       io.Reader
 	buf     []byte // bytes read: buf[at:] are not taken yet
 	at      int
@@ -269,7 +269,7 @@ func (s *jsonScan) object(p int) (table.Row, int, int) {
 		}
 		var key string
 		if simple {
-			if f := s.sc.fields[string(raw)]; f != nil {
+			if f := s.sc.FieldsByName[string(raw)]; f != nil {
 				key = f.Name // the schema's string: no copy per row
 			} else {
 				key = string(raw)
@@ -368,7 +368,7 @@ func (s *jsonScan) value(p int) (any, int, int) {
 		if dec.Decode(&v) != nil {
 			return nil, end, scanOther
 		}
-		return fromJSON(v), end, scanOK
+		return FromJSON(v), end, scanOK
 	}
 	return nil, p, scanOther
 }

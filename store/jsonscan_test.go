@@ -44,8 +44,8 @@ func readAll(read func(fn func(record) error) error, stop int) ([]record, error)
 	return recs, err
 }
 
-func jsonScanSchema(t testing.TB) *schema {
-	sc, err := compileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{
+func jsonScanSchema(t testing.TB) *Schema {
+	sc, err := CompileSchema(&table.Schema{Name: "t", Key: "k", Fields: []table.Field{
 		{Name: "k", Type: table.TypeString}, {Name: "n", Type: table.TypeInt}, {Name: "x", Type: table.TypeFloat},
 		{Name: "l", Type: table.TypeList}, {Name: "o", Type: table.TypeObject},
 	}})
@@ -102,7 +102,7 @@ func lowerRecordLimit(t testing.TB, n int) {
 
 // compareReaders holds readJSONRecords to decodeJSONRecords alone on the file mk returns (once for
 // each), fn failing at record stop (0: never): the same records and the same error.
-func compareReaders(t testing.TB, sc *schema, mk func() io.Reader, stop int) {
+func compareReaders(t testing.TB, sc *Schema, mk func() io.Reader, stop int) {
 	t.Helper()
 	want, wantErr := readAll(func(fn func(record) error) error {
 		return decodeJSONRecords(bg, sc, mk(), jsonResume{line: 1}, fn)
@@ -188,7 +188,7 @@ func TestJSONScanTakesTheCommonFile(t *testing.T) {
 		require.Len(t, recs, len(rows))
 		for i, rc := range recs {
 			assert.Equal(t, i+1, rc.num)
-			row, err := sc.validate(rc.row)
+			row, err := sc.ValidateRow(rc.row)
 			require.NoError(t, err)
 			assert.Equal(t, rows[i], row)
 		}

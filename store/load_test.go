@@ -157,11 +157,11 @@ func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
 	dir := bigInventory(t, 2*loadChunk)
 	s := openAt(t, dir)
 	sc := *s.schemas["inventory"]
-	sc.fields = map[string]*field{}
-	for k, v := range s.schemas["inventory"].fields {
-		sc.fields[k] = v
+	sc.FieldsByName = map[string]*Field{}
+	for k, v := range s.schemas["inventory"].FieldsByName {
+		sc.FieldsByName[k] = v
 	}
-	sc.fields["price"] = &field{} // nil *table.Field: f.Type panics
+	sc.FieldsByName["price"] = &Field{} // nil *table.Field: f.Type panics
 	read, err := s.beginLoad(&sc)
 	require.NoError(t, err)
 	_, err = read(nil)

@@ -24,7 +24,7 @@ type rec struct {
 // indexes on its declared index fields and numeric columns, built on first use. Readers hold the
 // Store's read lock; applies hold its write lock.
 type resident struct {
-	s     *schema
+	s     *Schema
 	rows  map[any]*rec
 	order []*rec // sorted by table.CompareKeys
 
@@ -33,7 +33,7 @@ type resident struct {
 	cols    map[string][]float64 // numeric columns aligned with order (see columns.go)
 }
 
-func newResident(s *schema, recs []*rec) *resident {
+func newResident(s *Schema, recs []*rec) *resident {
 	t := &resident{s: s, rows: make(map[any]*rec, len(recs)), order: recs}
 	for _, r := range recs {
 		t.rows[r.key] = r
@@ -47,15 +47,15 @@ func newResident(s *schema, recs []*rec) *resident {
 
 // normKey converts a key value to the kind the key field stores (string, or int64), or explains
 // why it cannot be a key of this table.
-func (s *schema) normKey(k any) (any, error) {
-	switch s.key.Type {
+func (s *Schema) NormKey(k any) (any, error) {
+	switch s.KeyField.Type {
 	case table.TypeString:
 		if str, ok := k.(string); ok {
 			return str, nil
 		}
 		return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be a string (%s is a string field)", table.FormatValue(k), s.Key)}
 	default:
-		v, rule := s.key.check(k)
+		v, rule := s.KeyField.Check(k)
 		if rule != "" || v == nil {
 			return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be an int (%s is an int field)", table.FormatValue(k), s.Key)}
 		}
@@ -64,7 +64,7 @@ func (s *schema) normKey(k any) (any, error) {
 }
 
 // keyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
-func (s *schema) keyNum(key any) (int64, bool) {
+func (s *Schema) KeyNum(key any) (int64, bool) {
 	str, ok := key.(string)
 	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
 		return 0, false
@@ -78,7 +78,7 @@ func (s *schema) keyNum(key any) (int64, bool) {
 }
 
 // formatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
-func (s *schema) formatKey(n int64) string {
+func (s *Schema) FormatKey(n int64) string {
 	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
 }
 
@@ -88,7 +88,7 @@ func (t *resident) scanMaxNum() int64 {
 		return best
 	}
 	for _, r := range t.order {
-		if n, ok := t.s.keyNum(r.key); ok && n > best {
+		if n, ok := t.s.KeyNum(r.key); ok && n > best {
 			best = n
 		}
 	}
@@ -305,7 +305,7 @@ func indexKey(v any) (any, bool) {
 	case float32:
 		return indexKey(float64(x))
 	}
-	if i, ok := toInt(v); ok {
+	if i, ok := ToInt(v); ok {
 		return float64(i), true
 	}
 	return nil, false

@@ -71,7 +71,7 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 	s := ordersSchema(t)
 	for _, tc := range []struct {
 		name  string
-		field string
+		Field string
 		value any
 		path  string
 		rule  string
@@ -96,7 +96,7 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 		{"depth", "options", deepList(table.MaxNesting + 1), "options.x" + strings.Repeat("[0]", table.MaxNesting-1), "nests lists and objects more than 8 deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Validate(s, table.Row{"order_id": "O9", tc.field: tc.value})
+			_, err := Validate(s, table.Row{"order_id": "O9", tc.Field: tc.value})
 			var fe *table.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, tc.path, fe.Field)
@@ -149,7 +149,7 @@ func TestCompileNestedSchemaRejects(t *testing.T) {
 			if tc.f.Name == "id" {
 				s.Fields = s.Fields[1:]
 			}
-			_, err := compileSchema(s)
+			_, err := CompileSchema(s)
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -271,7 +271,7 @@ func FuzzNestedValue(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	s, err := compileSchema(ordersSchema(f))
+	s, err := CompileSchema(ordersSchema(f))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -280,16 +280,16 @@ func FuzzNestedValue(f *testing.F) {
 		if dec.Decode(&v) != nil {
 			return
 		}
-		v = fromJSON(v)
+		v = FromJSON(v)
 		for _, name := range []string{"address", "lines", "tags", "options"} {
-			row, err := s.validate(table.Row{"order_id": "O1", name: v})
+			row, err := s.ValidateRow(table.Row{"order_id": "O1", name: v})
 			if err != nil {
 				var fe *table.FieldError
 				require.ErrorAs(t, err, &fe)
 				require.True(t, strings.HasPrefix(fe.Field, name), "the path %q starts at the field %s", fe.Field, name)
 				continue
 			}
-			again, err := s.validate(row)
+			again, err := s.ValidateRow(row)
 			require.NoError(t, err, "a stored value validates again")
 			require.Equal(t, row, again, "and is its own stored form")
 
@@ -305,8 +305,8 @@ func FuzzNestedValue(f *testing.F) {
 			jdec.UseNumber()
 			var jrow map[string]any
 			require.NoError(t, jdec.Decode(&jrow))
-			jrow = fromJSON(jrow).(map[string]any)
-			jrow[name] = table.RestoreKinds(s.fields[name].Field, jrow[name])
+			jrow = FromJSON(jrow).(map[string]any)
+			jrow[name] = table.RestoreKinds(s.FieldsByName[name].Field, jrow[name])
 			require.Equal(t, row, table.Row(jrow), "through JSON with the schema's kinds")
 		}
 	})

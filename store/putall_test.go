@@ -20,7 +20,7 @@ func TestPutAllIsPutOneByOne(t *testing.T) {
 	sc := s.schemas["inventory"]
 	rng := rand.New(rand.NewPCG(1, 2))
 	row := func(i int) table.Row {
-		r, err := sc.validate(table.Row{"item_id": fmt.Sprintf("SG%03d", i), "name": fmt.Sprintf("Style %d", i%50),
+		r, err := sc.ValidateRow(table.Row{"item_id": fmt.Sprintf("SG%03d", i), "name": fmt.Sprintf("Style %d", i%50),
 			"quantity_in_stock": int64(i % 7), "price": float64(i%90) + 0.5})
 		require.NoError(t, err)
 		return r

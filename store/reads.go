@@ -205,7 +205,7 @@ func (t *stageTable) pendingPreds(name string) (reads []PendingRead, all bool, a
 
 // predCheck is a normalised predicate read, ready to be checked at apply.
 type predCheck struct {
-	s        *schema
+	s        *Schema
 	kind     string
 	where    map[string]any
 	m        *table.Matcher
@@ -216,7 +216,7 @@ type predCheck struct {
 }
 
 // normalizePred checks a pending predicate read against the schema and compiles its filter.
-func normalizePred(sc *schema, r PendingRead) (predCheck, error) {
+func normalizePred(sc *Schema, r PendingRead) (predCheck, error) {
 	pc := predCheck{s: sc, kind: r.Pred, ver: r.Version, n: r.N}
 	switch r.Pred {
 	case predRows, predCount, predNextKey:
@@ -237,7 +237,7 @@ func normalizePred(sc *schema, r PendingRead) (predCheck, error) {
 		if err := dec.Decode(&w); err != nil {
 			return pc, fmt.Errorf("pending read of %s: where: %w", sc.Name, err)
 		}
-		pc.where = fromJSON(w).(map[string]any)
+		pc.where = FromJSON(w).(map[string]any)
 	}
 	m, err := table.Compile(sc.Schema, pc.where)
 	if err != nil {
@@ -251,7 +251,7 @@ func normalizePred(sc *schema, r PendingRead) (predCheck, error) {
 		if b.in == nil {
 			continue
 		}
-		k, err := sc.normKey(fromJSON(b.in))
+		k, err := sc.NormKey(FromJSON(b.in))
 		if err != nil {
 			return pc, fmt.Errorf("pending read of %s: range: %w", sc.Name, err)
 		}
@@ -369,7 +369,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 		return err
 	}
 	for f, v := range m.FoldEqualities() {
-		if mt.s.indexed[f] {
+		if mt.s.Indexed[f] {
 			if err := consider(f, v); err != nil {
 				return candidates{}, false, err
 			}
@@ -378,7 +378,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 	if bestN != 0 {
 		for f, v := range m.Equalities() {
 			if f == mt.s.Key {
-				k, err := mt.s.normKey(v)
+				k, err := mt.s.NormKey(v)
 				if err != nil {
 					return candidates{}, true, nil // no committed row has such a key; overlay rows are checked
 				}
@@ -390,7 +390,7 @@ func (mt *committedTable) bestIndex(m *table.Matcher, reverse bool, errp *error)
 				if r != nil {
 					best, bestN = candidates{recs: []*rec{r}}, 1
 				}
-			} else if mt.s.indexed[f] { // undeclared: the read walks the table, and the run's figures say so
+			} else if mt.s.Indexed[f] { // undeclared: the read walks the table, and the run's figures say so
 				if err := consider(f, v); err != nil {
 					return candidates{}, false, err
 				}

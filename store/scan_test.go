@@ -94,7 +94,7 @@ func TestIndexDeclarations(t *testing.T) {
 	} {
 		sc := base()
 		sc.Indexes = tc.indexes
-		_, err := compileSchema(sc)
+		_, err := CompileSchema(sc)
 		if tc.err == "" {
 			assert.NoError(t, err)
 			continue

@@ -57,7 +57,7 @@ func TestValidateAccepts(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	for _, tc := range []struct {
-		field string
+		Field string
 		value any
 		rule  string
 	}{
@@ -89,12 +89,12 @@ func TestValidateRejects(t *testing.T) {
 		{"at", 20250101, "must be an ISO-8601 timestamp string such as 2025-01-01T09:00:00"},
 	} {
 		row := table.Row{"id": "k1", "name": "x"}
-		row[tc.field] = tc.value
+		row[tc.Field] = tc.value
 		_, err := Validate(testSchema, row)
 		var fe *table.FieldError
-		if assert.ErrorAs(t, err, &fe, "%s = %v", tc.field, tc.value) {
-			assert.Equal(t, tc.field, fe.Field)
-			assert.Equal(t, tc.rule, fe.Rule, "%s = %v", tc.field, tc.value)
+		if assert.ErrorAs(t, err, &fe, "%s = %v", tc.Field, tc.value) {
+			assert.Equal(t, tc.Field, fe.Field)
+			assert.Equal(t, tc.rule, fe.Rule, "%s = %v", tc.Field, tc.value)
 			assert.Equal(t, "things", fe.Table)
 			assert.Equal(t, "k1", fe.Key)
 			if tc.value == nil || !isNaN(tc.value) {
@@ -262,13 +262,13 @@ func TestIntBoundsAreExact(t *testing.T) {
 // TestValidateOwnedIsValidate checks that validating an import's own row in place gives what
 // validate gives for a copy: the same row, or the same error (the key it names as given).
 func TestValidateOwnedIsValidate(t *testing.T) {
-	s, err := compileSchema(testSchema)
+	s, err := CompileSchema(testSchema)
 	require.NoError(t, err)
-	ints, err := compileSchema(&table.Schema{Name: "n", Key: "id", Fields: []table.Field{
+	ints, err := CompileSchema(&table.Schema{Name: "n", Key: "id", Fields: []table.Field{
 		{Name: "id", Type: table.TypeInt}, {Name: "qty", Type: table.TypeInt, Min: ptr(0)}, {Name: "l", Type: table.TypeList}}})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		s   *schema
+		s   *Schema
 		row table.Row
 	}{
 		{s, table.Row{"id": "a", "name": "héllo", "code": "AB", "color": "red", "qty": 3.0, "level": int32(2),
@@ -284,8 +284,8 @@ func TestValidateOwnedIsValidate(t *testing.T) {
 		{ints, table.Row{"id": 3.5}},
 	} {
 		for range 20 { // map order varies: so might which bad field is named first
-			want, wantErr := tc.s.validate(maps.Clone(tc.row))
-			got, gotErr := tc.s.validateOwned(maps.Clone(tc.row))
+			want, wantErr := tc.s.ValidateRow(maps.Clone(tc.row))
+			got, gotErr := tc.s.ValidateOwned(maps.Clone(tc.row))
 			if wantErr != nil {
 				require.Error(t, gotErr)
 				var a, b *table.FieldError

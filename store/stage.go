@@ -138,7 +138,7 @@ func (sg *Stage) Table(name string) (table.Table, bool) {
 type stageTable struct {
 	st     *Store
 	sg     *Stage
-	s      *schema
+	s      *Schema
 	writes map[any]*write // the overlay, by key
 	// newKeys holds, in key order, the keys written by the run that were absent from the
 	// committed table when first written; a scan merges them with the committed order.
@@ -584,7 +584,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 	if err := t.sg.call(); err != nil {
 		return nil, false, err
 	}
-	k, err := t.s.normKey(key)
+	k, err := t.s.NormKey(key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -644,9 +644,9 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		r[t.s.Key] = t.s.formatKey(n)
+		r[t.s.Key] = t.s.FormatKey(n)
 	}
-	v, err := t.s.validate(r)
+	v, err := t.s.ValidateRow(r)
 	if err != nil {
 		return nil, err
 	}
@@ -684,13 +684,13 @@ func (t *stageTable) nextNum() (int64, error) {
 		// the highest key down (among keys of the form, the last in key order has the highest
 		// number).
 		for k, w := range t.writes {
-			if n, ok := t.s.keyNum(k); ok && n == best && w.row == nil {
+			if n, ok := t.s.KeyNum(k); ok && n == best && w.row == nil {
 				best = -1
 				for _, r := range mt.walk(t.sg.ctx, nil, nil, true, &err) {
 					if w := t.writes[r.key]; w != nil && w.row == nil {
 						continue
 					}
-					if n, ok := t.s.keyNum(r.key); ok {
+					if n, ok := t.s.KeyNum(r.key); ok {
 						best = n
 						break
 					}
@@ -704,7 +704,7 @@ func (t *stageTable) nextNum() (int64, error) {
 		return 0, err
 	}
 	for k, w := range t.writes {
-		if n, ok := t.s.keyNum(k); ok && w.row != nil && n > best {
+		if n, ok := t.s.KeyNum(k); ok && w.row != nil && n > best {
 			best = n
 		}
 	}
@@ -752,11 +752,11 @@ func (t *stageTable) stage(k any, row table.Row) error {
 // row is staged or, on any error, none is.
 func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	for name, v := range fields {
-		f := t.s.fields[name]
+		f := t.s.FieldsByName[name]
 		if f == nil {
-			return 0, t.s.unknownField(nil, name, v)
+			return 0, t.s.UnknownField(nil, name, v)
 		}
-		if _, err := t.s.checkField(f, nil, v); err != nil {
+		if _, err := t.s.CheckField(f, nil, v); err != nil {
 			return 0, err
 		}
 	}
@@ -778,12 +778,12 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	for _, c := range cs {
 		merged := maps.Clone(c.row)
 		maps.Copy(merged, fields)
-		v, err := t.s.validate(merged)
+		v, err := t.s.ValidateRow(merged)
 		if err != nil {
 			return 0, err
 		}
 		for name := range fields {
-			f := t.s.fields[name]
+			f := t.s.FieldsByName[name]
 			if (name == t.s.Key || f.ReadOnly) && !equalValue(v[name], c.row[name]) {
 				rule := "is read-only and cannot be changed by update"
 				if name == t.s.Key {

@@ -51,7 +51,7 @@ type Options struct {
 type Store struct {
 	dir     string
 	domain  *Domain
-	schemas map[string]*schema
+	schemas map[string]*Schema
 	names   []string // domain table names, sorted
 	created bool
 
@@ -156,7 +156,7 @@ func DefaultDir(getenv func(string) string) (string, error) {
 // and writes nothing. A store created for one domain cannot be opened as another.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Domain != nil {
-		if _, err := opts.Domain.compiled(); err != nil {
+		if _, err := opts.Domain.Schemas(); err != nil {
 			return nil, err
 		}
 	}
@@ -207,11 +207,11 @@ func lockTimeout(t time.Duration) time.Duration {
 
 // use makes dom the store's domain.
 func (s *Store) use(dom *Domain) error {
-	schemas, err := dom.compiled()
+	schemas, err := dom.Schemas()
 	if err != nil {
 		return err
 	}
-	s.domain, s.schemas, s.names = dom, schemas, dom.tableNames()
+	s.domain, s.schemas, s.names = dom, schemas, dom.TableNames()
 	sort.Strings(s.names)
 	return nil
 }
@@ -261,12 +261,12 @@ func (s *Store) init(opts Options) error {
 	if m.Format != formatVersion {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
-	if msg := definitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
+	if msg := DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
 		return &DamagedError{Path: s.bolt.path, Problem: msg}
 	}
 	s.definition, s.definitionSums = m.Definition, m.DefinitionSums
 	if s.definitionSums == nil {
-		s.definitionSums = definitionSums(m.Definition) // recorded by the next commit
+		s.definitionSums = DefinitionSums(m.Definition) // recorded by the next commit
 	}
 	if s.domain == nil {
 		dom := opts.Domain
@@ -400,7 +400,7 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 		}
 	}
 	if m.DefinitionSums == nil {
-		m.DefinitionSums = definitionSums(m.Definition)
+		m.DefinitionSums = DefinitionSums(m.Definition)
 	}
 	if err := s.syncSysIndexesLocked(tx, m.Digests); err != nil {
 		return err
@@ -445,11 +445,11 @@ func (s *Store) create(noSeed bool) error {
 		}
 	}
 	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{},
-		Definition: s.domain.Definition, DefinitionSums: definitionSums(s.domain.Definition), Keys: keysLayout}
+		Definition: s.domain.Definition, DefinitionSums: DefinitionSums(s.domain.Definition), Keys: keysLayout}
 	var seed json.RawMessage
 	if len(s.domain.Seed) > 0 {
 		var err error
-		if seed, err = encodeSeed(s.domain.Seed); err != nil {
+		if seed, err = EncodeSeed(s.domain.Seed); err != nil {
 			return err
 		}
 	}
@@ -470,8 +470,8 @@ func (s *Store) create(noSeed bool) error {
 			}
 		}
 		if seed != nil {
-			c, _ := sysCollection(seedCollection)
-			if err := s.putSysLocked(c, seedID, seed); err != nil {
+			c, _ := sysCollection(SeedCollection)
+			if err := s.putSysLocked(c, SeedID, seed); err != nil {
 				return err
 			}
 		}
@@ -580,7 +580,7 @@ const cloverCollectionKey = "coll:"
 // What it keeps is recorded as shared memory (table.AddShared) as it reads (see loadDocs), so
 // that a run whose walk read the table into memory is not charged for it. Any of stops closed
 // ends the read with errStopped.
-func loadTable(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) (*resident, collDigest, error) {
+func loadTable(tx *bbolt.Tx, path string, s *Schema, stops ...<-chan struct{}) (*resident, collDigest, error) {
 	recs, err := loadDocs(tx, path, s, stops...)
 	if err != nil {
 		return nil, collDigest{}, err
@@ -593,7 +593,7 @@ func loadTable(tx *bbolt.Tx, path string, s *schema, stops ...<-chan struct{}) (
 // that lock is let go, reads the committed state of this moment. read verifies the rows against
 // the count and digest the store's record held then, and ends the transaction. Close, or stop
 // closed, ends it between chunks with errStopped (so Close does not wait for a whole read).
-func (s *Store) beginLoad(sc *schema) (read tableRead, err error) {
+func (s *Store) beginLoad(sc *Schema) (read tableRead, err error) {
 	var tx *bbolt.Tx
 	if err := guard(s.bolt.path, func() (err error) { tx, err = s.bolt.db.Begin(false); return err }); err != nil {
 		return nil, fmt.Errorf("reading table %s into memory: %w", sc.Name, err)
@@ -677,7 +677,7 @@ type SysRecord struct {
 }
 
 func sysCollection(name string) (string, error) {
-	if !nameRE.MatchString(name) || name == metaCollection[1:] {
+	if !ValidName(name) || name == metaCollection[1:] {
 		return "", fmt.Errorf("system collection name %q: must be a letter followed by letters, digits or _", name)
 	}
 	return "_" + name, nil

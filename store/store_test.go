@@ -376,7 +376,7 @@ func TestPendingJSONRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	var back Pending
 	require.NoError(t, json.Unmarshal(raw, &back))
-	cs, err := back.ChangeSet(s)
+	cs, err := s.pendingChangeSet(&back)
 	require.NoError(t, err)
 	assert.Equal(t, v.ChangeSet(), cs, "a stored dry run renders the same diff")
 	require.NoError(t, s.ApplyPending(bg, &back, nil))

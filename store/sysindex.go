@@ -78,7 +78,7 @@ type sysEntry struct {
 
 func (e sysEntry) key(id string) []byte { return []byte(e.Order + "\x00" + id) }
 
-func (x *SysIndex) valid() error {
+func (x *SysIndex) Valid() error {
 	if strings.IndexByte(x.Order, 0) >= 0 || x.Group == "" || strings.IndexByte(x.Group, 0) >= 0 {
 		return fmt.Errorf("index entry %q/%q: the order holds no NUL byte and the group is not empty", x.Order, x.Group)
 	}
@@ -243,7 +243,7 @@ func (s *Store) indexSysLocked(coll, id string, x *SysIndex, size int64, deleted
 		return fmt.Errorf("system collection %s keeps an index: its document %s must be written with its entry (SysDoc.Index)", coll[1:], id)
 	}
 	if x != nil {
-		if err := x.valid(); err != nil {
+		if err := x.Valid(); err != nil {
 			return fmt.Errorf("system document %s/%s: %w", coll[1:], id, err)
 		}
 	}
