@@ -4,95 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ostafen/clover/v2"
 	d "github.com/ostafen/clover/v2/document"
 	"github.com/starplan/starplan/table"
 	"go.etcd.io/bbolt"
 )
-
-// The kinds of check a Problem comes from, in the order Check runs them.
-const (
-	CheckFile   = "file"   // the file as a whole: size, meta pages
-	CheckPages  = "pages"  // bbolt's page consistency (tx.Check)
-	CheckRecord = "record" // the store's own record: format, domain, versions
-	CheckRows   = "rows"   // every row decodes and fits its table's schema, keys are unique
-	CheckCounts = "counts" // every collection holds the documents the record counted and digested
-	CheckKeys   = "keys"   // every table's key and index buckets name exactly its rows (disk.go)
-	CheckSystem = "system" // every system document (audit records, decisions) reads back
-	CheckPolicy = "policy" // the domain's invariants over the committed rows
-)
-
-// maxProblemsPerCheck bounds a report: a file damaged throughout would otherwise list every page
-// and row.
-const maxProblemsPerCheck = 50
-
-// Problem is one thing Check found wrong.
-type Problem struct {
-	Check   string `json:"check"` // CheckFile, CheckPages, ...
-	Table   string `json:"table,omitempty"`
-	Message string `json:"message"`
-}
-
-// TableCount is how many rows of a table Check read.
-type TableCount struct {
-	Table string `json:"table"`
-	Rows  int    `json:"rows"`
-}
-
-// CheckReport is what Check found. Problems is empty when the store is sound; Omitted counts the
-// problems left out beyond maxProblemsPerCheck per check.
-type CheckReport struct {
-	File     string       `json:"file"`
-	Size     int64        `json:"size_bytes"`
-	Seq      int64        `json:"seq"` // the last commit's sequence number
-	Tables   []TableCount `json:"tables"`
-	Problems []Problem    `json:"problems"`
-	Omitted  int          `json:"omitted,omitempty"`
-	// Unverified says why row counts and digests could not be checked (a store written before
-	// they were kept, until its next write); empty when they were.
-	Unverified string `json:"unverified,omitempty"`
-}
-
-// OK reports whether Check found nothing wrong.
-func (r *CheckReport) OK() bool { return len(r.Problems) == 0 && r.Omitted == 0 }
-
-func (r *CheckReport) add(check, tbl, format string, args ...any) {
-	n := 0
-	for _, p := range r.Problems {
-		if p.Check == check {
-			n++
-		}
-	}
-	if n >= maxProblemsPerCheck {
-		r.Omitted++
-		return
-	}
-	r.Problems = append(r.Problems, Problem{Check: check, Table: tbl, Message: fmt.Sprintf(format, args...)})
-}
-
-// CheckOptions configure Check. The zero value checks the inventory domain's store.
-type CheckOptions struct {
-	// Domain declares the tables; nil means the domain the store recorded.
-	Domain *Domain
-	// LockTimeout overrides DefaultLockTimeout when positive.
-	LockTimeout time.Duration
-	// Invariants checks the committed rows against the domain's policy. It gets the domain and every committed
-	// row of every table as inserted into an empty store, tables' rows in key order, and returns
-	// one message per violation. nil skips the policy check; an error is a failure of starplan.
-	Invariants func(dom *Domain, rows table.ChangeSet) ([]string, error)
-	// Records decode the documents of system collections, by name ("runs" for the audit log):
-	// each gets every document's JSON and returns why it does not decode. A collection without
-	// one is checked as JSON only.
-	Records map[string]func(raw []byte) error
-}
 
 // Check verifies the store in dir without changing it: the file (its size and meta pages, as
 // Open does), every page (checkPages, then bbolt's own consistency check), the store's own
@@ -116,7 +38,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 	bs, err := openBolt(dir, lockTimeout(opts.LockTimeout), false)
 	var de *DamagedError
 	if errors.As(err, &de) {
-		rep.add(CheckFile, "", "%s", de.Problem)
+		rep.Add(CheckFile, "", "%s", de.Problem)
 		return rep, nil
 	}
 	if err != nil {
@@ -148,31 +70,31 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		return err
 	})
 	if errors.As(err, &de) {
-		rep.add(CheckRecord, "", "%s", de.Problem)
+		rep.Add(CheckRecord, "", "%s", de.Problem)
 		return rep, nil
 	}
 	if err != nil {
-		rep.add(CheckRecord, "", "the store's record does not read back: %v", err)
+		rep.Add(CheckRecord, "", "the store's record does not read back: %v", err)
 		return rep, nil
 	}
 	rep.Seq = m.Seq
 	if m.Format != formatVersion {
-		rep.add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
+		rep.Add(CheckRecord, "", "unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
 	definitionSound := true
 	if msg := DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
-		rep.add(CheckRecord, "", "%s; its rules were not checked against the rows", msg)
+		rep.Add(CheckRecord, "", "%s; its rules were not checked against the rows", msg)
 		definitionSound = false
 	}
 	dom := opts.Domain
 	if dom == nil {
 		if dom, err = m.domain(); err != nil {
-			rep.add(CheckRecord, "", "%v", err)
+			rep.Add(CheckRecord, "", "%v", err)
 			return rep, nil
 		}
 	}
 	if m.Domain != dom.Name {
-		rep.add(CheckRecord, "", "the store holds the %s domain, not %s", m.Domain, dom.Name)
+		rep.Add(CheckRecord, "", "the store holds the %s domain, not %s", m.Domain, dom.Name)
 		return rep, nil
 	}
 	schemas, err := dom.Schemas()
@@ -193,7 +115,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 				unverified = append(unverified, "the store was written before row counts and digests were kept; its next write records them")
 			} else {
 				for _, msg := range digestMismatches(m.Digests, found, names) {
-					rep.add(CheckCounts, "", "%s", msg)
+					rep.Add(CheckCounts, "", "%s", msg)
 				}
 			}
 			if m.DefinitionSums == nil && m.Definition != nil {
@@ -216,7 +138,7 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		})
 	})
 	if errors.As(err, &de) {
-		rep.add(CheckRows, "", "%s", de.Problem)
+		rep.Add(CheckRows, "", "%s", de.Problem)
 		return rep, nil
 	}
 	if err != nil {
@@ -226,11 +148,11 @@ func Check(dir string, opts CheckOptions) (*CheckReport, error) {
 		msgs, err := opts.Invariants(dom, rows)
 		if err != nil {
 			// The recorded rules do not load: that is the store's damage, reported with the rest.
-			rep.add(CheckRecord, "", "the domain definition it records does not load, so its rules were not checked against the rows: %v", err)
+			rep.Add(CheckRecord, "", "the domain definition it records does not load, so its rules were not checked against the rows: %v", err)
 			return rep, nil
 		}
 		for _, msg := range msgs {
-			rep.add(CheckPolicy, "", "%s", msg)
+			rep.Add(CheckPolicy, "", "%s", msg)
 		}
 	}
 	return rep, nil
@@ -256,13 +178,13 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 		return err
 	}
 	if st.olderDamaged {
-		rep.add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
+		rep.Add(CheckFile, "", "the older of its two meta pages is damaged; nothing is lost, and the next commit rewrites it")
 	}
 	for _, p := range pageProblems {
-		rep.add(CheckPages, "", "%s", p)
+		rep.Add(CheckPages, "", "%s", p)
 	}
 	if len(pageProblems) > 0 {
-		rep.add(CheckPages, "", "bbolt's own page check was not run: it cannot survive the damage above")
+		rep.Add(CheckPages, "", "bbolt's own page check was not run: it cannot survive the damage above")
 		return nil
 	}
 	err = guard(b.path, func() error {
@@ -275,14 +197,14 @@ func (b *boltStore) checkFile(rep *CheckReport) error {
 	if err == nil {
 		err = b.db.View(func(tx *bbolt.Tx) error {
 			for err := range tx.Check() {
-				rep.add(CheckPages, "", "%v", err)
+				rep.Add(CheckPages, "", "%v", err)
 			}
 			return nil
 		})
 	}
 	var de *DamagedError
 	if errors.As(err, &de) {
-		rep.add(CheckPages, "", "%s", de.Problem)
+		rep.Add(CheckPages, "", "%s", de.Problem)
 		return nil
 	}
 	return err
@@ -295,10 +217,10 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *Schema, m metaRecord) *table.
 	tc := &table.TableChanges{Key: s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
 	tver, ok := m.Tables[s.Name]
 	if !ok {
-		rep.add(CheckRecord, s.Name, "the store's record has no version for table %s", s.Name)
+		rep.Add(CheckRecord, s.Name, "the store's record has no version for table %s", s.Name)
 	}
 	if tver > m.Seq {
-		rep.add(CheckRecord, s.Name, "table %s is at version %d, after the last commit %d", s.Name, tver, m.Seq)
+		rep.Add(CheckRecord, s.Name, "table %s is at version %d, after the last commit %d", s.Name, tver, m.Seq)
 	}
 	seen := map[any]string{}
 	var want keyEntries
@@ -309,15 +231,15 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *Schema, m metaRecord) *table.
 			id := string(k[len(prefix):])
 			row, ver, err := decodeRow(s, v)
 			if err != nil {
-				rep.add(CheckRows, s.Name, "%s document %s does not decode: %v", s.Name, id, err)
+				rep.Add(CheckRows, s.Name, "%s document %s does not decode: %v", s.Name, id, err)
 				continue
 			}
 			key := row[s.Key]
 			if _, err := s.ValidateRow(row); err != nil {
-				rep.add(CheckRows, s.Name, "%s row %s does not fit the schema: %v", s.Name, table.FormatValue(key), err)
+				rep.Add(CheckRows, s.Name, "%s row %s does not fit the schema: %v", s.Name, table.FormatValue(key), err)
 			}
 			if other, dup := seen[key]; dup {
-				rep.add(CheckRows, s.Name, "%s key %s is held by two documents, %s and %s", s.Name, table.FormatValue(key), other, id)
+				rep.Add(CheckRows, s.Name, "%s key %s is held by two documents, %s and %s", s.Name, table.FormatValue(key), other, id)
 				continue
 			}
 			seen[key] = id
@@ -325,7 +247,7 @@ func checkTable(rep *CheckReport, tx *bbolt.Tx, s *Schema, m metaRecord) *table.
 				want.add(s, row, ver, docHash(k, v), id)
 			}
 			if ver < 1 || ver > tver {
-				rep.add(CheckRecord, s.Name, "%s row %s is at version %d, but its table is at version %d", s.Name, table.FormatValue(key), ver, tver)
+				rep.Add(CheckRecord, s.Name, "%s row %s is at version %d, but its table is at version %d", s.Name, table.FormatValue(key), ver, tver)
 			}
 			tc.Inserted = append(tc.Inserted, row)
 		}
@@ -364,14 +286,14 @@ func (e *keyEntries) add(s *Schema, row table.Row, ver int64, hash uint64, id st
 func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *Schema, want *keyEntries) {
 	keys := tableKeys(tx, s.Name)
 	if keys == nil {
-		rep.add(CheckKeys, s.Name, "table %s has no key index", s.Name)
+		rep.Add(CheckKeys, s.Name, "table %s has no key index", s.Name)
 		return
 	}
 	slices.SortFunc(want.keys, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 	var got []kv
 	_ = keys.ForEach(func(k, v []byte) error { got = append(got, kv{string(k), string(v)}); return nil })
 	if !slices.Equal(got, want.keys) {
-		rep.add(CheckKeys, s.Name, "the key index of table %s does not match its rows (%d entries for %d rows, or entries naming the wrong document or version): reads through it would miss or misread rows", s.Name, len(got), len(want.keys))
+		rep.Add(CheckKeys, s.Name, "the key index of table %s does not match its rows (%d entries for %d rows, or entries naming the wrong document or version): reads through it would miss or misread rows", s.Name, len(got), len(want.keys))
 	}
 	idx := tableIndexes(tx, s.Name)
 	for _, f := range diskIndexes(s) {
@@ -380,7 +302,7 @@ func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *Schema, want *keyEntries) {
 			fb = idx.Bucket([]byte(f))
 		}
 		if fb == nil {
-			rep.add(CheckKeys, s.Name, "table %s has no index of %s, which its domain declares", s.Name, f)
+			rep.Add(CheckKeys, s.Name, "table %s has no index of %s, which its domain declares", s.Name, f)
 			continue
 		}
 		w := want.indexes[f]
@@ -388,7 +310,7 @@ func checkKeys(rep *CheckReport, tx *bbolt.Tx, s *Schema, want *keyEntries) {
 		var g []string
 		_ = fb.ForEach(func(k, _ []byte) error { g = append(g, string(k)); return nil })
 		if !slices.Equal(g, w) {
-			rep.add(CheckKeys, s.Name, "the %s index of table %s does not match its rows (%d entries for %d)", f, s.Name, len(g), len(w))
+			rep.Add(CheckKeys, s.Name, "the %s index of table %s does not match its rows (%d entries for %d)", f, s.Name, len(g), len(w))
 		}
 	}
 }
@@ -406,7 +328,7 @@ func checkCollections(rep *CheckReport, tx *bbolt.Tx) {
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var meta struct{ Size int }
 		if err := json.Unmarshal(v, &meta); err != nil {
-			rep.add(CheckSystem, "", "clover's record of collection %s does not read back: %v", k[len(prefix):], err)
+			rep.Add(CheckSystem, "", "clover's record of collection %s does not read back: %v", k[len(prefix):], err)
 		}
 	}
 }
@@ -437,19 +359,19 @@ func checkSystem(rep *CheckReport, tx *bbolt.Tx, found map[string]collDigest, re
 			key := string(k[len(prefix):])
 			doc, err := d.Decode(v)
 			if err != nil {
-				rep.add(CheckSystem, coll, "%s %s/%s does not decode: %v", what, coll, key, err)
+				rep.Add(CheckSystem, coll, "%s %s/%s does not decode: %v", what, coll, key, err)
 				continue
 			}
 			id, _ := doc.Get("id").(string)
 			raw, _ := doc.Get("json").(string)
 			switch {
 			case id == "" || sysDocID(coll, id) != key:
-				rep.add(CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
+				rep.Add(CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
 			case !json.Valid([]byte(raw)):
-				rep.add(CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
+				rep.Add(CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
 			case records[coll[1:]] != nil:
 				if err := records[coll[1:]]([]byte(raw)); err != nil {
-					rep.add(CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)
+					rep.Add(CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)
 				}
 			}
 		}

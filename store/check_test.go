@@ -75,7 +75,7 @@ func TestCheckReportsADamagedFile(t *testing.T) {
 	// Which page the overwritten half holds (the freelist, a branch, a leaf) depends on the
 	// layout: bbolt's freelist is a problem of the file, the others of its pages.
 	assert.NotEmpty(t, append(problemsOf(rep, CheckPages), problemsOf(rep, CheckFile)...), "%v", rep.Problems)
-	assert.LessOrEqual(t, len(rep.Problems), maxProblemsPerCheck)
+	assert.LessOrEqual(t, len(rep.Problems), MaxProblemsPerCheck)
 
 	dir, _ = damagedStore(t, 3, func(b []byte) []byte {
 		b[(1-newerMeta(t, b))*4096+metaOffset+56] ^= 0xFF

@@ -1,11 +1,8 @@
 package store
 
 import (
-	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/starplan/starplan/table"
@@ -43,43 +40,6 @@ func newResident(s *Schema, recs []*rec) *resident {
 		slices.SortFunc(t.order, cmp)
 	}
 	return t
-}
-
-// normKey converts a key value to the kind the key field stores (string, or int64), or explains
-// why it cannot be a key of this table.
-func (s *Schema) NormKey(k any) (any, error) {
-	switch s.KeyField.Type {
-	case table.TypeString:
-		if str, ok := k.(string); ok {
-			return str, nil
-		}
-		return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be a string (%s is a string field)", table.FormatValue(k), s.Key)}
-	default:
-		v, rule := s.KeyField.Check(k)
-		if rule != "" || v == nil {
-			return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be an int (%s is an int field)", table.FormatValue(k), s.Key)}
-		}
-		return v, nil
-	}
-}
-
-// keyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
-func (s *Schema) KeyNum(key any) (int64, bool) {
-	str, ok := key.(string)
-	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
-		return 0, false
-	}
-	digits := str[len(s.KeyPrefix):]
-	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	return n, err == nil
-}
-
-// formatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
-func (s *Schema) FormatKey(n int64) string {
-	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
 }
 
 func (t *resident) scanMaxNum() int64 {

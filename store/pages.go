@@ -39,7 +39,7 @@ type pageWalker struct {
 }
 
 func (w *pageWalker) problem(format string, args ...any) {
-	if len(w.problems) < maxProblemsPerCheck {
+	if len(w.problems) < MaxProblemsPerCheck {
 		w.problems = append(w.problems, fmt.Sprintf(format, args...))
 	}
 }

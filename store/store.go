@@ -659,23 +659,6 @@ func (s *Store) Schema(name string) (*table.Schema, bool) {
 // Names lists the domain's tables, sorted.
 func (s *Store) Names() []string { return slices.Clone(s.names) }
 
-// SysDoc is a document of a system collection (such as the audit log's "runs"), written by
-// Apply in the same transaction as a run's changes. Value is stored as its JSON encoding.
-type SysDoc struct {
-	Collection string
-	ID         string
-	Value      any
-	// Index places the document in its collection's ordered index (sysindex.go). A collection
-	// that keeps an index takes no write without one.
-	Index *SysIndex
-}
-
-// SysRecord is a stored system document: its id and its JSON.
-type SysRecord struct {
-	ID   string
-	JSON json.RawMessage
-}
-
 func sysCollection(name string) (string, error) {
 	if !ValidName(name) || name == metaCollection[1:] {
 		return "", fmt.Errorf("system collection name %q: must be a letter followed by letters, digits or _", name)

@@ -10,15 +10,6 @@ import (
 	"github.com/ostafen/clover/v2/query"
 )
 
-// SysPruned says what PruneSys removed.
-type SysPruned struct {
-	// IDs are the ids of the documents removed from the pruned collection, sorted.
-	IDs []string
-	// Bytes is the size of the JSON of every document removed, those of the companion
-	// collections included.
-	Bytes int64
-}
-
 // PruneSys removes, in one atomic transaction, every document of the system collection coll for
 // which drop returns true, and with it the documents of the same id in the companion
 // collections with (a run's decision goes with its record). drop sees each document's id and

@@ -53,22 +53,6 @@ var (
 	sysIdxGroups    = []byte("groups")
 )
 
-// SysIndex places a system document in its collection's ordered index (see SysDoc.Index).
-type SysIndex struct {
-	// Order sorts the documents (then their ids): ScanSys walks them by it, either way. It must
-	// not hold a NUL byte.
-	Order string
-	// Group is the document's group (the audit log's: a run's state): ScanSys can keep to one,
-	// and SysStats counts each. It must not be empty.
-	Group string
-}
-
-// SysGroup is what SysStats keeps of one group of an indexed collection.
-type SysGroup struct {
-	Count int   `json:"count"`
-	Bytes int64 `json:"bytes"` // the size of the documents' JSON
-}
-
 // sysEntry is an indexed document's entry in the ids bucket.
 type sysEntry struct {
 	Order string `json:"o"`
@@ -77,13 +61,6 @@ type sysEntry struct {
 }
 
 func (e sysEntry) key(id string) []byte { return []byte(e.Order + "\x00" + id) }
-
-func (x *SysIndex) Valid() error {
-	if strings.IndexByte(x.Order, 0) >= 0 || x.Group == "" || strings.IndexByte(x.Group, 0) >= 0 {
-		return fmt.Errorf("index entry %q/%q: the order holds no NUL byte and the group is not empty", x.Order, x.Group)
-	}
-	return nil
-}
 
 // sysIndexOf returns the index bucket of the system collection coll (its "_" name) in tx, or nil.
 func sysIndexOf(tx *bbolt.Tx, coll string) *bbolt.Bucket {
@@ -370,9 +347,6 @@ func (s *Store) SysIndexReady(coll string) (bool, error) {
 	return err == nil, err
 }
 
-// ErrNoSysIndex is the error of ScanSys and SysStats on a collection without a current index.
-var ErrNoSysIndex = errors.New("the system collection has no current index (RebuildSysIndex builds it)")
-
 // viewSysIndex runs fn in a read transaction with the current index of coll (its "_" name), or
 // returns ErrNoSysIndex. That an index is current is read from the store's record once: the
 // store's file lock keeps other processes out while it is open, and this one's writes keep a
@@ -419,25 +393,6 @@ func (s *Store) SysStats(coll string) (map[string]SysGroup, error) {
 		return err
 	})
 	return out, err
-}
-
-// SysScan says which documents ScanSys reads.
-type SysScan struct {
-	Group   string // only this group's documents; "" for all
-	After   string // start after this entry (SysEntry.Cursor of the last one read); "" from the end
-	Reverse bool   // greatest Order first
-	// Next decides, for each entry in turn, whether to read it (true) and whether to go on. The
-	// document's JSON is read only for the entries it takes.
-	Next func(SysEntry) (take, more bool)
-}
-
-// SysEntry is one document of an indexed collection, as ScanSys reads it.
-type SysEntry struct {
-	ID     string
-	Order  string
-	Group  string
-	Cursor string          // where a later scan starts after this entry
-	JSON   json.RawMessage // set on the entries taken
 }
 
 // ScanSys walks the index of the system collection coll in order (opts), reading the
@@ -545,7 +500,7 @@ func checkSysIndexes(rep *CheckReport, tx *bbolt.Tx, m *metaRecord, found map[st
 		what := "the index of " + strings.TrimPrefix(coll, "_")
 		ids, order, groups, statsb := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
 		if ids == nil || order == nil || groups == nil || statsb == nil {
-			rep.add(CheckSysIndex, coll, "%s lacks its buckets", what)
+			rep.Add(CheckSysIndex, coll, "%s lacks its buckets", what)
 			return nil
 		}
 		recount := map[string]SysGroup{}
@@ -554,21 +509,21 @@ func checkSysIndexes(rep *CheckReport, tx *bbolt.Tx, m *metaRecord, found map[st
 			n++
 			var e sysEntry
 			if err := json.Unmarshal(raw, &e); err != nil {
-				rep.add(CheckSysIndex, coll, "%s: the entry of %s does not read back: %v", what, id, err)
+				rep.Add(CheckSysIndex, coll, "%s: the entry of %s does not read back: %v", what, id, err)
 				return nil
 			}
 			js, err := decodeSysDoc(docs.Get(append(docPrefix(coll), sysDocID(coll, string(id))...)))
 			switch {
 			case err != nil:
-				rep.add(CheckSysIndex, coll, "%s names document %s, which %v", what, id, err)
+				rep.Add(CheckSysIndex, coll, "%s names document %s, which %v", what, id, err)
 			case int64(len(js)) != e.Bytes:
-				rep.add(CheckSysIndex, coll, "%s gives document %s %d bytes; it has %d", what, id, e.Bytes, len(js))
+				rep.Add(CheckSysIndex, coll, "%s gives document %s %d bytes; it has %d", what, id, e.Bytes, len(js))
 			}
 			if g := order.Get(e.key(string(id))); g == nil || string(g) != e.Group {
-				rep.add(CheckSysIndex, coll, "%s: document %s is not in the order at %q (group %s)", what, id, e.Order, e.Group)
+				rep.Add(CheckSysIndex, coll, "%s: document %s is not in the order at %q (group %s)", what, id, e.Order, e.Group)
 			}
 			if g := groups.Bucket([]byte(e.Group)); g == nil || g.Get(e.key(string(id))) == nil {
-				rep.add(CheckSysIndex, coll, "%s: document %s is not in its group %s", what, id, e.Group)
+				rep.Add(CheckSysIndex, coll, "%s: document %s is not in its group %s", what, id, e.Group)
 			}
 			st := recount[e.Group]
 			st.Count++
@@ -577,19 +532,19 @@ func checkSysIndexes(rep *CheckReport, tx *bbolt.Tx, m *metaRecord, found map[st
 			return nil
 		})
 		if rows := found[coll].Rows; int64(n) != rows {
-			rep.add(CheckSysIndex, coll, "%s has %d entries for %d documents", what, n, rows)
+			rep.Add(CheckSysIndex, coll, "%s has %d entries for %d documents", what, n, rows)
 		}
 		if o := order.Stats().KeyN; o != n {
-			rep.add(CheckSysIndex, coll, "%s orders %d entries for %d documents", what, o, n)
+			rep.Add(CheckSysIndex, coll, "%s orders %d entries for %d documents", what, o, n)
 		}
 		inGroups := 0
 		_ = groups.ForEachBucket(func(g []byte) error { inGroups += groups.Bucket(g).Stats().KeyN; return nil })
 		if inGroups != n {
-			rep.add(CheckSysIndex, coll, "%s groups %d entries for %d documents", what, inGroups, n)
+			rep.Add(CheckSysIndex, coll, "%s groups %d entries for %d documents", what, inGroups, n)
 		}
 		if stats, err := readSysStats(statsb); err != nil || !maps.Equal(stats, recount) {
 			groups := slices.Sorted(maps.Keys(recount))
-			rep.add(CheckSysIndex, coll, "%s keeps counts %v; a recount of groups %v gives %v", what, stats, groups, recount)
+			rep.Add(CheckSysIndex, coll, "%s keeps counts %v; a recount of groups %v gives %v", what, stats, groups, recount)
 		}
 		return nil
 	})
