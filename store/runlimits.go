@@ -54,3 +54,18 @@ func (e *LimitError) Hint() string {
 	}
 	return "a request changes a few rows; a plan that rewrites a table is refused"
 }
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// The names of the run limits, as they appear in results (Result.Limit).
+const (
+	LimitHelperCalls = "helper_calls"
+	LimitRowsRead    = "rows_read"
+	LimitRowsWritten = "rows_written"
+	LimitMemory      = "memory" // the run's staged rows outgrew StagedBytes
+)
