@@ -18,7 +18,6 @@ import (
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -497,7 +496,7 @@ func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Pro
 // A process killed before then loses the records of its last moments, never the store's
 // consistency (applies write their record in the same transaction as their data).
 type auditLog struct {
-	st      *bolt.Store
+	st      store.Store
 	mu      sync.Mutex
 	queue   []*RunRecord
 	closed  bool       // after close, add writes at once
@@ -516,7 +515,7 @@ const maxQueued = 4096
 // batch: one disk sync per burst of runs instead of one per run.
 const auditLinger = 5 * time.Millisecond
 
-func newAuditLog(st *bolt.Store) *auditLog {
+func newAuditLog(st store.Store) *auditLog {
 	a := &auditLog{st: st, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.loop()
 	return a

@@ -55,9 +55,9 @@ func example(t testing.TB, name string) string {
 }
 
 // row reads a committed row.
-func row(t testing.TB, st *bolt.Store, tbl string, key any) table.Row {
+func row(t testing.TB, st store.Store, tbl string, key any) table.Row {
 	t.Helper()
-	tb, ok := st.Stage().Table(tbl)
+	tb, ok := st.StageFor(context.Background(), store.RunLimits{}).Table(tbl)
 	require.True(t, ok)
 	r, found, err := tb.Get(key)
 	require.NoError(t, err)

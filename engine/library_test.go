@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -65,7 +66,7 @@ func runScript(t *testing.T, e *Engine, path string) {
 	}
 	thread := &starlark.Thread{Name: "script"}
 	starlarktest.SetReporter(thread, t)
-	tables.Bind(thread, e.st.Stage(), fixedNow)
+	tables.Bind(thread, e.st.StageFor(context.Background(), store.RunLimits{}), fixedNow)
 	_, err = starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true},
 		thread, filepath.Base(path), src, pre)
 	var ee *starlark.EvalError

@@ -13,7 +13,6 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
 )
 
 // Request is one run of a plan.
@@ -85,7 +84,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 }
 
 // maxEvaluations is how many times evaluate runs a plan whose reads saw another run's commit land
-// during it (see bolt.Stage.Moved) before it reports what it got.
+// during it (see store.Stage.Moved) before it reports what it got.
 const maxEvaluations = 3
 
 // evaluate is a run up to its verdict: extract, check, run on a fresh staged view, the contract
@@ -171,7 +170,7 @@ var errTimeUp = errors.New("the run's time limit passed")
 // it: a run limit of the domain, or the time limit reached inside a scan. The plan saw a failed
 // call; in a worker that arrives as a runtime error, so the stage, which the parent holds, is
 // what decides.
-func stageLimit(res *sandbox.Result, stage *bolt.Stage, sctx context.Context) {
+func stageLimit(res *sandbox.Result, stage store.Stage, sctx context.Context) {
 	if res.Outcome == sandbox.OutcomeOK || res.Outcome == sandbox.OutcomeCheckFailed {
 		return
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
 )
 
 // synthRecord is a bare record in one of the states, at fixedNow minus i/3 minutes (three runs
@@ -35,7 +34,7 @@ func synthRecord(i int) *RunRecord {
 
 // putSynth writes n synthetic records, with their index entries unless old (a store written
 // before the index).
-func putSynth(t *testing.T, st *bolt.Store, n int, old bool) {
+func putSynth(t *testing.T, st store.Store, n int, old bool) {
 	t.Helper()
 	var docs []store.SysDoc
 	for i := range n {

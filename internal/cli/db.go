@@ -117,7 +117,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 // Inside `starplan serve`, running for a client, fn gets the server's store, which stays open.
 func withStore(ios IOStreams, g *globalOptions, opts bolt.Options, fn func(*bolt.Store) error) (err error) {
 	if ios.host != nil {
-		return fn(ios.host.eng.Store())
+		return fn(storeOf(ios.host.eng))
 	}
 	st, err := openStore(ios, g, opts)
 	if err != nil {

@@ -154,3 +154,8 @@ func outcomeExit(o engine.Outcome) int {
 	}
 	return ExitRejected
 }
+
+// storeOf is the store under e. The CLI makes engines only over the bbolt stores it opens
+// (openStore), and needs what is particular to them: the directory (the relay's socket, the
+// server's token and info files) and the file-level db commands.
+func storeOf(e *engine.Engine) *bolt.Store { return e.Store().(*bolt.Store) }

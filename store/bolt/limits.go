@@ -13,12 +13,23 @@ import (
 const scanCheckEvery = 4096
 
 // StageFor starts a run's staged view that stops its scans when ctx is done (the run's deadline
-// or cancellation) and holds the run to limits.
-func (s *Store) StageFor(ctx context.Context, limits store.RunLimits) *Stage {
+// or cancellation) and holds the run to limits (store.Store's StageFor; the view is a *Stage).
+func (s *Store) StageFor(ctx context.Context, limits store.RunLimits) store.Stage {
+	return s.stageFor(ctx, limits)
+}
+
+// stageFor is StageFor with the concrete type.
+func (s *Store) stageFor(ctx context.Context, limits store.RunLimits) *Stage {
 	sg := s.Stage()
 	sg.ctx, sg.limits = ctx, limits
 	return sg
 }
+
+// Store and Stage are the bbolt implementations of store's interfaces.
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Stage = (*Stage)(nil)
+)
 
 // Exceeded returns the run limit the run crossed, or nil.
 func (sg *Stage) Exceeded() *store.LimitError { return sg.exceeded }
