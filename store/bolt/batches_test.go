@@ -266,7 +266,7 @@ func importGoroutines(want string) []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "store.(*Store).ImportBatches.func") && strings.Contains(g, want) {
+		if strings.Contains(g, "bolt.(*Store).ImportBatches.func") && strings.Contains(g, want) {
 			out = append(out, g)
 		}
 	}
