@@ -21,14 +21,14 @@ import (
 // and digest like every other document.
 const (
 	SeedCollection = "seed" // the system collection (as "_seed") of the kept seed
-	SeedID         = "seed"
+	SeedID         = "seed" // the kept seed's document id
 )
 
 // ErrNoSeed is matched (errors.Is) by the error of Seed on a store that keeps no seed: one made
 // before stores kept the seed they were made from, of a domain that is not built in.
 var ErrNoSeed = errors.New("the store does not keep the seed it was made from")
 
-// definitionSums returns the SHA-256 of each definition file, hex, by name.
+// DefinitionSums returns the SHA-256 of each definition file, hex, by name.
 func DefinitionSums(def map[string]string) map[string]string {
 	if def == nil {
 		return nil
@@ -45,7 +45,7 @@ func fileSum(text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// definitionMismatch says how the recorded definition differs from the sums recorded with it,
+// DefinitionMismatch says how the recorded definition differs from the sums recorded with it,
 // naming each file, or returns "" when they agree (or when there are no sums to check: a store
 // written before they were kept).
 func DefinitionMismatch(def, sums map[string]string) string {
@@ -74,7 +74,7 @@ func DefinitionMismatch(def, sums map[string]string) string {
 		strings.Join(bad, ", ") + "): it was edited outside starplan, or damaged"
 }
 
-// encodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
+// EncodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
 // domain's seed.json holds it (decodeTables reads it back, validating every row again).
 func EncodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
 	b, err := json.Marshal(seed)

@@ -186,7 +186,7 @@ func (d *Domain) check() error {
 	return nil
 }
 
-// compiled returns the compiled schemas, compiling them if the Domain was built in Go.
+// Schemas returns the compiled schemas, by table name, compiling them if the Domain was built in Go.
 func (d *Domain) Schemas() (map[string]*Schema, error) {
 	if d.schemas == nil || len(d.schemas) != len(d.Tables) {
 		if err := d.check(); err != nil {
@@ -196,7 +196,7 @@ func (d *Domain) Schemas() (map[string]*Schema, error) {
 	return d.schemas, nil
 }
 
-// decodeTables reads {"table": [rows]} and validates every row; the error names the table and
+// DecodeTables reads {"table": [rows]} and validates every row; the error names the table and
 // the row's position.
 func (d *Domain) DecodeTables(r io.Reader) (map[string][]table.Row, error) {
 	dec := json.NewDecoder(r)
@@ -252,6 +252,7 @@ func (d *Domain) DecodeTables(r io.Reader) (map[string][]table.Row, error) {
 // maxSeedErrors is the most bad seed rows one load reports (the rest are counted).
 const maxSeedErrors = 20
 
+// TableNames lists the domain's table names in the order they are declared.
 func (d *Domain) TableNames() []string {
 	names := make([]string, len(d.Tables))
 	for i, t := range d.Tables {
@@ -260,6 +261,7 @@ func (d *Domain) TableNames() []string {
 	return names
 }
 
+// DidYouMean is " (did you mean \"NAME\"?)" for the candidate nearest x, else " (known: A, B)".
 func DidYouMean(x string, candidates []string) string {
 	if near := nearest(x, candidates); near != "" {
 		return fmt.Sprintf(" (did you mean %q?)", near)
@@ -267,7 +269,7 @@ func DidYouMean(x string, candidates []string) string {
 	return " (known: " + strings.Join(candidates, ", ") + ")"
 }
 
-// fromJSON turns the json.Number values of a decoded document into int64 (integer literals) or
+// FromJSON turns the json.Number values of a decoded document into int64 (integer literals) or
 // float64 (anything with a fraction or exponent), recursively.
 func FromJSON(v any) any {
 	switch x := v.(type) {

@@ -16,7 +16,7 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// schema is a table.Schema checked and compiled once: fields by name, patterns compiled.
+// Schema is a table.Schema checked and compiled once: fields by name, patterns compiled.
 type Schema struct {
 	*table.Schema
 	FieldsByName map[string]*Field
@@ -39,7 +39,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 // letters, digits or _ (names starting with "_" are starplan's own).
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
-// compileSchema checks that s is a usable schema and compiles it. Table and field names start
+// CompileSchema checks that s is a usable schema and compiles it. Table and field names start
 // with a letter (names starting with "_" are reserved for starplan's own fields and collections);
 // the key field is declared, required and a string or an int.
 func CompileSchema(s *table.Schema) (*Schema, error) {
@@ -185,9 +185,11 @@ func Validate(s *table.Schema, row table.Row) (table.Row, error) {
 	return c.ValidateRow(row)
 }
 
+// ValidateRow checks row against the schema and returns it with every value converted to its
+// field's stored kind (a copy: row is not changed), or the first rule it breaks.
 func (s *Schema) ValidateRow(row table.Row) (table.Row, error) { return s.validateInto(row, false) }
 
-// validateOwned is validate for a row no one else holds (an import's record): its map becomes
+// ValidateOwned is ValidateRow for a row no one else holds (an import's record): its map becomes
 // the validated row, instead of a copy (an import validates millions). On an error the row may
 // be part converted.
 func (s *Schema) ValidateOwned(row table.Row) (table.Row, error) { return s.validateInto(row, true) }
@@ -272,6 +274,7 @@ func keyOf(s *Schema, row table.Row) any {
 	return nil
 }
 
+// UnknownField is the error for a field name the table does not declare, with the nearest.
 func (s *Schema) UnknownField(key any, name string, v any) error {
 	rule := fmt.Sprintf("is not a field of %s", s.Name)
 	if near := nearest(name, s.FieldNames()); near != "" {
@@ -282,7 +285,7 @@ func (s *Schema) UnknownField(key any, name string, v any) error {
 	return &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v, Rule: rule}
 }
 
-// checkField converts v to the stored kind of the table's field f, or returns a
+// CheckField converts v to the stored kind of the table's field f, or returns a
 // *table.FieldError naming the rule it breaks; in a list or object value the error's Field is
 // the path of the offending part ("address.city", "lines[2].qty") and its Value that part.
 func (s *Schema) CheckField(f *Field, key, v any) (any, error) {
@@ -463,7 +466,7 @@ func (w *nestedCheck) untyped(root *Field, path string, v any, level int) any {
 	return w.fail(path, v, fmt.Sprintf("must be None, a bool, a number, a string, a list or a dict, not a Go %T", v))
 }
 
-// check converts a scalar v to the field's stored kind, or returns the rule it breaks.
+// Check converts a scalar v to the field's stored kind, or returns the rule it breaks.
 func (f *Field) Check(v any) (any, string) {
 	if v == nil {
 		if f.Required {
@@ -608,7 +611,7 @@ func toFloat(v any) float64 {
 	return math.NaN()
 }
 
-// toInt converts Go's integer kinds to int64.
+// ToInt converts Go's integer kinds to int64.
 func ToInt(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int64:
@@ -671,7 +674,7 @@ func quoteAll(ss []string) []string {
 // nearest is the did-you-mean shared with the where compiler, so hints read the same.
 func nearest(x string, candidates []string) string { return table.Nearest(x, candidates) }
 
-// normKey converts a key value to the kind the key field stores (string, or int64), or explains
+// NormKey converts a key value to the kind the key field stores (string, or int64), or explains
 // why it cannot be a key of this table.
 func (s *Schema) NormKey(k any) (any, error) {
 	switch s.KeyField.Type {
@@ -689,7 +692,7 @@ func (s *Schema) NormKey(k any) (any, error) {
 	}
 }
 
-// keyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
+// KeyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
 func (s *Schema) KeyNum(key any) (int64, bool) {
 	str, ok := key.(string)
 	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
@@ -703,7 +706,7 @@ func (s *Schema) KeyNum(key any) (int64, bool) {
 	return n, err == nil
 }
 
-// formatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
+// FormatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
 func (s *Schema) FormatKey(n int64) string {
 	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
 }

@@ -40,6 +40,7 @@ type SysGroup struct {
 	Bytes int64 `json:"bytes"` // the size of the documents' JSON
 }
 
+// Valid reports an entry a backend cannot index: an Order holding a NUL byte, or an empty Group.
 func (x *SysIndex) Valid() error {
 	if strings.IndexByte(x.Order, 0) >= 0 || x.Group == "" || strings.IndexByte(x.Group, 0) >= 0 {
 		return fmt.Errorf("index entry %q/%q: the order holds no NUL byte and the group is not empty", x.Order, x.Group)
