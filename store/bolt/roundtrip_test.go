@@ -29,7 +29,7 @@ func roundTripDomains(t *testing.T) map[string]*store.Domain {
 		require.NoError(t, err, name)
 		out[name] = d
 	}
-	d, err := store.LoadDomain(os.DirFS("../testdata/domains/orders"))
+	d, err := store.LoadDomain(os.DirFS("../../testdata/domains/orders"))
 	require.NoError(t, err)
 	out["orders"] = d
 	return out

@@ -89,9 +89,9 @@ func TestOpenNoSeed(t *testing.T) {
 // TestSeedIsTheDemoStore checks the embedded seed against the shared evaluation data, byte for
 // byte in meaning, and that a new store holds exactly it.
 func TestSeedIsTheDemoStore(t *testing.T) {
-	raw, err := os.ReadFile("../domains/inventory/seed.json")
+	raw, err := os.ReadFile("../../domains/inventory/seed.json")
 	require.NoError(t, err)
-	if shared, err := os.ReadFile("../../shared/eval/seed-store.json"); err == nil {
+	if shared, err := os.ReadFile("../../../shared/eval/seed-store.json"); err == nil {
 		assert.JSONEq(t, string(shared), string(raw), "domains/inventory/seed.json must be the demo store")
 	}
 	s := openTemp(t)

@@ -142,7 +142,7 @@ func TestImportBatchesCSVRefusesGoNumberSyntax(t *testing.T) {
 
 // A nested CSV cell is one JSON value and nothing after it.
 func TestImportCSVNestedCellIsOneJSONValue(t *testing.T) {
-	d, err := store.LoadDomain(os.DirFS("../testdata/domains/orders"))
+	d, err := store.LoadDomain(os.DirFS("../../testdata/domains/orders"))
 	require.NoError(t, err)
 	for _, tc := range []struct{ cell, want string }{
 		{`"[] ]"`, `record 1, line 2, column 25: field "lines" = "[] ]" is not JSON text ("]" follows the value): write the list as JSON, such as ["a", 2.5]`},
