@@ -52,31 +52,31 @@ func main() {
 	}
 }
 `},
-	{"store", "opens and closes a store", `package main
+	{"store/bolt", "opens and closes a store (the embedded backend)", `package main
 
 import (
 	"os"
 
-	"{{m}}/store"
+	"{{m}}/store/bolt"
 )
 
 func main() {
-	if st, err := store.Open(os.Args[1], store.Options{}); err == nil {
+	if st, err := bolt.Open(os.Args[1], bolt.Options{}); err == nil {
 		st.Close()
 	}
 }
 `},
-	{"engine", "opens a store and an engine over it", `package main
+	{"engine", "opens an embedded store and an engine over it", `package main
 
 import (
 	"os"
 
 	"{{m}}/engine"
-	"{{m}}/store"
+	"{{m}}/store/bolt"
 )
 
 func main() {
-	st, err := store.Open(os.Args[1], store.Options{})
+	st, err := bolt.Open(os.Args[1], bolt.Options{})
 	if err != nil {
 		return
 	}
@@ -121,7 +121,8 @@ func TestImportFootprint(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("\n| importing | a minimal program that | links, outside the standard library | of them starplan's | its size |\n|---|---|---|---|---|\n")
 	for _, f := range footprints {
-		src := filepath.Join(dir, f.pkg+".go")
+		name := strings.ReplaceAll(f.pkg, "/", "_")
+		src := filepath.Join(dir, name+".go")
 		require.NoError(t, os.WriteFile(src, []byte(strings.ReplaceAll(f.src, "{{m}}", module)), 0o644))
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", src).Output()
 		require.NoError(t, err, "go list %s", src)
@@ -137,7 +138,7 @@ func TestImportFootprint(t *testing.T) {
 		}
 		size := sizes[f.pkg]
 		if *updateFootprint {
-			bin := filepath.Join(dir, f.pkg)
+			bin := filepath.Join(dir, name)
 			out, err := exec.Command("go", "build", "-o", bin, src).CombinedOutput()
 			require.NoError(t, err, string(out))
 			st, err := os.Stat(bin)

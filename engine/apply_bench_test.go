@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // BenchmarkRunAndApply is what a sale costs a user end to end: a new plan's dry run (a different
@@ -22,7 +22,7 @@ func BenchmarkRunAndApply(b *testing.B) {
 	for i := range styles {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "SB%03d", "name": "Bench %d", "description": "d", "quantity_in_stock": 1000000000, "price": 10.0}`, i, i))
 	}
-	_, err := e.Store().Import(context.Background(), "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), store.JSON, store.Upsert)
+	_, err := e.Store().(*bolt.Store).Import(context.Background(), "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), bolt.JSON, bolt.Upsert)
 	require.NoError(b, err)
 	plan := example(b, "02_purchase_wayfarer.star")
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -161,7 +162,7 @@ func TestApprovalRequiresNApprovers(t *testing.T) {
 	e := domainEngine(t, stockDomain(t, `{"required_approvals": 2}`, ""))
 	dump := func() string {
 		var b strings.Builder
-		require.NoError(t, e.Store().Dump(&b))
+		require.NoError(t, e.Store().(*bolt.Store).Dump(&b))
 		return b.String()
 	}
 	seeded := dump()
@@ -258,7 +259,7 @@ def needs_person(changes):
 // A run older than pending_ttl answers run-expired; it can still be rejected.
 func TestApprovalPendingTTL(t *testing.T) {
 	clk := &clock{now: fixedNow}
-	st, err := store.Open(t.TempDir(), store.Options{Domain: stockDomain(t, `{"pending_ttl": "24h"}`, "")})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: stockDomain(t, `{"pending_ttl": "24h"}`, "")})
 	require.NoError(t, err)
 	e, err := New(st, Options{Now: clk.Now})
 	require.NoError(t, err)

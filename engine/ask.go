@@ -9,6 +9,7 @@ import (
 	"github.com/starplan/starplan/llm"
 	"github.com/starplan/starplan/prompts"
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 )
 
 // DefaultMaxRepairs is how many times Ask sends a failed plan's diagnostics back to the model
@@ -138,7 +139,7 @@ func repairable(o Outcome) bool {
 // SystemPrompt renders the code-as-plan prompt for the store as it is now: its schemas, row
 // counts and a few sample rows, the helpers the sandbox provides, and the domain's contract.
 func (e *Engine) SystemPrompt() (string, error) {
-	infos, err := prompts.TablesOf(e.st.Stage())
+	infos, err := prompts.TablesOf(e.st.StageFor(context.Background(), store.RunLimits{}))
 	if err != nil {
 		return "", err
 	}

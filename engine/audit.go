@@ -508,7 +508,7 @@ func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Pro
 // A process killed before then loses the records of its last moments, never the store's
 // consistency (applies write their record in the same transaction as their data).
 type auditLog struct {
-	st      *store.Store
+	st      store.Store
 	chain   *chain
 	mu      sync.Mutex
 	queue   []*RunRecord
@@ -528,7 +528,7 @@ const maxQueued = 4096
 // batch: one disk sync per burst of runs instead of one per run.
 const auditLinger = 5 * time.Millisecond
 
-func newAuditLog(st *store.Store, c *chain) *auditLog {
+func newAuditLog(st store.Store, c *chain) *auditLog {
 	a := &auditLog{st: st, chain: c, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.loop()
 	return a

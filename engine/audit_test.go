@@ -16,6 +16,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -209,7 +210,7 @@ func TestAConflictOfManyRowsIsBounded(t *testing.T) {
 		fmt.Fprintf(&items, `{"item_id": "X%03d", "name": "Bulk %03d", "description": "d", "quantity_in_stock": 10, "price": 1.5}`, i, i)
 	}
 	items.WriteString("]")
-	_, err := e.Store().Import(ctx, "inventory", strings.NewReader(items.String()), store.JSON, store.Upsert)
+	_, err := e.Store().(*bolt.Store).Import(ctx, "inventory", strings.NewReader(items.String()), bolt.JSON, bolt.Upsert)
 	require.NoError(t, err)
 	plan := `
 balance = get_current_balance(transactions_tbl)

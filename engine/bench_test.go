@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // bigStore opens a store whose inventory has n generated rows (the demo's six, then more).
-func bigStore(b *testing.B, n int) *store.Store {
+func bigStore(b *testing.B, n int) *bolt.Store {
 	b.Helper()
 	st := openStore(b, b.TempDir())
 	b.Cleanup(func() { st.Close() })
@@ -33,7 +33,7 @@ func bigStore(b *testing.B, n int) *store.Store {
 	}
 	var buf bytes.Buffer
 	require.NoError(b, json.NewEncoder(&buf).Encode(rows))
-	_, err := st.Import(context.Background(), "inventory", &buf, store.JSON, store.Upsert)
+	_, err := st.Import(context.Background(), "inventory", &buf, bolt.JSON, bolt.Upsert)
 	require.NoError(b, err)
 	return st
 }

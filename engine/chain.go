@@ -99,11 +99,11 @@ func chainID(seq int64) string { return fmt.Sprintf("%016d", seq) }
 type chain struct {
 	mu   sync.Mutex
 	head chainHead
-	st   *store.Store
+	st   store.Store
 }
 
 // loadChain reads the chain's head, or starts the chain (ChainStart) in a store that has none.
-func loadChain(ctx context.Context, st *store.Store, now time.Time) (*chain, error) {
+func loadChain(ctx context.Context, st store.Store, now time.Time) (*chain, error) {
 	c := &chain{st: st}
 	ok, err := st.GetSys(ChainCollection, chainHeadID, &c.head)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // Importing the engine once registered glog's flags (-v, -log_dir, ...) in the host's global
@@ -28,7 +28,7 @@ func TestEmbeddingLeavesTheHostsFlagsAlone(t *testing.T) {
 
 	// A host defining -v imports and runs the engine.
 	require.NotPanics(t, func() { flag.CommandLine.Bool("v", false, "the host's own") })
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	e, err := engine.New(st, engine.Options{})

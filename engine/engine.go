@@ -28,7 +28,7 @@ type Options struct {
 // Engine runs plans against one store. It is safe for concurrent use. Close flushes the audit
 // log; an engine must be closed before its store.
 type Engine struct {
-	st      *store.Store
+	st      store.Store
 	env     *sandbox.Env
 	helpers string // the domain's helpers.star, for runners that build their own environment
 	policy  *contracts.Domain
@@ -52,7 +52,7 @@ type Engine struct {
 }
 
 // New returns an engine over st, with the contract and policy of the store's domain.
-func New(st *store.Store, opts Options) (*Engine, error) {
+func New(st store.Store, opts Options) (*Engine, error) {
 	policy, err := contracts.FromDefinition(st.Domain().Name, st.Domain().Definition)
 	if err != nil {
 		return nil, fmt.Errorf("loading the contract of domain %s: %w", st.Domain().Name, err)
@@ -109,10 +109,10 @@ func (e *Engine) Env() *sandbox.Env { return e.env }
 func (e *Engine) Policy() *contracts.Domain { return e.policy }
 
 // Store returns the engine's store.
-func (e *Engine) Store() *store.Store { return e.st }
+func (e *Engine) Store() store.Store { return e.st }
 
 // Schemas returns the schemas of the store's tables, in name order.
-func Schemas(st *store.Store) []*table.Schema {
+func Schemas(st store.Store) []*table.Schema {
 	var out []*table.Schema
 	for _, name := range st.Names() {
 		if s, ok := st.Schema(name); ok {
@@ -123,7 +123,7 @@ func Schemas(st *store.Store) []*table.Schema {
 }
 
 // EnvOf returns the environment of plans over st: its tables and its domain's helpers.
-func EnvOf(st *store.Store) (*sandbox.Env, error) {
+func EnvOf(st store.Store) (*sandbox.Env, error) {
 	env, ds := sandbox.NewDomainEnv(Schemas(st), st.Domain().Definition[sandbox.HelpersFile])
 	if len(ds) > 0 {
 		return nil, fmt.Errorf("loading the helpers of domain %s: %s: %s", st.Domain().Name, sandbox.HelpersFile, ds[0])

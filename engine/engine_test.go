@@ -17,6 +17,7 @@ import (
 	"github.com/starplan/starplan/internal/benchhook"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -24,9 +25,9 @@ import (
 var fixedNow = time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
 
 // openStore opens a fresh, seeded demo store on disk.
-func openStore(t testing.TB, dir string) *store.Store {
+func openStore(t testing.TB, dir string) *bolt.Store {
 	t.Helper()
-	st, err := store.Open(dir, store.Options{Domain: store.Inventory()})
+	st, err := bolt.Open(dir, bolt.Options{Domain: store.Inventory()})
 	require.NoError(t, err)
 	return st
 }
@@ -54,9 +55,9 @@ func example(t testing.TB, name string) string {
 }
 
 // row reads a committed row.
-func row(t testing.TB, st *store.Store, tbl string, key any) table.Row {
+func row(t testing.TB, st store.Store, tbl string, key any) table.Row {
 	t.Helper()
-	tb, ok := st.Stage().Table(tbl)
+	tb, ok := st.StageFor(context.Background(), store.RunLimits{}).Table(tbl)
 	require.True(t, ok)
 	r, found, err := tb.Get(key)
 	require.NoError(t, err)

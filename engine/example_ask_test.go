@@ -8,7 +8,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/llm"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // cannedModel is a model of one's own: anything with Complete is an engine.Model, so a planner
@@ -33,7 +33,7 @@ answer_text = f"We have {item['quantity_in_stock']} Wayfarer in stock."`
 func ExampleEngine_Ask() {
 	dir, _ := os.MkdirTemp("", "starplan-example-")
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir, store.Options{})
+	st, err := bolt.Open(dir, bolt.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // answer is the README's embedding snippet, verbatim (TestReadmeEmbeddingSnippet keeps the two
 // the same): open a store, run a model's reply as a dry run, apply it if it was accepted.
 func answer(ctx context.Context, dir, question, reply string) (*engine.Result, error) {
-	st, err := store.Open(dir, store.Options{}) // clover on bbolt; seeded with the demo data when new
+	st, err := bolt.Open(dir, bolt.Options{}) // clover on bbolt; seeded with the demo data when new
 	if err != nil {
 		return nil, err
 	}

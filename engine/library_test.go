@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/starplan/starplan/builtins/tables"
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // libraryEngine is an engine over a fresh store of the library domain (domains/library), its
@@ -39,7 +41,7 @@ func builtinEngine(t testing.TB, name string) *Engine {
 // domainEngine is an engine over a fresh store of dom, its clock at fixedNow.
 func domainEngine(t testing.TB, dom *store.Domain) *Engine {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{Domain: dom})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: dom})
 	require.NoError(t, err)
 	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
 	require.NoError(t, err)
@@ -64,7 +66,7 @@ func runScript(t *testing.T, e *Engine, path string) {
 	}
 	thread := &starlark.Thread{Name: "script"}
 	starlarktest.SetReporter(thread, t)
-	tables.Bind(thread, e.st.Stage(), fixedNow)
+	tables.Bind(thread, e.st.StageFor(context.Background(), store.RunLimits{}), fixedNow)
 	_, err = starlark.ExecFileOptions(&syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true},
 		thread, filepath.Base(path), src, pre)
 	var ee *starlark.EvalError

@@ -180,7 +180,7 @@ var errTimeUp = errors.New("the run's time limit passed")
 // it: a run limit of the domain, or the time limit reached inside a scan. The plan saw a failed
 // call; in a worker that arrives as a runtime error, so the stage, which the parent holds, is
 // what decides.
-func stageLimit(res *sandbox.Result, stage *store.Stage, sctx context.Context) {
+func stageLimit(res *sandbox.Result, stage store.Stage, sctx context.Context) {
 	if res.Outcome == sandbox.OutcomeOK || res.Outcome == sandbox.OutcomeCheckFailed {
 		return
 	}

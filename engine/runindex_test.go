@@ -34,7 +34,7 @@ func synthRecord(i int) *RunRecord {
 
 // putSynth writes n synthetic records, with their index entries unless old (a store written
 // before the index).
-func putSynth(t *testing.T, st *store.Store, n int, old bool) {
+func putSynth(t *testing.T, st store.Store, n int, old bool) {
 	t.Helper()
 	var docs []store.SysDoc
 	for i := range n {

@@ -22,6 +22,7 @@ import (
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
 
@@ -183,7 +184,7 @@ type storeState map[string][]table.Row
 
 func snapshot(t *testing.T, e *Engine) storeState {
 	t.Helper()
-	v := e.Store().Stage()
+	v := e.Store().StageFor(context.Background(), store.RunLimits{})
 	s := storeState{}
 	for _, name := range v.Names() {
 		tb, _ := v.Table(name)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -237,7 +238,7 @@ func runCase(ctx context.Context, c Case, model engine.Model, opts Options) (r C
 			return r, modelFailed, errors.Join(errs...)
 		}
 	}
-	st, err := store.Open(dir, store.Options{Domain: dom})
+	st, err := bolt.Open(dir, bolt.Options{Domain: dom})
 	if err != nil {
 		return r, modelFailed, err
 	}
@@ -291,7 +292,7 @@ type state struct {
 	balance float64   // balance_after_transaction of the last transaction
 }
 
-func snapshot(st *store.Store) (state, error) {
+func snapshot(st *bolt.Store) (state, error) {
 	v := st.Stage()
 	s := state{rows: map[string][]table.Row{}, keys: map[string]string{}, stock: map[string]int64{}}
 	for _, name := range v.Names() {

@@ -18,7 +18,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -36,7 +36,7 @@ import (
 // named pipe (see profileEnv).
 
 // runners are what the benchmarks compare: the pool, or the environment itself (in process).
-func runners(b *testing.B, st *store.Store) map[string]sandbox.Runner {
+func runners(b *testing.B, st *bolt.Store) map[string]sandbox.Runner {
 	return map[string]sandbox.Runner{
 		"in_process": mustEnv(b, st),
 		"isolated":   newPool(b, Options{Warm: 1, MaxWorkers: 1}),
@@ -45,7 +45,7 @@ func runners(b *testing.B, st *store.Store) map[string]sandbox.Runner {
 
 // loop runs job on r until the benchmark ends, each time on a fresh stage, and reports the
 // median run in µs (p50-µs) besides the mean.
-func loop(b *testing.B, st *store.Store, r sandbox.Runner, j sandbox.Request) {
+func loop(b *testing.B, st *bolt.Store, r sandbox.Runner, j sandbox.Request) {
 	j.View = st.Stage()
 	res := r.Run(bg, j) // warm up: the worker's environment for these schemas
 	require.Equal(b, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
@@ -157,7 +157,7 @@ func uncachedPool(b *testing.B) *Pool {
 
 // bigStore opens a store whose inventory has n rows (the demo's six, then generated ones), as
 // engine's benchmark does.
-func bigStore(b *testing.B, n int) *store.Store {
+func bigStore(b *testing.B, n int) *bolt.Store {
 	b.Helper()
 	st := openStore(b)
 	rng := rand.New(rand.NewSource(1))
@@ -175,7 +175,7 @@ func bigStore(b *testing.B, n int) *store.Store {
 	for chunk := range slices.Chunk(rows, 5000) {
 		var buf bytes.Buffer
 		require.NoError(b, json.NewEncoder(&buf).Encode(chunk))
-		_, err := st.Import(bg, "inventory", &buf, store.JSON, store.Upsert)
+		_, err := st.Import(bg, "inventory", &buf, bolt.JSON, bolt.Upsert)
 		require.NoError(b, err)
 	}
 	return st

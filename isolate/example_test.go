@@ -7,7 +7,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/isolate"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // Isolated runs for an embedder: the program re-executes itself as its sandbox workers. In a
@@ -22,7 +22,7 @@ func ExampleNewSelfPool() {
 
 	dir, _ := os.MkdirTemp("", "starplan-example-")
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir, store.Options{})
+	st, err := bolt.Open(dir, bolt.Options{})
 	if err != nil {
 		panic(err)
 	}

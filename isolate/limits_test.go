@@ -24,7 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // helperMain is the body of the helper processes that check one OS limit each, outside any
@@ -351,7 +351,7 @@ func unprivilegedPool() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir, store.Options{})
+	st, err := bolt.Open(dir, bolt.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return 1

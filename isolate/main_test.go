@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // workerEnv makes the test binary a sandbox worker: TestMain runs WorkerMain instead of the
@@ -78,9 +78,9 @@ func newPool(t testing.TB, opts Options) *Pool {
 }
 
 // openStore opens a store with the inventory demo data in a temporary directory.
-func openStore(t testing.TB) *store.Store {
+func openStore(t testing.TB) *bolt.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	return st
@@ -89,7 +89,7 @@ func openStore(t testing.TB) *store.Store {
 var fixedNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // job is a run of src over a fresh stage of st.
-func job(st *store.Store, src string, limits sandbox.Limits) (sandbox.Request, *store.Stage) {
+func job(st *bolt.Store, src string, limits sandbox.Limits) (sandbox.Request, *bolt.Stage) {
 	stage := st.Stage()
 	return sandbox.Request{
 		Reply:   src,
@@ -103,7 +103,7 @@ func job(st *store.Store, src string, limits sandbox.Limits) (sandbox.Request, *
 
 var bg = context.Background()
 
-type storeT = *store.Store
+type storeT = *bolt.Store
 
 // resetPeakRSS resets the process's peak resident set (VmHWM) to its current resident set and
 // returns it, in bytes.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // A plan in a worker reads nested values and writes new ones: rows, filters with paths and the
@@ -24,7 +25,7 @@ func TestWorkerRunsAPlanOverNestedValues(t *testing.T) {
 		"seed.json": {Data: []byte(`{"orders": [{"order_id": "O1", "address": {"city": "Oslo"}, "lines": [{"qty": 2, "price": 80}]}]}`)},
 	})
 	require.NoError(t, err)
-	st, err := store.Open(t.TempDir(), store.Options{Domain: d})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: d})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	p := newPool(t, Options{})

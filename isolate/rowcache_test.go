@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -27,7 +27,7 @@ func TestRowCacheParity(t *testing.T) {
 	}
 	b, err := json.Marshal(rows)
 	require.NoError(t, err)
-	_, err = st.Import(bg, "inventory", bytes.NewReader(b), store.JSON, store.Upsert)
+	_, err = st.Import(bg, "inventory", bytes.NewReader(b), bolt.JSON, bolt.Upsert)
 	require.NoError(t, err)
 
 	plans := map[string]string{
@@ -142,7 +142,7 @@ func TestRowCacheStaleReplaced(t *testing.T) {
 	}
 	b, err := json.Marshal(rows)
 	require.NoError(t, err)
-	_, err = st.Import(bg, "inventory", bytes.NewReader(b), store.JSON, store.Upsert)
+	_, err = st.Import(bg, "inventory", bytes.NewReader(b), bolt.JSON, bolt.Upsert)
 	require.NoError(t, err)
 	type rec struct {
 		c   *rowCache

@@ -16,6 +16,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -178,7 +179,7 @@ func TestLargeSearchInParts(t *testing.T) {
 	}
 	b, err := json.Marshal(rows)
 	require.NoError(t, err)
-	_, err = st.Import(bg, "inventory", bytes.NewReader(b), store.JSON, store.Upsert)
+	_, err = st.Import(bg, "inventory", bytes.NewReader(b), bolt.JSON, bolt.Upsert)
 	require.NoError(t, err)
 	j, _ := job(st, `
 rows = inventory_tbl.all()
@@ -202,7 +203,7 @@ odd = len(inventory_tbl.search(lambda r: r["quantity_in_stock"] % 2 == 1))
 }
 
 // mustEnv is the environment of plans over st, its domain's helpers included.
-func mustEnv(t testing.TB, st *store.Store) *sandbox.Env {
+func mustEnv(t testing.TB, st *bolt.Store) *sandbox.Env {
 	t.Helper()
 	env, err := engine.EnvOf(st)
 	require.NoError(t, err)

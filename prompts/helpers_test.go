@@ -9,13 +9,13 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/prompts"
 	"github.com/starplan/starplan/sandbox"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // openDemo opens a new store seeded with the demo data in a temporary directory.
-func openDemo(t *testing.T) *store.Store {
+func openDemo(t *testing.T) *bolt.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	return st
@@ -23,7 +23,7 @@ func openDemo(t *testing.T) *store.Store {
 
 // demoInput builds the system prompt's input the way the engine does: the live store's tables,
 // the sandbox's registry and the domain's contract.
-func demoInput(t *testing.T, st *store.Store) prompts.Input {
+func demoInput(t *testing.T, st *bolt.Store) prompts.Input {
 	t.Helper()
 	infos, err := prompts.TablesOf(st.Stage())
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func demoSystem(t *testing.T) string {
 }
 
 // mustEnv is the environment of plans over st, its domain's helpers included.
-func mustEnv(t *testing.T, st *store.Store) *sandbox.Env {
+func mustEnv(t *testing.T, st *bolt.Store) *sandbox.Env {
 	t.Helper()
 	env, err := engine.EnvOf(st)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
 
@@ -107,7 +109,7 @@ func Describe(eng *engine.Engine, maxBody int64) (*Description, error) {
 	if d.AuditLog, err = auditLogOf(eng); err != nil {
 		return nil, internal(fmt.Errorf("reading the audit log's counts: %w", err))
 	}
-	view := st.Stage()
+	view := st.StageFor(context.Background(), store.RunLimits{})
 	for _, name := range st.Names() {
 		t, ok := view.Table(name)
 		if !ok {

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -28,7 +28,7 @@ const testToken = "test-token-0123456789abcdef"
 // fixture is one server over a fresh demo store, reachable over HTTP.
 type fixture struct {
 	t   testing.TB
-	st  *store.Store
+	st  *bolt.Store
 	eng *engine.Engine
 	srv *Server
 	web *httptest.Server
@@ -38,7 +38,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, opts Options) *fixture {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
 	eng, err := engine.New(st, engine.Options{})
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // A run's recorded history is what the event stream said about it, and it is kept with the
@@ -18,7 +18,7 @@ func TestRunsKeepTheirEventsAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	open := func() (*Server, func()) {
-		st, err := store.Open(dir, store.Options{})
+		st, err := bolt.Open(dir, bolt.Options{})
 		require.NoError(t, err)
 		eng, err := engine.New(st, engine.Options{})
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"embed"
 	"io/fs"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/diffview"
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
 
@@ -315,7 +317,7 @@ func bySeriousness(ds diag.List) diag.List {
 // schemas are the store's table schemas, for the diff's column order.
 func (s *Server) schemas() map[string]*table.Schema {
 	st := s.eng.Store()
-	view := st.Stage()
+	view := st.StageFor(context.Background(), store.RunLimits{})
 	out := map[string]*table.Schema{}
 	for _, name := range st.Names() {
 		if t, ok := view.Table(name); ok {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/access"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/tokens"
 )
 
@@ -428,7 +428,7 @@ func BenchmarkHTTPApply(b *testing.B) {
 					row["quantity_in_stock"] = 23
 					raw, err := json.Marshal([]any{row})
 					require.NoError(b, err)
-					_, err = f.st.Import(context.Background(), "inventory", bytes.NewReader(raw), store.JSON, store.Upsert)
+					_, err = f.st.Import(context.Background(), "inventory", bytes.NewReader(raw), bolt.JSON, bolt.Upsert)
 					require.NoError(b, err)
 				}
 				doc := f.run(purchase("Aviator", 1, "Bench"), "")

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,16 +20,16 @@ import (
 // (up to MaxSeed) is kept out of it; the seed's document is covered by its collection's count
 // and digest like every other document.
 const (
-	seedCollection = "seed" // the system collection (as "_seed") of the kept seed
-	seedID         = "seed"
+	SeedCollection = "seed" // the system collection (as "_seed") of the kept seed
+	SeedID         = "seed" // the kept seed's document id
 )
 
 // ErrNoSeed is matched (errors.Is) by the error of Seed on a store that keeps no seed: one made
 // before stores kept the seed they were made from, of a domain that is not built in.
 var ErrNoSeed = errors.New("the store does not keep the seed it was made from")
 
-// definitionSums returns the SHA-256 of each definition file, hex, by name.
-func definitionSums(def map[string]string) map[string]string {
+// DefinitionSums returns the SHA-256 of each definition file, hex, by name.
+func DefinitionSums(def map[string]string) map[string]string {
 	if def == nil {
 		return nil
 	}
@@ -46,10 +45,10 @@ func fileSum(text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// definitionMismatch says how the recorded definition differs from the sums recorded with it,
+// DefinitionMismatch says how the recorded definition differs from the sums recorded with it,
 // naming each file, or returns "" when they agree (or when there are no sums to check: a store
 // written before they were kept).
-func definitionMismatch(def, sums map[string]string) string {
+func DefinitionMismatch(def, sums map[string]string) string {
 	if sums == nil {
 		return ""
 	}
@@ -75,82 +74,14 @@ func definitionMismatch(def, sums map[string]string) string {
 		strings.Join(bad, ", ") + "): it was edited outside starplan, or damaged"
 }
 
-// encodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
+// EncodeSeed is the document a store keeps of its domain's seed: {"<table>": [rows]}, as a
 // domain's seed.json holds it (decodeTables reads it back, validating every row again).
-func encodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
+func EncodeSeed(seed map[string][]table.Row) (json.RawMessage, error) {
 	b, err := json.Marshal(seed)
 	if err != nil {
 		return nil, fmt.Errorf("keeping the domain's seed: %w", err)
 	}
 	return b, nil
-}
-
-// keptSeedLocked returns the seed the store keeps, or nil (and no error) when it keeps none. A
-// kept seed that is missing from its collection's count and digest, does not decode, or has
-// rows that no longer fit the schemas is a *DamagedError. The caller holds s.bolt.mu.
-func (s *Store) keptSeedLocked() (map[string][]table.Row, error) {
-	c, _ := sysCollection(seedCollection)
-	var raw json.RawMessage
-	found, err := s.getSysLocked(c, seedID, &raw)
-	if verr := s.verifySysLocked(c); verr != nil {
-		return nil, verr
-	}
-	if err != nil {
-		return nil, &DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not read back: " + err.Error(), Err: err}
-	}
-	if !found {
-		return nil, nil
-	}
-	seed, err := s.domain.decodeTables(bytes.NewReader(raw))
-	if err != nil {
-		return nil, &DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not fit its domain: " + err.Error(), Err: err}
-	}
-	return seed, nil
-}
-
-// seedRows is what Seed writes: the seed the store keeps; for a store that keeps none, the seed
-// of the domain it was opened with (a caller that passed Options.Domain with seed rows), or, for
-// the built-in inventory domain, its demo data. Otherwise ErrNoSeed: a reseed never empties a
-// store for want of rows. The caller holds s.mu.
-func (s *Store) seedRows() (map[string][]table.Row, error) {
-	var kept map[string][]table.Row
-	err := guard(s.bolt.path, func() (err error) {
-		s.bolt.mu.Lock()
-		defer s.bolt.mu.Unlock()
-		kept, err = s.keptSeedLocked()
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case kept != nil:
-		return kept, nil
-	case s.domain.Seed != nil:
-		return s.domain.Seed, nil
-	}
-	// The built-in demo data serves a store of the inventory domain made before stores kept
-	// their seed, when every row of it fits the store's own tables (their docs and indexes may
-	// be an older starplan's).
-	if inv := Inventory(); s.domain.Name == inv.Name && s.fits(inv.Seed) {
-		return inv.Seed, nil
-	}
-	return nil, ErrNoSeed
-}
-
-// fits reports whether every row of seed is a valid row of the store's table of its name.
-func (s *Store) fits(seed map[string][]table.Row) bool {
-	for name, rows := range seed {
-		sc := s.schemas[name]
-		if sc == nil {
-			return false
-		}
-		for _, r := range rows {
-			if _, err := sc.validate(maps.Clone(r)); err != nil {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // SeedWords names a domain's seed of n rows for a person: "the inventory demo data (7 rows)"
@@ -160,5 +91,9 @@ func SeedWords(domain string, n int) string {
 	if domain == domains.Inventory {
 		what = "the inventory demo data"
 	}
-	return fmt.Sprintf("%s (%d %s)", what, n, plural(int64(n), "row", "rows"))
+	rows := "rows"
+	if n == 1 {
+		rows = "row"
+	}
+	return fmt.Sprintf("%s (%d %s)", what, n, rows)
 }

@@ -37,7 +37,7 @@ type Domain struct {
 	// opened without a domain is opened with the one it recorded.
 	Definition map[string]string `json:"-"`
 
-	schemas map[string]*schema
+	schemas map[string]*Schema
 }
 
 // The files of a domain's directory. The store reads domain.json and seed.json; it records
@@ -110,7 +110,7 @@ func LoadDomain(fsys fs.FS) (*Domain, error) {
 	}
 	if seed != nil {
 		// A seed with several bad rows is refused with one error per row, joined (errors.Join).
-		if d.Seed, err = d.decodeTables(bytes.NewReader(seed)); err != nil {
+		if d.Seed, err = d.DecodeTables(bytes.NewReader(seed)); err != nil {
 			return nil, fmt.Errorf("load domain %s: %w", d.Name, diag.JSONError(SeedFile, string(seed), err))
 		}
 	}
@@ -169,12 +169,12 @@ func (d *Domain) check() error {
 	if len(d.Tables) == 0 {
 		return errors.New("a domain needs at least one table")
 	}
-	d.schemas = make(map[string]*schema, len(d.Tables))
+	d.schemas = make(map[string]*Schema, len(d.Tables))
 	for _, t := range d.Tables {
 		if t == nil {
 			return errors.New("null table")
 		}
-		c, err := compileSchema(t)
+		c, err := CompileSchema(t)
 		if err != nil {
 			return err
 		}
@@ -186,8 +186,8 @@ func (d *Domain) check() error {
 	return nil
 }
 
-// compiled returns the compiled schemas, compiling them if the Domain was built in Go.
-func (d *Domain) compiled() (map[string]*schema, error) {
+// Schemas returns the compiled schemas, by table name, compiling them if the Domain was built in Go.
+func (d *Domain) Schemas() (map[string]*Schema, error) {
 	if d.schemas == nil || len(d.schemas) != len(d.Tables) {
 		if err := d.check(); err != nil {
 			return nil, err
@@ -196,9 +196,9 @@ func (d *Domain) compiled() (map[string]*schema, error) {
 	return d.schemas, nil
 }
 
-// decodeTables reads {"table": [rows]} and validates every row; the error names the table and
+// DecodeTables reads {"table": [rows]} and validates every row; the error names the table and
 // the row's position.
-func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
+func (d *Domain) DecodeTables(r io.Reader) (map[string][]table.Row, error) {
 	dec := json.NewDecoder(r)
 	dec.UseNumber()
 	var raw map[string][]map[string]any
@@ -222,13 +222,13 @@ func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		s := d.schemas[name]
 		if s == nil {
-			bad(fmt.Errorf("unknown table %q%s", name, didYouMean(name, d.tableNames())))
+			bad(fmt.Errorf("unknown table %q%s", name, DidYouMean(name, d.TableNames())))
 			continue
 		}
 		seen := make(map[any]int, len(raw[name]))
 		rows := make([]table.Row, 0, len(raw[name]))
 		for i, r := range raw[name] {
-			row, err := s.validate(fromJSON(r).(map[string]any))
+			row, err := s.ValidateRow(FromJSON(r).(map[string]any))
 			if err != nil {
 				bad(fmt.Errorf("%s record %d: %w", name, i+1, err))
 				continue
@@ -252,7 +252,8 @@ func (d *Domain) decodeTables(r io.Reader) (map[string][]table.Row, error) {
 // maxSeedErrors is the most bad seed rows one load reports (the rest are counted).
 const maxSeedErrors = 20
 
-func (d *Domain) tableNames() []string {
+// TableNames lists the domain's table names in the order they are declared.
+func (d *Domain) TableNames() []string {
 	names := make([]string, len(d.Tables))
 	for i, t := range d.Tables {
 		names[i] = t.Name
@@ -260,16 +261,17 @@ func (d *Domain) tableNames() []string {
 	return names
 }
 
-func didYouMean(x string, candidates []string) string {
+// DidYouMean is " (did you mean \"NAME\"?)" for the candidate nearest x, else " (known: A, B)".
+func DidYouMean(x string, candidates []string) string {
 	if near := nearest(x, candidates); near != "" {
 		return fmt.Sprintf(" (did you mean %q?)", near)
 	}
 	return " (known: " + strings.Join(candidates, ", ") + ")"
 }
 
-// fromJSON turns the json.Number values of a decoded document into int64 (integer literals) or
+// FromJSON turns the json.Number values of a decoded document into int64 (integer literals) or
 // float64 (anything with a fraction or exponent), recursively.
-func fromJSON(v any) any {
+func FromJSON(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil && !strings.ContainsAny(string(x), ".eE") {
@@ -282,12 +284,12 @@ func fromJSON(v any) any {
 		return f
 	case map[string]any:
 		for k, e := range x {
-			x[k] = fromJSON(e)
+			x[k] = FromJSON(e)
 		}
 		return x
 	case []any:
 		for i, e := range x {
-			x[i] = fromJSON(e)
+			x[i] = FromJSON(e)
 		}
 		return x
 	}

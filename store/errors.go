@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/starplan/starplan/table"
@@ -122,3 +123,49 @@ func (e *DomainError) Error() string {
 func (e *DomainError) Hint() string {
 	return fmt.Sprintf("open %s with the %s domain (store.Options.Domain), or pass --db DIR for a store of the %s domain", e.Dir, e.Holds, e.Wanted)
 }
+
+// ErrDamaged is matched (errors.Is) by every *DamagedError.
+var ErrDamaged = errors.New("store file is damaged")
+
+// DamagedError says that a store's data.db cannot be trusted: it is empty, truncated, not a
+// bbolt file, holds no starplan record, has a page or a row that does not read back, holds
+// other documents than its record counted and digested (a row lost, added or changed outside
+// starplan), or its newer meta page is damaged (so that opening it would silently go back to the
+// previous commit). starplan never writes to a
+// file it reports damaged.
+type DamagedError struct {
+	Path    string // the data.db file
+	Problem string // what is wrong, in words
+	Err     error  // the cause, when there is one
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("store file %s is damaged: %s", e.Path, e.Problem)
+}
+
+// Hint says what to do about it.
+func (e *DamagedError) Hint() string {
+	return "restore " + e.Path + " from a backup (starplan will not write to it as it is); " +
+		"starplan db check --db " + filepath.Dir(e.Path) + " reports everything it finds"
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
+func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
+
+// ErrNoStore is matched (errors.Is) by every *NoStoreError.
+var ErrNoStore = errors.New("no store")
+
+// NoStoreError is returned by Open with Options.MustExist when dir holds no store.
+type NoStoreError struct {
+	Dir string
+}
+
+func (e *NoStoreError) Error() string { return "no store at " + e.Dir }
+
+// Hint says what to do about it.
+func (e *NoStoreError) Hint() string {
+	return "run starplan db init (or any exec or ask) to create one, or pass --db DIR to use another store"
+}
+
+func (e *NoStoreError) Is(target error) bool { return target == ErrNoStore }

@@ -16,39 +16,43 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// schema is a table.Schema checked and compiled once: fields by name, patterns compiled.
-type schema struct {
+// Schema is a table.Schema checked and compiled once: fields by name, patterns compiled.
+type Schema struct {
 	*table.Schema
-	fields  map[string]*field
-	key     *field
-	indexed map[string]bool // the key and the declared indexes (Schema.Indexes)
+	FieldsByName map[string]*Field
+	KeyField     *Field
+	Indexed      map[string]bool // the key and the declared indexes (Schema.Indexes)
 }
 
-type field struct {
+type Field struct {
 	*table.Field
 	re   *regexp.Regexp
 	enum map[string]bool
 	// items (lists) and keys (objects) are the compiled schemas of a nested field's parts.
-	items *field
-	keys  map[string]*field
+	items *Field
+	keys  map[string]*Field
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 
-// compileSchema checks that s is a usable schema and compiles it. Table and field names start
+// ValidName reports whether name may name a domain, a table or a field: a letter followed by
+// letters, digits or _ (names starting with "_" are starplan's own).
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// CompileSchema checks that s is a usable schema and compiles it. Table and field names start
 // with a letter (names starting with "_" are reserved for starplan's own fields and collections);
 // the key field is declared, required and a string or an int.
-func compileSchema(s *table.Schema) (*schema, error) {
+func CompileSchema(s *table.Schema) (*Schema, error) {
 	if !nameRE.MatchString(s.Name) {
 		return nil, fmt.Errorf("table name %q: must be a letter followed by letters, digits or _", s.Name)
 	}
-	c := &schema{Schema: s, fields: make(map[string]*field, len(s.Fields))}
+	c := &Schema{Schema: s, FieldsByName: make(map[string]*Field, len(s.Fields))}
 	for i := range s.Fields {
 		f := &s.Fields[i]
 		if !nameRE.MatchString(f.Name) {
 			return nil, fmt.Errorf("table %s: field name %q: must be a letter followed by letters, digits or _", s.Name, f.Name)
 		}
-		if c.fields[f.Name] != nil {
+		if c.FieldsByName[f.Name] != nil {
 			return nil, fmt.Errorf("table %s: field %q is declared twice", s.Name, f.Name)
 		}
 		if f.MaxBytes != 0 && !f.Nested() {
@@ -61,15 +65,15 @@ func compileSchema(s *table.Schema) (*schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %s: field %s", s.Name, err)
 		}
-		c.fields[f.Name] = cf
+		c.FieldsByName[f.Name] = cf
 	}
-	c.key = c.fields[s.Key]
+	c.KeyField = c.FieldsByName[s.Key]
 	switch {
-	case c.key == nil:
+	case c.KeyField == nil:
 		return nil, fmt.Errorf("table %s: key field %q is not declared", s.Name, s.Key)
-	case c.key.Type != table.TypeString && c.key.Type != table.TypeInt:
-		return nil, fmt.Errorf("table %s: key field %q must be a string or an int, not %s", s.Name, s.Key, c.key.Type)
-	case s.KeyPrefix != "" && c.key.Type != table.TypeString:
+	case c.KeyField.Type != table.TypeString && c.KeyField.Type != table.TypeInt:
+		return nil, fmt.Errorf("table %s: key field %q must be a string or an int, not %s", s.Name, s.Key, c.KeyField.Type)
+	case s.KeyPrefix != "" && c.KeyField.Type != table.TypeString:
 		return nil, fmt.Errorf("table %s: key_prefix needs a string key field", s.Name)
 	case s.KeyDigits < 0:
 		return nil, fmt.Errorf("table %s: key_digits must be >= 0", s.Name)
@@ -78,28 +82,28 @@ func compileSchema(s *table.Schema) (*schema, error) {
 	case s.KeyMax >= math.MaxInt64/2:
 		return nil, fmt.Errorf("table %s: key_max %d leaves no room to increment; use at most %d", s.Name, s.KeyMax, int64(math.MaxInt64/2-1))
 	}
-	c.key.Required = true
-	c.indexed = map[string]bool{s.Key: true}
+	c.KeyField.Required = true
+	c.Indexed = map[string]bool{s.Key: true}
 	for _, name := range s.Indexes {
-		f := c.fields[name]
+		f := c.FieldsByName[name]
 		switch {
 		case f == nil:
-			return nil, fmt.Errorf("table %s: index on %q: no such field%s", s.Name, name, didYouMean(name, s.FieldNames()))
+			return nil, fmt.Errorf("table %s: index on %q: no such field%s", s.Name, name, DidYouMean(name, s.FieldNames()))
 		case name == s.Key:
 			return nil, fmt.Errorf("table %s: index on %q: the key is always indexed", s.Name, name)
-		case c.indexed[name]:
+		case c.Indexed[name]:
 			return nil, fmt.Errorf("table %s: index on %q is declared twice", s.Name, name)
 		case f.Nested():
 			return nil, fmt.Errorf("table %s: index on %q: a %s field cannot be indexed (an index holds whole scalar values)", s.Name, name, f.Type)
 		}
-		c.indexed[name] = true
+		c.Indexed[name] = true
 	}
 	return c, nil
 }
 
 // compileField checks and compiles one field declaration at the given nesting level (a table's
 // field is level 1). Its errors start with the field's path: `"address.city": ...`.
-func compileField(f *table.Field, path string, level int) (*field, error) {
+func compileField(f *table.Field, path string, level int) (*Field, error) {
 	errorf := func(format string, args ...any) error {
 		return fmt.Errorf("%q: "+format, append([]any{path}, args...)...)
 	}
@@ -120,7 +124,7 @@ func compileField(f *table.Field, path string, level int) (*field, error) {
 	if f.MaxLen < 0 {
 		return nil, errorf("max_len must be >= 0 (0: the default, %d characters)", table.DefaultMaxLen)
 	}
-	cf := &field{Field: f}
+	cf := &Field{Field: f}
 	if f.Pattern != "" {
 		re, err := regexp.Compile(`^(?:` + f.Pattern + `)$`)
 		if err != nil {
@@ -145,7 +149,7 @@ func compileField(f *table.Field, path string, level int) (*field, error) {
 		cf.items = items
 	}
 	if f.Type == table.TypeObject {
-		cf.keys = make(map[string]*field, len(f.Fields))
+		cf.keys = make(map[string]*Field, len(f.Fields))
 		for i := range f.Fields {
 			sub := &f.Fields[i]
 			if !nameRE.MatchString(sub.Name) {
@@ -174,21 +178,23 @@ func compileField(f *table.Field, path string, level int) (*field, error) {
 // The first problem found is returned as a *table.FieldError naming the field, the value and the
 // rule; an unknown field is rejected with a did-you-mean.
 func Validate(s *table.Schema, row table.Row) (table.Row, error) {
-	c, err := compileSchema(s)
+	c, err := CompileSchema(s)
 	if err != nil {
 		return nil, err
 	}
-	return c.validate(row)
+	return c.ValidateRow(row)
 }
 
-func (s *schema) validate(row table.Row) (table.Row, error) { return s.validateInto(row, false) }
+// ValidateRow checks row against the schema and returns it with every value converted to its
+// field's stored kind (a copy: row is not changed), or the first rule it breaks.
+func (s *Schema) ValidateRow(row table.Row) (table.Row, error) { return s.validateInto(row, false) }
 
-// validateOwned is validate for a row no one else holds (an import's record): its map becomes
+// ValidateOwned is ValidateRow for a row no one else holds (an import's record): its map becomes
 // the validated row, instead of a copy (an import validates millions). On an error the row may
 // be part converted.
-func (s *schema) validateOwned(row table.Row) (table.Row, error) { return s.validateInto(row, true) }
+func (s *Schema) ValidateOwned(row table.Row) (table.Row, error) { return s.validateInto(row, true) }
 
-func (s *schema) validateInto(in table.Row, owned bool) (table.Row, error) {
+func (s *Schema) validateInto(in table.Row, owned bool) (table.Row, error) {
 	out := in
 	if !owned {
 		out = make(table.Row, len(s.Fields))
@@ -196,22 +202,22 @@ func (s *schema) validateInto(in table.Row, owned bool) (table.Row, error) {
 	key := keyOf(s, in) // the key as given, before any conversion, for the errors
 	set := 0            // the fields given a value
 	for name, v := range in {
-		f := s.fields[name]
+		f := s.FieldsByName[name]
 		if f == nil {
-			return nil, s.unknownField(key, name, v)
+			return nil, s.UnknownField(key, name, v)
 		}
 		rule := ""
-		if f == s.key {
+		if f == s.KeyField {
 			rule = s.keyRule(v) // before the pattern: it says why such a key cannot be
 		}
 		if rule != "" {
 			return nil, &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v, Rule: rule}
 		}
-		nv, err := s.checkField(f, key, v)
+		nv, err := s.CheckField(f, key, v)
 		if err != nil {
 			return nil, err
 		}
-		if str, ok := nv.(string); ok && f == s.key && len(str) > MaxKeyBytes { // after max_len: its rule says more
+		if str, ok := nv.(string); ok && f == s.KeyField && len(str) > MaxKeyBytes { // after max_len: its rule says more
 			return nil, &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v,
 				Rule: fmt.Sprintf("is a key of %d bytes; a key may have at most %d", len(str), MaxKeyBytes)}
 		}
@@ -244,7 +250,7 @@ const MaxKeyBytes = 4096
 
 // keyRule returns the rule a key value breaks, if any: a key of the generated form (KeyPrefix
 // and digits) must carry a number up to the table's MaxKeyNum, or the next key could not be made.
-func (s *schema) keyRule(k any) string {
+func (s *Schema) keyRule(k any) string {
 	str, ok := k.(string)
 	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
 		return ""
@@ -259,7 +265,7 @@ func (s *schema) keyRule(k any) string {
 	return ""
 }
 
-func keyOf(s *schema, row table.Row) any {
+func keyOf(s *Schema, row table.Row) any {
 	k := row[s.Key]
 	switch k.(type) {
 	case string, int64, int:
@@ -268,7 +274,8 @@ func keyOf(s *schema, row table.Row) any {
 	return nil
 }
 
-func (s *schema) unknownField(key any, name string, v any) error {
+// UnknownField is the error for a field name the table does not declare, with the nearest.
+func (s *Schema) UnknownField(key any, name string, v any) error {
 	rule := fmt.Sprintf("is not a field of %s", s.Name)
 	if near := nearest(name, s.FieldNames()); near != "" {
 		rule += fmt.Sprintf(" (did you mean %q?)", near)
@@ -278,12 +285,12 @@ func (s *schema) unknownField(key any, name string, v any) error {
 	return &table.FieldError{Table: s.Name, Key: key, Field: name, Value: v, Rule: rule}
 }
 
-// checkField converts v to the stored kind of the table's field f, or returns a
+// CheckField converts v to the stored kind of the table's field f, or returns a
 // *table.FieldError naming the rule it breaks; in a list or object value the error's Field is
 // the path of the offending part ("address.city", "lines[2].qty") and its Value that part.
-func (s *schema) checkField(f *field, key, v any) (any, error) {
+func (s *Schema) CheckField(f *Field, key, v any) (any, error) {
 	if !f.Nested() || v == nil {
-		nv, rule := f.check(v)
+		nv, rule := f.Check(v)
 		if rule != "" {
 			return nil, &table.FieldError{Table: s.Name, Key: key, Field: f.Name, Value: v, Rule: rule}
 		}
@@ -315,7 +322,7 @@ func (w *nestedCheck) fail(path string, v any, rule string) any {
 }
 
 // spend charges n bytes of the encoded value; false when it is too large.
-func (w *nestedCheck) spend(n int, f *field) bool {
+func (w *nestedCheck) spend(n int, f *Field) bool {
 	if w.budget -= n; w.budget < 0 {
 		w.fail(f.Name, w.value, fmt.Sprintf("must encode to at most %d bytes (max_bytes)", f.ValueBytes()))
 		return false
@@ -325,13 +332,13 @@ func (w *nestedCheck) spend(n int, f *field) bool {
 
 // walk checks the value v of the table's field f, which is at nesting level 1. It returns the
 // stored form; after a failure the result is meaningless.
-func (w *nestedCheck) walk(f *field, path string, v any, level int) any {
+func (w *nestedCheck) walk(f *Field, path string, v any, level int) any {
 	return w.walkIn(f, f, path, v, level)
 }
 
 // walkIn checks v at path against f (nil: no declared type) at a nesting level, within root's
 // byte budget.
-func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any {
+func (w *nestedCheck) walkIn(root, f *Field, path string, v any, level int) any {
 	if w.rule != "" {
 		return nil
 	}
@@ -405,7 +412,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 		}
 		return out
 	}
-	nv, rule := f.check(v)
+	nv, rule := f.Check(v)
 	if rule != "" {
 		return w.fail(path, v, rule)
 	}
@@ -420,7 +427,7 @@ func (w *nestedCheck) walkIn(root, f *field, path string, v any, level int) any 
 // untyped checks a value where the schema declares no type (the elements of a list without
 // items, the additional keys of an object): any value a row holds, nested within the bounds.
 // A whole float becomes an int, as JSON (records, exports) would read it back.
-func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
+func (w *nestedCheck) untyped(root *Field, path string, v any, level int) any {
 	switch x := v.(type) {
 	case nil:
 		w.spend(4, root)
@@ -449,18 +456,18 @@ func (w *nestedCheck) untyped(root *field, path string, v any, level int) any {
 		if _, ok := x.(map[string]any); ok {
 			typ = table.TypeObject
 		}
-		open := &field{Field: &table.Field{Name: root.Name, Type: typ, Additional: true}}
+		open := &Field{Field: &table.Field{Name: root.Name, Type: typ, Additional: true}}
 		return w.walkIn(root, open, path, v, level)
 	}
-	if i, ok := toInt(v); ok {
+	if i, ok := ToInt(v); ok {
 		w.spend(8, root)
 		return i
 	}
 	return w.fail(path, v, fmt.Sprintf("must be None, a bool, a number, a string, a list or a dict, not a Go %T", v))
 }
 
-// check converts a scalar v to the field's stored kind, or returns the rule it breaks.
-func (f *field) check(v any) (any, string) {
+// Check converts a scalar v to the field's stored kind, or returns the rule it breaks.
+func (f *Field) Check(v any) (any, string) {
 	if v == nil {
 		if f.Required {
 			return nil, "is required"
@@ -523,7 +530,7 @@ func (f *field) check(v any) (any, string) {
 			}
 			n = int64(fl)
 		default:
-			i, ok := toInt(v)
+			i, ok := ToInt(v)
 			if !ok {
 				return nil, f.numRule("must be an int")
 			}
@@ -544,7 +551,7 @@ func (f *field) check(v any) (any, string) {
 		case bool:
 			return nil, f.numRule("must be a number")
 		default:
-			i, ok := toInt(v)
+			i, ok := ToInt(v)
 			if !ok {
 				return nil, f.numRule("must be a number")
 			}
@@ -565,7 +572,7 @@ func (f *field) check(v any) (any, string) {
 }
 
 // numRule adds the field's bounds to a type rule: "must be an int >= 0".
-func (f *field) numRule(rule string) string {
+func (f *Field) numRule(rule string) string {
 	if f.Min != nil {
 		rule += " >= " + fmtNum(*f.Min)
 		if f.Max != nil {
@@ -577,7 +584,7 @@ func (f *field) numRule(rule string) string {
 	return rule
 }
 
-func (f *field) bounds(x float64, kind string) string {
+func (f *Field) bounds(x float64, kind string) string {
 	if (f.Min != nil && x < *f.Min) || (f.Max != nil && x > *f.Max) {
 		return f.numRule("must be " + kind)
 	}
@@ -604,8 +611,8 @@ func toFloat(v any) float64 {
 	return math.NaN()
 }
 
-// toInt converts Go's integer kinds to int64.
-func toInt(v any) (int64, bool) {
+// ToInt converts Go's integer kinds to int64.
+func ToInt(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int64:
 		return x, true
@@ -666,3 +673,40 @@ func quoteAll(ss []string) []string {
 
 // nearest is the did-you-mean shared with the where compiler, so hints read the same.
 func nearest(x string, candidates []string) string { return table.Nearest(x, candidates) }
+
+// NormKey converts a key value to the kind the key field stores (string, or int64), or explains
+// why it cannot be a key of this table.
+func (s *Schema) NormKey(k any) (any, error) {
+	switch s.KeyField.Type {
+	case table.TypeString:
+		if str, ok := k.(string); ok {
+			return str, nil
+		}
+		return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be a string (%s is a string field)", table.FormatValue(k), s.Key)}
+	default:
+		v, rule := s.KeyField.Check(k)
+		if rule != "" || v == nil {
+			return nil, &table.QueryError{Table: s.Name, Message: fmt.Sprintf("key %s must be an int (%s is an int field)", table.FormatValue(k), s.Key)}
+		}
+		return v, nil
+	}
+}
+
+// KeyNum returns n when key is the schema's KeyPrefix followed by digits only (and n fits int64).
+func (s *Schema) KeyNum(key any) (int64, bool) {
+	str, ok := key.(string)
+	if !ok || s.KeyPrefix == "" || !strings.HasPrefix(str, s.KeyPrefix) {
+		return 0, false
+	}
+	digits := str[len(s.KeyPrefix):]
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
+// FormatKey renders generated key number n: the prefix and n zero-padded to KeyDigits.
+func (s *Schema) FormatKey(n int64) string {
+	return fmt.Sprintf("%s%0*d", s.KeyPrefix, s.KeyDigits, n)
+}

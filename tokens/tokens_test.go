@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/access"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // clock is a settable clock.
@@ -29,7 +29,7 @@ func (c *clock) add(d time.Duration) {
 
 // counting counts the store's writes, to show that uses are batched.
 type counting struct {
-	*store.Store
+	*bolt.Store
 	mu   sync.Mutex
 	puts map[string]int
 }
@@ -43,7 +43,7 @@ func (c *counting) PutSys(ctx context.Context, coll, id string, v any) error {
 
 func newKeeper(t *testing.T) (*Keeper, *clock, *counting) {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}

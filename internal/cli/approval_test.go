@@ -11,6 +11,7 @@ import (
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // The local user proposes and approves its own runs (exec's [y/N], apply), runs show says who,
@@ -46,7 +47,7 @@ func TestLocalUserApprovesAndTheChainFindsAnEdit(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.out)
 
 	// An edit through the store's API: the store's own digests follow it, the chain does not.
-	st, err := store.Open(s.dir, store.Options{})
+	st, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(t, err)
 	var rec map[string]any
 	ok, err := st.GetSys(engine.AuditCollection, res.RunID, &rec)

@@ -14,6 +14,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -114,9 +115,9 @@ domain's policy invariants over the committed rows (stock and the register balan
 
 // withStore opens the store with opts, calls fn and closes the store, reporting the first error.
 // Inside `starplan serve`, running for a client, fn gets the server's store, which stays open.
-func withStore(ios IOStreams, g *globalOptions, opts store.Options, fn func(*store.Store) error) (err error) {
+func withStore(ios IOStreams, g *globalOptions, opts bolt.Options, fn func(*bolt.Store) error) (err error) {
 	if ios.host != nil {
-		return fn(ios.host.eng.Store())
+		return fn(storeOf(ios.host.eng))
 	}
 	st, err := openStore(ios, g, opts)
 	if err != nil {
@@ -138,7 +139,7 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			return err
 		}
 	}
-	return withStore(ios, g, store.Options{NoSeed: opts.Empty, Domain: dom}, func(st *store.Store) error {
+	return withStore(ios, g, bolt.Options{NoSeed: opts.Empty, Domain: dom}, func(st *bolt.Store) error {
 		if !st.Created() {
 			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
 				"starplan db seed --force replaces its data with the seed it was made from; pass --db DIR to create a store elsewhere")
@@ -150,7 +151,7 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 // runDBSeed fills the store with the seed it was made from, creating it (with the demo data)
 // when missing. A store that keeps no seed is left as it is.
 func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, store.Options{}, func(st *store.Store) error {
+	return withStore(ios, g, bolt.Options{}, func(st *bolt.Store) error {
 		if st.Created() {
 			return nil // Open seeded it and said so
 		}
@@ -177,9 +178,9 @@ func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOpt
 }
 
 func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
+	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
 		if opts.JSON {
-			return onTerminal(ios, store.JSON, st.Dump)
+			return onTerminal(ios, bolt.JSON, st.Dump)
 		}
 		v := st.Stage()
 		for i, name := range st.Names() {
@@ -198,12 +199,12 @@ func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	})
 }
 
-func parseFormat(s string) (store.Format, error) {
+func parseFormat(s string) (bolt.Format, error) {
 	switch strings.ToLower(s) {
 	case "json":
-		return store.JSON, nil
+		return bolt.JSON, nil
 	case "csv":
-		return store.CSV, nil
+		return bolt.CSV, nil
 	}
 	return "", withCode(ExitUsage, fmt.Errorf("unknown format %q", s), "use --format json or --format csv")
 }
@@ -213,10 +214,10 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.BOM && format != store.CSV {
+	if opts.BOM && format != bolt.CSV {
 		return withCode(ExitUsage, errors.New("--bom is for CSV: JSON never starts with a byte order mark"), "add --format csv, or drop --bom")
 	}
-	return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
+	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
 		err := onTerminal(ios, format, func(w io.Writer) error {
 			if _, known := st.Schema(opts.Table); known && opts.BOM {
 				if _, err := io.WriteString(w, "\ufeff"); err != nil {
@@ -235,7 +236,7 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 // onTerminal runs write, a writer of stored data in format, to Out. Piped or redirected, the
 // bytes are exact; on a terminal, where a person reads them, the characters a terminal would act
 // on are escaped: as \u escapes in JSON (the same values), visibly in CSV.
-func onTerminal(ios IOStreams, format store.Format, write func(io.Writer) error) error {
+func onTerminal(ios IOStreams, format bolt.Format, write func(io.Writer) error) error {
 	if !ios.OutTTY {
 		return write(ios.Out)
 	}
@@ -244,7 +245,7 @@ func onTerminal(ios IOStreams, format store.Format, write func(io.Writer) error)
 		return err
 	}
 	s := termsafe.Escape(sb.String(), termsafe.Text)
-	if format == store.JSON {
+	if format == bolt.JSON {
 		s = termsafe.JSON(sb.String())
 	}
 	_, err := io.WriteString(ios.Out, s)
@@ -271,18 +272,18 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		return withCode(ExitUsage, err, "give the path of a CSV or JSON file")
 	}
 	defer f.Close()
-	mode := store.Upsert
+	mode := bolt.Upsert
 	if opts.Replace {
-		mode = store.Replace
+		mode = bolt.Replace
 	}
 	imported := fmt.Sprintf("imported %s into %s", safe(opts.File), safe(opts.Table))
 	// Into a missing store, the import creates it empty: it then holds exactly the imported rows,
 	// never the demo rows mixed in.
-	return withStore(ios, g, store.Options{NoSeed: true}, func(st *store.Store) error {
+	return withStore(ios, g, bolt.Options{NoSeed: true}, func(st *bolt.Store) error {
 		if _, known := st.Schema(opts.Table); !known {
 			return withCode(ExitUsage, fmt.Errorf("the store has no table %q", opts.Table), "import into one of its tables: "+strings.Join(st.Names(), ", "))
 		}
-		var res store.ImportResult
+		var res bolt.ImportResult
 		if opts.Batch > 0 {
 			res, err = st.ImportBatches(ctx, opts.Table, f, format, opts.Batch)
 		} else {
@@ -304,11 +305,11 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 // it failed, stdout says what they wrote and the error says it again with what was not written
 // (the batch that failed and every one after it) and how to import the rest: both streams tell
 // the same partial result, never "nothing was written".
-func importFailed(ctx context.Context, ios IOStreams, st *store.Store, opts *dbOptions, imported string, res store.ImportResult, err error) error {
+func importFailed(ctx context.Context, ios IOStreams, st *bolt.Store, opts *dbOptions, imported string, res bolt.ImportResult, err error) error {
 	var (
 		damaged *store.DamagedError
 		write   *store.WriteError
-		bad     *store.ImportErrors
+		bad     *bolt.ImportErrors
 	)
 	records := res.Inserted + res.Updated + res.Unchanged // a batched import's records are each one of these
 	written := res.Commits > 0 || (errors.As(err, &bad) && bad.Imported() > 0)
@@ -341,7 +342,7 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 		return err
 	}
 	chain := engine.NewChainVerifier()
-	rep, err := store.Check(dir, store.CheckOptions{Invariants: stateInvariants,
+	rep, err := bolt.Check(dir, store.CheckOptions{Invariants: stateInvariants,
 		Records: map[string]func([]byte) error{
 			engine.AuditCollection: func(raw []byte) error {
 				if err := engine.CheckRecord(raw); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 func (s *session) dbFile() string { return filepath.Join(s.dir, "data.db") }
@@ -285,7 +286,7 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 	cancel()
 	var out bytes.Buffer
 	err := importFailed(ctx, IOStreams{Out: &out}, nil, &dbOptions{File: "big.json"}, "imported big.json into inventory",
-		store.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
+		bolt.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
 	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits); the records after the first 4 were not imported\n", out.String())
 	code, hint, msg := endOf(ctx, err)
 	assert.Equal(t, ExitInterrupted, code)

@@ -12,7 +12,7 @@ import (
 	"github.com/starplan/starplan"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox/pycompat"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -52,7 +52,7 @@ func runDemo(ctx context.Context, ios IOStreams, g *globalOptions) (err error) {
 		return withCode(ExitInternal, err, "")
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir, store.Options{Stderr: ios.Err})
+	st, err := bolt.Open(dir, bolt.Options{Stderr: ios.Err})
 	if err != nil {
 		return withCode(ExitInternal, err, "")
 	}

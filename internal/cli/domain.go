@@ -11,6 +11,7 @@ import (
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 func newDomainCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -55,7 +56,7 @@ starplan db init --domain DIR makes a store of it.`,
 				}
 				return showDomain(ios, dom, asJSON)
 			}
-			return withStore(ios, g, store.Options{MustExist: true}, func(st *store.Store) error {
+			return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
 				return showDomain(ios, st.Domain(), asJSON)
 			})
 		},

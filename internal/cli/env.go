@@ -8,6 +8,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // sandboxInputs declares the per-run inputs of `starplan run`, which has no tables.
@@ -22,7 +23,7 @@ func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
 		return ios.host.eng.Env(), nil
 	}
 	if dir, err := storeDir(ios, g); err == nil {
-		st, err := store.Open(dir, store.Options{MustExist: true})
+		st, err := bolt.Open(dir, bolt.Options{MustExist: true})
 		switch {
 		case err == nil:
 			defer st.Close()

@@ -19,7 +19,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/server"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // jsonErrorCode runs a command with --json among args and returns the "code" of the error
@@ -68,14 +68,14 @@ func TestJSONErrorCodesAreTheServers(t *testing.T) {
 	require.NoError(t, os.MkdirAll(damaged, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(damaged, "data.db"), bytes.Repeat([]byte("not a store "), 2000), 0o644))
 
-	held, err := store.Open(s.dir, store.Options{})
+	held, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(t, err)
 	inUse := jsonErrorCode(t, s.dir, nil, "runs", "--json")
 	require.NoError(t, held.Close())
 
 	// The server, over a store of its own.
 	sdir := filepath.Join(t.TempDir(), "served")
-	st, err := store.Open(sdir, store.Options{})
+	st, err := bolt.Open(sdir, bolt.Options{})
 	require.NoError(t, err)
 	eng, err := engine.New(st, engine.Options{})
 	require.NoError(t, err)

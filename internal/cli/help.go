@@ -12,6 +12,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // examples are the Examples: sections of the commands' help, by command path. Every visible
@@ -135,7 +136,7 @@ func withEngineQuiet(ios IOStreams, g *globalOptions, fn func(*engine.Engine) er
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(dir, store.Options{MustExist: true, LockTimeout: 200 * time.Millisecond})
+	st, err := bolt.Open(dir, bolt.Options{MustExist: true, LockTimeout: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -7,14 +7,15 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
-// storeDir resolves --db, else store.DefaultDir from the command's environment.
+// storeDir resolves --db, else bolt.DefaultDir from the command's environment.
 func storeDir(ios IOStreams, g *globalOptions) (string, error) {
 	if g.DB != "" {
 		return g.DB, nil
 	}
-	dir, err := store.DefaultDir(ios.Getenv)
+	dir, err := bolt.DefaultDir(ios.Getenv)
 	if err != nil {
 		return "", withCode(ExitUsage, err, "pass --db DIR or set STARPLAN_DB")
 	}
@@ -22,13 +23,13 @@ func storeDir(ios IOStreams, g *globalOptions) (string, error) {
 }
 
 // openStore opens the store the flags name with opts (their Stderr is set here).
-func openStore(ios IOStreams, g *globalOptions, opts store.Options) (*store.Store, error) {
+func openStore(ios IOStreams, g *globalOptions, opts bolt.Options) (*bolt.Store, error) {
 	dir, err := storeDir(ios, g)
 	if err != nil {
 		return nil, err
 	}
 	opts.Stderr = ios.Err
-	st, err := store.Open(dir, opts)
+	st, err := bolt.Open(dir, opts)
 	if err != nil {
 		return nil, storeError(dir, err)
 	}
@@ -72,7 +73,7 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 	if ios.host != nil {
 		return fn(ios.host.eng)
 	}
-	st, err := openStore(ios, g, store.Options{MustExist: !g.create})
+	st, err := openStore(ios, g, bolt.Options{MustExist: !g.create})
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 
 // startEngine starts an engine over st with the runner the flags ask for (isolated workers by
 // default). stop releases the workers; the caller closes the engine, then the store.
-func startEngine(ios IOStreams, g *globalOptions, st *store.Store) (*engine.Engine, func(), error) {
+func startEngine(ios IOStreams, g *globalOptions, st *bolt.Store) (*engine.Engine, func(), error) {
 	pool, run, err := runner(ios, g)
 	if err != nil {
 		return nil, nil, err
@@ -153,3 +154,8 @@ func outcomeExit(o engine.Outcome) int {
 	}
 	return ExitRejected
 }
+
+// storeOf is the store under e. The CLI makes engines only over the bbolt stores it opens
+// (openStore), and needs what is particular to them: the directory (the relay's socket, the
+// server's token and info files) and the file-level db commands.
+func storeOf(e *engine.Engine) *bolt.Store { return e.Store().(*bolt.Store) }

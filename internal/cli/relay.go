@@ -450,7 +450,7 @@ func hostWhileWaiting(ios IOStreams, e *engine.Engine) (stop func()) {
 	if ios.host != nil { // already inside a server
 		return func() {}
 	}
-	relay, err := listenRelay(e.Store().Dir(), e)
+	relay, err := listenRelay(storeOf(e).Dir(), e)
 	if err != nil {
 		return func() {}
 	}

@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // relayOnBig is relayOn over a store whose inventory holds n more rows, so that a dump is far
 // larger than a socket's buffers.
 func relayOnBig(t *testing.T, n int, lower func(r *relayServer)) *relayServer {
-	return relayOnStore(t, func(st *store.Store) {
+	return relayOnStore(t, func(st *bolt.Store) {
 		var b bytes.Buffer
 		b.WriteString("[")
 		for i := range n {
@@ -31,7 +31,7 @@ func relayOnBig(t *testing.T, n int, lower func(r *relayServer)) *relayServer {
 			fmt.Fprintf(&b, `{"item_id":"ZZ%06d","name":"n%d","description":"%0200d","quantity_in_stock":1,"price":1.5}`, i, i, i)
 		}
 		b.WriteString("]")
-		_, err := st.Import(context.Background(), "inventory", &b, store.JSON, store.Upsert)
+		_, err := st.Import(context.Background(), "inventory", &b, bolt.JSON, bolt.Upsert)
 		require.NoError(t, err)
 	}, lower)
 }

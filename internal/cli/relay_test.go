@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // relayFixture is `starplan serve` running in process on a store, and a way to run client
@@ -324,11 +324,11 @@ func relayOn(t *testing.T, lower func(r *relayServer)) *relayServer {
 }
 
 // relayOnStore is relayOn with the store filled by fill (nil: the demo data alone) first.
-func relayOnStore(t *testing.T, fill func(st *store.Store), lower func(r *relayServer)) *relayServer {
+func relayOnStore(t *testing.T, fill func(st *bolt.Store), lower func(r *relayServer)) *relayServer {
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
-	st, err := store.Open(filepath.Join(base, "store"), store.Options{})
+	st, err := bolt.Open(filepath.Join(base, "store"), bolt.Options{})
 	require.NoError(t, err)
 	if fill != nil {
 		fill(st)
@@ -550,7 +550,7 @@ func TestAStoreHeldByAServerNamesIt(t *testing.T) {
 	// message is the plain one, even with a stale info file left by a killed server.
 	_, err = writeServeInfo(f.dir, serveInfo{PID: 1, HTTP: "http://127.0.0.1:1"})
 	require.NoError(t, err)
-	st, err := store.Open(f.dir, store.Options{MustExist: true})
+	st, err := bolt.Open(f.dir, bolt.Options{MustExist: true})
 	require.NoError(t, err)
 	defer st.Close()
 	o = f.runOut("db", "check")

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/starplan/starplan/engine"
-	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // BenchmarkColdRunsLimit1 is issue 26's target through the CLI: a cold `starplan runs --limit 1`
@@ -69,7 +69,7 @@ func TestHelperStoreWithRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(db, store.Options{})
+	st, err := bolt.Open(db, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

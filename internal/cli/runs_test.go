@@ -17,6 +17,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 func TestParseAge(t *testing.T) {
@@ -39,7 +40,7 @@ func TestParseAge(t *testing.T) {
 func (s *session) oldRuns(days int) (readOnly, pending string) {
 	s.t.Helper()
 	require.NoError(s.t, os.MkdirAll(s.dir, 0o755))
-	st, err := store.Open(s.dir, store.Options{})
+	st, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(s.t, err)
 	then := time.Now().Add(-time.Duration(days) * 24 * time.Hour)
 	e, err := engine.New(st, engine.Options{Now: func() time.Time { return then }})
@@ -251,7 +252,7 @@ var badRecord = store.SysDoc{Collection: "runs", ID: "r_bad", Value: map[string]
 func TestRunsWithAnUnreadableRecord(t *testing.T) {
 	s := newSession(t)
 	readOnly, _ := s.oldRuns(1)
-	st, err := store.Open(s.dir, store.Options{})
+	st, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(t, err)
 	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())
@@ -280,7 +281,7 @@ func TestRunsWithAnUnreadableRecord(t *testing.T) {
 func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 	s := newSession(t)
 	s.oldRuns(1)
-	st, err := store.Open(s.dir, store.Options{})
+	st, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(t, err)
 	require.NoError(t, st.PutSysDocs(context.Background(), badRecord))
 	require.NoError(t, st.Close())

@@ -115,7 +115,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		httpOn := !opts.MCPStdio || opts.ListenSet
 		token, path, created, err := "", "", false, error(nil)
 		if httpOn {
-			token, path, created, err = server.LoadToken(e.Store().Dir(), given)
+			token, path, created, err = server.LoadToken(storeOf(e).Dir(), given)
 			if err != nil {
 				return withCode(ExitUsage, err, "pass --token (16 characters or more) or set STARPLAN_TOKEN")
 			}
@@ -136,7 +136,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			return engineError(err)
 		}
 		// CLI commands on this store run here while the server holds it (relay.go).
-		relay, err := listenRelay(e.Store().Dir(), e)
+		relay, err := listenRelay(storeOf(e).Dir(), e)
 		if err != nil {
 			fmt.Fprintf(ios.Err, "warning: CLI commands on this store cannot go through the server (%s); they will find the store in use\n", safe(err.Error()))
 		} else {
@@ -173,7 +173,7 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
 		}
 		// Who holds the store, for the commands that cannot go through the server (holder.go).
-		if remove, err := writeServeInfo(e.Store().Dir(), info); err == nil {
+		if remove, err := writeServeInfo(storeOf(e).Dir(), info); err == nil {
 			defer remove()
 		}
 		mctx, stopMCP := context.WithCancel(ctx)

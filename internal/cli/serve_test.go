@@ -23,6 +23,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/server"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // deadline bounds a test that talks to a server, so a hang fails instead of hanging; it never
@@ -78,7 +79,7 @@ func TestServeMCPStdio(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "stdio alone needs no token")
 
 	// The run was recorded before the process let go of the store.
-	st, err := store.Open(dir, store.Options{})
+	st, err := bolt.Open(dir, bolt.Options{})
 	require.NoError(t, err)
 	defer st.Close()
 	e, err := engine.New(st, engine.Options{})
@@ -226,7 +227,7 @@ STATUS = "success"
 	<-copied
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), rest.String())
 
-	st, err := store.Open(dir, store.Options{})
+	st, err := bolt.Open(dir, bolt.Options{})
 	require.NoError(t, err, "the server let go of the store")
 	defer st.Close()
 	e, err := engine.New(st, engine.Options{})
@@ -278,7 +279,7 @@ func TestServeRetention(t *testing.T) {
 func TestServeSaysItBuiltTheRunIndex(t *testing.T) {
 	s := newSession(t)
 	require.NoError(t, os.MkdirAll(s.dir, 0o755))
-	st, err := store.Open(s.dir, store.Options{})
+	st, err := bolt.Open(s.dir, bolt.Options{})
 	require.NoError(t, err)
 	// A record as a starplan before the index wrote it: no entry.
 	require.NoError(t, st.PutSysDocs(context.Background(), store.SysDoc{Collection: engine.AuditCollection, ID: "r_old",

@@ -1,0 +1,574 @@
+package bolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/starplan/starplan/store"
+
+	"github.com/starplan/starplan/table"
+	"go.etcd.io/bbolt"
+)
+
+// Pending returns the run's writes and reads in serializable form, tables by name and rows in
+// key order. A write that ends where it started (inserted then removed, or updated back to its
+// old values) becomes a read of the row at the version the run saw.
+func (sg *Stage) Pending() *store.Pending {
+	p := &store.Pending{Domain: sg.st.domain.Name, Writes: []store.PendingWrite{}, Reads: []store.PendingRead{}}
+	for _, name := range sg.st.names {
+		t := sg.tables[name]
+		written := make(map[any]int64, len(t.writes))
+		for _, w := range sortedWrites(t.writes) {
+			noop := (w.before == nil && w.row == nil) || (w.before != nil && w.row != nil && equalRows(w.before, w.row))
+			if noop {
+				p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: w.key, Version: w.base})
+			} else {
+				p.Writes = append(p.Writes, store.PendingWrite{Table: name, Key: w.key, Base: w.base, Before: w.before, Row: w.row})
+			}
+			written[w.key] = w.base
+		}
+		preds, all, allVer := t.pendingPreds(name)
+		if t.readAll {
+			all, allVer = true, t.allVer
+		}
+		if all {
+			p.Reads = append(p.Reads, store.PendingRead{Table: name, All: true, Version: allVer})
+		} else {
+			p.Reads = append(p.Reads, preds...)
+		}
+		keys := make([]any, 0, len(t.reads))
+		for k, v := range t.reads {
+			if base, ok := written[k]; ok && base == v {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return table.CompareKeys(keys[i], keys[j]) < 0 })
+		for _, k := range keys {
+			p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: k, Version: t.reads[k]})
+		}
+	}
+	return p
+}
+
+// pendingChangeSet renders p as a change set (for showing a stored dry run before applying it).
+func (s *Store) pendingChangeSet(p *store.Pending) (table.ChangeSet, error) {
+	ops, _, err := s.normalize(p)
+	if err != nil {
+		return nil, err
+	}
+	cs := table.ChangeSet{}
+	for i, o := range ops {
+		tc := cs[o.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.s.Name] = tc
+		}
+		before := p.Writes[i].Before
+		if before != nil {
+			if before, err = o.s.ValidateRow(before); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case o.base == 0 && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		default:
+			tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, changedFields(before, o.row)))
+		}
+	}
+	return cs, nil
+}
+
+// op is one normalised write.
+type op struct {
+	s    *store.Schema
+	key  any
+	row  table.Row // nil: delete
+	base int64
+	cur  *rec // the committed row it replaces (nil: none), read under the write lock
+}
+
+// currentLocked reads the committed row each op replaces. The caller holds s.mu.
+func (s *Store) currentLocked(ops []op) error {
+	for i := range ops {
+		var err error
+		if ops[i].cur, err = s.tables[ops[i].s.Name].get(ops[i].key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// curVer is the committed version of the row o replaces, 0 when there is none.
+func (o *op) curVer() int64 {
+	if o.cur == nil {
+		return 0
+	}
+	return o.cur.ver
+}
+
+type readCheck struct {
+	s    *store.Schema
+	key  any
+	all  bool
+	ver  int64
+	pred *predCheck // a predicate read
+}
+
+// normalize checks p against the schemas: known tables, keys of the key field's kind, rows that
+// validate and carry their key, no row written twice.
+func (s *Store) normalize(p *store.Pending) ([]op, []readCheck, error) {
+	if p.Domain != "" && p.Domain != s.domain.Name {
+		return nil, nil, fmt.Errorf("the pending run is for the %s domain; this store holds %s", p.Domain, s.domain.Name)
+	}
+	ops := make([]op, 0, len(p.Writes))
+	seen := map[[2]any]bool{}
+	for _, w := range p.Writes {
+		sc := s.schemas[w.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending write: unknown table %q", w.Table)
+		}
+		k, err := sc.NormKey(store.FromJSON(w.Key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("pending write: %w", err)
+		}
+		if seen[[2]any{w.Table, k}] {
+			return nil, nil, fmt.Errorf("pending write: %s row %s is written twice", w.Table, table.FormatValue(k))
+		}
+		seen[[2]any{w.Table, k}] = true
+		o := op{s: sc, key: k, base: w.Base}
+		if w.Row != nil {
+			if o.row, err = sc.ValidateRow(w.Row); err != nil {
+				return nil, nil, fmt.Errorf("pending write: %w", err)
+			}
+			if o.row[sc.Key] != k {
+				return nil, nil, fmt.Errorf("pending write: %s row %s carries key %s", w.Table, table.FormatValue(k), table.FormatValue(o.row[sc.Key]))
+			}
+		}
+		ops = append(ops, o)
+	}
+	reads := make([]readCheck, 0, len(p.Reads))
+	for _, r := range p.Reads {
+		sc := s.schemas[r.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending read: unknown table %q", r.Table)
+		}
+		rc := readCheck{s: sc, all: r.All, ver: r.Version}
+		switch {
+		case r.Pred != "" && !r.All:
+			pc, err := normalizePred(sc, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			rc.pred = &pc
+		case !r.All:
+			k, err := sc.NormKey(store.FromJSON(r.Key))
+			if err != nil {
+				return nil, nil, fmt.Errorf("pending read: %w", err)
+			}
+			rc.key = k
+		}
+		reads = append(reads, rc)
+	}
+	return ops, reads, nil
+}
+
+// ApplyPending writes p's changes and the extra system documents in one atomic transaction,
+// after checking that every row p changed or read is still at the version it saw and that every
+// predicate p read still finds what it found. If anything moved it returns a *ConflictError
+// (errors.Is(err, ErrConflict)) naming the tables and keys, and writes nothing. Then verify, when
+// not nil, sees the change set as it will be committed and the committed state it joins; an
+// error from it aborts the apply. A kill at any instant leaves the store at the state before or
+// after the whole apply. The extra documents let the engine mark its audit record as applied in
+// the same step.
+//
+// verify runs outside the write lock, so that reads and dry runs go on while a domain's rules
+// take their time (seconds, at worst): under a read lock the changes are checked and their
+// change set made, then verify runs on it with a Committed that notes the version of every table
+// it reads, and under the write lock everything is checked again. The changes' rows at the
+// versions verify saw make the same change set (a version is the commit that wrote the row), and
+// a table verify read at the same version reads the same; if one of those tables moved
+// meanwhile, verify runs again under the write lock, as it would have with nothing between,
+// whether it passed or refused (its reads may have straddled a commit).
+func (s *Store) ApplyPending(ctx context.Context, p *store.Pending, verify store.Verify, extra ...store.SysDoc) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops, reads, err := s.normalize(p)
+	if err != nil {
+		return err
+	}
+	var seen *versionedReader
+	var verr error // verify's answer outside the lock, which stands unless what it read moved
+	if verify != nil {
+		if seen, verr = s.verifyUnlocked(ops, reads, verify); seen == nil {
+			return verr // the changes themselves conflict
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.validateLocked(ops, reads); err != nil {
+		return err
+	}
+	if verify != nil && seen.moved() {
+		// A refusal too: reads of two tables that straddled a commit saw a state the store
+		// never held.
+		verr = verify(s.changeSetLocked(ops), lockedReader{s})
+	}
+	if verr != nil {
+		return verr
+	}
+	return s.commitLocked(ops, extra)
+}
+
+// verifyUnlocked checks the changes and makes their change set under the read lock, then runs
+// verify on it with no lock held. It returns the reader, which knows which tables verify read
+// at which versions, with verify's error; no reader when the changes conflict.
+func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify store.Verify) (*versionedReader, error) {
+	s.mu.RLock()
+	if err := s.validateLocked(ops, reads); err != nil {
+		s.mu.RUnlock()
+		return nil, err
+	}
+	cs := s.changeSetLocked(ops)
+	s.mu.RUnlock()
+	r := &versionedReader{s: s, vers: map[string]int64{}}
+	return r, verify(cs, r)
+}
+
+// validateLocked reads the committed rows ops replace and checks that nothing p changed or read
+// has moved (see ApplyPending). The caller holds s.mu, for reading at least.
+func (s *Store) validateLocked(ops []op, reads []readCheck) error {
+	if s.closed {
+		return errors.New("store is closed")
+	}
+	if err := s.currentLocked(ops); err != nil {
+		return err
+	}
+	var conflicts []store.Conflict
+	for _, o := range ops {
+		if now := o.curVer(); now != o.base {
+			conflicts = append(conflicts, store.Conflict{Table: o.s.Name, Key: o.key, Seen: o.base, Now: now})
+		}
+	}
+	var predConflicts []store.Conflict
+	for _, r := range reads {
+		mt := s.tables[r.s.Name]
+		switch {
+		case r.pred != nil:
+			ok, err := r.pred.holds(mt)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				predConflicts = append(predConflicts, store.Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
+			}
+		case r.all:
+			if mt.ver != r.ver {
+				conflicts = append(conflicts, store.Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver})
+			}
+		default:
+			now, err := mt.version(r.key)
+			if err != nil {
+				return err
+			}
+			if now != r.ver {
+				conflicts = append(conflicts, store.Conflict{Table: r.s.Name, Key: r.key, Seen: r.ver, Now: now})
+			}
+		}
+	}
+	// A moved row says more than a read it also changed: a table's predicate reads are reported
+	// only when none of its rows is.
+	for _, c := range predConflicts {
+		if !slices.ContainsFunc(conflicts, func(x store.Conflict) bool { return x.Table == c.Table }) {
+			conflicts = append(conflicts, c)
+		}
+	}
+	if len(conflicts) > 0 {
+		return &store.ConflictError{Conflicts: conflicts}
+	}
+	return nil
+}
+
+// versionedReader is the Committed of a verify run outside the write lock: each read takes the
+// read lock and notes the version of the table it read, so that the apply can tell, under the
+// write lock, whether verify would read the same now.
+type versionedReader struct {
+	s    *Store
+	mu   sync.Mutex
+	vers map[string]int64 // table → its version when verify first read it
+	// changed: a table verify read moved between two of its reads
+	changed bool
+}
+
+func (r *versionedReader) LastRow(tbl string) (table.Row, bool, error) {
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	if r.s.closed {
+		return nil, false, errors.New("store is closed")
+	}
+	mt := r.s.tables[tbl]
+	if mt == nil {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	r.note(tbl, mt.ver)
+	return lastRow(mt)
+}
+
+func (r *versionedReader) note(tbl string, ver int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.vers[tbl]; ok && v != ver {
+		r.changed = true
+	}
+	if _, ok := r.vers[tbl]; !ok {
+		r.vers[tbl] = ver
+	}
+}
+
+// moved reports whether a table verify read has been committed to since. The caller holds the
+// Store's write lock.
+func (r *versionedReader) moved() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed {
+		return true
+	}
+	for tbl, ver := range r.vers {
+		if mt := r.s.tables[tbl]; mt == nil || mt.ver != ver {
+			return true
+		}
+	}
+	return false
+}
+
+// changeSetLocked renders checked ops as the change set they make to the committed rows. The
+// caller holds s.mu.
+func (s *Store) changeSetLocked(ops []op) table.ChangeSet {
+	cs := table.ChangeSet{}
+	for _, o := range ops {
+		tc := cs[o.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.s.Name] = tc
+		}
+		var before table.Row
+		if o.cur != nil {
+			before = o.cur.row
+		}
+		switch {
+		case before == nil && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case before != nil && o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		case before != nil:
+			if f := changedFields(before, o.row); len(f) > 0 {
+				tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, f))
+			}
+		}
+	}
+	return cs
+}
+
+// lockedReader reads committed rows while the caller holds s.mu.
+type lockedReader struct{ s *Store }
+
+func (l lockedReader) LastRow(tbl string) (table.Row, bool, error) {
+	mt := l.s.tables[tbl]
+	if mt == nil {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	return lastRow(mt)
+}
+
+// stopStaleLoads stops the reads into memory under way of the tables ops write bulkPut rows or
+// more of, before the commit writes (see committedTable.stopLoad). The caller holds s.mu.
+func (s *Store) stopStaleLoads(ops []op) {
+	if len(ops) < bulkPut {
+		return
+	}
+	n := map[*store.Schema]int{}
+	for _, o := range ops {
+		n[o.s]++
+	}
+	for sc, k := range n {
+		if t := s.tables[sc.Name]; t != nil && k >= bulkPut {
+			t.stopLoad()
+		}
+	}
+}
+
+// commitLocked writes ops (already checked, each with the committed row it replaces: see
+// currentLocked) and extra in one bbolt transaction at the next sequence number, then publishes
+// them. The caller holds s.mu.
+func (s *Store) commitLocked(ops []op, extra []store.SysDoc) error {
+	if len(ops) == 0 && len(extra) == 0 {
+		return nil
+	}
+	seq := s.seq
+	if len(ops) > 0 {
+		seq++
+	}
+	touched := map[string]bool{}
+	s.stopStaleLoads(ops)
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	ids := make([]string, len(ops)) // the document id of each op's row
+	err := s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		reserveFile(s.bolt.file, tx, opsSize(ops))
+		hint := map[string]int{}
+		for _, o := range ops {
+			hint[o.s.Name]++
+		}
+		s.bolt.keyOps.hint = hint
+		// New rows are written in chunks, each collection's in id order (so bbolt appends),
+		// encoded only when their chunk is written: a large commit never holds every new
+		// document at once, and all of them still commit in this one transaction.
+		inserts := map[string][]newDoc{}
+		flush := func(coll string) error {
+			docs := inserts[coll]
+			err := s.insertNew(coll, seq, docs)
+			clear(docs)
+			inserts[coll] = docs[:0]
+			return err
+		}
+		n := 0
+		for i, o := range ops {
+			coll := o.s.Name
+			touched[coll] = true
+			cur := o.cur
+			switch {
+			case o.row == nil:
+				if err := s.db.DeleteById(coll, cur.id); err != nil {
+					return err
+				}
+			case cur == nil:
+				n++
+				ids[i] = rowDocID(seq, n)
+				if inserts[coll] = append(inserts[coll], newDoc{id: ids[i], row: o.row}); len(inserts[coll]) == insertChunk {
+					if err := flush(coll); err != nil {
+						return err
+					}
+				}
+			default:
+				ids[i] = cur.id
+				written := &s.bolt.keyOps.written
+				*written = writtenRow{id: cur.id, row: o.row, ver: seq}
+				err := s.db.ReplaceById(coll, cur.id, encodeDoc(cur.id, o.row, seq))
+				*written = writtenRow{}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for _, coll := range s.names { // in a fixed order, ids ascending: bbolt appends
+			if err := flush(coll); err != nil {
+				return err
+			}
+		}
+		for _, d := range extra {
+			if err := s.putSysDoc(d); err != nil {
+				return err
+			}
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		// The record's digests are kept: the group's end adds this commit's changes to them.
+		var m metaRecord
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+		next := s.metaAt(seq, touched)
+		next.Digests = m.Digests
+		return s.putSysLocked(metaCollection, metaID, next)
+	})
+	var we *store.WriteError
+	if errors.As(err, &we) || errors.Is(err, store.ErrDamaged) {
+		return err // they name the file and say that nothing was written
+	}
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	entries := map[string][]putEntry{}
+	grew := map[string]int64{}
+	for i, o := range ops {
+		entries[o.s.Name] = append(entries[o.s.Name], putEntry{key: o.key, row: o.row, id: ids[i]})
+		switch {
+		case o.cur == nil && o.row != nil:
+			grew[o.s.Name]++
+		case o.cur != nil && o.row == nil:
+			grew[o.s.Name]--
+		}
+	}
+	s.seq = seq
+	for name := range touched {
+		s.tables[name].publish(entries[name], seq, grew[name])
+	}
+	return nil
+}
+
+// reserveMin is the smallest estimated commit for which reserveFile grows the file ahead.
+const reserveMin = 4 << 20
+
+// reserveFile makes bbolt's file f large enough, before tx commits, for about need more bytes
+// of documents, so that bbolt maps it once during the commit. bbolt allocates a commit's pages
+// only as it writes them, and each time they pass the end of its memory map it maps the file
+// again at about twice the size, first copying every key and value the transaction has changed
+// out of the old map; its map covers at least the whole file. So without this a commit of n new
+// rows into a small file remapped about log2(n) times, each copying all n rows (the superlinear
+// time and most of the memory of a large import). The space past bbolt's pages is zeros that
+// bbolt ignores and fills later (bbolt itself grows the file ahead, by Options.AllocSize), so a
+// crash leaves the same store, in a longer file. f is bbolt's own handle, not a second one:
+// closing any handle of a file drops its fcntl locks where bbolt uses those, and a path may name
+// another file by now. Stored documents repeat their field names, id and bucket key, and pages
+// are written about half full, hence three times need. It is best effort: an error (or Windows,
+// which cannot grow a mapped file) leaves bbolt to grow the file itself.
+func reserveFile(f *os.File, tx *bbolt.Tx, need int64) {
+	if need < reserveMin || f == nil {
+		return
+	}
+	page := int64(tx.DB().Info().PageSize)
+	target := tx.Size() + 3*need
+	target = (target + page - 1) / page * page
+	if fi, err := f.Stat(); err != nil || fi.Size() >= target {
+		return
+	}
+	if f.Truncate(target) == nil {
+		f.Sync() // as bbolt does when it grows the file: the size must survive a crash too
+	}
+}
+
+// insertChunk is how many new documents commitLocked hands clover in one Insert call.
+const insertChunk = 4096
+
+// opsSize estimates the bytes ops' rows take as stored documents and their keys.
+func opsSize(ops []op) int64 {
+	var n int64
+	for _, o := range ops {
+		if o.row != nil {
+			n += rowSize(o.row) + 64 // + the key, _id, _v and bbolt's element header
+		}
+	}
+	return n
+}
+
+// metaAt is the meta record after a commit at seq that changed the touched tables.
+func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition, DefinitionSums: s.definitionSums, Keys: s.keys}
+	for name, t := range s.tables {
+		m.Tables[name] = t.ver
+		if touched[name] {
+			m.Tables[name] = seq
+		}
+	}
+	return m
+}

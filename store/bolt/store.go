@@ -1,0 +1,831 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/starplan/starplan/store"
+
+	"github.com/ostafen/clover/v2"
+	"github.com/ostafen/clover/v2/query"
+	"github.com/starplan/starplan/table"
+	"go.etcd.io/bbolt"
+)
+
+// DefaultLockTimeout is how long Open waits for another process to release the store before it
+// returns an *InUseError.
+const DefaultLockTimeout = time.Second
+
+// Options configure Open. The zero value opens the inventory domain, creating a missing store
+// seeded with its demo data, and prints nothing. (Creating is the zero value because every
+// caller that makes a fresh store, tests and evals included, relies on it; commands that only
+// read set MustExist.)
+type Options struct {
+	// MustExist makes Open fail with a *NoStoreError (errors.Is(err, ErrNoStore)) instead of
+	// creating a store when dir holds none. Reads set it: a read never creates state.
+	MustExist bool
+	// Domain declares the tables and seed rows. nil opens an existing store with the domain it
+	// recorded when it was created, and creates a new one with Inventory().
+	Domain *store.Domain
+	// Stderr receives the one-time note "seeded new store at DIR with the inventory demo data (7
+	// rows)" (SeedWords; or "created new store at DIR with empty inventory tables") when Open
+	// creates a store; nil discards it.
+	Stderr io.Writer
+	// NoSeed creates a new store with empty tables instead of the domain's seed rows.
+	NoSeed bool
+	// LockTimeout overrides DefaultLockTimeout when positive.
+	LockTimeout time.Duration
+}
+
+// Store is an open starplan store: the committed tables of one domain, held in memory and
+// persisted by clover on bbolt. A Store is safe for concurrent use; each run works through its
+// own Stage. Only one process can have a store open at a time.
+type Store struct {
+	dir     string
+	domain  *store.Domain
+	schemas map[string]*store.Schema
+	names   []string // domain table names, sorted
+	created bool
+
+	bolt *boltStore
+	db   *clover.DB
+
+	// mu guards the committed state below: stages read under RLock, applies write under Lock.
+	mu     sync.RWMutex
+	tables map[string]*committedTable
+	seq    int64 // the last commit sequence number
+	// keys is the record's Keys: keysLayout when the file keeps every table's key and index
+	// buckets (disk.go), 0 for a store read entirely into memory.
+	keys   int
+	closed bool
+	// quit is closed by Close, which a read of a table into memory running on its own (see
+	// loadJob) stops at; quitOnce closes it.
+	quit     chan struct{}
+	quitOnce sync.Once
+	// definition is the domain definition the store recorded, written back with every commit
+	// with its sums.
+	definition     map[string]string
+	definitionSums map[string]string
+	// sysIdx is what the running write group knows of the system collections' indexes
+	// (sysindex.go); sysIdxCurrent names the collections whose index was found current.
+	sysIdx        sysIndexState
+	sysIdxCurrent map[string]bool
+}
+
+// metaCollection holds the store's own record; system collections are "_" + name; domain
+// tables cannot start with "_", so none of these is ever visible to a plan.
+const (
+	metaCollection = "_starplan"
+	metaID         = "meta"
+	formatVersion  = 1
+)
+
+type metaRecord struct {
+	Format int              `json:"format"`
+	Domain string           `json:"domain"`
+	Seq    int64            `json:"seq"`    // the last commit sequence number
+	Tables map[string]int64 `json:"tables"` // the sequence number that last changed each table
+	// Digests holds the count and digest of the documents of every collection but this record's
+	// own, domain tables and system collections alike (see digest.go); a collection it does not
+	// name holds none. It is nil in a store written before digests existed, until its first write.
+	// (Not omitted when empty: a store whose collections are all empty keeps digests too.)
+	Digests map[string]collDigest `json:"digests"`
+	// Definition is the domain's definition files (Domain.Definition), recorded when the store
+	// was created. A store created before it was kept holds the inventory domain.
+	Definition map[string]string `json:"definition,omitempty"`
+	// DefinitionSums holds the SHA-256 of each file of Definition (definition.go), verified by
+	// Open and Check. It is nil in a store written before they were kept, until its next commit.
+	DefinitionSums map[string]string `json:"definition_sums,omitempty"`
+	// Keys is keysLayout when the file keeps every table's key and index buckets (disk.go). A
+	// starplan that did not know them drops the field when it rewrites the record, and the
+	// buckets, which it did not keep, are built again.
+	Keys int `json:"keys,omitempty"`
+}
+
+// domain is the domain a store holds by its record, for a caller that named none.
+func (m *metaRecord) domain() (*store.Domain, error) {
+	if m.Definition == nil {
+		if m.Domain != store.Inventory().Name {
+			return nil, fmt.Errorf("the store holds the %s domain but not its definition", m.Domain)
+		}
+		return store.Inventory(), nil
+	}
+	d, err := store.DomainFromDefinition(m.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("the store's recorded domain: %w", err)
+	}
+	return d, nil
+}
+
+// DefaultDir is where the store lives when the command line does not say: $STARPLAN_DB, else
+// $XDG_DATA_HOME/starplan, else $HOME/.local/share/starplan. getenv reads the environment
+// (os.Getenv when nil), so a caller that keeps its own environment (the CLI, tests) passes it.
+func DefaultDir(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if dir := getenv("STARPLAN_DB"); dir != "" {
+		return dir, nil
+	}
+	if dir := getenv("XDG_DATA_HOME"); dir != "" {
+		return filepath.Join(dir, "starplan"), nil
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "share", "starplan"), nil
+	}
+	return "", errors.New("cannot tell where the store lives: HOME is not set")
+}
+
+// Open opens the store in dir. When dir holds no data.db, Open creates the directory and the
+// store, with the domain's seed rows unless opts.NoSeed (saying so once on opts.Stderr), or,
+// with opts.MustExist, fails with a *NoStoreError. Open reads the store's record, not its rows:
+// small tables are read into memory, larger ones from the file as plans need them (disk.go).
+// When another process has the store open, Open fails within the lock timeout with an error
+// that matches ErrInUse. An existing file is never created over: when it is empty, truncated,
+// not bbolt, holds no starplan record, has a page or row that does not read back, a table read
+// into memory whose rows differ from the count and digest the store recorded (see digest.go), or
+// its newer meta page is damaged, Open fails with a *DamagedError (errors.Is(err, ErrDamaged))
+// and writes nothing. A store created for one domain cannot be opened as another.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.Domain != nil {
+		if _, err := opts.Domain.Schemas(); err != nil {
+			return nil, err
+		}
+	}
+	bs, err := openBolt(dir, lockTimeout(opts.LockTimeout), !opts.MustExist)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}, quit: make(chan struct{})}
+	err = guard(bs.path, func() error {
+		var err error
+		if s.db, err = clover.OpenWithStore(bs); err != nil {
+			return err
+		}
+		return s.init(opts)
+	})
+	if err != nil {
+		if s.db != nil {
+			s.db.Close()
+		} else {
+			bs.Close()
+		}
+		if errors.Is(err, store.ErrDamaged) || errors.Is(err, store.ErrNoStore) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if dom := s.domain; s.created && opts.Stderr != nil {
+		n := 0
+		for _, rows := range dom.Seed {
+			n += len(rows)
+		}
+		if opts.NoSeed || n == 0 {
+			fmt.Fprintf(opts.Stderr, "created new store at %s with empty %s tables\n", dir, dom.Name)
+		} else {
+			fmt.Fprintf(opts.Stderr, "seeded new store at %s with %s\n", dir, store.SeedWords(dom.Name, n))
+		}
+	}
+	return s, nil
+}
+
+// lockTimeout is the lock timeout to wait for: DefaultLockTimeout when 0.
+func lockTimeout(t time.Duration) time.Duration {
+	if t <= 0 {
+		return DefaultLockTimeout
+	}
+	return t
+}
+
+// use makes dom the store's domain.
+func (s *Store) use(dom *store.Domain) error {
+	schemas, err := dom.Schemas()
+	if err != nil {
+		return err
+	}
+	s.domain, s.schemas, s.names = dom, schemas, dom.TableNames()
+	sort.Strings(s.names)
+	return nil
+}
+
+// init creates or checks the store's collections and loads every table into memory, verifying
+// each table's rows against the count and digest the store recorded. Nothing is written before
+// that verification passes.
+func (s *Store) init(opts Options) error {
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	s.bolt.beforeCommit = s.recordDigestsLocked
+	s.bolt.onDoc = s.trackRow
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil {
+		return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+	}
+	if !found {
+		// An existing data.db without the record is never a missing store: it is damaged or not
+		// starplan's. Only a root bucket holding nothing at all, which an interrupted create
+		// leaves, may be made a store, and only by a command that creates stores.
+		empty, err := s.bolt.emptyLocked()
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return &store.DamagedError{Path: s.bolt.path, Problem: "it holds data but no starplan record: it is damaged, or not a starplan store"}
+		}
+		if opts.MustExist {
+			return &store.DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record and no data: a store whose creation was interrupted (starplan db init makes one in it), or not a starplan store"}
+		}
+		dom := opts.Domain
+		if dom == nil {
+			dom = store.Inventory()
+		}
+		if err := s.use(dom); err != nil {
+			return err
+		}
+		if err := s.create(opts.NoSeed); err != nil {
+			return err
+		}
+		s.created = true
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+	}
+	if m.Format != formatVersion {
+		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
+	}
+	if msg := store.DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
+		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
+	}
+	s.definition, s.definitionSums = m.Definition, m.DefinitionSums
+	if s.definitionSums == nil {
+		s.definitionSums = store.DefinitionSums(m.Definition) // recorded by the next commit
+	}
+	if s.domain == nil {
+		dom := opts.Domain
+		if dom == nil {
+			if dom, err = m.domain(); err != nil {
+				return &store.DamagedError{Path: s.bolt.path, Problem: err.Error(), Err: err}
+			}
+		}
+		if err := s.use(dom); err != nil {
+			return err
+		}
+	}
+	if m.Domain != s.domain.Name {
+		return &store.DomainError{Dir: s.dir, Holds: m.Domain, Wanted: s.domain.Name}
+	}
+	s.seq = m.Seq
+	keyed := false
+	err = s.bolt.db.View(func(tx *bbolt.Tx) error {
+		keyed = m.Keys == keysLayout && m.Digests != nil && keysMatchDomain(tx, s)
+		for _, name := range s.names {
+			sc := s.schemas[name]
+			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1}
+			t.begin = func() (tableRead, error) { return s.beginLoad(sc) }
+			s.tables[name] = t
+			if keyed {
+				t.disk = &diskTable{b: s.bolt, s: sc}
+				if dg := m.Digests[name]; dg.Rows > openResident {
+					t.n = dg.Rows
+					continue // read from the file; verified when read whole (and by db check)
+				}
+			}
+			res, dg, err := loadTable(tx, s.bolt.path, sc)
+			if err != nil {
+				return &store.DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+			}
+			if m.Digests != nil {
+				if msg := digestMismatch(name, m.Digests[name], dg); msg != "" {
+					return &store.DamagedError{Path: s.bolt.path, Problem: msg}
+				}
+			}
+			t.res.Store(res)
+			t.n, t.maxNum = int64(len(res.order)), res.scanMaxNum()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range s.tables {
+		if t.res.Load() == nil {
+			if t.maxNum, err = t.disk.maxNum(); err != nil {
+				return err
+			}
+		}
+	}
+	if keyed {
+		s.keys = keysLayout
+	}
+	// A domain may gain tables after its stores were created: add them, empty. A store written
+	// before digests existed gets them on its first write-open (recordDigestsLocked computes
+	// them when the record has none).
+	var missing []string
+	for _, name := range s.names {
+		ok, err := s.db.HasCollection(name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if opts.MustExist || (len(missing) == 0 && m.Digests != nil && keyed) {
+		return nil
+	}
+	// Also gives a store written before digests existed its digests (recordDigestsLocked), and
+	// one written before key buckets existed, or whose domain declares other indexes now, its
+	// buckets: its tables stay in memory until it is opened again.
+	return s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		for _, name := range missing {
+			if err := s.db.CreateCollection(name); err != nil {
+				return err
+			}
+		}
+		if keyed {
+			return nil
+		}
+		if err := s.buildKeysLocked(tx); err != nil {
+			return err
+		}
+		var m metaRecord
+		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+			return err
+		}
+		m.Keys = keysLayout
+		if err := s.putSysLocked(metaCollection, metaID, m); err != nil {
+			return err
+		}
+		s.keys = keysLayout
+		for _, t := range s.tables {
+			t.disk = &diskTable{b: s.bolt, s: t.s}
+		}
+		return nil
+	})
+}
+
+// recordDigestsLocked is the last step of every write group (boltStore.beforeCommit): it adds
+// the group's changes to the counts and digests in the store's record, or, when the record has
+// none yet (a store written before digests existed), computes them from every document in the
+// file. It writes nothing when there is no record (yet) or nothing changed.
+func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) error {
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil || !found {
+		return err
+	}
+	switch {
+	case m.Digests == nil:
+		m.Digests = scanDigests(tx)
+	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil):
+		return s.syncSysIndexesLocked(tx, m.Digests)
+	default:
+		for coll, d := range delta {
+			cur := m.Digests[coll]
+			cur.Rows += d.Rows
+			cur.Sum += d.Sum
+			if cur == (collDigest{}) {
+				delete(m.Digests, coll)
+			} else {
+				m.Digests[coll] = cur
+			}
+		}
+	}
+	if m.DefinitionSums == nil {
+		m.DefinitionSums = store.DefinitionSums(m.Definition)
+	}
+	if err := s.syncSysIndexesLocked(tx, m.Digests); err != nil {
+		return err
+	}
+	return s.putSysLocked(metaCollection, metaID, m)
+}
+
+// verifySysLocked checks the system collection coll's documents against the count and digest
+// the store recorded, returning a *DamagedError when they differ. The caller holds s.bolt.mu.
+func (s *Store) verifySysLocked(coll string) error {
+	var m metaRecord
+	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	if err != nil {
+		return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+	}
+	if !found {
+		return &store.DamagedError{Path: s.bolt.path, Problem: "it holds no starplan record: it is damaged, or not a starplan store"}
+	}
+	if m.Digests == nil {
+		return nil // written before digests existed: nothing to verify against
+	}
+	var got collDigest
+	if err := s.bolt.db.View(func(tx *bbolt.Tx) error { got = collDigestOf(tx, coll); return nil }); err != nil {
+		return err
+	}
+	if msg := digestMismatch(coll, m.Digests[coll], got); msg != "" {
+		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
+	}
+	return nil
+}
+
+// create makes a new store: one collection per table, the seed rows at version 1 (none with
+// noSeed), the domain's seed kept for a later reseed (with noSeed too), the meta record, all in
+// one transaction.
+func (s *Store) create(noSeed bool) error {
+	for _, name := range s.names {
+		if ok, err := s.db.HasCollection(name); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("it holds a collection %q but no starplan record: not a starplan store", name)
+			}
+			return err
+		}
+	}
+	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: 1, Tables: map[string]int64{},
+		Definition: s.domain.Definition, DefinitionSums: store.DefinitionSums(s.domain.Definition), Keys: keysLayout}
+	var seed json.RawMessage
+	if len(s.domain.Seed) > 0 {
+		var err error
+		if seed, err = store.EncodeSeed(s.domain.Seed); err != nil {
+			return err
+		}
+	}
+	return s.bolt.runGroup(func(tx *bbolt.Tx) error {
+		if err := s.buildKeysLocked(tx); err != nil { // empty: the seed's documents fill them
+			return err
+		}
+		for _, name := range s.names {
+			if err := s.db.CreateCollection(name); err != nil {
+				return err
+			}
+			m.Tables[name] = 1
+			if noSeed {
+				continue
+			}
+			if err := s.insertDocs(name, s.domain.Seed[name], 1); err != nil {
+				return err
+			}
+		}
+		if seed != nil {
+			c, _ := sysCollection(store.SeedCollection)
+			if err := s.putSysLocked(c, store.SeedID, seed); err != nil {
+				return err
+			}
+		}
+		return s.putSysLocked(metaCollection, metaID, m)
+	})
+}
+
+// insertDocs stores rows as new documents of collection at version ver (inside a group): the
+// seed's, the i-th with id rowDocID(ver, i+1).
+func (s *Store) insertDocs(collection string, rows []table.Row, ver int64) error {
+	docs := make([]newDoc, len(rows))
+	for i, r := range rows {
+		docs[i] = newDoc{id: rowDocID(ver, i+1), row: r}
+	}
+	return s.insertNew(collection, ver, docs)
+}
+
+// newDoc is a row to be stored as a new document with id.
+type newDoc struct {
+	id  string
+	row table.Row
+}
+
+// insertNew writes docs as new documents of coll at version ver, inside a group, as clover's
+// Insert would but without its work per document that a large import paid for (a third of
+// its writing): clover's reflection (appendDoc encodes), and two lookups of each document's
+// key, one by Insert for a duplicate and one by the digests for the document replaced. Their
+// ids must be rowDocID's of version ver, ascending, as a commit's new rows are, with no document
+// of that version in the file from the first on: that is checked once, by one cursor step, so no
+// document replaces another. Each goes through the group's digests and key buckets like any
+// write (boltStore.tracked), its row handed over instead of decoded again, and clover's count of
+// the collection's documents is kept as Insert keeps it.
+func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	tx := s.bolt.group
+	if tx == nil {
+		return fmt.Errorf("store: documents of %s written outside a write group", coll)
+	}
+	b := tx.Bucket([]byte(rootBucket))
+	metaKey := []byte(cloverCollectionKey + coll)
+	var meta struct {
+		Size    int
+		Indexes json.RawMessage
+	}
+	if v := b.Get(metaKey); v == nil {
+		return fmt.Errorf("store: no collection %s in %s", coll, s.bolt.path)
+	} else if err := json.Unmarshal(v, &meta); err != nil {
+		return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", coll, err), Err: err}
+	}
+	if len(meta.Indexes) > 0 && string(meta.Indexes) != "null" { // made by clover, not starplan
+		cdocs := make([]*cloverDoc, len(docs))
+		for i, d := range docs {
+			cdocs[i] = encodeDoc(d.id, d.row, ver)
+		}
+		return s.db.Insert(coll, cdocs...)
+	}
+	prefix := docPrefix(coll)
+	// The documents are appended to their collection's: bbolt, which splits a page half full by
+	// default, is told to fill it (for this transaction), as its documentation advises for
+	// appends. Half the pages to write, and to hold in memory until the commit.
+	b.FillPercent = 1.0
+	// Every id of the chunk starts with its version's part (rowDocID), so an id between the first
+	// and the last would too: one look from the first shows that none is in the file. Other ids
+	// may sort anywhere (a store written before ids followed insertion holds random ones).
+	first := docs[0].id
+	if k, _ := b.Cursor().Seek(append(prefix, first...)); bytes.HasPrefix(k, append(prefix, first[:rowDocIDVersionLen]...)) {
+		return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds document %s, of the version %d its new row %s is written at: the store's sequence is behind its documents", coll, k[len(prefix):], ver, first)}
+	}
+	k := &s.bolt.keyOps
+	defer func() { k.written = writtenRow{} }()
+	var buf []byte // a key or document being built; k.save copies it for bbolt, until it commits
+	for i, d := range docs {
+		if i > 0 && d.id <= docs[i-1].id {
+			return fmt.Errorf("store: new documents of %s out of id order: %s after %s", coll, d.id, docs[i-1].id)
+		}
+		key := k.save(append(append(buf[:0], prefix...), d.id...))
+		var ok bool
+		if buf, ok = appendDoc(buf[:0], d.id, d.row, ver); !ok {
+			return fmt.Errorf("store: new %s document %s: a value of a kind no validated row holds", coll, d.id)
+		}
+		doc := k.save(buf)
+		k.written = writtenRow{id: d.id, row: d.row, ver: ver}
+		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
+			return err
+		}
+		if err := b.Put(key, doc); err != nil {
+			return err
+		}
+	}
+	meta.Size += len(docs)
+	v, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	return b.Put(metaKey, v)
+}
+
+// cloverCollectionKey prefixes the bbolt key of clover's record of a collection (db.go,
+// getCollectionKey): its count of documents and its indexes, as JSON.
+const cloverCollectionKey = "coll:"
+
+// loadTable reads one table's documents into memory, and returns the count and digest of the
+// documents it read (a second walk of the same pages, which costs a fraction of the decoding).
+// What it keeps is recorded as shared memory (table.AddShared) as it reads (see loadDocs), so
+// that a run whose walk read the table into memory is not charged for it. Any of stops closed
+// ends the read with errStopped.
+func loadTable(tx *bbolt.Tx, path string, s *store.Schema, stops ...<-chan struct{}) (*resident, collDigest, error) {
+	recs, err := loadDocs(tx, path, s, stops...)
+	if err != nil {
+		return nil, collDigest{}, err
+	}
+	return newResident(s, recs), collDigestOf(tx, s.Name), nil
+}
+
+// beginLoad begins reading a table that was read from the file into memory: it opens a read
+// transaction now, under the caller's s.mu (read or write), so that read, which may run after
+// that lock is let go, reads the committed state of this moment. read verifies the rows against
+// the count and digest the store's record held then, and ends the transaction. Close, or stop
+// closed, ends it between chunks with errStopped (so Close does not wait for a whole read).
+func (s *Store) beginLoad(sc *store.Schema) (read tableRead, err error) {
+	var tx *bbolt.Tx
+	if err := guard(s.bolt.path, func() (err error) { tx, err = s.bolt.db.Begin(false); return err }); err != nil {
+		return nil, fmt.Errorf("reading table %s into memory: %w", sc.Name, err)
+	}
+	return func(stop <-chan struct{}) (res *resident, err error) {
+		defer tx.Rollback()
+		err = guard(s.bolt.path, func() error {
+			m, err := readRecord(tx)
+			if err != nil {
+				return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+			}
+			var dg collDigest
+			if res, dg, err = loadTable(tx, s.bolt.path, sc, s.quit, stop); err != nil {
+				if errors.Is(err, errStopped) {
+					return err
+				}
+				return &store.DamagedError{Path: s.bolt.path, Problem: "a row does not read back: " + err.Error(), Err: err}
+			}
+			if msg := digestMismatch(sc.Name, m.Digests[sc.Name], dg); msg != "" {
+				return &store.DamagedError{Path: s.bolt.path, Problem: msg}
+			}
+			return nil
+		})
+		return res, err
+	}, nil
+}
+
+// errStopped is a read into memory stopped by Close or by a commit that made it stale.
+var errStopped = errors.New("the read into memory was stopped (the store was closed, or a large commit changed the table)")
+
+// Close releases the store. Stages of a closed store must not be used.
+func (s *Store) Close() error {
+	s.quitOnce.Do(func() { close(s.quit) }) // first: a read into memory under way stops
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.db.Close()
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Created reports whether Open created (and seeded) the store.
+func (s *Store) Created() bool { return s.created }
+
+// Domain is the domain the store was opened with.
+func (s *Store) Domain() *store.Domain { return s.domain }
+
+// Schema returns the named table's schema.
+func (s *Store) Schema(name string) (*table.Schema, bool) {
+	c := s.schemas[name]
+	if c == nil {
+		return nil, false
+	}
+	return c.Schema, true
+}
+
+// Names lists the domain's tables, sorted.
+func (s *Store) Names() []string { return slices.Clone(s.names) }
+
+func sysCollection(name string) (string, error) {
+	if !store.ValidName(name) || name == metaCollection[1:] {
+		return "", fmt.Errorf("system collection name %q: must be a letter followed by letters, digits or _", name)
+	}
+	return "_" + name, nil
+}
+
+// PutSys stores v (as JSON) under id in the system collection coll, replacing any document
+// with that id. System collections are never visible to plans.
+func (s *Store) PutSys(ctx context.Context, coll, id string, v any) error {
+	return s.write(ctx, func() error { return s.putSysDoc(store.SysDoc{Collection: coll, ID: id, Value: v}) })
+}
+
+// PutSysDocs stores several system documents in one atomic transaction (one disk sync for the
+// lot): the audit log writes its records in batches.
+func (s *Store) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	return s.write(ctx, func() error {
+		for _, d := range docs {
+			if err := s.putSysDoc(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// GetSys decodes the document id of the system collection coll into v, reporting whether it
+// exists. When it does not, or does not decode, the collection is checked against its recorded
+// count and digest first: a lost or damaged document is a *DamagedError, not a missing one.
+func (s *Store) GetSys(coll, id string, v any) (bool, error) {
+	c, err := sysCollection(coll)
+	if err != nil {
+		return false, err
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	var found bool
+	err = guard(s.bolt.path, func() (err error) {
+		found, err = s.getSysLocked(c, id, v)
+		if err != nil || !found {
+			// A document that is missing or does not decode may have been lost or damaged.
+			if verr := s.verifySysLocked(c); verr != nil {
+				return verr
+			}
+		}
+		return err
+	})
+	return found, err
+}
+
+// ListSys returns every document of the system collection coll, sorted by id, after checking
+// them against the collection's recorded count and digest (a *DamagedError when they differ).
+func (s *Store) ListSys(coll string) ([]store.SysRecord, error) {
+	c, err := sysCollection(coll)
+	if err != nil {
+		return nil, err
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	var docs []*cloverDoc
+	err = guard(s.bolt.path, func() error {
+		// First, and even when the collection seems not to exist (its metadata may be what was
+		// damaged): a lost or damaged document is reported as such, not as a shorter list.
+		if err := s.verifySysLocked(c); err != nil {
+			return err
+		}
+		ok, err := s.db.HasCollection(c)
+		if err != nil || !ok {
+			return err
+		}
+		docs, err = s.db.FindAll(query.NewQuery(c))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.SysRecord, 0, len(docs))
+	for _, d := range docs {
+		id, _ := d.Get("id").(string)
+		raw, _ := d.Get("json").(string)
+		out = append(out, store.SysRecord{ID: id, JSON: json.RawMessage(raw)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
+	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
+		return false, err
+	}
+	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	if err != nil || doc == nil {
+		return false, err
+	}
+	raw, _ := doc.Get("json").(string)
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return true, fmt.Errorf("system document %s/%s: %w", coll, id, err)
+	}
+	return true, nil
+}
+
+// putSysDoc writes one system document; it runs inside a group.
+func (s *Store) putSysDoc(d store.SysDoc) error {
+	c, err := sysCollection(d.Collection)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d.Value)
+	if err != nil {
+		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
+	}
+	if err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false); err != nil {
+		return err
+	}
+	return s.putSysRawLocked(c, d.ID, raw)
+}
+
+func (s *Store) putSysLocked(coll, id string, v any) error {
+	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("system document %s/%s: %w", coll, id, err)
+	}
+	return s.putSysRawLocked(coll, id, raw)
+}
+
+func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
+	ok, err := s.db.HasCollection(coll)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := s.db.CreateCollection(coll); err != nil {
+			return err
+		}
+	}
+	doc := newCloverDoc()
+	doc.Set(idField, sysDocID(coll, id))
+	doc.Set("id", id)
+	doc.Set("json", string(raw))
+	old, err := s.db.FindById(coll, doc.ObjectId())
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return s.db.Insert(coll, doc)
+	}
+	return s.db.ReplaceById(coll, doc.ObjectId(), doc)
+}
+
+// write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn
+// may call clover freely. It is for writes that do not change tables.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("store is closed")
+	}
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.bolt.runGroup(func(*bbolt.Tx) error { return fn() })
+}

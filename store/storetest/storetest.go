@@ -1,0 +1,533 @@
+// Package storetest is the conformance suite every store backend must pass: Run(t, open) runs it
+// against the stores open makes, through the store.Store and store.Stage interfaces alone (the
+// shape of litestream's RunWithReplicaClient). It covers reads, staged writes, conflicts on rows
+// and on predicate reads (a phantom insert that a dry run's filter would now return), the policy
+// re-check at apply, atomicity (a failed apply writes nothing), a pending change read back from
+// JSON (the audit log's round trip) and the system documents. What only some backends have (a
+// file that can be damaged, import formats) is tested by those backends.
+//
+// It must not import a backend: a backend's test imports it.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Opener makes a fresh, empty store of dom for one test, seeded with dom.Seed, and closes it when
+// the test ends (t.Cleanup).
+type Opener func(t testing.TB, dom *store.Domain) store.Store
+
+// Items is the table of the suite's domain.
+const Items = "items"
+
+// Domain is the suite's domain: one table, items, keyed by sku, with an indexed category and a
+// non-negative quantity, seeded with four rows (a1, a2 in category "a"; b1, b2 in "b").
+func Domain() *store.Domain {
+	zero := 0.0
+	return &store.Domain{
+		Name: "conformance",
+		Tables: []*table.Schema{{
+			Name: Items, Key: "sku", Indexes: []string{"category"},
+			Fields: []table.Field{
+				{Name: "sku", Type: table.TypeString, Required: true},
+				{Name: "category", Type: table.TypeString, Required: true},
+				{Name: "qty", Type: table.TypeInt, Required: true, Min: &zero},
+			},
+		}},
+		Seed: map[string][]table.Row{Items: {
+			{"sku": "a1", "category": "a", "qty": int64(1)},
+			{"sku": "a2", "category": "a", "qty": int64(2)},
+			{"sku": "b1", "category": "b", "qty": int64(3)},
+			{"sku": "b2", "category": "b", "qty": int64(4)},
+		}},
+	}
+}
+
+// Run runs the conformance suite against the stores open makes.
+func Run(t *testing.T, open Opener) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, st store.Store)
+	}{
+		{"Reads", testReads},
+		{"StagedWrites", testStagedWrites},
+		{"RowConflict", testRowConflict},
+		{"PhantomInsertConflicts", testPhantomInsertConflicts},
+		{"StageMoved", testStageMoved},
+		{"VerifyAtApply", testVerifyAtApply},
+		{"FailedApplyWritesNothing", testFailedApplyWritesNothing},
+		{"InvalidRowRefused", testInvalidRow},
+		{"PendingJSONRoundTrip", testPendingJSON},
+		{"SystemDocuments", testSystemDocuments},
+		{"SystemIndex", testSystemIndex},
+		{"Limits", testLimits},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Domain())) })
+	}
+}
+
+var bg = context.Background()
+
+func stage(st store.Store) store.Stage { return st.StageFor(bg, store.RunLimits{}) }
+
+func items(t testing.TB, v table.View) table.Table {
+	t.Helper()
+	tb, ok := v.Table(Items)
+	require.True(t, ok, "the stage has no table %s", Items)
+	return tb
+}
+
+func qty(t testing.TB, st store.Store, sku string) any {
+	t.Helper()
+	row, ok, err := items(t, stage(st)).Get(sku)
+	require.NoError(t, err)
+	if !ok {
+		return nil
+	}
+	return row["qty"]
+}
+
+func where(kv ...any) table.Query {
+	w := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		w[kv[i].(string)] = kv[i+1]
+	}
+	return table.Query{Where: w}
+}
+
+func skus(rows []table.Row) []any {
+	out := []any{}
+	for _, r := range rows {
+		out = append(out, r["sku"])
+	}
+	return out
+}
+
+func apply(st store.Store, sg store.Stage, extra ...store.SysDoc) error {
+	return st.ApplyPending(bg, sg.Pending(), nil, extra...)
+}
+
+func testReads(t *testing.T, st store.Store) {
+	assert.Equal(t, "conformance", st.Domain().Name)
+	assert.Equal(t, []string{Items}, st.Names())
+	sc, ok := st.Schema(Items)
+	require.True(t, ok)
+	assert.Equal(t, "sku", sc.Key)
+	_, ok = st.Schema("nope")
+	assert.False(t, ok)
+
+	v := stage(st)
+	assert.Equal(t, []string{Items}, v.Names())
+	_, ok = v.Table("nope")
+	assert.False(t, ok)
+	tb := items(t, v)
+	assert.Equal(t, 4, tb.Len())
+	row, ok, err := tb.Get("b1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "b", row["category"])
+	assert.EqualValues(t, 3, row["qty"])
+	_, ok, err = tb.Get("zz")
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	rows, err := tb.Find(table.Query{})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"a1", "a2", "b1", "b2"}, skus(rows), "rows in key order")
+	rows, err = tb.Find(table.Query{Reverse: true, Limit: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"b2", "b1"}, skus(rows))
+	rows, err = tb.Find(where("category", "a"))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"a1", "a2"}, skus(rows))
+	n, err := tb.Count(where("qty", map[string]any{"$gte": 2}))
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	last, ok, err := v.LastRow(Items)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "b2", last["sku"])
+	assert.Empty(t, v.ChangeSet())
+	assert.False(t, v.Moved())
+	assert.Nil(t, v.Exceeded())
+}
+
+func testStagedWrites(t *testing.T, st store.Store) {
+	sg := stage(st)
+	tb := items(t, sg)
+	_, err := tb.Insert(table.Row{"sku": "c1", "category": "c", "qty": int64(5)})
+	require.NoError(t, err)
+	n, err := tb.Update(table.Row{"qty": int64(10)}, where("sku", "a1"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	n, err = tb.Remove(where("sku", "b2"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+
+	// The stage sees its own writes; the store and other stages do not, until the apply.
+	assert.Equal(t, 4, tb.Len())
+	row, ok, err := tb.Get("a1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.EqualValues(t, 10, row["qty"])
+	assert.EqualValues(t, 1, qty(t, st, "a1"))
+	assert.Nil(t, qty(t, st, "c1"))
+	assert.EqualValues(t, 4, qty(t, st, "b2"))
+
+	cs := sg.ChangeSet()
+	require.Contains(t, cs, Items)
+	assert.Equal(t, []any{"c1"}, skus(cs[Items].Inserted))
+	assert.Equal(t, []any{"b2"}, skus(cs[Items].Deleted))
+	require.Len(t, cs[Items].Updated, 1)
+	p := sg.Pending()
+	assert.False(t, p.Empty())
+	assert.Equal(t, "conformance", p.Domain)
+
+	require.NoError(t, apply(st, sg))
+	assert.EqualValues(t, 10, qty(t, st, "a1"))
+	assert.EqualValues(t, 5, qty(t, st, "c1"))
+	assert.Nil(t, qty(t, st, "b2"))
+	assert.Equal(t, 4, items(t, stage(st)).Len())
+	// The same pending change applied twice conflicts: every row it wrote has moved.
+	assert.ErrorIs(t, st.ApplyPending(bg, p, nil), store.ErrConflict)
+}
+
+func testRowConflict(t *testing.T, st store.Store) {
+	first, second := stage(st), stage(st)
+	_, err := items(t, first).Update(table.Row{"qty": int64(7)}, where("sku", "a1"))
+	require.NoError(t, err)
+	// second only reads a1 and writes another row: its read of a1 must still hold at apply.
+	_, _, err = items(t, second).Get("a1")
+	require.NoError(t, err)
+	_, err = items(t, second).Update(table.Row{"qty": int64(8)}, where("sku", "b1"))
+	require.NoError(t, err)
+
+	require.NoError(t, apply(st, first))
+	err = apply(st, second)
+	require.ErrorIs(t, err, store.ErrConflict)
+	var ce *store.ConflictError
+	require.True(t, errors.As(err, &ce), "%T", err)
+	assert.NotEmpty(t, ce.Conflicts)
+	assert.EqualValues(t, 3, qty(t, st, "b1"), "the conflicting apply wrote nothing")
+	assert.EqualValues(t, 7, qty(t, st, "a1"))
+}
+
+// A dry run that read "every item of category c" (none) and wrote from it conflicts when another
+// run inserted an item of category c meanwhile: the row it did not see is a phantom.
+func testPhantomInsertConflicts(t *testing.T, st store.Store) {
+	for _, q := range []table.Query{
+		where("category", "c"),                              // an indexed equality
+		where("qty", map[string]any{"$gte": 100}),           // a walk
+		{Where: map[string]any{"category": "c"}, Limit: 10}, // with a limit
+	} {
+		t.Run(fmt.Sprint(q.Where), func(t *testing.T) {
+			dry := stage(st)
+			rows, err := items(t, dry).Find(q)
+			require.NoError(t, err)
+			require.Empty(t, rows)
+			_, err = items(t, dry).Update(table.Row{"qty": int64(0)}, where("sku", "a2"))
+			require.NoError(t, err)
+
+			other := stage(st)
+			_, err = items(t, other).Insert(table.Row{"sku": fmt.Sprintf("p%d", len(q.Where)+q.Limit), "category": "c", "qty": int64(100)})
+			require.NoError(t, err)
+			require.NoError(t, apply(st, other))
+
+			assert.ErrorIs(t, apply(st, dry), store.ErrConflict)
+			assert.EqualValues(t, 2, qty(t, st, "a2"), "nothing of the dry run was written")
+			// Clean up for the next case: remove the phantom.
+			rm := stage(st)
+			_, err = items(t, rm).Remove(where("category", "c"))
+			require.NoError(t, err)
+			require.NoError(t, apply(st, rm))
+		})
+	}
+	// An insert that the filter would not return is no conflict.
+	dry := stage(st)
+	_, err := items(t, dry).Find(where("category", "a"))
+	require.NoError(t, err)
+	_, err = items(t, dry).Update(table.Row{"qty": int64(9)}, where("sku", "a2"))
+	require.NoError(t, err)
+	other := stage(st)
+	_, err = items(t, other).Insert(table.Row{"sku": "z9", "category": "z", "qty": int64(1)})
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+	require.NoError(t, apply(st, dry))
+	assert.EqualValues(t, 9, qty(t, st, "a2"))
+}
+
+func testStageMoved(t *testing.T, st store.Store) {
+	late := stage(st)
+	other := stage(st)
+	_, err := items(t, other).Insert(table.Row{"sku": "m1", "category": "m", "qty": int64(1)})
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+	_, err = items(t, late).Find(table.Query{})
+	require.NoError(t, err)
+	assert.True(t, late.Moved(), "a read after a commit that landed since the stage started")
+	fresh := stage(st)
+	_, err = items(t, fresh).Find(table.Query{})
+	require.NoError(t, err)
+	assert.False(t, fresh.Moved())
+}
+
+// The policy's check runs inside the apply, sees the changes and the committed state, and its
+// refusal writes nothing, the documents that came with the apply included.
+func testVerifyAtApply(t *testing.T, st store.Store) {
+	sg := stage(st)
+	_, err := items(t, sg).Insert(table.Row{"sku": "v1", "category": "v", "qty": int64(1)})
+	require.NoError(t, err)
+	refused := errors.New("refused by policy")
+	var saw []string
+	verify := func(cs table.ChangeSet, c store.Committed) error {
+		saw = append(saw, fmt.Sprint(skus(cs[Items].Inserted)))
+		last, ok, err := c.LastRow(Items)
+		if err != nil || !ok {
+			return fmt.Errorf("LastRow: %v %v", ok, err)
+		}
+		saw = append(saw, fmt.Sprint(last["sku"]))
+		return refused
+	}
+	doc := store.SysDoc{Collection: "audit", ID: "r1", Value: map[string]any{"applied": true}}
+	err = st.ApplyPending(bg, sg.Pending(), verify, doc)
+	assert.ErrorIs(t, err, refused)
+	require.NotEmpty(t, saw)
+	assert.Equal(t, "[v1]", saw[0])
+	assert.Equal(t, "b2", saw[1], "the committed state, without the staged insert")
+	assert.Nil(t, qty(t, st, "v1"))
+	found, err := st.GetSys("audit", "r1", new(map[string]any))
+	require.NoError(t, err)
+	assert.False(t, found, "the audit document of a refused apply is not written")
+
+	// A state the policy refuses is refused again at apply when a commit made it so meanwhile.
+	budget := func(cs table.ChangeSet, c store.Committed) error {
+		last, _, err := c.LastRow(Items)
+		if err != nil {
+			return err
+		}
+		if last["sku"] == "zz" {
+			return refused
+		}
+		return nil
+	}
+	dry := stage(st)
+	_, err = items(t, dry).Update(table.Row{"qty": int64(5)}, where("sku", "a1"))
+	require.NoError(t, err)
+	require.NoError(t, budget(dry.ChangeSet(), dry), "fine at the dry run")
+	other := stage(st)
+	_, err = items(t, other).Insert(table.Row{"sku": "zz", "category": "z", "qty": int64(1)})
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+	assert.ErrorIs(t, st.ApplyPending(bg, dry.Pending(), budget), refused)
+	assert.EqualValues(t, 1, qty(t, st, "a1"))
+
+	require.NoError(t, st.ApplyPending(bg, sg.Pending(), nil, doc))
+	assert.EqualValues(t, 1, qty(t, st, "v1"))
+	found, err = st.GetSys("audit", "r1", new(map[string]any))
+	require.NoError(t, err)
+	assert.True(t, found, "the audit document is written with the changes")
+}
+
+// An apply with several writes of which one conflicts writes none of them, nor its documents.
+func testFailedApplyWritesNothing(t *testing.T, st store.Store) {
+	sg := stage(st)
+	tb := items(t, sg)
+	_, err := tb.Insert(table.Row{"sku": "n1", "category": "n", "qty": int64(1)})
+	require.NoError(t, err)
+	_, err = tb.Update(table.Row{"qty": int64(40)}, where("sku", "a1"))
+	require.NoError(t, err)
+	_, err = tb.Update(table.Row{"qty": int64(41)}, where("sku", "b2"))
+	require.NoError(t, err)
+
+	other := stage(st)
+	_, err = items(t, other).Update(table.Row{"qty": int64(99)}, where("sku", "b2"))
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+
+	err = apply(st, sg, store.SysDoc{Collection: "audit", ID: "x", Value: 1})
+	require.ErrorIs(t, err, store.ErrConflict)
+	assert.Nil(t, qty(t, st, "n1"))
+	assert.EqualValues(t, 1, qty(t, st, "a1"))
+	assert.EqualValues(t, 99, qty(t, st, "b2"))
+	found, err := st.GetSys("audit", "x", new(int))
+	require.NoError(t, err)
+	assert.False(t, found)
+	assert.Equal(t, 4, items(t, stage(st)).Len())
+}
+
+// A pending change whose row does not fit the schema (as one read back from a tampered log) is
+// refused and writes nothing.
+func testInvalidRow(t *testing.T, st store.Store) {
+	sg := stage(st)
+	_, err := items(t, sg).Insert(table.Row{"sku": "w1", "category": "w", "qty": int64(-1)})
+	require.Error(t, err, "the stage validates rows as they are written")
+	_, err = items(t, sg).Insert(table.Row{"sku": "w1", "category": "w", "qty": int64(1)})
+	require.NoError(t, err)
+	p := sg.Pending()
+	p.Writes[0].Row = table.Row{"sku": "w1", "category": "w", "qty": int64(-1)}
+	assert.ErrorContains(t, st.ApplyPending(bg, p, nil), "qty")
+	assert.Nil(t, qty(t, st, "w1"))
+}
+
+// A pending change survives JSON (the audit log keeps it so) and applies the same afterwards;
+// its recorded predicate reads still catch a phantom.
+func testPendingJSON(t *testing.T, st store.Store) {
+	sg := stage(st)
+	_, err := items(t, sg).Find(where("category", "j"))
+	require.NoError(t, err)
+	_, err = items(t, sg).Insert(table.Row{"sku": "j1", "category": "k", "qty": int64(3)})
+	require.NoError(t, err)
+	_, err = items(t, sg).Update(table.Row{"qty": int64(12)}, where("sku", "a1"))
+	require.NoError(t, err)
+	b, err := json.Marshal(sg.Pending())
+	require.NoError(t, err)
+	var back store.Pending
+	require.NoError(t, json.Unmarshal(b, &back))
+
+	// A phantom for its predicate read: the decoded change conflicts too.
+	other := stage(st)
+	_, err = items(t, other).Insert(table.Row{"sku": "j0", "category": "j", "qty": int64(1)})
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+	assert.ErrorIs(t, st.ApplyPending(bg, &back, nil), store.ErrConflict)
+
+	// Without the phantom it applies.
+	sg = stage(st)
+	_, err = items(t, sg).Find(where("category", "q"))
+	require.NoError(t, err)
+	_, err = items(t, sg).Update(table.Row{"qty": int64(12)}, where("sku", "a1"))
+	require.NoError(t, err)
+	b, err = json.Marshal(sg.Pending())
+	require.NoError(t, err)
+	back = store.Pending{}
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.NoError(t, st.ApplyPending(bg, &back, nil))
+	assert.EqualValues(t, 12, qty(t, st, "a1"))
+}
+
+func testSystemDocuments(t *testing.T, st store.Store) {
+	type doc struct {
+		N int `json:"n"`
+	}
+	require.NoError(t, st.PutSys(bg, "notes", "b", doc{2}))
+	require.NoError(t, st.PutSysDocs(bg,
+		store.SysDoc{Collection: "notes", ID: "a", Value: doc{1}},
+		store.SysDoc{Collection: "other", ID: "a", Value: doc{9}}))
+	var got doc
+	found, err := st.GetSys("notes", "a", &got)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, 1, got.N)
+	found, err = st.GetSys("notes", "missing", &got)
+	require.NoError(t, err)
+	assert.False(t, found)
+	list, err := st.ListSys("notes")
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	assert.Equal(t, "a", list[0].ID, "sorted by id")
+	assert.JSONEq(t, `{"n":2}`, string(list[1].JSON))
+	require.NoError(t, st.PutSys(bg, "notes", "a", doc{5}), "a put replaces")
+	_, err = st.GetSys("notes", "a", &got)
+	require.NoError(t, err)
+	assert.Equal(t, 5, got.N)
+	assert.Error(t, st.PutSys(bg, "_bad", "a", doc{1}), "a system collection name is a plain name")
+
+	// Prune takes the companion documents of the same id with it; an error from drop removes
+	// nothing.
+	_, err = st.PruneSys(bg, "notes", func(r store.SysRecord) (bool, error) { return false, errors.New("no") }, "other")
+	require.Error(t, err)
+	pruned, err := st.PruneSys(bg, "notes", func(r store.SysRecord) (bool, error) { return r.ID == "a", nil }, "other")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, pruned.IDs)
+	list, err = st.ListSys("notes")
+	require.NoError(t, err)
+	assert.Len(t, list, 1)
+	list, err = st.ListSys("other")
+	require.NoError(t, err)
+	assert.Empty(t, list)
+	// Plans never see system collections.
+	assert.Equal(t, []string{Items}, stage(st).Names())
+}
+
+func testSystemIndex(t *testing.T, st store.Store) {
+	ready, err := st.SysIndexReady("runs")
+	require.NoError(t, err)
+	assert.False(t, ready)
+	_, err = st.SysStats("runs")
+	assert.ErrorIs(t, err, store.ErrNoSysIndex)
+	put := func(id, order, group string) store.SysDoc {
+		return store.SysDoc{Collection: "runs", ID: id, Value: map[string]string{"group": group},
+			Index: &store.SysIndex{Order: order, Group: group}}
+	}
+	require.NoError(t, st.PutSysDocs(bg, put("r1", "2025-01-01", "done"), put("r2", "2025-01-03", "pending")))
+	// The index may be built with the first indexed write or by a rebuild; after a rebuild it is
+	// current either way.
+	n, err := st.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		var v map[string]string
+		if err := json.Unmarshal(r.JSON, &v); err != nil {
+			return store.SysIndex{}, err
+		}
+		order := map[string]string{"r1": "2025-01-01", "r2": "2025-01-03"}[r.ID]
+		return store.SysIndex{Order: order, Group: v["group"]}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	ready, err = st.SysIndexReady("runs")
+	require.NoError(t, err)
+	assert.True(t, ready)
+	require.NoError(t, st.PutSysDocs(bg, put("r3", "2025-01-02", "done")))
+
+	stats, err := st.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, 2, stats["done"].Count)
+	assert.Equal(t, 1, stats["pending"].Count)
+
+	ids := func(opts store.SysScan) []string {
+		t.Helper()
+		var out []string
+		if opts.Next == nil {
+			opts.Next = func(store.SysEntry) (bool, bool) { return true, true }
+		}
+		entries, err := st.ScanSys("runs", opts)
+		require.NoError(t, err)
+		for _, e := range entries {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"r1", "r3", "r2"}, ids(store.SysScan{}), "in order")
+	assert.Equal(t, []string{"r2", "r3", "r1"}, ids(store.SysScan{Reverse: true}))
+	assert.Equal(t, []string{"r1", "r3"}, ids(store.SysScan{Group: "done"}))
+
+	pruned, err := st.PruneSysBefore(bg, "runs", "2025-01-03", func(store.SysRecord) (bool, error) { return true, nil })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"r1", "r3"}, pruned.IDs, "only the documents ordered before")
+	assert.Equal(t, []string{"r2"}, ids(store.SysScan{}))
+}
+
+// A stage holds its run to its limits and says which it crossed.
+func testLimits(t *testing.T, st store.Store) {
+	sg := st.StageFor(bg, store.RunLimits{RowsWritten: 1})
+	tb := items(t, sg)
+	_, err := tb.Insert(table.Row{"sku": "l1", "category": "l", "qty": int64(1)})
+	require.NoError(t, err)
+	_, err = tb.Insert(table.Row{"sku": "l2", "category": "l", "qty": int64(1)})
+	require.Error(t, err)
+	require.NotNil(t, sg.Exceeded())
+	assert.Equal(t, store.LimitRowsWritten, sg.Exceeded().Limit)
+
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	sg = st.StageFor(ctx, store.RunLimits{})
+	_, err = items(t, sg).Find(where("qty", map[string]any{"$gte": 0}))
+	assert.ErrorIs(t, err, context.Canceled, "a stage's reads stop with its context")
+}

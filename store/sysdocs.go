@@ -1,0 +1,80 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SysDoc is a document of a system collection (such as the audit log's "runs"), written by
+// Apply in the same transaction as a run's changes. Value is stored as its JSON encoding.
+type SysDoc struct {
+	Collection string
+	ID         string
+	Value      any
+	// Index places the document in its collection's ordered index (sysindex.go). A collection
+	// that keeps an index takes no write without one.
+	Index *SysIndex
+}
+
+// SysRecord is a stored system document: its id and its JSON.
+type SysRecord struct {
+	ID   string
+	JSON json.RawMessage
+}
+
+// SysIndex places a system document in its collection's ordered index (see SysDoc.Index).
+type SysIndex struct {
+	// Order sorts the documents (then their ids): ScanSys walks them by it, either way. It must
+	// not hold a NUL byte.
+	Order string
+	// Group is the document's group (the audit log's: a run's state): ScanSys can keep to one,
+	// and SysStats counts each. It must not be empty.
+	Group string
+}
+
+// SysGroup is what SysStats keeps of one group of an indexed collection.
+type SysGroup struct {
+	Count int   `json:"count"`
+	Bytes int64 `json:"bytes"` // the size of the documents' JSON
+}
+
+// Valid reports an entry a backend cannot index: an Order holding a NUL byte, or an empty Group.
+func (x *SysIndex) Valid() error {
+	if strings.IndexByte(x.Order, 0) >= 0 || x.Group == "" || strings.IndexByte(x.Group, 0) >= 0 {
+		return fmt.Errorf("index entry %q/%q: the order holds no NUL byte and the group is not empty", x.Order, x.Group)
+	}
+	return nil
+}
+
+// ErrNoSysIndex is the error of ScanSys and SysStats on a collection without a current index.
+var ErrNoSysIndex = errors.New("the system collection has no current index (RebuildSysIndex builds it)")
+
+// SysScan says which documents ScanSys reads.
+type SysScan struct {
+	Group   string // only this group's documents; "" for all
+	After   string // start after this entry (SysEntry.Cursor of the last one read); "" from the end
+	Reverse bool   // greatest Order first
+	// Next decides, for each entry in turn, whether to read it (true) and whether to go on. The
+	// document's JSON is read only for the entries it takes.
+	Next func(SysEntry) (take, more bool)
+}
+
+// SysEntry is one document of an indexed collection, as ScanSys reads it.
+type SysEntry struct {
+	ID     string
+	Order  string
+	Group  string
+	Cursor string          // where a later scan starts after this entry
+	JSON   json.RawMessage // set on the entries taken
+}
+
+// SysPruned says what PruneSys removed.
+type SysPruned struct {
+	// IDs are the ids of the documents removed from the pruned collection, sorted.
+	IDs []string
+	// Bytes is the size of the JSON of every document removed, those of the companion
+	// collections included.
+	Bytes int64
+}

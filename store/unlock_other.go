@@ -1,8 +1,0 @@
-//go:build !unix
-
-package store
-
-import "os"
-
-// unlockFile does nothing here: closing the file releases bbolt's lock.
-func unlockFile(*os.File) {}
