@@ -74,6 +74,7 @@ func TestPackageOnDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the package's tests again")
 	}
+	t.Parallel() // a child process: it overlaps the package's other parallel tests
 	args := []string{"-test.skip", "^(" + strings.Join(onDiskSkips, "|") + ")$", "-test.count", "1", "-test.short"}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), residentEnv+"=-1,-1")
