@@ -14,8 +14,3 @@ func TestSizeFollowsTheTier(t *testing.T) {
 	assert.True(t, Long())
 	assert.Equal(t, 200, Size(20, 200))
 }
-
-// A skipped long test says how to run it: the variable, the package and the test.
-func TestHintSaysHowToRunIt(t *testing.T) {
-	assert.Equal(t, "long tier (a soak): run it with STARPLAN_LONG=1 go test -race ./internal/testtier/ -run '^TestHintSaysHowToRunIt$'", Hint(t, "a soak"))
-}
