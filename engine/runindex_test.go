@@ -105,19 +105,29 @@ func pageAll(t *testing.T, e *Engine, opts ListOptions, size int) []string {
 	}
 }
 
-func filterState(t *testing.T, e *Engine, ids []string, state string) []string {
-	t.Helper()
+func filterState(ids []string, stateOfID map[string]string, state string) []string {
 	var out []string
+	for _, id := range ids {
+		if stateOfID[id] == state {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// statesOf reads the state of each run from its record and decision, once per run (filtering
+// per state read them once per state: a third of the package's time under -race).
+func statesOf(t *testing.T, e *Engine, ids []string) map[string]string {
+	t.Helper()
+	states := make(map[string]string, len(ids))
 	for _, id := range ids {
 		r, err := e.Record(id)
 		require.NoError(t, err)
 		d, _, err := e.Decision(id)
 		require.NoError(t, err)
-		if stateOf(r.Applied, d != nil, r.Pending, r.Outcome) == state {
-			out = append(out, id)
-		}
+		states[id] = stateOf(r.Applied, d != nil, r.Pending, r.Outcome)
 	}
-	return out
+	return states
 }
 
 // checkAgainstRecount checks that listing every run, in pages, and the kept counts agree with a
@@ -130,8 +140,9 @@ func checkAgainstRecount(t *testing.T, e *Engine) {
 	assert.Equal(t, states, page.States, "the kept counts are a recount's")
 	assert.Equal(t, len(want), page.Count)
 	assert.Equal(t, want, pageAll(t, e, ListOptions{}, 3))
+	stateOfID := statesOf(t, e, want)
 	for _, s := range States {
-		assert.Equal(t, filterState(t, e, want, s), nilIfEmpty(pageAll(t, e, ListOptions{State: s}, 2)), s)
+		assert.Equal(t, filterState(want, stateOfID, s), nilIfEmpty(pageAll(t, e, ListOptions{State: s}, 2)), s)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/table"
 )
 
@@ -40,7 +41,6 @@ var soakFor = flag.Duration("soak", 0, "run TestSoak64Clients for this wall time
 
 const (
 	soakClients     = 64
-	soakRounds      = 6 // per client, without -soak
 	soakSubscribers = 4 // besides the one that checks every event
 	// soakBacklog is the server's event backlog in the soak: the checking subscriber that is cut
 	// off for falling behind replays from it. Without -soak the whole test publishes fewer events
@@ -53,6 +53,11 @@ const (
 	// clients, the streams and their connections are gone.
 	soakGoroutineSlack = 8
 )
+
+// soakRounds is the rounds per client without -soak. Client c's round n is of kind
+// (c+n) mod soakKinds, so two rounds still do every kind, each by about 20 clients at once; the
+// long tier (testtier) does three times the work.
+var soakRounds = testtier.Size(2, 6)
 
 // soakItems are the styles the soak buys and returns: they compete for stock and the ledger.
 var soakItems = []string{"Aviator", "Sport", "Classic", "Moon"}

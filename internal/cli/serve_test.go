@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -98,7 +99,8 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// starplanBinary builds cmd/starplan into the test's temporary directory.
+// starplanBinary builds cmd/starplan once for the package's tests (into binDir, removed by
+// TestMain) and returns its path.
 func starplanBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -107,10 +109,26 @@ func starplanBinary(t *testing.T) string {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build the binary with")
 	}
-	bin := filepath.Join(t.TempDir(), "starplan")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/starplan/starplan/cmd/starplan").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return bin
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "starplan-cli-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		binDir = dir
+		built.path = filepath.Join(dir, "starplan")
+		built.out, built.err = exec.Command("go", "build", "-o", built.path, "github.com/starplan/starplan/cmd/starplan").CombinedOutput()
+	})
+	require.NoError(t, built.err, "%s", built.out)
+	return built.path
+}
+
+// built is the starplan binary the package's tests share, built on first use.
+var built struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
 }
 
 // TestServeBinaryMCPStdio starts the real binary as an MCP client would (mcp.CommandTransport).

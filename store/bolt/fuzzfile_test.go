@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/internal/testtier"
 )
 
 // A damaged file never makes Check or Open panic, whatever byte is damaged: db check once died
@@ -20,6 +22,7 @@ import (
 // a fixed seed), so a failure repeats. A panic on tx.Check's goroutine ends the test binary; any
 // other fails the case. And the two agree: a store that Check finds sound opens.
 func TestDamagedFilesNeverPanic(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dir, orig := damagedStore(t, 40, func(b []byte) []byte { return b })
 	s := openAt(t, dir)
 	docs := make([]store.SysDoc, 20)
@@ -44,10 +47,7 @@ func TestDamagedFilesNeverPanic(t *testing.T) {
 	zero := func(what string, from, to int) damage {
 		return damage{fmt.Sprintf("%s zeroed", what), func(b []byte) { clear(b[from:to]) }}
 	}
-	step := 64
-	if testing.Short() {
-		step = 256
-	}
+	step := testtier.Size(256, 64)
 	for off := 0; off < min(4*page, len(orig)); off += step {
 		cases = append(cases, xor(off))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 
 	"github.com/starplan/starplan/table"
@@ -121,10 +122,8 @@ func must1[T any](v T, err error) T {
 // would break. bbolt's copy-on-write pages and its meta-page switch, with every clover call of an
 // apply in one transaction, are what this proves.
 func TestKillDuringApply(t *testing.T) {
-	kills := 200
-	if testing.Short() {
-		kills = 40
-	}
+	t.Parallel() // with the package's other long tests and its run on disk
+	kills := testtier.Size(20, 200)
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	require.NoError(t, err)

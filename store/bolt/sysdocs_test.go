@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/internal/testtier"
 )
 
 func TestPutSysDocsWritesAllOrNothing(t *testing.T) {
@@ -52,11 +54,9 @@ func jsonRows(n int) string {
 // Line numbers in import errors stay exact deep into a large file (they are counted on from the
 // previous record; counting from the start each time made 100k rows take seconds).
 func TestImportJSONLineNumbersAfterManyRows(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
-	n := 100_000
-	if testing.Short() {
-		n = 20_000 // the package's run on disk (TestPackageOnDisk): still many records
-	}
+	n := testtier.Size(20_000, 100_000)
 	rows := jsonRows(n)
 	res, err := s.Import(context.Background(), "inventory", strings.NewReader(rows), JSON, Upsert)
 	require.NoError(t, err)

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
+
+	"github.com/starplan/starplan/internal/testtier"
 )
 
 func idxDoc(id, order, group string) store.SysDoc {
@@ -215,10 +217,8 @@ func runSysIndexLoop(dir string) {
 // random points, and after every kill checks that the index matches the documents: it is
 // written in their transactions, so a kill leaves both before or both after a batch.
 func TestKillDuringIndexedBatches(t *testing.T) {
-	kills := 30
-	if testing.Short() {
-		kills = 8
-	}
+	t.Parallel() // with the package's other long tests and its run on disk
+	kills := testtier.Size(8, 30)
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	require.NoError(t, err)
