@@ -10,7 +10,7 @@ import (
 
 func parseCall(t *testing.T, src string) *syntax.CallExpr {
 	t.Helper()
-	e, err := syntax.ParseExpr("call.star", src, 0)
+	e, err := (&syntax.FileOptions{}).ParseExpr("call.star", src, 0)
 	require.NoError(t, err)
 	call, ok := e.(*syntax.CallExpr)
 	require.True(t, ok)

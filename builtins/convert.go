@@ -2,7 +2,6 @@ package builtins
 
 import (
 	"fmt"
-	"math"
 	"math/big"
 	"sort"
 
@@ -162,8 +161,3 @@ func FromGo(v any) starlark.Value {
 	return starlark.String(fmt.Sprint(v))
 }
 
-// IsFinite reports whether a Go number converted by ToGo is usable as data (not NaN or ±Inf).
-func IsFinite(v any) bool {
-	f, ok := v.(float64)
-	return !ok || (!math.IsNaN(f) && !math.IsInf(f, 0))
-}

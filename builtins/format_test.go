@@ -229,7 +229,7 @@ func FuzzFormatSpec(f *testing.F) {
 		f.Add(c.spec, 1234.5, int64(-42), "ab")
 	}
 	for _, c := range formatErrors {
-		f.Add(c.spec, -0.0, int64(7), "héllo")
+		f.Add(c.spec, math.Copysign(0, -1), int64(7), "héllo")
 	}
 	f.Add("\x00<99999999999999999999", math.Inf(1), int64(math.MinInt64), "")
 	f.Add("\xbf<700000", 5533.625, int64(32), "0") // a 3-byte fill: 2 MB if the cap counted runes

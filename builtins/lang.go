@@ -129,14 +129,6 @@ func (p *pacer) step() error {
 	return nil
 }
 
-// chargeCapped refuses a result of n bytes above limit, then charges it to the run's budget.
-func chargeCapped(thread *starlark.Thread, op string, n, limit int64) error {
-	if n > limit {
-		return &MemoryError{Op: op, Bytes: n, Limit: limit}
-	}
-	return Charge(thread, op, n)
-}
-
 // meter asks the run's budget about a result that grows piece by piece (a re.sub output, a
 // json.dumps document, a findall list): Charge is consulted with the whole size each time it has
 // grown by a quarter (and at least CheckThreshold) since the last question.

@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 the error strings here are Python's own messages, word for word, which plans and their authors recognise
+
 package builtins
 
 import (

@@ -135,7 +135,7 @@ func changeCell(path string, old any, hadOld bool, new any, hasNew bool) Cell {
 		sb, bok := new.(string)
 		if aok && bok && (isLong(sa) || isLong(sb)) {
 			for _, ch := range wordDiff(escape(sa, true), escape(sb, true)) {
-				c.Words = append(c.Words, Word{Same: ch.Same, Del: ch.Del, Ins: ch.Ins})
+				c.Words = append(c.Words, Word(ch))
 			}
 		}
 	case hadOld:

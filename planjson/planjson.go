@@ -428,7 +428,7 @@ func notOneExpression(e string) string {
 	if len(tr.Diagnostics) == 0 {
 		e = tr.Source
 	}
-	x, err := syntax.ParseExpr("expr", e, syntax.RetainComments)
+	x, err := (&syntax.FileOptions{}).ParseExpr("expr", e, syntax.RetainComments)
 	if err != nil {
 		return err.Error()
 	}

@@ -340,11 +340,11 @@ func plainGlobals(globals starlark.StringDict, names []string) map[string]any {
 	}
 	out := make(map[string]any, len(globals))
 	for name, v := range globals {
-		switch v.(type) {
+		switch v := v.(type) {
 		case starlark.Callable:
 			continue
 		case starlark.Float:
-			f := float64(v.(starlark.Float))
+			f := float64(v)
 			if math.IsNaN(f) || math.IsInf(f, 0) {
 				out[name] = builtins.FloatRepr(f)
 				continue

@@ -515,7 +515,7 @@ func (g *generator) value(depth int) any {
 	case 3:
 		return float64(int8(g.byte())) / 4
 	case 4:
-		return []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.0, math.MaxFloat64}[g.byte()%5]
+		return []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), math.MaxFloat64}[g.byte()%5]
 	case 5:
 		return []int64{math.MinInt64, math.MaxInt64, 1 << 53, 1<<53 + 1}[g.byte()%4]
 	case 6, 7:

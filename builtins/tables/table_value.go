@@ -118,12 +118,6 @@ func (t *TableValue) table(thread *starlark.Thread) (table.Table, error) {
 	return tb, nil
 }
 
-// textKey reports whether the table's key field holds text.
-func (t *TableValue) textKey() bool {
-	f := t.schema.Field(t.schema.Key)
-	return f != nil && (f.Type == table.TypeString || f.Type == table.TypeTimestamp)
-}
-
 // rowCost estimates the bytes one row handed to a plan costs: its RowValue and its list slot.
 const rowCost = 32 + 16
 
@@ -551,8 +545,10 @@ func checkArity(c starlark.Callable) error {
 	}
 	switch {
 	case positional == 0 && !fn.HasVarargs():
+		//lint:ignore ST1005 the message ends in the Python a plan writes: lambda row: ...
 		return fmt.Errorf("the where function %s takes no arguments; it is called with each row: lambda row: ...", fn.Name())
 	case required > 1:
+		//lint:ignore ST1005 the message ends in the Python a plan writes: lambda row: ...
 		return fmt.Errorf("the where function %s needs %d arguments; it is called with one, the row: lambda row: ...", fn.Name(), required)
 	}
 	return nil

@@ -111,7 +111,7 @@ func TestRegistry(t *testing.T) {
 		assert.NotEmpty(t, h.Doc, h.Name)
 		assert.NotContains(t, h.Doc, "\n", h.Name)
 		assert.NotEmpty(t, h.Example, h.Name)
-		_, err := syntax.Parse(h.Name+".example", h.Example, 0)
+		_, err := (&syntax.FileOptions{}).Parse(h.Name+".example", h.Example, 0)
 		assert.NoError(t, err, "the example of %s must be Starlark", h.Name)
 	}
 	groups := map[string]builtins.Group{

@@ -174,7 +174,7 @@ func pyFormat(v starlark.Value, spec string) (string, error) {
 			body = body[:prec]
 		}
 	case starlark.Int, starlark.Float:
-		if xi, ok := x.(starlark.Int); ok && strings.IndexAny(typ, "eEfFgG%") < 0 {
+		if xi, ok := x.(starlark.Int); ok && !strings.ContainsAny(typ, "eEfFgG%") {
 			n := new(big.Int).Set(xi.BigInt())
 			if n.Sign() < 0 {
 				signStr = "-"

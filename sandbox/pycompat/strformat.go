@@ -242,7 +242,7 @@ func (t *translator) tryStrFormat(b *writer, toks []token, i, hi, lvl int) int {
 				return reject(fields[n].off, "this template is too large to translate", "assign the values to names and format them once")
 			}
 			slot[n] = nPos + len(extras)
-			extras = append(extras, extra{u.arg, u.kind})
+			extras = append(extras, extra(u))
 		}
 	}
 	numbered := manual || len(extras) > 0

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -255,7 +256,7 @@ func benchOpenCopy(b *testing.B, n int, dst *Store) *Store {
 	var ops []op
 	for _, name := range src.names {
 		var err error
-		for _, r := range src.tables[name].walk(nil, nil, nil, false, &err) {
+		for _, r := range src.tables[name].walk(context.Background(), nil, nil, false, &err) {
 			ops = append(ops, op{s: dst.schemas[name], key: r.key, row: r.row})
 		}
 		if err != nil {

@@ -98,7 +98,7 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 			unlockFile(file)
 			file.Close()
 		}
-		if errors.Is(err, bbolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, &store.InUseError{Dir: dir}
 		}
 		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
@@ -324,7 +324,7 @@ func (t *boltTx) Rollback() error {
 		return nil
 	}
 	err := t.tx.Rollback()
-	if errors.Is(err, bbolt.ErrTxClosed) { // clover defers Rollback after a successful Commit
+	if errors.Is(err, berrors.ErrTxClosed) { // clover defers Rollback after a successful Commit
 		return nil
 	}
 	return err

@@ -712,7 +712,7 @@ func (d *diskTable) maxNum() (best int64, err error) {
 		case !ranged || hi == nil:
 			k, v = c.Last()
 		default:
-			if k, v = c.Seek(hi); k == nil {
+			if k, _ = c.Seek(hi); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()

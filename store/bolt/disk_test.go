@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -703,7 +704,7 @@ func TestRowsReadIntoMemoryAreSharedMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	shared := table.Shared()
-	res, err := mt.resident(nil, false)
+	res, err := mt.resident(context.Background(), false)
 	require.NoError(t, err)
 	require.NotNil(t, res)
 	runtime.GC()

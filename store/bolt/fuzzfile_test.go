@@ -23,7 +23,7 @@ import (
 // other fails the case. And the two agree: a store that Check finds sound opens.
 func TestDamagedFilesNeverPanic(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
-	dir, orig := damagedStore(t, 40, func(b []byte) []byte { return b })
+	dir, _ := damagedStore(t, 40, func(b []byte) []byte { return b })
 	s := openAt(t, dir)
 	docs := make([]store.SysDoc, 20)
 	for i := range docs {

@@ -324,7 +324,7 @@ func (s *Store) snapshot(name string) (*store.Schema, []*rec, error) {
 	defer s.mu.RUnlock()
 	var recs []*rec
 	var err error
-	for _, r := range s.tables[name].walk(nil, nil, nil, false, &err) {
+	for _, r := range s.tables[name].walk(context.Background(), nil, nil, false, &err) {
 		recs = append(recs, r)
 	}
 	return sc, recs, err
@@ -1006,12 +1006,6 @@ func valueStart(b []byte, sep byte) int {
 // counts as the last kept; before them, as the first).
 func (c *lineCounter) lineOf(off int64) int {
 	return c.line + bytes.Count(c.buf[:c.kept(off)], newline)
-}
-
-// colOf returns the column (from 1, in bytes) of the byte at offset off, as lineOf its line.
-func (c *lineCounter) colOf(off int64) int {
-	_, col := advance(c.buf[:c.kept(off)], c.line, c.col)
-	return col + 1
 }
 
 // rest refuses anything after the JSON value that ends at offset end but white space (the

@@ -108,7 +108,7 @@ func TestTheFirstBadDocumentIsTheError(t *testing.T) {
 	for range 10 {
 		mt := s.tables["inventory"]
 		mt.loadErr = nil
-		_, err := mt.resident(nil, true)
+		_, err := mt.resident(context.Background(), true)
 		require.ErrorIs(t, err, store.ErrDamaged)
 		assert.ErrorContains(t, err, "inventory: document "+string(first[len(docPrefix("inventory")):])+": truncated msgpack value")
 	}
@@ -143,7 +143,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 		for i, r := range recs {
 			require.Equal(t, string(want[i][len(docPrefix("inventory")):]), r.id, "n=%d i=%d", n, i)
 		}
-		res, err := s.tables["inventory"].resident(nil, true)
+		res, err := s.tables["inventory"].resident(context.Background(), true)
 		require.NoError(t, err)
 		if int64(n) >= promoteRows {
 			require.Len(t, res.order, n)
@@ -180,7 +180,7 @@ func TestAFailedLoadStopsDecoding(t *testing.T) {
 	rawUpdate(t, dir, func(bk *bbolt.Bucket) error { return bk.Put(ks[0], []byte{0xc1}) })
 	s := openAt(t, dir)
 	before := table.Shared()
-	_, err := s.tables["inventory"].resident(nil, true)
+	_, err := s.tables["inventory"].resident(context.Background(), true)
 	require.ErrorIs(t, err, store.ErrDamaged)
 	grew := table.Shared() - before
 	inFlight := int64(min(runtime.GOMAXPROCS(0), 4)+1) * loadChunk * 600 // rows of 470 B or so

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -338,7 +339,7 @@ func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from
 		}
 		return err
 	}
-	rows := mt.walk(nil, from, to, false, &err)
+	rows := mt.walk(context.Background(), from, to, false, &err)
 	pf := mt.prefilterFor(where)
 	for pos, r := range rows {
 		pass, sure := true, false
