@@ -160,4 +160,3 @@ func FromGo(v any) starlark.Value {
 	}
 	return starlark.String(fmt.Sprint(v))
 }
-

@@ -198,12 +198,6 @@ var refs = map[string]map[string]string{
 	"starlark":             {"function": "-"}, // names a function, not a table or a field
 }
 
-// KindRefersTo reports whether CheckSchema knows what the parameter of a kind names.
-func KindRefersTo(kind, param string) bool {
-	_, ok := refs[kind][param]
-	return ok
-}
-
 // CheckSchema reports every table and field a rule names that the domain's tables lack (fields
 // lists each table's fields), with a did-you-mean where one is near: a rule about a table that
 // does not exist would never fire.

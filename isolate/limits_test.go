@@ -398,3 +398,27 @@ func TestUnprivilegedPool(t *testing.T) {
 	assert.Contains(t, string(out), "isolated as 65534")
 	assert.Contains(t, string(out), "warnings []")
 }
+
+// denySyscalls installs a seccomp filter that makes the given system calls fail with EPERM and
+// allows the rest. Tests use it to start a worker that cannot install its own filter.
+func denySyscalls(nrs ...uint32) error {
+	arch, err := filterArch()
+	if err != nil {
+		return err
+	}
+	p := newProgram()
+	p.load(offArch)
+	p.jump(bpfJeq, arch, labelNext, "deny")
+	p.load(offNr)
+	for _, nr := range nrs {
+		p.jump(bpfJeq, nr, "deny", labelNext)
+	}
+	p.ret(retAllow)
+	p.label("deny")
+	p.ret(retDeny)
+	prog, err := p.assemble()
+	if err != nil {
+		return err
+	}
+	return installFilter(prog)
+}

@@ -120,3 +120,12 @@ func peakRSS(t testing.TB) int64 {
 	require.Positive(t, n)
 	return n
 }
+
+// statusField reads one "Name:   123 kB" line of a /proc status file, in bytes.
+func statusField(path, name string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return parseStatusField(b, name)
+}

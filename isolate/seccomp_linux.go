@@ -176,30 +176,6 @@ func installWorkerFilter() error {
 	return installFilter(prog)
 }
 
-// denySyscalls installs a seccomp filter that makes the given system calls fail with EPERM and
-// allows the rest. Tests use it to start a worker that cannot install its own filter.
-func denySyscalls(nrs ...uint32) error {
-	arch, err := filterArch()
-	if err != nil {
-		return err
-	}
-	p := newProgram()
-	p.load(offArch)
-	p.jump(bpfJeq, arch, labelNext, "deny")
-	p.load(offNr)
-	for _, nr := range nrs {
-		p.jump(bpfJeq, nr, "deny", labelNext)
-	}
-	p.ret(retAllow)
-	p.label("deny")
-	p.ret(retDeny)
-	prog, err := p.assemble()
-	if err != nil {
-		return err
-	}
-	return installFilter(prog)
-}
-
 // installFilter sets no_new_privs and installs prog on every thread of the process. Filters
 // stack: a later one cannot allow what an earlier one denies.
 func installFilter(prog []unix.SockFilter) error {

@@ -112,15 +112,6 @@ func vmData() int64 {
 	return parseStatusField(b[:n], "VmData:")
 }
 
-// statusField reads one "Name:   123 kB" line of a /proc status file, in bytes.
-func statusField(path, name string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	return parseStatusField(b, name)
-}
-
 // parseStatusField reads one "Name:   123 kB" line of a /proc status file's text, in bytes.
 func parseStatusField(b []byte, name string) int64 {
 	i := bytes.Index(b, []byte(name))

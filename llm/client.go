@@ -139,6 +139,7 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest) 
 
 // classify turns a failed attempt into the error to report, and says whether to retry and
 // after what wait.
+//
 //lint:ignore ST1008 the error is what classify makes; wait and retry only qualify it
 func (c *Client) classify(err error, ex *exchange, timedOut bool, n int) (_ error, wait time.Duration, retry bool) {
 	switch {

@@ -200,12 +200,3 @@ func sharedValues(predeclared starlark.StringDict) map[any]struct{} {
 	}
 	return r.seen
 }
-
-// reachableBytes estimates the bytes held by every value the thread's frames reach, leaving
-// out shared values. It stops counting once the estimate passes stopAt (when not 0) or the walk
-// has met maxWalkNodes values, and then reports partial: the run holds at least that much.
-func reachableBytes(thread *starlark.Thread, shared map[any]struct{}, stopAt int64) (bytes int64, partial bool) {
-	r := newReach(shared, stopAt)
-	r.thread(thread)
-	return r.bytes, r.partial
-}

@@ -103,3 +103,12 @@ func TestReachableSizeStopsEarly(t *testing.T) {
 	// The whole list holds about 200,000 × (16 + 32 + 60) bytes, 21 MB.
 	assert.Less(t, got, int64(5<<20), "the walk stopped soon after its bound, not at the end of the list")
 }
+
+// reachableBytes estimates the bytes held by every value the thread's frames reach, leaving
+// out shared values. It stops counting once the estimate passes stopAt (when not 0) or the walk
+// has met maxWalkNodes values, and then reports partial: the run holds at least that much.
+func reachableBytes(thread *starlark.Thread, shared map[any]struct{}, stopAt int64) (bytes int64, partial bool) {
+	r := newReach(shared, stopAt)
+	r.thread(thread)
+	return r.bytes, r.partial
+}

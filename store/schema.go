@@ -171,20 +171,6 @@ func compileField(f *table.Field, path string, level int) (*Field, error) {
 	return cf, nil
 }
 
-// Validate checks row against the schema and returns the row as it would be stored: a new map
-// with every declared field (nil when the row lacks it), ints given for float fields as float64
-// and floats with an integral value given for int fields as int64 (3.0 is accepted as 3, 3.5 is
-// not: arithmetic and JSON produce 3.0, and rejecting it would cost a repair round for nothing).
-// The first problem found is returned as a *table.FieldError naming the field, the value and the
-// rule; an unknown field is rejected with a did-you-mean.
-func Validate(s *table.Schema, row table.Row) (table.Row, error) {
-	c, err := CompileSchema(s)
-	if err != nil {
-		return nil, err
-	}
-	return c.ValidateRow(row)
-}
-
 // ValidateRow checks row against the schema and returns it with every value converted to its
 // field's stored kind (a copy: row is not changed), or the first rule it breaks.
 func (s *Schema) ValidateRow(row table.Row) (table.Row, error) { return s.validateInto(row, false) }

@@ -73,10 +73,6 @@ var (
 	_ builtins.GoValuer        = (*RowValue)(nil)
 )
 
-// NewRow wraps r as a row value of a table with schema s, without copying it. r must not be
-// modified afterwards. Table values build rows themselves; NewRow is for hosts and tests.
-func NewRow(s *table.Schema, r table.Row) *RowValue { return newShape(s).row(r) }
-
 func (r *RowValue) data() table.Row {
 	if r.own != nil {
 		return r.own

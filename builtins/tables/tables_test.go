@@ -627,3 +627,7 @@ func TestRowPrintsFloatsAsPython(t *testing.T) {
 	r := NewRow(s, table.Row{"id": "e1", "n": int64(1), "p": 1234567.0, "q": []any{1e16, math.Inf(1), map[string]any{"k": 0.0001}}})
 	assert.Equal(t, `{"id": "e1", "n": 1, "p": 1234567.0, "q": [1e+16, inf, {"k": 0.0001}]}`, r.String())
 }
+
+// NewRow wraps r as a row value of a table with schema s, without copying it (tests build rows
+// as table values do).
+func NewRow(s *table.Schema, r table.Row) *RowValue { return newShape(s).row(r) }

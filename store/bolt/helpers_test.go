@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/require"
 )
@@ -62,3 +63,17 @@ func committed(t testing.TB, s *Store, name string, key any) (table.Row, bool) {
 }
 
 var bg = context.Background()
+
+// Validate checks row against the schema and returns the row as it would be stored: a new map
+// with every declared field (nil when the row lacks it), ints given for float fields as float64
+// and floats with an integral value given for int fields as int64 (3.0 is accepted as 3, 3.5 is
+// not: arithmetic and JSON produce 3.0, and rejecting it would cost a repair round for nothing).
+// The first problem found is returned as a *table.FieldError naming the field, the value and the
+// rule; an unknown field is rejected with a did-you-mean.
+func validate(s *table.Schema, row table.Row) (table.Row, error) {
+	c, err := store.CompileSchema(s)
+	if err != nil {
+		return nil, err
+	}
+	return c.ValidateRow(row)
+}

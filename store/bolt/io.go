@@ -12,7 +12,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -32,17 +31,6 @@ const (
 	JSON Format = "json" // an array of row objects, fields in schema order
 	CSV  Format = "csv"  // a header row of field names, then one line per row
 )
-
-// FormatOf picks the format from a file name's extension (.json or .csv).
-func FormatOf(path string) (Format, error) {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".json":
-		return JSON, nil
-	case ".csv":
-		return CSV, nil
-	}
-	return "", fmt.Errorf("cannot tell the format of %s from its extension: use .json or .csv", path)
-}
 
 // ImportMode says what Import does with the table's existing rows.
 type ImportMode int

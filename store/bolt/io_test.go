@@ -317,16 +317,6 @@ func TestImportFieldErrorIsReachable(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown table "nope"`)
 }
 
-func TestFormatOf(t *testing.T) {
-	f, err := FormatOf("x/items.CSV")
-	require.NoError(t, err)
-	assert.Equal(t, CSV, f)
-	f, _ = FormatOf("items.json")
-	assert.Equal(t, JSON, f)
-	_, err = FormatOf("items.xlsx")
-	assert.Error(t, err)
-}
-
 // An import error quotes the file's value as JSON writes it, not as Python or Go print it: true
 // and null, not True and None; an integer too large for an int as digits, not 1.2345678901234567e+19.
 // The file's own text is gone once a record is decoded, and JSON is the language it was written in.

@@ -55,7 +55,7 @@ func ordersSchema(t testing.TB) *table.Schema {
 }
 
 func TestValidateNestedKinds(t *testing.T) {
-	row, err := store.Validate(ordersSchema(t), table.Row{
+	row, err := validate(ordersSchema(t), table.Row{
 		"order_id": "O2",
 		"address":  map[string]any{"city": "Bergen", "street": nil},
 		"lines":    []any{map[string]any{"sku": "A", "qty": 2.0, "price": 3}},
@@ -98,7 +98,7 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 		{"depth", "options", deepList(table.MaxNesting + 1), "options.x" + strings.Repeat("[0]", table.MaxNesting-1), "nests lists and objects more than 8 deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.Validate(s, table.Row{"order_id": "O9", tc.Field: tc.value})
+			_, err := validate(s, table.Row{"order_id": "O9", tc.Field: tc.value})
 			var fe *table.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, tc.path, fe.Field)
@@ -106,9 +106,9 @@ func TestValidateNestedRejectsWithPath(t *testing.T) {
 			assert.Contains(t, err.Error(), fmt.Sprintf("field %q", tc.path))
 		})
 	}
-	_, err := store.Validate(s, table.Row{"order_id": "O9", "options": deepList(table.MaxNesting)})
+	_, err := validate(s, table.Row{"order_id": "O9", "options": deepList(table.MaxNesting)})
 	assert.NoError(t, err, "MaxNesting levels, counting the field's own, are allowed")
-	_, err = store.Validate(s, table.Row{"order_id": "O9", "options": map[string]any{"x": strings.Repeat("a", 150)}})
+	_, err = validate(s, table.Row{"order_id": "O9", "options": map[string]any{"x": strings.Repeat("a", 150)}})
 	assert.NoError(t, err, "within max_bytes")
 }
 

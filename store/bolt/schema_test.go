@@ -35,7 +35,7 @@ var testSchema = &table.Schema{
 }
 
 func TestValidateAccepts(t *testing.T) {
-	row, err := store.Validate(testSchema, table.Row{
+	row, err := validate(testSchema, table.Row{
 		"id": "a", "name": "héllo", "code": "AB", "color": "red", "qty": 3.0, "level": int32(2),
 		"price": 5, "ratio": float32(0.5), "ok": true, "at": "2025-01-01T09:00:00",
 	})
@@ -45,14 +45,14 @@ func TestValidateAccepts(t *testing.T) {
 		"price": 5.0, "ratio": 0.5, "ok": true, "at": "2025-01-01T09:00:00",
 	}, row, "ints become float64 for float fields, integral floats int64 for int fields")
 
-	row, err = store.Validate(testSchema, table.Row{"id": "b", "name": "x", "qty": nil})
+	row, err = validate(testSchema, table.Row{"id": "b", "name": "x", "qty": nil})
 	require.NoError(t, err)
 	assert.Len(t, row, len(testSchema.Fields), "every declared field is present")
 	assert.Nil(t, row["qty"])
 
 	for _, ts := range []string{"2025-01-01", "2025-01-01T09:00", "2025-01-01T09:00:00.123", "2025-01-01T09:00:00Z",
 		"2025-01-01T09:00:00+02:00", "2025-01-01T09:00:00.5-07:00", "2025-01-01 09:00:00"} {
-		_, err := store.Validate(testSchema, table.Row{"id": "c", "name": "x", "at": ts})
+		_, err := validate(testSchema, table.Row{"id": "c", "name": "x", "at": ts})
 		assert.NoError(t, err, ts)
 	}
 }
@@ -92,7 +92,7 @@ func TestValidateRejects(t *testing.T) {
 	} {
 		row := table.Row{"id": "k1", "name": "x"}
 		row[tc.Field] = tc.value
-		_, err := store.Validate(testSchema, row)
+		_, err := validate(testSchema, row)
 		var fe *table.FieldError
 		if assert.ErrorAs(t, err, &fe, "%s = %v", tc.Field, tc.value) {
 			assert.Equal(t, tc.Field, fe.Field)
@@ -109,31 +109,31 @@ func TestValidateRejects(t *testing.T) {
 func isNaN(v any) bool { f, ok := v.(float64); return ok && math.IsNaN(f) }
 
 func TestValidateUnknownAndMissing(t *testing.T) {
-	_, err := store.Validate(testSchema, table.Row{"id": "a", "name": "x", "prise": 3})
+	_, err := validate(testSchema, table.Row{"id": "a", "name": "x", "prise": 3})
 	var fe *table.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "prise", fe.Field)
 	assert.Equal(t, `is not a field of things (did you mean "price"?)`, fe.Rule)
 	assert.Equal(t, `things row a: field "prise" = 3 is not a field of things (did you mean "price"?)`, err.Error())
 
-	_, err = store.Validate(testSchema, table.Row{"id": "a", "name": "x", "zzzzzz": 3})
+	_, err = validate(testSchema, table.Row{"id": "a", "name": "x", "zzzzzz": 3})
 	require.ErrorAs(t, err, &fe)
 	assert.Contains(t, fe.Rule, "its fields are id, name, code")
 
-	_, err = store.Validate(testSchema, table.Row{"name": "x"})
+	_, err = validate(testSchema, table.Row{"name": "x"})
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "id", fe.Field, "the key is always required")
 	assert.Equal(t, "is required", fe.Rule)
 }
 
 func TestValidateRejectsBadSchema(t *testing.T) {
-	_, err := store.Validate(&table.Schema{Name: "x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeFloat}}}, table.Row{"id": 1.5})
+	_, err := validate(&table.Schema{Name: "x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeFloat}}}, table.Row{"id": 1.5})
 	assert.ErrorContains(t, err, "must be a string or an int")
-	_, err = store.Validate(&table.Schema{Name: "x", Key: "id", KeyPrefix: "A", Fields: []table.Field{{Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
+	_, err = validate(&table.Schema{Name: "x", Key: "id", KeyPrefix: "A", Fields: []table.Field{{Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
 	assert.ErrorContains(t, err, "key_prefix needs a string key")
-	_, err = store.Validate(&table.Schema{Name: "x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt}, {Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
+	_, err = validate(&table.Schema{Name: "x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt}, {Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
 	assert.ErrorContains(t, err, "declared twice")
-	_, err = store.Validate(&table.Schema{Name: "_x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
+	_, err = validate(&table.Schema{Name: "_x", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt}}}, table.Row{"id": 1})
 	assert.ErrorContains(t, err, "table name")
 }
 
@@ -141,7 +141,7 @@ func TestInventoryRules(t *testing.T) {
 	d := store.Inventory()
 	inv, tx := d.Tables[0], d.Tables[1]
 	item := table.Row{"item_id": "SG009", "name": "Pilot", "quantity_in_stock": 1, "price": 10}
-	_, err := store.Validate(inv, item)
+	_, err := validate(inv, item)
 	require.NoError(t, err)
 	for field, bad := range map[string]any{"quantity_in_stock": -1, "price": -5, "name": ""} {
 		r := table.Row{}
@@ -149,15 +149,15 @@ func TestInventoryRules(t *testing.T) {
 			r[k] = v
 		}
 		r[field] = bad
-		_, err := store.Validate(inv, r)
+		_, err := validate(inv, r)
 		var fe *table.FieldError
 		require.ErrorAs(t, err, &fe, field)
 		assert.Equal(t, field, fe.Field)
 	}
-	_, err = store.Validate(tx, table.Row{"transaction_id": "T-1", "customer_name": "a", "transaction_amount": 1,
+	_, err = validate(tx, table.Row{"transaction_id": "T-1", "customer_name": "a", "transaction_amount": 1,
 		"balance_after_transaction": 1, "timestamp": "2025-01-01T00:00:00"})
 	assert.ErrorContains(t, err, "must match the pattern TXN[0-9]{3,9}")
-	_, err = store.Validate(tx, table.Row{"transaction_id": "TXN002", "customer_name": "a", "transaction_amount": 1,
+	_, err = validate(tx, table.Row{"transaction_id": "TXN002", "customer_name": "a", "transaction_amount": 1,
 		"balance_after_transaction": 1, "timestamp": "01/01/2025"})
 	assert.ErrorContains(t, err, "ISO-8601")
 }
@@ -171,20 +171,20 @@ func TestStringsAreBoundedByDefault(t *testing.T) {
 		{Name: "long", Type: table.TypeString, MaxLen: 5000},
 	}}
 	ok := strings.Repeat("é", table.DefaultMaxLen)
-	_, err := store.Validate(s, table.Row{"id": "a", "text": ok})
+	_, err := validate(s, table.Row{"id": "a", "text": ok})
 	require.NoError(t, err)
-	_, err = store.Validate(s, table.Row{"id": "a", "text": ok + "x"})
+	_, err = validate(s, table.Row{"id": "a", "text": ok + "x"})
 	assert.ErrorContains(t, err, `must have at most 1000 characters (max_len)`)
-	_, err = store.Validate(s, table.Row{"id": "a", "long": strings.Repeat("x", 4000)})
+	_, err = validate(s, table.Row{"id": "a", "long": strings.Repeat("x", 4000)})
 	assert.NoError(t, err, "a domain may raise the bound")
 	huge := strings.Repeat("x", 16<<20)
-	_, err = store.Validate(s, table.Row{"id": "a", "text": huge})
+	_, err = validate(s, table.Row{"id": "a", "text": huge})
 	assert.ErrorContains(t, err, "at most 1000 characters")
-	_, err = store.Validate(s, table.Row{"id": huge})
+	_, err = validate(s, table.Row{"id": huge})
 	assert.ErrorContains(t, err, "at most 1000 characters", "keys too")
 
 	s.Fields[1].MaxLen = -1
-	_, err = store.Validate(s, table.Row{"id": "a"})
+	_, err = validate(s, table.Row{"id": "a"})
 	assert.ErrorContains(t, err, "max_len must be >= 0")
 }
 
@@ -194,23 +194,23 @@ func TestKeyNumbersAreBounded(t *testing.T) {
 		{Name: "id", Type: table.TypeString, Pattern: "TXN[0-9]{3,}"},
 	}}
 	for _, id := range []string{"TXN001", "TXN999999999"} {
-		_, err := store.Validate(s, table.Row{"id": id})
+		_, err := validate(s, table.Row{"id": id})
 		assert.NoError(t, err, id)
 	}
 	for _, id := range []string{"TXN1000000000", "TXN" + strings.Repeat("9", 26), "TXN9223372036854775807"} {
-		_, err := store.Validate(s, table.Row{"id": id})
+		_, err := validate(s, table.Row{"id": id})
 		assert.ErrorContains(t, err, "must carry a number of at most 999999999 (key_max)", id)
 	}
 	s.KeyMax = 50
-	_, err := store.Validate(s, table.Row{"id": "TXN051"})
+	_, err := validate(s, table.Row{"id": "TXN051"})
 	assert.ErrorContains(t, err, "at most 50 (key_max)")
 
 	bad := *s
 	bad.KeyMax = math.MaxInt64
-	_, err = store.Validate(&bad, table.Row{"id": "TXN001"})
+	_, err = validate(&bad, table.Row{"id": "TXN001"})
 	assert.ErrorContains(t, err, "leaves no room to increment")
 	bad.KeyPrefix, bad.KeyMax = "", 10
-	_, err = store.Validate(&bad, table.Row{"id": "TXN001"})
+	_, err = validate(&bad, table.Row{"id": "TXN001"})
 	assert.ErrorContains(t, err, "key_max must be > 0 and needs a key_prefix")
 }
 
@@ -253,11 +253,11 @@ func TestIntBoundsAreExact(t *testing.T) {
 		{Name: "id", Type: table.TypeString},
 		{Name: "qty", Type: table.TypeInt, Min: ptr(-(1 << 53)), Max: ptr(1 << 53)},
 	}}
-	_, err := store.Validate(s, table.Row{"id": "a", "qty": int64(1 << 53)})
+	_, err := validate(s, table.Row{"id": "a", "qty": int64(1 << 53)})
 	require.NoError(t, err)
-	_, err = store.Validate(s, table.Row{"id": "a", "qty": int64(1<<53 + 1)})
+	_, err = validate(s, table.Row{"id": "a", "qty": int64(1<<53 + 1)})
 	assert.ErrorContains(t, err, "must be an int >= -9007199254740992 and <= 9007199254740992")
-	_, err = store.Validate(s, table.Row{"id": "a", "qty": int64(-(1 << 53) - 1)})
+	_, err = validate(s, table.Row{"id": "a", "qty": int64(-(1 << 53) - 1)})
 	assert.Error(t, err)
 }
 

@@ -568,3 +568,34 @@ func TestNewRowsInACloverIndexedCollection(t *testing.T) {
 	require.NotNil(t, doc, "clover's index finds the new row")
 	assert.Equal(t, "NEW1", doc.Get("item_id"))
 }
+
+// pendingChangeSet renders p as a change set (for showing a stored dry run before applying it).
+func (s *Store) pendingChangeSet(p *store.Pending) (table.ChangeSet, error) {
+	ops, _, err := s.normalize(p)
+	if err != nil {
+		return nil, err
+	}
+	cs := table.ChangeSet{}
+	for i, o := range ops {
+		tc := cs[o.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.s.Name] = tc
+		}
+		before := p.Writes[i].Before
+		if before != nil {
+			if before, err = o.s.ValidateRow(before); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case o.base == 0 && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		default:
+			tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, changedFields(before, o.row)))
+		}
+	}
+	return cs, nil
+}
