@@ -16,7 +16,8 @@ import (
 // nothing it read or changed has moved since its dry run. A run whose data moved ends as a
 // conflict (Outcome conflict, one diagnostic per moved row) and writes nothing; it cannot be
 // applied later. Unknown runs, runs already applied and runs with nothing to apply are
-// *RunError values.
+// *RunError values; a run that already ended in a conflict is one too, carrying the conflict's
+// Result, so every transport answers each apply of it as the first (RunError.Result).
 func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
 	return e.ApplyAs(ctx, runID, "")
 }
@@ -34,6 +35,9 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 	switch {
 	case rec.Applied:
 		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("was already applied at %s", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + runID}
+	case rec.ApplyError != "" && rec.Outcome == OutcomeConflict:
+		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data",
+			Result: rec.Result()}
 	case rec.ApplyError != "":
 		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data"}
 	case !rec.Pending || rec.Writes == nil:
@@ -56,6 +60,7 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 // row, a balance the plan wrote without reading the ledger).
 func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) error {
 	at := e.opts.Now()
+	began := time.Now()
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
 	verify := func(cs table.ChangeSet, c store.Committed) error {
@@ -75,6 +80,11 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	err := e.st.ApplyPending(ctx, writes, verify, recordDoc(rec, false))
 	if err == nil {
 		res.Pending, res.Applied = false, true
+		if e.observed() {
+			dg, _ := Digest(rec.Changes)
+			e.emit(ctx, Event{Type: EventApplied, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: res.Outcome, State: StateApplied,
+				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg})
+		}
 		return nil
 	}
 	rec.Applied, rec.AppliedAt = false, nil
@@ -82,7 +92,12 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	if !ok {
 		rec.Pending, rec.Writes = true, writes
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
-		return fmt.Errorf("applying run %s: %w", rec.ID, err)
+		err = fmt.Errorf("applying run %s: %w", rec.ID, err)
+		if e.observed() {
+			e.emit(ctx, Event{Type: EventFailed, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StatePending,
+				Duration: time.Since(began), Message: err.Error(), Err: err})
+		}
+		return err
 	}
 	rec.ApplyError, rec.ConflictAt = err.Error(), &at
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
@@ -92,6 +107,10 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result) e
 	var cut bool
 	if res.Diagnostics, cut = capDiagnostics(ds); cut {
 		res.Truncated = addCut(res.Truncated, "diagnostics")
+	}
+	if e.observed() {
+		e.emit(ctx, Event{Type: EventConflict, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: OutcomeConflict, State: StateConflict,
+			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds)})
 	}
 	return nil
 }
