@@ -184,7 +184,7 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		Annotations: readOnly,
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
 		doc, err := s.Show(in.RunID)
-		return nil, doc, err
+		return documentText(doc), doc, err
 	})
 	return m, nil
 }
