@@ -17,7 +17,8 @@ import (
 // nothing it read or changed has moved since its dry run. A run whose data moved ends as a
 // conflict (Outcome conflict, one diagnostic per moved row) and writes nothing; it cannot be
 // applied later. Unknown runs, runs already applied and runs with nothing to apply are
-// *RunError values.
+// *RunError values; a run that already ended in a conflict is one too, carrying the conflict's
+// Result, so every transport answers each apply of it as the first (RunError.Result).
 func (e *Engine) Apply(ctx context.Context, runID string) (*Result, error) {
 	return e.ApplyAs(ctx, runID, "")
 }
@@ -45,6 +46,9 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 	switch {
 	case rec.Applied:
 		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("was already applied at %s", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + runID}
+	case rec.ApplyError != "" && rec.Outcome == OutcomeConflict:
+		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data",
+			Result: rec.Result()}
 	case rec.ApplyError != "":
 		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data"}
 	case !rec.Pending || rec.Writes == nil:
@@ -73,6 +77,7 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 // *autoRefusal with the run as it was.
 func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, by access.Principal, auto bool) error {
 	at := e.opts.Now()
+	began := time.Now()
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
 	verify := func(cs table.ChangeSet, c store.Committed) error {
@@ -109,6 +114,11 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who
+		if e.observed() {
+			dg, _ := Digest(rec.Changes)
+			e.emit(ctx, Event{Type: EventApplied, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: res.Outcome, State: StateApplied,
+				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg})
+		}
 		return nil
 	}
 	rec.Applied, rec.AppliedAt, rec.AutoApprovedByRule, rec.ApprovalsNeeded = false, nil, "", needed
@@ -122,7 +132,12 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		rec.Pending, rec.Writes = true, writes
 		rec.chainEvent, rec.chainBy = ChainRecorded, by.Name
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
-		return fmt.Errorf("applying run %s: %w", rec.ID, err)
+		err = fmt.Errorf("applying run %s: %w", rec.ID, err)
+		if e.observed() {
+			e.emit(ctx, Event{Type: EventFailed, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StatePending,
+				Duration: time.Since(began), Message: err.Error(), Err: err})
+		}
+		return err
 	}
 	rec.ApplyError, rec.ConflictAt = err.Error(), &at
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds
@@ -133,6 +148,10 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	var cut bool
 	if res.Diagnostics, cut = capDiagnostics(ds); cut {
 		res.Truncated = addCut(res.Truncated, "diagnostics")
+	}
+	if e.observed() {
+		e.emit(ctx, Event{Type: EventConflict, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: OutcomeConflict, State: StateConflict,
+			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds)})
 	}
 	return nil
 }

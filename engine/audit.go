@@ -77,6 +77,9 @@ type RunRecord struct {
 	// chainEvent and chainBy are what the record's next queued write adds to the hash chain
 	// (chain.go); empty: ChainProposed by its proposer.
 	chainEvent, chainBy string
+
+	// Scans are the run's reads that no index answered (Result.Scans): at most store.MaxScans.
+	Scans []store.Scan `json:"scans,omitempty"`
 }
 
 // An audit record is bounded whatever the run did, so the log grows by a known amount per run.
@@ -130,7 +133,7 @@ func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *R
 		Program: res.Program, Rewrites: res.Rewrites, Diagnostics: res.Diagnostics,
 		Stdout: res.Stdout, StdoutTruncated: res.StdoutTruncated,
 		AnswerText: res.AnswerText, Status: res.Status, Changes: res.Changes, ChangedRows: res.Changes.Rows(),
-		Outcome: res.Outcome, Limit: res.Limit, Steps: res.Steps, DurationMS: res.DurationMS,
+		Outcome: res.Outcome, Limit: res.Limit, Scans: res.Scans, Steps: res.Steps, DurationMS: res.DurationMS,
 		Pending: res.Pending, Model: req.Model, Writes: writes,
 		Truncated: slices.Clone(res.Truncated), Who: Who{ProposedBy: orLocal(req.By).Name},
 	}
@@ -330,7 +333,7 @@ func (r *RunRecord) Result() *Result {
 		RunID: r.ID, Outcome: r.Outcome, Status: r.Status, AnswerText: r.AnswerText,
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, Diagnostics: r.Diagnostics,
 		Limit: r.Limit, Rewrites: r.Rewrites, Changes: r.Changes, Pending: r.Pending,
-		Applied: r.Applied, Steps: r.Steps, DurationMS: r.DurationMS, Program: r.Program,
+		Applied: r.Applied, Steps: r.Steps, DurationMS: r.DurationMS, Program: r.Program, Scans: r.Scans,
 		Truncated: slices.Clone(r.Truncated), Who: r.Who,
 	}
 	res.normalize()
@@ -499,6 +502,9 @@ type RunError struct {
 	ID      string
 	Problem string
 	Hint    string
+	// Result is the run's result when the refusal still has one to show: an apply of a run that
+	// already ended in a conflict answers with the conflict, as its first apply did.
+	Result *Result
 }
 
 func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Problem) }

@@ -75,6 +75,10 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	if err != nil {
 		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
 	}
+	if e.observed() {
+		e.emit(ctx, Event{Type: EventRejected, Time: d.Time, RunID: runID, Origin: origin, Outcome: rec.Outcome, State: StateRejected,
+			RowsWritten: rec.ChangedRows, Feedback: d.Feedback})
+	}
 	return d, true, nil
 }
 

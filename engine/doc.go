@@ -10,6 +10,11 @@
 //   - Every run, accepted or rejected, is recorded in the audit log (the store's system
 //     collection "runs", which plans cannot see); Runs and Record read it back. Each record is
 //     bounded (MaxRecord), and Prune removes the runs older than an age.
+//   - Show returns a run's one document (Document: its result, digest, state, decision, history
+//     and what its record keeps), which every transport prints.
+//   - Observers (Options.Observe, Observe) are told each step of every run as it happens
+//     (lifecycle.go), whichever transport asked for it; a run's recorded history is rebuilt
+//     from its record by the same vocabulary (History, Event.Stream).
 //
 // The engine must not know about transports: flags, terminals and HTTP belong to the callers.
 package engine

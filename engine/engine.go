@@ -23,6 +23,9 @@ type Options struct {
 	// Runner executes plans (an isolate.Pool runs them in worker processes); nil means in
 	// process, on the engine's environment (Env).
 	Runner sandbox.Runner
+	// Observe, when set, is told every step of every run (see Observer; Engine.Observe adds
+	// more). Nil costs a run nothing but one atomic load per step.
+	Observe Observer
 }
 
 // Engine runs plans against one store. It is safe for concurrent use. Close flushes the audit
@@ -49,6 +52,8 @@ type Engine struct {
 	decodes atomic.Int64
 	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
 	retention atomic.Int64
+	// obs are the observers of the runs' lifecycle (lifecycle.go).
+	obs observers
 }
 
 // New returns an engine over st, with the contract and policy of the store's domain.
@@ -85,6 +90,9 @@ func New(st store.Store, opts Options) (*Engine, error) {
 		opts:    opts,
 		audit:   newAuditLog(st, chain),
 		chain:   chain,
+	}
+	if opts.Observe != nil {
+		e.Observe(opts.Observe)
 	}
 	e.planTools = planTools(e.env.Registry())
 	e.runner = opts.Runner

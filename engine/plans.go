@@ -42,13 +42,14 @@ func (e *Engine) CompilePlan(plan []byte) (string, diag.List) {
 }
 
 // compilePlan turns a request's JSON step plan into the program that runs in its place.
-func (e *Engine) compilePlan(req Request) (Request, *Result) {
+// A plan that does not compile is the run id's check_failed result.
+func (e *Engine) compilePlan(req Request, id string) (Request, *Result) {
 	if len(req.PlanJSON) == 0 {
 		return req, nil
 	}
 	program, ds := e.CompilePlan(req.PlanJSON)
 	if len(ds) > 0 {
-		res := &Result{RunID: newRunID(), Outcome: OutcomeCheckFailed, Diagnostics: ds}
+		res := &Result{RunID: id, Outcome: OutcomeCheckFailed, Diagnostics: ds}
 		res.bound()
 		res.normalize()
 		return req, res

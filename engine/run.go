@@ -43,6 +43,8 @@ type Request struct {
 	// bare says Reply is a program starplan made or recorded (a compiled JSON plan, a replay),
 	// run as it is, without extraction.
 	bare bool
+	// id is the run's id, set by Run; a request without one (a replay) is not a run.
+	id string
 }
 
 // ModelCall is what the audit log keeps about the model call behind a reply.
@@ -62,17 +64,56 @@ type ModelCall struct {
 // for failures of starplan itself (the store, the audit log); every problem with the plan is in
 // the Result.
 func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
+	res, _, err := e.run(ctx, req)
+	return res, err
+}
+
+// RunDocument is Run answered with the run's document (Document): the result, the digest of its
+// changes, its state and what the audit log keeps about its making, as Show gives it later
+// (without the history, which is the answer's own).
+func (e *Engine) RunDocument(ctx context.Context, req Request) (*Document, error) {
+	res, rec, err := e.run(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := DocumentOf(res)
+	if err != nil {
+		return nil, err
+	}
+	t := rec.Time
+	doc.Request, doc.Origin, doc.Time, doc.AppliedAt, doc.Made = rec.Request, rec.Origin, &t, rec.AppliedAt, madeOf(rec)
+	return doc, nil
+}
+
+// run is Run, with the run's record as queued for the audit log (read it only).
+func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, error) {
 	if req.Reply != "" && len(req.PlanJSON) > 0 {
-		return nil, errors.New("engine: a request has a Reply or a PlanJSON, not both")
+		return nil, nil, errors.New("engine: a request has a Reply or a PlanJSON, not both")
 	}
 	start := e.opts.Now()
-	req, res := e.compilePlan(req)
+	began := time.Now() // the wall clock, for the verdict's duration
+	id := newRunID()
+	var parent string
+	if req.Model != nil {
+		parent = req.Model.ParentRunID
+	}
+	observed := e.observed()
+	if observed {
+		e.emit(ctx, Event{Type: EventStarted, RunID: id, Origin: req.Origin, ParentRunID: parent})
+	}
+	req, res := e.compilePlan(req, id)
 	var pending *store.Pending
 	if res == nil {
 		var err error
+		req.id = id
 		if res, pending, err = e.evaluate(ctx, req, start); err != nil {
-			return nil, err
+			if observed {
+				e.emit(ctx, Event{Type: EventFailed, RunID: id, Origin: req.Origin, ParentRunID: parent, Message: err.Error(), Err: err})
+			}
+			return nil, nil, err
 		}
+	} else if observed {
+		e.emit(ctx, Event{Type: EventChecked, RunID: id, Origin: req.Origin, Outcome: res.Outcome, Codes: codes(res.Diagnostics)})
 	}
 	rec := newRecord(res, req, start, pending)
 	if pending != nil {
@@ -81,6 +122,9 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if pending != nil && req.Apply {
 		e.applyMu.Lock()
 		defer e.applyMu.Unlock()
+		if observed {
+			e.emit(ctx, verdictEvent(res, req.Origin, parent, time.Since(began)))
+		}
 		rec.ApplyOrigin = rec.Origin // applied by whoever ran it, with no review between
 		err := e.decideApply(ctx, rec, res, orLocal(req.By))
 		var refused *ApprovalError
@@ -88,16 +132,19 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 			rec.ApplyOrigin = ""
 			e.audit.add(rec) // not applied: the run waits for approval
 			res.Who = rec.Who
-			return res, nil
+			return res, rec, nil
 		}
 		if err != nil {
-			return nil, err // applyRecord has queued the still-pending record
+			return nil, nil, err // applyRecord has queued the still-pending record
 		}
-		return res, nil
+		return res, rec, nil
 	}
 	e.audit.add(rec)
 	res.Who = rec.Who
-	return res, nil
+	if observed { // once the record is queued
+		e.emit(ctx, verdictEvent(res, req.Origin, parent, time.Since(began)))
+	}
+	return res, rec, nil
 }
 
 // maxEvaluations is how many times evaluate runs a plan whose reads saw another run's commit land
@@ -107,7 +154,8 @@ const maxEvaluations = 3
 // evaluate is a run up to its verdict: extract, check, run on a fresh staged view, the contract
 // and the policy, and the diff. It writes nothing. pending is what applying the run would write,
 // when the run is accepted and changes data. A plan that saw the data as of more than one moment
-// (a commit landed while it ran) is run again, so its verdict is about one state of the data.
+// (a commit landed while it ran) is run again, so its verdict is about one state of the data;
+// observers then hear its phases (checked, ran, contract) once per evaluation.
 func (e *Engine) evaluate(ctx context.Context, req Request, now time.Time) (res *Result, pending *store.Pending, err error) {
 	for try := 1; ; try++ {
 		var moved bool
@@ -139,8 +187,17 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		Helpers: e.helpers,
 	})
 	stageLimit(sres, stage, sctx)
+	// A replay (or a test's evaluation) has no id: it is no run, and observers hear nothing of it.
+	observed := req.id != "" && e.observed()
+	id := req.id
+	if id == "" {
+		id = newRunID()
+	}
+	if observed {
+		e.phases(ctx, req, id, sres, stage.Scans(), time.Since(began))
+	}
 	res = &Result{
-		RunID:           newRunID(),
+		RunID:           id,
 		Outcome:         Outcome(sres.Outcome),
 		Limit:           sres.Limit,
 		Stdout:          sres.Stdout,
@@ -156,9 +213,14 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
+		checking := time.Now()
 		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Deadline: time.Now().Add(invariantsTime)})
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("checking the contract: %w", err)
+		}
+		if observed {
+			e.emit(ctx, Event{Type: EventContract, RunID: id, Origin: req.Origin, Outcome: contractOutcome(ds), Duration: time.Since(checking),
+				RowsWritten: res.Changes.Rows(), Codes: codes(ds)})
 		}
 		if len(ds) > 0 {
 			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
@@ -171,6 +233,32 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 	res.bound()
 	res.normalize()
 	return res, pending, stage.Moved(), nil
+}
+
+// phases tells the observers the runner's phases of a run: checked, then ran when the check
+// passed. The runner reports one duration for both (the worker's wait included); it is on ran.
+func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandbox.Result, scans []store.Scan, took time.Duration) {
+	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin}
+	if sres.Outcome == sandbox.OutcomeCheckFailed {
+		checked.Outcome, checked.Codes, checked.Duration = OutcomeCheckFailed, codes(sres.Diagnostics), took
+		e.emit(ctx, checked)
+		return
+	}
+	e.emit(ctx, checked)
+	ran := Event{Type: EventRan, RunID: id, Origin: req.Origin, Outcome: Outcome(sres.Outcome), Duration: took,
+		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans)}
+	if sres.Outcome != sandbox.OutcomeOK {
+		ran.Codes, ran.Message = codes(sres.Diagnostics), firstMessage(sres.Diagnostics)
+	}
+	e.emit(ctx, ran)
+}
+
+// contractOutcome is the outcome of a run that ran to its end, after its contract and policy.
+func contractOutcome(ds diag.List) Outcome {
+	if len(ds) > 0 {
+		return OutcomeContractViolation
+	}
+	return OutcomeOK
 }
 
 // errTimeUp is the cause of a run's store context when the run's time is up.

@@ -28,9 +28,10 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 	if req.Request == "" {
 		return nil, errorf(http.StatusBadRequest, CodeBadRequest, `send {"request": "..."}`, "the request is empty")
 	}
+	// The engine tells each attempt's events (observe), with this call's request id; a model
+	// that fails before any attempt ran is this call's own failed event.
 	qid := newRequestID()
-	s.events.publish(Event{Type: EventStarted, RequestID: qid, Origin: origin})
-	res, err := s.eng.Ask(ctx, s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs, By: principal(ctx)})
+	res, err := s.eng.Ask(withCall(ctx, qid, nil), s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs, By: principal(ctx)})
 	if err != nil {
 		code, status := CodeInternal, http.StatusInternalServerError
 		var me *engine.ModelError
@@ -40,7 +41,7 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 		s.events.publish(Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: code, Message: err.Error()})
 		return nil, &Error{Status: status, Code: code, Message: err.Error(), Hint: "check the model's endpoint and key"}
 	}
-	doc, err := s.finished(res, qid, "", origin)
+	doc, err := s.Show(res.RunID)
 	if doc != nil {
 		// The audit record keeps the last attempt's run; the answer lists every model round, as
 		// `starplan ask --json` prints them.
@@ -49,20 +50,10 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 	return doc, err
 }
 
-// finished builds a new run's document and says so on the event stream.
-func (s *Server) finished(res *engine.Result, qid, parent, origin string) (*RunDocument, error) {
-	doc, err := s.Show(res.RunID)
-	if err != nil {
-		return nil, err
-	}
-	s.events.publish(Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, ParentRunID: parent, Origin: origin,
-		Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
-	return doc, nil
-}
-
 // replan asks the model for a new plan after a reviewer rejected a run the model wrote, in the
 // background: the rejection answers at once, and the new run arrives on the event stream
-// ("replanning", then "finished" with parent_run_id, or "failed"). Drain waits for it.
+// ("replanning", then the new run's started and finished with parent_run_id, or "failed"). Drain
+// waits for it.
 func (s *Server) replan(id, feedback, origin string) {
 	if s.opts.Model == nil {
 		return
@@ -76,13 +67,8 @@ func (s *Server) replan(id, feedback, origin string) {
 	go func() {
 		defer s.background.Done()
 		s.events.publish(Event{Type: EventReplanning, RunID: id, Origin: origin, Feedback: feedback})
-		res, err := s.eng.Replan(s.bg, s.opts.Model, id, engine.AskRequest{MaxRepairs: s.opts.MaxRepairs})
-		if err != nil {
+		if _, err := s.eng.Replan(s.bg, s.opts.Model, id, engine.AskRequest{MaxRepairs: s.opts.MaxRepairs}); err != nil {
 			s.events.publish(Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeReplan, Message: err.Error()})
-			return
-		}
-		if _, err := s.finished(res, "", id, origin); err != nil {
-			s.events.publish(Event{Type: EventFailed, RunID: res.RunID, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		}
 	}()
 }

@@ -1,45 +1,65 @@
 package server
 
 import (
+	"context"
 	"errors"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/starplan/starplan/engine"
 )
 
-// Event types of a run's lifecycle, in the order they happen.
+// Event types of a run's lifecycle as /v1/events streams them: the engine's (engine.StreamEvent),
+// in the order they happen.
 const (
-	EventStarted  = "started"  // a dry run began (it has no run id yet: see RequestID)
-	EventFinished = "finished" // a dry run ended: its outcome, state and digest
-	EventApplied  = "applied"  // a run's changes were written
-	EventRejected = "rejected" // a reviewer rejected a run, with feedback
-	EventFailed   = "failed"   // a run or an apply ended without a verdict or wrote nothing: Code says why
+	EventStarted  = engine.StreamStarted  // a run began
+	EventFinished = engine.StreamFinished // a dry run ended: its outcome, state and digest
+	EventApplied  = engine.StreamApplied  // a run's changes were written
+	EventRejected = engine.StreamRejected // a reviewer rejected a run, with feedback
+	EventFailed   = engine.StreamFailed   // a run or an apply ended without a verdict or wrote nothing: Code says why
 	// EventReplanning: a reviewer rejected a run the model wrote; the model is asked again with
 	// the feedback, and the new run's finished event names the rejected one as parent_run_id.
-	EventReplanning = "replanning"
+	EventReplanning = engine.StreamReplanning
 )
 
 // Event is one step of a run's lifecycle, as /v1/events streams it. ID increases by one per
 // event of this server process; a client that reconnects with Last-Event-ID gets what it missed,
-// as far as the server still holds it (Options.EventBacklog).
-type Event struct {
-	ID    int64     `json:"id,omitempty"` // 0 in a run's recorded history
-	Type  string    `json:"type"`
-	Time  time.Time `json:"time"`
-	RunID string    `json:"run_id,omitempty"`
-	// ParentRunID is the rejected run a replanned run follows (finished).
-	ParentRunID string         `json:"parent_run_id,omitempty"`
-	RequestID   string         `json:"request_id,omitempty"` // ties started to finished
-	Origin      string         `json:"origin,omitempty"`     // serve:http or serve:mcp
-	Outcome     engine.Outcome `json:"outcome,omitempty"`
-	State       string         `json:"state,omitempty"`
-	Digest      string         `json:"digest,omitempty"`
-	Rows        int            `json:"rows,omitempty"` // changed rows (finished, applied)
-	Code        string         `json:"code,omitempty"` // failed: conflict, internal, ...
-	Message     string         `json:"message,omitempty"`
-	Feedback    string         `json:"feedback,omitempty"` // rejected
+// as far as the server still holds it (Options.EventBacklog). The events of runs come from the
+// engine's lifecycle (observe), whatever made the run: this server's HTTP and MCP, or a CLI
+// command relayed to it.
+type Event = engine.StreamEvent
+
+// callKey is the context key of a call's own values (callValues) for the events its runs make.
+type callKey struct{}
+
+// callValues is what a call adds to the events of its runs: the request id that ties started to
+// finished, and the observer told each event as published (an MCP call's progress).
+type callValues struct {
+	requestID string
+	obs       observer
+}
+
+// withCall returns ctx carrying a call's request id and observer for observe.
+func withCall(ctx context.Context, requestID string, obs observer) context.Context {
+	return context.WithValue(ctx, callKey{}, &callValues{requestID: requestID, obs: obs})
+}
+
+// observe is the server's observer of the engine (engine.Observer): each step the API shows goes
+// on the event stream, with the request id of the call that made it, and to that call's
+// observer. It never blocks: the broker drops listeners that fall behind.
+func (s *Server) observe(ctx context.Context, ev engine.Event) {
+	e, ok := ev.Stream()
+	if !ok {
+		return
+	}
+	c, _ := ctx.Value(callKey{}).(*callValues)
+	if c != nil {
+		e.RequestID = c.requestID
+	}
+	e = s.events.publish(e)
+	if c != nil && c.obs != nil {
+		c.obs(e)
+	}
 }
 
 // broker fans events out to subscribers and keeps the last ones for reconnecting clients. A
@@ -172,52 +192,4 @@ func (b *broker) close() {
 		close(s.C)
 	}
 	b.subs = nil
-}
-
-// history is a run's lifecycle as its audit record and decision keep it: the events /v1/events
-// streamed for it, rebuilt from what is stored, so that they outlive the server process and
-// cover runs made by the CLI or another server, in the order they happened. A history event has
-// no id (ids number one process's stream) and no request id; its origin is the one the record
-// keeps (a run's own origin, such as "ask", for started and finished; who applied or rejected
-// it for those). What the record does not keep is not rebuilt: a replanning event (the new run's
-// finished event names the rejected one as its parent) and a failed replan. digest is the digest
-// of the run's changes.
-func history(rec *engine.RunRecord, d *engine.Decision, digest string) []Event {
-	ev := func(e Event) Event {
-		e.RunID = rec.ID
-		return e
-	}
-	finished := ev(Event{Type: EventFinished, Time: rec.Time.Add(time.Duration(rec.DurationMS * float64(time.Millisecond))),
-		Origin: rec.Origin, Outcome: rec.Outcome, Digest: digest, Rows: rec.ChangedRows})
-	if rec.Model != nil {
-		finished.ParentRunID = rec.Model.ParentRunID
-	}
-	// The state the run finished in: a conflict or an apply came later, and a conflict replaced
-	// the outcome, which was ok when the run finished (only accepted runs wait for an apply).
-	conflict := rec.ConflictAt != nil || rec.Outcome == engine.OutcomeConflict // the latter: records from before ConflictAt
-	switch {
-	case rec.Applied || conflict || d != nil && rec.Outcome == engine.OutcomeOK && rec.ChangedRows > 0:
-		finished.Outcome, finished.State = engine.OutcomeOK, StatePending
-	default:
-		finished.State = engine.StateOf(rec.Result(), nil)
-	}
-	out := []Event{ev(Event{Type: EventStarted, Time: rec.Time, Origin: rec.Origin}), finished}
-	switch {
-	case rec.AppliedAt != nil:
-		out = append(out, ev(Event{Type: EventApplied, Time: *rec.AppliedAt, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StateApplied,
-			Digest: digest, Rows: rec.ChangedRows}))
-	case conflict:
-		at := finished.Time // a record from before ConflictAt: the time is not known, only the order
-		if rec.ConflictAt != nil {
-			at = *rec.ConflictAt
-		}
-		out = append(out, ev(Event{Type: EventFailed, Time: at, Origin: rec.ApplyOrigin, Outcome: engine.OutcomeConflict,
-			State: StateConflict, Code: engine.CodeConflict, Message: firstMessage(rec.Diagnostics)}))
-	}
-	if d != nil {
-		out = append(out, ev(Event{Type: EventRejected, Time: d.Time, Origin: d.Origin, Outcome: rec.Outcome,
-			State: StateRejected, Feedback: d.Feedback}))
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
-	return out
 }

@@ -43,9 +43,9 @@ func TestEventsStreamARunsLifecycle(t *testing.T) {
 		steps = append(steps, step{ev.Type, ev.RunID})
 	}
 	assert.Equal(t, []step{
-		{EventStarted, ""}, {EventFinished, a.RunID}, {EventApplied, a.RunID}, // the second apply adds nothing
-		{EventStarted, ""}, {EventFinished, b.RunID}, {EventRejected, b.RunID},
-		{EventStarted, ""}, {EventFinished, c.RunID}, {EventStarted, ""}, {EventFinished, d.RunID},
+		{EventStarted, a.RunID}, {EventFinished, a.RunID}, {EventApplied, a.RunID}, // the second apply adds nothing
+		{EventStarted, b.RunID}, {EventFinished, b.RunID}, {EventRejected, b.RunID},
+		{EventStarted, c.RunID}, {EventFinished, c.RunID}, {EventStarted, d.RunID}, {EventFinished, d.RunID},
 		{EventApplied, c.RunID}, {EventFailed, d.RunID},
 	}, steps)
 	assert.Equal(t, got[0].RequestID, got[1].RequestID, "started and finished share the request id")

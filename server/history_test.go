@@ -113,13 +113,18 @@ func TestHistoryOrderAndOldConflicts(t *testing.T) {
 	rec := &engine.RunRecord{ID: "r_1", Time: t0, Origin: "exec", Outcome: engine.OutcomeConflict, ChangedRows: 2,
 		ConflictAt: at(5), ApplyError: "rejected by the reviewer"}
 	d := &engine.Decision{RunID: "r_1", Decision: engine.DecisionRejected, Feedback: "no", Time: *at(9), Origin: OriginHTTP}
-	evs := history(rec, d, "sha256:x")
+	history := func(rec *engine.RunRecord, d *engine.Decision) []Event {
+		doc, err := engine.RecordDocument(rec, d)
+		require.NoError(t, err)
+		return doc.Events
+	}
+	evs := history(rec, d)
 	assert.Equal(t, []string{EventStarted, EventFinished, EventFailed, EventRejected}, types(evs))
 	assert.Equal(t, StatePending, evs[1].State, "it was pending when it finished")
 	assert.Equal(t, engine.OutcomeConflict, evs[3].Outcome)
 
 	old := &engine.RunRecord{ID: "r_2", Time: t0, Origin: "exec", Outcome: engine.OutcomeConflict, ChangedRows: 2, ApplyError: "moved"}
-	evs = history(old, nil, "sha256:y")
+	evs = history(old, nil)
 	assert.Equal(t, []string{EventStarted, EventFinished, EventFailed}, types(evs))
 	assert.Equal(t, StatePending, evs[1].State)
 	assert.Equal(t, engine.CodeConflict, evs[2].Code)

@@ -148,7 +148,7 @@ func (s *Server) toolList(ctx context.Context, _ *mcp.CallToolRequest, in ListIn
 
 func (s *Server) toolShow(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
 	doc, err := s.Show(in.RunID)
-	return nil, doc, err
+	return documentText(doc), doc, err
 }
 
 func (s *Server) toolReplay(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *engine.ReplayReport, error) {

@@ -74,7 +74,7 @@ func TestMCPRunAndApplyReportProgress(t *testing.T) {
 			started := log.next(t, ctx)
 			assert.Equal(t, "run-1", started.ProgressToken)
 			assert.Equal(t, 1.0, started.Progress)
-			assert.True(t, strings.HasPrefix(started.Message, "started q_"), started.Message)
+			assert.Equal(t, "started "+run.RunID, started.Message, "the engine names the run from its start")
 			assert.Equal(t, EventStarted, log.event(t, started).Type)
 
 			finished := log.next(t, ctx)

@@ -188,7 +188,7 @@ var Operations = []Operation{
 	},
 	{
 		Name: "events", Act: "follow events", Method: http.MethodGet, Path: "/v1/events", Right: access.Read,
-		Doc: "Server-Sent Events: `started`, `finished`, `applied`, `rejected`, `failed`; `Last-Event-ID` replays the last 1,024 (at most 4 MiB; an event's message and feedback are cut to 2 KiB); " +
+		Doc: "Server-Sent Events of every run the server's engine makes (HTTP, MCP, and CLI commands that go through it; `ask` tells each attempt): `started` (with the run id), `finished`, `applied`, `rejected`, `failed`; `Last-Event-ID` replays the last 1,024 (at most 4 MiB; an event's message and feedback are cut to 2 KiB); " +
 			"at most 64 streams at once, then 503 `too-many-streams`",
 		handle: (*Server).handleEvents,
 		NoTool: "a tool answers once and a stream does not end: over MCP a run_plan or apply_run call with a progress token receives its run's events as progress notifications, and show_run has a run's recorded events",

@@ -120,6 +120,9 @@ type Server struct {
 	background sync.WaitGroup
 	bgMu       sync.Mutex
 	bgClosed   bool
+
+	// stopObserving ends the server's observation of the engine's runs (Drain).
+	stopObserving func()
 }
 
 // New returns a server over eng.
@@ -163,6 +166,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = m
+	s.stopObserving = eng.Observe(s.observe)
 	eng.SetRetention(opts.Retention)
 	s.startRetention()
 	return s, nil
@@ -179,6 +183,7 @@ func (s *Server) Drain() {
 		s.bgMu.Unlock()
 		s.stopBG()
 		s.background.Wait() // a replan's model call ends with its context
+		s.stopObserving()
 		s.events.close()
 	})
 }
@@ -268,22 +273,9 @@ const (
 // States lists the run states, for validation and documentation.
 var States = engine.States
 
-// RunDocument is a run as every run endpoint and tool returns it: the result document, the
-// digest of its change set (what apply must be given), its state, and what the audit log knows
-// about it.
-type RunDocument struct {
-	engine.Result
-	Digest    string           `json:"digest" jsonschema:"sha256 of the canonical encoding of the change set; apply takes it"`
-	State     string           `json:"state" jsonschema:"pending, applied, rejected, conflict, done or failed"`
-	Request   string           `json:"request,omitempty"`
-	Origin    string           `json:"origin,omitempty"`
-	Time      *time.Time       `json:"time,omitempty"`
-	AppliedAt *time.Time       `json:"applied_at,omitempty"`
-	Decision  *engine.Decision `json:"decision,omitempty"`
-	// Events is the run's lifecycle as the audit log keeps it (the events /v1/events streamed
-	// for it, without their stream ids); empty in the answer of the dry run itself.
-	Events []Event `json:"events,omitempty" jsonschema:"the run's lifecycle as recorded: started, finished, rejected, applied, failed"`
-}
+// RunDocument is a run as every run endpoint and tool returns it: the engine's one document of a
+// run (engine.Document), which `starplan runs show --json` prints too.
+type RunDocument = engine.Document
 
 // RunList is the answer of GET /v1/runs and list_runs: summaries, newest first, and the size of
 // the whole audit log (every run, whatever the state and limit asked for).
@@ -405,14 +397,6 @@ func (s *Server) Run(ctx context.Context, req RunRequest, origin string) (*RunDo
 // tells no one. It runs on the call's goroutine, never under the broker's lock.
 type observer func(Event)
 
-// emit publishes e and tells the call's observer, if any, the event as published.
-func (s *Server) emit(obs observer, e Event) {
-	e = s.events.publish(e)
-	if obs != nil {
-		obs(e)
-	}
-}
-
 func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs observer) (*RunDocument, error) {
 	src, plan, err := source(req.Reply, req.Program, req.PlanJSON)
 	if err != nil {
@@ -422,53 +406,24 @@ func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs obs
 	if err != nil {
 		return nil, err
 	}
-	qid := newRequestID()
-	s.emit(obs, Event{Type: EventStarted, RequestID: qid, Origin: origin})
-	res, err := s.eng.Run(ctx, engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx)})
-	if err != nil {
-		s.emit(obs, Event{Type: EventFailed, RequestID: qid, Origin: origin, Code: CodeInternal, Message: err.Error()})
-		return nil, internal(err)
-	}
-	doc, err := s.document(res, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	doc.Request, doc.Origin = req.Request, origin
-	s.emit(obs, Event{Type: EventFinished, RequestID: qid, RunID: doc.RunID, Origin: origin, Outcome: doc.Outcome,
-		State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
-	return doc, nil
-}
-
-// document builds a run's document from its result and, when known, its audit record and
-// decision.
-func (s *Server) document(res *engine.Result, rec *engine.RunRecord, d *engine.Decision) (*RunDocument, error) {
-	dg, err := Digest(res.Changes)
+	// The engine tells the run's events (observe), with this call's request id and observer.
+	doc, err := s.eng.RunDocument(withCall(ctx, newRequestID(), obs), engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx)})
 	if err != nil {
 		return nil, internal(err)
-	}
-	doc := &RunDocument{Result: *res, Digest: dg, Decision: d, State: engine.StateOf(res, d)}
-	if rec != nil {
-		t := rec.Time
-		doc.Request, doc.Origin, doc.Time, doc.AppliedAt = rec.Request, rec.Origin, &t, rec.AppliedAt
-		doc.Events = history(rec, d, dg)
 	}
 	return doc, nil
 }
 
-// Show returns a run as the audit log holds it.
+// Show returns a run as the audit log holds it (engine.Engine.Show).
 func (s *Server) Show(id string) (*RunDocument, error) {
-	rec, err := s.eng.Record(id)
+	doc, err := s.eng.Show(id)
 	if err != nil {
 		if e := unknownRun(err); e != nil {
 			return nil, e
 		}
 		return nil, internal(err)
 	}
-	d, _, err := s.eng.Decision(id)
-	if err != nil {
-		return nil, internal(err)
-	}
-	return s.document(rec.Result(), rec, d)
+	return doc, nil
 }
 
 // Apply applies a pending run's changes, once, if digest is the digest of its change set. An
@@ -507,14 +462,14 @@ func (s *Server) apply(ctx context.Context, id, digest, origin string, obs obser
 	if !pending {
 		return doc, err
 	}
-	_, err = s.eng.ApplyWith(ctx, id, engine.ApplyOptions{Origin: origin, By: principal(ctx)})
+	// The engine tells what the apply did (observe): applied, a conflict, or its own failure.
+	_, err = s.eng.ApplyWith(withCall(ctx, "", obs), id, engine.ApplyOptions{Origin: origin, By: principal(ctx)})
 	var re *engine.RunError
 	var ae *engine.ApprovalError
 	if errors.As(err, &ae) {
 		return nil, s.refusedApproval(ctx, ae) // nothing was written
 	}
 	if err != nil && !errors.As(err, &re) {
-		s.emit(obs, Event{Type: EventFailed, RunID: id, Origin: origin, Code: CodeInternal, Message: err.Error()})
 		return nil, internal(err)
 	}
 	// Whatever happened (this apply, or another client's that came first), the log has the
@@ -522,14 +477,6 @@ func (s *Server) apply(ctx context.Context, id, digest, origin string, obs obser
 	doc, err = s.Show(id)
 	if err != nil {
 		return nil, err
-	}
-	if re == nil {
-		switch doc.State {
-		case StateApplied:
-			s.emit(obs, Event{Type: EventApplied, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Digest: doc.Digest, Rows: doc.Changes.Rows()})
-		case StateConflict:
-			s.emit(obs, Event{Type: EventFailed, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Code: engine.CodeConflict, Message: firstMessage(doc.Diagnostics)})
-		}
 	}
 	if done, err := settled(doc); done || err != nil {
 		return doc, err
@@ -570,7 +517,7 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	if before.State == StateRejected {
 		return before, nil
 	}
-	_, recorded, err := s.eng.RejectWith(ctx, id, engine.RejectOptions{Feedback: feedback, Origin: origin, By: principal(ctx)})
+	_, recorded, err := s.eng.RejectWith(withCall(ctx, "", nil), id, engine.RejectOptions{Feedback: feedback, Origin: origin, By: principal(ctx)}) // the engine tells the rejection (observe)
 	if err != nil {
 		var re *engine.RunError
 		if errors.As(err, &re) {
@@ -583,7 +530,6 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 		return nil, err
 	}
 	if recorded { // not when another client's rejection came first
-		s.events.publish(Event{Type: EventRejected, RunID: id, Origin: origin, Outcome: doc.Outcome, State: doc.State, Feedback: doc.Decision.Feedback})
 		if doc.Origin == "ask" && doc.Outcome == engine.OutcomeOK { // engine.Replan's rule: only an accepted plan
 			s.replan(id, doc.Decision.Feedback, origin)
 		}

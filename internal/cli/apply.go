@@ -42,10 +42,11 @@ func runApply(ctx context.Context, ios IOStreams, g *globalOptions, opts *applyO
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		res, err := e.ApplyAs(ctx, opts.RunID, originCLI)
 		if err != nil {
-			var ok bool
-			if res, ok = conflicted(e, opts.RunID, err); !ok {
+			var re *engine.RunError
+			if !errors.As(err, &re) || re.Result == nil {
 				return runError(e, opts.RunID, err)
 			}
+			res = re.Result // the engine answers a conflicted run with its conflict
 			// Every apply of a conflicted run answers as the first did: the conflict, exit 5.
 			fmt.Fprintf(ios.Err, "Error: run %s already ended in a conflict: the data it depended on moved before its apply; nothing was written\n", safe(opts.RunID))
 			fmt.Fprintf(ios.Err, "Try: starplan runs replay %s shows what the plan does with the data as it is now; run the plan again (exec, or ask again) for a new run to apply\n", safe(opts.RunID))
@@ -58,19 +59,4 @@ func runApply(ctx context.Context, ios IOStreams, g *globalOptions, opts *applyO
 		}
 		return reportApply(ios, e, res)
 	})
-}
-
-// conflicted returns the result of run id as its record keeps it when err is the engine's refusal
-// to apply a run whose apply already found a conflict (its state is conflict), and false for any
-// other error.
-func conflicted(e *engine.Engine, id string, err error) (*engine.Result, bool) {
-	var re *engine.RunError
-	if !errors.As(err, &re) {
-		return nil, false
-	}
-	rec, rerr := e.Record(id)
-	if rerr != nil || rec.Applied || rec.Pending || rec.ApplyError == "" || rec.Outcome != engine.OutcomeConflict {
-		return nil, false
-	}
-	return rec.Result(), true
 }

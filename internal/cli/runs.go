@@ -318,7 +318,7 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		return withCode(ExitUsage, fmt.Errorf("--diff %q: the formats are markdown and json", opts.Diff), "leave --diff out for the whole record on a terminal")
 	}
 	return withEngine(ios, g, func(e *engine.Engine) error {
-		rec, err := e.Record(opts.RunID)
+		doc, err := e.Show(opts.RunID)
 		if err != nil {
 			var unreadable *engine.UnreadableError
 			if errors.As(err, &unreadable) {
@@ -328,54 +328,59 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		}
 		switch opts.Diff {
 		case "markdown":
-			return diffview.Markdown(ios.Out, rec.Changes, diffview.Options{Schemas: schemaMap(e)})
+			return diffview.Markdown(ios.Out, doc.Changes, diffview.Options{Schemas: schemaMap(e)})
 		case "json":
-			return diffview.JSON(ios.Out, rec.Changes)
+			return diffview.JSON(ios.Out, doc.Changes)
 		}
 		if opts.JSON || !ios.OutTTY {
-			return writeJSON(ios.Out, rec)
+			return writeJSON(ios.Out, doc) // the run's one document, as GET /v1/runs/{id} and show_run give it
 		}
 		w := ios.Out
 		p := painter(ios.Color())
-		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(rec.ID), rec.Time.Local().Format(timeLayout), safe(rec.Origin))
-		if rec.Request != "" {
-			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), safe(rec.Request))
+		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(doc.RunID), doc.Time.Local().Format(timeLayout), safe(doc.Origin))
+		if doc.Request != "" {
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), safe(doc.Request))
 		}
-		if rec.Model != nil {
-			fmt.Fprintf(w, "%s %s, attempt %d, %d+%d tokens, %.0f ms\n", p.paint(ansiBold, "Model:"), safe(rec.Model.Model), rec.Model.Attempt, rec.Model.PromptTokens, rec.Model.CompletionTokens, rec.Model.LatencyMS)
+		if doc.Model != nil {
+			fmt.Fprintf(w, "%s %s, attempt %d, %d+%d tokens, %.0f ms\n", p.paint(ansiBold, "Model:"), safe(doc.Model.Model), doc.Model.Attempt, doc.Model.PromptTokens, doc.Model.CompletionTokens, doc.Model.LatencyMS)
 		}
-		state := "not applied"
-		switch {
-		case rec.Applied:
-			state = "applied " + rec.AppliedAt.Local().Format(timeLayout)
-		case rec.Pending:
-			state = "pending: starplan apply " + rec.ID
-		case rec.ApplyError != "":
-			state = "apply failed: " + safe(rec.ApplyError)
+		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), doc.Outcome, doc.Steps, doc.DurationMS, stateText(doc))
+		if doc.ReplySHA256 != "" && doc.ReplyBytes > len(doc.Reply) {
+			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), builtins.FormatBytes(int64(doc.ReplyBytes)), safe(doc.ReplySHA256))
 		}
-		fmt.Fprintf(w, "%s %s, %d steps, %.2f ms; %s\n", p.paint(ansiBold, "Outcome:"), rec.Outcome, rec.Steps, rec.DurationMS, state)
-		if who := whoLine(e, rec); who != "" {
+		if who := whoLine(e, doc); who != "" {
 			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Who:"), safe(who))
 		}
-		if rec.ReplySHA256 != "" && rec.ReplyBytes > len(rec.Reply) {
-			fmt.Fprintf(w, "%s %s in all, sha256 %s; the log keeps its start\n", p.paint(ansiBold, "Reply:"), builtins.FormatBytes(int64(rec.ReplyBytes)), safe(rec.ReplySHA256))
+		if len(doc.Truncated) > 0 {
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Cut to stay bounded:"), safe(strings.Join(doc.Truncated, ", ")))
 		}
-		if len(rec.Truncated) > 0 {
-			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Cut to stay bounded:"), safe(strings.Join(rec.Truncated, ", ")))
-		}
-		if rec.Program != "" {
+		if doc.Program != "" {
 			fmt.Fprintln(w, p.paint(ansiBold, "Program:"))
-			for i, line := range strings.Split(strings.TrimRight(rec.Program, "\n"), "\n") {
+			for i, line := range strings.Split(strings.TrimRight(doc.Program, "\n"), "\n") {
 				fmt.Fprintf(w, "  %3d  %s\n", i+1, safeLine(line))
 			}
 		} else {
 			fmt.Fprintln(w, p.paint(ansiBold, "Reply (no program found):"))
-			reply := strings.ReplaceAll(strings.TrimSpace(rec.Reply), "\r\n", "\n")
+			reply := strings.ReplaceAll(strings.TrimSpace(doc.Reply), "\r\n", "\n")
 			fmt.Fprintf(w, "  %s\n", safeBlock(reply, "  "))
 		}
-		printRewrites(ios.Out, "line", rec.Rewrites)
-		return renderResult(ios, rec.Result(), schemaMap(e))
+		printRewrites(ios.Out, "line", doc.Rewrites)
+		return renderResult(ios, &doc.Result, schemaMap(e))
 	})
+}
+
+// stateText says where a run stands, for people: its state (engine.StateOf) with what to do or
+// what happened.
+func stateText(doc *engine.Document) string {
+	switch {
+	case doc.State == engine.StateApplied:
+		return "applied " + doc.AppliedAt.Local().Format(timeLayout)
+	case doc.State == engine.StatePending:
+		return "pending: starplan apply " + doc.RunID
+	case doc.ApplyError != "":
+		return "apply failed: " + safe(doc.ApplyError)
+	}
+	return "not applied"
 }
 
 func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *runsOptions) error {
@@ -423,7 +428,14 @@ func runRunsReplay(ctx context.Context, ios IOStreams, g *globalOptions, opts *r
 
 // whoLine says who proposed a run and who decided on it: "proposed by agent; approved by alice,
 // bob (2 needed)".
-func whoLine(e *engine.Engine, rec *engine.RunRecord) string {
+func whoLine(e *engine.Engine, doc *engine.Document) string {
+	rec := doc.Who
+	expired := false
+	if doc.Pending {
+		if r, err := e.Record(doc.RunID); err == nil {
+			expired = e.Expired(r)
+		}
+	}
 	var parts []string
 	if rec.ProposedBy != "" {
 		parts = append(parts, "proposed by "+rec.ProposedBy)
@@ -437,9 +449,9 @@ func whoLine(e *engine.Engine, rec *engine.RunRecord) string {
 		parts = append(parts, "auto-approved by rule "+rec.AutoApprovedByRule)
 	case len(rec.ApprovedBy) > 0:
 		parts = append(parts, "approved by "+strings.Join(rec.ApprovedBy, ", ")+needed)
-	case rec.Pending && e.Expired(rec):
+	case doc.Pending && expired:
 		parts = append(parts, "expired waiting for approval")
-	case rec.Pending:
+	case doc.Pending:
 		parts = append(parts, fmt.Sprintf("awaiting %s", plural(rec.ApprovalsNeeded, "1 approval", fmt.Sprintf("%d approvals", rec.ApprovalsNeeded))))
 	}
 	if rec.RejectedBy != "" {
