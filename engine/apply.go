@@ -117,7 +117,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		if e.observed() {
 			dg, _ := Digest(rec.Changes)
 			e.emit(ctx, Event{Type: EventApplied, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: res.Outcome, State: StateApplied,
-				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg})
+				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule})
 		}
 		return nil
 	}

@@ -459,3 +459,61 @@ func TestAuditChainPruneCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, after.OK(), "%v", after.Problems)
 }
+
+// The lifecycle names who acted: started its proposer, applied the approver (or the rule),
+// rejected who rejected it; the history rebuilt from the log says the same.
+func TestEventsNameThePrincipal(t *testing.T) {
+	e := domainEngine(t, stockDomain(t, `{"auto": [{"name": "one_row", "doc": "one row at most", "kind": "auto_apply", "params": {"max_rows_written": 1}}]}`, ""))
+	h := &heard{}
+	defer e.Observe(h.observe)()
+	by := func(evs []Event, typ EventType) (string, string) {
+		for _, ev := range evs {
+			if ev.Type == typ {
+				return ev.By, ev.Rule
+			}
+		}
+		t.Fatalf("no %s event in %v", typ, typesOf(evs))
+		return "", ""
+	}
+
+	applied := propose(t, e, agent, setQty(1, "A", "B")) // two rows: no rule lets it through
+	_, err := applyBy(e, applied.RunID, bob)
+	require.NoError(t, err)
+	auto := propose(t, e, agent, setQty(2, "A"))
+	_, err = applyBy(e, auto.RunID, agent)
+	require.NoError(t, err)
+	rejected := propose(t, e, agent, setQty(3, "B"))
+	_, _, err = e.RejectWith(context.Background(), rejected.RunID, RejectOptions{Feedback: "no", By: alice})
+	require.NoError(t, err)
+	live := h.take()
+
+	for _, c := range []struct {
+		id        string
+		typ       EventType
+		who, rule string
+	}{
+		{applied.RunID, EventStarted, "agent", ""},
+		{applied.RunID, EventApplied, "bob", ""},
+		{auto.RunID, EventApplied, "", "one_row"},
+		{rejected.RunID, EventRejected, "alice", ""},
+	} {
+		var mine []Event
+		for _, ev := range live {
+			if ev.RunID == c.id {
+				mine = append(mine, ev)
+			}
+		}
+		who, rule := by(mine, c.typ)
+		assert.Equal(t, c.who, who, "%s of %s, live", c.typ, c.id)
+		assert.Equal(t, c.rule, rule, "%s of %s, live", c.typ, c.id)
+		doc, err := e.Show(c.id)
+		require.NoError(t, err)
+		var recorded []Event
+		for _, sev := range doc.Events {
+			recorded = append(recorded, Event{Type: map[string]EventType{StreamStarted: EventStarted, StreamApplied: EventApplied, StreamRejected: EventRejected}[sev.Type], By: sev.By, Rule: sev.Rule})
+		}
+		who, rule = by(recorded, c.typ)
+		assert.Equal(t, c.who, who, "%s of %s, recorded", c.typ, c.id)
+		assert.Equal(t, c.rule, rule, "%s of %s, recorded", c.typ, c.id)
+	}
+}

@@ -77,7 +77,7 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	}
 	if e.observed() {
 		e.emit(ctx, Event{Type: EventRejected, Time: d.Time, RunID: runID, Origin: origin, Outcome: rec.Outcome, State: StateRejected,
-			RowsWritten: rec.ChangedRows, Feedback: d.Feedback})
+			RowsWritten: rec.ChangedRows, Feedback: d.Feedback, By: by.Name})
 	}
 	return d, true, nil
 }

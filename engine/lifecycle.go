@@ -70,6 +70,11 @@ type Event struct {
 	Message  string
 	Digest   string // the verdict and applied: the digest of the change set (Digest)
 	Feedback string // rejected: the reviewer's feedback
+	// By names the principal (access.Principal's name) who proposed the run (started), whose
+	// approval applied it (applied; "" when a rule did) or who rejected it (rejected).
+	By string
+	// Rule is the auto-approval rule that let an applied run through without a person.
+	Rule string
 	// Err is set on failed when starplan itself failed (the store, the audit log): the run has
 	// no verdict, and a pending run stays pending after a failed apply.
 	Err error
@@ -204,6 +209,8 @@ type StreamEvent struct {
 	Code      string  `json:"code,omitempty"` // failed: conflict, internal, ...
 	Message   string  `json:"message,omitempty"`
 	Feedback  string  `json:"feedback,omitempty"` // rejected
+	By        string  `json:"by,omitempty"`       // who proposed (started), approved (applied) or rejected it
+	Rule      string  `json:"rule,omitempty"`     // applied: the auto-approval rule that let it through
 }
 
 // The types of StreamEvent, in the order they happen.
@@ -221,7 +228,7 @@ const (
 // Stream is ev as the API shows it, and false for the steps it does not show (checked, ran,
 // contract: an observer has them).
 func (ev Event) Stream() (StreamEvent, bool) {
-	s := StreamEvent{Time: ev.Time, RunID: ev.RunID, Origin: ev.Origin, Outcome: ev.Outcome, State: ev.State}
+	s := StreamEvent{Time: ev.Time, RunID: ev.RunID, Origin: ev.Origin, Outcome: ev.Outcome, State: ev.State, By: ev.By, Rule: ev.Rule}
 	switch {
 	case ev.Type == EventStarted:
 		s.Type, s.Outcome, s.State = StreamStarted, "", ""
@@ -274,11 +281,11 @@ func History(rec *RunRecord, d *Decision, digest string) []Event {
 			verdict.Type, verdict.Codes, verdict.Message = EventFailed, codes(rec.Diagnostics), firstMessage(rec.Diagnostics)
 		}
 	}
-	out := []Event{ev(Event{Type: EventStarted, Time: rec.Time, Origin: rec.Origin, ParentRunID: verdict.ParentRunID}), verdict}
+	out := []Event{ev(Event{Type: EventStarted, Time: rec.Time, Origin: rec.Origin, ParentRunID: verdict.ParentRunID, By: rec.ProposedBy}), verdict}
 	switch {
 	case rec.AppliedAt != nil:
 		out = append(out, ev(Event{Type: EventApplied, Time: *rec.AppliedAt, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StateApplied,
-			Digest: digest, RowsWritten: rec.ChangedRows}))
+			Digest: digest, RowsWritten: rec.ChangedRows, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule}))
 	case conflict:
 		at := verdict.Time // a record from before ConflictAt: the time is not known, only the order
 		if rec.ConflictAt != nil {
@@ -289,7 +296,7 @@ func History(rec *RunRecord, d *Decision, digest string) []Event {
 	}
 	if d != nil {
 		out = append(out, ev(Event{Type: EventRejected, Time: d.Time, Origin: d.Origin, Outcome: rec.Outcome,
-			State: StateRejected, Feedback: d.Feedback}))
+			State: StateRejected, Feedback: d.Feedback, By: rec.RejectedBy}))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
@@ -354,4 +361,13 @@ func Buffered(f Observer, size int) (obs Observer, stop func() (dropped int64)) 
 		})
 		return drops.Load()
 	}
+}
+
+// appliedBy is the approver whose approval applied the run: the last of ApprovedBy; "" when an
+// auto rule let it through.
+func (w Who) appliedBy() string {
+	if w.AutoApprovedByRule != "" || len(w.ApprovedBy) == 0 {
+		return ""
+	}
+	return w.ApprovedBy[len(w.ApprovedBy)-1]
 }
