@@ -283,6 +283,9 @@ func TestApprovalPendingTTL(t *testing.T) {
 		states[r.ID] = r.State
 	}
 	assert.Equal(t, map[string]string{fresh.RunID: StateApplied, old.RunID: StateExpired}, states)
+	doc, err := e.Show(old.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, StateExpired, doc.State, "the run's one document says it expired")
 	d, recorded, err := e.RejectWith(context.Background(), old.RunID, RejectOptions{Feedback: "too old", Origin: "test", By: bob})
 	require.NoError(t, err)
 	assert.True(t, recorded)

@@ -26,7 +26,7 @@ import (
 type Document struct {
 	Result
 	Digest    string     `json:"digest" jsonschema:"sha256 of the canonical encoding of the change set; apply takes it"`
-	State     string     `json:"state" jsonschema:"pending, applied, rejected, conflict, done or failed"`
+	State     string     `json:"state" jsonschema:"pending, expired, applied, rejected, conflict, done or failed"`
 	Request   string     `json:"request"`
 	Origin    string     `json:"origin"`
 	Time      *time.Time `json:"time,omitempty"`
@@ -79,7 +79,11 @@ func (e *Engine) Show(id string) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return RecordDocument(rec, d)
+	doc, err := RecordDocument(rec, d)
+	if err == nil && doc.State == StatePending && e.Expired(rec) {
+		doc.State = StateExpired // expiry moves with the engine's clock and the domain's pending_ttl
+	}
+	return doc, err
 }
 
 // RecordDocument is the document of a run from its audit record and, if a reviewer decided on

@@ -496,6 +496,9 @@ func settled(doc *RunDocument) (done bool, err error) {
 		return false, nil
 	case StateApplied, StateConflict:
 		return true, nil
+	case engine.StateExpired:
+		return true, errorf(http.StatusForbidden, CodeRunExpired, "reject it, or run the plan again for a new run",
+			"run %s waited longer than the domain's pending_ttl; it can no longer be applied", doc.RunID)
 	case StateRejected:
 		return true, errorf(http.StatusConflict, CodeRejected, "run the plan again, or a corrected one, for a new run",
 			"run %s was rejected; it cannot be applied", doc.RunID)
