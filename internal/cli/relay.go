@@ -508,9 +508,12 @@ func (s *relayServer) run(conn net.Conn) {
 		exit(ExitUsage)
 		return
 	}
+	// The slot is freed once the command's exit code is known and before the client hears it, so
+	// a client that runs its next command as soon as this one ends finds the slot free.
+	release := sync.OnceFunc(func() { <-s.slots })
 	select {
 	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
+		defer release()
 	default:
 		fmt.Fprintf(stderr, "Error: the server on this store is busy (%d commands running, the most it runs at once)\nTry: run the command again in a moment; starplan runs shows what the others did\n", s.maxClients)
 		exit(ExitInternal)
@@ -553,7 +556,9 @@ func (s *relayServer) run(conn net.Conn) {
 		Dir:    hello.Dir,
 		host:   s.host,
 	}
-	exit(MainContext(ctx, hello.Args, ios))
+	code := MainContext(ctx, hello.Args, ios)
+	release()
+	exit(code)
 }
 
 // stdinBuffer holds a client's standard input until the command reads it.
