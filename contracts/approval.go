@@ -125,15 +125,8 @@ func (a *Approval) validate() error {
 	names := map[string]bool{}
 	for i := range a.Auto {
 		r := &a.Auto[i]
-		if r.Name == "" {
-			return fmt.Errorf("approval.auto rule %d: name is empty", i+1)
-		}
-		if names[r.Name] {
-			return fmt.Errorf("approval.auto rule %q: duplicate name", r.Name)
-		}
-		names[r.Name] = true
-		if r.Doc == "" || strings.ContainsAny(r.Doc, "\r\n") {
-			return fmt.Errorf("approval.auto rule %q: doc must be one non-empty line", r.Name)
+		if err := checkNamed("approval.auto rule", i, r.Name, r.Doc, names); err != nil {
+			return err
 		}
 		p := &params{m: r.Params, rule: r.Name}
 		switch r.Kind {

@@ -255,15 +255,8 @@ func (d *Domain) validate() error {
 	}
 	for i := range d.Rules {
 		r := &d.Rules[i]
-		if r.Name == "" {
-			return fmt.Errorf("rule %d: name is empty", i+1)
-		}
-		if names[r.Name] {
-			return fmt.Errorf("rule %q: duplicate name", r.Name)
-		}
-		names[r.Name] = true
-		if r.Doc == "" || strings.ContainsAny(r.Doc, "\r\n") {
-			return fmt.Errorf("rule %q: doc must be one non-empty line", r.Name)
+		if err := checkNamed("rule", i, r.Name, r.Doc, names); err != nil {
+			return err
 		}
 		k, ok := lookupKind(r.Kind)
 		if !ok {
@@ -351,4 +344,21 @@ func (p *pass) lastCommitted(tbl string) (table.Row, bool, error) {
 		return nil, false, fmt.Errorf("needs the last committed row of %s but Input.Committed is nil", tbl)
 	}
 	return p.in.Committed.LastRow(tbl)
+}
+
+// checkNamed checks the name and doc every rule has (a policy rule, an auto-approval rule):
+// what names the list in errors ("rule", "approval.auto rule"), i the rule's index; names holds
+// the names taken so far and gets this one.
+func checkNamed(what string, i int, name, doc string, names map[string]bool) error {
+	if name == "" {
+		return fmt.Errorf("%s %d: name is empty", what, i+1)
+	}
+	if names[name] {
+		return fmt.Errorf("%s %q: duplicate name", what, name)
+	}
+	names[name] = true
+	if doc == "" || strings.ContainsAny(doc, "\r\n") {
+		return fmt.Errorf("%s %q: doc must be one non-empty line", what, name)
+	}
+	return nil
 }
