@@ -2,8 +2,8 @@
 // plan's result must satisfy before anything it staged may be applied. It evaluates them on plain
 // Go values: the plan's final globals (as converted by the builtins) and the staged
 // table.ChangeSet, plus a narrow read accessor for committed data (Committed). It must not import
-// starlark or store; it depends on table, diag, the built-in domains (for the policy of stores
-// made before a store kept its definition) and two leaf packages (spell, termsafe).
+// starlark or store; it depends on table, diag, the built-in domains (Load reads a shipped
+// domain's policy by name) and two leaf packages (spell, termsafe).
 //
 // Contracts and policies are data. Each domain's directory holds a policy.json (PolicyFile, read
 // through the domain's fs.FS by FromDefinition, or parsed by Parse) with its output contract's
