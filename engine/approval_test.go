@@ -520,3 +520,19 @@ func TestEventsNameThePrincipal(t *testing.T) {
 		assert.Equal(t, c.rule, rule, "%s of %s, recorded", c.typ, c.id)
 	}
 }
+
+// Opening a store without a chain writes nothing (commands that only read leave the file as it
+// was); the chain's start is written with the first record, and the chain verifies.
+func TestTheChainStartsWithTheFirstWrite(t *testing.T) {
+	e, _ := newEngine(t)
+	entries, err := e.Store().ListSys(ChainCollection)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "opening wrote to the chain")
+	_, err = e.Run(context.Background(), Request{Reply: `STATUS, answer_text = "success", "Nothing to do."`})
+	require.NoError(t, err)
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems)
+	assert.Equal(t, 2, rep.Entries, "the start and the run's entry")
+	assert.Equal(t, 0, rep.Unchained)
+}

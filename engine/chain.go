@@ -100,9 +100,14 @@ type chain struct {
 	mu   sync.Mutex
 	head chainHead
 	st   store.Store
+	// start is the chain's first entry while it is not written yet: a store without a chain gets
+	// it with the first chained write, so that opening a store (a command that only reads, too)
+	// never writes to it.
+	start *ChainEntry
 }
 
-// loadChain reads the chain's head, or starts the chain (ChainStart) in a store that has none.
+// loadChain reads the chain's head, or starts the chain (ChainStart) in a store that has none;
+// the start is written with the first chained write (begin).
 func loadChain(ctx context.Context, st store.Store, now time.Time) (*chain, error) {
 	c := &chain{st: st}
 	ok, err := st.GetSys(ChainCollection, chainHeadID, &c.head)
@@ -115,12 +120,7 @@ func loadChain(ctx context.Context, st store.Store, now time.Time) (*chain, erro
 	since := now.UTC()
 	start := &ChainEntry{Seq: 1, Time: since, Event: ChainStart, Since: &since}
 	start.seal()
-	docs := []store.SysDoc{{Collection: ChainCollection, ID: chainID(1), Value: start},
-		{Collection: ChainCollection, ID: chainHeadID, Value: chainHead{Seq: 1, Hash: start.Hash}}}
-	if err := st.PutSysDocs(ctx, docs...); err != nil {
-		return nil, fmt.Errorf("starting the audit log's hash chain: %w", err)
-	}
-	c.head = chainHead{Seq: 1, Hash: start.Hash}
+	c.start, c.head = start, chainHead{Seq: 1, Hash: start.Hash}
 	return c, nil
 }
 
@@ -146,6 +146,9 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 	c.mu.Lock()
 	w := &chainWrite{c: c, last: c.head}
 	var docs []store.SysDoc
+	if c.start != nil && len(links) > 0 { // the chain's first write: its start goes with it
+		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(c.start.Seq), Value: c.start})
+	}
 	for i, l := range links {
 		e := &ChainEntry{Seq: c.head.Seq + int64(i) + 1, Time: now.UTC(), RunID: l.doc.ID, Event: l.event}
 		var before *ChainEntry // sealed before e: the store writes the documents in order
@@ -178,6 +181,7 @@ func (w *chainWrite) done(err error) {
 	if err == nil && len(w.entries) > 0 {
 		last := w.entries[len(w.entries)-1]
 		w.c.head = chainHead{Seq: last.Seq, Hash: last.Hash}
+		w.c.start = nil // written
 	}
 }
 
