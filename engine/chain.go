@@ -191,7 +191,11 @@ type lazyRecord struct {
 	sum string
 }
 
-func (l *lazyRecord) MarshalJSON() ([]byte, error) {
+// MarshalJSON is EncodeJSON, for encoders that do not know store.SelfEncoded.
+func (l *lazyRecord) MarshalJSON() ([]byte, error) { return l.EncodeJSON() }
+
+// EncodeJSON implements store.SelfEncoded: the store writes these very bytes, whose hash is chained.
+func (l *lazyRecord) EncodeJSON() ([]byte, error) {
 	b, err := json.Marshal(l.v)
 	if err != nil {
 		return nil, err
@@ -205,14 +209,20 @@ type lazyEntry struct {
 	seal func()
 }
 
-func (l *lazyEntry) MarshalJSON() ([]byte, error) {
+func (l *lazyEntry) MarshalJSON() ([]byte, error) { return l.EncodeJSON() }
+
+// EncodeJSON implements store.SelfEncoded.
+func (l *lazyEntry) EncodeJSON() ([]byte, error) {
 	l.seal()
 	return json.Marshal(l.e)
 }
 
 type lazyHead struct{ w *chainWrite }
 
-func (l *lazyHead) MarshalJSON() ([]byte, error) {
+func (l *lazyHead) MarshalJSON() ([]byte, error) { return l.EncodeJSON() }
+
+// EncodeJSON implements store.SelfEncoded.
+func (l *lazyHead) EncodeJSON() ([]byte, error) {
 	h := l.w.last
 	if n := len(l.w.entries); n > 0 {
 		h = chainHead{Seq: l.w.entries[n-1].Seq, Hash: l.w.entries[n-1].Hash}

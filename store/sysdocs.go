@@ -18,6 +18,22 @@ type SysDoc struct {
 	Index *SysIndex
 }
 
+// SelfEncoded is a SysDoc.Value that writes its own JSON (compact, valid; a backend stores the
+// bytes as they are, without encoding/json's second pass over a Marshaler's output). Values are
+// encoded in the order of the documents given to one write, so one may depend on the bytes of
+// the one before (the audit log's hash chain does).
+type SelfEncoded interface {
+	EncodeJSON() ([]byte, error)
+}
+
+// EncodeSys is a document value's JSON: its own (SelfEncoded) or encoding/json's.
+func EncodeSys(v any) ([]byte, error) {
+	if e, ok := v.(SelfEncoded); ok {
+		return e.EncodeJSON()
+	}
+	return json.Marshal(v)
+}
+
 // SysRecord is a stored system document: its id and its JSON.
 type SysRecord struct {
 	ID   string

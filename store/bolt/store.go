@@ -771,7 +771,7 @@ func (s *Store) putSysDoc(d store.SysDoc) error {
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(d.Value)
+	raw, err := store.EncodeSys(d.Value)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
 	}
@@ -783,7 +783,7 @@ func (s *Store) putSysDoc(d store.SysDoc) error {
 
 func (s *Store) putSysLocked(coll, id string, v any) error {
 	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
-	raw, err := json.Marshal(v)
+	raw, err := store.EncodeSys(v)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", coll, id, err)
 	}
