@@ -110,7 +110,9 @@ func (e *Engine) decideApply(ctx context.Context, rec *RunRecord, res *Result, b
 	}
 	person, why := e.mayApprove(rec, by)
 	if person && slices.Contains(rec.ApprovedBy, by.Name) {
-		return &RunError{ID: rec.ID, Problem: fmt.Sprintf("%s already approved it; it needs %d approvals, %d so far", by.Name, e.policy.Approval.Required(), len(rec.ApprovedBy)), Hint: "another approver must approve it"}
+		return &ApprovalError{RunID: rec.ID, Code: errcode.ApprovalRequired,
+			Problem: fmt.Sprintf("%s already approved it; it needs %d approvals, %d so far", by.Name, e.policy.Approval.Required(), len(rec.ApprovedBy)),
+			Hint:    "another approver must approve it"}
 	}
 	need := e.policy.Approval.Required()
 	approvals := rec.ApprovedBy

@@ -182,8 +182,7 @@ func TestApprovalRequiresNApprovers(t *testing.T) {
 	assert.Equal(t, seeded, dump(), "nothing written after one approval of two")
 
 	_, err = applyBy(e, res.RunID, bob)
-	var re *RunError
-	require.ErrorAs(t, err, &re)
+	re := requireRefused(t, err, errcode.ApprovalRequired)
 	assert.Contains(t, re.Problem, "already approved")
 
 	applied, err := applyBy(e, res.RunID, carol)
