@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/starplan/starplan/access"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -439,4 +441,43 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 	assert.LessOrEqual(t, height, atAGlance390)
 	assert.LessOrEqual(t, eval[int](b, `document.documentElement.scrollWidth`), 390)
 	assert.True(t, eval[bool](b, `document.querySelector("#changes tr.changed td").getBoundingClientRect().top < 844`), "a changed value on the first screen of a phone too")
+}
+
+// Who may approve, in the page: a proposer's token cannot sign in, and the page says why; an
+// approver signs in, sees who proposed the run, approves it, and the decision names the approver.
+func TestReviewPageApproverApprovesAProposersRun(t *testing.T) {
+	path := chromium(t)
+	f := newFixture(t, Options{})
+	agent, alice := f.token("agent", access.Proposer, 0), f.token("alice", access.Approver, 0)
+	r := f.callWith(agent, "POST", "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Ann"), Request: "One Aviator for Ann."})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	var run RunDocument
+	r.decode(t, &run)
+	require.Equal(t, StatePending, run.State)
+	stock := f.committed("inventory", "SG001")["quantity_in_stock"].(int64)
+
+	b := newBrowser(t, path, 1280, 900)
+	signIn := func(token string) {
+		b.do(chromedp.Navigate(f.web.URL + "/"))
+		b.wait("the login form", `document.querySelector("#token") && !document.querySelector("#login").hidden`)
+		b.do(chromedp.Evaluate[chromedp.Void](`document.querySelector("#token").value = ""`), chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#login-form button[type=submit]")))
+	}
+	signIn(agent)
+	b.wait("the refusal", `document.querySelector("#login-note").textContent.includes("proposer")`)
+	assert.False(t, eval[bool](b, `!document.querySelector("#queue").hidden`), "a proposer sees no queue")
+	assert.Contains(t, eval[string](b, `document.querySelector("#login-note").textContent`), "agent")
+
+	signIn(alice)
+	b.wait("the queue", `document.querySelectorAll("#queue-list > li").length === 1`)
+	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + run.RunID))
+	b.wait("the run", `document.querySelector("#approve") !== null && document.querySelector("#run-h").textContent === "Run `+run.RunID+`"`)
+	assert.Equal(t, "agent (API)", eval[string](b, `document.querySelector("#proposed-by").textContent`))
+	b.do(chromedp.Click(chromedp.CSS("#approve")))
+	b.wait("the run applied", `document.querySelector("#decided") && document.querySelector("#decided").textContent.startsWith("Applied")`)
+	b.wait("the approver named", `document.querySelector("#approvals").textContent.includes("alice")`)
+	assert.Equal(t, stock-1, f.committed("inventory", "SG001")["quantity_in_stock"], "the store changed")
+	doc, err := f.eng.Show(run.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"alice"}, doc.ApprovedBy)
+	assert.Equal(t, "agent", doc.ProposedBy)
 }
