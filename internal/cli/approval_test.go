@@ -17,6 +17,7 @@ import (
 // The local user proposes and approves its own runs (exec's [y/N], apply), runs show says who,
 // and runs verify and db check both find a record edited through the store's system-document API.
 func TestLocalUserApprovesAndTheChainFindsAnEdit(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	local := access.Local().Name
 	o := s.run(true, "y\n", "exec", example("02_purchase_wayfarer.star"))

@@ -42,6 +42,7 @@ func reply(t *testing.T, name string) llmtest.Step {
 }
 
 func TestAskOnATerminal(t *testing.T) {
+	t.Parallel()
 	_, srv, run := modelSession(t, llmtest.Reply("<execute_python>\ntry:\n    x = 1\nexcept:\n    x = 2\n</execute_python>"), reply(t, "02_purchase_wayfarer.star"))
 	o := run(true, "y\n", "ask", "--show-plan", "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	require.Equal(t, ExitOK, o.code, o.out+o.err)
@@ -57,6 +58,7 @@ func TestAskOnATerminal(t *testing.T) {
 }
 
 func TestAskJSONListsAttempts(t *testing.T) {
+	t.Parallel()
 	_, _, run := modelSession(t, reply(t, "01_round_under_100.star"))
 	o := run(false, "", "ask", "--json", "Do you have any round sunglasses in stock that are under $100?")
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -68,6 +70,7 @@ func TestAskJSONListsAttempts(t *testing.T) {
 }
 
 func TestAskExitCodes(t *testing.T) {
+	t.Parallel()
 	bad := llmtest.Reply("no code here, sorry")
 	_, _, run := modelSession(t, bad, bad, bad)
 	o := run(false, "", "ask", "How many Aviator?")
@@ -81,6 +84,7 @@ func TestAskExitCodes(t *testing.T) {
 }
 
 func TestEvalCommand(t *testing.T) {
+	t.Parallel()
 	_, _, run := modelSession(t, llmtest.Always(llmtest.Func(func(r llmtest.Request) llmtest.Step {
 		if strings.Contains(r.Messages[1].Content, "Wayfarer") {
 			return reply(t, "02_purchase_wayfarer.star")
@@ -109,6 +113,7 @@ func TestEvalCommand(t *testing.T) {
 }
 
 func TestEvalExitsSixWhenTheModelIsUnreachable(t *testing.T) {
+	t.Parallel()
 	_, srv, run := modelSession(t)
 	srv.Close()
 	suite := filepath.Join(t.TempDir(), "suite.jsonl")
@@ -120,6 +125,7 @@ func TestEvalExitsSixWhenTheModelIsUnreachable(t *testing.T) {
 // While ask waits for the model it holds the store, and lets other commands on it run through
 // it instead of failing on the lock.
 func TestAskLetsOtherCommandsUseTheStoreWhileTheModelThinks(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	var meanwhile output
@@ -140,6 +146,7 @@ func TestAskLetsOtherCommandsUseTheStoreWhileTheModelThinks(t *testing.T) {
 
 // starplan prompt prints the system prompt exactly as ask sends it.
 func TestPromptIsWhatAskSends(t *testing.T) {
+	t.Parallel()
 	s, srv, run := modelSession(t, reply(t, "01_round_under_100.star"))
 	o := run(false, "", "ask", "--json", "Do you have any round sunglasses in stock that are under $100?")
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -153,6 +160,7 @@ func TestPromptIsWhatAskSends(t *testing.T) {
 // starplan describe says what a planner needs: tables with field types, helpers with their
 // signatures (the domain's own included), the contract and the rules.
 func TestDescribe(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "describe")
 	assert.Equal(t, ExitUsage, o.code, "a read never creates a store")

@@ -66,6 +66,7 @@ func (s *session) run(tty bool, input string, args ...string) output {
 func example(name string) string { return filepath.Join("..", "..", "testdata", "examples", name) }
 
 func TestExecPipedPrintsTheResultDocument(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", example("02_purchase_wayfarer.star"))
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -92,6 +93,7 @@ func TestExecPipedPrintsTheResultDocument(t *testing.T) {
 }
 
 func TestExecOnATerminalAsksBeforeApplying(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(true, "y\n", "exec", example("02_purchase_wayfarer.star"))
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -111,6 +113,7 @@ func TestExecOnATerminalAsksBeforeApplying(t *testing.T) {
 // meanwhile (here, the same purchase applied at once). The approved run is then applied only if
 // nothing it depended on moved, so it ends as a conflict instead of selling the stock twice.
 func TestExecReleasesTheStoreWhileAskingToApply(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	var inner output
 	answer := &promptReader{answer: "y\n", meanwhile: func() {
@@ -163,6 +166,7 @@ func (r *promptReader) Read(p []byte) (int, error) {
 }
 
 func TestExecNotInteractiveLeavesThePendingRunID(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	var out, errb bytes.Buffer
 	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, OutTTY: true, InTTY: false, Getenv: func(string) string { return "" }}
@@ -173,6 +177,7 @@ func TestExecNotInteractiveLeavesThePendingRunID(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	dir := t.TempDir()
 	write := func(name, src string) string {
@@ -204,6 +209,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestConflictExitCode(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
 	require.Equal(t, ExitOK, o.code)
@@ -232,6 +238,7 @@ func TestConflictExitCode(t *testing.T) {
 }
 
 func TestRunsListsAndShows(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "exec", "--request", "buy wayfarer", example("02_purchase_wayfarer.star"))
 	var res engine.Result
@@ -254,6 +261,7 @@ func TestRunsListsAndShows(t *testing.T) {
 }
 
 func TestDBCommands(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	o := s.run(false, "", "db", "dump")
@@ -292,6 +300,7 @@ func TestDBCommands(t *testing.T) {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	code := Main([]string{"demo"}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
 	require.Equal(t, ExitOK, code, errb.String())
@@ -304,6 +313,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestCheckJSON(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	var out bytes.Buffer
 	ios := IOStreams{In: strings.NewReader("x = 70 <= 80 <= 100\nprint(inventry_tbl)\n"), Out: &out, Err: &bytes.Buffer{}, Getenv: func(string) string { return "" }}
@@ -320,6 +330,7 @@ func TestCheckJSON(t *testing.T) {
 // Plans run in isolated workers by default; --in-process runs them here. Both give the same
 // result, and the worker command stays out of the help.
 func TestIsolatedByDefault(t *testing.T) {
+	t.Parallel()
 	ios := IOStreams{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Getenv: func(string) string { return "" }}
 	pool, run, err := runner(ios, &globalOptions{})
 	require.NoError(t, err)
@@ -358,6 +369,7 @@ func TestIsolatedByDefault(t *testing.T) {
 // scanner would stop, is rejected at its position instead of the prefix being run. Through the
 // isolated worker, as exec runs plans by default.
 func TestExecReportsTheWholeProgramItChecked(t *testing.T) {
+	t.Parallel()
 	s := newIsolatedSession(t)
 	src := "STATUS = \"success\"\nanswer_text = \"Nothing to do.\"\n# \x00\nSTATUS = \"hidden\"\n"
 	plan := filepath.Join(t.TempDir(), "nul.star")

@@ -28,6 +28,7 @@ func writeFile(t *testing.T, name, content string) string {
 
 // Reads never create state: on a missing store they say so, and create nothing.
 func TestReadsNeverCreateAStore(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"runs"}, {"runs", "show", "r_0123456789"}, {"apply", "r_0123456789"},
 		{"db", "dump"}, {"db", "export", "inventory"}, {"db", "check"},
@@ -59,6 +60,7 @@ func TestEmptyDBFlagIsAUsageError(t *testing.T) {
 }
 
 func TestDBInit(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "db", "init")
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -79,6 +81,7 @@ func TestDBInit(t *testing.T) {
 
 // An import into a new store holds exactly the imported rows, never the demo rows.
 func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	good := writeFile(t, "good.csv", "item_id,name,description,quantity_in_stock,price\nSG007,Cat Eye,Pointed,5,75\n")
 	o := s.run(false, "", "db", "import", "inventory", good)
@@ -97,6 +100,7 @@ func TestDBImportIntoANewStoreHoldsOnlyTheImportedRows(t *testing.T) {
 // db import --batch writes a commit per batch, says what a failed import left and how to finish
 // it, and refuses what it cannot do in batches.
 func TestDBImportInBatches(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	header := "item_id,name,description,quantity_in_stock,price\n"
 	rows := "SG101,A,a,1,1\nSG102,B,b,2,2\nSG103,C,c,3,3\nSG104,D,d,4,4\nSG105,E,e,5,5\n"
@@ -146,6 +150,7 @@ func (s *session) damage(f func(b []byte) []byte) []byte {
 // A damaged store exits 1 with a message naming the file and what to do, never panics (exit 2),
 // never seeds over the file and never writes to it.
 func TestDamagedStoreExitsOne(t *testing.T) {
+	t.Parallel()
 	damages := map[string]func([]byte) []byte{
 		"empty":     func([]byte) []byte { return []byte{} },
 		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
@@ -213,6 +218,7 @@ func itoa(i int) string {
 }
 
 func TestDBCheck(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	o := s.run(true, "", "db", "check")
@@ -249,6 +255,7 @@ func TestDBCheck(t *testing.T) {
 
 // --bom writes the byte order mark spreadsheets look for, and the file imports back unchanged.
 func TestDBExportBOM(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	o := s.run(false, "", "db", "export", "inventory", "--format", "csv", "--bom")
@@ -266,6 +273,7 @@ func TestDBExportBOM(t *testing.T) {
 
 // An unknown table is named as such, with the tables there are, not "fix the rows".
 func TestDBUnknownTable(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	file := writeFile(t, "x.csv", "item_id\nSG001\n")
@@ -282,6 +290,7 @@ func TestDBUnknownTable(t *testing.T) {
 // An interrupted batched import that wrote batches says so, and its hint outlives the Ctrl-C's
 // "interrupted"; another command's does not.
 func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer
@@ -305,6 +314,7 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 // "seeded", and db check found nothing wrong. A reseed puts back the rows the store was made
 // from, for the built-in domain and for a domain directory, and says how many.
 func TestDBSeedForcePutsBackTheSeedTheStoreWasMadeFrom(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		init  []string

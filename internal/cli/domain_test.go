@@ -67,6 +67,7 @@ func writeDomain(t *testing.T, files map[string]string) string {
 // A domain made of files only: checked, made a store, and run, with its own policy; later
 // commands find the domain in the store.
 func TestADomainFromADirectoryRunsWithoutGo(t *testing.T) {
+	t.Parallel()
 	dir := writeDomain(t, todoDomain)
 	s := newSession(t)
 	o := s.run(false, "", "domain", "check", dir)
@@ -107,6 +108,7 @@ STATUS, answer_text = "success", "Renamed."
 
 // A broken domain is refused with every problem, each naming its file, and no store is made.
 func TestABrokenDomainListsEveryProblemAndCreatesNothing(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{}
 	for k, v := range todoDomain {
 		files[k] = v
@@ -150,6 +152,7 @@ func TestABrokenDomainListsEveryProblemAndCreatesNothing(t *testing.T) {
 // starplan check checks a plan against the store's own domain, and against the built-in one
 // where there is no store.
 func TestCheckUsesTheStoresDomain(t *testing.T) {
+	t.Parallel()
 	plan := filepath.Join(t.TempDir(), "finish.star")
 	require.NoError(t, os.WriteFile(plan, []byte(todoDomain["example.star"]), 0o644))
 	s := newSession(t)
@@ -169,6 +172,7 @@ func TestCheckUsesTheStoresDomain(t *testing.T) {
 // it, and nothing that only follows from another: a function missing from invariants.star is not
 // also a failure of every STATUS's example answer in prompt.json.
 func TestDomainCheckListsEveryProblemOnceInItsFile(t *testing.T) {
+	t.Parallel()
 	lib, ok := domains.Builtin(domains.Library)
 	require.True(t, ok)
 	files := map[string]string{}

@@ -48,6 +48,7 @@ func serverErrorCode(t *testing.T, err error) string {
 // condition happen on both sides (where it can: a server always has its store, and holds it)
 // and compares the codes with the one errcode defines.
 func TestJSONErrorCodesAreTheServers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newSession(t)
 	noStore := jsonErrorCode(t, s.dir, nil, "runs", "--json")

@@ -47,6 +47,7 @@ func TestHelperFileSizeLimit(t *testing.T) {
 // A full disk during import exits 1 with an I/O message (not 2 with "fix the row"), and the
 // store is as it was.
 func TestImportOnAFullDiskExitsOne(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	before, err := os.ReadFile(s.dbFile())
@@ -89,6 +90,7 @@ func TestImportOnAFullDiskExitsOne(t *testing.T) {
 // what they wrote, that the failed batch and those after it were not written (never "nothing was
 // written"), and how to import the rest; running it again does.
 func TestABatchedImportOnAFullDiskSaysWhatItWrote(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	var csv strings.Builder

@@ -13,6 +13,7 @@ import (
 )
 
 func TestEveryCommandHasExamples(t *testing.T) {
+	t.Parallel()
 	root := newRoot(IOStreams{Getenv: func(string) string { return "" }})
 	root.InitDefaultCompletionCmd()
 	var walk func(c *cobra.Command)
@@ -34,6 +35,7 @@ func TestEveryCommandHasExamples(t *testing.T) {
 // Completion offers what exists: pending run ids for apply, every run for runs show, the tables,
 // the formats and the states.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	readOnly, pending := s.oldRuns(1)
 	complete := func(args ...string) string {
@@ -59,6 +61,7 @@ func TestCompletion(t *testing.T) {
 }
 
 func TestDocsMan(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	code := Main([]string{"docs", "man", dir}, IOStreams{Out: &out, Err: &out, Getenv: func(string) string { return "" }})

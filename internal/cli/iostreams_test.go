@@ -21,6 +21,7 @@ import (
 
 // /dev/null is a character device but not a terminal: `exec < /dev/null` must not ask.
 func TestDevNullIsNotATerminal(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(os.DevNull)
 	require.NoError(t, err)
 	defer f.Close()
@@ -28,6 +29,7 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 }
 
 func TestColor(t *testing.T) {
+	t.Parallel()
 	env := func(kv ...string) func(string) string {
 		return func(k string) string {
 			for i := 0; i+1 < len(kv); i += 2 {
@@ -56,6 +58,7 @@ func TestColor(t *testing.T) {
 }
 
 func TestColorFlag(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	plan := example("02_purchase_wayfarer.star")
 	o := s.run(true, "n\n", "--color", "always", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", plan)
@@ -71,6 +74,7 @@ func TestColorFlag(t *testing.T) {
 
 // Columns line up by display width: a CJK name takes two columns a character.
 func TestPrintTableAlignsWideCharacters(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	printTable(&b, []string{"name", "stock"}, []table.Row{
 		{"name": "サングラス", "stock": int64(3)},
@@ -85,6 +89,7 @@ func TestPrintTableAlignsWideCharacters(t *testing.T) {
 
 // The diff wraps to the terminal's width, not a fixed 100 columns.
 func TestDiffFitsTheTerminalWidth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	ios := IOStreams{In: strings.NewReader("n\n"), Out: &out, Err: &bytes.Buffer{}, OutTTY: true, InTTY: true, Width: 60,
@@ -103,6 +108,7 @@ func TestDiffFitsTheTerminalWidth(t *testing.T) {
 // A command its context cancels (Ctrl-C, through Command's signal.NotifyContext) exits 130 and
 // leaves a store another command can open: the audit log flushed, the lock released.
 func TestInterruptedCommandExits130(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := &session{t: t, dir: dir}
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
@@ -119,6 +125,7 @@ func TestInterruptedCommandExits130(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	code := Main([]string{"--version"}, IOStreams{In: strings.NewReader(""), Out: &out, Err: &out, Getenv: func(string) string { return "" }})
 	require.Equal(t, ExitOK, code)
@@ -134,6 +141,7 @@ func TestVersion(t *testing.T) {
 // With --json, a failure is JSON on stdout too, with the documented exit code, whether it is a
 // usage error, an unknown run or a bad flag.
 func TestJSONErrors(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "runs", "show", "r_0000000000", "--json")
 	assert.Equal(t, ExitUsage, o.code)
@@ -165,6 +173,7 @@ func TestJSONErrors(t *testing.T) {
 }
 
 func TestEvalBar(t *testing.T) {
+	t.Parallel()
 	assert.Contains(t, evalBar(0, 4, 0, 0), "0/4 done, 0 passed, 0s elapsed, about — left")
 	bar := evalBar(1, 4, 1, 10*time.Second)
 	assert.Contains(t, bar, "1/4 done, 1 passed, 10s elapsed, about 30s left")
@@ -173,6 +182,7 @@ func TestEvalBar(t *testing.T) {
 
 // ask says what it is waiting for on a terminal's stderr: the model, the attempt, the time.
 func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
+	t.Parallel()
 	var errb syncBuffer
 	waiting := askWaiting(IOStreams{Err: &errb, ErrTTY: true}, "gpt-test")
 	require.NotNil(t, waiting)
@@ -185,6 +195,7 @@ func TestAskWaitingShowsTheModelAndAttempt(t *testing.T) {
 
 // On a dumb terminal ask's progress is a plain line per attempt: no carriage return, no escape.
 func TestAskWaitingOnADumbTerminalPrintsPlainLines(t *testing.T) {
+	t.Parallel()
 	var errb syncBuffer
 	ios := IOStreams{Err: &errb, ErrTTY: true, Getenv: func(k string) string { return map[string]string{"TERM": "dumb"}[k] }}
 	waiting := askWaiting(ios, "gpt-test")

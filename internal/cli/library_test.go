@@ -38,6 +38,7 @@ else:
 // domains/library checked, made a store, a loan run, applied and listed; the same loan again
 // refused by the library's own Starlark rule; the domain shown from the store.
 func TestLibraryWalkThrough(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "library")
 	require.NoError(t, os.CopyFS(dir, os.DirFS("../../domains/library")))
 	s := newSession(t)
@@ -94,6 +95,7 @@ STATUS, answer_text = "success", "Done."
 
 // eval --domain makes each case's store of that domain and checks the rows a case lists.
 func TestEvalOnTheLibrary(t *testing.T) {
+	t.Parallel()
 	_, _, run := modelSession(t, llmtest.Always(llmtest.Func(func(r llmtest.Request) llmtest.Step {
 		if strings.Contains(r.Messages[1].Content, "Dispossessed") {
 			return llmtest.Reply("<execute_python>\n" + lendPlan + "</execute_python>")

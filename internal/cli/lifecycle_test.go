@@ -38,6 +38,7 @@ import (
 // work. Every step is checked against what the command claims: its exit code, the store and the
 // counts it names, and the data a later dump shows.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	bin := starplanBinary(t) // once for every domain and mode below
 	domainsDir, err := filepath.Abs(filepath.Join("..", "..", "domains"))
 	require.NoError(t, err)

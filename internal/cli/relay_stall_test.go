@@ -40,6 +40,7 @@ func relayOnBig(t *testing.T, n int, lower func(r *relayServer)) *relayServer {
 // for good: the command blocked writing to it, with no deadline. A write that does not go
 // through within the idle bound ends the command, and the slot serves the next client.
 func TestRelayClientThatStopsReadingGivesUpItsSlot(t *testing.T) {
+	t.Parallel()
 	r := relayOnBig(t, 20000, func(r *relayServer) { r.maxClients, r.idle = 1, 50*time.Millisecond })
 	stalled := helloOn(t, r, "db", "dump")
 	ackOf(t, stalled) // and never read again
@@ -61,11 +62,13 @@ func TestRelayClientThatStopsReadingGivesUpItsSlot(t *testing.T) {
 // the command (here an ask waiting on its model) ran on for nobody. Input past the bound is
 // dropped instead, and the connection read on.
 func TestRelayNoticesAClientGoneBehindAFullInputBacklog(t *testing.T) {
+	t.Parallel()
 	clientGoneCancelsAsk(t, maxStdinBacklog/maxFrame+4)
 }
 
 // With no input sent, the same client's end cancels the ask: the test's own control.
 func TestRelayClientGoneCancelsAsk(t *testing.T) {
+	t.Parallel()
 	clientGoneCancelsAsk(t, 0)
 }
 
@@ -114,6 +117,7 @@ func clientGoneCancelsAsk(t *testing.T, chunks int) {
 // Input past the backlog is dropped, not held against the client; a command that reads on is
 // told its input was too large rather than given a part of it.
 func TestRelayInputPastTheBacklogIsRefusedNotCut(t *testing.T) {
+	t.Parallel()
 	b := newStdinBuffer()
 	require.True(t, b.add(make([]byte, maxStdinBacklog)))
 	require.True(t, b.add([]byte("more")), "the reader goes on reading its client")

@@ -95,6 +95,7 @@ func (f *relayFixture) runOut(args ...string) output {
 // While a server holds the store, the commands that use it run inside the server for the
 // client: the same output, the client's input and working directory, its exit code.
 func TestCommandsGoThroughARunningServer(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 
 	// exec on a terminal: the plan is read from the client's directory, the diff is shown, the
@@ -148,6 +149,7 @@ func TestCommandsGoThroughARunningServer(t *testing.T) {
 // A client's Ctrl-C ends the command the server runs for it: the client exits 130, and the
 // run it was asked to approve stays pending.
 func TestRelayedCommandEndsWithItsClient(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	in, typing := io.Pipe() // a terminal nobody types on
@@ -172,6 +174,7 @@ func TestRelayedCommandEndsWithItsClient(t *testing.T) {
 
 // The server runs only the commands that use its store, whatever a client sends.
 func TestServerRefusesOtherCommandsOnItsSocket(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	manDir := filepath.Join(t.TempDir(), "man")
 	for _, args := range [][]string{{"serve"}, {"demo"}, {"db", "check"}, {"docs", "man", manDir}, {"domain", "show", t.TempDir()}} {
@@ -218,6 +221,7 @@ func waitABit() { time.Sleep(5 * time.Millisecond) }
 // Through a server, a command reads only the client's regular files: /dev/stdin would be the
 // server's own input, and a FIFO nobody writes to would hold the server in the kernel for good.
 func TestRelayedCommandsReadOnlyRegularFiles(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	fifo := filepath.Join(t.TempDir(), "plan.fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
@@ -259,6 +263,7 @@ func TestRelayedCommandsReadOnlyRegularFiles(t *testing.T) {
 
 // Input a command does not read slows its client down; it never ends the command.
 func TestRelayedCommandIgnoringLotsOfInput(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	lots := io.LimitReader(repeatReader('y'), 3*maxStdinBacklog)
 	var out, errb syncBuffer
@@ -279,6 +284,7 @@ func (r repeatReader) Read(p []byte) (int, error) {
 // A stopping server ends the commands it runs for clients and tells each client how they ended:
 // a command waiting for its client's answer sees its input end.
 func TestStoppingServerTellsItsClients(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	in, typing := io.Pipe() // a terminal nobody types on
 	defer typing.Close()
@@ -298,6 +304,7 @@ func TestStoppingServerTellsItsClients(t *testing.T) {
 
 // A server that starts while exec waits at [y/N] holds the store; the approval goes through it.
 func TestApprovalGoesThroughAServerThatStartedMeanwhile(t *testing.T) {
+	t.Parallel()
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
@@ -384,6 +391,7 @@ func exitOf(t *testing.T, conn net.Conn) (int, string) {
 // A client that connects and never says what it wants is answered and let go after the hello
 // deadline, instead of holding a slot for good.
 func TestRelayHelloDeadline(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, func(r *relayServer) { r.helloTimeout = 50 * time.Millisecond })
 	conn, err := net.Dial("unix", r.path)
 	require.NoError(t, err)
@@ -396,6 +404,7 @@ func TestRelayHelloDeadline(t *testing.T) {
 // At most maxClients commands run at once: the next client is told the server is busy at once,
 // and is served again once a slot is free.
 func TestRelayClientCap(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, func(r *relayServer) { r.maxClients = 1 })
 	first := helloOn(t, r, "exec", "-") // reads its plan from input that has not ended
 	ackOf(t, first)
@@ -413,6 +422,7 @@ func TestRelayClientCap(t *testing.T) {
 
 // 64 forgotten `exec -` fill every slot; the 65th command is answered, not left hanging.
 func TestRelayFullOfStuckClientsAnswersTheNext(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, nil)
 	for range maxRelayClients {
 		ackOf(t, helloOn(t, r, "exec", "-"))
@@ -426,6 +436,7 @@ func TestRelayFullOfStuckClientsAnswersTheNext(t *testing.T) {
 
 // Connections that say nothing hold no command slot; past maxPending they are closed at once.
 func TestRelaySilentConnectionsHoldNoSlot(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, func(r *relayServer) { r.maxClients, r.maxPending = 1, 3 })
 	pending := func(n int) {
 		require.Eventually(t, func() bool {
@@ -457,6 +468,7 @@ func TestRelaySilentConnectionsHoldNoSlot(t *testing.T) {
 
 // A command waiting for input its client never sends gives up after the idle bound.
 func TestRelayIdleInputEnds(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, func(r *relayServer) { r.idle = 20 * time.Millisecond })
 	conn := helloOn(t, r, "exec", "-")
 	code, stderr := exitOf(t, conn)
@@ -485,6 +497,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 // A failed accept (a descriptor flood) once ended the relay for good, and every later command
 // hung. The relay waits it out and serves again.
 func TestRelayServesAgainAfterFailedAccepts(t *testing.T) {
+	t.Parallel()
 	r := relayOn(t, func(r *relayServer) { r.ln = &failingListener{Listener: r.ln, n: 5} })
 	code, stderr := exitOf(t, helloOn(t, r, "runs", "--json"))
 	assert.Equal(t, ExitOK, code, stderr)
@@ -492,6 +505,7 @@ func TestRelayServesAgainAfterFailedAccepts(t *testing.T) {
 
 // A server whose socket accepts but never answers is named after relayAnswer, not waited on.
 func TestRelayClientGivesUpOnASilentServer(t *testing.T) {
+	t.Parallel()
 	base, err := os.MkdirTemp("", "sp")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(base) })
@@ -518,6 +532,7 @@ func TestRelayClientGivesUpOnASilentServer(t *testing.T) {
 // pid and address) and says to stop it; once it stops, its info file is gone and the command
 // runs. A store held by another command gets the plain message.
 func TestAStoreHeldByAServerNamesIt(t *testing.T) {
+	t.Parallel()
 	f := startServe(t)
 	for !strings.Contains(f.errb.String(), "listening on http://") {
 		waitABit()

@@ -14,6 +14,7 @@ import (
 
 // A result notes the reads that walked many rows for want of an index, and no small walk.
 func TestResultNotesLargeScans(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	res := &engine.Result{Outcome: engine.OutcomeOK, Status: "success", AnswerText: "ok", Scans: []store.Scan{
 		{Table: "inventory", Fields: []string{"price"}, Calls: 3, Rows: 3 * 100_000},

@@ -114,6 +114,7 @@ func compact(t *testing.T, b []byte) string {
 // is gone), GET /v1/runs/{id} and the MCP tool show_run print the same bytes, for a run in each
 // state a reviewer meets. A run read back from the log keeps the scans its dry run reported.
 func TestOneRunDocumentOnEveryTransport(t *testing.T) {
+	t.Parallel()
 	s := startDocServer(t)
 	cs := s.mcp(t)
 	ctx := deadline(t)
@@ -192,6 +193,7 @@ func streamTypes(evs []engine.StreamEvent) []string {
 // A run made by the CLI tells the same lifecycle as one made over HTTP: the engine tells it,
 // whatever the transport, and the server's event stream is one of its observers.
 func TestACLIRunTellsTheSameEventsAsAServerRun(t *testing.T) {
+	t.Parallel()
 	s := startDocServer(t)
 	req, err := http.NewRequestWithContext(deadline(t), "GET", s.base+"/v1/events", nil)
 	require.NoError(t, err)

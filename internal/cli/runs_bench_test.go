@@ -61,6 +61,7 @@ func BenchmarkColdRunsLimit1(b *testing.B) {
 // TestHelperStoreWithRuns is BenchmarkColdRunsLimit1's child: it makes a store whose audit log
 // holds $STARPLAN_BENCH_RUNS dry runs of the examples, a second apart, in $STARPLAN_BENCH_STORE.
 func TestHelperStoreWithRuns(t *testing.T) {
+	t.Parallel()
 	db := os.Getenv("STARPLAN_BENCH_STORE")
 	if db == "" {
 		t.Skip("helper process only")

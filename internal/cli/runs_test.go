@@ -21,6 +21,7 @@ import (
 )
 
 func TestParseAge(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{
 		"30d": 30 * 24 * time.Hour, "1d": 24 * time.Hour, "12h": 12 * time.Hour, "90m": 90 * time.Minute,
 		"1h30m": 90 * time.Minute, "1s": time.Second,
@@ -64,6 +65,7 @@ func (s *session) oldRuns(days int) (readOnly, pending string) {
 }
 
 func TestRunsPrune(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	_, oldPending := s.oldRuns(40)
 	o := s.run(false, "", "exec", example("01_round_under_100.star"))
@@ -121,6 +123,7 @@ func TestRunsPrune(t *testing.T) {
 
 // runs show says when the log keeps only the start of a reply, and what the record cut.
 func TestRunsShowSaysWhatTheRecordCut(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	reply := strings.Repeat("thinking\n", 4<<10) + "<execute_python>\nSTATUS = \"success\"\nanswer_text = \"ok\"\n</execute_python>\n"
 	o := s.run(false, "", "exec", writeFile(t, "reply.txt", reply))
@@ -137,6 +140,7 @@ func TestRunsShowSaysWhatTheRecordCut(t *testing.T) {
 // runs filters by state and age, names every run's state (never a blank column), shows times
 // with their zone, and calls a run's id run_id in JSON as everywhere else.
 func TestRunsFilters(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	oldDone, oldPending := s.oldRuns(40)
 	o := s.run(false, "", "exec", "--request", "bomb", example("05_hostile_memory_bomb.star"))
@@ -188,6 +192,7 @@ func TestRunsFilters(t *testing.T) {
 // runs show --diff prints only the changes, as Markdown for a review comment or as JSON with the
 // changed fields.
 func TestRunsShowDiff(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	_, pending := s.oldRuns(1)
 	o := s.run(false, "", "runs", "show", pending, "--diff", "markdown")
@@ -208,6 +213,7 @@ func TestRunsShowDiff(t *testing.T) {
 }
 
 func TestRunsReplay(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	readOnly, pending := s.oldRuns(1)
 	o := s.run(false, "", "exec", example("02_purchase_wayfarer.star"))
@@ -250,6 +256,7 @@ var badRecord = store.SysDoc{Collection: "runs", ID: "r_bad", Value: map[string]
 // One audit record that does not decode: runs lists the others and fails naming it, and no
 // command tells the user to "run the command again".
 func TestRunsWithAnUnreadableRecord(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	readOnly, _ := s.oldRuns(1)
 	st, err := bolt.Open(s.dir, bolt.Options{})
@@ -279,6 +286,7 @@ func TestRunsWithAnUnreadableRecord(t *testing.T) {
 
 // db check decodes every audit record as runs does, and names the one that does not.
 func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	s.oldRuns(1)
 	st, err := bolt.Open(s.dir, bolt.Options{})
@@ -294,6 +302,7 @@ func TestDBCheckNamesAnUnreadableRecord(t *testing.T) {
 // long request on a wide terminal, cut with "…" to fit a narrow one, and 48 columns when the
 // width is not known.
 func TestRunsRequestColumnFollowsTheTerminalWidth(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	request := strings.Repeat("Do you have round sunglasses under $100, and aviators? ", 3)
 	request = strings.TrimSpace(request)
@@ -321,6 +330,7 @@ func TestRunsRequestColumnFollowsTheTerminalWidth(t *testing.T) {
 // runs --cursor pages through the log: JSON is then {runs, next_cursor}, and following the
 // cursors lists every run once, newest first; a terminal names the next page's cursor.
 func TestRunsPagesWithACursor(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	s.oldRuns(3)
 	s.oldRuns(2)

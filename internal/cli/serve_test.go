@@ -50,6 +50,7 @@ func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name str
 // TestServeMCPStdio runs `starplan serve --mcp-stdio` in process, with plans in isolated workers,
 // and drives it with the SDK's client over its standard input and output.
 func TestServeMCPStdio(t *testing.T) {
+	t.Parallel()
 	ctx := deadline(t)
 	dir := filepath.Join(t.TempDir(), "store")
 	inR, inW := io.Pipe()
@@ -133,6 +134,7 @@ var built struct {
 
 // TestServeBinaryMCPStdio starts the real binary as an MCP client would (mcp.CommandTransport).
 func TestServeBinaryMCPStdio(t *testing.T) {
+	t.Parallel()
 	bin := starplanBinary(t)
 	ctx := deadline(t)
 	dir := filepath.Join(t.TempDir(), "store")
@@ -164,6 +166,7 @@ func TestServeBinaryMCPStdio(t *testing.T) {
 // flight, and checks that the run's response arrives whole, the process exits 0, and the audit
 // log was written.
 func TestServeBinaryDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := starplanBinary(t)
 	ctx := deadline(t)
 	dir := filepath.Join(t.TempDir(), "store")
@@ -257,6 +260,7 @@ STATUS = "success"
 }
 
 func TestServeRefusesAShortTokenAndAnAddressItCannotUse(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "serve", "--in-process", "--token", "short")
 	assert.Equal(t, ExitUsage, o.code)
@@ -275,6 +279,7 @@ func TestServeRefusesAShortTokenAndAnAddressItCannotUse(t *testing.T) {
 // serve says at its start how big the audit log is and how long it keeps runs; --retention
 // prunes the settled runs older than it there (and hourly), never the pending ones.
 func TestServeRetention(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	_, pending := s.oldRuns(40)
 	o := s.run(false, "", "serve", "--in-process", "--listen", "256.0.0.1:1") // stops after the start's lines
@@ -295,6 +300,7 @@ func TestServeRetention(t *testing.T) {
 
 // A store written before the audit log's index gets one when serve opens it, and serve says so.
 func TestServeSaysItBuiltTheRunIndex(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	require.NoError(t, os.MkdirAll(s.dir, 0o755))
 	st, err := bolt.Open(s.dir, bolt.Options{})

@@ -28,6 +28,7 @@ func (z *zeros) Read(p []byte) (int, error) {
 // TestEndlessInputStopsAtTheBound: `exec /dev/zero` read forever; every command that reads a
 // plan or a reply now stops one byte past maxSource and says which input and which bound.
 func TestEndlessInputStopsAtTheBound(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/zero"); err != nil {
 		t.Skip("no /dev/zero here")
 	}
@@ -43,6 +44,7 @@ func TestEndlessInputStopsAtTheBound(t *testing.T) {
 }
 
 func TestEndlessStandardInputStopsAtTheBound(t *testing.T) {
+	t.Parallel()
 	in := &zeros{}
 	var out, errb bytes.Buffer
 	code := Main([]string{"--db", t.TempDir(), "exec", "-"}, IOStreams{In: in, Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
@@ -52,6 +54,7 @@ func TestEndlessStandardInputStopsAtTheBound(t *testing.T) {
 }
 
 func TestReadAtMost(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 99, 100} {
 		b, err := readAtMost(strings.NewReader(strings.Repeat("a", n)), 100)
 		require.NoError(t, err, "%d bytes", n)
@@ -68,6 +71,7 @@ func TestReadAtMost(t *testing.T) {
 
 // TestAPlanFileAtTheBoundIsRead: the bound refuses only what is past it.
 func TestAPlanFileAtTheBoundIsRead(t *testing.T) {
+	t.Parallel()
 	line := "x = 1\n"
 	src := strings.Repeat(line, maxSource/len(line))
 	src += strings.Repeat("#", maxSource-len(src))
@@ -81,6 +85,7 @@ func TestAPlanFileAtTheBoundIsRead(t *testing.T) {
 // TestAskGzipBombIsAModelError: a reply past the client's bound ends ask at once as a model
 // problem (exit 6), naming the bound, with one request made and nothing run or stored.
 func TestAskGzipBombIsAModelError(t *testing.T) {
+	t.Parallel()
 	_, srv, run := modelSession(t, llmtest.GzipBomb(500<<20)) // one step: a retry would fail the test
 	o := run(false, "", "ask", "How many Aviator?")
 	assert.Equal(t, ExitModel, o.code)
@@ -92,6 +97,7 @@ func TestAskGzipBombIsAModelError(t *testing.T) {
 // Opening a FIFO nobody writes to blocks in the kernel; the command still ends when its context
 // does (Ctrl-C), with exit 130.
 func TestReadPlanGivesWayToCtrlC(t *testing.T) {
+	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "plan.fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -227,12 +227,14 @@ func assertSafe(t *testing.T, screen string) {
 }
 
 func TestNothingAPlanControlsReachesATerminalRaw(t *testing.T) {
+	t.Parallel()
 	screen := runHostile(t, false)
 	assertSafe(t, screen)
 	assert.Contains(t, screen, "\x1b[1m", "colour on a terminal without NO_COLOR")
 }
 
 func TestNothingAPlanControlsReachesATerminalRawWithNoColor(t *testing.T) {
+	t.Parallel()
 	screen := runHostile(t, true)
 	assertSafe(t, screen)
 	assert.NotContains(t, screen, "\x1b", "NO_COLOR: not one escape sequence")

@@ -17,6 +17,7 @@ import (
 // `starplan serve` holds it, where the commands run inside the server (the relay, as the local
 // user, an admin) and a token they make or revoke counts from the server's next request on.
 func TestTokenCommands(t *testing.T) {
+	t.Parallel()
 	bin := starplanBinary(t)
 	lc := newLifecycle(t, bin, lifecycleDomain{name: "inventory", dir: filepath.Join("..", "..", "domains", "inventory")})
 	dir := filepath.Join(lc.work, "store")

@@ -33,6 +33,7 @@ func visibleCommands(t *testing.T) map[string]*cobra.Command {
 // A command line with too few or too many arguments says what to give and shows the command's
 // example, with the usage exit code; cobra's "accepts 1 arg(s), received 0" is never shown.
 func TestUsageErrorsSayWhatToGive(t *testing.T) {
+	t.Parallel()
 	s := newSession(t)
 	o := s.run(false, "", "exec")
 	assert.Equal(t, ExitUsage, o.code)
@@ -72,6 +73,7 @@ func TestUsageErrorsSayWhatToGive(t *testing.T) {
 // Every command whose usage names an argument explains it, and every explanation belongs to a
 // command.
 func TestEveryArgumentIsExplained(t *testing.T) {
+	t.Parallel()
 	cmds := visibleCommands(t)
 	for path, cmd := range cmds {
 		words := strings.Fields(cmd.Use)[1:]
