@@ -23,11 +23,13 @@ import (
 //
 // Which limit stops a program must not depend on how fast the machine is (print_flood, stopped
 // at its 10 M steps on an idle machine, met a 10 s clock under -race on a loaded one), so the
-// time limit is a hang guard far out of reach, as in the sandbox's suite.
+// time limit is a hang guard far out of reach, as in the sandbox's suite; and a program that
+// wants the step limit runs under 1 M steps, not the default 10 M, as there.
 const (
 	adversarialBudget    = 64 << 20
 	parentRSSBound       = 24 << 20
 	adversarialHangGuard = 5 * time.Minute
+	adversarialSteps     = 1_000_000
 )
 
 // TestAdversarial: in the normal tier (see internal/testtier) the pool runs every program of testdata/isolate,
@@ -72,7 +74,11 @@ func checkAdversarial(t *testing.T, p *Pool, st storeT, src string) {
 	want := strings.Fields(strings.TrimPrefix(header, "# want:"))
 	require.NotEmpty(t, want, "the first line says what must happen")
 
-	j, _ := job(st, src, sandbox.Limits{MaxMemory: adversarialBudget, Timeout: adversarialHangGuard})
+	limits := sandbox.Limits{MaxMemory: adversarialBudget, Timeout: adversarialHangGuard}
+	if len(want) > 1 && want[0] == string(sandbox.OutcomeLimitExceeded) && want[1] == string(sandbox.LimitSteps) {
+		limits.MaxSteps = adversarialSteps
+	}
+	j, _ := job(st, src, limits)
 	before := resetPeakRSS(t)
 	res := p.Run(bg, j)
 	grew := peakRSS(t) - before

@@ -26,11 +26,25 @@ import (
 // Which limit stops a program must not depend on how fast the machine is: a program stopped at
 // its 10 M steps on an idle machine is stopped by a 10 s clock on a loaded one under -race. So
 // the suite's time limit is a hang guard far out of reach, and no program may be stopped by it.
+//
+// A program whose header wants the step limit runs under adversarialSteps instead of the default
+// 10 M: that it is stopped by steps (and not by memory, a hang or an error) does not depend on
+// the size of the budget, and under -race the default's 10 M steps cost seconds per program.
 const (
 	adversarialBudget    = 64 << 20
 	adversarialSlack     = adversarialBudget + 16<<20
 	adversarialHangGuard = 5 * time.Minute
+	adversarialSteps     = 1_000_000
 )
+
+// adversarialLimits are the limits a program of the suite runs under, given its "# want:" words.
+func adversarialLimits(want []string) Limits {
+	l := Limits{MaxMemory: adversarialBudget, Timeout: adversarialHangGuard}
+	if len(want) > 1 && want[0] == string(OutcomeLimitExceeded) && want[1] == string(LimitSteps) {
+		l.MaxSteps = adversarialSteps
+	}
+	return l
+}
 
 // TestAdversarial runs every hostile program in testdata/adversarial. The first line of each
 // says what must happen: "# want: OUTCOME [LIMIT|CODE] [stdout_truncated]".
@@ -89,7 +103,7 @@ func checkAdversarial(t *testing.T, env *Env, src string) {
 	res := env.Run(context.Background(), Request{
 		Reply:  src,
 		Inputs: map[string]any{"user_request": "test"},
-		Limits: Limits{MaxMemory: adversarialBudget, Timeout: adversarialHangGuard},
+		Limits: adversarialLimits(want),
 	})
 	close(done)
 	<-sampled
