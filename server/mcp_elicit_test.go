@@ -86,38 +86,39 @@ func TestMCPApplyAsksThePersonFirst(t *testing.T) {
 }
 
 func TestMCPApplyNotConfirmedWritesNothing(t *testing.T) {
-	for _, version := range protocols {
-		for _, action := range []string{"decline", "cancel"} {
-			for _, overHTTP := range []bool{false, true} { // issue 27: over HTTP it applied without asking
-				t.Run(label(version)+"/"+action+map[bool]string{false: "/pipe", true: "/http"}[overHTTP], func(t *testing.T) {
-					f := newFixture(t, Options{})
-					p := &person{answers: []string{action}}
-					cs := mcpClientWith(t, f, overHTTP, &mcp.ClientOptions{ElicitationHandler: p.handler}, version)
-					run := dryRunPurchase(t, cs, "Purchase 3 Wayfarer sunglasses for customer Alice.")
-					ledger := f.count("transactions")
+	// Each protocol version on both transports; the answer alternates so that a decline and a
+	// cancel each cross both transports (the full product is twice the time for no other path).
+	for v, version := range protocols {
+		for h, overHTTP := range []bool{false, true} { // issue 27: over HTTP it applied without asking
+			action := []string{"decline", "cancel"}[(v+h)%2]
+			t.Run(label(version)+"/"+action+map[bool]string{false: "/pipe", true: "/http"}[overHTTP], func(t *testing.T) {
+				f := newFixture(t, Options{})
+				p := &person{answers: []string{action}}
+				cs := mcpClientWith(t, f, overHTTP, &mcp.ClientOptions{ElicitationHandler: p.handler}, version)
+				run := dryRunPurchase(t, cs, "Purchase 3 Wayfarer sunglasses for customer Alice.")
+				ledger := f.count("transactions")
 
-					var doc RunDocument
-					res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &doc)
-					assert.True(t, res.IsError, "an apply that wrote nothing is a tool error")
-					assert.Contains(t, text(res), CodeDeclined)
-					assert.Contains(t, text(res), "nothing was written")
-					assert.Equal(t, StatePending, doc.State, "the result carries the run, still pending")
-					assert.Equal(t, run.Digest, doc.Digest)
-					assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"])
-					assert.Equal(t, ledger, f.count("transactions"))
-					var shown RunDocument
-					call(t, cs, "show_run", RunRef{RunID: run.RunID}, &shown)
-					assert.Equal(t, StatePending, shown.State)
+				var doc RunDocument
+				res := call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &doc)
+				assert.True(t, res.IsError, "an apply that wrote nothing is a tool error")
+				assert.Contains(t, text(res), CodeDeclined)
+				assert.Contains(t, text(res), "nothing was written")
+				assert.Equal(t, StatePending, doc.State, "the result carries the run, still pending")
+				assert.Equal(t, run.Digest, doc.Digest)
+				assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"])
+				assert.Equal(t, ledger, f.count("transactions"))
+				var shown RunDocument
+				call(t, cs, "show_run", RunRef{RunID: run.RunID}, &shown)
+				assert.Equal(t, StatePending, shown.State)
 
-					// Asked again, the person agrees: the same digest applies the run.
-					var applied RunDocument
-					res = call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
-					require.False(t, res.IsError, text(res))
-					assert.Equal(t, StateApplied, applied.State)
-					assert.Equal(t, int64(3), f.committed("inventory", "SG002")["quantity_in_stock"])
-					assert.Len(t, p.asked(), 2)
-				})
-			}
+				// Asked again, the person agrees: the same digest applies the run.
+				var applied RunDocument
+				res = call(t, cs, "apply_run", ApplyInput{RunID: run.RunID, Digest: run.Digest}, &applied)
+				require.False(t, res.IsError, text(res))
+				assert.Equal(t, StateApplied, applied.State)
+				assert.Equal(t, int64(3), f.committed("inventory", "SG002")["quantity_in_stock"])
+				assert.Len(t, p.asked(), 2)
+			})
 		}
 	}
 }
