@@ -56,7 +56,7 @@ func TestImportOnAFullDiskExitsOne(t *testing.T) {
 
 	var csv strings.Builder
 	csv.WriteString("item_id,name,description,quantity_in_stock,price\n")
-	for i := range 20000 {
+	for i := range 3000 {
 		fmt.Fprintf(&csv, "SG%06d,Item %d,a row that needs the file to grow,1,2.5\n", i+100, i)
 	}
 	big := writeFile(t, "big.csv", csv.String())
@@ -95,16 +95,16 @@ func TestABatchedImportOnAFullDiskSaysWhatItWrote(t *testing.T) {
 	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
 	var csv strings.Builder
 	csv.WriteString("item_id,name,description,quantity_in_stock,price\n")
-	for i := range 20000 {
+	for i := range 4000 {
 		fmt.Fprintf(&csv, "SG%06d,Item %d,a row that needs the file to grow,1,2.5\n", i+100, i)
 	}
 	big := writeFile(t, "big.csv", csv.String())
 
-	// Room for the first batch of 2000 rows, not for all 20000.
-	args, err := json.Marshal([]string{"--db", s.dir, "db", "import", "inventory", big, "--batch", "2000"})
+	// Room for the first batch of 1000 rows, not for all 4000.
+	args, err := json.Marshal([]string{"--db", s.dir, "db", "import", "inventory", big, "--batch", "1000"})
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFileSizeLimit$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(2400<<10), "STARPLAN_TEST_ARGS="+string(args))
+	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(1200<<10), "STARPLAN_TEST_ARGS="+string(args))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -116,7 +116,7 @@ func TestABatchedImportOnAFullDiskSaysWhatItWrote(t *testing.T) {
 	_, err = fmt.Sscanf(stdout.String(), "imported "+big+" into inventory, in part: %d inserted, 0 updated, 0 unchanged (%d commit", &inserted, &commits)
 	require.NoError(t, err, "stdout: %s\nstderr: %s", stdout.String(), stderr.String())
 	require.Positive(t, commits, "the limit leaves room for a batch")
-	require.Less(t, inserted, 20000, "the limit leaves no room for every batch")
+	require.Less(t, inserted, 4000, "the limit leaves no room for every batch")
 	assert.Contains(t, stdout.String(), fmt.Sprintf("; the records after the first %d were not imported\n", inserted))
 	assert.Contains(t, stderr.String(), "Error: importing "+big+": writing "+s.dbFile()+" failed: ")
 	assert.Contains(t, stderr.String(), fmt.Sprintf("file too large; the first %d records were imported (in %d commit", inserted, commits))
@@ -125,7 +125,7 @@ func TestABatchedImportOnAFullDiskSaysWhatItWrote(t *testing.T) {
 	assert.Contains(t, stderr.String(), "Try: make room on the disk that holds "+s.dbFile()+" (or raise its quota), then run the same import again")
 	assert.Contains(t, s.run(false, "", "db", "dump").out, fmt.Sprintf("inventory (%d rows)", 6+inserted), "what stdout says was written is in the store")
 
-	o := s.run(false, "", "db", "import", "inventory", big, "--batch", "2000")
+	o := s.run(false, "", "db", "import", "inventory", big, "--batch", "1000")
 	require.Equal(t, ExitOK, o.code, o.err)
-	assert.Contains(t, o.out, fmt.Sprintf(": %d inserted, 0 updated, 0 deleted, %d unchanged", 20000-inserted, inserted))
+	assert.Contains(t, o.out, fmt.Sprintf(": %d inserted, 0 updated, 0 deleted, %d unchanged", 4000-inserted, inserted))
 }
