@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/starplan/starplan/store/opener"
 )
 
 // IOStreams are a command's standard streams and what is known about them. Commands never touch
@@ -43,6 +45,8 @@ type IOStreams struct {
 	// relayAnswer is how long a relayed command waits for the server's first answer
 	// (relayAnswerTimeout when 0; tests lower it).
 	relayAnswer time.Duration
+	// opener opens the stores --db names; nil: opener.Builtin() (tests give their own backends).
+	opener *opener.Opener
 }
 
 // path is name as this command must open it: relative to Dir when Dir is set.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/internal/errcode"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 	"github.com/starplan/starplan/tokens"
 )
 
@@ -104,7 +104,7 @@ func tokenError(err error) error {
 }
 
 // keeper is the store's tokens, under the local user's clock.
-func keeper(st *bolt.Store) *tokens.Keeper { return tokens.New(st, nil) }
+func keeper(o openedStore) *tokens.Keeper { return tokens.New(o.st, nil) }
 
 func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 	role, err := access.ParseRole(opts.Role)
@@ -120,7 +120,7 @@ func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *
 			return withCode(ExitUsage, fmt.Errorf("--expires %q: not an age (30d, 12h, 90m)", opts.Expires), "--expires 30d")
 		}
 	}
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		secret, info, err := keeper(st).Create(ctx, opts.Name, role, ttl)
 		if err != nil {
 			return tokenError(err)
@@ -135,7 +135,7 @@ func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *
 }
 
 func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		list, err := keeper(st).List()
 		if err != nil {
 			return tokenError(err)
@@ -166,7 +166,7 @@ func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 }
 
 func runTokenRevoke(ctx context.Context, ios IOStreams, g *globalOptions, opts *tokenOptions) error {
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		info, err := keeper(st).Revoke(ctx, opts.Name)
 		if err != nil {
 			return tokenError(err)
