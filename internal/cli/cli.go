@@ -102,6 +102,7 @@ func endOf(ctx context.Context, err error) (code int, hint string, _ error) {
 // MainContext is Main under ctx: a command that ctx cancels exits with ExitInterrupted.
 func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	ios.args = args
+	ios.ctx = ctx
 	root := newRoot(ios)
 	root.SetArgs(args)
 	root.SetIn(ios.In)

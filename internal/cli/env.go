@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -24,7 +23,7 @@ func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
 		return ios.host.eng.Env(), nil
 	}
 	if target, err := storeTarget(ios, g); err == nil {
-		st, _, err := ios.storeOpener().Open(context.Background(), target, opener.Options{})
+		st, _, err := ios.storeOpener().Open(ios.context(), target, opener.Options{})
 		switch {
 		case err == nil:
 			defer st.Close()

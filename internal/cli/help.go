@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -137,7 +136,7 @@ func withEngineQuiet(ios IOStreams, g *globalOptions, fn func(*engine.Engine) er
 	if err != nil {
 		return err
 	}
-	st, _, err := ios.storeOpener().Open(context.Background(), target, opener.Options{LockTimeout: 200 * time.Millisecond})
+	st, _, err := ios.storeOpener().Open(ios.context(), target, opener.Options{LockTimeout: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,6 +48,17 @@ type IOStreams struct {
 	relayAnswer time.Duration
 	// opener opens the stores --db names; nil: opener.Builtin() (tests give their own backends).
 	opener *opener.Opener
+	// ctx is the context of the command line being run (MainContext's), which opening a store
+	// waits under: Ctrl-C stops a connection to a database that does not answer. nil: none.
+	ctx context.Context
+}
+
+// context is the command line's context, or context.Background().
+func (s IOStreams) context() context.Context {
+	if s.ctx != nil {
+		return s.ctx
+	}
+	return context.Background()
 }
 
 // path is name as this command must open it: relative to Dir when Dir is set.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -67,7 +66,7 @@ func openStore(ios IOStreams, g *globalOptions, opts opener.Options) (openedStor
 		return openedStore{}, err
 	}
 	opts.Stderr = ios.Err
-	st, created, err := ios.storeOpener().Open(context.Background(), target, opts)
+	st, created, err := ios.storeOpener().Open(ios.context(), target, opts)
 	if err != nil {
 		return openedStore{}, storeError(opener.Redact(target), err)
 	}

@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/server"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/opener"
 )
@@ -164,4 +168,54 @@ func TestABackendWithoutTheTools(t *testing.T) {
 	o := s.run(false, "", "db", "check")
 	assert.Equal(t, ExitInternal, o.code)
 	assert.Contains(t, o.err, "the bare backend cannot check a store (bare://s)")
+}
+
+// serve on a store without a directory serves HTTP with the token it is given, and keeps
+// nothing beside the store: no socket for the CLI, no serve.json, no serve.token.
+func TestServeOnAStoreWithoutADirectory(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	const token = "a-token-of-sixteen-or-more"
+	o := fakeDatabase(root)
+	s := &session{t: t, dir: filepath.Join(root, "unused"), db: "fake://shop", opener: o}
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+
+	ctx, cancel := context.WithCancel(deadline(t))
+	defer cancel()
+	errb := &syncBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		ios := IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: errb, opener: o,
+			Getenv: func(k string) string { return map[string]string{"STARPLAN_TOKEN": token}[k] }}
+		code <- MainContext(ctx, []string{"--db", "fake://shop", "--in-process", "serve", "--listen", "127.0.0.1:0"}, ios)
+	}()
+	listening := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+	var m []string
+	for m == nil {
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited %d: %s", c, errb)
+		case <-ctx.Done():
+			t.Fatalf("serve never listened: %s", errb)
+		default:
+			waitABit()
+		}
+		m = listening.FindStringSubmatch(errb.String())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m[1]+"/v1/describe", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	assert.Contains(t, string(body), `"inventory"`)
+
+	for _, name := range []string{SocketName, ServeInfoName, server.TokenFile} {
+		assert.NoFileExists(t, filepath.Join(root, "shop", name))
+	}
+	assert.NotContains(t, errb.String(), "CLI commands on this store go through")
+	cancel()
+	assert.Equal(t, ExitOK, <-code, errb.String())
 }
