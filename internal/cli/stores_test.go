@@ -131,6 +131,9 @@ func TestCommandsOnAStoreWithoutADirectory(t *testing.T) {
 	assert.Contains(t, o.err, "seeded fake://shop with")
 	assert.NotContains(t, ok("db", "dump").out, "Cat Eye")
 	assert.Contains(t, ok("db", "check").out, `"problems": []`)
+	tty := s.run(true, "", "token", "list")
+	require.Equal(t, ExitOK, tty.code, tty.err)
+	assert.Contains(t, tty.out, "No tokens yet; the admin token is the one serve is given (STARPLAN_TOKEN or --token).")
 	ok("token", "create", "agent-1", "--role", "proposer")
 	assert.Contains(t, ok("token", "list").out, "agent-1")
 

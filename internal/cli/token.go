@@ -9,6 +9,7 @@ import (
 
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/internal/errcode"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/opener"
 	"github.com/starplan/starplan/tokens"
 )
@@ -144,7 +145,11 @@ func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 			return writeJSON(ios.Out, map[string]any{"tokens": list})
 		}
 		if len(list) == 0 {
-			fmt.Fprintln(ios.Out, "No tokens yet; the admin token is serve.token in the store directory. starplan token create NAME --role proposer makes one.")
+			admin := "serve.token in the store directory"
+			if _, local := st.st.(store.Local); !local {
+				admin = "the one serve is given (STARPLAN_TOKEN or --token)"
+			}
+			fmt.Fprintf(ios.Out, "No tokens yet; the admin token is %s. starplan token create NAME --role proposer makes one.\n", admin)
 			return nil
 		}
 		fmt.Fprintf(ios.Out, "%-24s %-9s %-20s %-20s %s\n", "NAME", "ROLE", "CREATED", "LAST USED", "EXPIRES")
