@@ -222,3 +222,25 @@ func TestServeOnAStoreWithoutADirectory(t *testing.T) {
 	cancel()
 	assert.Equal(t, ExitOK, <-code, errb.String())
 }
+
+// A path is the embedded store, from --db or STARPLAN_DB alike, a colon in it included: only
+// SCHEME:// makes a URL.
+func TestAPathIsTheEmbeddedStore(t *testing.T) {
+	t.Parallel()
+	for _, viaEnv := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "shop:2026")
+		s := &session{t: t, dir: dir}
+		if viaEnv {
+			s.db, s.env = "-", map[string]string{"STARPLAN_DB": dir}
+		}
+		o := s.run(false, "", "db", "init")
+		require.Equal(t, ExitOK, o.code, o.err)
+		assert.Contains(t, o.err, "seeded new store at "+dir)
+		assert.FileExists(t, filepath.Join(dir, "data.db"))
+		o = s.run(false, "", "exec", "--request", "Purchase 3 Wayfarer sunglasses for customer Alice.", example("02_purchase_wayfarer.star"))
+		require.Equal(t, ExitOK, o.code, o.err)
+		o = s.run(true, "", "db", "check")
+		require.Equal(t, ExitOK, o.code, o.err)
+		assert.Contains(t, o.out, filepath.Join(dir, "data.db")+":")
+	}
+}
