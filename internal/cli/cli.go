@@ -102,6 +102,7 @@ func endOf(ctx context.Context, err error) (code int, hint string, _ error) {
 // MainContext is Main under ctx: a command that ctx cancels exits with ExitInterrupted.
 func MainContext(ctx context.Context, args []string, ios IOStreams) int {
 	ios.args = args
+	ios.ctx = ctx
 	root := newRoot(ios)
 	root.SetArgs(args)
 	root.SetIn(ios.In)
@@ -260,7 +261,7 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 		},
 	}
 	root.PersistentFlags().StringVar(&color, "color", "auto", "colour in human output: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never")
-	root.PersistentFlags().StringVar(&g.DB, "db", "", "store directory (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
+	root.PersistentFlags().StringVar(&g.DB, "db", "", "the store: a directory, or a postgres:// URL (default $STARPLAN_DB, else $XDG_DATA_HOME/starplan, else ~/.local/share/starplan)")
 	root.PersistentFlags().BoolVar(&g.InProcess, "in-process", false, "run plans in this process instead of isolated worker processes (a weaker memory bound, a faster start)")
 	root.AddCommand(
 		newDemoCmd(ios, g),

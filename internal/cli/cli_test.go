@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store/opener"
 )
 
 // session runs starplan commands against one store in a temporary directory, with injected
@@ -24,6 +25,11 @@ type session struct {
 	// in process (--in-process) unless the test is about isolation: a worker's start costs
 	// more than most commands under test, and the isolate package tests the workers.
 	isolated bool
+	// db is what --db names when it is not dir (a URL); opener opens it (nil: the built-in
+	// backends); env is the environment beyond NO_COLOR.
+	db     string
+	opener *opener.Opener
+	env    map[string]string
 }
 
 func newSession(t *testing.T) *session {
@@ -52,10 +58,17 @@ func (s *session) run(tty bool, input string, args ...string) output {
 			if k == "NO_COLOR" {
 				return "1"
 			}
-			return ""
+			return s.env[k]
 		},
+		opener: s.opener,
 	}
 	global := []string{"--db", s.dir}
+	switch {
+	case s.db == "-": // none: STARPLAN_DB, or the default
+		global = nil
+	case s.db != "":
+		global = []string{"--db", s.db}
+	}
 	if !s.isolated {
 		global = append(global, "--in-process")
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/termsafe"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 	"github.com/starplan/starplan/table"
 )
 
@@ -67,7 +67,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 0, each transaction's balance = the previous balance + its amount). Exit 0 when it is sound,
 1 when anything is wrong (or the check itself failed), 2 when there is no store.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDBCheck(ios, g, opts) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDBCheck(cmd.Context(), ios, g, opts) },
 	}
 	check.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	seed := &cobra.Command{
@@ -81,7 +81,7 @@ domain's policy invariants over the committed rows (stock and the register balan
 		Use:   "dump",
 		Short: "Print every table",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runDBDump(ios, g, opts) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runDBDump(cmd.Context(), ios, g, opts) },
 	}
 	dump.Flags().BoolVar(&opts.JSON, "json", false, "print JSON (the format of a domain's seed.json)")
 	export := &cobra.Command{
@@ -115,20 +115,29 @@ domain's policy invariants over the committed rows (stock and the register balan
 
 // withStore opens the store with opts, calls fn and closes the store, reporting the first error.
 // Inside `starplan serve`, running for a client, fn gets the server's store, which stays open.
-func withStore(ios IOStreams, g *globalOptions, opts bolt.Options, fn func(*bolt.Store) error) (err error) {
+func withStore(ios IOStreams, g *globalOptions, opts opener.Options, fn func(openedStore) error) (err error) {
 	if ios.host != nil {
-		return fn(storeOf(ios.host.eng))
+		st := ios.host.eng.Store()
+		target, _ := storeTarget(ios, g)
+		return fn(openedStore{st: st, name: storeName(st, target)})
 	}
-	st, err := openStore(ios, g, opts)
+	o, err := openStore(ios, g, opts)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := st.Close(); err == nil && cerr != nil {
+		if cerr := o.st.Close(); err == nil && cerr != nil {
 			err = withCode(ExitInternal, cerr, "")
 		}
 	}()
-	return fn(st)
+	return fn(o)
+}
+
+// notByBackend is the error of a command the store's backend cannot serve (it lacks the
+// interface of package store the command needs).
+func notByBackend(o openedStore, what string) error {
+	return withCode(ExitUsage, fmt.Errorf("the store %s cannot %s: its backend does not implement it", o.name, what),
+		"use starplan db export and db import to move the rows to a store in a directory (--db DIR), which can")
 }
 
 func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
@@ -139,9 +148,9 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			return err
 		}
 	}
-	return withStore(ios, g, bolt.Options{NoSeed: opts.Empty, Domain: dom}, func(st *bolt.Store) error {
-		if !st.Created() {
-			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
+	return withStore(ios, g, opener.Options{Create: true, NoSeed: opts.Empty, Domain: dom}, func(o openedStore) error {
+		if !o.created {
+			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", o.name),
 				"starplan db seed --force replaces its data with the seed it was made from; pass --db DIR to create a store elsewhere")
 		}
 		return nil // Open said what it created
@@ -151,9 +160,13 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 // runDBSeed fills the store with the seed it was made from, creating it (with the demo data)
 // when missing. A store that keeps no seed is left as it is.
 func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, bolt.Options{}, func(st *bolt.Store) error {
-		if st.Created() {
+	return withStore(ios, g, opener.Options{Create: true}, func(o openedStore) error {
+		if o.created {
 			return nil // Open seeded it and said so
+		}
+		st, ok := o.st.(store.Seeder)
+		if !ok {
+			return notByBackend(o, "be seeded again")
 		}
 		counts, err := st.SeedRows()
 		if err == nil {
@@ -166,23 +179,28 @@ func runDBSeed(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOpt
 			return withCode(ExitUsage, fmt.Errorf("%w (it was made before stores kept their seed, or its domain has no seed.json); nothing was changed", err),
 				"load the rows with starplan db import TABLE FILE --replace, or make a new store with starplan db init --domain DIR --db NEWDIR")
 		case err != nil:
-			return storeError(st.Dir(), err)
+			return storeError(o.name, err)
 		}
 		n := 0
 		for _, c := range counts {
 			n += c
 		}
-		fmt.Fprintf(ios.Err, "seeded %s with %s\n", st.Dir(), store.SeedWords(st.Domain().Name, n))
+		fmt.Fprintf(ios.Err, "seeded %s with %s\n", o.name, store.SeedWords(o.st.Domain().Name, n))
 		return nil
 	})
 }
 
-func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+func runDBDump(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
+	return withStore(ios, g, opener.Options{}, func(o openedStore) error {
+		st := o.st
 		if opts.JSON {
-			return onTerminal(ios, bolt.JSON, st.Dump)
+			ex, ok := st.(store.Exporter)
+			if !ok {
+				return notByBackend(o, "dump its tables as JSON")
+			}
+			return onTerminal(ios, store.JSON, ex.Dump)
 		}
-		v := st.Stage()
+		v := st.StageFor(ctx, store.RunLimits{})
 		for i, name := range st.Names() {
 			t, _ := v.Table(name)
 			rows, err := t.Find(table.Query{})
@@ -199,12 +217,12 @@ func runDBDump(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	})
 }
 
-func parseFormat(s string) (bolt.Format, error) {
+func parseFormat(s string) (store.Format, error) {
 	switch strings.ToLower(s) {
 	case "json":
-		return bolt.JSON, nil
+		return store.JSON, nil
 	case "csv":
-		return bolt.CSV, nil
+		return store.CSV, nil
 	}
 	return "", withCode(ExitUsage, fmt.Errorf("unknown format %q", s), "use --format json or --format csv")
 }
@@ -214,12 +232,16 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.BOM && format != bolt.CSV {
+	if opts.BOM && format != store.CSV {
 		return withCode(ExitUsage, errors.New("--bom is for CSV: JSON never starts with a byte order mark"), "add --format csv, or drop --bom")
 	}
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(o openedStore) error {
+		st, ok := o.st.(store.Exporter)
+		if !ok {
+			return notByBackend(o, "export a table")
+		}
 		err := onTerminal(ios, format, func(w io.Writer) error {
-			if _, known := st.Schema(opts.Table); known && opts.BOM {
+			if _, known := o.st.Schema(opts.Table); known && opts.BOM {
 				if _, err := io.WriteString(w, "\ufeff"); err != nil {
 					return err
 				}
@@ -227,7 +249,7 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			return st.Export(w, opts.Table, format)
 		})
 		if err != nil {
-			return withCode(ExitUsage, err, "the tables are: "+strings.Join(st.Names(), ", "))
+			return withCode(ExitUsage, err, "the tables are: "+strings.Join(o.st.Names(), ", "))
 		}
 		return nil
 	})
@@ -236,7 +258,7 @@ func runDBExport(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 // onTerminal runs write, a writer of stored data in format, to Out. Piped or redirected, the
 // bytes are exact; on a terminal, where a person reads them, the characters a terminal would act
 // on are escaped: as \u escapes in JSON (the same values), visibly in CSV.
-func onTerminal(ios IOStreams, format bolt.Format, write func(io.Writer) error) error {
+func onTerminal(ios IOStreams, format store.Format, write func(io.Writer) error) error {
 	if !ios.OutTTY {
 		return write(ios.Out)
 	}
@@ -245,7 +267,7 @@ func onTerminal(ios IOStreams, format bolt.Format, write func(io.Writer) error) 
 		return err
 	}
 	s := termsafe.Escape(sb.String(), termsafe.Text)
-	if format == bolt.JSON {
+	if format == store.JSON {
 		s = termsafe.JSON(sb.String())
 	}
 	_, err := io.WriteString(ios.Out, s)
@@ -272,25 +294,29 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 		return withCode(ExitUsage, err, "give the path of a CSV or JSON file")
 	}
 	defer f.Close()
-	mode := bolt.Upsert
+	mode := store.Upsert
 	if opts.Replace {
-		mode = bolt.Replace
+		mode = store.Replace
 	}
 	imported := fmt.Sprintf("imported %s into %s", safe(opts.File), safe(opts.Table))
 	// Into a missing store, the import creates it empty: it then holds exactly the imported rows,
 	// never the demo rows mixed in.
-	return withStore(ios, g, bolt.Options{NoSeed: true}, func(st *bolt.Store) error {
-		if _, known := st.Schema(opts.Table); !known {
-			return withCode(ExitUsage, fmt.Errorf("the store has no table %q", opts.Table), "import into one of its tables: "+strings.Join(st.Names(), ", "))
+	return withStore(ios, g, opener.Options{Create: true, NoSeed: true}, func(o openedStore) error {
+		if _, known := o.st.Schema(opts.Table); !known {
+			return withCode(ExitUsage, fmt.Errorf("the store has no table %q", opts.Table), "import into one of its tables: "+strings.Join(o.st.Names(), ", "))
 		}
-		var res bolt.ImportResult
+		st, ok := o.st.(store.Importer)
+		if !ok {
+			return notByBackend(o, "import rows")
+		}
+		var res store.ImportResult
 		if opts.Batch > 0 {
 			res, err = st.ImportBatches(ctx, opts.Table, f, format, opts.Batch)
 		} else {
 			res, err = st.Import(ctx, opts.Table, f, format, mode)
 		}
 		if err != nil {
-			return importFailed(ctx, ios, st, opts, imported, res, err)
+			return importFailed(ctx, ios, o, opts, imported, res, err)
 		}
 		fmt.Fprintf(ios.Out, "%s: %d inserted, %d updated, %d deleted, %d unchanged", imported, res.Inserted, res.Updated, res.Deleted, res.Unchanged)
 		if opts.Batch > 0 {
@@ -305,11 +331,11 @@ func runDBImport(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbO
 // it failed, stdout says what they wrote and the error says it again with what was not written
 // (the batch that failed and every one after it) and how to import the rest: both streams tell
 // the same partial result, never "nothing was written".
-func importFailed(ctx context.Context, ios IOStreams, st *bolt.Store, opts *dbOptions, imported string, res bolt.ImportResult, err error) error {
+func importFailed(ctx context.Context, ios IOStreams, o openedStore, opts *dbOptions, imported string, res store.ImportResult, err error) error {
 	var (
 		damaged *store.DamagedError
 		write   *store.WriteError
-		bad     *bolt.ImportErrors
+		bad     store.PartialImport
 	)
 	records := res.Inserted + res.Updated + res.Unchanged // a batched import's records are each one of these
 	written := res.Commits > 0 || (errors.As(err, &bad) && bad.Imported() > 0)
@@ -326,7 +352,7 @@ func importFailed(ctx context.Context, ios IOStreams, st *bolt.Store, opts *dbOp
 				opts.File, write.Path, write.Err, records, plural(records, "record was", "records were"), res.Commits, plural(res.Commits, "commit", "commits")),
 			"make room on the disk that holds "+write.Path+" (or raise its quota), then "+rerun)
 	case errors.As(err, &damaged) || errors.As(err, &write):
-		return storeError(st.Dir(), fmt.Errorf("importing %s: %w", opts.File, err))
+		return storeError(o.name, fmt.Errorf("importing %s: %w", opts.File, err))
 	case ctx.Err() != nil && written:
 		return withCode(ExitInterrupted, err, "run the same import again to import the rest: it finds the rows already written unchanged and goes on")
 	case written:
@@ -336,13 +362,13 @@ func importFailed(ctx context.Context, ios IOStreams, st *bolt.Store, opts *dbOp
 }
 
 // runDBCheck verifies the store and prints what it found: a report for people, or JSON.
-func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
-	dir, err := storeDir(ios, g)
+func runDBCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOptions) error {
+	target, err := storeTarget(ios, g)
 	if err != nil {
 		return err
 	}
 	chain := engine.NewChainVerifier()
-	rep, err := bolt.Check(dir, store.CheckOptions{Invariants: stateInvariants,
+	rep, err := ios.storeOpener().Check(ctx, target, store.CheckOptions{Invariants: stateInvariants,
 		Records: map[string]func([]byte) error{
 			engine.AuditCollection: func(raw []byte) error {
 				if err := engine.CheckRecord(raw); err != nil {
@@ -353,7 +379,7 @@ func runDBCheck(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 			engine.ChainCollection: chain.AddEntry,
 		}})
 	if err != nil {
-		return storeError(dir, err)
+		return storeError(opener.Redact(target), err)
 	}
 	if rep.OK() {
 		// The audit log's hash chain, once the documents it is made of read back.

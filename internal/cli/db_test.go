@@ -294,7 +294,7 @@ func TestAnInterruptedBatchedImportSaysHowToFinish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer
-	err := importFailed(ctx, IOStreams{Out: &out}, nil, &dbOptions{File: "big.json"}, "imported big.json into inventory",
+	err := importFailed(ctx, IOStreams{Out: &out}, openedStore{}, &dbOptions{File: "big.json"}, "imported big.json into inventory",
 		bolt.ImportResult{Inserted: 4, Commits: 2}, context.Canceled)
 	assert.Equal(t, "imported big.json into inventory, in part: 4 inserted, 0 updated, 0 unchanged (2 commits); the records after the first 4 were not imported\n", out.String())
 	code, hint, msg := endOf(ctx, err)

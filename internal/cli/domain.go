@@ -11,7 +11,7 @@ import (
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 )
 
 func newDomainCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -56,8 +56,8 @@ starplan db init --domain DIR makes a store of it.`,
 				}
 				return showDomain(ios, dom, asJSON)
 			}
-			return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
-				return showDomain(ios, st.Domain(), asJSON)
+			return withStore(ios, g, opener.Options{}, func(o openedStore) error {
+				return showDomain(ios, o.st.Domain(), asJSON)
 			})
 		},
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 )
 
 // sandboxInputs declares the per-run inputs of `starplan run`, which has no tables.
@@ -22,8 +22,8 @@ func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
 	if ios.host != nil {
 		return ios.host.eng.Env(), nil
 	}
-	if dir, err := storeDir(ios, g); err == nil {
-		st, err := bolt.Open(dir, bolt.Options{MustExist: true})
+	if target, err := storeTarget(ios, g); err == nil {
+		st, _, err := ios.storeOpener().Open(ios.context(), target, opener.Options{})
 		switch {
 		case err == nil:
 			defer st.Close()
@@ -33,7 +33,7 @@ func planEnv(ios IOStreams, g *globalOptions) (*sandbox.Env, error) {
 			}
 			return env, nil
 		case !errors.Is(err, store.ErrNoStore):
-			return nil, storeError(dir, err)
+			return nil, storeError(opener.Redact(target), err)
 		}
 	}
 	dom := store.Inventory()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 )
 
 // examples are the Examples: sections of the commands' help, by command path. Every visible
@@ -132,11 +132,11 @@ func find(root *cobra.Command, path string) *cobra.Command {
 // withEngineQuiet is withEngine for completions: it never creates a store, starts no worker
 // and says nothing.
 func withEngineQuiet(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) error {
-	dir, err := storeDir(ios, g)
+	target, err := storeTarget(ios, g)
 	if err != nil {
 		return err
 	}
-	st, err := bolt.Open(dir, bolt.Options{MustExist: true, LockTimeout: 200 * time.Millisecond})
+	st, _, err := ios.storeOpener().Open(ios.context(), target, opener.Options{LockTimeout: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/starplan/starplan/store/opener"
 )
 
 // IOStreams are a command's standard streams and what is known about them. Commands never touch
@@ -43,6 +46,19 @@ type IOStreams struct {
 	// relayAnswer is how long a relayed command waits for the server's first answer
 	// (relayAnswerTimeout when 0; tests lower it).
 	relayAnswer time.Duration
+	// opener opens the stores --db names; nil: opener.Builtin() (tests give their own backends).
+	opener *opener.Opener
+	// ctx is the context of the command line being run (MainContext's), which opening a store
+	// waits under: Ctrl-C stops a connection to a database that does not answer. nil: none.
+	ctx context.Context
+}
+
+// context is the command line's context, or context.Background().
+func (s IOStreams) context() context.Context {
+	if s.ctx != nil {
+		return s.ctx
+	}
+	return context.Background()
 }
 
 // path is name as this command must open it: relative to Dir when Dir is set.

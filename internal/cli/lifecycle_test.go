@@ -457,9 +457,12 @@ func (lc *lifecycle) serve(dir string) *lcServer {
 	})
 	socket := filepath.Join(dir, SocketName)
 	for {
+		// The socket answers first, then the HTTP address is listened on and printed.
 		if conn, err := net.Dial("unix", socket); err == nil {
 			conn.Close()
-			return srv
+			if strings.Contains(srv.errb.String(), "starplan serve: listening on") {
+				return srv
+			}
 		}
 		select {
 		case <-srv.ended:

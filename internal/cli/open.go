@@ -8,46 +8,89 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/opener"
 )
 
-// storeDir resolves --db, else bolt.DefaultDir from the command's environment.
-func storeDir(ios IOStreams, g *globalOptions) (string, error) {
+// storeTarget resolves the store the command names: --db (a directory, or a URL such as
+// postgres://…), else $STARPLAN_DB, else the default directory (bolt.DefaultDir) from the
+// command's environment.
+func storeTarget(ios IOStreams, g *globalOptions) (string, error) {
 	if g.DB != "" {
 		return g.DB, nil
 	}
-	dir, err := bolt.DefaultDir(ios.Getenv)
+	target, err := bolt.DefaultDir(ios.Getenv)
 	if err != nil {
 		return "", withCode(ExitUsage, err, "pass --db DIR or set STARPLAN_DB")
 	}
-	return dir, nil
+	return target, nil
+}
+
+// localDir is target's directory when it names a store of this machine (a path, not a URL):
+// where a server keeps its socket, token and info files beside the store.
+func localDir(target string) (string, bool) {
+	if _, isURL := opener.Scheme(target); isURL {
+		return "", false
+	}
+	return target, true
+}
+
+// storeOpener is the opener the command opens stores with: the built-in backends, unless a test
+// gave its own.
+func (s IOStreams) storeOpener() opener.Opener {
+	if s.opener != nil {
+		return *s.opener
+	}
+	return opener.Builtin()
+}
+
+// openedStore is a store a command opened, and what it says about it.
+type openedStore struct {
+	st      store.Store
+	created bool   // the command's open made it
+	name    string // how messages name it: its directory, or its URL without a password
+}
+
+// storeName is how messages name st, which target named: a local store's directory, else
+// target without its password.
+func storeName(st store.Store, target string) string {
+	if l, ok := st.(store.Local); ok {
+		return l.Dir()
+	}
+	return opener.Redact(target)
 }
 
 // openStore opens the store the flags name with opts (their Stderr is set here).
-func openStore(ios IOStreams, g *globalOptions, opts bolt.Options) (*bolt.Store, error) {
-	dir, err := storeDir(ios, g)
+func openStore(ios IOStreams, g *globalOptions, opts opener.Options) (openedStore, error) {
+	target, err := storeTarget(ios, g)
 	if err != nil {
-		return nil, err
+		return openedStore{}, err
 	}
 	opts.Stderr = ios.Err
-	st, err := bolt.Open(dir, opts)
+	st, created, err := ios.storeOpener().Open(ios.context(), target, opts)
 	if err != nil {
-		return nil, storeError(dir, err)
+		return openedStore{}, storeError(opener.Redact(target), err)
 	}
-	return st, nil
+	return openedStore{st: st, created: created, name: storeName(st, target)}, nil
 }
 
-// storeError maps the store's errors to exit codes and hints: a missing store is a usage error
-// (the command named a place that holds none); a damaged store, a full disk or a store in use
-// exit 1.
-func storeError(dir string, err error) error {
+// storeError maps the store's errors to exit codes and hints: a missing store, or a --db no
+// backend of this build opens, is a usage error (the command named a place that holds none); a
+// damaged store, a full disk or a store in use exit 1. name is the store as messages name it.
+func storeError(name string, err error) error {
 	var (
 		noStore *store.NoStoreError
 		damaged *store.DamagedError
 		write   *store.WriteError
 		inUse   *store.InUseError
 		domain  *store.DomainError
+		missing *opener.MissingBackendError
+		scheme  *opener.UnknownSchemeError
 	)
 	switch {
+	case errors.As(err, &missing):
+		return withCode(ExitUsage, err, missing.Hint())
+	case errors.As(err, &scheme):
+		return withCode(ExitUsage, err, scheme.Hint())
 	case errors.As(err, &noStore):
 		return withCode(ExitUsage, err, noStore.Hint())
 	case errors.As(err, &damaged):
@@ -59,7 +102,10 @@ func storeError(dir string, err error) error {
 	case errors.As(err, &domain):
 		return withCode(ExitUsage, err, domain.Hint())
 	}
-	return withCode(ExitInternal, err, "check that "+dir+" is a starplan store you can write to, or pass --db DIR")
+	if _, local := localDir(name); !local {
+		return withCode(ExitInternal, err, "check that the database "+name+" answers and that you may write to it, or pass --db DIR")
+	}
+	return withCode(ExitInternal, err, "check that "+name+" is a starplan store you can write to, or pass --db DIR")
 }
 
 // withEngine opens the store and an engine over it, calls fn, and closes both, reporting the
@@ -73,10 +119,11 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 	if ios.host != nil {
 		return fn(ios.host.eng)
 	}
-	st, err := openStore(ios, g, bolt.Options{MustExist: !g.create})
+	o, err := openStore(ios, g, opener.Options{Create: g.create})
 	if err != nil {
 		return err
 	}
+	st := o.st
 	defer func() {
 		if cerr := st.Close(); err == nil && cerr != nil {
 			err = withCode(ExitInternal, fmt.Errorf("closing the store: %w", cerr), "")
@@ -105,7 +152,7 @@ func withEngine(ios IOStreams, g *globalOptions, fn func(*engine.Engine) error) 
 
 // startEngine starts an engine over st with the runner the flags ask for (isolated workers by
 // default). stop releases the workers; the caller closes the engine, then the store.
-func startEngine(ios IOStreams, g *globalOptions, st *bolt.Store) (*engine.Engine, func(), error) {
+func startEngine(ios IOStreams, g *globalOptions, st store.Store) (*engine.Engine, func(), error) {
 	pool, run, err := runner(ios, g)
 	if err != nil {
 		return nil, nil, err
@@ -155,7 +202,12 @@ func outcomeExit(o engine.Outcome) int {
 	return ExitRejected
 }
 
-// storeOf is the store under e. The CLI makes engines only over the bbolt stores it opens
-// (openStore), and needs what is particular to them: the directory (the relay's socket, the
-// server's token and info files) and the file-level db commands.
-func storeOf(e *engine.Engine) *bolt.Store { return e.Store().(*bolt.Store) }
+// storeDirOf is the directory of the store under e when it is a store of this machine
+// (store.Local), where the server's socket, token and info files go.
+func storeDirOf(e *engine.Engine) (string, bool) {
+	l, ok := e.Store().(store.Local)
+	if !ok {
+		return "", false
+	}
+	return l.Dir(), true
+}

@@ -183,9 +183,13 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 // relayCommand runs the command through the server on its store, if one answers on the store's
 // socket. relayed is false when none does: the command then runs here.
 func relayCommand(ctx context.Context, ios IOStreams, g *globalOptions) (code int, relayed bool, err error) {
-	dir, err := storeDir(ios, g)
+	target, err := storeTarget(ios, g)
 	if err != nil {
 		return 0, false, nil // the command reports it itself
+	}
+	dir, local := localDir(target)
+	if !local {
+		return 0, false, nil // a database's store: every process opens it itself
 	}
 	var d net.Dialer
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -450,7 +454,11 @@ func hostWhileWaiting(ios IOStreams, e *engine.Engine) (stop func()) {
 	if ios.host != nil { // already inside a server
 		return func() {}
 	}
-	relay, err := listenRelay(storeOf(e).Dir(), e)
+	dir, local := storeDirOf(e)
+	if !local {
+		return func() {} // nobody waits for a database's store: every process opens it itself
+	}
+	relay, err := listenRelay(dir, e)
 	if err != nil {
 		return func() {}
 	}

@@ -113,9 +113,14 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			given = ios.Getenv("STARPLAN_TOKEN")
 		}
 		httpOn := !opts.MCPStdio || opts.ListenSet
+		dir, local := storeDirOf(e)
 		token, path, created, err := "", "", false, error(nil)
+		if httpOn && !local && given == "" {
+			return withCode(ExitUsage, errors.New("a store in a database has no directory to keep serve.token in, and no token was given"),
+				"set STARPLAN_TOKEN (16 characters or more), the same on every server of the database, or create named tokens with starplan token create")
+		}
 		if httpOn {
-			token, path, created, err = server.LoadToken(storeOf(e).Dir(), given)
+			token, path, created, err = server.LoadToken(dir, given)
 			if err != nil {
 				return withCode(ExitUsage, err, "pass --token (16 characters or more) or set STARPLAN_TOKEN")
 			}
@@ -135,11 +140,16 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		if err := printAuditLog(ctx, ios, srv, e, retention); err != nil {
 			return engineError(err)
 		}
-		// CLI commands on this store run here while the server holds it (relay.go).
-		relay, err := listenRelay(storeOf(e).Dir(), e)
-		if err != nil {
+		// CLI commands on this store run here while the server holds it (relay.go). A store in a
+		// database is not held: every command opens it itself.
+		var relay *relayServer
+		if local {
+			relay, err = listenRelay(dir, e)
+		}
+		switch {
+		case err != nil:
 			fmt.Fprintf(ios.Err, "warning: CLI commands on this store cannot go through the server (%s); they will find the store in use\n", safe(err.Error()))
-		} else {
+		case relay != nil:
 			go relay.serve()
 			defer relay.close(0) // also on the early returns below
 			fmt.Fprintf(ios.Err, "starplan serve: CLI commands on this store go through %s\n", safe(relay.path))
@@ -173,8 +183,10 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
 		}
 		// Who holds the store, for the commands that cannot go through the server (holder.go).
-		if remove, err := writeServeInfo(storeOf(e).Dir(), info); err == nil {
-			defer remove()
+		if local {
+			if remove, err := writeServeInfo(dir, info); err == nil {
+				defer remove()
+			}
 		}
 		mctx, stopMCP := context.WithCancel(ctx)
 		defer stopMCP()

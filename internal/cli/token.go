@@ -9,7 +9,8 @@ import (
 
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/internal/errcode"
-	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/opener"
 	"github.com/starplan/starplan/tokens"
 )
 
@@ -104,7 +105,7 @@ func tokenError(err error) error {
 }
 
 // keeper is the store's tokens, under the local user's clock.
-func keeper(st *bolt.Store) *tokens.Keeper { return tokens.New(st, nil) }
+func keeper(o openedStore) *tokens.Keeper { return tokens.New(o.st, nil) }
 
 func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 	role, err := access.ParseRole(opts.Role)
@@ -120,7 +121,7 @@ func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *
 			return withCode(ExitUsage, fmt.Errorf("--expires %q: not an age (30d, 12h, 90m)", opts.Expires), "--expires 30d")
 		}
 	}
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		secret, info, err := keeper(st).Create(ctx, opts.Name, role, ttl)
 		if err != nil {
 			return tokenError(err)
@@ -135,7 +136,7 @@ func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *
 }
 
 func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		list, err := keeper(st).List()
 		if err != nil {
 			return tokenError(err)
@@ -144,7 +145,11 @@ func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 			return writeJSON(ios.Out, map[string]any{"tokens": list})
 		}
 		if len(list) == 0 {
-			fmt.Fprintln(ios.Out, "No tokens yet; the admin token is serve.token in the store directory. starplan token create NAME --role proposer makes one.")
+			admin := "serve.token in the store directory"
+			if _, local := st.st.(store.Local); !local {
+				admin = "the one serve is given (STARPLAN_TOKEN or --token)"
+			}
+			fmt.Fprintf(ios.Out, "No tokens yet; the admin token is %s. starplan token create NAME --role proposer makes one.\n", admin)
 			return nil
 		}
 		fmt.Fprintf(ios.Out, "%-24s %-9s %-20s %-20s %s\n", "NAME", "ROLE", "CREATED", "LAST USED", "EXPIRES")
@@ -166,7 +171,7 @@ func runTokenList(ios IOStreams, g *globalOptions, opts *tokenOptions) error {
 }
 
 func runTokenRevoke(ctx context.Context, ios IOStreams, g *globalOptions, opts *tokenOptions) error {
-	return withStore(ios, g, bolt.Options{MustExist: true}, func(st *bolt.Store) error {
+	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
 		info, err := keeper(st).Revoke(ctx, opts.Name)
 		if err != nil {
 			return tokenError(err)

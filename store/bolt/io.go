@@ -23,30 +23,27 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// Format is a file format for Export and Import.
-type Format string
+// Format is a file format for Export and Import (store.Format).
+type Format = store.Format
 
 // The formats Export and Import understand.
 const (
-	JSON Format = "json" // an array of row objects, fields in schema order
-	CSV  Format = "csv"  // a header row of field names, then one line per row
+	JSON = store.JSON // an array of row objects, fields in schema order
+	CSV  = store.CSV  // a header row of field names, then one line per row
 )
 
-// ImportMode says what Import does with the table's existing rows.
-type ImportMode int
+// ImportMode says what Import does with the table's existing rows (store.ImportMode).
+type ImportMode = store.ImportMode
 
 const (
 	// Upsert inserts rows with new keys and replaces rows whose key exists; other rows stay.
-	Upsert ImportMode = iota
+	Upsert = store.Upsert
 	// Replace makes the table hold exactly the imported rows.
-	Replace
+	Replace = store.Replace
 )
 
 // ImportResult counts what an Import changed, and in how many commits (0 when nothing changed).
-type ImportResult struct {
-	Inserted, Updated, Deleted, Unchanged int
-	Commits                               int
-}
+type ImportResult = store.ImportResult
 
 // clipText is the start of s, up to its first line's end, as an error quotes it.
 func clipText(s string) string {

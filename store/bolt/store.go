@@ -829,3 +829,13 @@ func (s *Store) write(ctx context.Context, fn func() error) error {
 	defer s.bolt.mu.Unlock()
 	return s.bolt.runGroup(func(*bbolt.Tx) error { return fn() })
 }
+
+// A Store is every tool the `starplan db` commands use, and lives in a directory.
+var (
+	_ store.Seeder   = (*Store)(nil)
+	_ store.Exporter = (*Store)(nil)
+	_ store.Importer = (*Store)(nil)
+	_ store.Local    = (*Store)(nil)
+
+	_ store.PartialImport = (*ImportErrors)(nil)
+)
