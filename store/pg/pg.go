@@ -33,6 +33,9 @@ type Options struct {
 	Stderr io.Writer
 	// MaxConns bounds the connection pool (0: pgxpool's default, the larger of 4 and the CPUs).
 	MaxConns int32
+	// Tracer, when set, sees every query the store sends (tests count them; a caller may log or
+	// trace them).
+	Tracer pgx.QueryTracer
 }
 
 // Store is a starplan store held in a PostgreSQL schema. It is safe for concurrent use, and any
@@ -129,6 +132,9 @@ func connect(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, erro
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,389 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/starplan/starplan/internal/pgtest"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/storetest"
+	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var bg = context.Background()
+
+func items(t testing.TB, v table.View) table.Table {
+	t.Helper()
+	tb, ok := v.Table(storetest.Items)
+	require.True(t, ok)
+	return tb
+}
+
+func where(k string, v any) table.Query { return table.Query{Where: map[string]any{k: v}} }
+
+// Open by DSN alone finds the store's schema and rebuilds its domain from the record; a
+// database without a store, a second Create and the wrong domain are refused.
+func TestOpenByDSN(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	_, err := Open(bg, dsn, Options{})
+	require.ErrorIs(t, err, store.ErrNoStore)
+
+	var note strings.Builder
+	s, err := Create(bg, dsn, storetest.Domain(), Options{Stderr: &note})
+	require.NoError(t, err)
+	s.Close()
+	assert.Contains(t, note.String(), "schema conformance")
+	_, err = Create(bg, dsn, storetest.Domain(), Options{})
+	require.ErrorIs(t, err, ErrExists)
+
+	s, err = Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, "conformance", s.Domain().Name)
+	assert.Equal(t, []string{"items"}, s.Names())
+	sc, ok := s.Schema("items")
+	require.True(t, ok)
+	assert.Equal(t, []string{"category"}, sc.Indexes)
+	row, ok, err := items(t, s.StageFor(bg, store.RunLimits{})).Get("b2")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(4), row["qty"])
+
+	other := storetest.Domain()
+	other.Name = "other"
+	_, err = Open(bg, dsn, Options{Domain: other, Schema: "conformance"})
+	var de *store.DomainError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, "conformance", de.Holds)
+
+	// A second store in another schema of the same database: Open must then be told which.
+	s2, err := Create(bg, dsn, storetest.Domain(), Options{Schema: "second", NoSeed: true})
+	require.NoError(t, err)
+	defer s2.Close()
+	assert.Equal(t, 0, items(t, s2.StageFor(bg, store.RunLimits{})).Len())
+	_, err = Open(bg, dsn, Options{})
+	assert.ErrorContains(t, err, "2 starplan stores")
+}
+
+// A domain of every field type: rows read back with the kinds they were written with (floats
+// inside lists stay floats, whole numbers where no type is declared stay ints).
+func TestRoundTripOfEveryType(t *testing.T) {
+	dom := &store.Domain{Name: "kinds", Tables: []*table.Schema{{
+		Name: "things", Key: "id", KeyPrefix: "T", KeyDigits: 3,
+		Fields: []table.Field{
+			{Name: "id", Type: table.TypeString, Required: true},
+			{Name: "price", Type: table.TypeFloat},
+			{Name: "n", Type: table.TypeInt},
+			{Name: "ok", Type: table.TypeBool},
+			{Name: "at", Type: table.TypeTimestamp},
+			{Name: "tags", Type: table.TypeList, Items: &table.Field{Type: table.TypeFloat}},
+			{Name: "extra", Type: table.TypeObject, Additional: true},
+		},
+	}}}
+	s, err := Create(bg, pgtest.DSN(t), dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	want := table.Row{"id": "T001", "price": 80.0, "n": int64(-3), "ok": true, "at": "2025-01-01T09:00:00",
+		"tags": []any{1.0, 2.5}, "extra": map[string]any{"a": int64(1), "b": []any{"x", 1.5}, "c": nil}}
+	sg := s.StageFor(bg, store.RunLimits{})
+	tb, _ := sg.Table("things")
+	k, err := tb.Insert(table.Row{"price": 80, "n": -3, "ok": true, "at": "2025-01-01T09:00:00",
+		"tags": []any{1, 2.5}, "extra": map[string]any{"a": 1, "b": []any{"x", 1.5}, "c": nil}})
+	require.NoError(t, err)
+	assert.Equal(t, "T001", k, "a generated key")
+	require.NoError(t, s.ApplyPending(bg, sg.Pending(), nil))
+	tb, _ = s.StageFor(bg, store.RunLimits{}).Table("things")
+	got, ok, err := tb.Get("T001")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, want, got)
+	k, err = tb.Insert(table.Row{})
+	require.NoError(t, err)
+	assert.Equal(t, "T002", k, "the next key follows the committed highest")
+}
+
+// The SQL tables carry the schema's bounds: another program's write that breaks one is refused
+// by the database; and its write of a row is a change a run's apply sees as a conflict (the
+// row's version moved, by the trigger).
+func TestSQLConstraintsAndOtherWriters(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	conn, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer conn.Close(bg)
+	_, err = conn.Exec(bg, `UPDATE conformance.items SET qty = -1 WHERE sku = 'a1'`)
+	assert.ErrorContains(t, err, "check constraint", "qty has min 0")
+	_, err = conn.Exec(bg, `UPDATE conformance.items SET category = NULL WHERE sku = 'a1'`)
+	assert.ErrorContains(t, err, "null value", "category is required")
+
+	sg := s.StageFor(bg, store.RunLimits{})
+	_, _, err = items(t, sg).Get("a1")
+	require.NoError(t, err)
+	_, err = items(t, sg).Update(table.Row{"qty": int64(5)}, where("sku", "b1"))
+	require.NoError(t, err)
+	_, err = conn.Exec(bg, `UPDATE conformance.items SET qty = 9 WHERE sku = 'a1'`)
+	require.NoError(t, err)
+	err = s.ApplyPending(bg, sg.Pending(), nil)
+	var ce *store.ConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "a1", ce.Conflicts[0].Key)
+}
+
+// countingTracer records the SQL of every query.
+type countingTracer struct {
+	mu   sync.Mutex
+	sqls []string
+	args [][]any
+}
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqls = append(c.sqls, d.SQL)
+	c.args = append(c.args, d.Args)
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *countingTracer) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqls, c.args = nil, nil
+}
+
+// plan returns the EXPLAIN of a traced query, as text.
+func plan(t *testing.T, conn *pgx.Conn, sql string, args []any) string {
+	t.Helper()
+	rows, err := conn.Query(bg, "EXPLAIN "+sql, args...)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
+// A get, and a find by an indexed field, is one SQL statement that the database answers from
+// an index, not a walk of the table (on a table large enough that a walk would show).
+func TestIndexedReadsAreIndexedSelects(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	tr := &countingTracer{}
+	dom := storetest.Domain()
+	for i := range 5000 {
+		dom.Seed[storetest.Items] = append(dom.Seed[storetest.Items], table.Row{"sku": fmt.Sprintf("x%d", i), "category": fmt.Sprintf("c%d", i%500), "qty": int64(i)})
+	}
+	s, err := Create(bg, dsn, dom, Options{Tracer: tr})
+	require.NoError(t, err)
+	defer s.Close()
+	conn, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer conn.Close(bg)
+	_, err = conn.Exec(bg, "ANALYZE conformance.items")
+	require.NoError(t, err)
+
+	sg := s.StageFor(bg, store.RunLimits{})
+	tr.reset()
+	row, ok, err := items(t, sg).Get("x4321")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(4321), row["qty"])
+	require.Len(t, tr.sqls, 1, "a get is one statement")
+	p := plan(t, conn, tr.sqls[0], tr.args[0])
+	assert.Contains(t, p, "Index Scan using items_pkey", p)
+	assert.NotContains(t, p, "Seq Scan on items", p)
+
+	tr.reset()
+	rows, err := items(t, sg).Find(where("category", "c7"))
+	require.NoError(t, err)
+	assert.Len(t, rows, 10)
+	require.Len(t, tr.sqls, 1, "a find is one statement")
+	p = plan(t, conn, tr.sqls[0], tr.args[0])
+	assert.Contains(t, p, "items_category_idx", p)
+	assert.NotContains(t, p, "Seq Scan on items", p)
+	assert.Empty(t, sg.Scans(), "an indexed read is no scan")
+
+	// A filter on an undeclared field walks the table, and the run's figures say so.
+	_, err = items(t, sg).Find(where("qty", map[string]any{"$gte": 4990}))
+	require.NoError(t, err)
+	require.Len(t, sg.Scans(), 1)
+	assert.Equal(t, []string{"qty"}, sg.Scans()[0].Fields)
+}
+
+// Two stores on one database (two servers) apply conflicting runs at once: exactly one wins.
+// The first apply is held inside its transaction (its verify waits) until the second is seen
+// waiting for the first's lock in pg_stat_activity; then the first commits, and the second,
+// which reads what the first committed, is a conflict. Without the lock on the tables' version
+// rows the second would check the rows before the first committed and write too.
+func TestConcurrentAppliersOneWins(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+
+	for _, tc := range []struct {
+		name string
+		// run makes the two conflicting dry runs on their stores
+		run func(t *testing.T) (first, second *store.Pending)
+	}{
+		{"same row", func(t *testing.T) (*store.Pending, *store.Pending) {
+			x, y := a.StageFor(bg, store.RunLimits{}), b.StageFor(bg, store.RunLimits{})
+			_, err := items(t, x).Update(table.Row{"qty": int64(10)}, where("sku", "a1"))
+			require.NoError(t, err)
+			_, err = items(t, y).Update(table.Row{"qty": int64(20)}, where("sku", "a1"))
+			require.NoError(t, err)
+			return x.Pending(), y.Pending()
+		}},
+		{"phantom", func(t *testing.T) (*store.Pending, *store.Pending) {
+			x, y := a.StageFor(bg, store.RunLimits{}), b.StageFor(bg, store.RunLimits{})
+			_, err := items(t, x).Insert(table.Row{"sku": "p1", "category": "p", "qty": int64(1)})
+			require.NoError(t, err)
+			found, err := items(t, y).Find(where("category", "p"))
+			require.NoError(t, err)
+			require.Empty(t, found)
+			_, err = items(t, y).Update(table.Row{"qty": int64(0)}, where("sku", "b2"))
+			require.NoError(t, err)
+			return x.Pending(), y.Pending()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := tc.run(t)
+			inside, release := make(chan struct{}), make(chan struct{})
+			hold := func(table.ChangeSet, store.Committed) error {
+				close(inside)
+				<-release
+				return nil
+			}
+			firstErr := make(chan error, 1)
+			go func() { firstErr <- a.ApplyPending(bg, first, hold) }()
+			<-inside
+			secondErr := make(chan error, 1)
+			go func() { secondErr <- b.ApplyPending(bg, second, nil) }()
+			err, done := waitForLockWait(t, dsn, secondErr)
+			close(release)
+			require.NoError(t, <-firstErr)
+			if !done {
+				err = <-secondErr
+			} else {
+				t.Errorf("the second apply did not wait for the first")
+			}
+			require.ErrorIs(t, err, store.ErrConflict)
+		})
+	}
+	row, _, err := items(t, a.StageFor(bg, store.RunLimits{})).Get("a1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(10), row["qty"], "the first apply's value, not the second's")
+	row, _, err = items(t, a.StageFor(bg, store.RunLimits{})).Get("b2")
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), row["qty"], "the phantom's loser wrote nothing")
+}
+
+// waitForLockWait returns once some session of the database waits for a lock, or with the
+// second apply's error (done) if it ended first.
+func waitForLockWait(t *testing.T, dsn string, second <-chan error) (err error, done bool) {
+	t.Helper()
+	conn, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer conn.Close(bg)
+	for {
+		select {
+		case err := <-second:
+			return err, true
+		default:
+		}
+		var n int
+		require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		if n > 0 {
+			return nil, false
+		}
+	}
+}
+
+// Many rounds of two servers applying conflicting runs at the same moment: every round exactly
+// one applies, and the counter they both increment moves by one per round.
+func TestConcurrentAppliersStress(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	const rounds = 20
+	for i := range rounds {
+		var ps [2]*store.Pending
+		for j, s := range []*Store{a, b} {
+			sg := s.StageFor(bg, store.RunLimits{})
+			row, _, err := items(t, sg).Get("a1")
+			require.NoError(t, err)
+			_, err = items(t, sg).Update(table.Row{"qty": row["qty"].(int64) + 1}, where("sku", "a1"))
+			require.NoError(t, err)
+			ps[j] = sg.Pending()
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		for j, s := range []*Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[j] = s.ApplyPending(bg, ps[j], nil)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+			} else {
+				require.ErrorIs(t, err, store.ErrConflict, "round %d", i)
+			}
+		}
+		require.Equal(t, 1, ok, "round %d: exactly one apply wins", i)
+	}
+	row, _, err := items(t, b.StageFor(bg, store.RunLimits{})).Get("a1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1+rounds), row["qty"])
+}
+
+// A stage's Pending applies on another store of the same database (a dry run on one server,
+// the apply on another), once: the same pending change again is a conflict.
+func TestApplyOnAnotherServerOnce(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	sg := a.StageFor(bg, store.RunLimits{})
+	_, err = items(t, sg).Update(table.Row{"qty": int64(33)}, where("category", "b"))
+	require.NoError(t, err)
+	raw, err := json.Marshal(sg.Pending())
+	require.NoError(t, err)
+	var p store.Pending
+	require.NoError(t, json.Unmarshal(raw, &p))
+	audit := store.SysDoc{Collection: "runs", ID: "r1", Value: map[string]string{"state": "applied"}}
+	require.NoError(t, b.ApplyPending(bg, &p, nil, audit))
+	err = a.ApplyPending(bg, &p, nil, audit)
+	require.True(t, errors.Is(err, store.ErrConflict), "%v", err)
+	n, err := items(t, a.StageFor(bg, store.RunLimits{})).Count(where("qty", int64(33)))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	found, err := a.GetSys("runs", "r1", new(map[string]string))
+	require.NoError(t, err)
+	assert.True(t, found)
+}
