@@ -387,3 +387,65 @@ func TestApplyOnAnotherServerOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, found)
 }
+
+// Rows come back in natural key order ("k9" before "k10"), which SQL orders by _ord, also when
+// the limit is pushed down and with the run's own rows merged in; an int key orders by value.
+func TestNaturalOrder(t *testing.T) {
+	dom := &store.Domain{Name: "order", Tables: []*table.Schema{
+		{Name: "s", Key: "k", Indexes: []string{"g"}, Fields: []table.Field{{Name: "k", Type: table.TypeString}, {Name: "g", Type: table.TypeString}}},
+		{Name: "n", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeInt}}},
+	}}
+	dom.Seed = map[string][]table.Row{"s": {}, "n": {}}
+	for _, k := range []string{"k10", "k9", "k1", "k100", "k09", "j5"} {
+		dom.Seed["s"] = append(dom.Seed["s"], table.Row{"k": k, "g": "x"})
+	}
+	for _, k := range []int64{10, -3, 9, 100} {
+		dom.Seed["n"] = append(dom.Seed["n"], table.Row{"k": k})
+	}
+	st, err := Create(bg, pgtest.DSN(t), dom, Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	keys := func(rows []table.Row) []any {
+		out := []any{}
+		for _, r := range rows {
+			out = append(out, r["k"])
+		}
+		return out
+	}
+	sg := st.StageFor(bg, store.RunLimits{})
+	s, _ := sg.Table("s")
+	rows, err := s.Find(table.Query{})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"j5", "k1", "k09", "k9", "k10", "k100"}, keys(rows))
+	rows, err = s.Find(table.Query{Where: map[string]any{"g": "x"}, Limit: 2, Reverse: true})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"k100", "k10"}, keys(rows))
+	_, err = s.Insert(table.Row{"k": "k11", "g": "x"})
+	require.NoError(t, err)
+	_, err = s.Remove(table.Query{Where: map[string]any{"k": "k100"}})
+	require.NoError(t, err)
+	rows, err = s.Find(table.Query{Where: map[string]any{"g": "x"}, Limit: 2, Reverse: true})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"k11", "k10"}, keys(rows), "the run's own rows merged, its removal hidden")
+	last, ok, err := sg.LastRow("s")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "k100", last["k"], "LastRow reads the committed rows")
+
+	n, _ := sg.Table("n")
+	rows, err = n.Find(table.Query{})
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(-3), int64(9), int64(10), int64(100)}, keys(rows))
+	row, ok, err := n.Get(9)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(9), row["k"])
+	_, err = n.Update(table.Row{"k": int64(9)}, table.Query{Where: map[string]any{"k": 10}})
+	assert.ErrorContains(t, err, "is the key")
+	_, err = n.Remove(table.Query{Where: map[string]any{"k": map[string]any{"$lt": 0}}})
+	require.NoError(t, err)
+	require.NoError(t, st.ApplyPending(bg, sg.Pending(), nil))
+	rows, err = st.StageFor(bg, store.RunLimits{}).(*Stage).tables["n"].Find(table.Query{})
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(9), int64(10), int64(100)}, keys(rows))
+}
