@@ -47,6 +47,10 @@
 // ending one transaction, makes the apply run again (maxApplyAttempts). The cost: applies that
 // touch one table are serialized (each holds the lock for a few round trips, and for verify).
 //
-// Not (yet) here: mapping a domain table onto an existing table, LISTEN/NOTIFY, import and
-// export beyond the seed's COPY, db check. Rows inserted by other programs must carry _ord.
+// Also: Seed/SeedRows (the kept seed), Import (JSON; validated whole, then COPY into a temporary
+// table and set-based upsert or replace under the table's lock), Dump/Export (JSON that imports
+// back as the same bytes), Check (rows against their schemas and _ord, system documents, the
+// ordered index, the domain's rules). Not (yet) here: mapping a domain table onto an existing
+// table, LISTEN/NOTIFY, CSV. Rows inserted by other programs must carry _ord (Check reports one
+// that does not).
 package pg
