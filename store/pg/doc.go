@@ -50,7 +50,8 @@
 // Also: Seed/SeedRows (the kept seed), Import (JSON; validated whole, then COPY into a temporary
 // table and set-based upsert or replace under the table's lock), Dump/Export (JSON that imports
 // back as the same bytes), Check (rows against their schemas and _ord, system documents, the
-// ordered index, the domain's rules). Not (yet) here: mapping a domain table onto an existing
-// table, LISTEN/NOTIFY, CSV. Rows inserted by other programs must carry _ord (Check reports one
+// ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,
+// for a server to relay its events to the others; not wired into the server yet). Not (yet)
+// here: mapping a domain table onto an existing table, CSV. Rows inserted by other programs must carry _ord (Check reports one
 // that does not).
 package pg

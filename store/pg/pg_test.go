@@ -449,3 +449,43 @@ func TestNaturalOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []any{int64(9), int64(10), int64(100)}, keys(rows))
 }
+
+// A payload notified on one store reaches the listeners of every store on the same schema, in
+// order; a store of another schema hears nothing.
+func TestNotifyReachesEveryListener(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	other, err := Create(bg, dsn, storetest.Domain(), Options{Schema: "elsewhere"})
+	require.NoError(t, err)
+	defer other.Close()
+
+	ctx, cancel := context.WithCancel(bg)
+	var wg sync.WaitGroup
+	got := map[string]chan string{"a": make(chan string, 10), "b": make(chan string, 10), "other": make(chan string, 10)}
+	for name, s := range map[string]*Store{"a": a, "b": b, "other": other} {
+		ready := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Listen(ctx, func() { close(ready) }, func(p string) { got[name] <- p })
+			assert.ErrorIs(t, err, context.Canceled)
+		}()
+		<-ready
+	}
+	require.NoError(t, a.Notify(bg, "one"))
+	require.NoError(t, b.Notify(bg, "two"))
+	for _, name := range []string{"a", "b"} {
+		assert.Equal(t, "one", <-got[name])
+		assert.Equal(t, "two", <-got[name])
+	}
+	require.NoError(t, other.Notify(bg, "mine"))
+	assert.Equal(t, "mine", <-got["other"], "the other store hears its own, and only its own")
+	assert.Error(t, a.Notify(bg, strings.Repeat("x", MaxNotifyBytes+1)))
+	cancel()
+	wg.Wait()
+}
