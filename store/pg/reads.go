@@ -33,6 +33,7 @@ type querier interface {
 type sqlRead struct {
 	eq       map[string]any // field → value: top-level equalities pushed down
 	from, to []byte         // inclusive _ord bounds; nil: open
+	after    []byte         // exclusive bound in the walk's direction (a page's start); nil: none
 	reverse  bool
 	limit    int  // 0: every row
 	indexed  bool // an equality on the key or a declared index was pushed (no scan)
@@ -85,6 +86,13 @@ func (t *sqlTable) fetch(ctx context.Context, db querier, r sqlRead) (int64, []*
 	}
 	if r.to != nil {
 		where = append(where, "t._ord <= "+arg(r.to))
+	}
+	if r.after != nil {
+		if r.reverse {
+			where = append(where, "t._ord < "+arg(r.after))
+		} else {
+			where = append(where, "t._ord > "+arg(r.after))
+		}
 	}
 	var b strings.Builder
 	b.WriteString("SELECT v.ver, r.* FROM (SELECT ver FROM ")

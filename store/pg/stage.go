@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -163,10 +164,18 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	r := t.t.pushdown(m, where)
 	r.reverse = reverse
-	if r.exact && limit > 0 {
+	var ver int64
+	var recs []*rec
+	var err error
+	switch {
+	case r.exact && limit > 0:
 		r.limit = limit + len(t.writes) // the run's own writes hide at most that many
+		ver, recs, err = t.t.fetch(t.sg.bg(), t.sg.st.pool, r)
+	case limit > 0:
+		ver, recs, err = t.walkPages(m, r, limit)
+	default:
+		ver, recs, err = t.t.fetch(t.sg.bg(), t.sg.st.pool, r)
 	}
-	ver, recs, err := t.t.fetch(t.sg.bg(), t.sg.st.pool, r)
 	if err != nil {
 		return 0, t.sg.fail(err)
 	}
@@ -208,6 +217,62 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 		}
 	}
 	return ver, nil
+}
+
+// firstPage and maxPage bound the pages walkPages reads.
+const (
+	firstPage = 64
+	maxPage   = 4096
+)
+
+// walkPages reads the committed rows r selects in key order (reversed when asked), a page at a
+// time, in one snapshot (a REPEATABLE READ read-only transaction), until the rows read hold
+// limit rows the run sees that m matches (its own rows in that range counted) or the table
+// ends: a last(where) over a large table reads its last rows, not all of them. The rows read
+// are the committed rows of the range walked, as visit needs them.
+func (t *stageTable) walkPages(m *table.Matcher, r sqlRead, limit int) (ver int64, recs []*rec, err error) {
+	ctx := t.sg.bg()
+	err = pgx.BeginTxFunc(ctx, t.sg.st.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		recs = nil
+		page := firstPage
+		for {
+			r.limit = page
+			v, got, err := t.t.fetch(ctx, tx, r)
+			if err != nil {
+				return err
+			}
+			ver = v
+			recs = append(recs, got...)
+			if len(got) < page {
+				return nil // the table's end
+			}
+			bound := got[len(got)-1].key
+			seen := 0
+			for _, rc := range recs {
+				if _, written := t.writes[rc.key]; !written && m.Match(rc.row) {
+					seen++
+				}
+			}
+			for k, w := range t.writes {
+				c := table.CompareKeys(k, bound)
+				if r.reverse {
+					c = -c
+				}
+				if c <= 0 && w.row != nil && m.Match(w.row) {
+					seen++
+				}
+			}
+			if seen >= limit {
+				return nil
+			}
+			if err := t.sg.ctxErr(); err != nil {
+				return err
+			}
+			r.after = ordKey(bound)
+			page = min(page*4, maxPage)
+		}
+	})
+	return ver, recs, err
 }
 
 // fail turns a failed read of the database into the run's error.
