@@ -11,7 +11,7 @@ import (
 )
 
 // Benchmarks of an indexed sell, beside the bbolt store in the same run (issue 30's targets, on
-// a local socket: dry run ≤ 2 ms p50, apply ≤ 5 ms p50):
+// a local socket: dry run ≤ 2 ms p50, apply ≤ 5 ms p50), at 100 and 100,000 items:
 //
 //	go test ./store/pg -run '^$' -bench . -benchtime 200x
 //
@@ -19,6 +19,8 @@ import (
 // generated key that reads the ledger's last row: a get by index, a next-key read and two staged
 // writes. The dry run stops at Pending; the apply commits it (its time includes the dry run).
 // The throw-away test cluster runs with fsync off, bbolt syncs: the apply figures are not alike.
+// On the 2-core test machine: pg dry run 0.37 ms (100) and 0.25 ms (100k), apply with its dry
+// run 0.8 and 1.2 ms; bbolt 0.02/0.04 ms and 0.9/27 ms.
 
 // benchDomain is the inventory domain holding n items and one opening transaction.
 func benchDomain(n int) *store.Domain {
@@ -73,7 +75,7 @@ func benchStores(b *testing.B, n int) map[string]store.Store {
 }
 
 func BenchmarkSell(b *testing.B) {
-	for _, n := range []int{100} {
+	for _, n := range []int{100, 100_000} {
 		stores := benchStores(b, n)
 		for _, kind := range []string{"bolt", "pg"} {
 			st := stores[kind]
