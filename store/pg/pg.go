@@ -241,6 +241,9 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	for _, name := range s.names {
 		s.tables[name] = newSQLTable(schema, schemas[name])
 	}
+	if err := s.addMissingTables(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -301,13 +304,7 @@ BEGIN
 	RETURN NEW;
 END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
 		for _, name := range dom.TableNames() {
-			add("%s", createTableSQL(schema, schemas[name]))
-			for _, idx := range schemas[name].Indexes {
-				add("CREATE INDEX ON %s (%s)", ident(schema, name), q(idx))
-			}
-			add("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc))
-			add("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, bumpFunc))
-			add("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(name), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
+			stmts = append(stmts, tableDDL(schema, schemas[name])...)
 		}
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
@@ -333,6 +330,51 @@ END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'"
 		for _, name := range dom.TableNames() {
 			if err := copyRows(ctx, tx, newSQLTable(schema, schemas[name]), dom.Seed[name]); err != nil {
 				return err
+			}
+		}
+		return nil
+	})
+}
+
+// tableDDL makes one domain table: the table, its declared indexes (hash indexes: reads look
+// them up by equality only, and a hash index holds a value of any length), its triggers and
+// its version row.
+func tableDDL(schema string, sc *store.Schema) []string {
+	name := sc.Name
+	out := []string{createTableSQL(schema, sc)}
+	for _, idx := range sc.Indexes {
+		out = append(out, fmt.Sprintf("CREATE INDEX %s ON %s USING hash (%s)", q(name+"_"+idx+"_idx"), ident(schema, name), q(idx)))
+	}
+	return append(out,
+		fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
+		fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, bumpFunc)),
+		fmt.Sprintf("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(name), strings.ReplaceAll(ident(schema, verSeq), "'", "''")))
+}
+
+// addMissingTables creates the tables of the domain that the store does not have yet (a domain
+// may gain tables after its stores were made), empty, in one transaction.
+func (s *Store) addMissingTables(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, "SELECT name FROM "+ident(s.schema, verTable))
+	if err != nil {
+		return fmt.Errorf("open the store in schema %s: %w", s.schema, err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var stmts []string
+	for _, name := range s.names {
+		if !slices.Contains(have, name) {
+			stmts = append(stmts, tableDDL(s.schema, s.schemas[name])...)
+		}
+	}
+	if len(stmts) == 0 {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, st := range stmts {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return fmt.Errorf("add a table to the store in schema %s: %w (in %s)", s.schema, err, firstLine(st))
 			}
 		}
 		return nil

@@ -502,3 +502,50 @@ func TestNotifyReachesEveryListener(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// A domain that gained a table since its store was made opens with the table added, empty.
+func TestOpenAddsNewTables(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	s.Close()
+	dom := storetest.Domain()
+	dom.Tables = append(dom.Tables, &table.Schema{Name: "extra", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt}}})
+	s, err = Open(bg, dsn, Options{Domain: dom})
+	require.NoError(t, err)
+	defer s.Close()
+	sg := s.StageFor(bg, store.RunLimits{})
+	tb, ok := sg.Table("extra")
+	require.True(t, ok)
+	_, err = tb.Insert(table.Row{"id": 7})
+	require.NoError(t, err)
+	require.NoError(t, s.ApplyPending(bg, sg.Pending(), nil))
+	assert.Equal(t, 1, items2lenExtra(t, s))
+}
+
+func items2lenExtra(t *testing.T, s store.Store) int {
+	tb, _ := s.StageFor(bg, store.RunLimits{}).Table("extra")
+	return tb.Len()
+}
+
+// A declared index holds values of any length a schema allows (a hash index: a B-tree entry is
+// limited to about 2,700 bytes), and is still what a find by that field uses.
+func TestLongIndexedValue(t *testing.T) {
+	dom := &store.Domain{Name: "long", Tables: []*table.Schema{{Name: "docs", Key: "id", Indexes: []string{"body"},
+		Fields: []table.Field{{Name: "id", Type: table.TypeString}, {Name: "body", Type: table.TypeString, MaxLen: 8000}}}}}
+	s, err := Create(bg, pgtest.DSN(t), dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	body := strings.Repeat("é", 4000) // 8,000 bytes
+	sg := s.StageFor(bg, store.RunLimits{})
+	tb, _ := sg.Table("docs")
+	_, err = tb.Insert(table.Row{"id": "d1", "body": body})
+	require.NoError(t, err)
+	require.NoError(t, s.ApplyPending(bg, sg.Pending(), nil))
+	sg = s.StageFor(bg, store.RunLimits{})
+	tb, _ = sg.Table("docs")
+	rows, err := tb.Find(where("body", body))
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Empty(t, sg.Scans())
+}
