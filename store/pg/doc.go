@@ -8,7 +8,8 @@
 //     whose text is kept as written; bigint; double precision; boolean; jsonb for lists and
 //     objects), the key as primary key, NOT NULL for required fields, CHECK constraints for the
 //     bounds the schema states (number bounds, lengths, enums; patterns are left to starplan's
-//     validation, RE2 not being PostgreSQL's dialect), an index per declared index; and two
+//     validation, RE2 not being PostgreSQL's dialect), a hash index per declared index (reads
+//     look them up by equality only, and a hash holds a value of any length); and two
 //     columns of starplan's: _version (the row's version, from the sequence _starplan_ver) and
 //     _ord (the key's natural-order encoding, bytea, unique: ORDER BY _ord is table.CompareKeys
 //     order, which no collation gives);
@@ -52,6 +53,9 @@
 // back as the same bytes), Check (rows against their schemas and _ord, system documents, the
 // ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,
 // for a server to relay its events to the others; not wired into the server yet). Not (yet)
-// here: mapping a domain table onto an existing table, CSV. Rows inserted by other programs must carry _ord (Check reports one
+// here: mapping a domain table onto an existing table, CSV. A key is in two B-tree indexes
+// (the primary key, _ord), whose entries PostgreSQL limits to about 2,700 bytes after
+// compression: a longer key (store.MaxKeyBytes allows 4,096) fails its apply, which writes
+// nothing. Rows inserted by other programs must carry _ord (Check reports one
 // that does not).
 package pg
