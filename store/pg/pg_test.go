@@ -555,3 +555,48 @@ func TestLongIndexedValue(t *testing.T) {
 	require.Len(t, rows, 1)
 	assert.Empty(t, sg.Scans())
 }
+
+// A server that dies mid-apply (its connection ended while the apply is inside its transaction,
+// after the checks, before the commit) leaves the store as it was, its audit record unwritten;
+// the same pending change then applies, once.
+func TestApplyKilledMidwayWritesNothing(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	admin, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer admin.Close(bg)
+	sg := s.StageFor(bg, store.RunLimits{})
+	_, err = items(t, sg).Update(table.Row{"qty": int64(50)}, where("category", "a"))
+	require.NoError(t, err)
+	_, err = items(t, sg).Insert(table.Row{"sku": "k1", "category": "k", "qty": int64(1)})
+	require.NoError(t, err)
+	p := sg.Pending()
+	audit := store.SysDoc{Collection: "runs", ID: "r1", Value: "applied"}
+	kill := func(table.ChangeSet, store.Committed) error {
+		// The apply's own backend is the one holding the tables' lock.
+		_, err := admin.Exec(bg, `SELECT pg_terminate_backend(pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = '_starplan_tables' AND l.mode = 'RowShareLock' AND l.granted AND l.pid <> pg_backend_pid()`)
+		return err
+	}
+	err = s.ApplyPending(bg, p, kill, audit)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, store.ErrConflict)
+	tb := items(t, s.StageFor(bg, store.RunLimits{}))
+	n, err := tb.Count(where("qty", int64(50)))
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "no row of the killed apply")
+	_, found, err := tb.Get("k1")
+	require.NoError(t, err)
+	assert.False(t, found)
+	found, err = s.GetSys("runs", "r1", new(string))
+	require.NoError(t, err)
+	assert.False(t, found, "nor its audit record")
+
+	require.NoError(t, s.ApplyPending(bg, p, nil, audit))
+	assert.ErrorIs(t, s.ApplyPending(bg, p, nil, audit), store.ErrConflict)
+	n, err = items(t, s.StageFor(bg, store.RunLimits{})).Count(where("qty", int64(50)))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+}
