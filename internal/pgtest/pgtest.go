@@ -108,11 +108,8 @@ func DSN(t testing.TB) string {
 
 // setup decides where the tests' databases live, starting the cluster when it must.
 func setup() {
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
-		adminDSN = dsn
-		return
-	}
-	bin := findBin()
+	var bin string
+	adminDSN, bin = choose(os.Getenv, findBin)
 	if bin == "" {
 		return
 	}
@@ -124,6 +121,15 @@ func setup() {
 	if startErr == nil {
 		adminDSN = clu.dsn("postgres")
 	}
+}
+
+// choose returns the server the environment names, or else the directory of the binaries to
+// start one with; neither when there is none (the tests skip).
+func choose(getenv func(string) string, findBin func() string) (dsn, bin string) {
+	if dsn := getenv(EnvDSN); dsn != "" {
+		return dsn, ""
+	}
+	return "", findBin()
 }
 
 // findBin returns the directory holding initdb and postgres, or "".

@@ -44,3 +44,18 @@ func TestWithDatabase(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x", cfg.Database)
 }
+
+// The server named by the environment wins; else the binaries found; else none, and DSN skips.
+func TestChoose(t *testing.T) {
+	env := func(v string) func(string) string { return func(string) string { return v } }
+	bin := func(v string) func() string { return func() string { return v } }
+	dsn, b := choose(env("postgres://h/db"), bin("/usr/bin"))
+	assert.Equal(t, "postgres://h/db", dsn)
+	assert.Empty(t, b)
+	dsn, b = choose(env(""), bin("/usr/lib/postgresql/15/bin"))
+	assert.Empty(t, dsn)
+	assert.Equal(t, "/usr/lib/postgresql/15/bin", b)
+	dsn, b = choose(env(""), bin(""))
+	assert.Empty(t, dsn+b, "no server: DSN skips with Hint")
+	assert.NotContains(t, Hint, "\n", "the hint is one line")
+}
