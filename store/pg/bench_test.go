@@ -94,3 +94,23 @@ func BenchmarkSell(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkImport imports n items into an empty table (issue 30's target: 1M rows ≤ 10 s).
+func BenchmarkImport(b *testing.B) {
+	const n = 100_000
+	rows := benchDomain(n).Seed["inventory"]
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Create(bg, pgtest.DSN(b), benchDomain(0), Options{NoSeed: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := s.ImportRows(bg, "inventory", rows, Replace); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}

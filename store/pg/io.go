@@ -123,6 +123,17 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []tab
 	if _, err := tx.Exec(ctx, "SELECT ver FROM "+ident(s.schema, verTable)+" WHERE name = $1 FOR UPDATE", t.s.Name); err != nil {
 		return res, err
 	}
+	var nonEmpty bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.name+")").Scan(&nonEmpty); err != nil {
+		return res, err
+	}
+	if !nonEmpty {
+		// Into an empty table the rows are copied straight in.
+		if err := copyRows(ctx, tx, t, rows); err != nil {
+			return res, err
+		}
+		return ImportResult{Inserted: len(rows)}, nil
+	}
 	tmp := "_starplan_import_" + t.s.Name
 	cols := append(slices.Clone(t.cols), "_ord")
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+q(tmp)+" ON COMMIT DROP AS SELECT "+strings.Join(quoteAll(cols), ", ")+" FROM "+t.name+" WITH NO DATA"); err != nil {
