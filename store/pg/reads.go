@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type querier interface {
 // sqlRead is what a read asks of SQL.
 type sqlRead struct {
 	eq       map[string]any // field → value: top-level equalities pushed down
+	bounds   []bound        // top-level comparisons pushed down, as (weaker) bounds
 	from, to []byte         // inclusive _ord bounds; nil: open
 	after    []byte         // exclusive bound in the walk's direction (a page's start); nil: none
 	reverse  bool
@@ -39,6 +41,63 @@ type sqlRead struct {
 	indexed  bool // an equality on the key or a declared index was pushed (no scan)
 	exact    bool // the pushed equalities are the whole filter: SQL's rows are the matches
 	keysOnly bool // only the keys and versions are needed (the rows are not decoded)
+}
+
+// bound is a comparison of a scalar column with a value that every row the filter matches
+// satisfies: `col >= val` (ge) or `col <= val`. A strict comparison is pushed as the non-strict
+// one, and a number of the other kind (an int with a float) is compared as float8 on both sides:
+// rounding keeps a non-strict order, so the SQL selects a superset of the matches, which the
+// compiled filter then checks.
+type bound struct {
+	field string
+	ge    bool
+	val   any
+	float bool // compare as float8
+	text  bool // compare bytes (COLLATE "C"), as the filter compares strings
+}
+
+// bounds returns the comparisons of where's top-level conditions ({"price": {"$lt": 100}}) on
+// int, float and string fields that SQL can prefilter by.
+func (t *sqlTable) bounds(where map[string]any) []bound {
+	var out []bound
+	for k, v := range where {
+		ops, ok := v.(map[string]any)
+		fd := t.s.FieldsByName[k]
+		if !ok || fd == nil {
+			continue
+		}
+		for op, x := range ops {
+			var ge bool
+			switch op {
+			case "$gt", "$gte":
+				ge = true
+			case "$lt", "$lte":
+			default:
+				continue
+			}
+			b := bound{field: k, ge: ge}
+			i, isInt := store.ToInt(x)
+			f, isFloat := x.(float64)
+			switch {
+			case fd.Type == table.TypeString:
+				str, ok := x.(string)
+				if !ok {
+					continue
+				}
+				b.val, b.text = str, true
+			case fd.Type == table.TypeInt && isInt:
+				b.val = i
+			case (fd.Type == table.TypeInt || fd.Type == table.TypeFloat) && isFloat && !math.IsNaN(f):
+				b.val, b.float = f, true
+			case fd.Type == table.TypeFloat && isInt:
+				b.val, b.float = float64(i), true
+			default:
+				continue
+			}
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // pushdown says what SQL can answer of m, compiled from where.
@@ -58,6 +117,7 @@ func (t *sqlTable) pushdown(m *table.Matcher, where map[string]any) sqlRead {
 			r.indexed = true
 		}
 	}
+	r.bounds = t.bounds(where)
 	r.exact = len(r.eq) == len(where)
 	for k, v := range where {
 		if _, pushed := r.eq[k]; !pushed {
@@ -80,6 +140,19 @@ func (t *sqlTable) fetch(ctx context.Context, db querier, r sqlRead) (int64, []*
 	}
 	for _, f := range slices.Sorted(mapsKeys(r.eq)) {
 		where = append(where, "t."+q(f)+" = "+arg(r.eq[f]))
+	}
+	for _, b := range r.bounds {
+		col, op, ph := "t."+q(b.field), "<=", arg(b.val)
+		if b.ge {
+			op = ">="
+		}
+		switch {
+		case b.float:
+			col, ph = col+"::float8", ph+"::float8"
+		case b.text:
+			col = col + ` COLLATE "C"`
+		}
+		where = append(where, col+" "+op+" "+ph)
 	}
 	if r.from != nil {
 		where = append(where, "t._ord >= "+arg(r.from))
