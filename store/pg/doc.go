@@ -28,10 +28,11 @@
 //
 // Runs. A Stage holds no connection and no transaction between calls: each read is one SQL
 // statement, which reads the table's version and the rows together (one snapshot). The
-// where-filter's top-level equalities on scalar fields are pushed down as SQL (an equality on
-// the key or a declared index uses its index: a get is one indexed SELECT), with the filter's
-// limit when they are the whole filter; rows are then checked with the compiled filter in Go,
-// the one definition of what matches. Reads are recorded as store/bolt records them (rows,
+// where-filter's top-level equalities and comparisons on scalar fields are pushed down as SQL
+// (an equality on the key or a declared index uses its index: a get is one indexed SELECT),
+// with the filter's limit when equalities are the whole filter; a read with a limit and a
+// filter SQL cannot answer walks from its end in pages (a last(where) reads the last rows);
+// rows are then checked with the compiled filter in Go, the one definition of what matches. Reads are recorded as store/bolt records them (rows,
 // predicates with key range, count and digest), so a Pending means the same in both.
 //
 // Apply: one READ COMMITTED transaction that (1) locks FOR UPDATE, in name order, the version

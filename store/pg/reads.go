@@ -18,9 +18,9 @@ import (
 // Reads pushed down as SQL.
 //
 // A read of a where-filter selects, in one statement, the table's version and the committed
-// rows the filter's top-level equalities on scalar fields allow (an equality on the key or a
-// declared index is answered by that index: a get is one indexed SELECT), in the key's natural
-// order (_ord), with the filter's limit when those equalities are the whole filter. Every row
+// rows the filter's top-level equalities and comparisons on scalar fields allow (an equality on
+// the key or a declared index is answered by that index: a get is one indexed SELECT), in the
+// key's natural order (_ord), with the filter's limit when equalities are the whole filter. Every row
 // is then checked with the compiled filter in Go, which is the one definition of what matches;
 // so SQL only has to return a superset. The one statement is the read's consistent snapshot:
 // the rows and the table version come from the same moment.
