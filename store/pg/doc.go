@@ -57,6 +57,6 @@
 // here: mapping a domain table onto an existing table, CSV. A key is in two B-tree indexes
 // (the primary key, _ord), whose entries PostgreSQL limits to about 2,700 bytes after
 // compression: a longer key (store.MaxKeyBytes allows 4,096) fails its apply, which writes
-// nothing. Rows inserted by other programs must carry _ord (Check reports one
-// that does not).
+// nothing. Another program's INSERT without _ord, or UPDATE of a key, gets its _ord from a
+// trigger that encodes the key in SQL as Go does (ordsql.go; Check compares the two).
 package pg

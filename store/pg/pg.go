@@ -303,6 +303,7 @@ BEGIN
 	END IF;
 	RETURN NEW;
 END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
+		stmts = append(stmts, ordFunctionsSQL(schema)...)
 		for _, name := range dom.TableNames() {
 			stmts = append(stmts, tableDDL(schema, schemas[name])...)
 		}
@@ -348,6 +349,7 @@ func tableDDL(schema string, sc *store.Schema) []string {
 	return append(out,
 		fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
 		fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, bumpFunc)),
+		ordTriggerSQL(schema, sc),
 		fmt.Sprintf("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(name), strings.ReplaceAll(ident(schema, verSeq), "'", "''")))
 }
 

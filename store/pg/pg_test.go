@@ -642,3 +642,43 @@ func TestPushedDownComparisons(t *testing.T) {
 		assert.Equal(t, len(tc.want), n)
 	}
 }
+
+// Another program's INSERT without _ord, or UPDATE of a key, gets the _ord starplan would
+// write (computed by a trigger in SQL, the same encoding as in Go), so its rows sort in place.
+func TestOtherWritersGetOrd(t *testing.T) {
+	dom := &store.Domain{Name: "ord", Tables: []*table.Schema{
+		{Name: "s", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeString}}},
+		{Name: "n", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeInt}}},
+	}}
+	dsn := pgtest.DSN(t)
+	s, err := Create(bg, dsn, dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	conn, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer conn.Close(bg)
+	strs := []string{"", "a", "a0", "a00", "a01", "a1", "a001x", "a1x", "a10", "0", "000", "007", "7", "x" + strings.Repeat("9", 300),
+		strings.Repeat("0", 250) + "1", "é9ü10", "TXN009", "TXN10", "a/1", "a:1", "a\x7f1", "1.5", "-3"}
+	for _, k := range strs {
+		_, err := conn.Exec(bg, `INSERT INTO ord.s (k) VALUES ($1)`, k)
+		require.NoError(t, err)
+	}
+	ints := []int64{0, 1, -1, 1 << 62, -(1 << 62), 9223372036854775807, -9223372036854775808}
+	for _, k := range ints {
+		_, err := conn.Exec(bg, `INSERT INTO ord.n (k) VALUES ($1)`, k)
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(bg, `UPDATE ord.s SET k = 'b2' WHERE k = 'a1'`)
+	require.NoError(t, err)
+	rep, err := s.Check(bg, store.CheckOptions{})
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%+v", rep.Problems)
+	assert.Equal(t, []store.TableCount{{Table: "n", Rows: len(ints)}, {Table: "s", Rows: len(strs)}}, rep.Tables)
+	rows, err := conn.Query(bg, `SELECT k FROM ord.s ORDER BY _ord`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for i := 1; i < len(got); i++ {
+		assert.Negative(t, table.CompareKeys(got[i-1], got[i]), "%q before %q", got[i-1], got[i])
+	}
+}
