@@ -682,3 +682,46 @@ func TestOtherWritersGetOrd(t *testing.T) {
 		assert.Negative(t, table.CompareKeys(got[i-1], got[i]), "%q before %q", got[i-1], got[i])
 	}
 }
+
+// An apply that PostgreSQL ends for a deadlock with another program's transaction runs again:
+// the other program holds a row the apply replaces, then changes another row of the table (its
+// trigger wants the table's version row, which the apply holds). The apply is the one ended;
+// its second attempt waits for the other to commit and then applies.
+func TestApplyRetriesAfterDeadlock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	s, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	sg := s.StageFor(bg, store.RunLimits{})
+	_, err = items(t, sg).Update(table.Row{"qty": int64(70)}, where("sku", "a1"))
+	require.NoError(t, err)
+	p := sg.Pending()
+
+	other, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	defer other.Close(bg)
+	// The apply's session looks for the deadlock first (after 1 s, PostgreSQL's default), so it
+	// is the one ended; the other looks only after 30 s.
+	if _, err := other.Exec(bg, `SET deadlock_timeout = '30s'`); err != nil {
+		t.Skipf("the test's role may not set deadlock_timeout: %v", err)
+	}
+	tx, err := other.Begin(bg)
+	require.NoError(t, err)
+	_, err = tx.Exec(bg, `SELECT 1 FROM conformance.items WHERE sku = 'a1' FOR UPDATE`)
+	require.NoError(t, err)
+	applied := make(chan error, 1)
+	go func() { applied <- s.ApplyPending(bg, p, nil) }()
+	_, done := waitForLockWait(t, dsn, applied)
+	require.False(t, done, "the apply waits for the other program's row")
+	_, err = tx.Exec(bg, `UPDATE conformance.items SET qty = 8 WHERE sku = 'b1'`)
+	require.NoError(t, err, "the apply, not the other program, was ended for the deadlock")
+	require.NoError(t, tx.Commit(bg))
+	require.NoError(t, <-applied, "the apply ran again and applied")
+	tb := items(t, s.StageFor(bg, store.RunLimits{}))
+	row, _, err := tb.Get("a1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(70), row["qty"])
+	row, _, err = tb.Get("b1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), row["qty"])
+}
