@@ -16,11 +16,7 @@ const MaxNotifyBytes = 7900
 
 // channel is the store's notification channel.
 func (s *Store) channel() string {
-	c := "starplan_" + s.schema
-	if len(c) > 63 { // an identifier's limit
-		c = c[:63]
-	}
-	return c
+	return "starplan_" + s.schema // at most 63 bytes: see maxSchemaName
 }
 
 // Notify sends payload to the store's listeners.

@@ -20,7 +20,8 @@ import (
 // Options configure Open and Create. The zero value opens the only store in the database with
 // the domain it recorded.
 type Options struct {
-	// Schema is the SQL schema that holds the store. Create defaults it to the domain's name;
+	// Schema is the SQL schema that holds the store (a letter followed by letters, digits or _,
+	// at most 54 of them; case is kept). Create defaults it to the domain's name;
 	// Open to the Domain's name when one is given, else to the one schema of the database that
 	// holds a starplan store (an error names them when there are several).
 	Schema string
@@ -49,6 +50,10 @@ type Store struct {
 	names   []string
 	tables  map[string]*sqlTable
 }
+
+// maxSchemaName is the longest schema name: PostgreSQL's identifiers hold 63 bytes, and the
+// store's notification channel is the name with a prefix of 9.
+const maxSchemaName = 54
 
 // formatVersion is the layout of the SQL objects a store is made of (the _starplan row's format).
 const formatVersion = 1
@@ -126,6 +131,9 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 }
 
 func connect(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) {
+	if opts.Schema != "" && (!store.ValidName(opts.Schema) || len(opts.Schema) > maxSchemaName) {
+		return nil, fmt.Errorf("schema name %q: must be a letter followed by letters, digits or _, at most %d of them", opts.Schema, maxSchemaName)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL connection string: %w", err)

@@ -71,6 +71,12 @@ func TestOpenByDSN(t *testing.T) {
 	assert.Equal(t, 0, items(t, s2.StageFor(bg, store.RunLimits{})).Len())
 	_, err = Open(bg, dsn, Options{})
 	assert.ErrorContains(t, err, "2 starplan stores")
+
+	// A schema name is a plain name: it is quoted into SQL and into function bodies.
+	for _, bad := range []string{"a$f$b", "x-y", strings.Repeat("s", maxSchemaName+1)} {
+		_, err = Create(bg, dsn, storetest.Domain(), Options{Schema: bad})
+		assert.ErrorContains(t, err, "schema name", bad)
+	}
 }
 
 // A domain of every field type: rows read back with the kinds they were written with (floats
