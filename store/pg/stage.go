@@ -164,6 +164,8 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	r := t.t.pushdown(m, where)
 	r.reverse = reverse
+	// A count of what SQL answers exactly needs the keys and versions, not the rows.
+	r.keysOnly = r.exact && o != nil && o.countOnly
 	var ver int64
 	var recs []*rec
 	var err error
