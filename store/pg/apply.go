@@ -1,0 +1,437 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// Pending returns the run's writes and reads in serializable form, as store/bolt's does.
+func (sg *Stage) Pending() *store.Pending {
+	p := &store.Pending{Domain: sg.st.domain.Name, Writes: []store.PendingWrite{}, Reads: []store.PendingRead{}}
+	for _, name := range sg.st.names {
+		t := sg.tables[name]
+		written := make(map[any]int64, len(t.writes))
+		for _, w := range sortedWrites(t.writes) {
+			noop := (w.before == nil && w.row == nil) || (w.before != nil && w.row != nil && equalRows(w.before, w.row))
+			if noop {
+				p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: w.key, Version: w.base})
+			} else {
+				p.Writes = append(p.Writes, store.PendingWrite{Table: name, Key: w.key, Base: w.base, Before: w.before, Row: w.row})
+			}
+			written[w.key] = w.base
+		}
+		preds, all, allVer := t.pendingPreds(name)
+		if t.readAll {
+			all, allVer = true, t.allVer
+		}
+		if all {
+			p.Reads = append(p.Reads, store.PendingRead{Table: name, All: true, Version: allVer})
+		} else {
+			p.Reads = append(p.Reads, preds...)
+		}
+		keys := make([]any, 0, len(t.reads))
+		for k, v := range t.reads {
+			if base, ok := written[k]; ok && base == v {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return table.CompareKeys(keys[i], keys[j]) < 0 })
+		for _, k := range keys {
+			p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: k, Version: t.reads[k]})
+		}
+	}
+	return p
+}
+
+// op is one normalised write.
+type op struct {
+	t    *sqlTable
+	key  any
+	row  table.Row // nil: delete
+	base int64
+	cur  *rec // the committed row it replaces, read under the apply's locks
+}
+
+type readCheck struct {
+	t    *sqlTable
+	key  any
+	all  bool
+	ver  int64
+	pred *predCheck
+}
+
+// normalize checks p against the schemas, as store/bolt's does.
+func (s *Store) normalize(p *store.Pending) ([]op, []readCheck, error) {
+	if p.Domain != "" && p.Domain != s.domain.Name {
+		return nil, nil, fmt.Errorf("the pending run is for the %s domain; this store holds %s", p.Domain, s.domain.Name)
+	}
+	ops := make([]op, 0, len(p.Writes))
+	seen := map[[2]any]bool{}
+	for _, w := range p.Writes {
+		sc := s.schemas[w.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending write: unknown table %q", w.Table)
+		}
+		k, err := sc.NormKey(store.FromJSON(w.Key))
+		if err != nil {
+			return nil, nil, fmt.Errorf("pending write: %w", err)
+		}
+		if seen[[2]any{w.Table, k}] {
+			return nil, nil, fmt.Errorf("pending write: %s row %s is written twice", w.Table, table.FormatValue(k))
+		}
+		seen[[2]any{w.Table, k}] = true
+		o := op{t: s.tables[w.Table], key: k, base: w.Base}
+		if w.Row != nil {
+			if o.row, err = sc.ValidateRow(w.Row); err != nil {
+				return nil, nil, fmt.Errorf("pending write: %w", err)
+			}
+			if o.row[sc.Key] != k {
+				return nil, nil, fmt.Errorf("pending write: %s row %s carries key %s", w.Table, table.FormatValue(k), table.FormatValue(o.row[sc.Key]))
+			}
+		}
+		ops = append(ops, o)
+	}
+	reads := make([]readCheck, 0, len(p.Reads))
+	for _, r := range p.Reads {
+		sc := s.schemas[r.Table]
+		if sc == nil {
+			return nil, nil, fmt.Errorf("pending read: unknown table %q", r.Table)
+		}
+		rc := readCheck{t: s.tables[r.Table], all: r.All, ver: r.Version}
+		switch {
+		case r.Pred != "" && !r.All:
+			pc, err := normalizePred(sc, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			rc.pred = &pc
+		case !r.All:
+			k, err := sc.NormKey(store.FromJSON(r.Key))
+			if err != nil {
+				return nil, nil, fmt.Errorf("pending read: %w", err)
+			}
+			rc.key = k
+		}
+		reads = append(reads, rc)
+	}
+	return ops, reads, nil
+}
+
+// maxApplyAttempts is how many times ApplyPending runs its transaction when PostgreSQL ends it
+// for a deadlock or a serialization failure (with another program's writes), before it gives up.
+const maxApplyAttempts = 5
+
+// ApplyPending writes p's changes and the extra system documents in one transaction, after
+// checking that every row p changed or read is still at the version it saw and that every
+// predicate it read still finds what it found (a *store.ConflictError otherwise, and nothing
+// is written), and after verify, which sees the change set and the committed state inside the
+// transaction, under its locks.
+//
+// Locking (see doc.go): the transaction (READ COMMITTED) first locks, FOR UPDATE and in name
+// order, the version row of every table p writes or reads; every apply, and every other
+// program's statement that changes a domain table (its trigger bumps that row), takes the same
+// row lock, so two applies that touch a table run one after the other, the second seeing the
+// first's rows. It then locks the rows it replaces (FOR UPDATE) and the rows it read (FOR SHARE)
+// and checks them; a predicate read is checked again only when its table's version moved.
+func (s *Store) ApplyPending(ctx context.Context, p *store.Pending, verify store.Verify, extra ...store.SysDoc) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops, reads, err := s.normalize(p)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			for i := range ops {
+				ops[i].cur = nil
+			}
+			return s.applyTx(ctx, tx, ops, reads, verify, extra)
+		})
+		if attempt < maxApplyAttempts && retryable(err) {
+			continue
+		}
+		return err
+	}
+}
+
+// retryable reports whether err is PostgreSQL ending a transaction that may succeed when run
+// again: a deadlock (with another program's writes) or a serialization failure.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCheck, verify store.Verify, extra []store.SysDoc) error {
+	// The tables' version rows, locked in name order (the same order in every apply: no
+	// deadlock between applies).
+	touched := map[string]bool{}
+	for _, o := range ops {
+		touched[o.t.s.Name] = true
+	}
+	for _, r := range reads {
+		touched[r.t.s.Name] = true
+	}
+	names := slices.Sorted(mapsKeysBool(touched))
+	vers := map[string]int64{}
+	if len(names) > 0 {
+		rows, err := tx.Query(ctx, "SELECT name, ver FROM "+ident(s.schema, verTable)+" WHERE name = ANY($1) ORDER BY name FOR UPDATE", names)
+		if err != nil {
+			return fmt.Errorf("apply: lock the tables: %w", err)
+		}
+		for rows.Next() {
+			var name string
+			var ver int64
+			if err := rows.Scan(&name, &ver); err != nil {
+				rows.Close()
+				return err
+			}
+			vers[name] = ver
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("apply: lock the tables: %w", err)
+		}
+	}
+	// The rows the writes replace, locked.
+	byTable := map[*sqlTable][]int{}
+	for i, o := range ops {
+		byTable[o.t] = append(byTable[o.t], i)
+	}
+	for t, idx := range byTable {
+		keys := make([]any, len(idx))
+		for j, i := range idx {
+			keys[j] = ops[i].key
+		}
+		rows, err := tx.Query(ctx, "SELECT "+t.sel+" FROM "+t.name+" t WHERE t."+q(t.s.Key)+" = ANY($1) FOR UPDATE", keyArray(t, keys))
+		if err != nil {
+			return fmt.Errorf("apply: read %s: %w", t.s.Name, err)
+		}
+		recs, err := t.scanRecs(rows)
+		if err != nil {
+			return fmt.Errorf("apply: read %s: %w", t.s.Name, err)
+		}
+		cur := make(map[any]*rec, len(recs))
+		for _, r := range recs {
+			cur[r.key] = r
+		}
+		for _, i := range idx {
+			ops[i].cur = cur[ops[i].key]
+		}
+	}
+	var conflicts []store.Conflict
+	for _, o := range ops {
+		if now := o.curVer(); now != o.base {
+			conflicts = append(conflicts, store.Conflict{Table: o.t.s.Name, Key: o.key, Seen: o.base, Now: now})
+		}
+	}
+	// The rows read, locked against other programs' writes until the commit.
+	keyReads := map[*sqlTable][]readCheck{}
+	for _, r := range reads {
+		if r.pred == nil && !r.all {
+			keyReads[r.t] = append(keyReads[r.t], r)
+		}
+	}
+	for t, rs := range keyReads {
+		keys := make([]any, len(rs))
+		for i, r := range rs {
+			keys[i] = r.key
+		}
+		rows, err := tx.Query(ctx, "SELECT t."+q(t.s.Key)+", t._version FROM "+t.name+" t WHERE t."+q(t.s.Key)+" = ANY($1) FOR SHARE", keyArray(t, keys))
+		if err != nil {
+			return fmt.Errorf("apply: read %s: %w", t.s.Name, err)
+		}
+		now := map[any]int64{}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			now[vals[0]] = vals[1].(int64)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if now[r.key] != r.ver {
+				conflicts = append(conflicts, store.Conflict{Table: t.s.Name, Key: r.key, Seen: r.ver, Now: now[r.key]})
+			}
+		}
+	}
+	var predConflicts []store.Conflict
+	for _, r := range reads {
+		now := vers[r.t.s.Name]
+		switch {
+		case r.all:
+			if now != r.ver {
+				conflicts = append(conflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now})
+			}
+		case r.pred != nil:
+			ok, err := r.pred.holds(ctx, tx, r.t, now)
+			if err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			if !ok {
+				predConflicts = append(predConflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now, Read: r.pred.describe()})
+			}
+		}
+	}
+	for _, c := range predConflicts {
+		if !slices.ContainsFunc(conflicts, func(x store.Conflict) bool { return x.Table == c.Table }) {
+			conflicts = append(conflicts, c)
+		}
+	}
+	if len(conflicts) > 0 {
+		return &store.ConflictError{Conflicts: conflicts}
+	}
+	if verify != nil {
+		if err := verify(changeSet(ops), txReader{s: s, tx: tx, ctx: ctx}); err != nil {
+			return err
+		}
+	}
+	if err := s.writeOps(ctx, tx, ops); err != nil {
+		return err
+	}
+	return s.putSysTx(ctx, tx, extra)
+}
+
+func mapsKeysBool(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// keyArray is keys as the typed array the key column compares with.
+func keyArray(t *sqlTable, keys []any) any {
+	if t.s.KeyField.Type == table.TypeInt {
+		out := make([]int64, len(keys))
+		for i, k := range keys {
+			out[i] = k.(int64)
+		}
+		return out
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.(string)
+	}
+	return out
+}
+
+func (o *op) curVer() int64 {
+	if o.cur == nil {
+		return 0
+	}
+	return o.cur.ver
+}
+
+// changeSet renders checked ops as the change set they make to the committed rows.
+func changeSet(ops []op) table.ChangeSet {
+	cs := table.ChangeSet{}
+	for _, o := range ops {
+		tc := cs[o.t.s.Name]
+		if tc == nil {
+			tc = &table.TableChanges{Key: o.t.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
+			cs[o.t.s.Name] = tc
+		}
+		var before table.Row
+		if o.cur != nil {
+			before = o.cur.row
+		}
+		switch {
+		case before == nil && o.row != nil:
+			tc.Inserted = append(tc.Inserted, o.row)
+		case before != nil && o.row == nil:
+			tc.Deleted = append(tc.Deleted, before)
+		case before != nil:
+			if f := changedFields(before, o.row); len(f) > 0 {
+				tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, f))
+			}
+		}
+	}
+	return cs
+}
+
+// txReader is the Committed of a verify: it reads inside the apply's transaction.
+type txReader struct {
+	s   *Store
+	tx  pgx.Tx
+	ctx context.Context
+}
+
+func (r txReader) LastRow(tbl string) (table.Row, bool, error) {
+	t := r.s.tables[tbl]
+	if t == nil {
+		return nil, false, fmt.Errorf("no table %s", tbl)
+	}
+	_, recs, err := t.fetch(r.ctx, r.tx, sqlRead{reverse: true, limit: 1, exact: true})
+	if err != nil || len(recs) == 0 {
+		return nil, false, err
+	}
+	return recs[0].row, true, nil
+}
+
+// writeOps writes checked ops in one round trip (a batch in tx). Versions come from the
+// database: an insert's default, an update's trigger.
+func (s *Store) writeOps(ctx context.Context, tx pgx.Tx, ops []op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, o := range ops {
+		t := o.t
+		switch {
+		case o.row == nil:
+			b.Queue("DELETE FROM "+t.name+" WHERE "+q(t.s.Key)+" = $1", o.key)
+		default:
+			vals, err := t.values(o.row, o.cur == nil)
+			if err != nil {
+				return err
+			}
+			if o.cur == nil {
+				b.Queue(t.insertSQL(), vals...)
+			} else {
+				b.Queue(t.updateSQL(), append(vals, o.key)...)
+			}
+		}
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("apply: write the rows: %w; nothing was written", err)
+	}
+	return nil
+}
+
+func (t *sqlTable) insertSQL() string {
+	cols := make([]string, 0, len(t.cols)+1)
+	ph := make([]string, 0, len(t.cols)+1)
+	for i, c := range t.cols {
+		cols = append(cols, q(c))
+		ph = append(ph, fmt.Sprintf("$%d", i+1))
+	}
+	cols = append(cols, "_ord")
+	ph = append(ph, fmt.Sprintf("$%d", len(t.cols)+1))
+	return "INSERT INTO " + t.name + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(ph, ", ") + ")"
+}
+
+func (t *sqlTable) updateSQL() string {
+	set := make([]string, 0, len(t.cols))
+	for i, c := range t.cols {
+		set = append(set, fmt.Sprintf("%s = $%d", q(c), i+1))
+	}
+	return "UPDATE " + t.name + " SET " + strings.Join(set, ", ") + fmt.Sprintf(" WHERE %s = $%d", q(t.s.Key), len(t.cols)+1)
+}
