@@ -44,6 +44,12 @@ func RestoreKinds(f *Field, v any) any {
 				}
 			}
 		}
+	case TypeMap:
+		if m, ok := v.(map[string]any); ok && f.Values != nil {
+			for k, e := range m {
+				m[k] = RestoreKinds(f.Values, e)
+			}
+		}
 	}
 	return v
 }
@@ -67,6 +73,11 @@ func PathKey(k string) string {
 
 // PathIndex is how a list index extends a value's path: "[2]".
 func PathIndex(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// Wildcard, as a part of a where-filter path, stands for every entry of a map field:
+// {"payment_methods.*.source": "gift_card"} holds when some payment method's source is
+// "gift_card".
+const Wildcard = "*"
 
 // splitPath splits a where-filter key into its field and the object keys after it:
 // "address.city" is the field address and the key city. A key without a dot is a field.
