@@ -371,12 +371,16 @@ func (f *fieldCond) match(r Row) bool {
 }
 
 // matchAny reports whether some value at path inside v satisfies every operator: a "*" in the
-// path goes into every entry of a dict (a map), in turn. A path that leads nowhere is None, as
-// for a path without "*"; a "*" over no entries matches nothing.
+// path goes into every entry of a dict (a map), in turn. A "*" over no entries (an empty map,
+// None, a value that is not a dict) matches nothing; a key that leads nowhere is None, as on a
+// path without "*".
 func (f *fieldCond) matchAny(v any, path []string) bool {
 	for i, k := range path {
 		m, ok := v.(map[string]any)
 		if !ok {
+			if slices.Contains(path[i:], Wildcard) {
+				return false // no entries
+			}
 			return f.matchValue(nil)
 		}
 		if k != Wildcard {
