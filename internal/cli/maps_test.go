@@ -59,6 +59,9 @@ func TestTypedMapRoundTrip(t *testing.T) {
 	require.Equal(t, ExitOK, dump.code, dump.err)
 	assert.Contains(t, dump.out, wantUser)
 	assert.Contains(t, dump.out, `"price_history": [{"1000000001":75.0,"1000000002":50.0},{}]`)
+	text := s.run(false, "", "db", "dump")
+	require.Equal(t, ExitOK, text.code, text.err)
+	assert.Contains(t, text.out, "{'EUR': 0.5, 'USD': 1031.0}", "the people's dump shows a map as a plan writes it")
 
 	for _, format := range []string{"json", "csv"} {
 		t.Run(format, func(t *testing.T) {
