@@ -1,6 +1,8 @@
 package table
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -163,4 +165,56 @@ func TestChangedPathsOfAMap(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "m{…}", got[0].Path)
 	assert.Equal(t, map[string]any{"n": int64(1)}, got[0].After.(map[string]any)["zzz"], "the whole entry, as it is")
+}
+
+// FuzzCompileMaps compiles arbitrary JSON filters against a schema of maps and matches them
+// against rows of every shape (maps, empty maps, None, a value that is not a dict): Compile
+// fails only with a *QueryError, Match never panics, and a "*" condition matches a row exactly
+// when the same condition on one of the row's keys does.
+func FuzzCompileMaps(f *testing.F) {
+	for _, seed := range []string{
+		`{"payment_methods.*.source": "gift_card"}`, `{"payment_methods.*.balance": {"$gt": 2, "$lt": 60}}`,
+		`{"limits.*.*": {"$in": [100, null]}}`, `{"credit.*": {"$ne": 5}}`, `{"payment_methods.*.refunds": {"$contains": 10}}`,
+		`{"$or": [{"credit.*": null}, {"payment_methods.gc_1": null}]}`, `{"payment_methods.*": {"source": "paypal", "balance": 3}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	schema := usersSchema()
+	rows := append(usersRows(), Row{"user_id": "U6", "credit": map[string]any{"a": "x"}, "limits": map[string]any{"d": nil}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var where map[string]any
+		if json.Unmarshal(data, &where) != nil {
+			return
+		}
+		m, err := Compile(schema, where)
+		if err != nil {
+			var qe *QueryError
+			require.ErrorAs(t, err, &qe)
+			return
+		}
+		for _, r := range rows {
+			got := m.Match(r)
+			// One top-level "field.*" condition: the same as some key's condition.
+			if len(where) != 1 {
+				continue
+			}
+			for key, cond := range where {
+				field, rest, ok := strings.Cut(key, ".*")
+				if !ok || strings.Contains(rest, "*") {
+					continue
+				}
+				entries, _ := r[field].(map[string]any)
+				want := false
+				for k := range entries {
+					if strings.Contains(k, ".") || k == Wildcard {
+						continue
+					}
+					one, err := Compile(schema, map[string]any{field + "." + k + rest: cond})
+					require.NoError(t, err)
+					want = want || one.Match(r)
+				}
+				require.Equal(t, want, got, "%s on %v", data, r)
+			}
+		}
+	})
 }
