@@ -24,6 +24,11 @@ func show(v any) string {
 	return sb.String()
 }
 
+// Value renders one field value as the people views show it: strings as they are, other values
+// as Python's repr (None, True, 80.0, ['a', 1], {'k': 2.0} with keys sorted), control and format
+// characters escaped.
+func Value(v any) string { return show(v) }
+
 // showPair shows both sides of a change; when they would read the same (the string "1" and the
 // int 1), both are shown as Python's repr.
 func showPair(old, new any) (string, string) {

@@ -24,6 +24,17 @@ func TestFieldTypeShowsNestedTypes(t *testing.T) {
 	assert.Equal(t, `list, optional (an element: {"tags": {"$contains": x}})`, fieldType(table.Field{Name: "tags", Type: table.TypeList}))
 }
 
+// A map shows its values' type, its keys' pattern, and how a filter reaches any entry.
+func TestFieldTypeShowsMaps(t *testing.T) {
+	pms := table.Field{Name: "payment_methods", Type: table.TypeMap, Required: true, Keys: &table.KeyRule{Pattern: "gc_[0-9]+"},
+		Values: &table.Field{Type: table.TypeObject, Fields: []table.Field{
+			{Name: "source", Type: table.TypeString, Required: true}, {Name: "balance", Type: table.TypeFloat},
+		}}}
+	assert.Equal(t, `map (keys matching gc_[0-9]+) of object {source: string; balance: float, optional} (a dict by key; any entry: {"payment_methods.*.source": x}; .items() iterates it)`, fieldType(pms))
+	credit := table.Field{Name: "credit", Type: table.TypeMap, Values: &table.Field{Type: table.TypeFloat}}
+	assert.Equal(t, `map of float, optional (a dict by key; any entry: {"credit.*": x}; .items() iterates it)`, fieldType(credit))
+}
+
 // A sample row's nested value is cut like its text: a few elements and keys, each string short,
 // floats with their ".0", so one large value cannot fill the prompt.
 func TestCompactValueBoundsNestedValues(t *testing.T) {

@@ -275,6 +275,12 @@ func fieldType(f table.Field) string {
 		s += fmt.Sprintf(` (an element: {%q: {"$contains": x}})`, f.Name)
 	case f.Type == table.TypeObject && len(f.Fields) > 0:
 		s += fmt.Sprintf(` (a key: {"%s.%s": x})`, f.Name, f.Fields[0].Name)
+	case f.Type == table.TypeMap && f.Values != nil:
+		path := f.Name + ".*"
+		if f.Values.Type == table.TypeObject && len(f.Values.Fields) > 0 {
+			path += "." + f.Values.Fields[0].Name
+		}
+		s += fmt.Sprintf(` (a dict by key; any entry: {%q: x}; .items() iterates it)`, path)
 	}
 	return s
 }
@@ -298,6 +304,13 @@ func nestedType(f table.Field, optional bool) string {
 		}
 		if len(keys) > 0 {
 			parts[0] = "object {" + strings.Join(keys, "; ") + "}"
+		}
+	case table.TypeMap:
+		if f.Values != nil {
+			parts[0] = "map of " + nestedType(*f.Values, false)
+		}
+		if f.Values != nil && f.Keys != nil && f.Keys.Pattern != "" {
+			parts[0] = "map (keys matching " + f.Keys.Pattern + ") of " + nestedType(*f.Values, false)
 		}
 	}
 	num := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }

@@ -28,9 +28,12 @@ type Field struct {
 	*table.Field
 	re   *regexp.Regexp
 	enum map[string]bool
-	// items (lists) and keys (objects) are the compiled schemas of a nested field's parts.
-	items *Field
-	keys  map[string]*Field
+	// items (lists) and keys (objects) are the compiled schemas of a nested field's parts;
+	// values (maps) that of every value of a map, keyRE its key pattern.
+	items  *Field
+	keys   map[string]*Field
+	values *Field
+	keyRE  *regexp.Regexp
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
@@ -56,7 +59,7 @@ func CompileSchema(s *table.Schema) (*Schema, error) {
 			return nil, fmt.Errorf("table %s: field %q is declared twice", s.Name, f.Name)
 		}
 		if f.MaxBytes != 0 && !f.Nested() {
-			return nil, fmt.Errorf("table %s: field %q: max_bytes applies to list and object fields", s.Name, f.Name)
+			return nil, fmt.Errorf("table %s: field %q: max_bytes applies to list, object and map fields", s.Name, f.Name)
 		}
 		if f.MaxBytes < 0 || f.MaxBytes > table.MaxValueBytes {
 			return nil, fmt.Errorf("table %s: field %q: max_bytes must be between 0 (the default, %d) and %d", s.Name, f.Name, table.DefaultMaxBytes, table.MaxValueBytes)
@@ -108,12 +111,18 @@ func compileField(f *table.Field, path string, level int) (*Field, error) {
 		return fmt.Errorf("%q: "+format, append([]any{path}, args...)...)
 	}
 	switch f.Type {
-	case table.TypeString, table.TypeInt, table.TypeFloat, table.TypeBool, table.TypeTimestamp, table.TypeList, table.TypeObject:
+	case table.TypeString, table.TypeInt, table.TypeFloat, table.TypeBool, table.TypeTimestamp, table.TypeList, table.TypeObject, table.TypeMap:
 	default:
-		return nil, errorf("unknown type %q (want string, int, float, bool, timestamp, list or object)", f.Type)
+		return nil, errorf("unknown type %q (want string, int, float, bool, timestamp, list, object or map)", f.Type)
 	}
 	if f.Nested() && level > table.MaxNesting {
-		return nil, errorf("lists and objects nest more than %d deep", table.MaxNesting)
+		return nil, errorf("lists, objects and maps nest more than %d deep", table.MaxNesting)
+	}
+	if (f.Values != nil || f.Keys != nil) && f.Type != table.TypeMap {
+		return nil, errorf("values and keys apply to map fields")
+	}
+	if f.Type == table.TypeMap && f.Values == nil {
+		return nil, errorf(`a map declares the type of its values, such as "values": {"type": "float"}`)
 	}
 	if f.Items != nil && f.Type != table.TypeList {
 		return nil, errorf("items applies to list fields")
@@ -147,6 +156,28 @@ func compileField(f *table.Field, path string, level int) (*Field, error) {
 			return nil, err
 		}
 		cf.items = items
+	}
+	if f.Type == table.TypeMap {
+		if f.Values.MaxBytes != 0 || f.Values.ReadOnly || f.Values.Name != "" {
+			return nil, errorf("values: name, max_bytes and read_only apply to a table's own fields")
+		}
+		values, err := compileField(f.Values, path+"[]", level+1)
+		if err != nil {
+			return nil, err
+		}
+		cf.values = values
+		if k := f.Keys; k != nil {
+			if k.MaxLen < 0 {
+				return nil, errorf("keys: max_len must be >= 0 (0: the default, %d characters)", table.DefaultMaxLen)
+			}
+			if k.Pattern != "" {
+				re, err := regexp.Compile(`^(?:` + k.Pattern + `)$`)
+				if err != nil {
+					return nil, errorf("keys: pattern: %v", err)
+				}
+				cf.keyRE = re
+			}
+		}
 	}
 	if f.Type == table.TypeObject {
 		cf.keys = make(map[string]*Field, len(f.Fields))
@@ -397,6 +428,31 @@ func (w *nestedCheck) walkIn(root, f *Field, path string, v any, level int) any 
 			}
 		}
 		return out
+	case f.Type == table.TypeMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return w.fail(path, v, "must be a dict (a map from keys to values)")
+		}
+		if level > table.MaxNesting {
+			return w.fail(path, v, fmt.Sprintf("nests lists, objects and maps more than %d deep", table.MaxNesting))
+		}
+		if !w.spend(2+len(m), root) {
+			return nil
+		}
+		out := make(map[string]any, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if rule := f.keyRule(k); rule != "" {
+				return w.fail(path+table.PathKey(k), k, rule)
+			}
+			if !w.spend(len(k)+3, root) {
+				return nil
+			}
+			out[k] = w.walkIn(root, f.values, path+table.PathKey(k), m[k], level+1)
+			if w.rule != "" {
+				return nil
+			}
+		}
+		return out
 	}
 	nv, rule := f.Check(v)
 	if rule != "" {
@@ -408,6 +464,24 @@ func (w *nestedCheck) walkIn(root, f *Field, path string, v any, level int) any 
 		w.spend(8, root)
 	}
 	return nv
+}
+
+// keyRule returns the rule a key of the map field f breaks, if any. (Its words avoid "key "
+// followed by a space: the sandbox reads that as a missing dict key and hints at row.get.)
+func (f *Field) keyRule(k string) string {
+	maxLen := table.DefaultMaxLen
+	if f.Keys != nil && f.Keys.MaxLen > 0 {
+		maxLen = f.Keys.MaxLen
+	}
+	switch {
+	case !utf8.ValidString(k):
+		return "cannot be a key: it is not valid UTF-8 text (a character was cut in two, perhaps by slicing)"
+	case len(k) > utf8.UTFMax*maxLen || utf8.RuneCountInString(k) > maxLen:
+		return fmt.Sprintf("cannot be a key: keys here have at most %d characters (keys.max_len)", maxLen)
+	case f.keyRE != nil && !f.keyRE.MatchString(k):
+		return fmt.Sprintf("cannot be a key: keys here must match the pattern %s (keys.pattern)", f.Keys.Pattern)
+	}
+	return ""
 }
 
 // untyped checks a value where the schema declares no type (the elements of a list without

@@ -44,6 +44,12 @@ func RestoreKinds(f *Field, v any) any {
 				}
 			}
 		}
+	case TypeMap:
+		if m, ok := v.(map[string]any); ok && f.Values != nil {
+			for k, e := range m {
+				m[k] = RestoreKinds(f.Values, e)
+			}
+		}
 	}
 	return v
 }
@@ -67,6 +73,11 @@ func PathKey(k string) string {
 
 // PathIndex is how a list index extends a value's path: "[2]".
 func PathIndex(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// Wildcard, as a part of a where-filter path, stands for every entry of a map field:
+// {"payment_methods.*.source": "gift_card"} holds when some payment method's source is
+// "gift_card".
+const Wildcard = "*"
 
 // splitPath splits a where-filter key into its field and the object keys after it:
 // "address.city" is the field address and the key city. A key without a dot is a field.
@@ -94,18 +105,23 @@ const MaxPathLeaves = 200
 // dict is split into its scalar parts by path (an empty one is a part itself); numbers differ
 // when their values or kinds do. When the values are equal it returns nothing; when they differ
 // only where no path shows it (more than MaxPathLeaves parts), the field itself is the one path.
+//
+// A dict key that only one side has (an entry added to or removed from a map, a key of an
+// object) is one change at its path with its whole value, not one per part inside it:
+// "payment_methods.gc_3: (absent) → {...}". List elements are compared by index, part by part.
 func ChangedPaths(field string, before, after any) []PathChange {
+	wb, wa := wholeKeys(before, after)
 	was, paths := map[string]any{}, []string{}
-	for _, l := range Leaves(field, before) {
-		was[l.Path] = l.Value
+	for _, l := range Leaves(field, wb) {
+		was[l.Path] = unwhole(l.Value)
 		paths = append(paths, l.Path)
 	}
 	now := map[string]any{}
-	for _, l := range Leaves(field, after) {
+	for _, l := range Leaves(field, wa) {
 		if _, ok := was[l.Path]; !ok {
 			paths = append(paths, l.Path)
 		}
-		now[l.Path] = l.Value
+		now[l.Path] = unwhole(l.Value)
 	}
 	slices.Sort(paths)
 	var out []PathChange
@@ -121,6 +137,76 @@ func ChangedPaths(field string, before, after any) []PathChange {
 		out = append(out, PathChange{field, before, after, true, true})
 	}
 	return out
+}
+
+// wholeValue is a list or dict that a diff shows as one part: the value of a dict key that only
+// one side has.
+type wholeValue struct{ v any }
+
+// wholeKeys returns copies of a and b in which the list or dict value of every dict key that
+// only one of them has, at any depth the two share, is a wholeValue.
+func wholeKeys(a, b any) (any, any) {
+	if am, ok := a.(map[string]any); ok {
+		bm, ok := b.(map[string]any)
+		if !ok {
+			return a, b
+		}
+		na, nb := make(map[string]any, len(am)), make(map[string]any, len(bm))
+		for k, av := range am {
+			bv, both := bm[k]
+			switch {
+			case both:
+				na[k], nb[k] = wholeKeys(av, bv)
+			case IsNested(av):
+				na[k] = wholeValue{av}
+			default:
+				na[k] = av
+			}
+		}
+		for k, bv := range bm {
+			if _, both := am[k]; !both {
+				if IsNested(bv) {
+					bv = wholeValue{bv}
+				}
+				nb[k] = bv
+			}
+		}
+		return na, nb
+	}
+	if al, ok := a.([]any); ok {
+		bl, ok := b.([]any)
+		if !ok {
+			return a, b
+		}
+		na, nb := slices.Clone(al), slices.Clone(bl)
+		for i := range min(len(al), len(bl)) {
+			na[i], nb[i] = wholeKeys(al[i], bl[i])
+		}
+		return na, nb
+	}
+	return a, b
+}
+
+// unwhole returns v with every wholeValue in it replaced by its value (a leaf past
+// MaxPathLeaves holds the rest of a dict, which may hold some).
+func unwhole(v any) any {
+	switch x := v.(type) {
+	case wholeValue:
+		return x.v
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = unwhole(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = unwhole(e)
+		}
+		return out
+	}
+	return v
 }
 
 // UpdatePaths lists the changed paths of an update that changed a list or dict: the changed

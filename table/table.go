@@ -112,6 +112,10 @@ const (
 	// TypeObject is a map from text keys to values (map[string]any in Go, a dict in a plan).
 	// Fields declares its known keys; other keys are refused unless Additional is set.
 	TypeObject = "object"
+	// TypeMap is a map from text keys chosen by the data (ids) to values of one declared type
+	// (map[string]any in Go, a dict in a plan): Values describes every value, at any depth,
+	// and Keys may constrain the keys. A payment method by its id: {"gc_1": {"balance": 57.0}}.
+	TypeMap = "map"
 )
 
 // Bounds of nested (list and object) values, so that no row a plan writes can make later
@@ -149,15 +153,28 @@ type Field struct {
 	// Additional lets an object field hold keys beyond Fields, with any value. The default
 	// (false) refuses them with a did-you-mean, as an unknown table field is refused.
 	Additional bool `json:"additional,omitempty"`
+	// Values describes every value of a map field (its Name is unused; it may be a list, an
+	// object or a map itself). A map field must declare it.
+	Values *Field `json:"values,omitempty"`
+	// Keys constrains the keys of a map field; nil: any text of at most DefaultMaxLen characters.
+	Keys *KeyRule `json:"keys,omitempty"`
 	// MaxBytes bounds the encoded size of a list or object field's whole value, in bytes (0:
 	// DefaultMaxBytes; at most MaxValueBytes). Only a table's own fields declare it.
 	MaxBytes int `json:"max_bytes,omitempty"`
 }
 
-// Nested reports whether the field holds lists or objects.
-func (f *Field) Nested() bool { return f.Type == TypeList || f.Type == TypeObject }
+// KeyRule constrains the keys of a map field.
+type KeyRule struct {
+	// Pattern is an RE2 expression every key must match whole ("gc_[0-9]+"); empty: any key.
+	Pattern string `json:"pattern,omitempty"`
+	// MaxLen is the most characters a key may have (0: DefaultMaxLen).
+	MaxLen int `json:"max_len,omitempty"`
+}
 
-// ValueBytes returns the most bytes a list or object value of f may encode to.
+// Nested reports whether the field holds lists, objects or maps.
+func (f *Field) Nested() bool { return f.Type == TypeList || f.Type == TypeObject || f.Type == TypeMap }
+
+// ValueBytes returns the most bytes a list, object or map value of f may encode to.
 func (f *Field) ValueBytes() int {
 	if f.MaxBytes > 0 {
 		return f.MaxBytes

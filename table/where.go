@@ -68,6 +68,9 @@ type fieldCond struct {
 	field string
 	path  []string
 	ops   []op
+	// wild marks a path with a "*" (any entry of a map): the condition holds when the value at
+	// some entry satisfies every operator.
+	wild bool
 }
 
 // value is the row's value at the condition's field and path: None when the path leads
@@ -172,8 +175,11 @@ type operand struct {
 // element and in order; a dict without operator keys is a value to compare with on an object
 // field, {"address": {"city": "Oslo"}}), $contains matches a list holding an element equal to
 // its operand ($icontains: a text element ignoring case), and a dotted name is a path into an
-// object field ({"address.city": "Oslo"}; None where the path leads nowhere). A path cannot go
-// into a list's elements: that is $contains, or a function.
+// object field ({"address.city": "Oslo"}; None where the path leads nowhere). On a map field a
+// path names an entry by its key ({"payment_methods.gc_1.source": "gift_card"}) or any entry
+// with * ({"payment_methods.*.source": "gift_card"}: some entry's value satisfies every operator
+// given for that key; a map without entries matches none). A path cannot go into a list's
+// elements: that is $contains, or a function.
 //
 // A missing or None field value satisfies only $eq None, $ne with a value, $in with None in
 // its list, and $nin without None in its list.
@@ -355,9 +361,44 @@ func (g *group) match(r Row) bool {
 
 func (f *fieldCond) match(r Row) bool {
 	v := r[f.field]
+	if f.wild {
+		return f.matchAny(v, f.path)
+	}
 	if f.path != nil {
 		v = f.value(r)
 	}
+	return f.matchValue(v)
+}
+
+// matchAny reports whether some value at path inside v satisfies every operator: a "*" in the
+// path goes into every entry of a dict (a map), in turn. A "*" over no entries (an empty map,
+// None, a value that is not a dict) matches nothing; a key that leads nowhere is None, as on a
+// path without "*".
+func (f *fieldCond) matchAny(v any, path []string) bool {
+	for i, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			if slices.Contains(path[i:], Wildcard) {
+				return false // no entries
+			}
+			return f.matchValue(nil)
+		}
+		if k != Wildcard {
+			v = m[k]
+			continue
+		}
+		for _, e := range m {
+			if f.matchAny(e, path[i+1:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return f.matchValue(v)
+}
+
+// matchValue reports whether v satisfies every operator of the condition.
+func (f *fieldCond) matchValue(v any) bool {
 	for i := range f.ops {
 		o := &f.ops[i]
 		if o.floatOrder {
@@ -693,11 +734,11 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 		if err != nil {
 			return err
 		}
-		fc := fieldCond{field: key, path: path}
+		fc := fieldCond{field: key, path: path, wild: slices.Contains(path, Wildcard)}
 		if path != nil {
 			fc.field, _ = splitPath(key)
 		}
-		if ops, isOps := val.(map[string]any); isOps && !(f != nil && f.Type == TypeObject && !hasOperator(ops)) {
+		if ops, isOps := val.(map[string]any); isOps && !(f != nil && (f.Type == TypeObject || f.Type == TypeMap) && !hasOperator(ops)) {
 			if len(ops) == 0 {
 				return c.errorf("", "field %q has an empty operator dict; write a value, or an operator such as {%q: {\"$eq\": ...}}", key, key)
 			}
@@ -800,6 +841,20 @@ func (s *Schema) WhereField(name string) (f *Field, path []string, qe *QueryErro
 	at := name
 	for _, k := range path {
 		switch {
+		case f.Type == TypeMap:
+			// A key of the map ("payment_methods.gc_1") or any of them ("payment_methods.*").
+			if f.Values == nil {
+				return nil, path, nil
+			}
+			f = f.Values
+			if k == Wildcard {
+				at += ".*"
+			} else {
+				at += "." + k
+			}
+			continue
+		case k == Wildcard:
+			return nil, nil, &QueryError{Table: s.Name, Message: fmt.Sprintf("%s is %s: * stands for any entry of a map field only", at, article(f.Type))}
 		case f.Type == TypeList:
 			return nil, nil, &QueryError{Table: s.Name, Message: fmt.Sprintf("%s is a list: a path cannot go into its elements; use {%q: {\"$contains\": ...}} for an element, or a function: lambda row: ...", at, at)}
 		case f.Type != TypeObject:
@@ -875,7 +930,7 @@ func (c *compiler) op(f *Field, field, name string, arg any) (op, error) {
 		}
 		o.val = v
 	case opLt, opLte, opGt, opGte:
-		if typ == TypeBool || typ == TypeList || typ == TypeObject {
+		if typ == TypeBool || typ == TypeList || typ == TypeObject || typ == TypeMap {
 			return op{}, c.errorf("", "field %q is %s and has no order; use $eq or $ne", field, article(typ))
 		}
 		v, err := c.operand(typ, field, name, arg, false)
@@ -986,7 +1041,7 @@ func (c *compiler) operand(typ, field, opName string, arg any, allowNil bool) (o
 		v = operand{kind: kStr, s: x, v: x}
 	case []any, map[string]any:
 		_, isList := x.([]any)
-		if (typ == TypeList && isList) || (typ == TypeObject && !isList) {
+		if (typ == TypeList && isList) || ((typ == TypeObject || typ == TypeMap) && !isList) {
 			typ = "" // compared as a whole: element kinds are the stored values' business
 		}
 		if typ != "" {
@@ -1043,7 +1098,7 @@ func (c *compiler) operand(typ, field, opName string, arg any, allowNil bool) (o
 		if opName == "$eq" || opName == "$ne" {
 			want += fmt.Sprintf(" (it compares the whole list; for an element use {%q: {\"$contains\": ...}})", field)
 		}
-	case TypeObject:
+	case TypeObject, TypeMap:
 		want = "a dict"
 	}
 	if want != "" {

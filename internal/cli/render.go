@@ -146,8 +146,11 @@ func printTableFit(w io.Writer, fields []string, rows []table.Row, maxCell, widt
 		line := make([]string, len(fields))
 		for j, f := range fields {
 			s := safe(fmt.Sprint(r[f]))
-			if v, ok := r[f].(float64); ok {
+			switch v := r[f].(type) {
+			case float64:
 				s = fmt.Sprintf("%.2f", v)
+			case []any, map[string]any:
+				s = safe(diffview.Value(v)) // as a plan writes it, floats with their fraction
 			}
 			if r[f] == nil {
 				s = ""

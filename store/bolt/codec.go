@@ -343,7 +343,7 @@ func decodeRow(s *store.Schema, data []byte) (table.Row, int64, error) {
 			if i, ok := store.ToInt(v); ok {
 				v = float64(i)
 			}
-		case table.TypeList, table.TypeObject:
+		case table.TypeList, table.TypeObject, table.TypeMap:
 			v = table.RestoreKinds(f.Field, v)
 		}
 		row[f.Name] = v // f.Name, not name: the key shares the schema's string

@@ -1353,7 +1353,7 @@ func csvValue(f *store.Field, cell string) (v any, rule string) {
 		if _, rule := f.Check(c); rule != "" { // no bool: refused with the field's rule and the cell's column
 			return nil, rule
 		}
-	case table.TypeList, table.TypeObject:
+	case table.TypeList, table.TypeObject, table.TypeMap:
 		// Export writes a nested value as JSON, so import reads it so: one JSON value, and
 		// nothing after it but white space.
 		dec := json.NewDecoder(strings.NewReader(c))
@@ -1367,8 +1367,11 @@ func csvValue(f *store.Field, cell string) (v any, rule string) {
 		}
 		if err != nil {
 			example := `["a", 2.5]`
-			if f.Type == table.TypeObject {
+			switch f.Type {
+			case table.TypeObject:
 				example = `{"city": "Paris"}`
+			case table.TypeMap:
+				example = `{"gc_1": 57.0}`
 			}
 			return nil, fmt.Sprintf("is not JSON text (%v): write the %s as JSON, such as %s", err, f.Type, example)
 		}

@@ -16,9 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// roundTripDomains are the domains whose files must round-trip: the two that ship, and
+// roundTripDomains are the domains whose files must round-trip: the two that ship,
 // testdata/domains/orders, whose rows nest lists of objects holding floats (whole ones too),
-// timestamps, text with quotes, commas and newlines, and untyped values.
+// timestamps, text with quotes, commas and newlines, and untyped values, and
+// testdata/domains/shop, whose maps hold objects, lists and maps of floats.
 func roundTripDomains(t *testing.T) map[string]*store.Domain {
 	t.Helper()
 	out := map[string]*store.Domain{}
@@ -32,6 +33,7 @@ func roundTripDomains(t *testing.T) map[string]*store.Domain {
 	d, err := store.LoadDomain(os.DirFS("../../testdata/domains/orders"))
 	require.NoError(t, err)
 	out["orders"] = d
+	out["shop"] = shopDomain(t)
 	return out
 }
 
@@ -146,6 +148,12 @@ func assertFloatsWritten(t *testing.T, f *table.Field, path string, raw json.Raw
 				assertFloatsWritten(t, sub, path+table.PathKey(k), e)
 			}
 		}
+	case table.TypeMap:
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(raw, &m), path)
+		for k, e := range m {
+			assertFloatsWritten(t, f.Values, path+table.PathKey(k), e)
+		}
 	}
 }
 
@@ -160,6 +168,21 @@ func TestDumpWritesNestedFloatsWithAFraction(t *testing.T) {
 		`"extra":{"n":7,"x":0.25},"floor":3,"lat":51.0,"lon":-0.5,`,
 		`"tags": ["vip",3,2.5,true,null,{"k":[1,2.5]}]`,
 		`"history": [0.5,2.0,100.0]`,
+	} {
+		assert.Contains(t, dump, want)
+	}
+}
+
+// TestDumpWritesMapFloatsWithAFraction pins the text of the shop domain's maps: every declared
+// float with a fraction, the seed's whole numbers among them, in maps of objects, lists and maps.
+func TestDumpWritesMapFloatsWithAFraction(t *testing.T) {
+	dump := dumpString(t, openDomain(t, roundTripDomains(t)["shop"], true))
+	for _, want := range []string{
+		`"gc_1":{"balance":57.0,"refunds":[10.0,2.5],"source":"gift_card"}`,
+		`"gc_2":{"balance":100.0,"source":"gift_card"}`,
+		`"credit": {"EUR":0.5,"USD":1031.0}`,
+		`"1000000001":{"available":true,"options":{"color":"gold","size":"M"},"price":80.0}`,
+		`"price_history": [{"1000000001":75.0,"1000000002":50.0},{}]`,
 	} {
 		assert.Contains(t, dump, want)
 	}

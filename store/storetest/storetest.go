@@ -52,6 +52,46 @@ func Domain() *store.Domain {
 	}
 }
 
+// Wallets is the table of MapDomain.
+const Wallets = "wallets"
+
+// MapDomain is the suite's domain of typed maps: one table, wallets, keyed by id, whose methods
+// map payment method ids (gc_1, cc_1) to objects holding a float balance and a list of floats,
+// whose rates map currency codes to floats and whose history is a list of such maps. It is seeded
+// with w1, whose whole-number floats (57.0, and 100 given as an int) must come back as floats.
+// (A backend of typed columns stores a map field as a document, such as PostgreSQL's jsonb, and
+// gives the numbers their declared kinds back as the schema says: table.RestoreKinds.)
+func MapDomain() *store.Domain {
+	zero := 0.0
+	methods := table.Field{Type: table.TypeObject, Fields: []table.Field{
+		{Name: "source", Type: table.TypeString, Required: true, Enum: []string{"gift_card", "credit_card", "paypal"}},
+		{Name: "balance", Type: table.TypeFloat, Min: &zero},
+		{Name: "refunds", Type: table.TypeList, Items: &table.Field{Type: table.TypeFloat}},
+	}}
+	floats := table.Field{Type: table.TypeFloat}
+	return &store.Domain{
+		Name: "conformance_maps",
+		Tables: []*table.Schema{{
+			Name: Wallets, Key: "id",
+			Fields: []table.Field{
+				{Name: "id", Type: table.TypeString, Required: true},
+				{Name: "methods", Type: table.TypeMap, Required: true, Values: &methods, Keys: &table.KeyRule{Pattern: "(gc|cc|pp)_[0-9]+"}},
+				{Name: "rates", Type: table.TypeMap, Values: &floats},
+				{Name: "history", Type: table.TypeList, Items: &table.Field{Type: table.TypeMap, Values: &floats}},
+			},
+		}},
+		Seed: map[string][]table.Row{Wallets: {{
+			"id": "w1",
+			"methods": map[string]any{
+				"gc_1": map[string]any{"source": "gift_card", "balance": 57.0, "refunds": []any{10.0, 2.5}},
+				"cc_1": map[string]any{"source": "credit_card"},
+			},
+			"rates":   map[string]any{"EUR": 1.0, "GBP": 0.5},
+			"history": []any{map[string]any{"EUR": 2.0}, map[string]any{}},
+		}}},
+	}
+}
+
 // Run runs the conformance suite against the stores open makes.
 func Run(t *testing.T, open Opener) {
 	for _, tc := range []struct {
@@ -73,6 +113,7 @@ func Run(t *testing.T, open Opener) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Domain())) })
 	}
+	t.Run("MapValues", func(t *testing.T) { testMaps(t, open(t, MapDomain())) })
 }
 
 var bg = context.Background()
@@ -530,4 +571,103 @@ func testLimits(t *testing.T, st store.Store) {
 	sg = st.StageFor(ctx, store.RunLimits{})
 	_, err = items(t, sg).Find(where("qty", map[string]any{"$gte": 0}))
 	assert.ErrorIs(t, err, context.Canceled, "a stage's reads stop with its context")
+}
+
+func wallets(t testing.TB, v table.View) table.Table {
+	t.Helper()
+	tb, ok := v.Table(Wallets)
+	require.True(t, ok, "the stage has no table %s", Wallets)
+	return tb
+}
+
+func wallet(t testing.TB, st store.Store, id string) table.Row {
+	t.Helper()
+	row, ok, err := wallets(t, stage(st)).Get(id)
+	require.NoError(t, err)
+	require.True(t, ok, "no wallet %s", id)
+	return row
+}
+
+// Typed maps keep their kinds at every depth (a whole float is a float64, never an int64) through
+// the seed, a staged write, an apply, a pending change read back from JSON and every read; where
+// paths reach into them (an entry by key, any entry with *), also as recorded predicate reads.
+func testMaps(t *testing.T, st store.Store) {
+	assert.Equal(t, table.Row{
+		"id": "w1",
+		"methods": map[string]any{
+			"gc_1": map[string]any{"source": "gift_card", "balance": 57.0, "refunds": []any{10.0, 2.5}},
+			"cc_1": map[string]any{"source": "credit_card"},
+		},
+		"rates":   map[string]any{"EUR": 1.0, "GBP": 0.5},
+		"history": []any{map[string]any{"EUR": 2.0}, map[string]any{}},
+	}, wallet(t, st, "w1"), "the seed's maps with their kinds")
+
+	// Writes are validated inside the map, and the error names the entry's path.
+	sg := stage(st)
+	_, err := wallets(t, sg).Insert(table.Row{"id": "w9", "methods": map[string]any{"gc_1": map[string]any{"source": "gift_card", "balance": "57"}}})
+	var fe *table.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "methods.gc_1.balance", fe.Field)
+	_, err = wallets(t, sg).Insert(table.Row{"id": "w9", "methods": map[string]any{"card": map[string]any{"source": "gift_card"}}})
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "methods.card", fe.Field, "a key that breaks the key pattern")
+
+	// Ints given for floats are stored as floats; the change survives JSON with its kinds.
+	_, err = wallets(t, sg).Insert(table.Row{"id": "w2",
+		"methods": map[string]any{"pp_7": map[string]any{"source": "paypal", "balance": int64(100), "refunds": []any{int64(3)}}},
+		"rates":   map[string]any{"EUR": int64(2)}, "history": []any{map[string]any{"GBP": int64(1)}}})
+	require.NoError(t, err)
+	_, err = wallets(t, sg).Update(table.Row{"methods": map[string]any{
+		"gc_1": map[string]any{"source": "gift_card", "balance": 50.0},
+		"gc_2": map[string]any{"source": "gift_card", "balance": int64(7)},
+	}}, where("id", "w1"))
+	require.NoError(t, err)
+	b, err := json.Marshal(sg.Pending())
+	require.NoError(t, err)
+	var back store.Pending
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.NoError(t, st.ApplyPending(bg, &back, nil))
+	assert.Equal(t, table.Row{"id": "w2",
+		"methods": map[string]any{"pp_7": map[string]any{"source": "paypal", "balance": 100.0, "refunds": []any{3.0}}},
+		"rates":   map[string]any{"EUR": 2.0}, "history": []any{map[string]any{"GBP": 1.0}}}, wallet(t, st, "w2"))
+	assert.Equal(t, map[string]any{
+		"gc_1": map[string]any{"source": "gift_card", "balance": 50.0},
+		"gc_2": map[string]any{"source": "gift_card", "balance": 7.0},
+	}, wallet(t, st, "w1")["methods"])
+
+	// Where paths into maps.
+	for _, tc := range []struct {
+		where table.Query
+		want  []any
+	}{
+		{where("methods.*.source", "paypal"), []any{"w2"}},
+		{where("methods.*.balance", map[string]any{"$gte": 7, "$lt": 8}), []any{"w1"}},
+		{where("methods.gc_1.balance", 50), []any{"w1"}},
+		{where("methods.*.refunds", map[string]any{"$contains": 3}), []any{"w2"}},
+		{where("rates.EUR", 2.0), []any{"w2"}},
+		{where("methods.*.source", "credit_card"), []any{}},
+	} {
+		rows, err := wallets(t, stage(st)).Find(tc.where)
+		require.NoError(t, err)
+		ids := []any{}
+		for _, r := range rows {
+			ids = append(ids, r["id"])
+		}
+		assert.Equal(t, tc.want, ids, "%v", tc.where.Where)
+	}
+
+	// A predicate read through * is re-checked at apply: a wallet that gains a credit card
+	// meanwhile is a phantom.
+	dry := stage(st)
+	rows, err := wallets(t, dry).Find(where("methods.*.source", "credit_card"))
+	require.NoError(t, err)
+	require.Empty(t, rows)
+	_, err = wallets(t, dry).Update(table.Row{"rates": map[string]any{"EUR": 3.0}}, where("id", "w1"))
+	require.NoError(t, err)
+	other := stage(st)
+	_, err = wallets(t, other).Update(table.Row{"methods": map[string]any{"cc_3": map[string]any{"source": "credit_card"}}}, where("id", "w2"))
+	require.NoError(t, err)
+	require.NoError(t, apply(st, other))
+	assert.ErrorIs(t, apply(st, dry), store.ErrConflict)
+	assert.Equal(t, map[string]any{"EUR": 1.0, "GBP": 0.5}, wallet(t, st, "w1")["rates"], "nothing of the dry run was written")
 }
