@@ -32,8 +32,6 @@ a dry run: on a terminal you are asked to apply it; otherwise it stays pending a
 result document. With --domain DIR, the plan runs on a temporary store made from that domain
 directory (seeded with its seed.json, removed at the end: nothing is kept), or on the store --db
 names, made from it when missing.`,
-		Example: `  starplan exec plan.star --request "Purchase 3 Wayfarer for Alice"
-  starplan exec --domain ./library plan.star`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
