@@ -141,8 +141,12 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	}
 	return withStore(ios, g, bolt.Options{NoSeed: opts.Empty, Domain: dom}, func(st *bolt.Store) error {
 		if !st.Created() {
+			upgrade := "starplan domain upgrade DIR --db " + st.Dir()
+			if opts.Domain != "" {
+				upgrade = "starplan domain upgrade " + opts.Domain + " --db " + st.Dir()
+			}
 			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", st.Dir()),
-				"starplan db seed --force replaces its data with the seed it was made from; pass --db DIR to create a store elsewhere")
+				upgrade+" records a new version of its domain and keeps its rows; pass --db DIR to create a store elsewhere")
 		}
 		return nil // Open said what it created
 	})
