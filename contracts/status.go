@@ -156,3 +156,19 @@ func (c *Contract) others(s string) []string {
 	}
 	return out
 }
+
+// NoneHint is the hint of a plan that used None as a row (a lookup found nothing), in the
+// domain's own words: the statuses that change nothing, one of which says so to the customer.
+func (c *Contract) NoneHint() string {
+	var quiet []string
+	for _, s := range c.Statuses {
+		if s != c.WriteStatus {
+			quiet = append(quiet, fmt.Sprintf("%q", s))
+		}
+	}
+	if len(quiet) == 0 {
+		return "a lookup such as tbl.get(...) returned None: check for None first, and say so in answer_text"
+	}
+	return fmt.Sprintf("a lookup such as tbl.get(...) returned None: check for None first, then set STATUS to the one that tells the customer why (%s) and change nothing",
+		strings.Join(quiet, ", "))
+}
