@@ -23,7 +23,12 @@ func newDomainCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 ` + domainFileList() + `
 starplan db init --domain DIR makes a store of it; starplan domain upgrade DIR records a new
 version of it in a store; --domain DIR on check, exec, run, describe and prompt tries it without
-a store.`,
+a store.
+
+The kinds of policy.json's rules ({"name", "doc", "kind", "params"}; parameters in brackets are
+optional):
+
+` + contracts.KindText(),
 		Example: `  starplan domain check ./library
   starplan db init --domain ./library --db ./library-store
   starplan --db ./library-store domain show`,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/server"
 )
@@ -173,5 +174,16 @@ func TestBinaryExecWithDomain(t *testing.T) {
 		left, err := os.ReadDir(dir)
 		require.NoError(t, err)
 		assert.Empty(t, left, "nothing is left in %s", dir)
+	}
+}
+
+// starplan domain --help lists every rule kind with its parameters, from the kinds themselves.
+func TestDomainHelpListsRuleKinds(t *testing.T) {
+	t.Parallel()
+	o := runNoStore(t, false, "domain", "--help")
+	require.Equal(t, ExitOK, o.code, o.err)
+	for _, k := range contracts.Kinds() {
+		assert.Contains(t, o.out, k.Name)
+		assert.Contains(t, o.out, "params: "+k.Params)
 	}
 }
