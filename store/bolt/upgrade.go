@@ -125,6 +125,7 @@ func (s *Store) UpgradeDomain(ctx context.Context, dom *store.Domain, extra ...s
 		return err
 	}
 	// The committed tables in memory are the old schemas': nothing more is served.
+	s.quitOnce.Do(func() { close(s.quit) }) // a read into memory under way stops, as Close does
 	s.closed = true
 	return s.db.Close()
 }
