@@ -115,3 +115,21 @@ func TestDomainUpgradeRefusesAnotherDomain(t *testing.T) {
 	assert.Contains(t, o.err, "the store holds the inventory domain")
 	assert.Contains(t, o.err, "nothing was changed")
 }
+
+// While a server holds the store, --domain commands and domain upgrade run here, not in the
+// server: check and exec --domain without --db need no store; an upgrade of the served store is
+// refused, naming the server; so is exec --domain on it.
+func TestDomainCommandsBesideAServer(t *testing.T) {
+	t.Parallel()
+	f := startServe(t) // the inventory store
+	dom := libraryCopy(t)
+	o := f.runOut("check", "--domain", dom, writePlan(t, lendPlan))
+	require.Equal(t, ExitOK, o.code, "checked here, against the library, not the served shop: %s", o.out+o.err)
+	o = f.runOut("exec", "--domain", dom, writePlan(t, lendPlan))
+	assert.Equal(t, ExitInternal, o.code, "--db names the served store: %s", o.out)
+	assert.Contains(t, o.err, "is held by `starplan serve`")
+	o = f.runOut("domain", "upgrade", "../../domains/inventory")
+	assert.Equal(t, ExitInternal, o.code, o.out)
+	assert.Contains(t, o.err, "is held by `starplan serve`")
+	assert.Contains(t, o.err, "stop the server")
+}
