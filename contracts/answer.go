@@ -10,7 +10,7 @@ import (
 )
 
 // contractItem is one built-in item of the output contract; its doc is rendered from the
-// domain's Contract parameters.
+// domain's Contract parameters ("" when the item does not apply to the domain).
 type contractItem struct {
 	name  string
 	doc   func(c *Contract) string
@@ -22,6 +22,7 @@ var contractItems = []contractItem{
 	{AnswerGlobal, answerDoc, checkAnswer},
 	{StatusGlobal, statusDoc, checkStatus},
 	{"status_permits_writes", writesDoc, checkWrites},
+	{"status_requires_change", changesDoc, checkChanges},
 }
 
 func answerDoc(c *Contract) string {

@@ -13,6 +13,8 @@ const (
 	CodeStatusType        = "status-type"         // STATUS is not a string
 	CodeStatusInvalid     = "status-invalid"      // STATUS is not one of the allowed values
 	CodeWritesNotAllowed  = "writes-not-allowed"  // changes staged under a STATUS that may not write
+	CodeChangeMissing     = "change-missing"      // a STATUS that requires a change, and nothing staged
+	CodeChangeUnexpected  = "change-unexpected"   // a STATUS that says nothing changed, and changes staged
 )
 
 // Diagnostic codes of the policy rule kinds (the kind that reports each is in brackets).

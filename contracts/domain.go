@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +56,11 @@ type Contract struct {
 	// MaxChars is the most characters (Unicode code points, after trimming spaces) answer_text
 	// may hold; > 0.
 	MaxChars int `json:"answer_max_chars"`
+	// RequiresChange says, for the statuses it names, whether a plan that ends with that STATUS
+	// must have staged changes (true: "success" of a purchase that staged nothing is a
+	// violation) or must have staged none (false: only the write status can say so, since no
+	// other may write at all). A status it does not name may do either.
+	RequiresChange map[string]bool `json:"requires_change,omitempty"`
 }
 
 // RunLimits are the blast radius of one run, set per domain next to the sandbox's steps, time
@@ -231,6 +238,14 @@ func (d *Domain) validate() error {
 	if c.WriteStatus != "" && !seen[c.WriteStatus] {
 		return fmt.Errorf("contract.write_status %q is not one of contract.statuses", c.WriteStatus)
 	}
+	for _, s := range slices.Sorted(maps.Keys(c.RequiresChange)) {
+		switch {
+		case !seen[s]:
+			return fmt.Errorf("contract.requires_change names %q, which is not one of contract.statuses", s)
+		case c.RequiresChange[s] && s != c.WriteStatus:
+			return fmt.Errorf("contract.requires_change: %q requires a change, but only the write status %q may change data", s, c.WriteStatus)
+		}
+	}
 	if c.MaxSentences <= 0 || c.MaxChars <= 0 {
 		return errors.New("contract.answer_max_sentences and contract.answer_max_chars must be > 0")
 	}
@@ -278,7 +293,9 @@ func (d *Domain) validate() error {
 func (d *Domain) Describe() []RuleDoc {
 	docs := make([]RuleDoc, 0, len(contractItems)+len(d.Rules))
 	for _, it := range contractItems {
-		docs = append(docs, RuleDoc{Name: it.name, Kind: "contract", Doc: it.doc(&d.Contract)})
+		if doc := it.doc(&d.Contract); doc != "" { // "": the item does not apply to this domain
+			docs = append(docs, RuleDoc{Name: it.name, Kind: "contract", Doc: doc})
+		}
 	}
 	for _, r := range d.Rules {
 		docs = append(docs, RuleDoc{Name: r.Name, Kind: r.Kind, Doc: r.Doc})

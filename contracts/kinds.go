@@ -257,3 +257,28 @@ func hintOf(x string, candidates []string) string {
 	}
 	return ""
 }
+
+// KindTable is the rule kinds as a Markdown table (kind, parameters, what it checks), in
+// documentation order: the README's table of them is this text (TestREADMEKindTable).
+func KindTable() string {
+	var b strings.Builder
+	b.WriteString("| kind | parameters (`[optional]`) | what it checks |\n|---|---|---|\n")
+	for _, k := range kinds {
+		params := "none"
+		if k.params != "" {
+			params = "`" + k.params + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", k.name, params, strings.ReplaceAll(k.doc, "|", `\|`))
+	}
+	return b.String()
+}
+
+// KindText is the rule kinds for a terminal (starplan domain --help): one line each, the kind
+// and its parameters, then what it checks.
+func KindText() string {
+	var b strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %-22s %s\n  %-22s %s\n", k.name, "params: "+k.params, "", k.doc)
+	}
+	return b.String()
+}

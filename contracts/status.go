@@ -105,3 +105,70 @@ func checkWrites(p *pass) {
 	}
 	p.reportf(CodeWritesNotAllowed, hint, "STATUS is %q but the plan changes rows (%s); %s", s, strings.Join(parts, "; "), allowed)
 }
+
+func changesDoc(c *Contract) string {
+	var must, mustNot []string
+	for _, s := range c.Statuses {
+		if req, ok := c.RequiresChange[s]; ok && req {
+			must = append(must, fmt.Sprintf("%q", s))
+		} else if ok {
+			mustNot = append(mustNot, fmt.Sprintf("%q", s))
+		}
+	}
+	var parts []string
+	if len(must) > 0 {
+		parts = append(parts, "STATUS "+strings.Join(must, ", ")+" only when the plan changes data")
+	}
+	if len(mustNot) > 0 {
+		parts = append(parts, "STATUS "+strings.Join(mustNot, ", ")+" only when it changes nothing")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkChanges holds a valid STATUS to its requires_change: a claim of a change the plan did not
+// stage, or of no change when it staged some. Writes under a STATUS that may not write at all
+// are checkWrites'.
+func checkChanges(p *pass) {
+	c := p.contract
+	s, ok := p.in.Globals[StatusGlobal].(string)
+	if !ok || !c.allows(s) {
+		return
+	}
+	req, declared := c.RequiresChange[s]
+	switch {
+	case !declared:
+	case req && p.in.Changes.Empty():
+		p.reportf(CodeChangeMissing, fmt.Sprintf("stage the change before claiming it, or end with the STATUS that says why nothing changed (one of %s)", strings.Join(c.others(s), ", ")),
+			"STATUS is %q, which says data changed, but the plan staged no change", s)
+	case !req && s == c.WriteStatus && !p.in.Changes.Empty():
+		p.reportf(CodeChangeUnexpected, "remove the writes, or end with the STATUS of a change",
+			"STATUS is %q, which says nothing changed, but the plan changes rows (%s)", s, strings.Join(p.tables(), ", "))
+	}
+}
+
+// others lists the statuses but s, quoted.
+func (c *Contract) others(s string) []string {
+	var out []string
+	for _, a := range c.Statuses {
+		if a != s {
+			out = append(out, fmt.Sprintf("%q", a))
+		}
+	}
+	return out
+}
+
+// NoneHint is the hint of a plan that used None as a row (a lookup found nothing), in the
+// domain's own words: the statuses that change nothing, one of which says so to the customer.
+func (c *Contract) NoneHint() string {
+	var quiet []string
+	for _, s := range c.Statuses {
+		if s != c.WriteStatus {
+			quiet = append(quiet, fmt.Sprintf("%q", s))
+		}
+	}
+	if len(quiet) == 0 {
+		return "a lookup such as tbl.get(...) returned None: check for None first, and say so in answer_text"
+	}
+	return fmt.Sprintf("a lookup such as tbl.get(...) returned None: check for None first, then set STATUS to the one that tells the customer why (%s) and change nothing",
+		strings.Join(quiet, ", "))
+}

@@ -51,6 +51,7 @@ const (
 	ChainRejected     = "rejected"      // a reviewer rejected it
 	ChainRecorded     = "recorded"      // the record was written again, unchanged in substance
 	ChainCheckpoint   = "checkpoint"    // a prune removed the entries up to PrunedThrough
+	ChainDomain       = "domain"        // the store's domain definition was replaced (Definition names it)
 )
 
 // ChainEntry is one entry of the audit log's hash chain.
@@ -70,8 +71,11 @@ type ChainEntry struct {
 	// Since is, on the start and on checkpoints, when the chain began: records older than it
 	// were written before starplan chained them.
 	Since *time.Time `json:"chain_since,omitempty"`
-	Prev  string     `json:"prev_sha256"`
-	Hash  string     `json:"sha256"`
+	// Definition is, on a ChainDomain entry, the SHA-256 of the definition recorded from then
+	// on (DefinitionDigest).
+	Definition string `json:"definition_sha256,omitempty"`
+	Prev       string `json:"prev_sha256"`
+	Hash       string `json:"sha256"`
 }
 
 // chainHead is the stored head of the chain.
@@ -129,6 +133,8 @@ type link struct {
 	doc   store.SysDoc
 	event string
 	by    func() string // read when the record is written: an apply learns its rule in verify
+	// definition is set on an entry that chains no record (doc is zero): a ChainDomain entry.
+	definition string
 }
 
 // chainWrite is a batch of chained writes in the making. Its documents marshal lazily, in the
@@ -157,10 +163,15 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 		}
 		w.entries = append(w.entries, e)
 		rec := &lazyRecord{v: l.doc.Value}
-		d := l.doc
-		d.Value = rec
+		if l.doc.Value != nil {
+			d := l.doc
+			d.Value = rec
+			docs = append(docs, d)
+		} else {
+			e.Definition = l.definition
+		}
 		by := l.by
-		docs = append(docs, d, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Value: &lazyEntry{e: e, seal: func() {
+		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Value: &lazyEntry{e: e, seal: func() {
 			e.Record, e.Prev = rec.sum, w.last.Hash
 			if before != nil {
 				e.Prev = before.Hash

@@ -208,6 +208,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		Program:         sres.Program,
 		Scans:           stage.Scans(),
 	}
+	e.domainHints(res.Diagnostics)
 	if res.Outcome == OutcomeOK {
 		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
@@ -310,4 +311,14 @@ func conflictDiagnostics(err error) (diag.List, bool) {
 		ds[i] = diag.Diagnostic{Stage: diag.StageApply, Code: CodeConflict, Message: c.String() + "; nothing was written", Hint: ce.Hint()}
 	}
 	return ds, true
+}
+
+// domainHints puts the domain's own words into the sandbox's hints that need them (the STATUS
+// to set), in place: the result and the model's repair message then say them.
+func (e *Engine) domainHints(ds diag.List) {
+	for i := range ds {
+		if ds[i].Hint == sandbox.HintNoneLookup {
+			ds[i].Hint = e.policy.Contract.NoneHint()
+		}
+	}
 }

@@ -28,11 +28,14 @@ func TestDomainFileSchemas(t *testing.T) {
 	for file, f := range map[string]func() (*jsonschema.Schema, error){
 		store.DomainFile:     domainSchema,
 		store.SeedFile:       func() (*jsonschema.Schema, error) { return jsonschema.For[map[string][]table.Row](nil) },
-		contracts.PolicyFile: func() (*jsonschema.Schema, error) { return jsonschema.For[contracts.Domain](nil) },
+		contracts.PolicyFile: policySchema,
 		prompts.NotesFile:    func() (*jsonschema.Schema, error) { return jsonschema.For[prompts.Notes](nil) },
 	} {
 		sc, err := f()
 		require.NoError(t, err, file)
+		if file != store.SeedFile {
+			assert.Empty(t, document(file, sc), "every property of %s has a description (schemaDocs)", file)
+		}
 		got, err := json.MarshalIndent(sc, "", "  ")
 		require.NoError(t, err)
 		got = append(got, '\n')
@@ -64,6 +67,12 @@ func domainSchema() (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc.Defs = map[string]*jsonschema.Schema{"field": field}
+	// A list's items are a field without a name: the definition "value", whose fields refer back
+	// to "field" (an object's keys have names).
+	value := field.CloneSchemas()
+	withoutRequired(value, "name")
+	field.Properties["items"] = &jsonschema.Schema{Ref: "#/$defs/value"}
+	value.Properties["items"] = &jsonschema.Schema{Ref: "#/$defs/value"}
+	sc.Defs = map[string]*jsonschema.Schema{"field": field, "value": value}
 	return sc, nil
 }

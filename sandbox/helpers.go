@@ -184,7 +184,7 @@ func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits
 		}
 	}()
 	v, err = starlark.Call(thread, fn, args, nil)
-	return v, 0, err
+	return v, 0, locate(err)
 }
 
 // callShared returns the identities of the values a Call did not make: its function's module's

@@ -279,6 +279,11 @@ func runDiagnostic(err error, limit Limit, limits Limits) diag.Diagnostic {
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
 		d.Message = ee.Msg
+		if fr, ok := inDomainFile(ee); ok {
+			// Raised inside the domain's helpers: where in them, for the domain's author; the
+			// plan's line below is the call.
+			d.Message = fmt.Sprintf("%s:%d:%d: %s", fr.Pos.Filename(), fr.Pos.Line, fr.Pos.Col, ee.Msg)
+		}
 		stack := ee.CallStack
 		for i := len(stack) - 1; i >= 0; i-- {
 			if stack[i].Pos.Filename() == planFile {
@@ -311,11 +316,15 @@ func runDiagnostic(err error, limit Limit, limits Limits) diag.Diagnostic {
 	return d
 }
 
+// HintNoneLookup is the hint of a run that used None as a row. The sandbox knows no domain, so
+// it names no STATUS; the engine replaces it with the domain's own (contracts.Contract.NoneHint).
+const HintNoneLookup = "a lookup such as tbl.get(...) returned None: check for None first, then set the STATUS that tells the customer nothing matched"
+
 // runtimeHint suggests a fix for the runtime errors plans cause most.
 func runtimeHint(msg string) string {
 	switch {
 	case strings.Contains(msg, "NoneType"):
-		return "a lookup such as tbl.get(...) returned None: check for None first and set STATUS = \"no_match\""
+		return HintNoneLookup
 	case strings.Contains(msg, "not in dict") || strings.Contains(msg, "key "):
 		return "use row.get(\"field\") or check `\"field\" in row` first; the schema lists every field"
 	case strings.Contains(msg, "has no ."):

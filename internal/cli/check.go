@@ -17,8 +17,9 @@ import (
 
 // checkOptions are the options of `starplan check`.
 type checkOptions struct {
-	File string
-	JSON bool
+	File   string
+	JSON   bool
+	Domain string // --domain DIR: check against that domain, not the store's
 }
 
 func newCheckCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -28,7 +29,8 @@ func newCheckCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Short: "Check a plan or a model reply without running it",
 		Long: `Extract the program from a model reply (or take a bare program), rewrite the Python-isms that
 have an exact Starlark meaning, and check it statically against the store's domain (the
-built-in inventory domain when there is no store). Prints every finding with its line, column,
+built-in inventory domain when there is no store), or against the domain in --domain DIR, which
+needs no store. Prints every finding with its line, column,
 code and a hint; exits 3 when there is any.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,6 +39,7 @@ code and a hint; exits 3 when there is any.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the findings and rewrites as JSON")
+	cmd.Flags().StringVar(&opts.Domain, "domain", "", "check against the domain in this directory (no store is opened or made)")
 	return cmd
 }
 
@@ -53,7 +56,12 @@ func runCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *checkO
 	if err != nil {
 		return err
 	}
-	env, err := planEnv(ios, g)
+	var env *sandbox.Env
+	if opts.Domain != "" {
+		env, err = domainEnv(ios, opts.Domain)
+	} else {
+		env, err = planEnv(ios, g)
+	}
 	if err != nil {
 		return err
 	}

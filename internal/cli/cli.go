@@ -242,8 +242,9 @@ Exit codes: 0 ok, 1 internal error, 2 usage error, 3 plan rejected, 4 contract v
 				return withCode(ExitUsage, errors.New("--db is empty"), "pass --db DIR, or leave --db out to use $STARPLAN_DB or the default store")
 			}
 			g.create = cmd.Annotations[createsStoreAnnotation] != ""
-			through := cmd.Annotations[throughServerAnnotation] == "yes" ||
-				cmd.Annotations[throughServerAnnotation] == throughWithoutArgs && len(args) == 0
+			through := (cmd.Annotations[throughServerAnnotation] == "yes" ||
+				cmd.Annotations[throughServerAnnotation] == throughWithoutArgs && len(args) == 0) &&
+				!domainGiven(cmd) // --domain DIR names the client's directory: run here
 			switch {
 			case ios.host != nil && !through:
 				return withReason(errcode.Forbidden, relayRefusal(cmd))

@@ -150,8 +150,12 @@ func runDBInit(ios IOStreams, g *globalOptions, opts *dbOptions) error {
 	}
 	return withStore(ios, g, opener.Options{Create: true, NoSeed: opts.Empty, Domain: dom}, func(o openedStore) error {
 		if !o.created {
+			upgrade := "starplan domain upgrade DIR --db " + o.name
+			if opts.Domain != "" {
+				upgrade = "starplan domain upgrade " + opts.Domain + " --db " + o.name
+			}
 			return withCode(ExitUsage, fmt.Errorf("a store already exists at %s; nothing was changed", o.name),
-				"starplan db seed --force replaces its data with the seed it was made from; pass --db DIR to create a store elsewhere")
+				upgrade+" records a new version of its domain and keeps its rows; pass --db DIR to create a store elsewhere")
 		}
 		return nil // Open said what it created
 	})

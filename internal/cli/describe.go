@@ -13,18 +13,21 @@ import (
 
 func newDescribeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 	var asJSON bool
+	var domainDir string
 	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "Print what a planner needs to write a plan for this store: tables, helpers, contract, rules",
 		Long: `Print what another planner needs to write a plan for the store: its tables with their fields
 and types, every helper with its signature, the output contract and the rules in words. With
 --json, the document GET /v1/describe answers (the same, plus limits, JSON Schemas and the plan
-reference).`,
+reference). With --domain DIR, describes that domain directory (its seed as the rows) without a
+store.`,
 		Example: `  starplan describe
-  starplan describe --json | jq '.helpers[].signature'`,
+  starplan describe --json | jq '.helpers[].signature'
+  starplan describe --domain ./library`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withEngine(ios, g, func(e *engine.Engine) error {
+			return withDomainEngine(ios, g, domainDir, func(e *engine.Engine, _ bool) error {
 				d, err := server.Describe(e, server.DefaultMaxBody)
 				if err != nil {
 					return withCode(ExitInternal, err, "")
@@ -38,6 +41,7 @@ reference).`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
+	addDomainFlag(cmd, &domainDir)
 	return cmd
 }
 
@@ -71,16 +75,19 @@ func printDescription(ios IOStreams, d *server.Description) {
 }
 
 func newPromptCmd(ios IOStreams, g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var domainDir string
+	cmd := &cobra.Command{
 		Use:   "prompt",
 		Short: "Print the system prompt exactly as ask sends it to the model",
 		Long: `Print the system prompt exactly as starplan ask sends it for this store: the dialect, the
 tables with their row counts and sample rows, the helpers, the contract, the policy and the
-domain's example plan.`,
-		Example: `  starplan prompt > system.txt`,
-		Args:    cobra.NoArgs,
+domain's example plan. With --domain DIR, the prompt for that domain directory (its seed as
+the rows), without a store.`,
+		Example: `  starplan prompt > system.txt
+  starplan prompt --domain ./library`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withEngine(ios, g, func(e *engine.Engine) error {
+			return withDomainEngine(ios, g, domainDir, func(e *engine.Engine, _ bool) error {
 				s, err := e.SystemPrompt()
 				if err != nil {
 					return withCode(ExitInternal, err, "")
@@ -93,4 +100,6 @@ domain's example plan.`,
 			})
 		},
 	}
+	addDomainFlag(cmd, &domainDir)
+	return cmd
 }

@@ -21,7 +21,14 @@ func newDomainCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Long: `A domain is one directory, and nothing about it lives anywhere else:
 
 ` + domainFileList() + `
-starplan db init --domain DIR makes a store of it.`,
+starplan db init --domain DIR makes a store of it; starplan domain upgrade DIR records a new
+version of it in a store; --domain DIR on check, exec, run, describe and prompt tries it without
+a store.
+
+The kinds of policy.json's rules ({"name", "doc", "kind", "params"}; parameters in brackets are
+optional):
+
+` + contracts.KindText(),
 		Example: `  starplan domain check ./library
   starplan db init --domain ./library --db ./library-store
   starplan --db ./library-store domain show`,
@@ -62,9 +69,30 @@ starplan db init --domain DIR makes a store of it.`,
 		},
 	}
 	show.Flags().BoolVar(&asJSON, "json", false, "print the domain's definition files as JSON")
+	var expire bool
+	upgrade := &cobra.Command{
+		Use:   "upgrade DIR",
+		Short: "Record a new version of the store's domain: every row must fit it; pending runs must be settled (or --expire-pending)",
+		Long: `Replace the domain definition a store recorded at db init with the directory's, a new version of
+the same domain (an edited helpers.star, policy.json, a new field or table...). The directory is
+checked as a whole first; then every row the store holds must be valid under the new schemas:
+otherwise each offender is listed (table, key, field) and nothing changes. Runs still pending were
+made under the old definition: the upgrade is refused while there are any, unless
+--expire-pending rejects them with it. The new definition, its seed (the one db seed restores) and
+an entry of the audit chain naming the definition's SHA-256 and who upgraded are written in one
+commit. It needs the store to itself: stop a server holding it first.`,
+		Example: `  starplan domain upgrade ./library --db ./library-store
+  starplan domain upgrade ./library --expire-pending`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDomainUpgrade(cmd, ios, g, args[0], expire, asJSON)
+		},
+	}
+	upgrade.Flags().BoolVar(&expire, "expire-pending", false, "reject the runs still pending (made under the old definition) with the upgrade")
+	upgrade.Flags().BoolVar(&asJSON, "json", false, "print the upgrade's report as JSON")
 	// Only the store's own domain is read through a running server: a directory is the client's.
 	show.Annotations = map[string]string{throughServerAnnotation: throughWithoutArgs}
-	cmd.AddCommand(check, show)
+	cmd.AddCommand(check, show, upgrade)
 	return cmd
 }
 
@@ -133,4 +161,39 @@ func showDomain(ios IOStreams, dom *store.Domain, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// runDomainUpgrade records the domain in dir as the store's new definition (Engine.UpgradeDomain).
+func runDomainUpgrade(cmd *cobra.Command, ios IOStreams, g *globalOptions, dir string, expire, asJSON bool) error {
+	dom, err := loadDomainDirFor(ios, dir, "nothing was changed")
+	if err != nil {
+		return err
+	}
+	return withEngine(ios, g, func(e *engine.Engine) error {
+		rep, err := e.UpgradeDomain(cmd.Context(), dom, engine.UpgradeOptions{ExpirePending: expire, Origin: originCLI})
+		var (
+			rows    *store.UpgradeError
+			pending *engine.PendingRunsError
+			other   *store.DomainError
+		)
+		switch {
+		case errors.As(err, &rows):
+			return withCode(ExitUsage, err, rows.Hint())
+		case errors.As(err, &pending):
+			return withCode(ExitUsage, err, pending.Hint())
+		case errors.As(err, &other):
+			return withCode(ExitUsage, fmt.Errorf("the store holds the %s domain and %s holds %s: an upgrade is a new version of the same domain; nothing was changed", other.Holds, dir, other.Wanted),
+				"make a store of the other domain with starplan db init --domain "+dir+" --db NEWDIR")
+		case err != nil:
+			return engineError(err)
+		}
+		if asJSON {
+			return writeJSON(ios.Out, rep)
+		}
+		fmt.Fprintf(ios.Out, "upgraded the store's %s domain to the definition in %s (sha256 %s)\n", safe(rep.Domain), safe(dir), rep.Definition[:12])
+		if len(rep.Expired) > 0 {
+			fmt.Fprintf(ios.Out, "expired %s: %s\n", counted(len(rep.Expired), "pending run", "pending runs"), strings.Join(rep.Expired, ", "))
+		}
+		return nil
+	})
 }

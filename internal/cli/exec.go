@@ -17,6 +17,7 @@ type execOptions struct {
 	Request string
 	Apply   bool
 	JSON    bool
+	Domain  string // --domain DIR: run on a temporary store of that domain (or on --db made from it)
 }
 
 func newExecCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -28,13 +29,16 @@ func newExecCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 answer and STATUS, the plan's output and the changes it would make. A run that changes data is
 a dry run: on a terminal you are asked to apply it; otherwise it stays pending and
 'starplan apply RUN_ID' applies it. --apply applies at once. Piped or with --json, prints the
-result document.`,
+result document. With --domain DIR, the plan runs on a temporary store made from that domain
+directory (seeded with its seed.json, removed at the end: nothing is kept), or on the store --db
+names, made from it when missing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			return runExec(cmd.Context(), ios, g, opts)
 		},
 	}
+	addDomainFlag(cmd, &opts.Domain)
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the customer request the plan answers (user_request)")
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
@@ -47,10 +51,16 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 		return err
 	}
 	var review string
-	err = withEngine(ios, g, func(e *engine.Engine) error {
+	err = withDomainEngine(ios, g, opts.Domain, func(e *engine.Engine, scratch bool) error {
 		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
 		if err != nil {
 			return engineError(err)
+		}
+		if scratch {
+			ios := ios
+			ios.scratch = opts.Domain
+			_, err = finishRun(ctx, ios, e, res, opts.JSON)
+			return err
 		}
 		review, err = finishRun(ctx, ios, e, res, opts.JSON)
 		return err
@@ -77,6 +87,10 @@ func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine
 	if n := len(res.Rewrites); n > 0 {
 		p := painter(ios.Color())
 		fmt.Fprintln(ios.Out, p.paint(ansiDim, fmt.Sprintf("(%d Python-isms rewritten to Starlark; starplan runs show %s lists them)", n, res.RunID)))
+	}
+	if res.Pending && ios.scratch != "" {
+		fmt.Fprintf(ios.Out, "not kept: the run was made on a temporary store of %s, which is removed now (pass --db DIR to keep the store and its pending run)\n", safe(ios.scratch))
+		return "", silentExit(outcomeExit(res.Outcome))
 	}
 	if res.Pending {
 		if !ios.InTTY {

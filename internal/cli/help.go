@@ -28,14 +28,17 @@ var examples = map[string]string{
 	"starplan eval": `  starplan eval testdata/eval/lab-requests.jsonl --concurrency 4
   starplan eval suite.jsonl --json > report.json`,
 	"starplan exec": `  starplan exec --request "Purchase 3 Wayfarer for Alice" plan.star
-  model-cli "..." | starplan exec --json -      # a model reply on standard input`,
+  model-cli "..." | starplan exec --json -      # a model reply on standard input
+  starplan exec --domain ./library lend.star    # a domain directory, on a temporary store`,
 	"starplan apply": `  starplan apply r_0123456789`,
 	"starplan runs show": `  starplan runs show r_0123456789 --json
   starplan runs show r_0123456789 --diff markdown   # paste into a review`,
 	"starplan check": `  starplan check plan.star
-  starplan check --json reply.txt`,
+  starplan check --json reply.txt
+  starplan check --domain ./library lend.star`,
 	"starplan run": `  starplan run testdata/adversarial/string_doubling.star
-  echo 'answer_text = str(sum([1, 2, 3]))' | starplan run -`,
+  echo 'answer_text = str(sum([1, 2, 3]))' | starplan run -
+  starplan run --domain ./library lend.star`,
 	"starplan db": `  starplan db dump
   starplan db export inventory --format csv --bom > inventory.csv`,
 	"starplan db init":  `  starplan --db ./shop db init --empty`,

@@ -43,6 +43,9 @@ type IOStreams struct {
 	// host is set when the command runs inside `starplan serve` for a client: it uses the
 	// server's store and engine instead of opening the store.
 	host *host
+	// scratch is the domain directory a command's temporary store was made from (exec
+	// --domain without --db): a pending run there cannot be applied later.
+	scratch string
 	// relayAnswer is how long a relayed command waits for the server's first answer
 	// (relayAnswerTimeout when 0; tests lower it).
 	relayAnswer time.Duration

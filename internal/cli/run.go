@@ -14,6 +14,7 @@ type runOptions struct {
 	File    string
 	JSON    bool
 	Request string
+	Domain  string // --domain DIR: run against that domain's tables and helpers, as exec --domain
 }
 
 func newRunCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -23,13 +24,19 @@ func newRunCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Short: "Run a plan in the sandbox with no database and print the result",
 		Long: `Run a plan or model reply in the sandbox, with the language builtins only (no tables), and
 print its outcome, output, answer and final globals. Use it to try the sandbox's limits and
-Python compatibility; use exec to run a plan against the store.`,
+Python compatibility; use exec to run a plan against the store. With --domain DIR, the plan runs
+with that domain's tables (its seed.json) and helpers on a temporary store, exactly as
+'starplan exec --domain DIR' runs it, and prints exec's result.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
+			if opts.Domain != "" {
+				return runExec(cmd.Context(), ios, g, &execOptions{File: opts.File, Request: opts.Request, JSON: opts.JSON, Domain: opts.Domain})
+			}
 			return runRun(cmd.Context(), ios, opts)
 		},
 	}
+	addDomainFlag(cmd, &opts.Domain)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the user_request the plan sees")
 	return cmd

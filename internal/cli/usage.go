@@ -12,21 +12,22 @@ import (
 // to give nor how. Every command whose Use names an argument has an entry
 // (TestEveryArgumentIsExplained).
 var arguments = map[string]string{
-	"starplan ask":          "QUESTION, the request in quotes",
-	"starplan eval":         "FILE.jsonl, the suite of requests (testdata/eval/lab-requests.jsonl is the lab's)",
-	"starplan exec":         "FILE, the plan to run (a .star file or a model's reply), or - to read it from standard input",
-	"starplan apply":        "RUN_ID, the pending run to apply (starplan runs --state pending lists them)",
-	"starplan check":        "FILE, the plan or reply to check, or - to read it from standard input",
-	"starplan run":          "FILE, the program to run, or - to read it from standard input",
-	"starplan runs show":    "RUN_ID, the run to show (starplan runs lists them)",
-	"starplan runs replay":  "RUN_ID, the run to run again (starplan runs lists them)",
-	"starplan db export":    "TABLE, the table to export (starplan describe lists them)",
-	"starplan db import":    "TABLE FILE: the table to fill and the .json or .csv file to read",
-	"starplan domain check": "DIR, the domain directory to check (its domain.json and files)",
-	"starplan domain show":  "at most DIR, the domain directory to show (none: the store's own domain)",
-	"starplan docs man":     "DIR, the directory to write the man pages to",
-	"starplan token create": "NAME, the new token's name (letters, digits, '.', '_', '-')",
-	"starplan token revoke": "NAME, the token to revoke (starplan token list lists them)",
+	"starplan ask":            "QUESTION, the request in quotes",
+	"starplan eval":           "FILE.jsonl, the suite of requests (testdata/eval/lab-requests.jsonl is the lab's)",
+	"starplan exec":           "FILE, the plan to run (a .star file or a model's reply), or - to read it from standard input",
+	"starplan apply":          "RUN_ID, the pending run to apply (starplan runs --state pending lists them)",
+	"starplan check":          "FILE, the plan or reply to check, or - to read it from standard input",
+	"starplan run":            "FILE, the program to run, or - to read it from standard input",
+	"starplan runs show":      "RUN_ID, the run to show (starplan runs lists them)",
+	"starplan runs replay":    "RUN_ID, the run to run again (starplan runs lists them)",
+	"starplan db export":      "TABLE, the table to export (starplan describe lists them)",
+	"starplan db import":      "TABLE FILE: the table to fill and the .json or .csv file to read",
+	"starplan domain check":   "DIR, the domain directory to check (its domain.json and files)",
+	"starplan domain show":    "at most DIR, the domain directory to show (none: the store's own domain)",
+	"starplan domain upgrade": "DIR, the directory of the new version of the store's domain",
+	"starplan docs man":       "DIR, the directory to write the man pages to",
+	"starplan token create":   "NAME, the new token's name (letters, digits, '.', '_', '-')",
+	"starplan token revoke":   "NAME, the token to revoke (starplan token list lists them)",
 }
 
 // explainArgs wraps the argument check of c and its subcommands, so that a command line with
