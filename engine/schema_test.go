@@ -71,8 +71,12 @@ func domainSchema() (*jsonschema.Schema, error) {
 	// to "field" (an object's keys have names).
 	value := field.CloneSchemas()
 	withoutRequired(value, "name")
-	field.Properties["items"] = &jsonschema.Schema{Ref: "#/$defs/value"}
-	value.Properties["items"] = &jsonschema.Schema{Ref: "#/$defs/value"}
+	// A map's values are too.
+	for _, s := range []*jsonschema.Schema{field, value} {
+		for _, p := range []string{"items", "values"} {
+			s.Properties[p] = &jsonschema.Schema{Ref: "#/$defs/value"}
+		}
+	}
 	sc.Defs = map[string]*jsonschema.Schema{"field": field, "value": value}
 	return sc, nil
 }
