@@ -163,7 +163,7 @@ func checkRules(def map[string]string, policy *contracts.Domain) []error {
 				if len(ds) == 0 { // when the file does not load, its functions are not missing
 					errs = append(errs, fmt.Errorf("%s: defines no function %s, which rule %q of %s names", InvariantsFile, fn, r.Name, contracts.PolicyFile))
 				}
-				fns[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+				fns[fn] = func(context.Context, table.ChangeSet, table.View) ([]contracts.Finding, error) { return nil, nil }
 			}
 			for _, fn := range policy.Approval.NeedsPersonFunctions() {
 				if fns[fn] == nil && len(ds) == 0 {
