@@ -178,3 +178,40 @@ STATUS, answer_text = "success", "Granted."`)
 	assert.Contains(t, res.Diagnostics[0].Message, "the rule could not be checked")
 	assert.Contains(t, res.Diagnostics[0].Message, "time")
 }
+
+// payments is written only by the domain's helpers: a plan's own insert is refused by the check,
+// naming the helper to call; one the check cannot see (a method taken with getattr) by the call;
+// the helper's own writes go through, and its precondition binds.
+func TestHelpersOnlyTable(t *testing.T) {
+	e := retailEngine(t, nil)
+	res := runPlan(t, e, `payments_tbl.insert({"order_id": "O1", "method_id": "PM2", "amount": 50.88})
+STATUS, answer_text = "success", "Paid."`)
+	require.Equal(t, OutcomeCheckFailed, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "helpers-only", res.Diagnostics[0].Code)
+	assert.Contains(t, res.Diagnostics[0].Message, "payments may be written only by the domain's helpers")
+	assert.Equal(t, "call pay, which writes payments", res.Diagnostics[0].Hint)
+
+	res = runPlan(t, e, `ins = getattr(payments_tbl, "ins" + "ert")
+ins({"order_id": "O1", "method_id": "PM2", "amount": 50.88})
+STATUS, answer_text = "success", "Paid."`)
+	require.Equal(t, OutcomeRuntimeError, res.Outcome, res.Diagnostics.String())
+	assert.Contains(t, res.Diagnostics[0].Message, "payments may be written only by the domain's helpers, not by a plan directly; call pay, which writes payments")
+
+	res = runPlan(t, e, `def sneak(row):
+    return payments_tbl.insert(row)
+sneak({"order_id": "O1", "method_id": "PM2", "amount": 50.88})
+STATUS, answer_text = "success", "Paid."`)
+	require.Equal(t, OutcomeCheckFailed, res.Outcome, "a plan's own function is the plan")
+
+	res = runPlan(t, e, `id = pay("O1", "PM2")
+STATUS, answer_text = ("success", "Paid.") if id else ("refused", "That card is not yours.")`)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	assert.Equal(t, "refused", res.Status)
+	assert.True(t, res.Changes.Empty())
+
+	res = runPlan(t, e, `id = pay("O1", "PM1")
+STATUS, answer_text = "success", "Paid with " + id + "."`)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	require.Len(t, res.Changes["payments"].Inserted, 1)
+	assert.Equal(t, "PM1", res.Changes["payments"].Inserted[0]["method_id"])
+}
