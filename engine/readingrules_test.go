@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -214,4 +215,21 @@ STATUS, answer_text = "success", "Paid with " + id + "."`)
 	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
 	require.Len(t, res.Changes["payments"].Inserted, 1)
 	assert.Equal(t, "PM1", res.Changes["payments"].Inserted[0]["method_id"])
+}
+
+// "writes" has one value, and a table only helpers write needs a helper that writes it.
+func TestHelpersOnlyDeclarationChecked(t *testing.T) {
+	domainJSON, err := os.ReadFile("../testdata/domains/retail-mini/domain.json")
+	require.NoError(t, err)
+	_, errs := LoadDomain(retailMini(t, map[string]string{"domain.json": strings.Replace(string(domainJSON), `"writes": "helpers"`, `"writes": "helper"`, 1)}))
+	assert.Contains(t, joined(errs), `table payments: "writes" is "helper"; the one value is "helpers"`)
+	_, errs = LoadDomain(retailMini(t, map[string]string{"helpers.star": `
+def look(o):
+    """Returns the order.
+
+    Example: look("O1")
+    """
+    return orders_tbl.get_by_key(o)
+`}))
+	assert.Contains(t, joined(errs), `table payments may be written only by helpers ("writes": "helpers"), but no helper of helpers.star writes it`)
 }
