@@ -233,3 +233,24 @@ def look(o):
 `}))
 	assert.Contains(t, joined(errs), `table payments may be written only by helpers ("writes": "helpers"), but no helper of helpers.star writes it`)
 }
+
+// The library's reading rule: a late fine charged to a member for another member's loan keeps
+// every rule over the change set (the member's fines_due moves with the ledger) and only the
+// rule that reads the loan refuses it.
+func TestLibraryFineForOwnLoan(t *testing.T) {
+	e := libraryEngine(t)
+	fine := func(member, loan string) *Result {
+		return runPlan(t, e, `fines_tbl.insert({"member_id": "`+member+`", "loan_id": "`+loan+`", "amount": 1.5, "reason": "3 days late", "timestamp": now()})
+m = members_tbl.get_by_key("`+member+`")
+members_tbl.update({"fines_due": m["fines_due"] + 1.5}, m)
+STATUS, answer_text = "success", "Fined."`)
+	}
+	res := fine("M001", "L002")
+	require.Equal(t, OutcomeContractViolation, res.Outcome, res.Diagnostics.String())
+	require.Len(t, res.Diagnostics, 1)
+	assert.Equal(t, "fine_for_own_loan", res.Diagnostics[0].Code)
+	assert.Contains(t, res.Diagnostics[0].Message, "charges M001 for loan L002, which is M003's")
+
+	res = fine("M003", "L002")
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+}
