@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/builtins/tables"
@@ -274,14 +275,40 @@ func findingsOf(name string, v starlark.Value) ([]contracts.Finding, error) {
 }
 
 // bindInvariants loads a domain's invariants.star (src; "" when it has none) and binds its
-// functions to the policy's starlark rules.
-func bindInvariants(policy *contracts.Domain, src string) error {
+// functions to the policy's starlark rules. It returns the names of the rules whose functions read
+// the data (two parameters), for the hint of a conflict their reads may cause.
+func bindInvariants(policy *contracts.Domain, src string) ([]string, error) {
 	if src == "" && len(policy.InvariantFunctions()) == 0 {
-		return nil
+		return nil, nil
 	}
 	fns, ds := loadInvariants(src, nil)
 	if len(ds) > 0 {
-		return fmt.Errorf("%s: %s", InvariantsFile, ds[0])
+		return nil, fmt.Errorf("%s: %s", InvariantsFile, ds[0])
 	}
-	return policy.BindInvariants(fns)
+	if err := policy.BindInvariants(fns); err != nil {
+		return nil, err
+	}
+	reading := readingFunctions(src)
+	var rules []string
+	for _, r := range policy.Rules {
+		if fn, ok := r.Params["function"].(string); ok && r.Kind == "starlark" && reading[fn] {
+			rules = append(rules, r.Name)
+		}
+	}
+	return rules, nil
+}
+
+// readingFunctions lists the top-level functions of invariants.star with two parameters or more.
+func readingFunctions(src string) map[string]bool {
+	f, err := syntax.Parse(InvariantsFile, src, 0)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, stmt := range f.Stmts {
+		if def, ok := stmt.(*syntax.DefStmt); ok && len(def.Params) >= 2 {
+			out[def.Name.Name] = true
+		}
+	}
+	return out
 }

@@ -99,7 +99,8 @@ STATUS, answer_text = "success", "Granted."`
 	require.Equal(t, OutcomeConflict, refused.Outcome)
 	require.NotEmpty(t, refused.Diagnostics)
 	assert.Equal(t, CodeConflict, refused.Diagnostics[0].Code)
-	assert.Contains(t, refused.Diagnostics[0].Message, "credits")
+	assert.Contains(t, refused.Diagnostics[0].Message, `the credits rows matching {"customer_id":"C1"} changed after the run read them`)
+	assert.Contains(t, refused.Diagnostics[0].Hint, "the domain's rules that read the data (refund_to_own_method, credit_ceiling)")
 
 	again := runPlan(t, e, grant("CRB"))
 	require.Equal(t, OutcomeContractViolation, again.Outcome)
