@@ -134,6 +134,11 @@ type Input struct {
 	// Committed reads data as committed before the run. Only rules that need it call it (the
 	// balance chain, once, when the run adds ledger rows); nil is then an error.
 	Committed Committed
+	// Data is the data as it would be after the change (a run's staged view), read by the
+	// domain's reading rules (kind starlark, def rule(changes, data)); reads through it are the
+	// run's and recorded with its own, so nil where no read may be recorded (an apply: the reads
+	// recorded at the dry run vouch for those rules there). No other rule reads it.
+	Data table.View
 	// Deadline bounds the domain's starlark rules together (each also has its own bound); the
 	// zero time means no shared bound. An apply checks outside the store's write lock, and again
 	// under it when what the check read moved (store.ApplyPending).

@@ -233,7 +233,7 @@ func TestStarlarkRules(t *testing.T) {
 	assert.ErrorContains(t, d.BindInvariants(nil), "names the function check_cancel")
 
 	var seen table.ChangeSet
-	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"check_cancel": func(_ context.Context, cs table.ChangeSet) ([]contracts.Finding, error) {
+	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"check_cancel": func(_ context.Context, cs table.ChangeSet, _ table.View) ([]contracts.Finding, error) {
 		seen = cs
 		return []contracts.Finding{{Message: "order o1 is shipped; it cannot be cancelled", Hint: "cancel only pending orders"}}, nil
 	}}))
@@ -257,7 +257,7 @@ func TestStarlarkRulesAreBounded(t *testing.T) {
 
 	d, err := contracts.Parse(strings.NewReader(fmt.Sprintf(minimal, rules[0])))
 	require.NoError(t, err)
-	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"f": func(ctx context.Context, _ table.ChangeSet) ([]contracts.Finding, error) {
+	require.NoError(t, d.BindInvariants(map[string]contracts.Invariant{"f": func(ctx context.Context, _ table.ChangeSet, _ table.View) ([]contracts.Finding, error) {
 		return nil, ctx.Err()
 	}}))
 	ds, err := d.Check(contracts.Input{Globals: map[string]any{contracts.StatusGlobal: "success", contracts.AnswerGlobal: "Done."},

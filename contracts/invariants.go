@@ -14,9 +14,15 @@ import (
 // dry run and again inside the apply, on the changes as they will be committed. The error is for
 // a failure of the function itself (a bug in the domain's rule, a limit): the rule then refuses
 // the changes, since it cannot vouch for them.
+//
+// data is the data as it would be after the change (Input.Data), for a rule that reads: its reads
+// are the run's, recorded with the plan's, so the apply refuses as a conflict when anything it
+// read moved. nil where there is no such view (inside an apply, where those recorded reads vouch
+// for a reading rule's verdict, and the domain check's example answers): a rule that reads is then
+// not run again.
 // contracts does not run Starlark: the engine builds each Invariant from the domain's
 // invariants.star (see engine.New) and binds them with BindInvariants.
-type Invariant func(ctx context.Context, changes table.ChangeSet) ([]Finding, error)
+type Invariant func(ctx context.Context, changes table.ChangeSet, data table.View) ([]Finding, error)
 
 // MaxStarlarkRules is the most rules of kind starlark a domain may have: they run one after the
 // other, at apply outside the store's write lock unless the data they read moved meanwhile
@@ -68,7 +74,7 @@ func buildStarlark(ps *params) checkFunc {
 			ctx, cancel = context.WithDeadline(ctx, p.in.Deadline)
 			defer cancel()
 		}
-		found, err := inv(ctx, p.in.Changes)
+		found, err := inv(ctx, p.in.Changes, p.in.Data)
 		if err != nil {
 			// A rule that cannot say whether the changes keep it refuses them.
 			p.report(rule, fmt.Sprintf("the rule could not be checked: %s: %v", fn, err),

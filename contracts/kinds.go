@@ -33,8 +33,8 @@ type KindDoc struct {
 var kinds = []kind{
 	{"only_tables", "tables", "only the listed tables may change", buildOnlyTables},
 	{"no_deletes", "[tables]", "no row is removed (from the listed tables; default every table)", buildNoDeletes},
-	{"no_inserts", "table", "no row is added to the table", buildNoInserts},
-	{"append_only", "table", "rows may be added to the table, never changed or removed", buildAppendOnly},
+	{"no_inserts", "[table], [tables]", "no row is added to the table, or to any of the listed tables (give one of the two)", buildNoInserts},
+	{"append_only", "[table], [tables]", "rows may be added to the table, or the listed tables (give one of the two), never changed or removed", buildAppendOnly},
 	{"key_immutable", "[tables]", "no updated row changes its key field (in the listed tables; default every table)", buildKeyImmutable},
 	{"mutable_fields", "table, fields", "an update of the table changes only the listed fields", buildMutableFields},
 	{"non_negative", "table, field", "the field of every added or changed row stays >= 0", buildNonNegative},
@@ -187,8 +187,8 @@ func inSet(s map[string]bool, name string) bool {
 var refs = map[string]map[string]string{
 	"only_tables":          {"tables": ""},
 	"no_deletes":           {"tables": ""},
-	"no_inserts":           {"table": ""},
-	"append_only":          {"table": ""},
+	"no_inserts":           {"table": "", "tables": ""},
+	"append_only":          {"table": "", "tables": ""},
 	"key_immutable":        {"tables": ""},
 	"mutable_fields":       {"table": "", "fields": "table"},
 	"non_negative":         {"table": "", "field": "table"},

@@ -40,27 +40,56 @@ func buildNoDeletes(ps *params) checkFunc {
 	}
 }
 
+// tableList reads the tables a rule is about: "table" (one name) or "tables" (a list), one of
+// the two.
+func tableList(ps *params) []string {
+	_, one := ps.m["table"]
+	_, many := ps.m["tables"]
+	switch {
+	case one && many:
+		ps.fail(`give "table" or "tables", not both`)
+		return nil
+	case many:
+		return ps.strs("tables", true)
+	case one:
+		return []string{ps.str("table")}
+	}
+	ps.fail(`missing parameter "table" (or "tables", a list)`)
+	return nil
+}
+
 func buildNoInserts(ps *params) checkFunc {
-	tbl := ps.str("table")
+	tbls := tableList(ps)
 	return func(p *pass) error {
-		t := p.changes(tbl)
-		if t == nil {
-			return nil
-		}
-		for _, r := range t.Inserted {
-			p.reportf(CodeInsertNotAllowed, fmt.Sprintf("update an existing %s row instead of inserting one", tbl),
-				"the plan inserts %s row %s; no rows may be added to %s", tbl, rowKey(t, r), tbl)
+		for _, tbl := range tbls {
+			t := p.changes(tbl)
+			if t == nil {
+				continue
+			}
+			for _, r := range t.Inserted {
+				p.reportf(CodeInsertNotAllowed, fmt.Sprintf("update an existing %s row instead of inserting one", tbl),
+					"the plan inserts %s row %s; no rows may be added to %s", tbl, rowKey(t, r), tbl)
+			}
 		}
 		return nil
 	}
 }
 
 func buildAppendOnly(ps *params) checkFunc {
-	tbl := ps.str("table")
+	tbls := tableList(ps)
 	return func(p *pass) error {
+		for _, tbl := range tbls {
+			appendOnly(p, tbl)
+		}
+		return nil
+	}
+}
+
+func appendOnly(p *pass, tbl string) {
+	{
 		t := p.changes(tbl)
 		if t == nil {
-			return nil
+			return
 		}
 		for _, u := range t.Updated {
 			p.reportf(CodeAppendOnly, fmt.Sprintf("leave existing %s rows as they are; insert a new row to record a change", tbl),
@@ -70,7 +99,6 @@ func buildAppendOnly(ps *params) checkFunc {
 			p.reportf(CodeAppendOnly, fmt.Sprintf("leave existing %s rows in place; insert a new row to record a correction", tbl),
 				"the plan removes existing %s row %s; %s is append-only", tbl, rowKey(t, r), tbl)
 		}
-		return nil
 	}
 }
 

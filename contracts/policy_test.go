@@ -2,6 +2,7 @@ package contracts_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -283,4 +284,28 @@ func TestCheckState(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, ds)
 	assert.Equal(t, contracts.CodeBalanceNegative, ds[0].Code)
+}
+
+// no_inserts and append_only take one table or a list of them, never both, never neither.
+func TestTableListKinds(t *testing.T) {
+	policy := func(params string) string {
+		return `{"name": "d", "contract": {"statuses": ["success"], "write_status": "success", "answer_max_sentences": 1, "answer_max_chars": 100},
+			"rules": [{"name": "r", "kind": "no_inserts", "doc": "no inserts", "params": ` + params + `}]}`
+	}
+	d, err := contracts.Parse(strings.NewReader(policy(`{"tables": ["a", "b"]}`)))
+	require.NoError(t, err)
+	in := contracts.Input{Globals: map[string]any{"STATUS": "success", "answer_text": "Done."}, Changes: table.ChangeSet{
+		"b": {Key: "id", Inserted: []table.Row{{"id": "B1"}}},
+		"c": {Key: "id", Inserted: []table.Row{{"id": "C1"}}},
+	}}
+	ds, err := d.Check(in)
+	require.NoError(t, err)
+	require.Len(t, ds, 1, "b is listed, c is not")
+	assert.Equal(t, contracts.CodeInsertNotAllowed, ds[0].Code)
+	assert.Contains(t, ds[0].Message, `inserts b row "B1"`)
+
+	_, err = contracts.Parse(strings.NewReader(policy(`{"table": "a", "tables": ["b"]}`)))
+	assert.ErrorContains(t, err, `give "table" or "tables", not both`)
+	_, err = contracts.Parse(strings.NewReader(policy(`{}`)))
+	assert.ErrorContains(t, err, `missing parameter "table"`)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/starplan/starplan/access"
@@ -138,6 +139,13 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 				Duration: time.Since(began), Message: err.Error(), Err: err})
 		}
 		return err
+	}
+	if len(e.reading) > 0 {
+		for i := range ds {
+			if ds[i].Code == CodeConflict {
+				ds[i].Hint += fmt.Sprintf("; the run's reads include those of the domain's rules that read the data (%s), so a run whose plan read nothing that moved can conflict", strings.Join(e.reading, ", "))
+			}
+		}
 	}
 	rec.ApplyError, rec.ConflictAt = err.Error(), &at
 	rec.Outcome, rec.Diagnostics = OutcomeConflict, ds

@@ -103,6 +103,7 @@ func LoadDomain(fsys fs.FS) (*store.Domain, []error) {
 		}
 	}
 	errs = append(errs, checkRules(dom.Definition, policy)...)
+	errs = append(errs, checkWrites(dom)...)
 	env, ds := sandbox.NewDomainEnv(dom.Tables, dom.Definition[sandbox.HelpersFile])
 	for _, d := range ds {
 		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", sandbox.HelpersFile, d.Line, d.Col, d.Message))
@@ -163,7 +164,7 @@ func checkRules(def map[string]string, policy *contracts.Domain) []error {
 				if len(ds) == 0 { // when the file does not load, its functions are not missing
 					errs = append(errs, fmt.Errorf("%s: defines no function %s, which rule %q of %s names", InvariantsFile, fn, r.Name, contracts.PolicyFile))
 				}
-				fns[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+				fns[fn] = func(context.Context, table.ChangeSet, table.View) ([]contracts.Finding, error) { return nil, nil }
 			}
 			for _, fn := range policy.Approval.NeedsPersonFunctions() {
 				if fns[fn] == nil && len(ds) == 0 {
@@ -178,6 +179,28 @@ func checkRules(def map[string]string, policy *contracts.Domain) []error {
 	errs = append(errs, prompts.CheckNotes(def, policy)...)
 	if err := bound.err(); err != nil {
 		errs = append(errs, err)
+	}
+	return errs
+}
+
+// checkWrites checks each table's "writes": empty, or "helpers" with a helper that writes the
+// table (else nothing could).
+func checkWrites(dom *store.Domain) []error {
+	var errs []error
+	var writers map[string][]string
+	for _, t := range dom.Tables {
+		switch t.Writes {
+		case "":
+		case table.WritesHelpers:
+			if writers == nil {
+				writers = sandbox.HelperWriters(dom.Definition[sandbox.HelpersFile])
+			}
+			if len(writers[t.Name]) == 0 {
+				errs = append(errs, fmt.Errorf("%s: table %s may be written only by helpers (\"writes\": \"helpers\"), but no helper of %s writes it", store.DomainFile, t.Name, sandbox.HelpersFile))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: table %s: \"writes\" is %q; the one value is \"helpers\" (only the domain's helpers write the table), or leave it out", store.DomainFile, t.Name, t.Writes))
+		}
 	}
 	return errs
 }

@@ -35,6 +35,9 @@ type Engine struct {
 	env     *sandbox.Env
 	helpers string // the domain's helpers.star, for runners that build their own environment
 	policy  *contracts.Domain
+	// reading names the policy's rules that read the data: their reads are the run's, and a
+	// conflict they cause says so.
+	reading []string
 	// planTools are what a JSON step plan may call.
 	planTools []string
 	// runLimits is the policy's blast radius of a run, as the store enforces it.
@@ -65,7 +68,8 @@ func New(st store.Store, opts Options) (*Engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := bindInvariants(policy, st.Domain().Definition[InvariantsFile]); err != nil {
+	reading, err := bindInvariants(policy, st.Domain().Definition[InvariantsFile])
+	if err != nil {
 		return nil, fmt.Errorf("loading the rules of domain %s: %w", st.Domain().Name, err)
 	}
 	if err := bindNeedsPerson(policy, st.Domain().Definition[InvariantsFile]); err != nil {
@@ -87,6 +91,7 @@ func New(st store.Store, opts Options) (*Engine, error) {
 		env:     env,
 		helpers: st.Domain().Definition[sandbox.HelpersFile],
 		policy:  policy,
+		reading: reading,
 		opts:    opts,
 		audit:   newAuditLog(st, chain),
 		chain:   chain,

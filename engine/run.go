@@ -215,7 +215,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
 		checking := time.Now()
-		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Deadline: time.Now().Add(invariantsTime)})
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Data: stage, Deadline: time.Now().Add(invariantsTime)})
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("checking the contract: %w", err)
 		}

@@ -27,6 +27,7 @@ var schemaDocs = map[string]map[string]string{
 		"tables[].key_digits": "the digits a generated key's number is zero-padded to",
 		"tables[].key_max":    "the highest number of a generated key (default 999999999); a key beyond it is refused",
 		"tables[].indexes":    "fields besides the key that reads look rows up by: an equality or $ieq on one is answered from an index",
+		"tables[].writes":     "helpers: only the domain's helpers (helpers.star) may write the table; a plan's own insert, update or remove on it is refused",
 		"$field.name":         "the field's name (an object's key); unused for a list's items",
 		"$field.type":         "string, int, float, bool, timestamp, list, object or map",
 		"$field.required":     "the value must be present and not None",

@@ -23,7 +23,7 @@ func TestBuiltinDomainNotesMatchTheirContracts(t *testing.T) {
 		// changes nothing, so here they may find nothing.
 		none := map[string]contracts.Invariant{}
 		for _, fn := range policy.InvariantFunctions() {
-			none[fn] = func(context.Context, table.ChangeSet) ([]contracts.Finding, error) { return nil, nil }
+			none[fn] = func(context.Context, table.ChangeSet, table.View) ([]contracts.Finding, error) { return nil, nil }
 		}
 		require.NoError(t, policy.BindInvariants(none))
 		def := builtinDefinition(name)

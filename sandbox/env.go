@@ -37,7 +37,11 @@ type Env struct {
 // view's schemas. The diagnostics are the helpers' problems, positioned in that file; the
 // environment is nil when there are any.
 func NewDomainEnv(schemas []*table.Schema, helpers string) (*Env, diag.List) {
-	base := tables.Registry(schemas)
+	var writers map[string][]string
+	if helpers != "" && anyHelpersOnly(schemas) {
+		writers = HelperWriters(helpers) // named when a plan writes a table only helpers may
+	}
+	base := tables.RegistryWriters(schemas, writers)
 	env := NewEnv(base)
 	if helpers == "" {
 		return env, nil

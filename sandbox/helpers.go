@@ -169,8 +169,17 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 // included; never more than limits.MaxSteps). The error is the function's: a runtime error, a
 // panic turned into an error, or a *LimitError naming the limit that stopped it.
 func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, steps uint64, err error) {
+	return CallOn(ctx, fn, args, limits, nil)
+}
+
+// CallOn is Call with setup run on the call's thread before fn is called (nil: none): a domain's
+// reading rule gets its read-only view of the data bound there (tables.Bind).
+func CallOn(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits, setup func(*starlark.Thread)) (v starlark.Value, steps uint64, err error) {
 	limits = limits.Effective(Limits{})
 	thread := &starlark.Thread{Name: "call"}
+	if setup != nil {
+		setup(thread)
+	}
 	shared := sync.OnceValue(func() map[any]struct{} { return callShared(fn, args) })
 	b := bind(ctx, thread, limits, shared, watchSelf)
 	defer func() {

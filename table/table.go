@@ -85,7 +85,14 @@ type Schema struct {
 	// on such a field is answered from an index; on any other field a read walks the table
 	// (and the run's figures say so: see store.Scan). Only scalar fields can be indexed.
 	Indexes []string `json:"indexes,omitempty"`
+	// Writes, when WritesHelpers ("helpers"), lets only the domain's helpers (helpers.star) write
+	// the table: a plan's own insert, update or remove of it is refused by the check and, where
+	// the check cannot see it, by the call. Empty: plans write it too.
+	Writes string `json:"writes,omitempty"`
 }
+
+// WritesHelpers is the Schema.Writes of a table only the domain's helpers may write.
+const WritesHelpers = "helpers"
 
 // DefaultKeyMax is the highest key number of a table with a KeyPrefix that declares no KeyMax:
 // nine digits, far below int64's limit, so incrementing the highest key never overflows.

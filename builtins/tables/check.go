@@ -29,6 +29,9 @@ func (t *TableValue) checkCall(name string, call *syntax.CallExpr) diag.List {
 		return nil
 	}
 	m := &tableMethods[i]
+	if ds := t.checkHelpersOnly(name, call); len(ds) > 0 {
+		return ds
+	}
 	var ds diag.List
 	bindDiags := m.params.Bind(t.calls[i].callee, t.calls[i].signature, call, func(p int, arg syntax.Expr) {
 		if check := literalChecks[m.params[p].Name]; check != nil {

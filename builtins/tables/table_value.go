@@ -25,6 +25,9 @@ type TableValue struct {
 	shape   *shape
 	methods map[string]*starlark.Builtin
 	calls   []methodCall // by index in tableMethods, for the static check
+	// writers are the domain's helpers that write the table, named in the hint of a plan's own
+	// write to a table only helpers may write (Schema.Writes); see RegistryWriters.
+	writers []string
 }
 
 var (
@@ -380,6 +383,9 @@ func insertMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	t := receiver(b)
+	if err := t.checkWrite(thread, b); err != nil {
+		return nil, err
+	}
 	row, err := t.rowArg(rowArg, "row")
 	if err != nil {
 		return nil, fail(b, err)
@@ -429,6 +435,9 @@ func updateMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	t := receiver(b)
+	if err := t.checkWrite(thread, b); err != nil {
+		return nil, err
+	}
 	var fields table.Row
 	if rv, ok := fieldsArg.(*RowValue); ok {
 		if err := rv.sync(); err != nil {
@@ -465,6 +474,9 @@ func removeMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	t := receiver(b)
+	if err := t.checkWrite(thread, b); err != nil {
+		return nil, err
+	}
 	q, err := t.query(thread, where, true)
 	if err != nil {
 		return nil, fail(b, err)

@@ -77,9 +77,16 @@ const (
 //
 // The values are frozen and may be shared by concurrent runs; Bind supplies each run's data.
 func Registry(schemas []*table.Schema) builtins.Registry {
+	return RegistryWriters(schemas, nil)
+}
+
+// RegistryWriters is Registry whose table values name, in the hint of a plan's own write to a
+// table only helpers may write, the helpers that write it (writers: table name → helper names).
+func RegistryWriters(schemas []*table.Schema, writers map[string][]string) builtins.Registry {
 	var reg builtins.Registry
 	for _, s := range schemas {
 		tv := NewTableValue(s)
+		tv.writers = writers[s.Name]
 		reg = append(reg, builtins.Helper{
 			Name:      tv.name,
 			Group:     builtins.GroupTable,
