@@ -110,7 +110,19 @@ func (r *watched) stop() {
 // checkpoint is called on the run's goroutine every checkpointSteps steps. While the watchdog
 // asks, it measures what the run's values hold (once per round, and again as the run goes on;
 // see remeasureFactor), reports it, and stops the run if that is over its budget.
+//
+// First, a run that has grown past one and a half times its budget by the heap asks the
+// watchdog for a sample at once (sampleNow): on a loaded machine the watchdog's goroutine may
+// wait tens of milliseconds to be scheduled, in which a comprehension allocates tens of MB, so a
+// run cannot outrun the watchdog by more than one checkpoint interval (one heap reading per
+// checkpointSteps steps costs nothing measurable).
 func (r *watched) checkpoint(thread *starlark.Thread) {
+	if r.budget.Growth(builtins.HeapInUse()) > r.budget.Limit+r.budget.Limit/2 {
+		heapWatchdog.sampleNow()
+		if r.stopped.Load() {
+			return
+		}
+	}
 	now := time.Now()
 	if !r.last.IsZero() {
 		r.pace.Store(int64(now.Sub(r.last)))
@@ -219,6 +231,17 @@ func (w *watchdog) loop() {
 			r.stop()
 		}
 		pause(next)
+	}
+}
+
+// sampleNow samples the heap and stops the runs sweep says to stop, as the watchdog's loop does,
+// on the caller's goroutine (a run's, at its checkpoint).
+func (w *watchdog) sampleNow() {
+	w.mu.Lock()
+	stop := w.sweep(time.Now(), builtins.HeapInUse())
+	w.mu.Unlock()
+	for _, r := range stop {
+		r.stop()
 	}
 }
 
