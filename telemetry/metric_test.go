@@ -3,9 +3,13 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -141,4 +145,38 @@ func TestNewLogger(t *testing.T) {
 	assert.ErrorContains(t, err, `log format "xml" is not one of text, json`)
 	_, err = NewLogger(&b, "json", "loud")
 	assert.ErrorContains(t, err, `log level "loud" is not one of debug, info, warn, error`)
+}
+
+// TestGrafanaDashboard: the dashboard in docs/grafana is JSON, and every metric its queries name
+// is one these metrics write (a renamed family fails here, not on someone's screen).
+func TestGrafanaDashboard(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "grafana", "starplan.json"))
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	var b bytes.Buffer
+	require.NoError(t, NewMetrics(MetricsOptions{}).WriteText(&b))
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(b.String(), -1) {
+		known[m[1]] = true
+		if m[2] == "histogram" {
+			known[m[1]+"_bucket"], known[m[1]+"_sum"], known[m[1]+"_count"] = true, true, true
+		}
+	}
+	names := 0
+	for _, p := range dash.Panels {
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, tg := range p.Targets {
+			for _, name := range regexp.MustCompile(`starplan_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				names++
+				assert.True(t, known[name], "panel %q queries %s, which no family writes", p.Title, name)
+			}
+		}
+	}
+	assert.Greater(t, names, 10)
 }
