@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -144,6 +146,23 @@ STATUS = "success"
 	require.Equal(t, http.StatusForbidden, r.status)
 	require.Equal(t, CodeApprovalRequired, r.errorCode(t))
 
+	// Over MCP (streamable HTTP, through the request recorder) a dry run counts by its origin.
+	cs := mcpAs(t, f, testToken, nil)
+	res, err := cs.CallTool(testContext(t), &mcp.CallToolParams{Name: "run_plan", Arguments: map[string]any{"program": "answer_text = 'hi'\nSTATUS = 'success'\n"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	// An event stream flushes through the recorder.
+	stream, err := http.NewRequestWithContext(testContext(t), "GET", f.web.URL+"/v1/events", nil)
+	require.NoError(t, err)
+	stream.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := f.web.Client().Do(stream)
+	require.NoError(t, err)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != ": subscribed" { // the backlog first, flushed with the mark
+	}
+	require.Equal(t, ": subscribed", sc.Text())
+	resp.Body.Close()
+
 	require.Equal(t, http.StatusUnauthorized, f.callWith("not-the-token-0123456789", "GET", "/v1/runs", nil).status)
 	require.Equal(t, http.StatusOK, f.call("GET", "/v1/runs/"+a.RunID, nil).status)
 
@@ -181,10 +200,11 @@ STATUS = "success"
 	ok := map[string]string{"outcome": "ok", "origin": OriginHTTP, "domain": domain}
 	assert.Equal(t, 5.0, value(fams, "starplan_runs_total", ok))
 	assert.Equal(t, 1.0, value(fams, "starplan_runs_total", map[string]string{"outcome": "check_failed"}))
+	assert.Equal(t, 1.0, value(fams, "starplan_runs_total", map[string]string{"outcome": "ok", "origin": OriginMCP}))
 	for result, n := range map[string]float64{"applied": 1, "conflict": 1, "refused_role": 1, "refused_rule": 1, "expired": 0} {
 		assert.Equal(t, n, value(fams, "starplan_applies_total", map[string]string{"result": result}), result)
 	}
-	assert.Equal(t, 6.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "dry_run"}))
+	assert.Equal(t, 7.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "dry_run"}))
 	assert.Equal(t, 2.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply"}))
 	assert.Equal(t, 1.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "check"}), "only the check that failed")
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "run"}), 5.0)
@@ -207,6 +227,10 @@ STATUS = "success"
 	assert.Equal(t, 2.0, http("apply", "403"))
 	assert.Equal(t, 1.0, http("list", "401"), "a refused credential is counted by its route")
 	assert.Equal(t, 1.0, http("show", "200"))
+	assert.Greater(t, http("mcp", "200"), 0.0)
+	assert.Eventually(t, func() bool { // the stream's request is told once its handler returns
+		return value(scrape(t, m), "starplan_http_requests_total", map[string]string{"route": "events", "status": "200"}) == 1
+	}, time.Minute, 10*time.Millisecond)
 	for _, mf := range fams["starplan_http_requests_total"].GetMetric() {
 		for _, l := range mf.GetLabel() {
 			assert.NotContains(t, l.GetValue(), "/", "a route is a name, never a path")
@@ -216,7 +240,7 @@ STATUS = "success"
 	// The log: one JSON object a line, with the expected fields.
 	type line map[string]any
 	var lines []line
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc = bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
 		var l line
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), "%s", sc.Text())
