@@ -27,6 +27,10 @@ type Metrics struct {
 	runs, applies, limited, http, modelErrors, modelTokens *CounterVec
 	phases, httpTime, modelTime                            *HistogramVec
 
+	// The fixed series a run's steps count, found once.
+	phase   map[string]*Histogram
+	applied map[string]*Counter
+
 	scrape sync.Mutex      // one scrape at a time: the audit log is read once per scrape
 	audit  *engine.RunPage // the audit log as the current scrape read it; nil when it failed
 }
@@ -73,9 +77,14 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m := &Metrics{opts: opts, reg: r}
 	m.runs = r.Counter("starplan_runs_total", "Dry runs that reached a verdict (and those starplan itself failed: outcome error), by outcome, origin and domain.", "outcome", "origin", "domain")
 	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), contract, dry_run (the whole dry run), apply.", DurationBuckets, "phase")
+	m.phase = map[string]*Histogram{}
+	for _, p := range []string{PhaseCheck, PhaseRun, PhaseContract, PhaseDryRun, PhaseApply} {
+		m.phase[p] = m.phases.With(p)
+	}
 	m.applies = r.Counter("starplan_applies_total", "Applies by result: applied, conflict, refused_role, refused_rule, expired (refusals: the server's).", "result")
+	m.applied = map[string]*Counter{}
 	for _, res := range []string{ApplyApplied, ApplyConflict, ApplyRefusedRole, ApplyRefusedRule, ApplyExpired} {
-		m.applies.With(res)
+		m.applied[res] = m.applies.With(res)
 	}
 	m.limited = r.Counter("starplan_runs_limited_total", "Dry runs stopped by a limit, by limit (steps, time, memory).", "limit")
 	r.GaugeFunc("starplan_runs_pending", "Runs waiting for an apply or a rejection, as the audit log's index counts them.", nil, func(emit func(float64, ...string)) {
@@ -138,7 +147,7 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 	switch {
 	case ev.Verdict():
 		m.runs.With(string(ev.Outcome), ev.Origin, m.opts.Domain).Inc()
-		m.phase(PhaseDryRun, ev.Duration)
+		m.phase[PhaseDryRun].Observe(ev.Duration.Seconds())
 		if ev.Limit != "" {
 			m.limited.With(string(ev.Limit)).Inc()
 		}
@@ -148,23 +157,19 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 		}
 	case ev.Type == engine.EventChecked:
 		if ev.Duration > 0 {
-			m.phase(PhaseCheck, ev.Duration)
+			m.phase[PhaseCheck].Observe(ev.Duration.Seconds())
 		}
 	case ev.Type == engine.EventRan:
-		m.phase(PhaseRun, ev.Duration)
+		m.phase[PhaseRun].Observe(ev.Duration.Seconds())
 	case ev.Type == engine.EventContract:
-		m.phase(PhaseContract, ev.Duration)
+		m.phase[PhaseContract].Observe(ev.Duration.Seconds())
 	case ev.Type == engine.EventApplied:
-		m.applies.With(ApplyApplied).Inc()
-		m.phase(PhaseApply, ev.Duration)
+		m.applied[ApplyApplied].Inc()
+		m.phase[PhaseApply].Observe(ev.Duration.Seconds())
 	case ev.Type == engine.EventConflict:
-		m.applies.With(ApplyConflict).Inc()
-		m.phase(PhaseApply, ev.Duration)
+		m.applied[ApplyConflict].Inc()
+		m.phase[PhaseApply].Observe(ev.Duration.Seconds())
 	}
-}
-
-func (m *Metrics) phase(name string, d time.Duration) {
-	m.phases.With(name).Observe(d.Seconds())
 }
 
 // Request counts an HTTP request the server answered.
@@ -177,11 +182,11 @@ func (m *Metrics) Request(r Request) {
 func (m *Metrics) Refused(r Refusal) {
 	switch r.Code {
 	case codeForbiddenRole:
-		m.applies.With(ApplyRefusedRole).Inc()
+		m.applied[ApplyRefusedRole].Inc()
 	case codeRunExpired:
-		m.applies.With(ApplyExpired).Inc()
+		m.applied[ApplyExpired].Inc()
 	default:
-		m.applies.With(ApplyRefusedRule).Inc()
+		m.applied[ApplyRefusedRule].Inc()
 	}
 }
 
