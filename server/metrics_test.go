@@ -110,10 +110,11 @@ next:
 	return -1
 }
 
-// TestMetricsAndLogsOfRuns: dry runs, an apply, a conflict, applies refused by role and by rule,
-// and a refused credential over HTTP show in /metrics (parsed by Prometheus's parser: every
-// family with its type, counts matching the runs made) and in the JSON log (each line an object
-// with the expected fields, and never a token, a program or a row's value).
+// TestMetricsAndLogsOfRuns: dry runs (one stopped by a limit, one over MCP), an apply, a
+// conflict, applies refused by role and by rule, and a refused credential show in /metrics
+// (parsed by Prometheus's parser: every family with its type, counts matching the runs made)
+// and in the JSON log (each line an object with the expected fields, and never a token, a
+// program or a row's value).
 func TestMetricsAndLogsOfRuns(t *testing.T) {
 	f, m, logs := telemetryFixture(t)
 	proposer := f.token("agent-1", access.Proposer, 0)
@@ -126,6 +127,11 @@ STATUS = "success"
 `, "say hello")
 	r := f.call("POST", "/v1/runs", RunRequest{Program: "x = (\n"})
 	require.Equal(t, http.StatusOK, r.status)
+	r = f.call("POST", "/v1/runs", RunRequest{Program: "n = 0\nfor i in range(1000000):\n    n += 1\n", Limits: &Limits{MaxSteps: 1000}})
+	require.Equal(t, http.StatusOK, r.status)
+	var limited RunDocument
+	r.decode(t, &limited)
+	require.Equal(t, "steps", string(limited.Limit), "%v", limited.Diagnostics)
 	require.Equal(t, http.StatusOK, f.call("POST", "/v1/runs/"+a.RunID+"/apply", ApplyRequest{Digest: a.Digest}).status)
 	require.Equal(t, http.StatusConflict, f.call("POST", "/v1/runs/"+b.RunID+"/apply", ApplyRequest{Digest: b.Digest}).status)
 
@@ -171,7 +177,7 @@ STATUS = "success"
 		"starplan_runs_total":                     dto.MetricType_COUNTER,
 		"starplan_phase_duration_seconds":         dto.MetricType_HISTOGRAM,
 		"starplan_applies_total":                  dto.MetricType_COUNTER,
-		"starplan_runs_limited_total":             -1, // no run hit a limit: no series
+		"starplan_runs_limited_total":             dto.MetricType_COUNTER,
 		"starplan_runs_pending":                   dto.MetricType_GAUGE,
 		"starplan_audit_log_runs":                 dto.MetricType_GAUGE,
 		"starplan_audit_log_bytes":                dto.MetricType_GAUGE,
@@ -186,25 +192,23 @@ STATUS = "success"
 		"starplan_http_request_duration_seconds":  dto.MetricType_HISTOGRAM,
 	}
 	for name, typ := range types {
-		if typ < 0 {
-			assert.NotContains(t, fams, name)
-			continue
-		}
 		if assert.Contains(t, fams, name) {
 			assert.Equal(t, typ, fams[name].GetType(), name)
 		}
 	}
-	assert.Len(t, fams, len(types)-1, "no family beside these")
+	assert.Len(t, fams, len(types), "no family beside these")
 
 	domain := f.eng.Policy().Name
 	ok := map[string]string{"outcome": "ok", "origin": OriginHTTP, "domain": domain}
 	assert.Equal(t, 5.0, value(fams, "starplan_runs_total", ok))
 	assert.Equal(t, 1.0, value(fams, "starplan_runs_total", map[string]string{"outcome": "check_failed"}))
+	assert.Equal(t, 1.0, value(fams, "starplan_runs_total", map[string]string{"outcome": "limit_exceeded"}))
+	assert.Equal(t, 1.0, value(fams, "starplan_runs_limited_total", map[string]string{"limit": "steps"}))
 	assert.Equal(t, 1.0, value(fams, "starplan_runs_total", map[string]string{"outcome": "ok", "origin": OriginMCP}))
 	for result, n := range map[string]float64{"applied": 1, "conflict": 1, "refused_role": 1, "refused_rule": 1, "expired": 0} {
 		assert.Equal(t, n, value(fams, "starplan_applies_total", map[string]string{"result": result}), result)
 	}
-	assert.Equal(t, 7.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "dry_run"}))
+	assert.Equal(t, 8.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "dry_run"}))
 	assert.Equal(t, 2.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply"}))
 	assert.Equal(t, 1.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "check"}), "only the check that failed")
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "run"}), 5.0)
@@ -221,7 +225,7 @@ STATUS = "success"
 	http := func(route, status string) float64 {
 		return value(fams, "starplan_http_requests_total", map[string]string{"route": route, "status": status})
 	}
-	assert.Equal(t, 6.0, http("run", "200"))
+	assert.Equal(t, 7.0, http("run", "200"))
 	assert.Equal(t, 1.0, http("apply", "200"))
 	assert.Equal(t, 1.0, http("apply", "409"))
 	assert.Equal(t, 2.0, http("apply", "403"))
@@ -277,6 +281,7 @@ STATUS = "success"
 	find(line{"msg": "auth failed", "route": "list", "status": 401.0, "code": CodeUnauthorized, "level": "WARN"})
 	find(line{"msg": "request", "route": "run", "method": "POST", "status": 200.0})
 	find(line{"msg": "run started", "run_id": a.RunID, "level": "DEBUG"})
+	find(line{"msg": "limit", "run_id": limited.RunID, "limit": "steps", "level": "WARN"})
 
 	// Never a secret, a program or the data.
 	out := logs.String()
