@@ -128,3 +128,19 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	assert.Equal(t, 2, runLines, "%s", errb)
 	assert.NotContains(t, errb.String(), token)
 }
+
+// TestServeTelemetryFlags: an unknown log format or level, or a metrics address that cannot be
+// listened on, stops serve at the start with a usage error that names the choices.
+func TestServeTelemetryFlags(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	o := s.run(false, "", "serve", "--log-format", "xml")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, `log format "xml" is not one of text, json`)
+	o = s.run(false, "", "serve", "--log-level", "loud")
+	assert.Equal(t, ExitUsage, o.code)
+	assert.Contains(t, o.err, "Try: give --log-format text or json, and --log-level debug, info, warn or error")
+	o = s.run(false, "", "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "256.0.0.1:1")
+	assert.Equal(t, ExitUsage, o.code, o.err)
+	assert.Contains(t, o.err, "listening for metrics on 256.0.0.1:1")
+}

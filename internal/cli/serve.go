@@ -186,6 +186,14 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
 		)
 		info := serveInfo{PID: os.Getpid()}
+		if metrics != nil { // before the API, so a refused address stops nothing that serves
+			ms, addr, err := serveMetrics(opts.MetricsListen, metrics)
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			fmt.Fprintf(ios.Err, "starplan serve: metrics on http://%s/metrics\n", addr)
+		}
 		if httpOn {
 			ln, err := net.Listen("tcp", opts.Listen)
 			if err != nil {
@@ -207,14 +215,6 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			info.HTTP = "http://" + ln.Addr().String()
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
 			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
-		}
-		if metrics != nil {
-			ms, addr, err := serveMetrics(opts.MetricsListen, metrics)
-			if err != nil {
-				return err
-			}
-			defer ms.Close()
-			fmt.Fprintf(ios.Err, "starplan serve: metrics on http://%s/metrics\n", addr)
 		}
 		// Who holds the store, for the commands that cannot go through the server (holder.go).
 		if remove, err := writeServeInfo(storeOf(e).Dir(), info); err == nil {
