@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,6 +105,8 @@ type Pool struct {
 	noRowCache bool
 	// rowBudget bounds the workers' row caches together (Options.RowCache).
 	rowBudget *rowBudget
+
+	stats poolStats // counts for Stats
 
 	schemaMu      sync.Mutex
 	schemaViews   []*table.Schema // the schemas behind schemaJSON
@@ -237,6 +240,8 @@ type proc struct {
 	vmData   int64  // data segment after its last run, in bytes
 	schemas  string // the schemas the worker has, as last sent
 
+	kills *[len(killReasons)]atomic.Uint64 // the pool's kill counts, by reason (Stats)
+
 	mu  sync.Mutex
 	why killReason // why the pool killed it; "" while it has not
 }
@@ -253,13 +258,21 @@ const (
 	killBroken   killReason = "broken"
 )
 
-// kill stops the process (once) and records why; a later reason does not replace the first.
+// killReasons are the reasons Stats counts, in its order.
+var killReasons = [...]killReason{killTimeout, killCancel, killOversize, killClosed, killDiscard, killBroken}
+
+// kill stops the process (once) and records why; a later reason does not replace the first,
+// and only the first is counted.
 func (w *proc) kill(why killReason) {
 	w.mu.Lock()
-	if w.why == "" {
+	first := w.why == ""
+	if first {
 		w.why = why
 	}
 	w.mu.Unlock()
+	if first && w.kills != nil {
+		w.kills[slices.Index(killReasons[:], why)].Add(1)
+	}
 	_ = w.cmd.Process.Kill() // fails only when it has already exited
 }
 
@@ -284,7 +297,7 @@ func (p *Pool) start() (*proc, error) {
 		inW.Close()
 		return nil, fmt.Errorf("isolate: starting a worker: %w", err)
 	}
-	w := &proc{cmd: cmd, toWorker: inW, fromW: outR, stderr: &headBuffer{max: 8 << 10}, exited: make(chan struct{})}
+	w := &proc{cmd: cmd, toWorker: inW, fromW: outR, stderr: &headBuffer{max: 8 << 10}, exited: make(chan struct{}), kills: &p.stats.kills}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, w.stderr
 	err = cmd.Start()
 	inR.Close()
@@ -331,6 +344,7 @@ func (p *Pool) start() (*proc, error) {
 		return nil, errors.New(msg)
 	}
 	w.warnings, w.vmData0, w.vmData, w.goTotal0 = r.Warnings, r.VMData, r.VMData, r.GoTotal
+	p.stats.started.Add(1)
 	return w, nil
 }
 
@@ -360,6 +374,9 @@ func (p *Pool) forget(w *proc, why killReason) bool {
 // fewer than Warm are ready.
 func (p *Pool) discard(w *proc, why killReason) {
 	if p.forget(w, why) {
+		if why != killClosed {
+			p.stats.discarded.Add(1)
+		}
 		<-p.slots
 		p.fill()
 	}
@@ -504,7 +521,9 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	if m.Schemas == w.schemas {
 		m.Schemas = "" // the worker has them
 	}
+	p.stats.busy.Add(1)
 	res := p.runOn(ctx, w, job, program, m, budget, timeout)
+	p.stats.busy.Add(-1)
 	res.Duration = time.Since(start)
 	return res
 }
@@ -859,3 +878,42 @@ func (h *headBuffer) String() string {
 }
 
 var _ io.Writer = (*headBuffer)(nil)
+
+// poolStats are the counts behind Pool.Stats, kept with atomic adds.
+type poolStats struct {
+	started, discarded atomic.Uint64
+	busy               atomic.Int64
+	kills              [len(killReasons)]atomic.Uint64
+}
+
+// Stats is a moment of a pool's life, for metrics: its bound, its workers and what happened to
+// them since it started.
+type Stats struct {
+	// MaxWorkers is the most workers alive at once (Options.MaxWorkers as applied).
+	MaxWorkers int
+	// Live counts the worker processes alive now (starting, idle or busy); Idle those waiting
+	// for a run; Busy those running a plan.
+	Live, Idle, Busy int
+	// Started counts the workers that reported ready; Discarded those the pool ended after a
+	// limit, a crash, a protocol failure or a memory map grown too large for the next run (each
+	// is replaced: a restart). A closed pool's workers are not discarded.
+	Started, Discarded uint64
+	// Kills counts the workers the pool killed, by reason: "timeout" (a run's time limit, or a
+	// start that took too long), "cancel" (the run's caller gave up), "oversize" (a reply over
+	// the protocol's bound), "discard" (grown too large), "broken" (a crash or a protocol
+	// failure) and "closed" (the pool closed while it ran). Every reason is present.
+	Kills map[string]uint64
+}
+
+// Stats returns the pool's counts now. It takes the pool's lock for a moment.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	live := len(p.live)
+	p.mu.Unlock()
+	st := Stats{MaxWorkers: p.opts.MaxWorkers, Live: live, Idle: len(p.idle), Busy: int(p.stats.busy.Load()),
+		Started: p.stats.started.Load(), Discarded: p.stats.discarded.Load(), Kills: make(map[string]uint64, len(killReasons))}
+	for i, r := range killReasons {
+		st.Kills[string(r)] = p.stats.kills[i].Load()
+	}
+	return st
+}

@@ -23,7 +23,9 @@ const MCPPath = "/mcp"
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
 	mux, _ := s.mux()
-	return s.guard(s.enforce(mux)) // enforce: the right each route needs (rights.go)
+	// observeRequests: each request's route, status and time (requests.go); enforce: the
+	// right each route needs (rights.go)
+	return s.observeRequests(mux, s.guard(s.enforce(mux)))
 }
 
 // mux is Handler's router and the patterns it holds: the operations' routes, MCPPath and the
@@ -219,6 +221,9 @@ func respond(w http.ResponseWriter, status int, v any, err error) {
 
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
+	if rec, ok := w.(interface{ setCode(string) }); ok {
+		rec.setCode(e.Code) // for the request's telemetry (requests.go)
+	}
 	writeJSON(w, e.Status, ErrorBody{Error: e})
 }
 

@@ -261,13 +261,16 @@ func (s *Server) refusedApproval(ctx context.Context, ae *engine.ApprovalError) 
 	p := principal(ctx)
 	if !p.Can(access.Approve) && ae.Code == CodeApprovalRequired {
 		e := s.forbidden(p, access.Approve, "apply run "+ae.RunID+", which no auto-approval rule of the domain lets through", ae.RunID)
+		s.refused(ctx, ae.RunID, e)
 		return e
 	}
 	hint := ae.Hint
 	if hint == "" {
 		hint = "a person with an approver's token reviews run " + ae.RunID + " on the review page"
 	}
-	return errorf(http.StatusForbidden, ae.Code, hint+": "+s.runPage(ae.RunID), "%s; nothing was written", ae.Error())
+	e := errorf(http.StatusForbidden, ae.Code, hint+": "+s.runPage(ae.RunID), "%s; nothing was written", ae.Error())
+	s.refused(ctx, ae.RunID, e)
+	return e
 }
 
 // mayApply refuses at once an apply by a principal that cannot approve when the domain has no
@@ -278,5 +281,7 @@ func (s *Server) mayApply(ctx context.Context, id string) *Error {
 	if p.Can(access.Approve) || len(s.eng.Policy().Approval.Auto) > 0 {
 		return nil
 	}
-	return s.forbidden(p, access.Approve, "apply runs (the domain declares no auto-approval rule)", id)
+	e := s.forbidden(p, access.Approve, "apply runs (the domain declares no auto-approval rule)", id)
+	s.refused(ctx, id, e)
+	return e
 }

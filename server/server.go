@@ -20,6 +20,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/telemetry"
 	"github.com/starplan/starplan/tokens"
 )
 
@@ -85,6 +86,10 @@ type Options struct {
 	// NoElicit stops apply_run from asking the person to confirm through MCP elicitation when
 	// the client supports it: the digest alone approves, as for clients without elicitation.
 	NoElicit bool
+	// Telemetry is told each HTTP request once answered (its route by the operation's name,
+	// never the path) and each apply refused by role or rule (package telemetry counts and logs
+	// them). Runs reach telemetry through the engine's observers, not through the server.
+	Telemetry telemetry.Hooks
 	// Retention, when positive, is how long the audit log keeps settled runs (every state but
 	// pending): the server prunes older ones every RetentionInterval, and at once through Retain.
 	// 0 keeps every run.

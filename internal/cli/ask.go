@@ -71,6 +71,7 @@ type askOptions struct {
 	Apply    bool
 	JSON     bool
 	ShowPlan bool
+	Timings  bool
 }
 
 func newAskCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -95,6 +96,7 @@ Ollama, vLLM, llama.cpp server, LM Studio) and STARPLAN_MODEL, or the flags belo
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document (with the attempts) as JSON")
 	cmd.Flags().BoolVar(&opts.ShowPlan, "show-plan", false, "print the plan the model wrote, with its rewrites")
+	cmd.Flags().BoolVar(&opts.Timings, "timings", false, timingsFlag+"; an ask's attempts add up")
 	return cmd
 }
 
@@ -108,7 +110,15 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		// While the model thinks, other commands on the store run through this process.
 		stopHosting := hostWhileWaiting(ios, e)
 		defer stopHosting()
-		res, err := e.Ask(ctx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
+		var t *timer
+		actx := ctx
+		if opts.Timings {
+			var stop func()
+			t = &timer{}
+			actx, stop = t.start(ctx, e)
+			defer stop()
+		}
+		res, err := e.Ask(actx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
 			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {
 			var me *engine.ModelError
@@ -124,7 +134,7 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 		if human && len(res.Attempts) > 1 {
 			printAttempts(ios, res.Attempts)
 		}
-		review, err = finishRun(ctx, ios, e, res, opts.JSON)
+		review, err = finishRun(ctx, ios, e, res, opts.JSON, t)
 		var silent silentExit
 		if errors.As(err, &silent) && res.Diagnostics.Has(engine.CodeNoValidPlan) {
 			return silentExit(ExitModel)

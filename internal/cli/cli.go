@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/starplan/starplan/internal/errcode"
+	"github.com/starplan/starplan/isolate"
 	"github.com/starplan/starplan/store"
 )
 
@@ -201,6 +202,9 @@ type globalOptions struct {
 	// create is set for the command being run when it may create a missing store (see
 	// createsStore); every other command fails on one.
 	create bool
+	// pool is the sandbox workers' pool runner started for the command, nil in process (serve's
+	// metrics read it).
+	pool *isolate.Pool
 }
 
 // createsStoreAnnotation marks a command that creates a missing store, seeded with the demo

@@ -18,6 +18,7 @@ type execOptions struct {
 	Apply   bool
 	JSON    bool
 	Domain  string // --domain DIR: run on a temporary store of that domain (or on --db made from it)
+	Timings bool
 }
 
 func newExecCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -42,6 +43,7 @@ names, made from it when missing.`,
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the customer request the plan answers (user_request)")
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
+	cmd.Flags().BoolVar(&opts.Timings, "timings", false, timingsFlag)
 	return cmd
 }
 
@@ -52,17 +54,25 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 	}
 	var review string
 	err = withDomainEngine(ios, g, opts.Domain, func(e *engine.Engine, scratch bool) error {
-		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
+		var t *timer
+		rctx := ctx
+		if opts.Timings {
+			var stop func()
+			t = &timer{}
+			rctx, stop = t.start(ctx, e)
+			defer stop()
+		}
+		res, err := e.Run(rctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
 		if err != nil {
 			return engineError(err)
 		}
 		if scratch {
 			ios := ios
 			ios.scratch = opts.Domain
-			_, err = finishRun(ctx, ios, e, res, opts.JSON)
+			_, err = finishRun(ctx, ios, e, res, opts.JSON, t)
 			return err
 		}
-		review, err = finishRun(ctx, ios, e, res, opts.JSON)
+		review, err = finishRun(ctx, ios, e, res, opts.JSON, t)
 		return err
 	})
 	if err != nil || review == "" {
@@ -71,18 +81,35 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 	return approveRun(ctx, ios, g, review)
 }
 
+// timingsFlag is the help of exec's and ask's --timings.
+const timingsFlag = "print the run's phase durations (check, run, contract, dry run, apply, model); with --json, as its timings object"
+
 // finishRun prints a run's result and ends with the run's exit code. exec and ask share it. A
 // pending run on a terminal is not decided here: its id is returned, for approveRun to ask
-// about once the store is closed.
-func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine.Result, asJSON bool) (review string, err error) {
+// about once the store is closed. t, when set, adds the run's timings (--timings).
+func finishRun(ctx context.Context, ios IOStreams, e *engine.Engine, res *engine.Result, asJSON bool, t *timer) (review string, err error) {
+	var tm *timings
+	if t != nil {
+		tm = t.result(res)
+	}
 	if asJSON || !ios.OutTTY {
-		if err := writeJSON(ios.Out, res); err != nil {
+		var doc any = res
+		if tm != nil {
+			doc = struct {
+				*engine.Result
+				Timings *timings `json:"timings"`
+			}{res, tm}
+		}
+		if err := writeJSON(ios.Out, doc); err != nil {
 			return "", err
 		}
 		return "", silentExit(outcomeExit(res.Outcome))
 	}
 	if err := renderResult(ios, res, schemaMap(e)); err != nil {
 		return "", err
+	}
+	if tm != nil {
+		tm.print(ios)
 	}
 	if n := len(res.Rewrites); n > 0 {
 		p := painter(ios.Color())

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +19,7 @@ import (
 	"github.com/starplan/starplan/builtins"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/server"
+	"github.com/starplan/starplan/telemetry"
 )
 
 // DefaultListen is where `starplan serve` listens unless told otherwise: loopback only.
@@ -33,6 +34,11 @@ type serveOptions struct {
 	Token        string
 	DrainTimeout time.Duration
 	Retention    string // --retention: an age (30d, 12h) after which settled runs are pruned; 0 keeps them
+	// MetricsListen is where GET /metrics answers in the Prometheus text format, without the
+	// token; "" serves no metrics.
+	MetricsListen string
+	LogFormat     string // --log-format: text or json
+	LogLevel      string // --log-level: debug, info, warn or error
 }
 
 func newServeCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -63,6 +69,12 @@ this user can open: they print what they would print alone. db init and db check
 to themselves, and name the server (from serve.json, its pid and address, kept in the store
 directory while it runs).
 
+Structured logs go to standard error (--log-format text|json, --log-level): each request (its
+route by the operation's name, status and time), each run's verdict, decisions, conflicts, limits
+and refused credentials, with ids, names, codes, counts and durations, never a token or a plan's
+data. --metrics-listen HOST:PORT serves Prometheus metrics at /metrics on an address of its own,
+without the token (they hold counts, no data); off unless given.
+
 --mcp-stdio serves MCP on standard input and output instead (for an MCP client that starts
 starplan itself); HTTP is then served too only if --listen is given.
 
@@ -79,6 +91,9 @@ SIGTERM or Ctrl-C stops accepting requests, lets those in flight finish (at most
 	cmd.Flags().StringVar(&opts.Token, "token", "", "the bearer token HTTP clients must send (default $STARPLAN_TOKEN, else serve.token in the store directory); "+
 		"every local user can read it in the process's command line: prefer STARPLAN_TOKEN or serve.token")
 	cmd.Flags().DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "how long a shutdown waits for requests in flight")
+	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, without the token (127.0.0.1:9464); off when empty")
+	cmd.Flags().StringVar(&opts.LogFormat, "log-format", "text", "log lines on standard error: text (key=value) or json (one object a line)")
+	cmd.Flags().StringVar(&opts.LogLevel, "log-level", "info", "least level logged: debug (every phase of every run), info (requests, verdicts, decisions), warn (conflicts, limits, refusals), error")
 	cmd.Flags().StringVar(&opts.Retention, "retention", "0", "prune settled runs (all but pending) older than this from the audit log, at the start and hourly: 30d, 12h; 0 keeps every run")
 	opts.modelOptions.register(cmd)
 	return cmd
@@ -101,9 +116,26 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 	if err != nil {
 		return withCode(ExitUsage, err, "give --retention 0 to keep every run, or an age such as 90d")
 	}
+	logger, err := telemetry.NewLogger(ios.Err, opts.LogFormat, opts.LogLevel)
+	if err != nil {
+		return withCode(ExitUsage, err, "give --log-format text or json, and --log-level debug, info, warn or error")
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return withEngine(ios, g, func(e *engine.Engine) error {
+		// Every run of this engine, whatever asked for it (HTTP, MCP, CLI commands relayed
+		// here), is logged and, with --metrics-listen, counted.
+		logs := telemetry.NewLogs(logger)
+		defer e.Observe(logs.Observe)()
+		var metrics *telemetry.Metrics
+		if opts.MetricsListen != "" {
+			mo := telemetry.MetricsOptions{Domain: e.Policy().Name, Audit: e.RunStats}
+			if g.pool != nil {
+				mo.Pool = g.pool.Stats
+			}
+			metrics = telemetry.NewMetrics(mo)
+			defer e.Observe(metrics.Observe)()
+		}
 		given := opts.Token
 		if given != "" {
 			fmt.Fprintln(ios.Err, "warning: --token puts the token in this process's command line, which every local user can read (ps, /proc/PID/cmdline); "+
@@ -129,11 +161,15 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		var model engine.Model
 		if client, err := opts.client(ios); err == nil {
 			model = client
+			if metrics != nil {
+				model = metrics.Model(client)
+			}
 			fmt.Fprintf(ios.Err, "starplan serve: model %s for /v1/ask and for replanning after a rejection\n", safe(client.Model()))
 		} else {
 			fmt.Fprintln(ios.Err, "starplan serve: no model configured (OPENAI_API_KEY, OPENAI_BASE_URL): /v1/ask is off, and a rejection only records")
 		}
-		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs(), Retention: retention, Log: log.New(ios.Err, "starplan serve: ", 0)})
+		srv, err := server.New(e, server.Options{Token: token, Model: model, MaxRepairs: opts.repairs(), Retention: retention,
+			Log: slog.NewLogLogger(logger.Handler(), slog.LevelWarn), Telemetry: telemetry.ServerHooks(metrics, logs)})
 		if err != nil {
 			return withCode(ExitInternal, err, "")
 		}
@@ -160,6 +196,14 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			mcpEnded  = make(chan error, 1) // the stdio session ended (the client went away)
 		)
 		info := serveInfo{PID: os.Getpid()}
+		if metrics != nil { // before the API, so a refused address stops nothing that serves
+			ms, addr, err := serveMetrics(opts.MetricsListen, metrics)
+			if err != nil {
+				return err
+			}
+			defer ms.Close()
+			fmt.Fprintf(ios.Err, "starplan serve: metrics on http://%s/metrics\n", addr)
+		}
 		if httpOn {
 			ln, err := net.Listen("tcp", opts.Listen)
 			if err != nil {
@@ -228,6 +272,20 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 		}
 		return nil
 	})
+}
+
+// serveMetrics serves m at /metrics on its own listener at addr (no token: the metrics are
+// counts, never data), and nothing else. The caller closes the server.
+func serveMetrics(addr string, m *telemetry.Metrics) (*http.Server, net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, withCode(ExitUsage, fmt.Errorf("listening for metrics on %s: %w", addr, err), "pass --metrics-listen HOST:PORT with a free port")
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
+	go func() { _ = hs.Serve(ln) }()
+	return hs, ln.Addr(), nil
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -41,5 +41,6 @@ func runner(ios IOStreams, g *globalOptions) (*isolate.Pool, sandbox.Runner, err
 	for _, w := range pool.Warnings() {
 		fmt.Fprintf(ios.Err, "warning: %s\n", safe(w))
 	}
+	g.pool = pool
 	return pool, pool, nil
 }
