@@ -57,6 +57,7 @@ func loadInvariants(src string, bound *checkBound) (map[string]contracts.Invaria
 					return nil, nil
 				}
 			}
+			ctx = sandbox.WithSubject(ctx, contracts.SubjectOf(ctx))
 			v, steps, err := sandbox.Call(ctx, fn.(starlark.Callable), starlark.Tuple{changeSetValue(cs)}, limits)
 			if bound != nil && bound.charge(name, invariantLimits, limits, steps, err) {
 				return nil, nil

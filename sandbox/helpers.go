@@ -171,6 +171,7 @@ func paramsOf(fn *starlark.Function) (builtins.Params, bool) {
 func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits) (v starlark.Value, steps uint64, err error) {
 	limits = limits.Effective(Limits{})
 	thread := &starlark.Thread{Name: "call"}
+	builtins.SetSubject(thread, subjectOf(ctx))
 	shared := sync.OnceValue(func() map[any]struct{} { return callShared(fn, args) })
 	b := bind(ctx, thread, limits, shared, watchSelf)
 	defer func() {
