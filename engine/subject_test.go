@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"os"
 	"testing"
 	"testing/fstest"
 
@@ -147,4 +148,30 @@ func TestSubjectPinned(t *testing.T) {
 	_, err = e.Run(ctx, Request{Reply: lendToM2, Subject: " M2"})
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, CodeSubjectInvalid, se.Code)
+}
+
+// The library's example loan (to Ada Lovelace, M001) made on behalf of member M002 is refused by
+// the library's subject rule alone; on behalf of M001, or by the staff (no subject), it passes.
+func TestLibraryMemberActsForSelf(t *testing.T) {
+	e := libraryEngine(t)
+	ctx := context.Background()
+	src, err := os.ReadFile("../domains/library/example.star")
+	require.NoError(t, err)
+	plan := "<execute_python>\n" + string(src) + "\n</execute_python>"
+
+	res, err := e.Run(ctx, Request{Reply: plan, Subject: "M002"})
+	require.NoError(t, err)
+	require.Equal(t, OutcomeContractViolation, res.Outcome)
+	var codes []string
+	for _, d := range res.Diagnostics {
+		codes = append(codes, d.Code)
+	}
+	assert.Equal(t, []string{"member_acts_for_self", "member_acts_for_self"}, codes, "the loan and the member row are M001's")
+	assert.Equal(t, "the run acts for member M002 but changes a row of member M001 in members", res.Diagnostics[0].Message)
+
+	for _, subject := range []string{"M001", ""} {
+		res, err = e.Run(ctx, Request{Reply: plan, Subject: subject})
+		require.NoError(t, err)
+		assert.Equal(t, OutcomeOK, res.Outcome, "subject %q: %s", subject, res.Diagnostics.String())
+	}
 }

@@ -15,6 +15,7 @@ import (
 type execOptions struct {
 	File    string
 	Request string
+	Subject string
 	Apply   bool
 	JSON    bool
 }
@@ -36,6 +37,7 @@ result document.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the customer request the plan answers (user_request)")
+	cmd.Flags().StringVar(&opts.Subject, "subject", "", "the id of the subject the run acts for (helpers and rules read it with run_subject())")
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
 	return cmd
@@ -48,7 +50,7 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 	}
 	var review string
 	err = withEngine(ios, g, func(e *engine.Engine) error {
-		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
+		res, err := e.Run(ctx, engine.Request{Reply: src, UserRequest: opts.Request, Subject: opts.Subject, Apply: opts.Apply, Origin: "exec"})
 		if err != nil {
 			return engineError(err)
 		}
