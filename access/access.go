@@ -9,9 +9,12 @@ package access
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/user"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Role is what a credential may do, as a set of rights (see Can).
@@ -75,6 +78,9 @@ type Principal struct {
 	// Name is the credential's name ("admin", "agent-1"), or "local:<user>" for the local user.
 	Name string `json:"name"`
 	Role Role   `json:"role"`
+	// Subject is the one subject a credential pinned to one may act for (tokens.Token.Subject);
+	// empty: any, or none.
+	Subject string `json:"subject,omitempty"`
 }
 
 // LocalPrefix begins the name of the local OS user as a principal.
@@ -112,4 +118,36 @@ func NewContext(ctx context.Context, p Principal) context.Context {
 func FromContext(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
+}
+
+// MaxSubject is the longest subject id, in bytes.
+const MaxSubject = 200
+
+// CheckSubject returns an error when s cannot name a subject: longer than MaxSubject, not UTF-8,
+// with a control character or with spaces at either end. "" (no subject) is valid.
+func CheckSubject(s string) error {
+	switch {
+	case len(s) > MaxSubject:
+		return fmt.Errorf("the subject is %d bytes; at most %d are accepted", len(s), MaxSubject)
+	case !utf8.ValidString(s):
+		return errors.New("the subject is not valid UTF-8")
+	case strings.TrimSpace(s) != s:
+		return fmt.Errorf("the subject %q has spaces at an end; give the id alone", s)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("the subject %q holds a control character", s)
+	}
+	return nil
+}
+
+// SubjectFor returns the subject a run by p that names asked ("" for none) acts for: p's pinned
+// subject when it has one and asked is it or empty; asked otherwise. ok is false when p is pinned
+// to a subject and asked names another: p may not act for it.
+func SubjectFor(p Principal, asked string) (subject string, ok bool) {
+	switch {
+	case p.Subject == "":
+		return asked, true
+	case asked == "" || asked == p.Subject:
+		return p.Subject, true
+	}
+	return "", false
 }

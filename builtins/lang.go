@@ -86,6 +86,7 @@ func Language() Registry {
 			Doc:       "Regular expressions on RE2 (linear time, so no lookaround or backreferences): search, match, fullmatch, findall, finditer, sub, subn, split, compile, escape, flags I, M, S, X, A.",
 			Example:   `m = re.search(r"(\d+)-(\d+)", code)`,
 		},
+		RunSubject(),
 	}
 }
 

@@ -36,6 +36,8 @@ type Domain struct {
 	// Approval is who must approve a run's changes, and what may go through without a person
 	// (approval.go); the zero value is the default.
 	Approval Approval `json:"approval,omitempty"`
+	// Subject is what the domain asks of the subject a run acts for (subject.go).
+	Subject SubjectPolicy `json:"subject,omitempty"`
 
 	ready bool // validated and resolved by Parse
 	// invariants are the functions the domain's starlark rules name (BindInvariants).
@@ -143,6 +145,9 @@ type Input struct {
 	// zero time means no shared bound. An apply checks outside the store's write lock, and again
 	// under it when what the check read moved (store.ApplyPending).
 	Deadline time.Time
+	// Subject is who the run acts for ("" for nobody): the domain may require one for writes
+	// (SubjectPolicy), and its starlark rules read it with run_subject().
+	Subject string
 }
 
 // Committed reads committed data for the checks. Implementations must not see the run's staged
@@ -302,6 +307,9 @@ func (d *Domain) Describe() []RuleDoc {
 			docs = append(docs, RuleDoc{Name: it.name, Kind: "contract", Doc: doc})
 		}
 	}
+	if d.Subject.RequiredForWrites {
+		docs = append(docs, RuleDoc{Name: subjectItem.name, Kind: "contract", Doc: subjectItem.doc(&d.Contract)})
+	}
 	for _, r := range d.Rules {
 		docs = append(docs, RuleDoc{Name: r.Name, Kind: r.Kind, Doc: r.Doc})
 	}
@@ -316,10 +324,11 @@ func (d *Domain) Check(in Input) (diag.List, error) {
 	if !d.ready {
 		return nil, fmt.Errorf("contracts: domain %q was not validated; build domains with Load or Parse", d.Name)
 	}
-	p := &pass{in: in, contract: &d.Contract, invariants: d.invariants}
+	p := &pass{in: in, contract: &d.Contract, invariants: d.invariants, subjectPolicy: d.Subject}
 	for _, it := range contractItems {
 		it.check(p)
 	}
+	subjectItem.check(p)
 	for i := range d.Rules {
 		r := &d.Rules[i]
 		if err := r.check(p); err != nil {
@@ -334,8 +343,10 @@ type pass struct {
 	in         Input
 	contract   *Contract
 	invariants map[string]Invariant
-	out        diag.List
-	changed    []string // see tables
+	// subjectPolicy is the domain's SubjectPolicy.
+	subjectPolicy SubjectPolicy
+	out           diag.List
+	changed       []string // see tables
 }
 
 func (p *pass) report(code, msg, hint string) {

@@ -68,7 +68,7 @@ func buildStarlark(ps *params) checkFunc {
 		if inv == nil {
 			return fmt.Errorf("the invariant function %s is not bound: the engine loads it from the domain's invariants.star", fn)
 		}
-		ctx := context.Background()
+		ctx := withSubject(context.Background(), p.in.Subject)
 		if !p.in.Deadline.IsZero() {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, p.in.Deadline)

@@ -82,7 +82,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
 	verify := func(cs table.ChangeSet, c store.Committed) error {
-		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c, Deadline: time.Now().Add(invariantsTime)})
+		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c, Deadline: time.Now().Add(invariantsTime), Subject: rec.Subject})
 		if err != nil {
 			return fmt.Errorf("checking the policy at apply: %w", err)
 		}

@@ -40,6 +40,8 @@ type AskRequest struct {
 	Waiting func(attempt, most int) (done func())
 	// By is who asks, recorded as each attempt's proposed_by (Request.By).
 	By access.Principal
+	// Subject is who the question is asked for (Request.Subject).
+	Subject string
 }
 
 // ModelError is a failure to get a reply from the model (unreachable, refused, timed out,
@@ -78,6 +80,10 @@ func (e *Engine) Ask(ctx context.Context, model Model, req AskRequest) (*Result,
 // at most req.MaxRepairs times. parent is the run the first attempt follows (a rejected run, for
 // a replan) and replan how many rejections led here.
 func (e *Engine) plan(ctx context.Context, model Model, req AskRequest, msgs []llm.Message, parent string, replan int) (*Result, error) {
+	// A subject the asker may not act for is refused before the model is asked.
+	if _, err := subjectOf(Request{By: req.By, Subject: req.Subject}); err != nil {
+		return nil, err
+	}
 	repairs := req.MaxRepairs
 	if repairs == 0 {
 		repairs = DefaultMaxRepairs
@@ -98,7 +104,7 @@ func (e *Engine) plan(ctx context.Context, model Model, req AskRequest, msgs []l
 			Model: reply.Model, Attempt: n, PromptTokens: reply.PromptTokens, CompletionTokens: reply.CompletionTokens,
 			LatencyMS: float64(reply.Latency.Microseconds()) / 1000, ParentRunID: parent, Replan: replan,
 		}
-		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call, By: req.By})
+		res, err = e.Run(ctx, Request{Reply: reply.Content, UserRequest: req.Question, Limits: req.Limits, Apply: req.Apply, Origin: "ask", Model: call, By: req.By, Subject: req.Subject})
 		if err != nil {
 			return nil, err
 		}

@@ -33,6 +33,8 @@ type RunRecord struct {
 	Time    time.Time `json:"time"`
 	Origin  string    `json:"origin"`
 	Request string    `json:"request"`
+	// Subject is who the run acts for (Request.Subject); empty for nobody.
+	Subject string `json:"subject,omitempty"`
 	// Reply is the model's reply (or the bare program) up to MaxReplyExcerpt bytes; a longer one
 	// is cut there and Truncated names "reply". ReplyBytes and ReplySHA256 are the length and
 	// the hex SHA-256 of the whole reply, so a kept copy can be matched to the run.
@@ -128,7 +130,7 @@ func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *R
 		limits = &req.Limits
 	}
 	r := &RunRecord{
-		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Limits: limits,
+		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Subject: req.Subject, Limits: limits,
 		Reply: req.Reply, ReplyBytes: len(req.Reply), ReplySHA256: hex.EncodeToString(sum[:]),
 		Program: res.Program, Rewrites: res.Rewrites, Diagnostics: res.Diagnostics,
 		Stdout: res.Stdout, StdoutTruncated: res.StdoutTruncated,

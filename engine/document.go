@@ -28,6 +28,7 @@ type Document struct {
 	Digest    string     `json:"digest" jsonschema:"sha256 of the canonical encoding of the change set; apply takes it"`
 	State     string     `json:"state" jsonschema:"pending, expired, applied, rejected, conflict, done or failed"`
 	Request   string     `json:"request"`
+	Subject   string     `json:"subject,omitempty" jsonschema:"who the run acts for, when it names someone"`
 	Origin    string     `json:"origin"`
 	Time      *time.Time `json:"time,omitempty"`
 	AppliedAt *time.Time `json:"applied_at,omitempty"`
@@ -97,6 +98,7 @@ func RecordDocument(rec *RunRecord, d *Decision) (*Document, error) {
 	t := rec.Time
 	doc.State = StateOf(res, d)
 	doc.Request, doc.Origin, doc.Time, doc.AppliedAt, doc.Decision = rec.Request, rec.Origin, &t, rec.AppliedAt, d
+	doc.Subject = rec.Subject
 	doc.Events = streamHistory(rec, d, doc.Digest)
 	doc.Made = madeOf(rec)
 	return doc, nil

@@ -73,6 +73,7 @@ func loadInvariants(src string, bound *checkBound) (map[string]contracts.Invaria
 					return nil, nil
 				}
 			}
+			ctx = sandbox.WithSubject(ctx, contracts.SubjectOf(ctx))
 			args := starlark.Tuple{changeSetValue(cs)}
 			var setup func(*starlark.Thread)
 			var view *ruleView

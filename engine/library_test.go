@@ -91,7 +91,7 @@ func TestLibraryDomainLoads(t *testing.T) {
 		assert.Contains(t, dom.Definition, f)
 	}
 	e := libraryEngine(t)
-	assert.Equal(t, []string{"borrower_in_good_standing", "fine_for_own_loan", "fines_match_ledger", "loan_status_machine", "loans_out_counts", "one_loan_per_book"},
+	assert.Equal(t, []string{"borrower_in_good_standing", "fine_for_own_loan", "fines_match_ledger", "loan_status_machine", "loans_out_counts", "member_acts_for_self", "one_loan_per_book"},
 		e.Policy().InvariantFunctions())
 }
 

@@ -50,6 +50,6 @@ func (e *Engine) Replan(ctx context.Context, model Model, runID string, req AskR
 		{Role: llm.RoleAssistant, Content: clipped(rec.Reply, MaxRepairQuote)},
 		{Role: llm.RoleUser, Content: prompts.Rejected(d.Feedback)},
 	}
-	req.Question = rec.Request
+	req.Question, req.Subject = rec.Request, rec.Subject
 	return e.plan(ctx, model, req, msgs, runID, rec.Model.Replan+1)
 }

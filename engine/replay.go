@@ -46,7 +46,7 @@ func (e *Engine) Replay(ctx context.Context, id string) (*ReplayReport, error) {
 	if rec.Limits != nil {
 		limits = *rec.Limits
 	}
-	res, _, err := e.evaluate(ctx, Request{Reply: rec.Program, bare: true, UserRequest: rec.Request, Limits: limits, Origin: "replay"}, rec.Time)
+	res, _, err := e.evaluate(ctx, Request{Reply: rec.Program, bare: true, UserRequest: rec.Request, Subject: rec.Subject, Limits: limits, Origin: "replay"}, rec.Time)
 	if err != nil {
 		return nil, err
 	}

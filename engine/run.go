@@ -39,6 +39,11 @@ type Request struct {
 	// (access.Local). With Apply, the run is applied at once only when By may approve it alone
 	// or an auto rule lets it through (see ApplyWith); otherwise it stays pending.
 	By access.Principal
+	// Subject is who the run acts for ("" for nobody): the plan, the domain's helpers and its
+	// starlark rules read it with run_subject(), it is recorded with the run (RunRecord.Subject)
+	// and a replay or an apply uses it again. A domain may require one for writes
+	// (contracts.SubjectPolicy).
+	Subject string
 
 	// bare says Reply is a program starplan made or recorded (a compiled JSON plan, a replay),
 	// run as it is, without extraction.
@@ -82,6 +87,7 @@ func (e *Engine) RunDocument(ctx context.Context, req Request) (*Document, error
 	}
 	t := rec.Time
 	doc.Request, doc.Origin, doc.Time, doc.AppliedAt, doc.Made = rec.Request, rec.Origin, &t, rec.AppliedAt, madeOf(rec)
+	doc.Subject = rec.Subject
 	return doc, nil
 }
 
@@ -90,6 +96,11 @@ func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, err
 	if req.Reply != "" && len(req.PlanJSON) > 0 {
 		return nil, nil, errors.New("engine: a request has a Reply or a PlanJSON, not both")
 	}
+	subject, err := subjectOf(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Subject = subject
 	start := e.opts.Now()
 	began := time.Now() // the wall clock, for the verdict's duration
 	id := newRunID()
@@ -179,7 +190,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 	sres := e.runner.Run(ctx, sandbox.Request{
 		Reply:   req.Reply,
 		Bare:    req.bare,
-		Inputs:  map[string]any{"user_request": req.UserRequest},
+		Inputs:  map[string]any{"user_request": req.UserRequest, sandbox.InputSubject: req.Subject},
 		Limits:  limits,
 		View:    stage,
 		Now:     now,
@@ -215,7 +226,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
 		checking := time.Now()
-		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Data: stage, Deadline: time.Now().Add(invariantsTime)})
+		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Data: stage, Deadline: time.Now().Add(invariantsTime), Subject: req.Subject})
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("checking the contract: %w", err)
 		}

@@ -32,6 +32,7 @@ var update = flag.Bool("update", false, "rewrite the diff sections of testdata/s
 //
 //	-- domain --    optional: the built-in domain whose fresh store it runs on (default inventory)
 //	-- request --   the customer's words (user_request)
+//	-- subject --   optional: the subject the run acts for (Request.Subject)
 //	-- reply --     the canned model reply
 //	-- want --      JSON: outcome, status, codes (the diagnostics' codes, in order), rewrites
 //	                (rules that must appear), limit, apply_outcome, apply_codes (the apply's
@@ -90,6 +91,7 @@ func runScenario(t *testing.T, file string) {
 	ar, err := txtar.ParseFile(file)
 	require.NoError(t, err)
 	request, _ := section(ar, "request")
+	subject, _ := section(ar, "subject")
 	reply, ok := section(ar, "reply")
 	require.True(t, ok, "a scenario has a reply")
 	wantJSON, ok := section(ar, "want")
@@ -113,7 +115,7 @@ func runScenario(t *testing.T, file string) {
 	before := snapshot(t, e)
 	// A scenario asserts which limit fired only where speed cannot change it: the time limit is
 	// far beyond any step budget on a loaded machine, so a step-limit scenario sees the steps.
-	res, err := e.Run(ctx, Request{Reply: reply, UserRequest: strings.TrimSpace(request), Origin: "scenario",
+	res, err := e.Run(ctx, Request{Reply: reply, UserRequest: strings.TrimSpace(request), Subject: strings.TrimSpace(subject), Origin: "scenario",
 		Limits: sandbox.Limits{Timeout: 10 * time.Minute}})
 	require.NoError(t, err)
 

@@ -177,6 +177,7 @@ func Call(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits
 func CallOn(ctx context.Context, fn starlark.Callable, args starlark.Tuple, limits Limits, setup func(*starlark.Thread)) (v starlark.Value, steps uint64, err error) {
 	limits = limits.Effective(Limits{})
 	thread := &starlark.Thread{Name: "call"}
+	builtins.SetSubject(thread, subjectOf(ctx))
 	if setup != nil {
 		setup(thread)
 	}

@@ -209,6 +209,8 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 		mode = watchNone
 	}
 	b := bind(ctx, thread, limits, e.shared, mode)
+	subject, _ := req.Inputs[InputSubject].(string)
+	builtins.SetSubject(thread, subject)
 	if req.View != nil {
 		tables.Bind(thread, req.View, req.Now)
 	}

@@ -13,6 +13,7 @@ import (
 // plan.
 type AskRequest struct {
 	Request string `json:"request" jsonschema:"the customer's request, verbatim"`
+	Subject string `json:"subject,omitempty" jsonschema:"who the run acts for (a customer or member id); a token pinned to a subject acts for it and may name no other"`
 }
 
 // CodeNoModel is the error of /v1/ask on a server started without a model.
@@ -31,7 +32,10 @@ func (s *Server) Ask(ctx context.Context, req AskRequest, origin string) (*RunDo
 	// The engine tells each attempt's events (observe), with this call's request id; a model
 	// that fails before any attempt ran is this call's own failed event.
 	qid := newRequestID()
-	res, err := s.eng.Ask(withCall(ctx, qid, nil), s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs, By: principal(ctx)})
+	res, err := s.eng.Ask(withCall(ctx, qid, nil), s.opts.Model, engine.AskRequest{Question: req.Request, MaxRepairs: s.opts.MaxRepairs, By: principal(ctx), Subject: req.Subject})
+	if e := subjectRefused(err); e != nil {
+		return nil, e
+	}
 	if err != nil {
 		code, status := CodeInternal, http.StatusInternalServerError
 		var me *engine.ModelError

@@ -104,3 +104,18 @@ func unknownRun(err error) *Error {
 	}
 	return &Error{Status: http.StatusNotFound, Code: CodeUnknownRun, Message: err.Error(), Hint: "GET /v1/runs lists the runs", toolHint: "list_runs lists the runs"}
 }
+
+// subjectRefused is the error of a run refused for the subject it names (engine.SubjectError):
+// 403 subject-mismatch for a subject the caller's token is not pinned to, 400 subject-invalid
+// for one that cannot be an id; nil when err is another one.
+func subjectRefused(err error) *Error {
+	var se *engine.SubjectError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	status := http.StatusBadRequest
+	if se.Code == engine.CodeSubjectMismatch {
+		status = http.StatusForbidden
+	}
+	return &Error{Status: status, Code: se.Code, Message: se.Problem, Hint: se.Hint}
+}

@@ -120,12 +120,13 @@ var Operations = []Operation{
 	},
 	{
 		Name: "run", Act: "dry-run plans", Method: http.MethodPost, Path: "/v1/runs", Body: reflect.TypeFor[RunRequest](), Out: reflect.TypeFor[RunDocument](), Right: access.Propose,
-		Doc:    "`{program | reply | plan_json, request, limits?}`: a dry run: the result document plus `digest` and `state`; `limits` may only lower the defaults",
+		Doc:    "`{program | reply | plan_json, request, limits?, subject?}`: a dry run: the result document plus `digest` and `state`; `limits` may only lower the defaults; `subject` is who the run acts for (403 `subject-mismatch` for another than the token's pinned one, 400 `subject-invalid`)",
 		handle: (*Server).handleRun,
 		Tool: tool("run_plan", "Dry-run a plan", readOnly, func(ref string) string {
 			return "Dry-run a plan against the store: the answer, the STATUS, the diagnostics, and the changes it " +
 				"would make, with the digest of those changes. Nothing is written: a run that changes data stays pending " +
-				"until apply_run with its run_id and digest. Give the customer's request as request.\n\n" +
+				"until apply_run with its run_id and digest. Give the customer's request as request, and the id of the customer " +
+				"the run acts for as subject when the domain works on someone's behalf.\n\n" +
 				"How to write the plan (the program):\n\n" + ref
 		}, (*Server).toolRun),
 	},
@@ -172,7 +173,7 @@ var Operations = []Operation{
 	},
 	{
 		Name: "ask", Act: "ask the model for plans", Method: http.MethodPost, Path: "/v1/ask", Body: reflect.TypeFor[AskRequest](), Out: reflect.TypeFor[RunDocument](), Right: access.Propose,
-		Doc: "`{request}`: the configured model writes the plan (repairs included); the run as `POST /v1/runs` returns it, with its `attempts` as `starplan ask --json` prints them. " +
+		Doc: "`{request, subject?}`: the configured model writes the plan (repairs included); the run as `POST /v1/runs` returns it, with its `attempts` as `starplan ask --json` prints them. " +
 			"Off (501 `no-model`) unless `serve` has a model: `OPENAI_API_KEY` / `OPENAI_BASE_URL` / `STARPLAN_MODEL` or `--model`, `--base-url`",
 		handle: (*Server).handleAsk,
 		NoTool: "an MCP client is the planner: it writes the plan itself and dry-runs it with run_plan; a tool would have starplan's model plan for another model",

@@ -244,6 +244,7 @@ type RunRequest struct {
 	PlanJSON *StepPlan `json:"plan_json,omitempty" jsonschema:"the plan as JSON steps, as plan-and-execute planners write them; it is compiled to a program, kept with the run"`
 	Request  string    `json:"request,omitempty" jsonschema:"the customer's request the plan answers, verbatim; plans read it as user_request"`
 	Limits   *Limits   `json:"limits,omitempty" jsonschema:"lower limits for this run; each may only be lower than the server's default"`
+	Subject  string    `json:"subject,omitempty" jsonschema:"who the run acts for (a customer or member id); helpers and rules read it with run_subject(); a token pinned to a subject acts for it and may name no other"`
 }
 
 // Limits are a run's own limits. Zero fields keep the default; a field may lower its default,
@@ -412,8 +413,11 @@ func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs obs
 		return nil, err
 	}
 	// The engine tells the run's events (observe), with this call's request id and observer.
-	doc, err := s.eng.RunDocument(withCall(ctx, newRequestID(), obs), engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx)})
+	doc, err := s.eng.RunDocument(withCall(ctx, newRequestID(), obs), engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx), Subject: req.Subject})
 	if err != nil {
+		if e := subjectRefused(err); e != nil {
+			return nil, e
+		}
 		return nil, internal(err)
 	}
 	return doc, nil

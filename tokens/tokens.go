@@ -59,19 +59,22 @@ const (
 
 // Record is a stored token, as its system document holds it.
 type Record struct {
-	ID      string      `json:"id"`
-	Name    string      `json:"name"`
-	Role    access.Role `json:"role"`
-	Hash    string      `json:"sha256"` // hex SHA-256 of the whole secret
-	Created time.Time   `json:"created_at"`
-	Expires *time.Time  `json:"expires_at,omitempty"`
-	Revoked *time.Time  `json:"revoked_at,omitempty"`
+	ID   string      `json:"id"`
+	Name string      `json:"name"`
+	Role access.Role `json:"role"`
+	// Subject is the one subject the token's runs act for (CreateFor); empty: not pinned.
+	Subject string     `json:"subject,omitempty"`
+	Hash    string     `json:"sha256"` // hex SHA-256 of the whole secret
+	Created time.Time  `json:"created_at"`
+	Expires *time.Time `json:"expires_at,omitempty"`
+	Revoked *time.Time `json:"revoked_at,omitempty"`
 }
 
 // Info is what `token list` shows of a token: never its secret nor its hash.
 type Info struct {
 	Name     string      `json:"name"`
 	Role     access.Role `json:"role"`
+	Subject  string      `json:"subject,omitempty"`
 	Created  time.Time   `json:"created_at"`
 	LastUsed *time.Time  `json:"last_used_at"`
 	Expires  *time.Time  `json:"expires_at"`
@@ -149,11 +152,25 @@ func CheckName(name string) error {
 // use by another token, revoked or not, is an *Error: names stay unique so the audit log's names
 // stay unambiguous.
 func (k *Keeper) Create(ctx context.Context, name string, role access.Role, ttl time.Duration) (secret string, info Info, err error) {
+	return k.CreateFor(ctx, name, role, ttl, "")
+}
+
+// CreateFor is Create for a token pinned to subject ("" for none): every run made with it acts
+// for that subject, and naming another is refused (access.SubjectFor). Only a proposer's token
+// may be pinned: an approver or an admin decides on other principals' runs, whoever they act for.
+func (k *Keeper) CreateFor(ctx context.Context, name string, role access.Role, ttl time.Duration, subject string) (secret string, info Info, err error) {
 	if err := CheckName(name); err != nil {
 		return "", Info{}, err
 	}
 	if _, err := access.ParseRole(string(role)); err != nil {
 		return "", Info{}, &Error{Code: CodeBadName, Message: err.Error(), Hint: "--role proposer, approver or admin"}
+	}
+	if err := access.CheckSubject(subject); err != nil {
+		return "", Info{}, &Error{Code: CodeBadName, Message: err.Error(), Hint: "--subject ID, the id of the one subject the token acts for"}
+	}
+	if subject != "" && role != access.Proposer {
+		return "", Info{}, &Error{Code: CodeBadName, Message: fmt.Sprintf("only a proposer's token can be pinned to a subject, not an %s's", role),
+			Hint: "--role proposer --subject ID, or leave --subject out"}
 	}
 	if ttl < 0 {
 		return "", Info{}, &Error{Code: CodeBadName, Message: "the expiry must be in the future", Hint: "--expires 30d"}
@@ -176,7 +193,7 @@ func (k *Keeper) Create(ctx context.Context, name string, role access.Role, ttl 
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", Info{}, err
 	}
-	rec := Record{ID: hex.EncodeToString(id[:]), Name: name, Role: role, Created: k.now().UTC().Truncate(time.Second)}
+	rec := Record{ID: hex.EncodeToString(id[:]), Name: name, Role: role, Subject: subject, Created: k.now().UTC().Truncate(time.Second)}
 	secret = Prefix + rec.ID + "_" + hex.EncodeToString(raw[:])
 	rec.Hash = hashOf(secret)
 	if ttl > 0 {
@@ -302,7 +319,7 @@ func (k *Keeper) live(id, hash string) (access.Principal, error) {
 		return access.Principal{}, &Error{Code: CodeExpired, Message: fmt.Sprintf("token %s expired at %s", r.Name, r.Expires.Format(time.DateTime)),
 			Hint: "ask an admin for a new token (starplan token create NAME --expires 30d)"}
 	}
-	return access.Principal{Name: r.Name, Role: r.Role}, nil
+	return access.Principal{Name: r.Name, Role: r.Role, Subject: r.Subject}, nil
 }
 
 // recordUse writes the token's last use unless this Keeper did within UseGranularity.
@@ -340,7 +357,7 @@ func (k *Keeper) records() ([]Record, error) {
 }
 
 func info0(r Record) Info {
-	return Info{Name: r.Name, Role: r.Role, Created: r.Created, Expires: r.Expires, Revoked: r.Revoked}
+	return Info{Name: r.Name, Role: r.Role, Subject: r.Subject, Created: r.Created, Expires: r.Expires, Revoked: r.Revoked}
 }
 
 func hashOf(secret string) string {

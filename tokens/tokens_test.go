@@ -164,3 +164,25 @@ func TestUsesAreBatched(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, c.now(), *list[0].LastUsed)
 }
+
+// A proposer's token may be pinned to a subject, which its principal carries and list shows;
+// another role's, or a subject that cannot be an id, is refused.
+func TestPinnedSubject(t *testing.T) {
+	k, _, _ := newKeeper(t)
+	ctx := context.Background()
+	secret, info, err := k.CreateFor(ctx, "agent-m1", access.Proposer, 0, "M1")
+	require.NoError(t, err)
+	assert.Equal(t, "M1", info.Subject)
+	p, _, err := k.Verify(ctx, secret)
+	require.NoError(t, err)
+	assert.Equal(t, access.Principal{Name: "agent-m1", Role: access.Proposer, Subject: "M1"}, p)
+	list, err := k.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "M1", list[0].Subject)
+
+	_, _, err = k.CreateFor(ctx, "boss", access.Approver, 0, "M1")
+	require.ErrorContains(t, err, "only a proposer's token can be pinned to a subject")
+	_, _, err = k.CreateFor(ctx, "bad", access.Proposer, 0, "M\x01")
+	require.ErrorContains(t, err, "control character")
+}

@@ -68,6 +68,7 @@ func (m *modelOptions) repairs() int {
 type askOptions struct {
 	modelOptions
 	Question string
+	Subject  string
 	Apply    bool
 	JSON     bool
 	ShowPlan bool
@@ -93,6 +94,7 @@ Ollama, vLLM, llama.cpp server, LM Studio) and STARPLAN_MODEL, or the flags belo
 		},
 	}
 	opts.register(cmd)
+	cmd.Flags().StringVar(&opts.Subject, "subject", "", "the id of the subject the run acts for (helpers and rules read it with run_subject())")
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document (with the attempts) as JSON")
 	cmd.Flags().BoolVar(&opts.ShowPlan, "show-plan", false, "print the plan the model wrote, with its rewrites")
@@ -118,7 +120,7 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 			actx, stop = t.start(ctx, e)
 			defer stop()
 		}
-		res, err := e.Ask(actx, client, engine.AskRequest{Question: opts.Question, Apply: opts.Apply, MaxRepairs: opts.repairs(),
+		res, err := e.Ask(actx, client, engine.AskRequest{Question: opts.Question, Subject: opts.Subject, Apply: opts.Apply, MaxRepairs: opts.repairs(),
 			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {
 			var me *engine.ModelError

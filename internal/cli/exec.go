@@ -15,6 +15,7 @@ import (
 type execOptions struct {
 	File    string
 	Request string
+	Subject string
 	Apply   bool
 	JSON    bool
 	Domain  string // --domain DIR: run on a temporary store of that domain (or on --db made from it)
@@ -41,6 +42,7 @@ names, made from it when missing.`,
 	}
 	addDomainFlag(cmd, &opts.Domain)
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the customer request the plan answers (user_request)")
+	cmd.Flags().StringVar(&opts.Subject, "subject", "", "the id of the subject the run acts for (helpers and rules read it with run_subject())")
 	cmd.Flags().BoolVar(&opts.Apply, "apply", false, "apply the changes at once if the plan is accepted")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
 	cmd.Flags().BoolVar(&opts.Timings, "timings", false, timingsFlag)
@@ -62,7 +64,7 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 			rctx, stop = t.start(ctx, e)
 			defer stop()
 		}
-		res, err := e.Run(rctx, engine.Request{Reply: src, UserRequest: opts.Request, Apply: opts.Apply, Origin: "exec"})
+		res, err := e.Run(rctx, engine.Request{Reply: src, UserRequest: opts.Request, Subject: opts.Subject, Apply: opts.Apply, Origin: "exec"})
 		if err != nil {
 			return engineError(err)
 		}

@@ -176,6 +176,10 @@ func engineError(err error) error {
 	if errors.As(err, &re) {
 		return withCode(ExitUsage, err, re.Hint)
 	}
+	var se *engine.SubjectError
+	if errors.As(err, &se) {
+		return withCode(ExitUsage, err, se.Hint)
+	}
 	var (
 		damaged *store.DamagedError
 		write   *store.WriteError

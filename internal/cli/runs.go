@@ -338,6 +338,9 @@ func runRunsShow(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 		w := ios.Out
 		p := painter(ios.Color())
 		fmt.Fprintf(w, "%s %s  %s  (%s)\n", p.paint(ansiBold, "Run"), safe(doc.RunID), doc.Time.Local().Format(timeLayout), safe(doc.Origin))
+		if doc.Subject != "" {
+			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Subject:"), safe(doc.Subject))
+		}
 		if doc.Request != "" {
 			fmt.Fprintf(w, "%s %s\n", p.paint(ansiBold, "Request:"), safe(doc.Request))
 		}

@@ -19,6 +19,7 @@ type tokenOptions struct {
 	JSON    bool
 	Name    string
 	Role    string
+	Subject string // --subject: the one subject a proposer's token acts for
 	Expires string // --expires: an age (30d, 12h); "" never expires
 }
 
@@ -26,6 +27,7 @@ type tokenOptions struct {
 type tokenCreated struct {
 	Name    string      `json:"name"`
 	Role    access.Role `json:"role"`
+	Subject string      `json:"subject,omitempty"`
 	Token   string      `json:"token"`
 	Expires *time.Time  `json:"expires_at"`
 }
@@ -60,6 +62,7 @@ server they open the store directly. Either way they act as the local user, an a
 		Use:   "create NAME --role proposer|approver|admin",
 		Short: "Create a token and print its secret, once",
 		Example: `  starplan token create agent-1 --role proposer --expires 30d
+  starplan token create agent-c1 --role proposer --subject C1
   starplan token create alice --role approver --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +71,7 @@ server they open the store directly. Either way they act as the local user, an a
 		},
 	}
 	create.Flags().StringVar(&opts.Role, "role", "", "the token's role: proposer, approver or admin (required)")
+	create.Flags().StringVar(&opts.Subject, "subject", "", "pin a proposer's token to one subject: its runs act for it and may name no other")
 	create.Flags().StringVar(&opts.Expires, "expires", "", "how long the token lives: 30d, 12h (default: until revoked)")
 	create.Flags().BoolVar(&opts.JSON, "json", false, `print {"name", "role", "token", "expires_at"}`)
 	_ = create.RegisterFlagCompletionFunc("role", cobra.FixedCompletions([]string{"proposer", "approver", "admin"}, cobra.ShellCompDirectiveNoFileComp))
@@ -122,12 +126,12 @@ func runTokenCreate(ctx context.Context, ios IOStreams, g *globalOptions, opts *
 		}
 	}
 	return withStore(ios, g, opener.Options{}, func(st openedStore) error {
-		secret, info, err := keeper(st).Create(ctx, opts.Name, role, ttl)
+		secret, info, err := keeper(st).CreateFor(ctx, opts.Name, role, ttl, opts.Subject)
 		if err != nil {
 			return tokenError(err)
 		}
 		if opts.JSON || !ios.OutTTY {
-			return writeJSON(ios.Out, tokenCreated{Name: info.Name, Role: info.Role, Token: secret, Expires: info.Expires})
+			return writeJSON(ios.Out, tokenCreated{Name: info.Name, Role: info.Role, Subject: info.Subject, Token: secret, Expires: info.Expires})
 		}
 		fmt.Fprintf(ios.Out, "Created token %s (%s), %s.\n\n  %s\n\nThis is the only time it is shown: keep it now. Clients send it as Authorization: Bearer TOKEN.\n",
 			safe(info.Name), info.Role, expiry(info.Expires), secret)

@@ -302,6 +302,7 @@
       el('p', { class: 'status-line' },
         el('span', { class: 'badge ' + run.state, id: 'run-state' }, run.state),
         el('span', {}, 'proposed by ', el('strong', { id: 'proposed-by' }, proposedBy(review))),
+        run.subject ? el('span', {}, 'on behalf of ', el('strong', { id: 'subject' }, safe(run.subject))) : null,
         timeEl(run.time)),
       review.headline ? el('p', { class: 'headline', id: 'headline' }, review.headline) : null,
       el('h2', { class: 'compact' }, 'Request, as the proposer wrote it'),
