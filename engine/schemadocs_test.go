@@ -86,6 +86,8 @@ var schemaDocs = map[string]map[string]string{
 		"rules[].doc":                   "one line saying the rule, for the prompt and describe",
 		"rules[].kind":                  "what the rule checks (starplan domain --help lists each kind with its parameters)",
 		"rules[].params":                "the kind's parameters",
+		"subject":                       "what the domain asks of the subject a run acts for (--subject, a token pinned to one)",
+		"subject.required_for_writes":   "true: a run that changes data must name its subject (subject-required)",
 		"approval":                      "who must approve a run's changes, and what goes through without a person",
 		"approval.required_approvals":   "how many distinct approvers a run needs (default 1, at most 10)",
 		"approval.four_eyes":            "default: admins and the local user may approve their own runs; always: nobody may",
