@@ -23,7 +23,7 @@ const MCPPath = "/mcp"
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
 	mux, _ := s.mux()
-	return s.guard(s.enforce(mux)) // enforce: the right each route needs (rights.go)
+	return traceparent(s.guard(s.enforce(mux))) // enforce: the right each route needs (rights.go); traceparent: trace.go
 }
 
 // mux is Handler's router and the patterns it holds: the operations' routes, MCPPath and the
