@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -157,4 +158,31 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, "conflict", attr(conflict, "starplan.state"))
 	assert.Equal(t, "conflict", attr(conflict, "starplan.codes"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
+}
+
+// traced is an http.RoundTripper that sends the caller's traceparent with every request.
+type traced struct{ next http.RoundTripper }
+
+func (tr traced) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	return tr.next.RoundTrip(r)
+}
+
+func TestTracesOfAnMCPRunOverStreamableHTTPAreChildrenOfTheCallersSpan(t *testing.T) {
+	f, rcv := tracedFixture(t)
+	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, nil)
+	cs, err := client.Connect(testContext(t), &mcp.StreamableClientTransport{
+		Endpoint:   f.web.URL + MCPPath,
+		HTTPClient: &http.Client{Transport: traced{bearer{testToken, f.web.Client().Transport}}},
+		MaxRetries: -1,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+
+	run := dryRunPurchase(t, cs, "three Wayfarers")
+	span := one(t, rcv.named(telemetry.SpanRun, run.RunID), "the run's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(span.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(span.ParentSpanId), "a child of the caller's span")
+	assert.Equal(t, "pending", attr(span, "starplan.state"))
 }

@@ -191,4 +191,3 @@ func attrs(ev engine.Event) []attribute.KeyValue {
 	}
 	return kv
 }
-
