@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,75 +14,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	collpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/starplan/starplan/telemetry"
+	"github.com/starplan/starplan/telemetry/tracetest"
 )
 
-// otlpReceiver is an OTLP/HTTP trace receiver in process: it decodes each
-// ExportTraceServiceRequest and keeps its spans.
-type otlpReceiver struct {
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, err := io.ReadAll(r.Body)
-	var req collpb.ExportTraceServiceRequest
-	if err == nil && r.URL.Path == "/v1/traces" {
-		err = proto.Unmarshal(raw, &req)
-	}
-	if err != nil || r.URL.Path != "/v1/traces" {
-		http.Error(w, "bad export", http.StatusBadRequest)
-		return
-	}
-	o.mu.Lock()
-	for _, rs := range req.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			o.spans = append(o.spans, ss.Spans...)
-		}
-	}
-	o.mu.Unlock()
-	out, _ := proto.Marshal(&collpb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-// named returns the spans called name whose starplan.run_id is runID.
-func (o *otlpReceiver) named(name, runID string) []*tracepb.Span {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []*tracepb.Span
-	for _, s := range o.spans {
-		if s.Name == name && attr(s, "starplan.run_id") == runID {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func attr(s *tracepb.Span, key string) string {
-	for _, kv := range s.Attributes {
-		if kv.Key == key {
-			if v := kv.Value.GetStringValue(); v != "" {
-				return v
-			}
-			if a := kv.Value.GetArrayValue(); a != nil && len(a.Values) > 0 {
-				return a.Values[0].GetStringValue()
-			}
-		}
-	}
-	return ""
-}
-
 // tracedFixture is a fixture whose engine exports its runs' spans over OTLP/HTTP to a receiver.
-func tracedFixture(t *testing.T) (*fixture, *otlpReceiver) {
-	rcv := &otlpReceiver{}
-	web := httptest.NewServer(rcv)
-	t.Cleanup(web.Close)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(web.URL+"/v1/traces"))
+func tracedFixture(t *testing.T) (*fixture, *tracetest.Receiver) {
+	rcv := tracetest.NewReceiver(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
 	require.NoError(t, err)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
@@ -129,34 +68,34 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	d := f.run(purchase("Aviator", 1, "Di"), "") // no traceparent: a trace of its own
 
 	// The dry run: a span per run, a child of the caller's span, with its phases under it.
-	run := one(t, rcv.named(telemetry.SpanRun, c.RunID), "the run's span")
+	run := one(t, rcv.Named(telemetry.SpanRun, c.RunID), "the run's span")
 	assert.Equal(t, callerTrace, hex.EncodeToString(run.TraceId), "the caller's trace")
 	assert.Equal(t, callerSpan, hex.EncodeToString(run.ParentSpanId), "a child of the caller's span")
-	assert.Equal(t, "pending", attr(run, "starplan.state"))
-	assert.Equal(t, "ok", attr(run, "starplan.outcome"))
+	assert.Equal(t, "pending", tracetest.Attr(run, "starplan.state"))
+	assert.Equal(t, "ok", tracetest.Attr(run, "starplan.outcome"))
 	for _, phase := range []string{telemetry.SpanCheck, telemetry.SpanExecute, telemetry.SpanContract} {
-		s := one(t, rcv.named(phase, c.RunID), phase)
+		s := one(t, rcv.Named(phase, c.RunID), phase)
 		assert.Equal(t, run.TraceId, s.TraceId, phase)
 		assert.Equal(t, run.SpanId, s.ParentSpanId, "%s is a child of the run", phase)
 		assert.LessOrEqual(t, run.StartTimeUnixNano, s.StartTimeUnixNano, phase)
 		assert.LessOrEqual(t, s.EndTimeUnixNano, run.EndTimeUnixNano, phase)
 	}
-	assert.NotEmpty(t, attr(one(t, rcv.named(telemetry.SpanExecute, c.RunID), ""), "starplan.outcome"))
-	other := one(t, rcv.named(telemetry.SpanRun, d.RunID), "the other run's span")
+	assert.NotEmpty(t, tracetest.Attr(one(t, rcv.Named(telemetry.SpanExecute, c.RunID), ""), "starplan.outcome"))
+	other := one(t, rcv.Named(telemetry.SpanRun, d.RunID), "the other run's span")
 	assert.NotEqual(t, callerTrace, hex.EncodeToString(other.TraceId), "no traceparent, no caller's trace")
 	assert.Empty(t, other.ParentSpanId)
 
 	// The apply, in the caller's trace; then the other run's apply conflicts.
 	require.Equal(t, http.StatusOK, postTraced(t, f, "/v1/runs/"+c.RunID+"/apply", ApplyRequest{Digest: c.Digest}).status)
-	applied := one(t, rcv.named(telemetry.SpanApply, c.RunID), "the apply's span")
+	applied := one(t, rcv.Named(telemetry.SpanApply, c.RunID), "the apply's span")
 	assert.Equal(t, callerTrace, hex.EncodeToString(applied.TraceId))
-	assert.Equal(t, "applied", attr(applied, "starplan.state"))
+	assert.Equal(t, "applied", tracetest.Attr(applied, "starplan.state"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
 
 	require.Equal(t, http.StatusConflict, postTraced(t, f, "/v1/runs/"+d.RunID+"/apply", ApplyRequest{Digest: d.Digest}).status)
-	conflict := one(t, rcv.named(telemetry.SpanApply, d.RunID), "the conflict's span")
-	assert.Equal(t, "conflict", attr(conflict, "starplan.state"))
-	assert.Equal(t, "conflict", attr(conflict, "starplan.codes"))
+	conflict := one(t, rcv.Named(telemetry.SpanApply, d.RunID), "the conflict's span")
+	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.state"))
+	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.codes"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
 }
 
@@ -181,8 +120,8 @@ func TestTracesOfAnMCPRunOverStreamableHTTPAreChildrenOfTheCallersSpan(t *testin
 	t.Cleanup(func() { cs.Close() })
 
 	run := dryRunPurchase(t, cs, "three Wayfarers")
-	span := one(t, rcv.named(telemetry.SpanRun, run.RunID), "the run's span")
+	span := one(t, rcv.Named(telemetry.SpanRun, run.RunID), "the run's span")
 	assert.Equal(t, callerTrace, hex.EncodeToString(span.TraceId), "the caller's trace")
 	assert.Equal(t, callerSpan, hex.EncodeToString(span.ParentSpanId), "a child of the caller's span")
-	assert.Equal(t, "pending", attr(span, "starplan.state"))
+	assert.Equal(t, "pending", tracetest.Attr(span, "starplan.state"))
 }

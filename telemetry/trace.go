@@ -5,7 +5,6 @@ package telemetry
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -51,15 +50,23 @@ type Tracing struct {
 // StartTracing starts tracing as the OTEL_* variables say, exporting OTLP over HTTP; nil (and no
 // cost: register no observer) when they do not ask for traces. It sets the global tracer
 // provider and the W3C trace-context propagator, so otelhttp clients join the run's trace.
-func StartTracing(ctx context.Context) (*Tracing, error) {
-	if !TracesConfigured(os.Getenv) {
+// getenv is the environment (the CLI's, which a relayed command gets from its client); the
+// exporter reads the other OTEL_EXPORTER_OTLP_* variables (headers, timeout) from the process's.
+func StartTracing(ctx context.Context, getenv func(string) string) (*Tracing, error) {
+	if !TracesConfigured(getenv) {
 		return nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	var opts []otlptracehttp.Option
+	if u := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); u != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(u))
+	} else if u := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(u, "/")+"/v1/traces"))
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting the OTLP trace exporter (check OTEL_EXPORTER_OTLP_*): %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName())))
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName(getenv))))
 	if err != nil {
 		res = resource.Default()
 	}
@@ -73,8 +80,8 @@ func StartTracing(ctx context.Context) (*Tracing, error) {
 
 // serviceName is OTEL_SERVICE_NAME, or starplan. (resource.Default reads it too; ours is the
 // fallback that replaces the SDK's unknown_service.)
-func serviceName() string {
-	if s := os.Getenv("OTEL_SERVICE_NAME"); s != "" {
+func serviceName(getenv func(string) string) string {
+	if s := getenv("OTEL_SERVICE_NAME"); s != "" {
 		return s
 	}
 	return "starplan"
