@@ -125,3 +125,28 @@ func TestTracesOfAnMCPRunOverStreamableHTTPAreChildrenOfTheCallersSpan(t *testin
 	assert.Equal(t, callerSpan, hex.EncodeToString(span.ParentSpanId), "a child of the caller's span")
 	assert.Equal(t, "pending", tracetest.Attr(span, "starplan.state"))
 }
+
+// BenchmarkTracedDryRun: the HTTP dry run of BenchmarkHTTPDryRun (one client) with traces off
+// (no observer: the default) and on (the observer, a batching OTLP/HTTP exporter to a receiver in
+// process), alternated so both see the same machine load.
+func BenchmarkTracedDryRun(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "traces=off", true: "traces=on"}[on], func(b *testing.B) {
+			f := newFixture(b, Options{})
+			if on {
+				rcv := tracetest.NewReceiver(b)
+				exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
+				require.NoError(b, err)
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				b.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+			}
+			body, err := json.Marshal(RunRequest{Program: purchase("Aviator", 1, "Bench"), Request: "one Aviator"})
+			require.NoError(b, err)
+			client := &http.Client{Transport: &http.Transport{}}
+			for b.Loop() {
+				benchRequest(b, client, f.web.URL+"/v1/runs", body)
+			}
+		})
+	}
+}
