@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
 	"github.com/starplan/starplan/llm/llmtest"
 	"github.com/starplan/starplan/telemetry"
 	"github.com/starplan/starplan/telemetry/tracetest"
@@ -26,6 +28,13 @@ func TestAskExportsTracesWhenOTELAsks(t *testing.T) {
 	code := Main([]string{"--db", newSession(t).dir, "ask", "--json", "Purchase 3 Wayfarer sunglasses for customer Alice."}, ios)
 	require.Equal(t, ExitOK, code, out.String()+errb.String())
 
+	var model int
+	for _, s := range rcv.Spans() {
+		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT && strings.HasPrefix(s.Name, "HTTP POST") || s.Name == "POST" {
+			model++
+		}
+	}
+	assert.Equal(t, 2, model, "a client span per model request (otelhttp)")
 	runs := rcv.Named(telemetry.SpanRun, "")
 	require.Len(t, runs, 2, "a span per attempt")
 	first, second := runs[0], runs[1]
