@@ -89,6 +89,9 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, postTraced(t, f, "/v1/runs/"+c.RunID+"/apply", ApplyRequest{Digest: c.Digest}).status)
 	applied := one(t, rcv.Named(telemetry.SpanApply, c.RunID), "the apply's span")
 	assert.Equal(t, callerTrace, hex.EncodeToString(applied.TraceId))
+	assert.Equal(t, callerSpan, hex.EncodeToString(applied.ParentSpanId), "a child of the caller's span")
+	require.Len(t, applied.Links, 1, "linked to its run")
+	assert.Equal(t, run.SpanId, applied.Links[0].SpanId)
 	assert.Equal(t, "applied", tracetest.Attr(applied, "starplan.state"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
 

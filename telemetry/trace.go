@@ -45,7 +45,14 @@ type Tracing struct {
 	tracer trace.Tracer
 	mu     sync.Mutex
 	runs   map[string]trace.Span // runs started and not yet at their verdict
+	// pending are the span contexts of the last runs that ended pending (at most keepPending, the
+	// oldest forgotten first), so an apply with no caller's span joins its run's trace.
+	pending map[string]trace.SpanContext
+	order   []string
 }
+
+// keepPending is how many pending runs' span contexts Tracing keeps for their applies.
+const keepPending = 1024
 
 // StartTracing starts tracing as the OTEL_* variables say, exporting OTLP over HTTP; nil (and no
 // cost: register no observer) when they do not ask for traces. It sets the global tracer
@@ -89,7 +96,7 @@ func serviceName(getenv func(string) string) string {
 
 // NewTracing traces runs with tp's tracer (a test's provider).
 func NewTracing(tp trace.TracerProvider) *Tracing {
-	return &Tracing{tracer: tp.Tracer("github.com/starplan/starplan/telemetry"), runs: map[string]trace.Span{}}
+	return &Tracing{tracer: tp.Tracer("github.com/starplan/starplan/telemetry"), runs: map[string]trace.Span{}, pending: map[string]trace.SpanContext{}}
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter; nil-safe.
@@ -137,6 +144,9 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		t.mu.Lock()
 		run := t.runs[ev.RunID]
 		delete(t.runs, ev.RunID)
+		if run != nil && ev.Type == engine.EventPending {
+			t.keep(ev.RunID, run.SpanContext())
+		}
 		t.mu.Unlock()
 		if run == nil {
 			return
@@ -148,13 +158,35 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		}
 		end(run, ev)
 	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict:
-		_, span := t.tracer.Start(ctx, SpanApply, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))
+		t.mu.Lock()
+		run, ok := t.pending[ev.RunID]
+		t.mu.Unlock()
+		var opts []trace.SpanStartOption
+		if ok && trace.SpanContextFromContext(ctx).IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: run})) // the caller's trace, linked to the run's
+		} else if ok {
+			ctx = trace.ContextWithSpanContext(ctx, run) // no caller's span: a child of the run's
+		}
+		_, span := t.tracer.Start(ctx, SpanApply, append(opts, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))...)
 		span.SetAttributes(attribute.String("starplan.state", ev.State))
 		end(span, ev)
 	case ev.Type == engine.EventRejected:
 		_, span := t.tracer.Start(ctx, SpanReject, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs(ev)...))
 		span.End(trace.WithTimestamp(ev.Time))
 	}
+}
+
+// keep remembers a pending run's span context; t.mu is held.
+func (t *Tracing) keep(runID string, sc trace.SpanContext) {
+	if _, ok := t.pending[runID]; ok {
+		return
+	}
+	if len(t.order) >= keepPending {
+		delete(t.pending, t.order[0])
+		t.order = t.order[1:]
+	}
+	t.pending[runID] = sc
+	t.order = append(t.order, runID)
 }
 
 // end ends span at ev's time, an error when the step refused or failed.

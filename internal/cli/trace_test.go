@@ -71,3 +71,24 @@ func TestTracesAreOffUnlessOTELAsks(t *testing.T) {
 		assert.Equal(t, on, telemetry.TracesConfigured(func(k string) string { return vars[k] }), env)
 	}
 }
+
+// exec --apply: the apply's span is a child of the run's (no caller's span to join).
+func TestExecApplyTracesTheApplyUnderTheRun(t *testing.T) {
+	t.Parallel()
+	rcv := tracetest.NewReceiver(t)
+	var out, errb bytes.Buffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb,
+		Getenv: func(k string) string {
+			return map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.URL + "/v1/traces"}[k]
+		}}
+	code := Main([]string{"--db", newSession(t).dir, "--in-process", "exec", "--apply", example("02_purchase_wayfarer.star")}, ios)
+	require.Equal(t, ExitOK, code, out.String()+errb.String())
+
+	run := rcv.Named(telemetry.SpanRun, "")
+	require.Len(t, run, 1)
+	apply := rcv.Named(telemetry.SpanApply, tracetest.Attr(run[0], "starplan.run_id"))
+	require.Len(t, apply, 1)
+	assert.Equal(t, run[0].TraceId, apply[0].TraceId, "the run's trace")
+	assert.Equal(t, run[0].SpanId, apply[0].ParentSpanId, "a child of the run's span")
+	assert.Equal(t, "applied", tracetest.Attr(apply[0], "starplan.state"))
+}
