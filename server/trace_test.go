@@ -73,6 +73,8 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, callerSpan, hex.EncodeToString(run.ParentSpanId), "a child of the caller's span")
 	assert.Equal(t, "pending", tracetest.Attr(run, "starplan.state"))
 	assert.Equal(t, "ok", tracetest.Attr(run, "starplan.outcome"))
+	assert.Equal(t, f.st.Domain().Name, tracetest.Attr(run, "starplan.domain"))
+	assert.NotEmpty(t, tracetest.Attr(run, "starplan.domain"))
 	for _, phase := range []string{telemetry.SpanCheck, telemetry.SpanExecute, telemetry.SpanContract} {
 		s := one(t, rcv.Named(phase, c.RunID), phase)
 		assert.Equal(t, run.TraceId, s.TraceId, phase)

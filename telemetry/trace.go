@@ -123,6 +123,9 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 	case ev.Type == engine.EventStarted:
 		_, span := t.tracer.Start(ctx, SpanRun, trace.WithTimestamp(ev.Time), trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID), attribute.String("starplan.origin", ev.Origin)))
+		if ev.Domain != "" {
+			span.SetAttributes(attribute.String("starplan.domain", ev.Domain))
+		}
 		if ev.ParentRunID != "" {
 			span.SetAttributes(attribute.String("starplan.parent_run_id", ev.ParentRunID))
 		}
