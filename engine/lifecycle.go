@@ -46,6 +46,8 @@ type Event struct {
 	// Origin is who made the run (exec, ask, serve:http, ...) for the steps of a run, and who
 	// decided for applied, conflict and rejected.
 	Origin string
+	// Domain is the name of the engine's domain (started).
+	Domain string
 	// ParentRunID is the run a model's attempt repairs or replans (ModelCall.ParentRunID).
 	ParentRunID string
 	Outcome     Outcome

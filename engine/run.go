@@ -110,7 +110,7 @@ func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, err
 	}
 	observed := e.observed()
 	if observed {
-		e.emit(ctx, Event{Type: EventStarted, RunID: id, Origin: req.Origin, ParentRunID: parent, By: orLocal(req.By).Name})
+		e.emit(ctx, Event{Type: EventStarted, RunID: id, Origin: req.Origin, Domain: e.st.Domain().Name, ParentRunID: parent, By: orLocal(req.By).Name})
 	}
 	req, res := e.compilePlan(req, id)
 	var pending *store.Pending

@@ -23,9 +23,9 @@ const MCPPath = "/mcp"
 // auth, with bounded bodies. Every error is {"error": {"code", "message", "hint"}}.
 func (s *Server) Handler() http.Handler {
 	mux, _ := s.mux()
-	// observeRequests: each request's route, status and time (requests.go); enforce: the
-	// right each route needs (rights.go)
-	return s.observeRequests(mux, s.guard(s.enforce(mux)))
+	// traceparent: the caller's trace context (trace.go); observeRequests: each request's route,
+	// status and time (requests.go); enforce: the right each route needs (rights.go)
+	return traceparent(s.observeRequests(mux, s.guard(s.enforce(mux))))
 }
 
 // mux is Handler's router and the patterns it holds: the operations' routes, MCPPath and the

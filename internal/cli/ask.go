@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/evals"
 	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/telemetry"
 )
 
 // modelOptions are the flags that choose and configure the model.
@@ -44,6 +47,9 @@ func (m *modelOptions) client(ios IOStreams) (*llm.Client, error) {
 	}
 	if m.Timeout > 0 {
 		cfg.Timeout = m.Timeout
+	}
+	if telemetry.TracesConfigured(ios.Getenv) { // a client span per model request (otelhttp), in the global provider StartTracing sets
+		cfg.HTTPClient = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}
 	}
 	c, err := llm.New(cfg)
 	if err != nil {

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/store/opener"
+	"github.com/starplan/starplan/telemetry"
 )
 
 // storeTarget resolves the store the command names: --db (a directory, or a URL such as
@@ -162,7 +165,25 @@ func startEngine(ios IOStreams, g *globalOptions, st store.Store) (*engine.Engin
 			pool.Close()
 		}
 	}
-	e, err := engine.New(st, engine.Options{Runner: run})
+	opts := engine.Options{Runner: run}
+	tracing, err := telemetry.StartTracing(context.Background(), ios.Getenv) // nil unless OTEL_* ask for traces
+	if err != nil {
+		stop()
+		return nil, nil, withCode(ExitUsage, err, "check the OTEL_EXPORTER_OTLP_* variables, or unset them")
+	}
+	if tracing != nil {
+		opts.Observe = tracing.Observe
+		release := stop
+		stop = func() {
+			release()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(ctx); err != nil { // flushes the spans
+				fmt.Fprintf(ios.Err, "Warning: exporting traces: %v\n", err)
+			}
+		}
+	}
+	e, err := engine.New(st, opts)
 	if err != nil {
 		stop()
 		return nil, nil, withCode(ExitInternal, err, "")

@@ -1,0 +1,157 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/starplan/starplan/telemetry"
+	"github.com/starplan/starplan/telemetry/tracetest"
+)
+
+// tracedFixture is a fixture whose engine exports its runs' spans over OTLP/HTTP to a receiver.
+func tracedFixture(t *testing.T) (*fixture, *tracetest.Receiver) {
+	rcv := tracetest.NewReceiver(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
+	require.NoError(t, err)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+	f := newFixture(t, Options{})
+	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
+	t.Cleanup(stop)
+	return f, rcv
+}
+
+const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+// postTraced posts body to path with the caller's traceparent.
+func postTraced(t *testing.T, f *fixture, path string, body any) response {
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", f.web.URL+path, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	resp, err := f.web.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{status: resp.StatusCode, body: out, header: resp.Header}
+}
+
+// one requires exactly one span and returns it.
+func one(t *testing.T, spans []*tracepb.Span, what string) *tracepb.Span {
+	t.Helper()
+	require.Len(t, spans, 1, what)
+	return spans[0]
+}
+
+func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
+	f, rcv := tracedFixture(t)
+
+	r := postTraced(t, f, "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Cy"), Request: "one Aviator"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var c RunDocument
+	r.decode(t, &c)
+	d := f.run(purchase("Aviator", 1, "Di"), "") // no traceparent: a trace of its own
+
+	// The dry run: a span per run, a child of the caller's span, with its phases under it.
+	run := one(t, rcv.Named(telemetry.SpanRun, c.RunID), "the run's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(run.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(run.ParentSpanId), "a child of the caller's span")
+	assert.Equal(t, "pending", tracetest.Attr(run, "starplan.state"))
+	assert.Equal(t, "ok", tracetest.Attr(run, "starplan.outcome"))
+	assert.Equal(t, f.st.Domain().Name, tracetest.Attr(run, "starplan.domain"))
+	assert.NotEmpty(t, tracetest.Attr(run, "starplan.domain"))
+	for _, phase := range []string{telemetry.SpanCheck, telemetry.SpanExecute, telemetry.SpanContract} {
+		s := one(t, rcv.Named(phase, c.RunID), phase)
+		assert.Equal(t, run.TraceId, s.TraceId, phase)
+		assert.Equal(t, run.SpanId, s.ParentSpanId, "%s is a child of the run", phase)
+		assert.LessOrEqual(t, run.StartTimeUnixNano, s.StartTimeUnixNano, phase)
+		assert.LessOrEqual(t, s.EndTimeUnixNano, run.EndTimeUnixNano, phase)
+	}
+	assert.NotEmpty(t, tracetest.Attr(one(t, rcv.Named(telemetry.SpanExecute, c.RunID), ""), "starplan.outcome"))
+	other := one(t, rcv.Named(telemetry.SpanRun, d.RunID), "the other run's span")
+	assert.NotEqual(t, callerTrace, hex.EncodeToString(other.TraceId), "no traceparent, no caller's trace")
+	assert.Empty(t, other.ParentSpanId)
+
+	// The apply, in the caller's trace; then the other run's apply conflicts.
+	require.Equal(t, http.StatusOK, postTraced(t, f, "/v1/runs/"+c.RunID+"/apply", ApplyRequest{Digest: c.Digest}).status)
+	applied := one(t, rcv.Named(telemetry.SpanApply, c.RunID), "the apply's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(applied.TraceId))
+	assert.Equal(t, callerSpan, hex.EncodeToString(applied.ParentSpanId), "a child of the caller's span")
+	require.Len(t, applied.Links, 1, "linked to its run")
+	assert.Equal(t, run.SpanId, applied.Links[0].SpanId)
+	assert.Equal(t, "applied", tracetest.Attr(applied, "starplan.state"))
+	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
+
+	require.Equal(t, http.StatusConflict, postTraced(t, f, "/v1/runs/"+d.RunID+"/apply", ApplyRequest{Digest: d.Digest}).status)
+	conflict := one(t, rcv.Named(telemetry.SpanApply, d.RunID), "the conflict's span")
+	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.state"))
+	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.codes"))
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
+}
+
+// traced is an http.RoundTripper that sends the caller's traceparent with every request.
+type traced struct{ next http.RoundTripper }
+
+func (tr traced) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	return tr.next.RoundTrip(r)
+}
+
+func TestTracesOfAnMCPRunOverStreamableHTTPAreChildrenOfTheCallersSpan(t *testing.T) {
+	f, rcv := tracedFixture(t)
+	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, nil)
+	cs, err := client.Connect(testContext(t), &mcp.StreamableClientTransport{
+		Endpoint:   f.web.URL + MCPPath,
+		HTTPClient: &http.Client{Transport: traced{bearer{testToken, f.web.Client().Transport}}},
+		MaxRetries: -1,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+
+	run := dryRunPurchase(t, cs, "three Wayfarers")
+	span := one(t, rcv.Named(telemetry.SpanRun, run.RunID), "the run's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(span.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(span.ParentSpanId), "a child of the caller's span")
+	assert.Equal(t, "pending", tracetest.Attr(span, "starplan.state"))
+}
+
+// BenchmarkTracedDryRun: the HTTP dry run of BenchmarkHTTPDryRun (one client) with traces off
+// (no observer: the default) and on (the observer, a batching OTLP/HTTP exporter to a receiver in
+// process), alternated so both see the same machine load.
+func BenchmarkTracedDryRun(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "traces=off", true: "traces=on"}[on], func(b *testing.B) {
+			f := newFixture(b, Options{})
+			if on {
+				rcv := tracetest.NewReceiver(b)
+				exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
+				require.NoError(b, err)
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				b.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+			}
+			body, err := json.Marshal(RunRequest{Program: purchase("Aviator", 1, "Bench"), Request: "one Aviator"})
+			require.NoError(b, err)
+			client := &http.Client{Transport: &http.Transport{}}
+			for b.Loop() {
+				benchRequest(b, client, f.web.URL+"/v1/runs", body)
+			}
+		})
+	}
+}
