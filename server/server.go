@@ -123,6 +123,9 @@ type Server struct {
 
 	// stopObserving ends the server's observation of the engine's runs (Drain).
 	stopObserving func()
+	// relay carries events to and from the other servers on the store (relay.go); nil when
+	// the store is this server's alone.
+	relay *relay
 }
 
 // New returns a server over eng.
@@ -166,6 +169,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = m
+	s.relay = s.startRelay()
 	s.stopObserving = eng.Observe(s.observe)
 	eng.SetRetention(opts.Retention)
 	s.startRetention()
@@ -184,6 +188,7 @@ func (s *Server) Drain() {
 		s.stopBG()
 		s.background.Wait() // a replan's model call ends with its context
 		s.stopObserving()
+		s.relay.close()
 		s.events.close()
 	})
 }
@@ -409,6 +414,9 @@ func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs obs
 	// The engine tells the run's events (observe), with this call's request id and observer.
 	doc, err := s.eng.RunDocument(withCall(ctx, newRequestID(), obs), engine.Request{Reply: src, PlanJSON: plan, UserRequest: req.Request, Limits: limits, Origin: origin, By: principal(ctx)})
 	if err != nil {
+		return nil, internal(err)
+	}
+	if err := s.relay.flush(s.eng, doc.RunID); err != nil {
 		return nil, internal(err)
 	}
 	return doc, nil
