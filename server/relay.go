@@ -110,8 +110,18 @@ func (s *Server) startRelay() *relay {
 			}
 		}
 	}()
+	// A server that says it serves hears the others' events from then on: wait for the first
+	// LISTEN (a store that does not answer is reported by the listener, and serving goes on).
+	select {
+	case <-r.ready:
+	case <-time.After(relayStartWait):
+		s.opts.Log.Printf("not yet listening for the other servers' events after %s; going on", relayStartWait)
+	}
 	return r
 }
+
+// relayStartWait is how long New waits for the relay to listen.
+const relayStartWait = 10 * time.Second
 
 // payload is e as sent to the other servers, its message and feedback cut further when the
 // whole would be longer than a notification holds.

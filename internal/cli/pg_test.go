@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -205,4 +206,70 @@ func TestBinaryOnPostgreSQL(t *testing.T) {
 	out, errs, err = run("db", "export", "inventory")
 	require.NoError(t, err, errs)
 	assert.Regexp(t, `"item_id": "SG002", "name": "Wayfarer", "description": "[^"]*", "quantity_in_stock": 3,`, out)
+}
+
+// Two serve processes on one database: a dry run on A streams on B's /v1/events, is applied on
+// B, and A shows it applied.
+func TestTwoServesOnOneDatabase(t *testing.T) {
+	t.Parallel()
+	db := pgURL(t)
+	s := &session{t: t, dir: filepath.Join(t.TempDir(), "unused"), db: db}
+	require.Equal(t, ExitOK, s.run(false, "", "db", "init").code)
+	const token = "a-token-of-sixteen-or-more"
+	a, stopA := servePG(t, db, token)
+	defer stopA()
+	b, stopB := servePG(t, db, token)
+	defer stopB()
+	ctx := deadline(t)
+	call := func(base, method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b+"/v1/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	stream, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	lines := bufio.NewScanner(stream.Body)
+	for lines.Scan() && lines.Text() != ": subscribed" {
+	}
+
+	program, err := os.ReadFile(example("02_purchase_wayfarer.star"))
+	require.NoError(t, err)
+	body, _ := json.Marshal(map[string]string{"program": string(program)})
+	code, out := call(a, "POST", "/v1/runs", string(body))
+	require.Equal(t, http.StatusOK, code, out)
+	var run struct{ RunID, Digest, State string }
+	require.NoError(t, json.Unmarshal([]byte(out), &struct {
+		RunID  *string `json:"run_id"`
+		Digest *string `json:"digest"`
+		State  *string `json:"state"`
+	}{&run.RunID, &run.Digest, &run.State}))
+	require.Equal(t, "pending", run.State, out)
+
+	var seen []string
+	for len(seen) < 2 && lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && strings.Contains(data, run.RunID) {
+			var ev engine.StreamEvent
+			require.NoError(t, json.Unmarshal([]byte(data), &ev))
+			seen = append(seen, ev.Type)
+		}
+	}
+	assert.Equal(t, []string{"started", "finished"}, seen, "B streams A's dry run")
+
+	code, out = call(b, "POST", "/v1/runs/"+run.RunID+"/apply", `{"digest": "`+run.Digest+`"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	assert.Contains(t, out, `"state":"applied"`)
+	code, out = call(a, "GET", "/v1/runs/"+run.RunID, "")
+	require.Equal(t, http.StatusOK, code, out)
+	assert.Contains(t, out, `"state":"applied"`)
 }
