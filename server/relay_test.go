@@ -52,7 +52,8 @@ func pgFixture(t *testing.T, dsn string, create bool) *fixture {
 
 // Two servers on one database: a dry run on A streams on B's /v1/events, is applied on B (whose
 // stream shows its own applied once: the relay's echo is dropped), and A's stream sees B's
-// events; the same run applied on A and B at once applies once, and both answer applied.
+// events; the same run applied on A and B at once applies once, and both answer applied; of
+// two conflicting runs applied at once on A and B one wins and the other is a conflict.
 func TestTwoServersOnOneDatabase(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a := pgFixture(t, dsn, true)
@@ -114,6 +115,25 @@ func TestTwoServersOnOneDatabase(t *testing.T) {
 			assert.True(t, rec.Applied, "the record says applied (%s %s)", rec.Outcome, rec.ApplyError)
 		}
 	}
+	// Two runs that each sell an item's whole stock, applied at once on A and B: one wins, the
+	// other is a conflict, on either server.
+	for _, item := range []struct {
+		name string
+		qty  int
+	}{{"Mystique", 3}, {"Classic", 10}, {"Moon", 10}} {
+		sells := []*RunDocument{a.run(purchase(item.name, item.qty, "Gil"), ""), b.run(purchase(item.name, item.qty, "Hal"), "")}
+		statuses := make(chan int, 2)
+		for i, srv := range []*fixture{a, b} {
+			go func() {
+				r, err := srv.try(testToken, "POST", "/v1/runs/"+sells[i].RunID+"/apply", ApplyRequest{Digest: sells[i].Digest})
+				assert.NoError(t, err)
+				statuses <- r.status
+			}()
+		}
+		got := []int{<-statuses, <-statuses}
+		assert.ElementsMatch(t, []int{http.StatusOK, http.StatusConflict}, got, item.name)
+	}
+
 	tb, _ := a.eng.Store().StageFor(ctx, store.RunLimits{}).Table("inventory")
 	row, ok, err := tb.Get("SG001")
 	require.NoError(t, err)
