@@ -44,16 +44,8 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case rec.Applied:
-		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("was already applied at %s", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + runID}
-	case rec.ApplyError != "" && rec.Outcome == OutcomeConflict:
-		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data",
-			Result: rec.Result()}
-	case rec.ApplyError != "":
-		return nil, &RunError{ID: runID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data"}
-	case !rec.Pending || rec.Writes == nil:
-		return nil, &RunError{ID: runID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %s)", rec.Outcome, changedRows(rec.Changes.Rows())), Hint: "only accepted runs that change data wait for apply"}
+	if err := settled(rec); err != nil {
+		return nil, err
 	}
 	res := rec.Result()
 	prevOrigin := rec.ApplyOrigin
@@ -63,6 +55,44 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 		return nil, err
 	}
 	return res, nil
+}
+
+// settled is the error of applying rec, a run's record as read from the store, when the run can
+// no longer be applied: already applied, ended in a conflict or failed, or with nothing to
+// apply; nil while it waits for apply.
+func settled(rec *RunRecord) error {
+	switch {
+	case rec.Applied:
+		return &RunError{ID: rec.ID, Problem: fmt.Sprintf("was already applied at %s", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + rec.ID}
+	case rec.ApplyError != "" && rec.Outcome == OutcomeConflict:
+		return &RunError{ID: rec.ID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data",
+			Result: rec.Result()}
+	case rec.ApplyError != "":
+		return &RunError{ID: rec.ID, Problem: "cannot be applied: " + rec.ApplyError, Hint: "run the plan again against the current data"}
+	case !rec.Pending || rec.Writes == nil:
+		return &RunError{ID: rec.ID, Problem: fmt.Sprintf("has nothing to apply (outcome %s, %s)", rec.Outcome, changedRows(rec.Changes.Rows())), Hint: "only accepted runs that change data wait for apply"}
+	}
+	return nil
+}
+
+// settledElsewhere is settled of the run's record as the store holds it now, read after an
+// apply of it wrote nothing: another engine on the same store (a second server on one
+// PostgreSQL database) may have applied it, or found its conflict, meanwhile; its record must
+// then stay as it is. nil when the store holds no record of the run (a run applied right after
+// its dry run), or one still pending, or none that reads.
+//
+// Reading after the failed apply is enough: an apply writes the rows and the run's record in
+// one transaction, and finds a conflict only against data committed before its own check. So
+// when this engine's apply conflicted because the other one applied the run, that apply and
+// its record are committed before this read; and when the data moved for another reason, the
+// other engine's apply of the run, checking after it, conflicts too (versions only grow) and
+// writes the same conflict.
+func (e *Engine) settledElsewhere(id string) error {
+	stored, err := e.Record(id)
+	if err != nil {
+		return nil
+	}
+	return settled(stored)
 }
 
 // applyRecord writes a run's changes together with its audit record (marked applied) in one
@@ -129,6 +159,12 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		return refused
 	}
 	ds, ok := applyDiagnostics(err)
+	if serr := e.settledElsewhere(rec.ID); serr != nil {
+		// Applied (or found in conflict) by another engine on the store while this one tried:
+		// its record stands, and this apply answers as any later one would.
+		rec.Pending, rec.Writes = true, writes
+		return serr
+	}
 	if !ok {
 		rec.Pending, rec.Writes = true, writes
 		rec.chainEvent, rec.chainBy = ChainRecorded, by.Name

@@ -57,6 +57,9 @@ func (s *Server) observe(ctx context.Context, ev engine.Event) {
 		e.RequestID = c.requestID
 	}
 	e = s.events.publish(e)
+	if e.ID != 0 {
+		s.relay.send(e) // to the other servers on the store
+	}
 	if c != nil && c.obs != nil {
 		c.obs(e)
 	}

@@ -128,6 +128,9 @@ type Server struct {
 
 	// stopObserving ends the server's observation of the engine's runs (Drain).
 	stopObserving func()
+	// relay carries events to and from the other servers on the store (relay.go); nil when
+	// the store is this server's alone.
+	relay *relay
 }
 
 // New returns a server over eng.
@@ -171,6 +174,7 @@ func New(eng *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = m
+	s.relay = s.startRelay()
 	s.stopObserving = eng.Observe(s.observe)
 	eng.SetRetention(opts.Retention)
 	s.startRetention()
@@ -189,6 +193,7 @@ func (s *Server) Drain() {
 		s.stopBG()
 		s.background.Wait() // a replan's model call ends with its context
 		s.stopObserving()
+		s.relay.close()
 		s.events.close()
 	})
 }
@@ -418,6 +423,9 @@ func (s *Server) run(ctx context.Context, req RunRequest, origin string, obs obs
 		if e := subjectRefused(err); e != nil {
 			return nil, e
 		}
+		return nil, internal(err)
+	}
+	if err := s.relay.flush(s.eng, doc.RunID); err != nil {
 		return nil, internal(err)
 	}
 	return doc, nil

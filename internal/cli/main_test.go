@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/isolate"
 )
 
@@ -14,7 +15,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(isolate.WorkerMain(os.Stdin, os.Stdout))
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run, then the throw-away PostgreSQL stopped
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -6,13 +6,13 @@
 // …) see what the backend implements.
 //
 // The list is explicit (Opener.Backends), not registered from init functions: Builtin is the
-// backends this build links. A backend it knows of but does not link (PostgreSQL until store/pg
-// is wired into Builtin) has no Open; a URL of its scheme fails with a *MissingBackendError that
-// names the package.
+// backends this build links (bbolt and PostgreSQL). A backend an Opener knows of but that has no
+// Open (a build without it) fails with a *MissingBackendError that names the package.
 package opener
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/pg"
 )
 
 // Options configure Open. The zero value opens an existing store of whatever domain it holds and
@@ -86,15 +87,80 @@ var Bolt = Backend{
 	},
 }
 
-// Postgres is the PostgreSQL backend as this build knows it: its schemes, and no Open until
-// store/pg is wired in (Builtin then lists it with its functions).
+// Postgres is the PostgreSQL backend (store/pg). A URL's schema= parameter (taken out before
+// the URL reaches the driver) names the SQL schema that holds the store; without it the store
+// is in the schema named after the domain (Options.Domain), else the database's only one. A
+// missing store is created, when asked, with Options.Domain (default: the inventory domain)
+// in that schema; two processes creating it at once both end with the one store.
 var Postgres = Backend{
 	Name:    "PostgreSQL",
 	Package: "store/pg",
 	Schemes: []string{"postgres", "postgresql"},
+	Open: func(ctx context.Context, target string, opts Options) (store.Store, bool, error) {
+		dsn, schema, err := SplitSchema(target)
+		if err != nil {
+			return nil, false, err
+		}
+		po := pg.Options{Schema: schema, Domain: opts.Domain, Stderr: opts.Stderr}
+		st, err := pg.Open(ctx, dsn, po)
+		if err == nil || !opts.Create || !errors.Is(err, store.ErrNoStore) {
+			if err != nil {
+				return nil, false, err
+			}
+			return st, false, nil
+		}
+		dom := opts.Domain
+		if dom == nil {
+			dom = store.Inventory()
+		}
+		st, err = pg.Create(ctx, dsn, dom, pg.Options{Schema: schema, NoSeed: opts.NoSeed, Stderr: opts.Stderr})
+		if errors.Is(err, pg.ErrExists) {
+			// Another process made it between our Open and Create.
+			po.Domain = dom
+			st, err = pg.Open(ctx, dsn, po)
+			if err != nil {
+				return nil, false, err
+			}
+			return st, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return st, true, nil
+	},
+	Check: func(ctx context.Context, target string, opts store.CheckOptions) (*store.CheckReport, error) {
+		dsn, schema, err := SplitSchema(target)
+		if err != nil {
+			return nil, err
+		}
+		st, err := pg.Open(ctx, dsn, pg.Options{Schema: schema, Domain: opts.Domain})
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return st.Check(ctx, opts)
+	},
 }
 
-// Builtin is the opener of this build's backends: bbolt for paths, and PostgreSQL's URLs.
+// SplitSchema takes a postgres URL's schema= parameter out of it: the URL the driver is given,
+// and the schema ("" when the URL names none).
+func SplitSchema(target string) (dsn, schema string, err error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: not a URL: give postgres://USER@HOST/DATABASE", Redact(target))
+	}
+	q := u.Query()
+	if !q.Has("schema") {
+		return target, "", nil
+	}
+	schema = q.Get("schema")
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}
+
+// Builtin is the opener of this build's backends: bbolt for paths, and PostgreSQL for postgres://
+// and postgresql:// URLs.
 func Builtin() Opener { return Opener{Backends: []Backend{Bolt, Postgres}} }
 
 // Open opens the store target names with the built-in backends (Builtin().Open).

@@ -2,15 +2,23 @@ package opener
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
+	"github.com/starplan/starplan/store/pg"
 )
 
 // A path opens the bbolt store in that directory: created only when asked, and the store is
@@ -102,16 +110,77 @@ func TestAMissingBackendIsNamed(t *testing.T) {
 	}
 }
 
-// Until store/pg is wired into Builtin, a postgres URL says what is missing.
-func TestBuiltinWithoutPostgres(t *testing.T) {
-	b, err := Builtin().Backend("postgres://localhost/shop")
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// pgURL is a postgres:// URL of a fresh database (pgtest.DSN may be in key=value form).
+func pgURL(t *testing.T) string {
+	cfg, err := pgx.ParseConfig(pgtest.DSN(t))
 	require.NoError(t, err)
-	assert.Equal(t, "PostgreSQL", b.Name)
-	if b.Open != nil {
-		t.Skip("store/pg is linked into Builtin")
+	u := url.URL{Scheme: "postgres", Path: "/" + cfg.Database}
+	u.User = url.User(cfg.User)
+	if cfg.Password != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Password)
 	}
-	_, _, err = Open(context.Background(), "postgres://localhost/shop", Options{})
-	assert.EqualError(t, err, "postgres://localhost/shop names a PostgreSQL store, but this starplan was built without the PostgreSQL backend (package store/pg)")
+	q := url.Values{"sslmode": {"disable"}, "port": {fmt.Sprint(cfg.Port)}}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+	} else {
+		u.Host = cfg.Host
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// A postgres URL opens the PostgreSQL store: a missing one is a *store.NoStoreError (its
+// password never shown) unless Create, which makes it in the schema the URL's schema= names;
+// created once, then opened; and checked by Check.
+func TestAPostgresURLOpensThePostgresStore(t *testing.T) {
+	ctx := context.Background()
+	target := pgURL(t)
+
+	_, _, err := Open(ctx, target, Options{})
+	require.ErrorIs(t, err, store.ErrNoStore)
+	_, err = Check(ctx, target, store.CheckOptions{})
+	require.ErrorIs(t, err, store.ErrNoStore)
+
+	st, created, err := Open(ctx, target+"&schema=shop", Options{Create: true})
+	require.NoError(t, err)
+	assert.True(t, created)
+	p, ok := st.(*pg.Store)
+	require.True(t, ok)
+	assert.Equal(t, "shop", p.SQLSchema())
+	_, local := st.(store.Local)
+	assert.False(t, local, "a database's store has no directory")
+	require.NoError(t, st.Close())
+
+	st, created, err = Open(ctx, target, Options{Create: true})
+	require.NoError(t, err)
+	assert.False(t, created, "the database's one store is opened, not made again")
+	assert.Equal(t, "shop", st.(*pg.Store).SQLSchema())
+	require.NoError(t, st.Close())
+
+	rep, err := Check(ctx, target, store.CheckOptions{})
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// A missing PostgreSQL store's error shows the URL without its password.
+func TestAMissingPostgresStoreHidesThePassword(t *testing.T) {
+	target := pgURL(t)
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("password", "s3cret-but-unused")
+	u.RawQuery = q.Encode()
+	_, _, err = Open(context.Background(), u.String(), Options{})
+	if !errors.Is(err, store.ErrNoStore) {
+		// A server that asks for passwords refuses the wrong one: still never shown.
+		require.Error(t, err)
+	}
+	assert.NotContains(t, err.Error(), "s3cret")
+	if errors.Is(err, store.ErrNoStore) {
+		assert.Contains(t, err.Error(), "password=xxxxx")
+	}
 }
 
 func TestRedact(t *testing.T) {

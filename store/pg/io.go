@@ -19,19 +19,36 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// ImportMode says what an import does with the rows the file does not hold.
-type ImportMode int
+// ImportMode says what an import does with the rows the file does not hold (store.ImportMode).
+type ImportMode = store.ImportMode
 
 const (
 	// Upsert inserts rows with new keys and replaces rows whose key exists; other rows stay.
-	Upsert ImportMode = iota
+	Upsert = store.Upsert
 	// Replace makes the table hold exactly the imported rows.
-	Replace
+	Replace = store.Replace
 )
 
-// ImportResult counts what an import changed.
-type ImportResult struct {
-	Inserted, Updated, Deleted, Unchanged int
+// ImportResult counts what an import changed (store.ImportResult; Commits is 1 when it changed
+// anything: an import is one transaction).
+type ImportResult = store.ImportResult
+
+// The tools of the db commands (store/tools.go).
+var (
+	_ store.Seeder   = (*Store)(nil)
+	_ store.Exporter = (*Store)(nil)
+	_ store.Importer = (*Store)(nil)
+)
+
+// jsonOnly is the error of a CSV import or export: the PostgreSQL store reads and writes JSON.
+func jsonOnly(what string, format store.Format) error {
+	return fmt.Errorf("%s: a PostgreSQL store %ss JSON only, not %s: use --format json (or COPY in psql for CSV)", what, what, format)
+}
+
+// ImportBatches is store.Importer's import in commits of batch records: a PostgreSQL store
+// imports a file in one transaction instead (COPY into a temporary table), so it refuses.
+func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, format store.Format, batch int) (ImportResult, error) {
+	return ImportResult{}, errors.New("import: a PostgreSQL store imports a file in one transaction, not in batches: drop --batch")
 }
 
 // maxImportErrors is the most bad records one import reports.
@@ -41,7 +58,10 @@ const maxImportErrors = 20
 // Dump writes; validates every one (one bad record imports nothing; the error names each, up to
 // maxImportErrors) and writes them in one transaction with COPY (see ImportRows). Every record
 // carries its key.
-func (s *Store) Import(ctx context.Context, name string, r io.Reader, mode ImportMode) (ImportResult, error) {
+func (s *Store) Import(ctx context.Context, name string, r io.Reader, format store.Format, mode ImportMode) (ImportResult, error) {
+	if format != store.JSON {
+		return ImportResult{}, jsonOnly("import", format)
+	}
 	sc := s.schemas[name]
 	if sc == nil {
 		return ImportResult{}, fmt.Errorf("import: unknown table %q%s", name, store.DidYouMean(name, s.names))
@@ -115,6 +135,9 @@ func (s *Store) ImportRows(ctx context.Context, name string, rows []table.Row, m
 		res, err = s.importTx(ctx, tx, t, rows, mode)
 		return err
 	})
+	if err == nil && res.Inserted+res.Updated+res.Deleted > 0 {
+		res.Commits = 1
+	}
 	return res, err
 }
 
@@ -244,10 +267,13 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 	})
 }
 
-// Dump writes every table as one JSON object {"<table>": [rows...]}, tables sorted, rows in key
+// Dump is DumpTo without a context (store.Exporter).
+func (s *Store) Dump(w io.Writer) error { return s.DumpTo(context.Background(), w) }
+
+// DumpTo writes every table as one JSON object {"<table>": [rows...]}, tables sorted, rows in key
 // order and fields in schema order, floats with their fraction: a domain's seed.json, and what
-// Import reads back.
-func (s *Store) Dump(ctx context.Context, w io.Writer) error {
+// Import reads back. It reads one snapshot.
+func (s *Store) DumpTo(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("{")
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -269,8 +295,16 @@ func (s *Store) Dump(ctx context.Context, w io.Writer) error {
 	return bw.Flush()
 }
 
-// Export writes one table's rows in key order as a JSON array.
-func (s *Store) Export(ctx context.Context, w io.Writer, name string) error {
+// Export is ExportTo without a context, JSON only (store.Exporter).
+func (s *Store) Export(w io.Writer, name string, format store.Format) error {
+	if format != store.JSON {
+		return jsonOnly("export", format)
+	}
+	return s.ExportTo(context.Background(), w, name)
+}
+
+// ExportTo writes one table's rows in key order as a JSON array.
+func (s *Store) ExportTo(ctx context.Context, w io.Writer, name string) error {
 	t := s.tables[name]
 	if t == nil {
 		return fmt.Errorf("export: unknown table %q%s", name, store.DidYouMean(name, s.names))

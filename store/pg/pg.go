@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -155,13 +156,28 @@ func connect(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, erro
 	return pool, nil
 }
 
-// redact hides a DSN's password in messages.
+// redact is dsn as messages show it, its password replaced by xxxxx: a URL's as store/opener's
+// Redact does it (which this package cannot import), a key=value DSN's password= value.
 func redact(dsn string) string {
+	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], " =") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return strings.ToLower(dsn[:i]) + "://…"
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
 	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil || cfg.Password == "" {
+	if err != nil {
+		return "a PostgreSQL DSN that does not parse"
+	}
+	if cfg.Password == "" {
 		return dsn
 	}
-	return strings.ReplaceAll(dsn, cfg.Password, "***")
+	return strings.ReplaceAll(dsn, cfg.Password, "xxxxx")
 }
 
 // ident quotes a schema-qualified name.
