@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/llm"
 	"github.com/starplan/starplan/prompts"
 )
@@ -51,5 +52,12 @@ func (e *Engine) Replan(ctx context.Context, model Model, runID string, req AskR
 		{Role: llm.RoleUser, Content: prompts.Rejected(d.Feedback)},
 	}
 	req.Question, req.Subject = rec.Request, rec.Subject
+	// The new plan answers the question of the run's proposer, whoever asked for it again: it
+	// is theirs (proposed_by), so four eyes hold across a replan (a reviewer who rejects their
+	// own run cannot approve the model's next plan as if someone else had proposed it). A
+	// proposer's role is all the name needs: the run is only proposed.
+	if rec.ProposedBy != "" {
+		req.By = access.Principal{Name: rec.ProposedBy, Role: access.Proposer, Subject: rec.Subject}
+	}
 	return e.plan(ctx, model, req, msgs, runID, rec.Model.Replan+1)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/llm/llmtest"
 	"github.com/starplan/starplan/store/bolt"
 )
 
@@ -189,4 +191,49 @@ func TestExpiredRunOverHTTP(t *testing.T) {
 	assert.Equal(t, StateRejected, doc.State)
 	assert.Equal(t, "bob", doc.RejectedBy)
 	assert.True(t, strings.Contains(string(f.callWith(bob, "GET", "/v1/runs/"+run.RunID, nil).body), `"rejected_by":"bob"`))
+}
+
+// A replanned run is its question's proposer's, whoever rejected the run before it: an approver
+// who asks, then rejects its own run with feedback, cannot approve the model's next plan as if
+// the server had proposed it (review: it was recorded as local:<user>, and the approver applied
+// it); a pinned agent's replanned run keeps the agent and its subject.
+func TestAReplannedRunKeepsItsProposer(t *testing.T) {
+	f, _ := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	bob, _, err := f.srv.tokens.CreateFor(context.Background(), "bob", access.Approver, 0, "")
+	require.NoError(t, err)
+	agent, _, err := f.srv.tokens.CreateFor(context.Background(), "agent-c1", access.Proposer, 0, "C1")
+	require.NoError(t, err)
+	events := f.subscribe(testContext(t), nil)
+	events.untilSubscribed()
+
+	replanned := func(tok string) *engine.RunRecord {
+		r := f.callWith(tok, "POST", "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var first RunDocument
+		r.decode(t, &first)
+		r = f.callWith(tok, "POST", "/v1/runs/"+first.RunID+"/reject", RejectRequest{Feedback: "same again please"})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		for ev, ok := events.next(); ok; ev, ok = events.next() {
+			if ev.Type == EventFinished && ev.ParentRunID == first.RunID {
+				rec, err := f.eng.Record(ev.RunID)
+				require.NoError(t, err)
+				return rec
+			}
+		}
+		t.Fatal("no replanned run")
+		return nil
+	}
+
+	rec := replanned(bob)
+	assert.Equal(t, "bob", rec.ProposedBy)
+	doc, err := f.eng.Show(rec.ID)
+	require.NoError(t, err)
+	r := f.callWith(bob, "POST", "/v1/runs/"+rec.ID+"/apply", ApplyRequest{Digest: doc.Digest})
+	assert.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "approval-required")
+	assert.Equal(t, int64(6), f.committed("inventory", "SG002")["quantity_in_stock"], "nothing was applied")
+
+	rec = replanned(agent)
+	assert.Equal(t, "agent-c1", rec.ProposedBy)
+	assert.Equal(t, "C1", rec.Subject)
 }
