@@ -127,6 +127,10 @@ func TestServeMetricsAndLogs(t *testing.T) {
 	}
 	assert.Equal(t, 2, runLines, "%s", errb)
 	assert.NotContains(t, errb.String(), token)
+	// Nor an admin's one-time login link (review: standard error is the log, not a terminal).
+	assert.NotContains(t, errb.String(), "/login")
+	assert.NotContains(t, errb.String(), "code=")
+	assert.Contains(t, errb.String(), "a one-time login link is printed only on a terminal")
 }
 
 // TestServeTelemetryFlags: an unknown log format or level, or a metrics address that cannot be

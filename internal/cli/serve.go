@@ -224,7 +224,13 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			}
 			info.HTTP = "http://" + ln.Addr().String()
 			fmt.Fprintf(ios.Err, "starplan serve: listening on http://%s (API /v1, MCP %s)\n", ln.Addr(), server.MCPPath)
-			fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
+			// The one-time login link is an admin's session: it goes to a person's terminal, never
+			// into a log that standard error may be (--log-format json to a collector).
+			if ios.ErrTTY {
+				fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (one-time login, valid %s: http://%s%s)\n", ln.Addr(), server.LoginLinkTTL, ln.Addr(), srv.LoginLink())
+			} else {
+				fmt.Fprintf(ios.Err, "starplan serve: review page http://%s/ (sign in with a token; a one-time login link is printed only on a terminal)\n", ln.Addr())
+			}
 		}
 		// Who holds the store, for the commands that cannot go through the server (holder.go).
 		if local {
