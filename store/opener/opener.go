@@ -240,23 +240,13 @@ func Scheme(target string) (string, bool) {
 	return strings.ToLower(m[1]), true
 }
 
-// Redact is target as messages and logs may show it: a URL's password (in its user part or a
-// password= parameter) replaced by xxxxx. A path is returned as it is.
+// Redact is target as messages and logs may show it (store.Redact: a URL's password and every
+// password-, secret- or token-like parameter replaced by xxxxx). A path is returned as it is.
 func Redact(target string) string {
 	if _, isURL := Scheme(target); !isURL {
 		return target
 	}
-	u, err := url.Parse(target)
-	if err != nil {
-		// Unparsable: keep only the scheme and what follows the last @, never a password.
-		scheme, _ := Scheme(target)
-		return scheme + "://…"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
+	return store.Redact(target)
 }
 
 // MissingBackendError is the error of a target whose backend this build does not link.

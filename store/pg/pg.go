@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -156,29 +155,9 @@ func connect(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, erro
 	return pool, nil
 }
 
-// redact is dsn as messages show it, its password replaced by xxxxx: a URL's as store/opener's
-// Redact does it (which this package cannot import), a key=value DSN's password= value.
-func redact(dsn string) string {
-	if i := strings.Index(dsn, "://"); i > 0 && !strings.ContainsAny(dsn[:i], " =") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return strings.ToLower(dsn[:i]) + "://…"
-		}
-		if q := u.Query(); q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.Redacted()
-	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return "a PostgreSQL DSN that does not parse"
-	}
-	if cfg.Password == "" {
-		return dsn
-	}
-	return strings.ReplaceAll(dsn, cfg.Password, "xxxxx")
-}
+// redact is dsn as messages show it (store.Redact: every password-like value replaced by xxxxx,
+// in a URL or a key=value DSN).
+func redact(dsn string) string { return store.Redact(dsn) }
 
 // ident quotes a schema-qualified name.
 func ident(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
