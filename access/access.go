@@ -124,7 +124,10 @@ func FromContext(ctx context.Context) (Principal, bool) {
 const MaxSubject = 200
 
 // CheckSubject returns an error when s cannot name a subject: longer than MaxSubject, not UTF-8,
-// with a control character or with spaces at either end. "" (no subject) is valid.
+// with a control character, an invisible one (a format character such as a zero-width space, or
+// anything not graphic) or with spaces at either end. "" (no subject) is valid. An id that shows
+// as another ("M001" and "M001" with a zero-width space) could mislead a reviewer reading a
+// token list or a run.
 func CheckSubject(s string) error {
 	switch {
 	case len(s) > MaxSubject:
@@ -135,9 +138,15 @@ func CheckSubject(s string) error {
 		return fmt.Errorf("the subject %q has spaces at an end; give the id alone", s)
 	case strings.IndexFunc(s, unicode.IsControl) >= 0:
 		return fmt.Errorf("the subject %q holds a control character", s)
+	case strings.IndexFunc(s, invisible) >= 0:
+		return fmt.Errorf("the subject %q holds an invisible character; give the id as it is shown", s)
 	}
 	return nil
 }
+
+// invisible reports whether r shows as nothing: a format character (U+200B, U+2060, U+FEFF, the
+// bidirectional marks) or any other rune that is not graphic.
+func invisible(r rune) bool { return unicode.Is(unicode.Cf, r) || !unicode.IsGraphic(r) }
 
 // SubjectFor returns the subject a run by p that names asked ("" for none) acts for: p's pinned
 // subject when it has one and asked is it or empty; asked otherwise. ok is false when p is pinned

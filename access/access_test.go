@@ -1,6 +1,7 @@
 package access
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +47,15 @@ func TestLocal(t *testing.T) {
 	assert.True(t, p.IsLocal())
 	assert.Equal(t, Admin, p.Role)
 	assert.False(t, Principal{Name: "agent", Role: Proposer}.IsLocal())
+}
+
+// A subject id is shown to reviewers and in token lists: one that holds what does not show, or
+// shows as something else, is refused (review: "M001" with a zero-width space was accepted).
+func TestCheckSubject(t *testing.T) {
+	for _, ok := range []string{"", "M001", "C-1/ß", "customer 42", "名前"} {
+		assert.NoError(t, CheckSubject(ok), "%q", ok)
+	}
+	for _, bad := range []string{"M001\u200b", "\u2060M001", "M0\ufeff01", "M001\u202e", " M001", "M001\n", "M\x00", "\xff", strings.Repeat("x", MaxSubject+1)} {
+		assert.Error(t, CheckSubject(bad), "%q", bad)
+	}
 }
