@@ -225,6 +225,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
+		res.Changes.Attribute(sres.Via)
 		checking := time.Now()
 		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Data: stage, Deadline: time.Now().Add(invariantsTime), Subject: req.Subject})
 		if err != nil {

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The change set says which helper wrote which row, and the plan's own writes name none: in the
+// run's result, in its record, and in the document a reviewer reads.
+func TestChangeSetRecordsTheWritingHelper(t *testing.T) {
+	e := retailEngine(t, nil)
+	res := runPlan(t, e, `id = pay("O1", "PM1")
+credits_tbl.insert({"credit_id": "CR9", "customer_id": "C1", "amount": 1.0})
+STATUS, answer_text = "success", "Paid with " + id + "."`)
+	require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	require.Len(t, res.Changes["payments"].Inserted, 1)
+	payment := res.Changes["payments"].Inserted[0]["payment_id"]
+	assert.Equal(t, "pay", res.Changes["payments"].RowVia(payment))
+	assert.Equal(t, map[string]string{payment.(string): "pay"}, res.Changes["payments"].Via)
+	require.Len(t, res.Changes["credits"].Inserted, 1)
+	assert.Nil(t, res.Changes["credits"].Via, "a plan's own write names no helper")
+
+	rec, err := e.Record(res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, "pay", rec.Changes["payments"].RowVia(payment))
+	assert.Nil(t, rec.Changes["credits"].Via)
+}
