@@ -442,4 +442,11 @@ func TestViaShown(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
 	assert.Equal(t, map[string]string{"PAY003": "pay", "PAY001": "refund"}, doc["payments"].Via)
+	cells := Cells(cs, Options{})
+	require.Len(t, cells, 1)
+	var via []string
+	for _, r := range cells[0].Rows {
+		via = append(via, r.Key+":"+r.Via)
+	}
+	assert.Equal(t, []string{"PAY003:pay", "PAY004:", "PAY001:refund"}, via)
 }

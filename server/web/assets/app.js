@@ -529,7 +529,8 @@
         const cols = row.change === 'inserted' ? ['after'] : row.change === 'deleted' ? ['before'] : ['before', 'after'];
         const names = { before: row.change === 'deleted' ? 'Old value' : 'Before', after: row.change === 'inserted' ? 'New value' : 'After' };
         return el('div', { class: 'scroll' }, el('table', { class: 'diff ' + row.change },
-          el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + ')'),
+          el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + (row.via ? ' by helper ' : ')'),
+            row.via ? el('code', { class: 'via' }, row.via) : null, row.via ? ')' : null),
           el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Field'), cols.map((c) => el('th', { scope: 'col' }, names[c])))),
           el('tbody', {}, row.cells.map((c) => cellRow(c, cols)))));
       }))));
