@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,4 +28,31 @@ STATUS, answer_text = "success", "Paid with " + id + "."`)
 	require.NoError(t, err)
 	assert.Equal(t, "pay", rec.Changes["payments"].RowVia(payment))
 	assert.Nil(t, rec.Changes["credits"].Via)
+}
+
+// The list of runs a reviewer picks from names whom each run acts for.
+func TestRunListShowsTheSubject(t *testing.T) {
+	e := libraryEngine(t)
+	src, err := os.ReadFile("../domains/library/example.star")
+	require.NoError(t, err)
+	plan := "<execute_python>\n" + string(src) + "\n</execute_python>"
+	for _, subject := range []string{"M001", ""} {
+		res, err := e.Run(context.Background(), Request{Reply: plan, Subject: subject})
+		require.NoError(t, err)
+		require.Equal(t, OutcomeOK, res.Outcome, res.Diagnostics.String())
+	}
+	page, err := e.ListRuns(ListOptions{})
+	require.NoError(t, err)
+	var subjects []string
+	for _, r := range page.Runs {
+		subjects = append(subjects, r.Subject)
+	}
+	assert.ElementsMatch(t, []string{"M001", ""}, subjects)
+	runs, err := e.Runs()
+	require.NoError(t, err)
+	subjects = nil
+	for _, r := range runs {
+		subjects = append(subjects, r.Subject)
+	}
+	assert.ElementsMatch(t, []string{"M001", ""}, subjects)
 }

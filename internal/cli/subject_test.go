@@ -42,6 +42,10 @@ func TestExecSubject(t *testing.T) {
 	o = s.run(true, "", "runs", "show", res.RunID)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "Subject: M001")
+	o = s.run(true, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Regexp(t, `(?m)^run .*subject +request`, o.out, "a list with a run that acts for someone has a subject column")
+	assert.Regexp(t, `(?m)^`+res.RunID+` .* M001 `, o.out)
 
 	// The plan, in its worker, reads the subject too.
 	who := filepath.Join(t.TempDir(), "who.star")
