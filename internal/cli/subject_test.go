@@ -54,6 +54,17 @@ func TestExecSubject(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err+o.out)
 	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
 	assert.Equal(t, "For M003.", res.AnswerText)
+	// run --subject: in the bare sandbox, and with --domain as exec runs it.
+	o = s.run(false, "", "run", "--subject", "M004", who)
+	require.Equal(t, ExitOK, o.code, o.err+o.out)
+	assert.Contains(t, o.out, "answer_text: For M004.")
+	o = s.run(false, "", "run", "--subject", "M005", "--domain", "../../domains/library", who)
+	require.Equal(t, ExitOK, o.code, o.err+o.out)
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	assert.Equal(t, "For M005.", res.AnswerText)
+	o = s.run(false, "", "run", "--subject", " M4", who)
+	assert.Equal(t, ExitUsage, o.code, o.out)
+	assert.Contains(t, o.err, "has spaces at an end")
 
 	o = s.run(false, "", "exec", "--subject", "M001 ", plan)
 	assert.Equal(t, ExitUsage, o.code, o.out)
