@@ -28,6 +28,13 @@ STATUS, answer_text = "success", "Paid with " + id + "."`)
 	require.NoError(t, err)
 	assert.Equal(t, "pay", rec.Changes["payments"].RowVia(payment))
 	assert.Nil(t, rec.Changes["credits"].Via)
+
+	_, err = e.Apply(context.Background(), res.RunID)
+	require.NoError(t, err)
+	rec, err = e.Record(res.RunID)
+	require.NoError(t, err)
+	require.True(t, rec.Applied)
+	assert.Equal(t, "pay", rec.Changes["payments"].RowVia(payment), "the applied run keeps who wrote what")
 }
 
 // The list of runs a reviewer picks from names whom each run acts for.
