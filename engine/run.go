@@ -209,6 +209,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 	}
 	res = &Result{
 		RunID:           id,
+		Subject:         req.Subject,
 		Outcome:         Outcome(sres.Outcome),
 		Limit:           sres.Limit,
 		Stdout:          sres.Stdout,

@@ -28,11 +28,15 @@ func TestExecSubject(t *testing.T) {
 	assert.Contains(t, o.out, `"member_acts_for_self"`)
 	assert.Contains(t, o.out, "the run acts for member M002 but changes a row of member M001")
 
+	o = s.run(true, "", "exec", "--subject", "M001", plan)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Changes (dry run, not applied), on behalf of M001:", "the diff's header names the subject")
 	o = s.run(false, "", "exec", "--subject", "M001", plan)
 	require.Equal(t, ExitOK, o.code, o.err)
 	var res engine.Result
 	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
 	require.True(t, res.Pending, o.out)
+	assert.Equal(t, "M001", res.Subject)
 
 	o = s.run(false, "", "runs", "show", "--json", res.RunID)
 	require.Equal(t, ExitOK, o.code, o.err)
