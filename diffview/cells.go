@@ -28,7 +28,10 @@ const (
 type RowCells struct {
 	Change string `json:"change"` // RowInserted, RowUpdated or RowDeleted
 	Key    string `json:"key"`    // the row's key, shown
-	Cells  []Cell `json:"cells"`
+	// Via is the domain helper through which the row was written (table.TableChanges.Via);
+	// absent for a row the plan wrote itself.
+	Via   string `json:"via,omitempty"`
+	Cells []Cell `json:"cells"`
 }
 
 // Cell is one field of a changed row, or one path inside a nested value ("address.city",
@@ -62,13 +65,19 @@ func Cells(cs table.ChangeSet, opts Options) []TableCells {
 		tc := TableCells{Table: s.name, Key: s.tc.Key, Summary: s.summary(), Rows: []RowCells{}}
 		schema := opts.Schemas[s.name]
 		for _, r := range s.tc.Inserted {
-			tc.Rows = append(tc.Rows, wholeRow(RowInserted, r, schema, s.tc.Key))
+			rc := wholeRow(RowInserted, r, schema, s.tc.Key)
+			rc.Via = s.tc.RowVia(r[s.tc.Key])
+			tc.Rows = append(tc.Rows, rc)
 		}
 		for _, u := range s.tc.Updated {
-			tc.Rows = append(tc.Rows, updatedRow(u, schema, s.tc.Key))
+			rc := updatedRow(u, schema, s.tc.Key)
+			rc.Via = s.tc.RowVia(u.Key)
+			tc.Rows = append(tc.Rows, rc)
 		}
 		for _, r := range s.tc.Deleted {
-			tc.Rows = append(tc.Rows, wholeRow(RowDeleted, r, schema, s.tc.Key))
+			rc := wholeRow(RowDeleted, r, schema, s.tc.Key)
+			rc.Via = s.tc.RowVia(r[s.tc.Key])
+			tc.Rows = append(tc.Rows, rc)
 		}
 		out = append(out, tc)
 	}

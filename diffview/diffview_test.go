@@ -417,3 +417,36 @@ func BenchmarkPurchase(b *testing.B) {
 		_ = JSON(&buf, cs)
 	}
 }
+
+// TestViaShown: a row a helper wrote says so in every view; a plan's own row says nothing.
+func TestViaShown(t *testing.T) {
+	cs := table.ChangeSet{"payments": {
+		Key:      "payment_id",
+		Inserted: []table.Row{{"payment_id": "PAY003", "amount": 5.0}, {"payment_id": "PAY004", "amount": 1.0}},
+		Updated:  []table.Update{{Key: "PAY001", Before: table.Row{"payment_id": "PAY001", "amount": 1.0}, After: table.Row{"payment_id": "PAY001", "amount": 2.0}, Fields: []string{"amount"}}},
+		Deleted:  []table.Row{},
+		Via:      map[string]string{"PAY003": "pay", "PAY001": "refund"},
+	}}
+	var term, md, js bytes.Buffer
+	require.NoError(t, Terminal(&term, cs, Options{}))
+	require.NoError(t, Markdown(&md, cs, Options{}))
+	require.NoError(t, JSON(&js, cs))
+	assert.Contains(t, term.String(), "PAY003  (by pay)")
+	assert.Contains(t, term.String(), "PAY001  (by refund)")
+	assert.NotContains(t, term.String(), "PAY004  (by")
+	assert.Contains(t, md.String(), "| inserted by pay | PAY003 |")
+	assert.Contains(t, md.String(), "| updated by refund | PAY001 |")
+	assert.Contains(t, md.String(), "| inserted | PAY004 |")
+	var doc map[string]struct {
+		Via map[string]string `json:"via"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+	assert.Equal(t, map[string]string{"PAY003": "pay", "PAY001": "refund"}, doc["payments"].Via)
+	cells := Cells(cs, Options{})
+	require.Len(t, cells, 1)
+	var via []string
+	for _, r := range cells[0].Rows {
+		via = append(via, r.Key+":"+r.Via)
+	}
+	assert.Equal(t, []string{"PAY003:pay", "PAY004:", "PAY001:refund"}, via)
+}

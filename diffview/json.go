@@ -50,11 +50,14 @@ func JSON(w io.Writer, cs table.ChangeSet) error {
 		Inserted []any    `json:"inserted"`
 		Updated  []update `json:"updated"`
 		Deleted  []any    `json:"deleted"`
+		// Via is table.TableChanges.Via: row key → the helper through which the row was written.
+		Via map[string]string `json:"via,omitempty"`
 	}
 	doc := map[string]changes{}
 	for _, s := range sections(cs) {
 		c := changes{
 			Key:      s.tc.Key,
+			Via:      s.tc.Via,
 			Inserted: make([]any, 0, len(s.tc.Inserted)),
 			Updated:  make([]update, 0, len(s.tc.Updated)),
 			Deleted:  make([]any, 0, len(s.tc.Deleted)),

@@ -47,7 +47,7 @@ func Markdown(w io.Writer, cs table.ChangeSet, opts Options) error {
 		sb.WriteString("\n| --- |" + strings.Repeat(" --- |", len(cols)) + "\n")
 		rows := func(verb string, rows []table.Row) {
 			for _, r := range rows {
-				sb.WriteString("| " + verb + " |")
+				sb.WriteString("| " + verb + mdVia(tc, r[key]) + " |")
 				for _, c := range cols {
 					if v, ok := r[c]; ok {
 						sb.WriteString(" " + mdEscape(show(v)) + " |")
@@ -64,7 +64,7 @@ func Markdown(w io.Writer, cs table.ChangeSet, opts Options) error {
 			for _, f := range u.Fields {
 				changed[f] = true
 			}
-			sb.WriteString("| updated |")
+			sb.WriteString("| updated" + mdVia(tc, u.Key) + " |")
 			for _, c := range cols {
 				switch {
 				case c == key:
@@ -161,3 +161,11 @@ func mdEscape(s string) string {
 }
 
 func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// mdVia is the note after a row's change naming the helper through which it was written.
+func mdVia(tc *table.TableChanges, key any) string {
+	if h := tc.RowVia(key); h != "" {
+		return " by " + mdEscape(h)
+	}
+	return ""
+}

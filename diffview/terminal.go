@@ -42,13 +42,13 @@ func Terminal(w io.Writer, cs table.ChangeSet, opts Options) error {
 		schema := opts.Schemas[s.name]
 		key := s.tc.Key
 		if len(s.tc.Inserted) > 0 {
-			v.block(rowEntries(s.tc.Inserted, "+", added, schema, key))
+			v.block(rowEntries(s.tc, s.tc.Inserted, "+", added, schema, key))
 		}
 		if len(s.tc.Updated) > 0 {
-			v.block(updateEntries(s.tc.Updated, schema, key))
+			v.block(updateEntries(s.tc, s.tc.Updated, schema, key))
 		}
 		if len(s.tc.Deleted) > 0 {
-			v.block(rowEntries(s.tc.Deleted, "-", removed, schema, key))
+			v.block(rowEntries(s.tc, s.tc.Deleted, "-", removed, schema, key))
 		}
 	}
 	return writeAll(w, v.sb.String())
@@ -70,13 +70,24 @@ type entries struct {
 	long    bool // some cell holds long text
 }
 
-func rowEntries(rows []table.Row, marker string, st style, schema *table.Schema, key string) entries {
+// byHelper is the note after a row's key naming the helper through which it was written.
+func byHelper(tc *table.TableChanges, key any) string {
+	if h := tc.RowVia(key); h != "" {
+		return "  (by " + h + ")"
+	}
+	return ""
+}
+
+func rowEntries(tc *table.TableChanges, rows []table.Row, marker string, st style, schema *table.Schema, key string) entries {
 	names := map[string]bool{}
 	rowFields(names, rows)
 	es := entries{keyName: key, cols: withoutKey(columns(schema, key, names), key)}
 	for _, r := range rows {
 		e := entry{marker: marker, st: st, cells: make(map[string]text, len(r))}
 		e.key.add(show(r[key]), st)
+		if by := byHelper(tc, r[key]); by != "" {
+			e.key.add(by, plain)
+		}
 		for f, val := range r {
 			if f == key {
 				continue
@@ -91,7 +102,7 @@ func rowEntries(rows []table.Row, marker string, st style, schema *table.Schema,
 	return es
 }
 
-func updateEntries(ups []table.Update, schema *table.Schema, key string) entries {
+func updateEntries(tc *table.TableChanges, ups []table.Update, schema *table.Schema, key string) entries {
 	names := map[string]bool{}
 	for _, u := range ups {
 		for _, f := range u.Fields {
@@ -101,7 +112,7 @@ func updateEntries(ups []table.Update, schema *table.Schema, key string) entries
 	es := entries{keyName: key, cols: withoutKey(columns(schema, key, names), key)}
 	for _, u := range ups {
 		e := entry{marker: "~", st: plain, cells: make(map[string]text, len(u.Fields))}
-		e.key.add(show(u.Key), plain)
+		e.key.add(show(u.Key)+byHelper(tc, u.Key), plain)
 		for _, f := range u.Fields {
 			if f == key {
 				continue

@@ -344,15 +344,17 @@ func (r *RunRecord) Result() *Result {
 
 // RunSummary is one line of `starplan runs`.
 type RunSummary struct {
-	ID          string    `json:"run_id"`
-	Time        time.Time `json:"time"`
-	Origin      string    `json:"origin"`
-	Request     string    `json:"request"`
-	Outcome     Outcome   `json:"outcome"`
-	Status      string    `json:"status"`
-	ChangedRows int       `json:"changed_rows"`
-	Pending     bool      `json:"pending"`
-	Applied     bool      `json:"applied"`
+	ID      string    `json:"run_id"`
+	Time    time.Time `json:"time"`
+	Origin  string    `json:"origin"`
+	Request string    `json:"request"`
+	// Subject is who the run acts for (RunRecord.Subject); absent for nobody.
+	Subject     string  `json:"subject,omitempty"`
+	Outcome     Outcome `json:"outcome"`
+	Status      string  `json:"status"`
+	ChangedRows int     `json:"changed_rows"`
+	Pending     bool    `json:"pending"`
+	Applied     bool    `json:"applied"`
 	// State is where the run stands in its review (StatePending, StateApplied, ...).
 	State string `json:"state"`
 	// Bytes is the size of the run's stored record (its JSON).

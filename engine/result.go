@@ -29,7 +29,9 @@ const CodeConflict = "conflict"
 // --json`, `starplan ask --json` and any later server. Its fields are documented in the README
 // ("The result document"); keep the two in step.
 type Result struct {
-	RunID           string             `json:"run_id"`
+	RunID string `json:"run_id"`
+	// Subject is who the run acts for (Request.Subject); absent for nobody.
+	Subject         string             `json:"subject,omitempty"`
 	Outcome         Outcome            `json:"outcome"`
 	Status          string             `json:"status"`
 	AnswerText      string             `json:"answer_text"`

@@ -209,6 +209,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 	}
 	res = &Result{
 		RunID:           id,
+		Subject:         req.Subject,
 		Outcome:         Outcome(sres.Outcome),
 		Limit:           sres.Limit,
 		Stdout:          sres.Stdout,
@@ -225,6 +226,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
 		res.Changes = stage.ChangeSet()
+		res.Changes.Attribute(sres.Via)
 		checking := time.Now()
 		ds, err := e.policy.Check(contracts.Input{Globals: sres.Globals, Changes: res.Changes, Committed: stage, Data: stage, Deadline: time.Now().Add(invariantsTime), Subject: req.Subject})
 		if err != nil {

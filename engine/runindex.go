@@ -281,6 +281,7 @@ func (e *Engine) decodeSummary(raw []byte) (RunSummary, error) {
 		Time        time.Time       `json:"time"`
 		Origin      string          `json:"origin"`
 		Request     string          `json:"request"`
+		Subject     string          `json:"subject"`
 		Outcome     Outcome         `json:"outcome"`
 		Status      string          `json:"status"`
 		ChangedRows int             `json:"changed_rows"`
@@ -301,6 +302,6 @@ func (e *Engine) decodeSummary(raw []byte) (RunSummary, error) {
 		}
 		r.ChangedRows = cs.Rows()
 	}
-	return RunSummary{ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Outcome: r.Outcome,
+	return RunSummary{ID: r.ID, Time: r.Time, Origin: r.Origin, Request: r.Request, Subject: r.Subject, Outcome: r.Outcome,
 		Status: r.Status, ChangedRows: r.ChangedRows, Pending: r.Pending, Applied: r.Applied}, nil
 }

@@ -33,5 +33,7 @@ STATUS, answer_text = "success", "Paid."`, sandbox.Limits{})
 STATUS, answer_text = "success", "Paid with " + id + "."`, sandbox.Limits{})
 	res = p.Run(bg, j)
 	require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
-	assert.Len(t, stage.ChangeSet()["payments"].Inserted, 1)
+	require.Len(t, stage.ChangeSet()["payments"].Inserted, 1)
+	id := stage.ChangeSet()["payments"].Inserted[0]["payment_id"].(string)
+	assert.Equal(t, map[string]map[string]string{"payments": {id: "pay"}}, res.Via, "which helper wrote the row crosses back from the worker")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/starplan/starplan/sandbox"
@@ -25,6 +27,7 @@ import (
 //	strings             uvarint length, bytes
 //	slices              uvarint length+1 (0: nil), elements
 //	pointers            1 byte (0: nil), the value
+//	string-keyed maps   uvarint length+1 (0: nil), key and value pairs in key order
 //	time.Time           varint Unix seconds, varint nanoseconds, zone name, varint offset
 //	any, map[string]any a tagged value (see value)
 //	structs             their fields, less those notSent names
@@ -169,6 +172,47 @@ func kindCodec(t reflect.Type, path string) codec {
 				for i := range n {
 					elem.dec(d, v.Index(i))
 				}
+			},
+		}
+	case reflect.Map:
+		// A string-keyed map: its length plus one (0 for nil), then each key and value, keys
+		// sorted so that one map always encodes alike.
+		if t.Key().Kind() != reflect.String {
+			break
+		}
+		key, elem := codecOf(t.Key(), path+"{key}"), codecOf(t.Elem(), path+"{}")
+		return codec{
+			enc: func(e *encoder, v reflect.Value) error {
+				if v.IsNil() {
+					e.uvarint(0)
+					return nil
+				}
+				e.uvarint(uint64(v.Len()) + 1)
+				keys := v.MapKeys()
+				slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+				for _, k := range keys {
+					if err := key.enc(e, k); err != nil {
+						return err
+					}
+					if err := elem.enc(e, v.MapIndex(k)); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			dec: func(d *decoder, v reflect.Value) {
+				n := d.length(key.min + elem.min)
+				if n < 0 {
+					return
+				}
+				m := reflect.MakeMapWithSize(t, n)
+				for range n {
+					k, x := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
+					key.dec(d, k)
+					elem.dec(d, x)
+					m.SetMapIndex(k, x)
+				}
+				v.Set(m)
 			},
 		}
 	case reflect.Pointer:

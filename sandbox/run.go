@@ -100,9 +100,11 @@ type Result struct {
 	Rewrites        []pycompat.Rewrite `json:"rewrites"`
 	// Globals are the plan's final global variables as plain Go values (functions are left
 	// out; NaN and infinities become the strings "nan", "inf" and "-inf").
-	Globals  map[string]any `json:"globals"`
-	Steps    uint64         `json:"steps"`
-	Duration time.Duration  `json:"-"` // encoded as duration_ms
+	Globals map[string]any `json:"globals"`
+	Steps   uint64         `json:"steps"`
+	// Via is which domain helper wrote which row: table → row key → helper (tables.Via).
+	Via      map[string]map[string]string `json:"via,omitempty"`
+	Duration time.Duration                `json:"-"` // encoded as duration_ms
 }
 
 // MarshalJSON encodes the result with its duration in milliseconds, as duration_ms.
@@ -221,6 +223,7 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	res.Steps = min(thread.ExecutionSteps(), limits.MaxSteps)
 	res.Stdout, res.StdoutTruncated = out.text()
 	res.Globals = plainGlobals(globals, req.Globals)
+	res.Via = tables.Via(thread)
 	if err == nil {
 		res.Outcome = OutcomeOK
 		return

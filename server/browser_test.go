@@ -394,19 +394,23 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 			if (!String(input).includes("/review/runs/") || res.status !== 200) return res;
 			const data = await res.json();
 			Object.assign(data.run, window.extra);
+			if (window.via) data.tables[0].rows[0].via = window.via;
 			return new Response(JSON.stringify(data), { status: 200, headers: { "Content-Type": "application/json" } });
 		};
 	})()`))
-	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "awaiting-approval", proposed_by: "agent-7", approved_by: ["bob"], approvals_needed: 2, subject: "C9" }`))
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "awaiting-approval", proposed_by: "agent-7", approved_by: ["bob"], approvals_needed: 2, subject: "C9" }; window.via = "sell"`))
 	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
 	b.wait("the queue", `!document.querySelector("#queue").hidden`)
 	b.openRun(f, four.RunID)
 	b.wait("the run awaiting approval", `document.querySelector("#run-state").textContent === "awaiting-approval"`)
 	assert.Equal(t, "agent-7 (API)", eval[string](b, `document.querySelector("#proposed-by").textContent`))
 	assert.Equal(t, "C9", eval[string](b, `document.querySelector("#subject").textContent`), "the reviewer sees whom the run acts for")
+	assert.Equal(t, "sell", eval[string](b, `document.querySelector("#changes caption code.via").textContent`), "the reviewer sees the helper a row was written through")
+	assert.Contains(t, eval[string](b, `document.querySelector("#changes caption").textContent`), "by helper sell)")
+	assert.Equal(t, 1, eval[int](b, `document.querySelectorAll("#changes code.via").length`), "a row the plan wrote itself names no helper")
 	assert.Equal(t, "Proposed by agent-7 (API); approvals: 1 of 2: bob.", eval[string](b, `document.querySelector("#approvals").textContent`))
 	assert.True(t, eval[bool](b, `document.querySelector("#approve") !== null`), "a run awaiting approval can be approved")
-	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "expired", proposed_by: "agent-7" }`))
+	b.do(chromedp.Evaluate[chromedp.Void](`window.extra = { state: "expired", proposed_by: "agent-7" }; window.via = ""`))
 	b.do(chromedp.Navigate(f.web.URL + "/#/queue/pending"))
 	b.wait("the queue", `!document.querySelector("#queue").hidden`)
 	b.openRun(f, four.RunID)

@@ -50,7 +50,8 @@ type QueueItem struct {
 	ID       string         `json:"id"`
 	Time     time.Time      `json:"time"`
 	Request  string         `json:"request"`
-	Proposer string         `json:"proposer"` // "CLI (exec)", "API", "MCP", "ask (gpt-4o)", ...
+	Proposer string         `json:"proposer"`          // "CLI (exec)", "API", "MCP", "ask (gpt-4o)", ...
+	Subject  string         `json:"subject,omitempty"` // who the run acts for, when it names someone
 	Outcome  engine.Outcome `json:"outcome"`
 	Status   string         `json:"status"`
 	State    string         `json:"state"`
@@ -216,7 +217,7 @@ func (s *Server) Queue(filter string) (*Queue, error) {
 	out := &Queue{Filter: filter, Runs: []QueueItem{}}
 	var schemas map[string]*table.Schema
 	for _, r := range runs {
-		item := QueueItem{ID: r.ID, Time: r.Time, Request: r.Request, Outcome: r.Outcome, Status: r.Status, State: r.State, Proposer: proposer(r.Origin, nil)}
+		item := QueueItem{ID: r.ID, Time: r.Time, Request: r.Request, Subject: r.Subject, Outcome: r.Outcome, Status: r.Status, State: r.State, Proposer: proposer(r.Origin, nil)}
 		if r.ChangedRows > 0 {
 			rec, err := s.eng.Record(r.ID)
 			if err != nil {

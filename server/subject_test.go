@@ -33,6 +33,18 @@ func TestSubjectOverHTTP(t *testing.T) {
 	r.decode(t, &shown)
 	assert.Equal(t, "C42", shown.Subject)
 
+	// The lists a reviewer picks from name the subject too.
+	r = f.call("GET", "/v1/runs", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var list RunList
+	r.decode(t, &list)
+	require.Len(t, list.Runs, 1)
+	assert.Equal(t, "C42", list.Runs[0].Subject)
+	q, err := f.srv.Queue("all")
+	require.NoError(t, err)
+	require.Len(t, q.Runs, 1)
+	assert.Equal(t, "C42", q.Runs[0].Subject)
+
 	r = f.call("POST", "/v1/runs", RunRequest{Program: whoFor, Subject: strings.Repeat("x", access.MaxSubject+1)})
 	assert.Equal(t, http.StatusBadRequest, r.status)
 	assert.Equal(t, engine.CodeSubjectInvalid, r.errorCode(t))

@@ -380,6 +380,46 @@ type TableChanges struct {
 	Inserted []Row    `json:"inserted"`
 	Updated  []Update `json:"updated"`
 	Deleted  []Row    `json:"deleted"`
+	// Via names, by row key (as fmt.Sprint renders it), the domain helper through which a row was
+	// written: the public function of helpers.star the plan called. A row the plan wrote itself
+	// has no entry; absent when no helper wrote the table.
+	Via map[string]string `json:"via,omitempty"`
+}
+
+// RowVia returns the helper through which the row with key was written, or "".
+func (t *TableChanges) RowVia(key any) string {
+	if t == nil || t.Via == nil {
+		return ""
+	}
+	return t.Via[fmt.Sprint(key)]
+}
+
+// Attribute sets each table's Via from via (table → row key → helper), keeping only the rows the
+// change set holds: a row a helper wrote and the plan then put back is no change.
+func (c ChangeSet) Attribute(via map[string]map[string]string) {
+	for name, rows := range via {
+		t := c[name]
+		if t == nil {
+			continue
+		}
+		keep := func(key any) {
+			if h, ok := rows[fmt.Sprint(key)]; ok {
+				if t.Via == nil {
+					t.Via = map[string]string{}
+				}
+				t.Via[fmt.Sprint(key)] = h
+			}
+		}
+		for _, r := range t.Inserted {
+			keep(r[t.Key])
+		}
+		for _, u := range t.Updated {
+			keep(u.Key)
+		}
+		for _, r := range t.Deleted {
+			keep(r[t.Key])
+		}
+	}
 }
 
 // Update is one changed row: its state before and after the run, and the fields that differ.

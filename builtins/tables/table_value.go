@@ -398,6 +398,7 @@ func insertMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, fail(b, err)
 	}
+	t.recordVia(thread, writingHelper(thread), []any{key})
 	return builtins.FromGo(key), nil
 }
 
@@ -461,10 +462,18 @@ func updateMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if len(fields) == 0 {
 		return starlark.MakeInt(0), nil // nothing to change
 	}
+	var keys []any
+	helper := writingHelper(thread)
+	if helper != "" {
+		if keys, err = t.matchedKeys(tb, q); err != nil {
+			return nil, fail(b, err)
+		}
+	}
 	n, err := tb.Update(fields, q)
 	if err != nil {
 		return nil, fail(b, err)
 	}
+	t.recordVia(thread, helper, keys)
 	return starlark.MakeInt(n), nil
 }
 
@@ -485,10 +494,18 @@ func removeMethod(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, fail(b, err)
 	}
+	var keys []any
+	helper := writingHelper(thread)
+	if helper != "" {
+		if keys, err = t.matchedKeys(tb, q); err != nil {
+			return nil, fail(b, err)
+		}
+	}
 	n, err := tb.Remove(q)
 	if err != nil {
 		return nil, fail(b, err)
 	}
+	t.recordVia(thread, helper, keys)
 	return starlark.MakeInt(n), nil
 }
 

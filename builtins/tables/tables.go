@@ -32,6 +32,17 @@ const bindingKey = "starplan.tables.binding"
 type binding struct {
 	view table.View
 	now  starlark.String
+	via  map[string]map[string]string // table → row key → helper that wrote it (see Via)
+}
+
+// Via returns which helper wrote which row in the run on thread: table → row key (fmt.Sprint) →
+// the public helper of helpers.star the plan called. Rows the plan wrote itself are absent.
+func Via(thread *starlark.Thread) map[string]map[string]string {
+	b, _ := thread.Local(bindingKey).(*binding)
+	if b == nil || len(b.via) == 0 {
+		return nil
+	}
+	return b.via
 }
 
 // ErrNotBound is returned (wrapped) by a table helper called on a thread without a view: the

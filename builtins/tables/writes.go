@@ -58,3 +58,51 @@ func (t *TableValue) checkHelpersOnly(method string, call *syntax.CallExpr) diag
 		fmt.Sprintf("%s may be written only by the domain's helpers; a plan may not call .%s on it", t.schema.Name, method),
 		"", t.writersHint())}
 }
+
+// writingHelper returns the public helper through which the running write is made: the
+// outermost function of helpers.star on the stack, when the method's immediate caller is one
+// of them; "" for a plan's own write (a plan function a helper calls back included).
+func writingHelper(thread *starlark.Thread) string {
+	if thread.CallStackDepth() < 2 || thread.CallFrame(1).Pos.Filename() != HelpersFile {
+		return ""
+	}
+	for i := thread.CallStackDepth() - 1; i >= 1; i-- {
+		if f := thread.CallFrame(i); f.Pos.Filename() == HelpersFile {
+			return f.Name
+		}
+	}
+	return ""
+}
+
+// recordVia notes that helper wrote the rows of t with keys.
+func (t *TableValue) recordVia(thread *starlark.Thread, helper string, keys []any) {
+	b, _ := thread.Local(bindingKey).(*binding)
+	if b == nil || helper == "" || len(keys) == 0 {
+		return
+	}
+	if b.via == nil {
+		b.via = map[string]map[string]string{}
+	}
+	rows := b.via[t.schema.Name]
+	if rows == nil {
+		rows = map[string]string{}
+		b.via[t.schema.Name] = rows
+	}
+	for _, k := range keys {
+		rows[fmt.Sprint(k)] = helper
+	}
+}
+
+// matchedKeys returns the keys of the rows q selects in tb, for a helper's update or remove:
+// the same predicate the write reads, so it records no read the write does not.
+func (t *TableValue) matchedKeys(tb table.Table, q table.Query) ([]any, error) {
+	rows, err := tb.Find(q)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(rows))
+	for i, r := range rows {
+		keys[i] = r[t.schema.Key]
+	}
+	return keys, nil
+}

@@ -106,6 +106,9 @@ func renderResult(ios IOStreams, res *engine.Result, schemas map[string]*table.S
 		case res.Outcome != engine.OutcomeOK:
 			label = "Changes the plan tried (none applied):"
 		}
+		if res.Subject != "" {
+			label = strings.TrimSuffix(label, ":") + ", on behalf of " + safe(res.Subject) + ":"
+		}
 		fmt.Fprintln(w, p.paint(ansiBold, label))
 		if err := diffview.Terminal(w, res.Changes, diffview.Options{Color: ios.Color(), Width: ios.Width, Schemas: schemas}); err != nil {
 			return withCode(ExitInternal, err, "")

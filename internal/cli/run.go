@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/sandbox"
 )
 
@@ -15,6 +16,7 @@ type runOptions struct {
 	JSON    bool
 	Request string
 	Domain  string // --domain DIR: run against that domain's tables and helpers, as exec --domain
+	Subject string // --subject ID: whom the run acts for, as exec --subject
 }
 
 func newRunCmd(ios IOStreams, g *globalOptions) *cobra.Command {
@@ -31,7 +33,7 @@ with that domain's tables (its seed.json) and helpers on a temporary store, exac
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = args[0]
 			if opts.Domain != "" {
-				return runExec(cmd.Context(), ios, g, &execOptions{File: opts.File, Request: opts.Request, JSON: opts.JSON, Domain: opts.Domain})
+				return runExec(cmd.Context(), ios, g, &execOptions{File: opts.File, Request: opts.Request, JSON: opts.JSON, Domain: opts.Domain, Subject: opts.Subject})
 			}
 			return runRun(cmd.Context(), ios, opts)
 		},
@@ -39,6 +41,7 @@ with that domain's tables (its seed.json) and helpers on a temporary store, exac
 	addDomainFlag(cmd, &opts.Domain)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result document as JSON")
 	cmd.Flags().StringVar(&opts.Request, "request", "", "the user_request the plan sees")
+	cmd.Flags().StringVar(&opts.Subject, "subject", "", "the id of the subject the run acts for (the plan reads it with run_subject())")
 	return cmd
 }
 
@@ -47,8 +50,11 @@ func runRun(ctx context.Context, ios IOStreams, opts *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := access.CheckSubject(opts.Subject); err != nil {
+		return withCode(ExitUsage, fmt.Errorf("--subject: %w", err), "give the id of whom the run acts for, such as M001")
+	}
 	env := sandbox.NewEnv(sandboxInputs())
-	res := env.Run(ctx, sandbox.Request{Reply: src, Inputs: map[string]any{"user_request": opts.Request}})
+	res := env.Run(ctx, sandbox.Request{Reply: src, Inputs: map[string]any{"user_request": opts.Request, sandbox.InputSubject: opts.Subject}})
 	res.Diagnostics = nonNil(res.Diagnostics)
 	res.Rewrites = nonNilRewrites(res.Rewrites)
 	if opts.JSON {

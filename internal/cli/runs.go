@@ -249,15 +249,19 @@ func runRuns(ios IOStreams, g *globalOptions, opts *runsOptions) error {
 			return done()
 		}
 		rows := make([]table.Row, len(runs))
+		cols := []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}
 		for i, r := range runs {
 			rows[i] = table.Row{
 				"run": r.ID, "time": r.Time.Local().Format(timeLayout), "origin": r.Origin,
 				"outcome": string(r.Outcome), "status": r.Status, "rows": int64(r.ChangedRows), "state": r.State,
-				"request": r.Request,
+				"request": r.Request, "subject": r.Subject,
+			}
+			if r.Subject != "" && !slices.Contains(cols, "subject") {
+				cols = slices.Insert(cols, len(cols)-1, "subject") // only when a run acts for someone
 			}
 		}
 		// The request, last, gets what the other columns leave of the terminal's width.
-		printTableFit(ios.Out, []string{"run", "time", "origin", "state", "outcome", "status", "rows", "request"}, rows, 48, ios.Width)
+		printTableFit(ios.Out, cols, rows, 48, ios.Width)
 		shown := fmt.Sprintf("%d %s", len(runs), plural(len(runs), "run", "runs"))
 		if len(runs) < total {
 			shown = fmt.Sprintf("%d of %d runs shown", len(runs), total)

@@ -28,11 +28,15 @@ func TestExecSubject(t *testing.T) {
 	assert.Contains(t, o.out, `"member_acts_for_self"`)
 	assert.Contains(t, o.out, "the run acts for member M002 but changes a row of member M001")
 
+	o = s.run(true, "", "exec", "--subject", "M001", plan)
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Contains(t, o.out, "Changes (dry run, not applied), on behalf of M001:", "the diff's header names the subject")
 	o = s.run(false, "", "exec", "--subject", "M001", plan)
 	require.Equal(t, ExitOK, o.code, o.err)
 	var res engine.Result
 	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
 	require.True(t, res.Pending, o.out)
+	assert.Equal(t, "M001", res.Subject)
 
 	o = s.run(false, "", "runs", "show", "--json", res.RunID)
 	require.Equal(t, ExitOK, o.code, o.err)
@@ -42,6 +46,10 @@ func TestExecSubject(t *testing.T) {
 	o = s.run(true, "", "runs", "show", res.RunID)
 	require.Equal(t, ExitOK, o.code, o.err)
 	assert.Contains(t, o.out, "Subject: M001")
+	o = s.run(true, "", "runs")
+	require.Equal(t, ExitOK, o.code, o.err)
+	assert.Regexp(t, `(?m)^run .*subject +request`, o.out, "a list with a run that acts for someone has a subject column")
+	assert.Regexp(t, `(?m)^`+res.RunID+` .* M001 `, o.out)
 
 	// The plan, in its worker, reads the subject too.
 	who := filepath.Join(t.TempDir(), "who.star")
@@ -50,6 +58,17 @@ func TestExecSubject(t *testing.T) {
 	require.Equal(t, ExitOK, o.code, o.err+o.out)
 	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
 	assert.Equal(t, "For M003.", res.AnswerText)
+	// run --subject: in the bare sandbox, and with --domain as exec runs it.
+	o = s.run(false, "", "run", "--subject", "M004", who)
+	require.Equal(t, ExitOK, o.code, o.err+o.out)
+	assert.Contains(t, o.out, "answer_text: For M004.")
+	o = s.run(false, "", "run", "--subject", "M005", "--domain", "../../domains/library", who)
+	require.Equal(t, ExitOK, o.code, o.err+o.out)
+	require.NoError(t, json.Unmarshal([]byte(o.out), &res))
+	assert.Equal(t, "For M005.", res.AnswerText)
+	o = s.run(false, "", "run", "--subject", " M4", who)
+	assert.Equal(t, ExitUsage, o.code, o.out)
+	assert.Contains(t, o.err, "has spaces at an end")
 
 	o = s.run(false, "", "exec", "--subject", "M001 ", plan)
 	assert.Equal(t, ExitUsage, o.code, o.out)

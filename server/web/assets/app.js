@@ -233,7 +233,7 @@
     const list = $('queue-list');
     const old = new Map([...list.children].map((li) => [li.dataset.run, li]));
     const want = runs.map((run) => {
-      const sig = JSON.stringify([run.request, run.proposer, run.outcome, run.status, run.state, run.summary, run.headline, run.time]);
+      const sig = JSON.stringify([run.request, run.proposer, run.subject, run.outcome, run.status, run.state, run.summary, run.headline, run.time]);
       const li = old.get(run.id);
       if (li && li.dataset.sig === sig) return li;
       const fresh = queueItem(run);
@@ -254,6 +254,7 @@
       el('p', { class: 'meta' },
         el('span', { class: 'badge ' + run.state }, run.state),
         el('span', {}, 'by ', run.proposer),
+        run.subject ? el('span', { class: 'subject' }, 'on behalf of ', el('strong', {}, safe(run.subject))) : null,
         el('span', {}, 'outcome ', run.outcome + (run.status ? ' · STATUS ' + run.status : '')),
         timeEl(run.time),
         el('span', { class: 'mono' }, run.id)),
@@ -529,7 +530,8 @@
         const cols = row.change === 'inserted' ? ['after'] : row.change === 'deleted' ? ['before'] : ['before', 'after'];
         const names = { before: row.change === 'deleted' ? 'Old value' : 'Before', after: row.change === 'inserted' ? 'New value' : 'After' };
         return el('div', { class: 'scroll' }, el('table', { class: 'diff ' + row.change },
-          el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + ')'),
+          el('caption', {}, t.table + ' ' + row.key + ' (' + row.change + (row.via ? ' by helper ' : ')'),
+            row.via ? el('code', { class: 'via' }, row.via) : null, row.via ? ')' : null),
           el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Field'), cols.map((c) => el('th', { scope: 'col' }, names[c])))),
           el('tbody', {}, row.cells.map((c) => cellRow(c, cols)))));
       }))));
