@@ -524,7 +524,7 @@ func opsSize(ops []op) int64 {
 	var n int64
 	for _, o := range ops {
 		if o.row != nil {
-			n += rowSize(o.row) + 64 // + the key, _id, _v and bbolt's element header
+			n += store.RowSize(o.row) + 64 // + the key, _id, _v and bbolt's element header
 		}
 	}
 	return n

@@ -33,12 +33,7 @@ type Stage struct {
 	startSeq int64
 	moved    bool
 
-	ctx      context.Context // nil: scans are not stopped (see StageFor)
-	limits   store.RunLimits
-	calls    int
-	rowsRead int
-	staged   int64             // about the stored size of the rows staged (see charge)
-	exceeded *store.LimitError // the first run limit crossed
+	meter store.Meter // the run's context (nil: scans are not stopped) and limits (see StageFor)
 	// broken is the first error reading the committed rows from the file (a *DamagedError) met
 	// where it could not be returned (Len): the run's next call fails with it.
 	broken error
@@ -231,9 +226,9 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whol
 
 // visitCandidates visits the committed candidates (in key order, reversed when reverse) that
 // the run has not written, merged with the run's own rows; every candidate is checked with m.
-// Every scanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
+// Every store.ScanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
 func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
-	every := scanCheckEvery
+	every := store.ScanCheckEvery
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
@@ -244,7 +239,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 				r = cands.recs[len(cands.recs)-1-i]
 			}
 			if (i+1)%every == 0 {
-				if err := t.sg.ctxErr(); err != nil {
+				if err := t.sg.meter.Err(); err != nil {
 					return err
 				}
 			}
@@ -262,7 +257,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	if len(t.writes) == 0 {
 		for r := range cands.all(reverse) {
 			if n++; n%every == 0 {
-				if err := t.sg.ctxErr(); err != nil {
+				if err := t.sg.meter.Err(); err != nil {
 					return err
 				}
 			}
@@ -285,7 +280,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	}
 	for r := range cands.all(reverse) {
 		if n++; n%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return err
 			}
 		}
@@ -313,16 +308,16 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 // visitAll walks the committed rows merged with the run's new keys, and returns how many
 // committed rows it walked. Committed rows that the columns' prefilter rules out are skipped
 // without looking at their maps (resident tables only).
-// Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
+// Every store.ScanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
 func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
-	every := int64(scanCheckEvery)
+	every := int64(store.ScanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
 	// A walk that reads the table whole may read it into memory first, unless the run may not
 	// read that many rows (a Find stops one row past rows_read).
-	res, err := mt.resident(t.sg.ctx, whole && t.sg.mayRead(int(mt.count())))
+	res, err := mt.resident(t.sg.meter.Context(), whole && t.sg.meter.MayRead(int(mt.count())))
 	if err != nil {
 		return 0, err
 	}
@@ -330,7 +325,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 		return t.visitResident(res, m, where, reverse, every, o, fn)
 	}
 	var rerr error
-	rows := mt.walk(t.sg.ctx, nil, nil, reverse, &rerr)
+	rows := mt.walk(t.sg.meter.Context(), nil, nil, reverse, &rerr)
 	pf := mt.prefilterFor(where)
 	nk, j := t.newKeys, 0
 	newKey := func(x int) any {
@@ -373,7 +368,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	for pos, r := range rows {
 		examined++
 		if examined%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return examined, err
 			}
 		}
@@ -424,7 +419,7 @@ func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[st
 		r := res.order[pos]
 		examined = int64(i) + 1
 		if examined%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return examined, err
 			}
 		}
@@ -505,7 +500,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		for i, c := range cs {
 			rows[i] = c.row
 		}
-		return rows, t.sg.read(len(rows))
+		return rows, t.sg.meter.Read(len(rows))
 	}
 	// Without a Go predicate, stream: no candidate list.
 	m, err := t.compile(q.Where)
@@ -524,13 +519,13 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
-		return (q.Limit <= 0 || len(rows) < q.Limit) && t.sg.mayRead(len(rows))
+		return (q.Limit <= 0 || len(rows) < q.Limit) && t.sg.meter.MayRead(len(rows))
 	})
 	if err != nil {
 		return nil, err
 	}
 	t.noteWalk(q.Where, q.Reverse, o, ver)
-	return rows, t.sg.read(len(rows))
+	return rows, t.sg.meter.Read(len(rows))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -542,7 +537,7 @@ func (t *stageTable) noteRead(key any, ver int64) {
 // Count returns how many visible rows match q, recording how many committed rows matched.
 func (t *stageTable) Count(q table.Query) (int, error) {
 	if q.Where == nil && q.Match == nil {
-		return t.Len(), t.sg.ctxErr()
+		return t.Len(), t.sg.meter.Err()
 	}
 	if err := t.sg.call(); err != nil {
 		return 0, err
@@ -579,7 +574,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		if w.row == nil {
 			return nil, false, nil
 		}
-		return w.row, true, t.sg.read(1)
+		return w.row, true, t.sg.meter.Read(1)
 	}
 	t.st.mu.RLock()
 	r, err := t.mem().get(k)
@@ -592,7 +587,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return nil, false, nil
 	}
 	t.noteRead(k, r.ver)
-	return r.row, true, t.sg.read(1)
+	return r.row, true, t.sg.meter.Read(1)
 }
 
 // visible reports whether the run sees a row with key k.
@@ -649,7 +644,7 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 			return nil, err
 		}
 	}
-	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
+	if err := t.sg.meter.Charge(store.RowSize(v) - t.ownSize(k)); err != nil {
 		return nil, err
 	}
 	if err := t.stage(k, v); err != nil {
@@ -673,7 +668,7 @@ func (t *stageTable) nextNum() (int64, error) {
 		for k, w := range t.writes {
 			if n, ok := t.s.KeyNum(k); ok && n == best && w.row == nil {
 				best = -1
-				for _, r := range mt.walk(t.sg.ctx, nil, nil, true, &err) {
+				for _, r := range mt.walk(t.sg.meter.Context(), nil, nil, true, &err) {
 					if w := t.writes[r.key]; w != nil && w.row == nil {
 						continue
 					}
@@ -704,7 +699,7 @@ func (t *stageTable) nextNum() (int64, error) {
 // ownSize is the charged size of the run's own row for key k (0 when it has none).
 func (t *stageTable) ownSize(k any) int64 {
 	if w := t.writes[k]; w != nil && w.row != nil {
-		return rowSize(w.row)
+		return store.RowSize(w.row)
 	}
 	return 0
 }
@@ -784,10 +779,10 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	var grow int64
 	for _, ch := range changes {
 		if !equalRows(ch.row, ch.c.row) {
-			grow += rowSize(ch.row) - t.ownSize(ch.c.key)
+			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
-	if err := t.sg.charge(grow); err != nil {
+	if err := t.sg.meter.Charge(grow); err != nil {
 		return 0, err
 	}
 	for _, ch := range changes {
@@ -818,7 +813,7 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, c := range cs {
-		_ = t.sg.charge(-t.ownSize(c.key)) // a removal frees what the run had staged
+		_ = t.sg.meter.Charge(-t.ownSize(c.key)) // a removal frees what the run had staged
 		if err := t.stage(c.key, nil); err != nil {
 			return 0, err
 		}

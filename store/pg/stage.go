@@ -28,14 +28,9 @@ type Stage struct {
 	startVer int64
 	moved    bool
 
-	ctx      context.Context
-	limits   store.RunLimits
-	calls    int
-	rowsRead int
-	staged   int64
-	exceeded *store.LimitError
-	broken   error // an error the stage met where it could not return it (Len, StageFor)
-	scans    []store.Scan
+	meter  store.Meter
+	broken error // an error the stage met where it could not return it (Len, StageFor)
+	scans  []store.Scan
 }
 
 // StageFor starts a run's staged view (store.Store's StageFor).
@@ -44,7 +39,7 @@ func (s *Store) StageFor(ctx context.Context, limits store.RunLimits) store.Stag
 }
 
 func (s *Store) stage(ctx context.Context, limits store.RunLimits) *Stage {
-	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), ctx: ctx, limits: limits}
+	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), meter: store.NewMeter(ctx, limits)}
 	for _, name := range s.names {
 		sg.tables[name] = &stageTable{sg: sg, t: s.tables[name], s: s.schemas[name], writes: map[any]*write{}, reads: map[any]int64{}}
 	}
@@ -80,10 +75,10 @@ func (sg *Stage) sawVer(ver int64) {
 }
 
 func (sg *Stage) bg() context.Context {
-	if sg.ctx == nil {
-		return context.Background()
+	if ctx := sg.meter.Context(); ctx != nil {
+		return ctx
 	}
-	return sg.ctx
+	return context.Background()
 }
 
 func (sg *Stage) noteScan(name string, where map[string]any, n int64) {
@@ -159,7 +154,7 @@ func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
 // when the filter is all equalities. It returns the table's version. o is told every committed
 // row m matches up to where the walk stopped, also one the run's own write hides.
 func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, limit int, o *readObs, fn func(c cand) bool) (int64, error) {
-	if err := t.sg.ctxErr(); err != nil {
+	if err := t.sg.meter.Err(); err != nil {
 		return 0, err
 	}
 	r := t.t.pushdown(m, where)
@@ -187,8 +182,8 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	all := make([]cand, 0, len(recs))
 	for i, rc := range recs {
-		if m.Slow() || (i+1)%scanCheckEvery == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+		if m.Slow() || (i+1)%store.ScanCheckEvery == 0 {
+			if err := t.sg.meter.Err(); err != nil {
 				return 0, err
 			}
 		}
@@ -267,7 +262,7 @@ func (t *stageTable) walkPages(m *table.Matcher, r sqlRead, limit int) (ver int6
 			if seen >= limit {
 				return nil
 			}
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return err
 			}
 			r.after = ordKey(bound)
@@ -279,7 +274,7 @@ func (t *stageTable) walkPages(m *table.Matcher, r sqlRead, limit int) (ver int6
 
 // fail turns a failed read of the database into the run's error.
 func (sg *Stage) fail(err error) error {
-	if e := sg.ctxErr(); e != nil {
+	if e := sg.meter.Err(); e != nil {
 		return e
 	}
 	return err
@@ -373,9 +368,9 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		return nil, err
 	}
 	limit := q.Limit
-	if q.Match == nil && t.sg.limits.RowsRead > 0 {
+	if room, ok := t.sg.meter.ReadRoom(); q.Match == nil && ok {
 		// One row past the run's rows_read limit is enough to fail it.
-		if left := t.sg.limits.RowsRead - t.sg.rowsRead + 1; limit <= 0 || left < limit {
+		if left := room + 1; limit <= 0 || left < limit {
 			limit = max(left, 1)
 		}
 	}
@@ -387,7 +382,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	for i, c := range cs {
 		rows[i] = c.row
 	}
-	return rows, t.sg.read(len(rows))
+	return rows, t.sg.meter.Read(len(rows))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -403,7 +398,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		if t.sg.broken != nil {
 			return 0, t.sg.broken
 		}
-		return n, t.sg.ctxErr()
+		return n, t.sg.meter.Err()
 	}
 	if err := t.sg.call(); err != nil {
 		return 0, err
@@ -452,7 +447,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		if w.row == nil {
 			return nil, false, nil
 		}
-		return w.row, true, t.sg.read(1)
+		return w.row, true, t.sg.meter.Read(1)
 	}
 	r, err := t.committedRow(k)
 	if err != nil {
@@ -463,7 +458,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return nil, false, nil
 	}
 	t.noteRead(k, r.ver)
-	return r.row, true, t.sg.read(1)
+	return r.row, true, t.sg.meter.Read(1)
 }
 
 // Insert validates row, generates a missing key when the schema has a key prefix, and stages it.
@@ -503,7 +498,7 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 			return nil, err
 		}
 	}
-	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
+	if err := t.sg.meter.Charge(store.RowSize(v) - t.ownSize(k)); err != nil {
 		return nil, err
 	}
 	t.stage(k, v, nil)
@@ -541,7 +536,7 @@ func (t *stageTable) nextNum() (int64, error) {
 
 func (t *stageTable) ownSize(k any) int64 {
 	if w := t.writes[k]; w != nil && w.row != nil {
-		return rowSize(w.row)
+		return store.RowSize(w.row)
 	}
 	return 0
 }
@@ -608,10 +603,10 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	var grow int64
 	for _, ch := range changes {
 		if !equalRows(ch.row, ch.c.row) {
-			grow += rowSize(ch.row) - t.ownSize(ch.c.key)
+			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
-	if err := t.sg.charge(grow); err != nil {
+	if err := t.sg.meter.Charge(grow); err != nil {
 		return 0, err
 	}
 	for _, ch := range changes {
@@ -647,7 +642,7 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, c := range cs {
-		_ = t.sg.charge(-t.ownSize(c.key))
+		_ = t.sg.meter.Charge(-t.ownSize(c.key))
 		t.stage(c.key, nil, c.committed())
 	}
 	return len(cs), nil
