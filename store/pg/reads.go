@@ -540,7 +540,7 @@ func (t *sqlTable) maxNum(ctx context.Context, db querier, skip func(key any) bo
 	}
 	sql := "SELECT " + q(t.s.Key) + " FROM " + t.name
 	var args []any
-	if lo, hi, ok := keyPrefixEnd(t.s.KeyPrefix); ok {
+	if lo, hi, ok := store.KeyPrefixEnd(t.s.KeyPrefix); ok {
 		sql += " WHERE _ord >= $1"
 		args = append(args, lo)
 		if hi != nil {
