@@ -735,7 +735,7 @@ func (s *Store) importOps(sc *store.Schema, rows []table.Row, lookup bool, res *
 		case cur == nil:
 			res.Inserted++
 			ops = append(ops, op{s: sc, key: k, row: row})
-		case equalRows(cur.row, row):
+		case store.EqualRows(cur.row, row):
 			res.Unchanged++
 		default:
 			res.Updated++

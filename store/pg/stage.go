@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -590,7 +588,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		}
 		for name := range fields {
 			f := t.s.FieldsByName[name]
-			if (name == t.s.Key || f.ReadOnly) && !equalValue(v[name], c.row[name]) {
+			if (name == t.s.Key || f.ReadOnly) && !store.EqualValue(v[name], c.row[name]) {
 				rule := "is read-only and cannot be changed by update"
 				if name == t.s.Key {
 					rule = "is the key and cannot be changed by update (insert a new row and remove the old one)"
@@ -602,7 +600,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	}
 	var grow int64
 	for _, ch := range changes {
-		if !equalRows(ch.row, ch.c.row) {
+		if !store.EqualRows(ch.row, ch.c.row) {
 			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
@@ -610,7 +608,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, ch := range changes {
-		if equalRows(ch.row, ch.c.row) {
+		if store.EqualRows(ch.row, ch.c.row) {
 			if !ch.c.own {
 				t.noteRead(ch.c.key, ch.c.ver)
 			}
@@ -663,7 +661,7 @@ func (sg *Stage) ChangeSet() table.ChangeSet {
 			case w.before != nil && w.row == nil:
 				tc.Deleted = append(tc.Deleted, w.before)
 			case w.before != nil && w.row != nil:
-				if f := changedFields(w.before, w.row); len(f) > 0 {
+				if f := store.ChangedFields(w.before, w.row); len(f) > 0 {
 					tc.Updated = append(tc.Updated, table.NewUpdate(w.key, w.before, w.row, f))
 				}
 			}
@@ -682,37 +680,6 @@ func sortedWrites(ws map[any]*write) []*write {
 	}
 	slices.SortFunc(out, func(a, b *write) int { return table.CompareKeys(a.key, b.key) })
 	return out
-}
-
-func changedFields(a, b table.Row) []string {
-	var out []string
-	for k, v := range b {
-		if !equalValue(a[k], v) {
-			out = append(out, k)
-		}
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok && a[k] != nil {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func equalRows(a, b table.Row) bool { return len(changedFields(a, b)) == 0 }
-
-func equalValue(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string, bool, int64:
-		return a == b
-	case float64:
-		y, ok := b.(float64)
-		return ok && (x == y || (x != x && y != y))
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 // LastRow returns the committed row of tbl with the highest key. It records no read, but a
