@@ -19,11 +19,11 @@ func NewPending(domain string) *Pending {
 }
 
 // AddTable adds what the run did to one table: writes, its final state of each row it wrote (in
-// any order: they are added in key order); preds, its predicate reads, or when all a read of the
-// whole table at version allVer instead; and reads, the rows it read by key with the version each
-// was at (0: absent). A write that ends where it started (inserted then removed, or updated back
-// to its old values) becomes a read of the row at the version the run saw, and a row read at the
-// version the run then replaced is left to its write.
+// any order: AddTable sorts them by key, in place); preds, its predicate reads, or when all a
+// read of the whole table at version allVer instead; and reads, the rows it read by key with the
+// version each was at (0: absent). A write that ends where it started (inserted then removed, or
+// updated back to its old values) becomes a read of the row at the version the run saw, and a
+// row read at the version the run then replaced is left to its write.
 func (p *Pending) AddTable(name string, writes []PendingWrite, preds []PendingRead, all bool, allVer int64, reads map[any]int64) {
 	slices.SortFunc(writes, func(a, b PendingWrite) int { return table.CompareKeys(a.Key, b.Key) })
 	written := make(map[any]int64, len(writes))
