@@ -19,10 +19,7 @@ func (sg *Stage) Pending() *store.Pending {
 	p := store.NewPending(sg.st.domain.Name)
 	for _, name := range sg.st.names {
 		t := sg.tables[name]
-		preds, all, allVer := t.pendingPreds(name)
-		if t.readAll {
-			all, allVer = true, t.allVer
-		}
+		preds, all, allVer := t.preds.Pending(name)
 		p.AddTable(name, t.pendingWrites(), preds, all, allVer, t.reads)
 	}
 	return p
@@ -70,12 +67,12 @@ type readCheck struct {
 	key  any
 	all  bool
 	ver  int64
-	pred *predCheck // a predicate read
+	pred *store.PredCheck // a predicate read
 }
 
 // normalize checks p against the schemas (store.CheckPending).
 func (s *Store) normalize(p *store.Pending) ([]op, []readCheck, error) {
-	ws, rs, err := store.CheckPending(p, s.domain.Name, s.schemas, normalizePred)
+	ws, rs, err := store.CheckPending(p, s.domain.Name, s.schemas, store.CheckPred)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -173,12 +170,12 @@ func (s *Store) validateLocked(ops []op, reads []readCheck) error {
 		mt := s.tables[r.s.Name]
 		switch {
 		case r.pred != nil:
-			ok, err := r.pred.holds(mt)
+			ok, err := holds(r.pred, mt)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				predConflicts = append(predConflicts, store.Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.describe()})
+				predConflicts = append(predConflicts, store.Conflict{Table: r.s.Name, Seen: r.ver, Now: mt.ver, Read: r.pred.Describe()})
 			}
 		case r.all:
 			if mt.ver != r.ver {

@@ -12,11 +12,6 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// bigRead is the most rows one Find records as individual reads. A Find that returns more
-// records one read of the whole table instead (at the table's version): recording 50,000 keys
-// would cost more than the query, and an apply then conflicts if anything in that table changed.
-const bigRead = 256
-
 // Stage is one run's view of the store: it implements table.View. Writes go into an overlay
 // over the committed tables; reads see the overlay. The stage records, for every row it changes,
 // the version it replaced, and for every row Find and Get return, the version it saw, so Apply
@@ -123,10 +118,8 @@ type stageTable struct {
 	// newKeys holds, in key order, the keys written by the run that were absent from the
 	// committed table when first written; a scan merges them with the committed order.
 	newKeys []any
-	reads   map[any]int64 // key -> version seen (0: absent), first read only
-	preds   []predRead    // the walks of filters the run made (see reads.go)
-	readAll bool          // the run depends on the whole table (see reads.go)
-	allVer  int64         // the oldest table version seen when readAll was set
+	reads   map[any]int64   // key -> version seen (0: absent), first read only
+	preds   store.PredReads // what the run's reads depend on beyond their rows
 }
 
 // write is the run's state of one row.
@@ -170,7 +163,7 @@ func (t *stageTable) Len() int {
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
 	n := int(mt.count())
-	t.notePred(predRead{kind: predCount, ver: mt.ver, n: int64(n)})
+	t.preds.Note(store.PredRead{Kind: store.PredCount, Ver: mt.ver, N: int64(n)})
 	_ = t.sg.call() // counted; a crossed limit fails the run's next call
 	for k, w := range t.writes {
 		committed, err := t.committedLocked(mt, k)
@@ -200,7 +193,7 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // (may be nil) is told every committed row m matches in the walked range, also one the run's own
 // write hides, and where the walk stopped. visit returns the table's version at the time of the
 // visit.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *store.ReadObs, fn func(c cand) bool) (tableVer int64, err error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
@@ -225,7 +218,7 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whol
 // visitCandidates visits the committed candidates (in key order, reversed when reverse) that
 // the run has not written, merged with the run's own rows; every candidate is checked with m.
 // Every store.ScanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
-func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
+func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *store.ReadObs, fn func(c cand) bool) error {
 	every := store.ScanCheckEvery
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
@@ -242,9 +235,9 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 				}
 			}
 			if m.Match(r.row) {
-				o.add(r.key, r.ver)
+				o.Add(r.key, r.ver)
 				if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-					o.stopAt(r.key)
+					o.StopAt(r.key)
 					return nil
 				}
 			}
@@ -262,9 +255,9 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 			if !m.Match(r.row) {
 				continue
 			}
-			o.add(r.key, r.ver)
+			o.Add(r.key, r.ver)
 			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-				o.stopAt(r.key)
+				o.StopAt(r.key)
 				return nil
 			}
 		}
@@ -290,13 +283,13 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	sortCands(all, reverse)
 	for _, c := range all {
 		if !c.own {
-			o.add(c.key, c.ver)
+			o.Add(c.key, c.ver)
 		}
 		if c.hidden {
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			return nil
 		}
 	}
@@ -308,7 +301,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 // without looking at their maps (resident tables only).
 // Every store.ScanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
-func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *store.ReadObs, fn func(c cand) bool) (examined int64, err error) {
 	every := int64(store.ScanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
@@ -356,7 +349,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 				continue
 			}
 			if !fn(cand{key: key, row: row, own: true}) {
-				o.stopAt(key)
+				o.StopAt(key)
 				return false
 			}
 		}
@@ -380,7 +373,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 		}
 		matched := pass && ((sure && pf.complete) || m.Match(r.row))
 		if matched {
-			o.add(r.key, r.ver) // also when the run's own write hides it
+			o.Add(r.key, r.ver) // also when the run's own write hides it
 		}
 		c := cand{key: r.key, row: r.row, ver: r.ver}
 		if w, written := t.writes[r.key]; overlay && written {
@@ -392,7 +385,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			return examined, nil
 		}
 	}
@@ -406,7 +399,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 }
 
 // visitResident is visitAll over rows in memory for a run that has written none of the table's.
-func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[string]any, reverse bool, every int64, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[string]any, reverse bool, every int64, o *store.ReadObs, fn func(c cand) bool) (examined int64, err error) {
 	pf := res.prefilterFor(where)
 	n := len(res.order)
 	for i := range n {
@@ -432,9 +425,9 @@ func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[st
 		} else if !m.Match(r.row) {
 			continue
 		}
-		o.add(r.key, r.ver)
+		o.Add(r.key, r.ver)
 		if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-			o.stopAt(r.key)
+			o.StopAt(r.key)
 			return examined, nil
 		}
 	}
@@ -449,7 +442,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &readObs{}
+	o := &store.ReadObs{}
 	var out []cand
 	if q.Match == nil {
 		ver, err := t.visit(m, q.Where, q.Reverse, limit <= 0, o, func(c cand) bool {
@@ -459,7 +452,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.noteWalk(q.Where, q.Reverse, o, ver)
+		t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 		return out, nil
 	}
 	var pre []cand
@@ -467,7 +460,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 	out = pre[:0]
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
@@ -484,7 +477,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	return out, nil
 }
 
-// Find returns the visible rows that match q in key order, recording the read (see reads.go).
+// Find returns the visible rows that match q in key order, recording the read (see store.PredReads).
 func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	if err := t.sg.call(); err != nil {
 		return nil, err
@@ -506,7 +499,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		return nil, err
 	}
 	var rows []table.Row
-	o := &readObs{}
+	o := &store.ReadObs{}
 	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
 		if len(rows) == cap(rows) {
 			// Doubled: append grows a large slice by a quarter, so a read of many rows would
@@ -522,7 +515,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 	return rows, t.sg.meter.Read(len(rows))
 }
 
@@ -549,12 +542,12 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	o := &readObs{countOnly: true}
+	o := &store.ReadObs{CountOnly: true}
 	ver, err := t.visit(m, q.Where, false, true, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
 	}
-	t.noteWalk(q.Where, false, o, ver)
+	t.preds.NoteWalk(q.Where, false, o, ver)
 	return n, nil
 }
 
@@ -657,7 +650,7 @@ func (t *stageTable) nextNum() (int64, error) {
 	t.st.mu.RLock()
 	mt := t.mem()
 	best := mt.maxNum
-	t.notePred(predRead{kind: predNextKey, ver: mt.ver, n: mt.maxNum})
+	t.preds.Note(store.PredRead{Kind: store.PredNextKey, Ver: mt.ver, N: mt.maxNum})
 	var err error
 	if best >= 0 {
 		// The committed maximum may be a row the run removed: then look at what is left, from

@@ -19,10 +19,7 @@ func (sg *Stage) Pending() *store.Pending {
 	p := store.NewPending(sg.st.domain.Name)
 	for _, name := range sg.st.names {
 		t := sg.tables[name]
-		preds, all, allVer := t.pendingPreds(name)
-		if t.readAll {
-			all, allVer = true, t.allVer
-		}
+		preds, all, allVer := t.preds.Pending(name)
 		p.AddTable(name, t.pendingWrites(), preds, all, allVer, t.reads)
 	}
 	return p
@@ -51,12 +48,12 @@ type readCheck struct {
 	key  any
 	all  bool
 	ver  int64
-	pred *predCheck
+	pred *store.PredCheck
 }
 
 // normalize checks p against the schemas (store.CheckPending).
 func (s *Store) normalize(p *store.Pending) ([]op, []readCheck, error) {
-	ws, rs, err := store.CheckPending(p, s.domain.Name, s.schemas, normalizePred)
+	ws, rs, err := store.CheckPending(p, s.domain.Name, s.schemas, store.CheckPred)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,12 +220,12 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 				conflicts = append(conflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now})
 			}
 		case r.pred != nil:
-			ok, err := r.pred.holds(ctx, tx, r.t, now)
+			ok, err := holds(ctx, tx, r.pred, r.t, now)
 			if err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
 			if !ok {
-				predConflicts = append(predConflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now, Read: r.pred.describe()})
+				predConflicts = append(predConflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now, Read: r.pred.Describe()})
 			}
 		}
 	}

@@ -120,14 +120,12 @@ func filterFields(where map[string]any, into []string) []string {
 
 // stageTable is one table of a Stage (table.Table).
 type stageTable struct {
-	sg      *Stage
-	t       *sqlTable
-	s       *store.Schema
-	writes  map[any]*write
-	reads   map[any]int64
-	preds   []predRead
-	readAll bool
-	allVer  int64
+	sg     *Stage
+	t      *sqlTable
+	s      *store.Schema
+	writes map[any]*write
+	reads  map[any]int64
+	preds  store.PredReads // what the run's reads depend on beyond their rows
 }
 
 type write struct {
@@ -151,14 +149,14 @@ func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
 // returns false; limit (0: none) is how many rows fn will take at most, which SQL may be told
 // when the filter is all equalities. It returns the table's version. o is told every committed
 // row m matches up to where the walk stopped, also one the run's own write hides.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, limit int, o *readObs, fn func(c cand) bool) (int64, error) {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, limit int, o *store.ReadObs, fn func(c cand) bool) (int64, error) {
 	if err := t.sg.meter.Err(); err != nil {
 		return 0, err
 	}
 	r := t.t.pushdown(m, where)
 	r.reverse = reverse
 	// A count of what SQL answers exactly needs the keys and versions, not the rows.
-	r.keysOnly = r.exact && o != nil && o.countOnly
+	r.keysOnly = r.exact && o != nil && o.CountOnly
 	var ver int64
 	var recs []*rec
 	var err error
@@ -201,13 +199,13 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	for _, c := range all {
 		if !c.own {
-			o.add(c.key, c.ver)
+			o.Add(c.key, c.ver)
 		}
 		if c.hidden {
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			break
 		}
 	}
@@ -308,7 +306,7 @@ func (t *stageTable) Len() int {
 		return 0
 	}
 	t.sg.sawVer(ver)
-	t.notePred(predRead{kind: predCount, ver: ver, n: n})
+	t.preds.Note(store.PredRead{Kind: store.PredCount, Ver: ver, N: n})
 	for _, w := range t.writes {
 		switch {
 		case w.row != nil && w.before == nil:
@@ -326,7 +324,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &readObs{}
+	o := &store.ReadObs{}
 	var out []cand
 	if q.Match == nil {
 		ver, err := t.visit(m, q.Where, q.Reverse, limit, o, func(c cand) bool {
@@ -336,7 +334,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.noteWalk(q.Where, q.Reverse, o, ver)
+		t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 		return out, nil
 	}
 	var pre []cand
@@ -344,7 +342,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
 		if err != nil {
@@ -410,12 +408,12 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	o := &readObs{countOnly: true}
+	o := &store.ReadObs{CountOnly: true}
 	ver, err := t.visit(m, q.Where, false, 0, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
 	}
-	t.noteWalk(q.Where, false, o, ver)
+	t.preds.NoteWalk(q.Where, false, o, ver)
 	return n, nil
 }
 
@@ -520,7 +518,7 @@ func (t *stageTable) nextNum() (int64, error) {
 	if err != nil {
 		return 0, t.sg.fail(err)
 	}
-	t.notePred(predRead{kind: predNextKey, ver: ver, n: committed})
+	t.preds.Note(store.PredRead{Kind: store.PredNextKey, Ver: ver, N: committed})
 	for k, w := range t.writes {
 		if n, ok := t.s.KeyNum(k); ok && w.row != nil && n > best {
 			best = n
