@@ -14,17 +14,6 @@ import (
 
 // The key order encoding is tested in store (keyenc_test.go); these are the index values'.
 
-// sign returns -1, 0 or +1.
-func sign(c int) int {
-	switch {
-	case c < 0:
-		return -1
-	case c > 0:
-		return 1
-	}
-	return 0
-}
-
 func TestIndexValue(t *testing.T) {
 	values := []any{nil, false, true, 0.0, math.Copysign(0, -1), 1.0, -1.0, 0.5, -0.5, math.Inf(1), math.Inf(-1),
 		math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64, 80.0,
@@ -44,7 +33,7 @@ func TestIndexValue(t *testing.T) {
 				}
 			}
 			if c != 0 {
-				assert.Equal(t, c, sign(bytes.Compare(ea, eb)), "values %#v and %#v", a, b)
+				assert.Equal(t, c, bytes.Compare(ea, eb), "values %#v and %#v", a, b)
 			}
 		}
 	}
