@@ -121,6 +121,8 @@ func parseMustNot(t *testing.T, row archRow, pkgs map[string]*pkgInfo) []forbidd
 			f.match = inModule("github.com/ostafen/clover/v2")
 		case entry == "bbolt":
 			f.match = inModule("go.etcd.io/bbolt")
+		case entry == "pgx":
+			f.match = inModule("github.com/jackc/pgx/v5")
 		case entry == "net" || entry == "net/http" || entry == "os/exec":
 			name := entry
 			f.match = func(p string, _ *pkgInfo) bool { return p == name }

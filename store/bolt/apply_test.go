@@ -128,14 +128,14 @@ func TestApplyConflicts(t *testing.T) {
 			setup: func(t *testing.T, s *Store) {
 				v := s.Stage()
 				tx := tbl(t, v, "transactions")
-				for i := 2; i <= bigRead+2; i++ {
+				for i := 2; i <= store.BigRead+2; i++ {
 					_, err := tx.Insert(txnRow(fmt.Sprintf("TXN%03d", i), 1))
 					require.NoError(t, err)
 				}
 				require.NoError(t, v.Apply(bg))
 			},
 			run: func(t *testing.T, v table.View) {
-				require.Len(t, find(t, tbl(t, v, "transactions"), table.Query{}), bigRead+2)
+				require.Len(t, find(t, tbl(t, v, "transactions"), table.Query{}), store.BigRead+2)
 				update(t, v, "SG001", table.Row{"price": 1})
 			},
 			other: func(t *testing.T, v table.View) {
@@ -200,9 +200,9 @@ func TestReadsAreRecordedAsPredicates(t *testing.T) {
 	require.NoError(t, err)
 	reads := v.Pending().Reads
 	require.Len(t, reads, 4)
-	assert.Equal(t, store.PendingRead{Table: "inventory", Version: 1, Pred: predCount, Where: []byte(`{"name":"Moon"}`), N: 1}, reads[0])
-	assert.Equal(t, store.PendingRead{Table: "inventory", Version: 1, Pred: predCount, N: 6}, reads[1])
-	assert.Equal(t, predRows, reads[2].Pred)
+	assert.Equal(t, store.PendingRead{Table: "inventory", Version: 1, Pred: store.PredCount, Where: []byte(`{"name":"Moon"}`), N: 1}, reads[0])
+	assert.Equal(t, store.PendingRead{Table: "inventory", Version: 1, Pred: store.PredCount, N: 6}, reads[1])
+	assert.Equal(t, store.PredRows, reads[2].Pred)
 	assert.Equal(t, int64(1), reads[2].N)
 	assert.NotEmpty(t, reads[2].Digest)
 	assert.Equal(t, store.PendingRead{Table: "transactions", Key: "TXN404", Version: 0}, reads[3])

@@ -271,7 +271,7 @@ type keyEntries struct {
 type kv struct{ k, v string }
 
 func (e *keyEntries) add(s *store.Schema, row table.Row, ver int64, hash uint64, id string) {
-	ek := appendKey(nil, row[s.Key])
+	ek := store.AppendKey(nil, row[s.Key])
 	e.keys = append(e.keys, kv{string(ek), string(keyValue(ver, hash, id, row[s.Key]))})
 	for _, f := range diskIndexes(s) {
 		if entry, ok := indexEntry(row[f], ek); ok {

@@ -24,7 +24,7 @@ import (
 // keeps two kinds of bbolt buckets, both written in the same transaction as the documents by the
 // bbolt adapter's write hook (boltTx.track → Store.trackRow), so no write path can miss them:
 //
-//   - keysBucket/<table>: appendKey(key) → the row's version, the hash of its stored document
+//   - keysBucket/<table>: store.AppendKey(key) → the row's version, the hash of its stored document
 //     (docHash, as the digests use), the clover document id and the key itself (keyEntry). Keys
 //     encode so that bytes sort in table.CompareKeys order, so a cursor walks the table in key
 //     order either way, from any key, and the last key is one step away. A row read through an
@@ -32,7 +32,7 @@ import (
 //     with a *DamagedError: a changed document or a moved entry is found where it is read. (A
 //     lost entry cannot be seen by a lookup of its key; db check compares every entry with the
 //     documents, and a walk into memory checks the table's digest.)
-//   - indexBucket/<table>/<field>: appendIndexValue(indexKey(value)) + appendKey(key) → nothing,
+//   - indexBucket/<table>/<field>: appendIndexValue(indexKey(value)) + store.AppendKey(key) → nothing,
 //     one bucket per field the table declares in its indexes. An equality or $ieq is a prefix
 //     walk, its candidates in key order.
 //
@@ -278,7 +278,7 @@ func (k *keyOps) add(b keyBucket, key, value []byte) {
 // addRow adds a row's entries in its table's keys bucket and the index buckets of fields: puts
 // with value (the row's keys bucket value), or deletes when value is nil.
 func (k *keyOps) addRow(sc *store.Schema, fields []string, row table.Row, value []byte) {
-	k.scratch = appendKey(k.scratch[:0], row[sc.Key])
+	k.scratch = store.AppendKey(k.scratch[:0], row[sc.Key])
 	ek := k.save(k.scratch)
 	k.add(keyBucket{sc.Name, ""}, ek, value)
 	var mark []byte // an index entry's value: empty for a put, nil for a delete
@@ -496,7 +496,7 @@ func (d *diskTable) load(root *bbolt.Bucket, ek, v []byte) (*rec, error) {
 	if err != nil {
 		return nil, d.damaged("table %s: document %s does not read back: %v", d.s.Name, e.id, err)
 	}
-	if dver != e.ver || !bytes.Equal(appendKey(nil, row[d.s.Key]), ek) {
+	if dver != e.ver || !bytes.Equal(store.AppendKey(nil, row[d.s.Key]), ek) {
 		return nil, d.damaged("table %s: document %s (row %s at version %d) is not what its key index entry says (row %s at version %d)", d.s.Name, e.id, table.FormatValue(row[d.s.Key]), dver, table.FormatValue(key), e.ver)
 	}
 	return &rec{key: row[d.s.Key], row: row, ver: e.ver, id: e.id}, nil
@@ -517,7 +517,7 @@ func (d *diskTable) read(fn func(keys, root *bbolt.Bucket, tx *bbolt.Tx) error) 
 // get returns the committed row with key k, nil when there is none.
 func (d *diskTable) get(k any) (r *rec, err error) {
 	err = d.read(func(keys, root *bbolt.Bucket, _ *bbolt.Tx) error {
-		ek := appendKey(nil, k)
+		ek := store.AppendKey(nil, k)
 		if v := keys.Get(ek); v != nil {
 			r, err = d.load(root, ek, v)
 		}
@@ -529,7 +529,7 @@ func (d *diskTable) get(k any) (r *rec, err error) {
 // version returns the committed version of key k, 0 when there is no such row.
 func (d *diskTable) version(k any) (ver int64, err error) {
 	err = d.read(func(keys, _ *bbolt.Bucket, _ *bbolt.Tx) error {
-		if v := keys.Get(appendKey(nil, k)); v != nil {
+		if v := keys.Get(store.AppendKey(nil, k)); v != nil {
 			e, ok := parseKeyValue(v)
 			if !ok {
 				return d.damaged("the key index of table %s holds a damaged entry for %s", d.s.Name, table.FormatValue(k))
@@ -590,10 +590,10 @@ func (d *diskTable) lookup(f string, v any, reverse bool, errp *error) iter.Seq[
 func (d *diskTable) rows(from, to any, reverse bool, errp *error) iter.Seq[*rec] {
 	var lo, hi []byte
 	if from != nil {
-		lo = appendKey(nil, from)
+		lo = store.AppendKey(nil, from)
 	}
 	if to != nil {
-		hi = appendKey(nil, to)
+		hi = store.AppendKey(nil, to)
 	}
 	return d.walkBucket(func(tx *bbolt.Tx) *bbolt.Bucket { return tableKeys(tx, d.s.Name) }, nil, lo, hi, reverse, false, errp)
 }
@@ -641,7 +641,7 @@ func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo,
 					k, v = c.Prev()
 				}
 			case prefix != nil:
-				if end := bytesAfterPrefix(prefix); end == nil {
+				if end := store.BytesAfterPrefix(prefix); end == nil {
 					k, v = c.Last()
 				} else if k, v = c.Seek(end); k == nil {
 					k, v = c.Last()
@@ -704,7 +704,7 @@ func (d *diskTable) maxNum() (best int64, err error) {
 	if d.s.KeyPrefix == "" || d.s.KeyField.Type != table.TypeString {
 		return best, nil
 	}
-	lo, hi, ranged := keyPrefixEnd(d.s.KeyPrefix)
+	lo, hi, ranged := store.KeyPrefixEnd(d.s.KeyPrefix)
 	err = d.read(func(keys, _ *bbolt.Bucket, _ *bbolt.Tx) error {
 		c := keys.Cursor()
 		var k, v []byte

@@ -71,7 +71,6 @@ var onDiskSkips = []string{
 	"TestDamagedFilesNeverPanic",
 	"TestJSONScanEdgesAsEncodingJSON",
 	"TestAppendDocIsWhatCloverWrites",
-	"TestKeyPrefixEnd",
 	"TestSeenKeysIsAMapOfEveryKey",
 	"TestImportJSONLineNumbersAfterManyRows",
 	"TestOpenInUseByAnotherProcess",
@@ -346,11 +345,11 @@ func TestAMovedKeyEntryIsFoundByWalksAndCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
 		kb := tx.Bucket([]byte(keysBucket)).Bucket([]byte("inventory"))
-		old := appendKey(nil, "X00000")
+		old := store.AppendKey(nil, "X00000")
 		v := bytes.Clone(kb.Get(old))
 		require.NotNil(t, v)
 		require.NoError(t, kb.Delete(old))
-		return kb.Put(appendKey(nil, "X00000~"), v) // sorts last
+		return kb.Put(store.AppendKey(nil, "X00000~"), v) // sorts last
 	}))
 	require.NoError(t, db.Close())
 

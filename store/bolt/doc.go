@@ -39,7 +39,7 @@
 // Every read a Stage makes is recorded: the version of each row it returned, and for each filter
 // it walked a predicate read (reads.go). An apply conflicts when a row read or written moved, or
 // when a recorded filter, evaluated again over the rows of its key range, now matches other rows
-// (a phantom insert included). A read of more than bigRead rows, or past maxPredReads per table,
+// (a phantom insert included). A read of more than store.BigRead rows, or past store.MaxPredReads per table,
 // is recorded as a read of the whole table.
 //
 // # Writes and atomicity

@@ -496,7 +496,7 @@ func newImporter(sc *store.Schema) *importer {
 // seenKeys is the set of an import's keys, each with the record that has it, to refuse a key
 // that comes twice. It lives as long as the import and grows to the file's keys: a million in a
 // large one. Keys in ascending order (a file as Export writes it, a table's order) are kept as
-// their encodings (appendKey) back to back in one block, which the collector does not trace,
+// their encodings (store.AppendKey) back to back in one block, which the collector does not trace,
 // and each is compared with the last only; a key out of that order goes to a map, and is looked
 // for in the block by binary search. As a map of every key, it held one object per key that
 // every collection of the import traced again (and rehashed as it grew): a tenth of the time
@@ -511,7 +511,7 @@ type seenKeys struct {
 
 // add records key k of record num, or returns the record that has k already (dup true).
 func (s *seenKeys) add(k any, num int) (first int, dup bool) {
-	s.enc = appendKey(s.enc[:0], k)
+	s.enc = store.AppendKey(s.enc[:0], k)
 	if j, ok := s.out[string(s.enc)]; ok {
 		return j, true
 	}
@@ -533,7 +533,7 @@ func (s *seenKeys) add(k any, num int) (first int, dup bool) {
 
 // has reports whether key k was added.
 func (s *seenKeys) has(k any) bool {
-	s.enc = appendKey(s.enc[:0], k)
+	s.enc = store.AppendKey(s.enc[:0], k)
 	if _, ok := s.out[string(s.enc)]; ok {
 		return true
 	}
@@ -735,7 +735,7 @@ func (s *Store) importOps(sc *store.Schema, rows []table.Row, lookup bool, res *
 		case cur == nil:
 			res.Inserted++
 			ops = append(ops, op{s: sc, key: k, row: row})
-		case equalRows(cur.row, row):
+		case store.EqualRows(cur.row, row):
 			res.Unchanged++
 		default:
 			res.Updated++

@@ -480,7 +480,7 @@ func TestImportLargeCommit(t *testing.T) {
 	for size := int64(0); size < 2*reserveMin; n++ {
 		row := table.Row{"item_id": fmt.Sprintf("SG%03d", n+1), "name": fmt.Sprintf("Item %d", n+1),
 			"description": strings.Repeat("d", 200), "quantity_in_stock": int64(n % 50), "price": 1.5}
-		size += rowSize(row) + 64
+		size += store.RowSize(row) + 64
 		if n > 0 {
 			b.WriteString(",\n")
 		}

@@ -113,7 +113,7 @@ func TestScansStopWithTheRun(t *testing.T) {
 	s := openTemp(t)
 	v := s.Stage()
 	tx := tbl(t, v, "transactions")
-	for i := 2; i < 3*scanCheckEvery; i++ {
+	for i := 2; i < 3*store.ScanCheckEvery; i++ {
 		_, err := tx.Insert(txnRow(fmt.Sprintf("TXN%05d", i), 1))
 		require.NoError(t, err)
 	}

@@ -237,7 +237,7 @@ func recHeap(row table.Row, id string) int64 {
 		case string:
 			n += int64(len(x))
 		case []any, map[string]any:
-			n += 2 * valueSize(x)
+			n += 2 * store.ValueSize(x)
 		default:
 			n += 8
 		}

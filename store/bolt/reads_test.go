@@ -163,7 +163,7 @@ func TestPredicateReadsStayBounded(t *testing.T) {
 		find(t, tx, table.Query{Reverse: true, Limit: 1})
 	}
 	require.Len(t, v.Pending().Reads, 1)
-	for i := range maxPredReads + 1 {
+	for i := range store.MaxPredReads + 1 {
 		find(t, tx, table.Query{Where: where("customer_name", fmt.Sprint("c", i))})
 	}
 	assert.Equal(t, []store.PendingRead{{Table: "transactions", All: true, Version: 1}}, v.Pending().Reads)

@@ -4,20 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/starplan/starplan/store"
 
 	"github.com/starplan/starplan/table"
 )
-
-// bigRead is the most rows one Find records as individual reads. A Find that returns more
-// records one read of the whole table instead (at the table's version): recording 50,000 keys
-// would cost more than the query, and an apply then conflicts if anything in that table changed.
-const bigRead = 256
 
 // Stage is one run's view of the store: it implements table.View. Writes go into an overlay
 // over the committed tables; reads see the overlay. The stage records, for every row it changes,
@@ -33,12 +26,7 @@ type Stage struct {
 	startSeq int64
 	moved    bool
 
-	ctx      context.Context // nil: scans are not stopped (see StageFor)
-	limits   store.RunLimits
-	calls    int
-	rowsRead int
-	staged   int64             // about the stored size of the rows staged (see charge)
-	exceeded *store.LimitError // the first run limit crossed
+	meter store.Meter // the run's context (nil: scans are not stopped) and limits (see StageFor)
 	// broken is the first error reading the committed rows from the file (a *DamagedError) met
 	// where it could not be returned (Len): the run's next call fails with it.
 	broken error
@@ -130,10 +118,8 @@ type stageTable struct {
 	// newKeys holds, in key order, the keys written by the run that were absent from the
 	// committed table when first written; a scan merges them with the committed order.
 	newKeys []any
-	reads   map[any]int64 // key -> version seen (0: absent), first read only
-	preds   []predRead    // the walks of filters the run made (see reads.go)
-	readAll bool          // the run depends on the whole table (see reads.go)
-	allVer  int64         // the oldest table version seen when readAll was set
+	reads   map[any]int64   // key -> version seen (0: absent), first read only
+	preds   store.PredReads // what the run's reads depend on beyond their rows
 }
 
 // write is the run's state of one row.
@@ -177,7 +163,7 @@ func (t *stageTable) Len() int {
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
 	n := int(mt.count())
-	t.notePred(predRead{kind: predCount, ver: mt.ver, n: int64(n)})
+	t.preds.Note(store.PredRead{Kind: store.PredCount, Ver: mt.ver, N: int64(n)})
 	_ = t.sg.call() // counted; a crossed limit fails the run's next call
 	for k, w := range t.writes {
 		committed, err := t.committedLocked(mt, k)
@@ -207,7 +193,7 @@ func (t *stageTable) compile(where map[string]any) (*table.Matcher, error) {
 // (may be nil) is told every committed row m matches in the walked range, also one the run's own
 // write hides, and where the walk stopped. visit returns the table's version at the time of the
 // visit.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (tableVer int64, err error) {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whole bool, o *store.ReadObs, fn func(c cand) bool) (tableVer int64, err error) {
 	t.st.mu.RLock()
 	defer t.st.mu.RUnlock()
 	mt := t.mem()
@@ -231,9 +217,9 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse, whol
 
 // visitCandidates visits the committed candidates (in key order, reversed when reverse) that
 // the run has not written, merged with the run's own rows; every candidate is checked with m.
-// Every scanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
-func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *readObs, fn func(c cand) bool) error {
-	every := scanCheckEvery
+// Every store.ScanCheckEvery candidates (every one for a slow filter) it looks at the run's context.
+func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse bool, o *store.ReadObs, fn func(c cand) bool) error {
+	every := store.ScanCheckEvery
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
@@ -244,14 +230,14 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 				r = cands.recs[len(cands.recs)-1-i]
 			}
 			if (i+1)%every == 0 {
-				if err := t.sg.ctxErr(); err != nil {
+				if err := t.sg.meter.Err(); err != nil {
 					return err
 				}
 			}
 			if m.Match(r.row) {
-				o.add(r.key, r.ver)
+				o.Add(r.key, r.ver)
 				if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-					o.stopAt(r.key)
+					o.StopAt(r.key)
 					return nil
 				}
 			}
@@ -262,16 +248,16 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	if len(t.writes) == 0 {
 		for r := range cands.all(reverse) {
 			if n++; n%every == 0 {
-				if err := t.sg.ctxErr(); err != nil {
+				if err := t.sg.meter.Err(); err != nil {
 					return err
 				}
 			}
 			if !m.Match(r.row) {
 				continue
 			}
-			o.add(r.key, r.ver)
+			o.Add(r.key, r.ver)
 			if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-				o.stopAt(r.key)
+				o.StopAt(r.key)
 				return nil
 			}
 		}
@@ -285,7 +271,7 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	}
 	for r := range cands.all(reverse) {
 		if n++; n%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return err
 			}
 		}
@@ -297,13 +283,13 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 	sortCands(all, reverse)
 	for _, c := range all {
 		if !c.own {
-			o.add(c.key, c.ver)
+			o.Add(c.key, c.ver)
 		}
 		if c.hidden {
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			return nil
 		}
 	}
@@ -313,16 +299,16 @@ func (t *stageTable) visitCandidates(cands candidates, m *table.Matcher, reverse
 // visitAll walks the committed rows merged with the run's new keys, and returns how many
 // committed rows it walked. Committed rows that the columns' prefilter rules out are skipped
 // without looking at their maps (resident tables only).
-// Every scanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
+// Every store.ScanCheckEvery rows it looks at the run's context and stops with its error: a scan runs
 // in starplan, not in the plan, and must end with the run.
-func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *readObs, fn func(c cand) bool) (examined int64, err error) {
-	every := int64(scanCheckEvery)
+func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[string]any, reverse, whole bool, o *store.ReadObs, fn func(c cand) bool) (examined int64, err error) {
+	every := int64(store.ScanCheckEvery)
 	if m.Slow() {
 		every = 1 // a $regex over long text can take milliseconds a row
 	}
 	// A walk that reads the table whole may read it into memory first, unless the run may not
 	// read that many rows (a Find stops one row past rows_read).
-	res, err := mt.resident(t.sg.ctx, whole && t.sg.mayRead(int(mt.count())))
+	res, err := mt.resident(t.sg.meter.Context(), whole && t.sg.meter.MayRead(int(mt.count())))
 	if err != nil {
 		return 0, err
 	}
@@ -330,7 +316,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 		return t.visitResident(res, m, where, reverse, every, o, fn)
 	}
 	var rerr error
-	rows := mt.walk(t.sg.ctx, nil, nil, reverse, &rerr)
+	rows := mt.walk(t.sg.meter.Context(), nil, nil, reverse, &rerr)
 	pf := mt.prefilterFor(where)
 	nk, j := t.newKeys, 0
 	newKey := func(x int) any {
@@ -363,7 +349,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 				continue
 			}
 			if !fn(cand{key: key, row: row, own: true}) {
-				o.stopAt(key)
+				o.StopAt(key)
 				return false
 			}
 		}
@@ -373,7 +359,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 	for pos, r := range rows {
 		examined++
 		if examined%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return examined, err
 			}
 		}
@@ -387,7 +373,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 		}
 		matched := pass && ((sure && pf.complete) || m.Match(r.row))
 		if matched {
-			o.add(r.key, r.ver) // also when the run's own write hides it
+			o.Add(r.key, r.ver) // also when the run's own write hides it
 		}
 		c := cand{key: r.key, row: r.row, ver: r.ver}
 		if w, written := t.writes[r.key]; overlay && written {
@@ -399,7 +385,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			return examined, nil
 		}
 	}
@@ -413,7 +399,7 @@ func (t *stageTable) visitAll(mt *committedTable, m *table.Matcher, where map[st
 }
 
 // visitResident is visitAll over rows in memory for a run that has written none of the table's.
-func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[string]any, reverse bool, every int64, o *readObs, fn func(c cand) bool) (examined int64, err error) {
+func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[string]any, reverse bool, every int64, o *store.ReadObs, fn func(c cand) bool) (examined int64, err error) {
 	pf := res.prefilterFor(where)
 	n := len(res.order)
 	for i := range n {
@@ -424,7 +410,7 @@ func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[st
 		r := res.order[pos]
 		examined = int64(i) + 1
 		if examined%every == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return examined, err
 			}
 		}
@@ -439,9 +425,9 @@ func (t *stageTable) visitResident(res *resident, m *table.Matcher, where map[st
 		} else if !m.Match(r.row) {
 			continue
 		}
-		o.add(r.key, r.ver)
+		o.Add(r.key, r.ver)
 		if !fn(cand{key: r.key, row: r.row, ver: r.ver}) {
-			o.stopAt(r.key)
+			o.StopAt(r.key)
 			return examined, nil
 		}
 	}
@@ -456,7 +442,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &readObs{}
+	o := &store.ReadObs{}
 	var out []cand
 	if q.Match == nil {
 		ver, err := t.visit(m, q.Where, q.Reverse, limit <= 0, o, func(c cand) bool {
@@ -466,7 +452,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.noteWalk(q.Where, q.Reverse, o, ver)
+		t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 		return out, nil
 	}
 	var pre []cand
@@ -474,7 +460,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 	out = pre[:0]
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
@@ -491,7 +477,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	return out, nil
 }
 
-// Find returns the visible rows that match q in key order, recording the read (see reads.go).
+// Find returns the visible rows that match q in key order, recording the read (see store.PredReads).
 func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	if err := t.sg.call(); err != nil {
 		return nil, err
@@ -505,7 +491,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		for i, c := range cs {
 			rows[i] = c.row
 		}
-		return rows, t.sg.read(len(rows))
+		return rows, t.sg.meter.Read(len(rows))
 	}
 	// Without a Go predicate, stream: no candidate list.
 	m, err := t.compile(q.Where)
@@ -513,7 +499,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		return nil, err
 	}
 	var rows []table.Row
-	o := &readObs{}
+	o := &store.ReadObs{}
 	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
 		if len(rows) == cap(rows) {
 			// Doubled: append grows a large slice by a quarter, so a read of many rows would
@@ -524,13 +510,13 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		rows = append(rows, c.row)
 		// One row past the run's rows_read limit is enough to fail it: a walk of a table read
 		// from the file must not copy a million rows first.
-		return (q.Limit <= 0 || len(rows) < q.Limit) && t.sg.mayRead(len(rows))
+		return (q.Limit <= 0 || len(rows) < q.Limit) && t.sg.meter.MayRead(len(rows))
 	})
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
-	return rows, t.sg.read(len(rows))
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
+	return rows, t.sg.meter.Read(len(rows))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -542,7 +528,7 @@ func (t *stageTable) noteRead(key any, ver int64) {
 // Count returns how many visible rows match q, recording how many committed rows matched.
 func (t *stageTable) Count(q table.Query) (int, error) {
 	if q.Where == nil && q.Match == nil {
-		return t.Len(), t.sg.ctxErr()
+		return t.Len(), t.sg.meter.Err()
 	}
 	if err := t.sg.call(); err != nil {
 		return 0, err
@@ -556,12 +542,12 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	o := &readObs{countOnly: true}
+	o := &store.ReadObs{CountOnly: true}
 	ver, err := t.visit(m, q.Where, false, true, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
 	}
-	t.noteWalk(q.Where, false, o, ver)
+	t.preds.NoteWalk(q.Where, false, o, ver)
 	return n, nil
 }
 
@@ -579,7 +565,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		if w.row == nil {
 			return nil, false, nil
 		}
-		return w.row, true, t.sg.read(1)
+		return w.row, true, t.sg.meter.Read(1)
 	}
 	t.st.mu.RLock()
 	r, err := t.mem().get(k)
@@ -592,7 +578,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return nil, false, nil
 	}
 	t.noteRead(k, r.ver)
-	return r.row, true, t.sg.read(1)
+	return r.row, true, t.sg.meter.Read(1)
 }
 
 // visible reports whether the run sees a row with key k.
@@ -649,7 +635,7 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 			return nil, err
 		}
 	}
-	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
+	if err := t.sg.meter.Charge(store.RowSize(v) - t.ownSize(k)); err != nil {
 		return nil, err
 	}
 	if err := t.stage(k, v); err != nil {
@@ -664,7 +650,7 @@ func (t *stageTable) nextNum() (int64, error) {
 	t.st.mu.RLock()
 	mt := t.mem()
 	best := mt.maxNum
-	t.notePred(predRead{kind: predNextKey, ver: mt.ver, n: mt.maxNum})
+	t.preds.Note(store.PredRead{Kind: store.PredNextKey, Ver: mt.ver, N: mt.maxNum})
 	var err error
 	if best >= 0 {
 		// The committed maximum may be a row the run removed: then look at what is left, from
@@ -673,7 +659,7 @@ func (t *stageTable) nextNum() (int64, error) {
 		for k, w := range t.writes {
 			if n, ok := t.s.KeyNum(k); ok && n == best && w.row == nil {
 				best = -1
-				for _, r := range mt.walk(t.sg.ctx, nil, nil, true, &err) {
+				for _, r := range mt.walk(t.sg.meter.Context(), nil, nil, true, &err) {
 					if w := t.writes[r.key]; w != nil && w.row == nil {
 						continue
 					}
@@ -704,7 +690,7 @@ func (t *stageTable) nextNum() (int64, error) {
 // ownSize is the charged size of the run's own row for key k (0 when it has none).
 func (t *stageTable) ownSize(k any) int64 {
 	if w := t.writes[k]; w != nil && w.row != nil {
-		return rowSize(w.row)
+		return store.RowSize(w.row)
 	}
 	return 0
 }
@@ -771,7 +757,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		}
 		for name := range fields {
 			f := t.s.FieldsByName[name]
-			if (name == t.s.Key || f.ReadOnly) && !equalValue(v[name], c.row[name]) {
+			if (name == t.s.Key || f.ReadOnly) && !store.EqualValue(v[name], c.row[name]) {
 				rule := "is read-only and cannot be changed by update"
 				if name == t.s.Key {
 					rule = "is the key and cannot be changed by update (insert a new row and remove the old one)"
@@ -783,15 +769,15 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	}
 	var grow int64
 	for _, ch := range changes {
-		if !equalRows(ch.row, ch.c.row) {
-			grow += rowSize(ch.row) - t.ownSize(ch.c.key)
+		if !store.EqualRows(ch.row, ch.c.row) {
+			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
-	if err := t.sg.charge(grow); err != nil {
+	if err := t.sg.meter.Charge(grow); err != nil {
 		return 0, err
 	}
 	for _, ch := range changes {
-		if equalRows(ch.row, ch.c.row) {
+		if store.EqualRows(ch.row, ch.c.row) {
 			if !ch.c.own {
 				t.noteRead(ch.c.key, ch.c.ver)
 			}
@@ -818,7 +804,7 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, c := range cs {
-		_ = t.sg.charge(-t.ownSize(c.key)) // a removal frees what the run had staged
+		_ = t.sg.meter.Charge(-t.ownSize(c.key)) // a removal frees what the run had staged
 		if err := t.stage(c.key, nil); err != nil {
 			return 0, err
 		}
@@ -842,7 +828,7 @@ func (sg *Stage) ChangeSet() table.ChangeSet {
 			case w.before != nil && w.row == nil:
 				tc.Deleted = append(tc.Deleted, w.before)
 			case w.before != nil && w.row != nil:
-				if f := changedFields(w.before, w.row); len(f) > 0 {
+				if f := store.ChangedFields(w.before, w.row); len(f) > 0 {
 					tc.Updated = append(tc.Updated, table.NewUpdate(w.key, w.before, w.row, f))
 				}
 			}
@@ -861,39 +847,6 @@ func sortedWrites(ws map[any]*write) []*write {
 	}
 	slices.SortFunc(out, func(a, b *write) int { return table.CompareKeys(a.key, b.key) })
 	return out
-}
-
-// changedFields lists the fields whose values differ, sorted.
-func changedFields(a, b table.Row) []string {
-	var out []string
-	for k, v := range b {
-		if !equalValue(a[k], v) {
-			out = append(out, k)
-		}
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok && a[k] != nil {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func equalRows(a, b table.Row) bool { return len(changedFields(a, b)) == 0 }
-
-// equalValue compares stored values; rows are normalised by the schema, so kinds match.
-func equalValue(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string, bool, int64:
-		return a == b
-	case float64:
-		y, ok := b.(float64)
-		return ok && (x == y || (x != x && y != y))
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 // Apply writes the run's changes atomically after checking that nothing it read or changed has

@@ -594,7 +594,7 @@ func (s *Store) pendingChangeSet(p *store.Pending) (table.ChangeSet, error) {
 		case o.row == nil:
 			tc.Deleted = append(tc.Deleted, before)
 		default:
-			tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, changedFields(before, o.row)))
+			tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, store.ChangedFields(before, o.row)))
 		}
 	}
 	return cs, nil

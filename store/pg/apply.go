@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -14,43 +13,25 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// Pending returns the run's writes and reads in serializable form, as store/bolt's does.
+// Pending returns the run's writes and reads in serializable form, as store/bolt's does
+// (store.Pending's AddTable).
 func (sg *Stage) Pending() *store.Pending {
-	p := &store.Pending{Domain: sg.st.domain.Name, Writes: []store.PendingWrite{}, Reads: []store.PendingRead{}}
+	p := store.NewPending(sg.st.domain.Name)
 	for _, name := range sg.st.names {
 		t := sg.tables[name]
-		written := make(map[any]int64, len(t.writes))
-		for _, w := range sortedWrites(t.writes) {
-			noop := (w.before == nil && w.row == nil) || (w.before != nil && w.row != nil && equalRows(w.before, w.row))
-			if noop {
-				p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: w.key, Version: w.base})
-			} else {
-				p.Writes = append(p.Writes, store.PendingWrite{Table: name, Key: w.key, Base: w.base, Before: w.before, Row: w.row})
-			}
-			written[w.key] = w.base
-		}
-		preds, all, allVer := t.pendingPreds(name)
-		if t.readAll {
-			all, allVer = true, t.allVer
-		}
-		if all {
-			p.Reads = append(p.Reads, store.PendingRead{Table: name, All: true, Version: allVer})
-		} else {
-			p.Reads = append(p.Reads, preds...)
-		}
-		keys := make([]any, 0, len(t.reads))
-		for k, v := range t.reads {
-			if base, ok := written[k]; ok && base == v {
-				continue
-			}
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return table.CompareKeys(keys[i], keys[j]) < 0 })
-		for _, k := range keys {
-			p.Reads = append(p.Reads, store.PendingRead{Table: name, Key: k, Version: t.reads[k]})
-		}
+		preds, all, allVer := t.preds.Pending(name)
+		p.AddTable(name, t.pendingWrites(), preds, all, allVer, t.reads)
 	}
 	return p
+}
+
+// pendingWrites is the run's final state of each row it wrote.
+func (t *stageTable) pendingWrites() []store.PendingWrite {
+	out := make([]store.PendingWrite, 0, len(t.writes))
+	for _, w := range t.writes {
+		out = append(out, store.PendingWrite{Table: t.s.Name, Key: w.key, Base: w.base, Before: w.before, Row: w.row})
+	}
+	return out
 }
 
 // op is one normalised write.
@@ -67,62 +48,22 @@ type readCheck struct {
 	key  any
 	all  bool
 	ver  int64
-	pred *predCheck
+	pred *store.PredCheck
 }
 
-// normalize checks p against the schemas, as store/bolt's does.
+// normalize checks p against the schemas (store.CheckPending).
 func (s *Store) normalize(p *store.Pending) ([]op, []readCheck, error) {
-	if p.Domain != "" && p.Domain != s.domain.Name {
-		return nil, nil, fmt.Errorf("the pending run is for the %s domain; this store holds %s", p.Domain, s.domain.Name)
+	ws, rs, err := store.CheckPending(p, s.domain.Name, s.schemas, store.CheckPred)
+	if err != nil {
+		return nil, nil, err
 	}
-	ops := make([]op, 0, len(p.Writes))
-	seen := map[[2]any]bool{}
-	for _, w := range p.Writes {
-		sc := s.schemas[w.Table]
-		if sc == nil {
-			return nil, nil, fmt.Errorf("pending write: unknown table %q", w.Table)
-		}
-		k, err := sc.NormKey(store.FromJSON(w.Key))
-		if err != nil {
-			return nil, nil, fmt.Errorf("pending write: %w", err)
-		}
-		if seen[[2]any{w.Table, k}] {
-			return nil, nil, fmt.Errorf("pending write: %s row %s is written twice", w.Table, table.FormatValue(k))
-		}
-		seen[[2]any{w.Table, k}] = true
-		o := op{t: s.tables[w.Table], key: k, base: w.Base}
-		if w.Row != nil {
-			if o.row, err = sc.ValidateRow(w.Row); err != nil {
-				return nil, nil, fmt.Errorf("pending write: %w", err)
-			}
-			if o.row[sc.Key] != k {
-				return nil, nil, fmt.Errorf("pending write: %s row %s carries key %s", w.Table, table.FormatValue(k), table.FormatValue(o.row[sc.Key]))
-			}
-		}
-		ops = append(ops, o)
+	ops := make([]op, len(ws))
+	for i, w := range ws {
+		ops[i] = op{t: s.tables[w.Schema.Name], key: w.Key, row: w.Row, base: w.Base}
 	}
-	reads := make([]readCheck, 0, len(p.Reads))
-	for _, r := range p.Reads {
-		sc := s.schemas[r.Table]
-		if sc == nil {
-			return nil, nil, fmt.Errorf("pending read: unknown table %q", r.Table)
-		}
-		rc := readCheck{t: s.tables[r.Table], all: r.All, ver: r.Version}
-		switch {
-		case r.Pred != "" && !r.All:
-			pc, err := normalizePred(sc, r)
-			if err != nil {
-				return nil, nil, err
-			}
-			rc.pred = &pc
-		case !r.All:
-			k, err := sc.NormKey(store.FromJSON(r.Key))
-			if err != nil {
-				return nil, nil, fmt.Errorf("pending read: %w", err)
-			}
-			rc.key = k
-		}
-		reads = append(reads, rc)
+	reads := make([]readCheck, len(rs))
+	for i, r := range rs {
+		reads[i] = readCheck{t: s.tables[r.Schema.Name], key: r.Key, all: r.All, ver: r.Version, pred: r.Pred}
 	}
 	return ops, reads, nil
 }
@@ -279,20 +220,16 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 				conflicts = append(conflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now})
 			}
 		case r.pred != nil:
-			ok, err := r.pred.holds(ctx, tx, r.t, now)
+			ok, err := holds(ctx, tx, r.pred, r.t, now)
 			if err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
 			if !ok {
-				predConflicts = append(predConflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now, Read: r.pred.describe()})
+				predConflicts = append(predConflicts, store.Conflict{Table: r.t.s.Name, Seen: r.ver, Now: now, Read: r.pred.Describe()})
 			}
 		}
 	}
-	for _, c := range predConflicts {
-		if !slices.ContainsFunc(conflicts, func(x store.Conflict) bool { return x.Table == c.Table }) {
-			conflicts = append(conflicts, c)
-		}
-	}
+	conflicts = store.AddPredConflicts(conflicts, predConflicts)
 	if len(conflicts) > 0 {
 		return &store.ConflictError{Conflicts: conflicts}
 	}
@@ -344,25 +281,11 @@ func (o *op) curVer() int64 {
 func changeSet(ops []op) table.ChangeSet {
 	cs := table.ChangeSet{}
 	for _, o := range ops {
-		tc := cs[o.t.s.Name]
-		if tc == nil {
-			tc = &table.TableChanges{Key: o.t.s.Key, Inserted: []table.Row{}, Updated: []table.Update{}, Deleted: []table.Row{}}
-			cs[o.t.s.Name] = tc
-		}
 		var before table.Row
 		if o.cur != nil {
 			before = o.cur.row
 		}
-		switch {
-		case before == nil && o.row != nil:
-			tc.Inserted = append(tc.Inserted, o.row)
-		case before != nil && o.row == nil:
-			tc.Deleted = append(tc.Deleted, before)
-		case before != nil:
-			if f := changedFields(before, o.row); len(f) > 0 {
-				tc.Updated = append(tc.Updated, table.NewUpdate(o.key, before, o.row, f))
-			}
-		}
+		store.AddChange(cs, o.t.s, o.key, before, o.row)
 	}
 	return cs
 }

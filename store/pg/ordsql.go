@@ -7,15 +7,23 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
+// The _ord column: a key's natural-order encoding (store.AppendKey), so that the database orders
+// rows as table.CompareKeys does ("TXN9" < "TXN10"), which no SQL collation does; bytea compares
+// bytes, so ORDER BY _ord is natural order and a range of keys is a range of _ord, answered by
+// its index.
+//
 // The _ord of a row another program writes: a trigger computes it, in SQL, as ordKey does in
-// Go (keyord.go), when an INSERT leaves it NULL or an UPDATE changes the key. starplan's own
-// writes set it, so for them the trigger only looks.
+// Go, when an INSERT leaves it NULL or an UPDATE changes the key. starplan's own writes set it,
+// so for them the trigger only looks.
 const (
 	ordFunc     = "_starplan_ord"      // the trigger function
 	ordTextFunc = "_starplan_ord_text" // a text key's encoding
-	ordUintFunc = "_starplan_ord_uint" // appendOrderedUint
+	ordUintFunc = "_starplan_ord_uint" // store.AppendOrderedUint
 	ordNotFunc  = "_starplan_ord_not"  // every byte inverted
 )
+
+// ordKey returns the _ord of a table key (a string or an int64).
+func ordKey(key any) []byte { return store.AppendKey(nil, key) }
 
 // ordFunctionsSQL are the CREATE FUNCTIONs of the _ord encoding in schema.
 func ordFunctionsSQL(schema string) []string {

@@ -1,9 +1,7 @@
 package pg
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -243,296 +241,46 @@ func mapsKeys(m map[string]any) func(func(string) bool) {
 	}
 }
 
-// Predicate reads: as store/bolt records them (see its reads.go), so that a Pending reads the
-// same in either store: the filter, the key range the walk covered, and the committed rows it
-// matched there (their number and a digest of their keys and versions). At apply, a read whose
-// table's version has not moved holds at once; otherwise the filter runs again, as SQL, over
-// that range.
-
-const (
-	bigRead      = 256
-	maxPredReads = 64
-	maxWhereJSON = 8 << 10
-
-	predRows    = "rows"
-	predCount   = "count"
-	predNextKey = "next_key"
-)
-
-type readObs struct {
-	countOnly bool
-	count     int
-	keys      []verKey
-	stop      any
-	stopped   bool
-}
-
-type verKey struct {
-	key any
-	ver int64
-}
-
-func (o *readObs) add(key any, ver int64) {
-	if o == nil {
-		return
-	}
-	o.count++
-	if !o.countOnly && len(o.keys) <= bigRead {
-		o.keys = append(o.keys, verKey{key, ver})
-	}
-}
-
-func (o *readObs) stopAt(k any) {
-	if o != nil {
-		o.stop, o.stopped = k, true
-	}
-}
-
-type predRead struct {
-	kind     string
-	where    map[string]any
-	from, to any
-	ver      int64
-	n        int64
-	digest   uint64
-}
-
-func (t *stageTable) notePred(p predRead) {
-	if t.readAll {
-		return
-	}
-	if len(t.preds) >= maxPredReads || (p.kind == predRows && p.n > bigRead) {
-		t.readAll, t.allVer = true, t.minPredVer(p.ver)
-		t.preds = nil
-		return
-	}
-	for _, q := range t.preds {
-		if q.kind == p.kind && q.ver == p.ver && q.n == p.n && q.digest == p.digest &&
-			sameBound(q.from, p.from) && sameBound(q.to, p.to) && whereEqual(q.where, p.where) {
-			return
-		}
-	}
-	t.preds = append(t.preds, p)
-}
-
-func (t *stageTable) minPredVer(ver int64) int64 {
-	for _, q := range t.preds {
-		ver = min(ver, q.ver)
-	}
-	return ver
-}
-
-func (t *stageTable) noteWalk(where map[string]any, reverse bool, o *readObs, ver int64) {
-	p := predRead{kind: predRows, where: where, ver: ver, n: int64(o.count)}
-	if o.countOnly {
-		p.kind = predCount
-	} else {
-		if o.stopped {
-			if reverse {
-				p.from = o.stop
-			} else {
-				p.to = o.stop
-			}
-		}
-		p.digest = digestOf(o.keys)
-	}
-	t.notePred(p)
-}
-
-func sameBound(a, b any) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return table.CompareKeys(a, b) == 0
-}
-
-func whereEqual(a, b map[string]any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
-}
-
-// digestOf is store/bolt's order-independent digest of (key, version) pairs.
-func digestOf(keys []verKey) uint64 {
-	var sum uint64
-	for _, k := range keys {
-		var h uint64
-		switch x := k.key.(type) {
-		case string:
-			h = fnvString(fnvString(fnvOffset, "s"), x)
-		case int64:
-			var buf [24]byte
-			h = fnvString(fnvString(fnvOffset, "i"), string(strconv.AppendInt(buf[:0], x, 10)))
-		default:
-			h = fnvString(fnvOffset, fmt.Sprintf("%T:%v", x, x))
-		}
-		for i := range 8 {
-			h = (h ^ uint64(byte(k.ver>>(8*i)))) * fnvPrime
-		}
-		sum += h
-	}
-	return sum
-}
-
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
-}
-
-func (t *stageTable) pendingPreds(name string) (reads []store.PendingRead, all bool, allVer int64) {
-	for _, p := range t.preds {
-		r := store.PendingRead{Table: name, Version: p.ver, Pred: p.kind, From: p.from, To: p.to, N: p.n}
-		if p.kind == predRows {
-			r.Digest = strconv.FormatUint(p.digest, 16)
-		}
-		if len(p.where) > 0 {
-			raw, err := json.Marshal(p.where)
-			if err != nil || len(raw) > maxWhereJSON {
-				return nil, true, t.minPredVer(p.ver)
-			}
-			r.Where = raw
-		}
-		reads = append(reads, r)
-	}
-	return reads, false, 0
-}
-
-// predCheck is a pending predicate read, normalised for the apply.
-type predCheck struct {
-	s        *store.Schema
-	kind     string
-	where    map[string]any
-	m        *table.Matcher
-	from, to any
-	ver      int64
-	n        int64
-	digest   uint64
-}
-
-func normalizePred(sc *store.Schema, r store.PendingRead) (predCheck, error) {
-	pc := predCheck{s: sc, kind: r.Pred, ver: r.Version, n: r.N}
-	switch r.Pred {
-	case predRows, predCount, predNextKey:
-	default:
-		return pc, fmt.Errorf("pending read of %s: unknown kind %q", sc.Name, r.Pred)
-	}
-	if r.Pred == predRows {
-		d, err := strconv.ParseUint(r.Digest, 16, 64)
-		if err != nil {
-			return pc, fmt.Errorf("pending read of %s: digest %q: %w", sc.Name, r.Digest, err)
-		}
-		pc.digest = d
-	}
-	if len(r.Where) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(r.Where))
-		dec.UseNumber()
-		var w map[string]any
-		if err := dec.Decode(&w); err != nil {
-			return pc, fmt.Errorf("pending read of %s: where: %w", sc.Name, err)
-		}
-		pc.where = store.FromJSON(w).(map[string]any)
-	}
-	m, err := table.Compile(sc.Schema, pc.where)
-	if err != nil {
-		return pc, fmt.Errorf("pending read of %s: %w", sc.Name, err)
-	}
-	pc.m = m
-	for _, b := range []struct {
-		in  any
-		out *any
-	}{{r.From, &pc.from}, {r.To, &pc.to}} {
-		if b.in == nil {
-			continue
-		}
-		k, err := sc.NormKey(store.FromJSON(b.in))
-		if err != nil {
-			return pc, fmt.Errorf("pending read of %s: range: %w", sc.Name, err)
-		}
-		*b.out = k
-	}
-	return pc, nil
-}
-
-// holds reports whether the read finds now, in tx, what it found at the dry run; tableVer is
+// holds reports whether predicate read pc finds now, in tx, what it found at the dry run; tableVer is
 // the table's version in tx.
-func (pc *predCheck) holds(ctx context.Context, db querier, t *sqlTable, tableVer int64) (bool, error) {
-	if tableVer == pc.ver {
+func holds(ctx context.Context, db querier, pc *store.PredCheck, t *sqlTable, tableVer int64) (bool, error) {
+	if tableVer == pc.Ver {
 		return true, nil // nothing was committed to the table since the read
 	}
-	switch pc.kind {
-	case predNextKey:
+	switch pc.Kind {
+	case store.PredNextKey:
 		best, _, err := t.maxNum(ctx, db, nil)
-		return best == pc.n, err
+		return best == pc.N, err
 	}
-	r := t.pushdown(pc.m, pc.where)
-	if pc.from != nil {
-		r.from = ordKey(pc.from)
+	r := t.pushdown(pc.M, pc.Where)
+	if pc.From != nil {
+		r.from = ordKey(pc.From)
 	}
-	if pc.to != nil {
-		r.to = ordKey(pc.to)
+	if pc.To != nil {
+		r.to = ordKey(pc.To)
 	}
-	if pc.kind == predCount && r.exact {
+	if pc.Kind == store.PredCount && r.exact {
 		r.keysOnly = true
 	}
 	_, recs, err := t.fetch(ctx, db, r)
 	if err != nil {
 		return false, err
 	}
-	var keys []verKey
+	var keys []store.VerKey
 	n := int64(0)
 	for _, rc := range recs {
-		if !r.keysOnly && !pc.m.Match(rc.row) {
+		if !r.keysOnly && !pc.M.Match(rc.row) {
 			continue
 		}
 		n++
-		keys = append(keys, verKey{rc.key, rc.ver})
+		keys = append(keys, store.VerKey{Key: rc.key, Ver: rc.ver})
 	}
-	if n != pc.n {
+	if n != pc.N {
 		return false, nil
 	}
-	return pc.kind != predRows || digestOf(keys) == pc.digest, nil
+	return pc.Kind != store.PredRows || store.ReadDigest(keys) == pc.Digest, nil
 }
 
-func (pc *predCheck) describe() string {
-	rows := pc.s.Name + " rows"
-	if len(pc.where) > 0 {
-		rows += " matching " + describeWhere(pc.where)
-	}
-	switch pc.kind {
-	case predNextKey:
-		return fmt.Sprintf("the next generated key of %s changed after the run made one", pc.s.Name)
-	case predCount:
-		return fmt.Sprintf("the number of %s changed after the run counted them", rows)
-	}
-	switch {
-	case pc.from != nil:
-		rows = fmt.Sprintf("%s from %s on", rows, table.FormatValue(pc.from))
-	case pc.to != nil:
-		rows = fmt.Sprintf("%s up to %s", rows, table.FormatValue(pc.to))
-	}
-	return "the " + rows + " changed after the run read them (a row was inserted, changed or removed)"
-}
-
-func describeWhere(where map[string]any) string {
-	raw, err := json.Marshal(where)
-	if err != nil || len(raw) > 120 {
-		return "the run's filter"
-	}
-	return string(raw)
-}
-
-// maxNum returns the highest number among t's committed keys of the generated form (prefix and
-// digits; -1: none), and, when skip is given, the highest among those skip does not rule out.
 func (t *sqlTable) maxNum(ctx context.Context, db querier, skip func(key any) bool) (committed, best int64, err error) {
 	committed, best = -1, -1
 	if t.s.KeyPrefix == "" {
@@ -540,7 +288,7 @@ func (t *sqlTable) maxNum(ctx context.Context, db querier, skip func(key any) bo
 	}
 	sql := "SELECT " + q(t.s.Key) + " FROM " + t.name
 	var args []any
-	if lo, hi, ok := keyPrefixEnd(t.s.KeyPrefix); ok {
+	if lo, hi, ok := store.KeyPrefixEnd(t.s.KeyPrefix); ok {
 		sql += " WHERE _ord >= $1"
 		args = append(args, lo)
 		if hi != nil {

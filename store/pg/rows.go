@@ -102,7 +102,7 @@ func createTableSQL(schema string, s *store.Schema) string {
 		cols = append(cols, c)
 	}
 	cols = append(cols, "_version bigint NOT NULL DEFAULT nextval('"+strings.ReplaceAll(ident(schema, verSeq), "'", "''")+"')")
-	cols = append(cols, "_ord bytea NOT NULL UNIQUE") // the key's natural order (keyord.go)
+	cols = append(cols, "_ord bytea NOT NULL UNIQUE") // the key's natural order (ordKey)
 	return "CREATE TABLE " + ident(schema, s.Name) + " (\n\t" + strings.Join(cols, ",\n\t") + "\n)"
 }
 

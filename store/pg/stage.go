@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -28,14 +26,9 @@ type Stage struct {
 	startVer int64
 	moved    bool
 
-	ctx      context.Context
-	limits   store.RunLimits
-	calls    int
-	rowsRead int
-	staged   int64
-	exceeded *store.LimitError
-	broken   error // an error the stage met where it could not return it (Len, StageFor)
-	scans    []store.Scan
+	meter  store.Meter
+	broken error // an error the stage met where it could not return it (Len, StageFor)
+	scans  []store.Scan
 }
 
 // StageFor starts a run's staged view (store.Store's StageFor).
@@ -44,7 +37,7 @@ func (s *Store) StageFor(ctx context.Context, limits store.RunLimits) store.Stag
 }
 
 func (s *Store) stage(ctx context.Context, limits store.RunLimits) *Stage {
-	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), ctx: ctx, limits: limits}
+	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), meter: store.NewMeter(ctx, limits)}
 	for _, name := range s.names {
 		sg.tables[name] = &stageTable{sg: sg, t: s.tables[name], s: s.schemas[name], writes: map[any]*write{}, reads: map[any]int64{}}
 	}
@@ -80,10 +73,10 @@ func (sg *Stage) sawVer(ver int64) {
 }
 
 func (sg *Stage) bg() context.Context {
-	if sg.ctx == nil {
-		return context.Background()
+	if ctx := sg.meter.Context(); ctx != nil {
+		return ctx
 	}
-	return sg.ctx
+	return context.Background()
 }
 
 func (sg *Stage) noteScan(name string, where map[string]any, n int64) {
@@ -127,14 +120,12 @@ func filterFields(where map[string]any, into []string) []string {
 
 // stageTable is one table of a Stage (table.Table).
 type stageTable struct {
-	sg      *Stage
-	t       *sqlTable
-	s       *store.Schema
-	writes  map[any]*write
-	reads   map[any]int64
-	preds   []predRead
-	readAll bool
-	allVer  int64
+	sg     *Stage
+	t      *sqlTable
+	s      *store.Schema
+	writes map[any]*write
+	reads  map[any]int64
+	preds  store.PredReads // what the run's reads depend on beyond their rows
 }
 
 type write struct {
@@ -158,14 +149,14 @@ func (t *stageTable) Schema() *table.Schema { return t.s.Schema }
 // returns false; limit (0: none) is how many rows fn will take at most, which SQL may be told
 // when the filter is all equalities. It returns the table's version. o is told every committed
 // row m matches up to where the walk stopped, also one the run's own write hides.
-func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, limit int, o *readObs, fn func(c cand) bool) (int64, error) {
-	if err := t.sg.ctxErr(); err != nil {
+func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool, limit int, o *store.ReadObs, fn func(c cand) bool) (int64, error) {
+	if err := t.sg.meter.Err(); err != nil {
 		return 0, err
 	}
 	r := t.t.pushdown(m, where)
 	r.reverse = reverse
 	// A count of what SQL answers exactly needs the keys and versions, not the rows.
-	r.keysOnly = r.exact && o != nil && o.countOnly
+	r.keysOnly = r.exact && o != nil && o.CountOnly
 	var ver int64
 	var recs []*rec
 	var err error
@@ -187,8 +178,8 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	all := make([]cand, 0, len(recs))
 	for i, rc := range recs {
-		if m.Slow() || (i+1)%scanCheckEvery == 0 {
-			if err := t.sg.ctxErr(); err != nil {
+		if m.Slow() || (i+1)%store.ScanCheckEvery == 0 {
+			if err := t.sg.meter.Err(); err != nil {
 				return 0, err
 			}
 		}
@@ -208,13 +199,13 @@ func (t *stageTable) visit(m *table.Matcher, where map[string]any, reverse bool,
 	}
 	for _, c := range all {
 		if !c.own {
-			o.add(c.key, c.ver)
+			o.Add(c.key, c.ver)
 		}
 		if c.hidden {
 			continue
 		}
 		if !fn(c) {
-			o.stopAt(c.key)
+			o.StopAt(c.key)
 			break
 		}
 	}
@@ -267,7 +258,7 @@ func (t *stageTable) walkPages(m *table.Matcher, r sqlRead, limit int) (ver int6
 			if seen >= limit {
 				return nil
 			}
-			if err := t.sg.ctxErr(); err != nil {
+			if err := t.sg.meter.Err(); err != nil {
 				return err
 			}
 			r.after = ordKey(bound)
@@ -279,7 +270,7 @@ func (t *stageTable) walkPages(m *table.Matcher, r sqlRead, limit int) (ver int6
 
 // fail turns a failed read of the database into the run's error.
 func (sg *Stage) fail(err error) error {
-	if e := sg.ctxErr(); e != nil {
+	if e := sg.meter.Err(); e != nil {
 		return e
 	}
 	return err
@@ -315,7 +306,7 @@ func (t *stageTable) Len() int {
 		return 0
 	}
 	t.sg.sawVer(ver)
-	t.notePred(predRead{kind: predCount, ver: ver, n: n})
+	t.preds.Note(store.PredRead{Kind: store.PredCount, Ver: ver, N: n})
 	for _, w := range t.writes {
 		switch {
 		case w.row != nil && w.before == nil:
@@ -333,7 +324,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &readObs{}
+	o := &store.ReadObs{}
 	var out []cand
 	if q.Match == nil {
 		ver, err := t.visit(m, q.Where, q.Reverse, limit, o, func(c cand) bool {
@@ -343,7 +334,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.noteWalk(q.Where, q.Reverse, o, ver)
+		t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 		return out, nil
 	}
 	var pre []cand
@@ -351,7 +342,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.noteWalk(q.Where, q.Reverse, o, ver)
+	t.preds.NoteWalk(q.Where, q.Reverse, o, ver)
 	for _, c := range pre {
 		ok, err := q.Match(c.row)
 		if err != nil {
@@ -373,9 +364,9 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		return nil, err
 	}
 	limit := q.Limit
-	if q.Match == nil && t.sg.limits.RowsRead > 0 {
+	if room, ok := t.sg.meter.ReadRoom(); q.Match == nil && ok {
 		// One row past the run's rows_read limit is enough to fail it.
-		if left := t.sg.limits.RowsRead - t.sg.rowsRead + 1; limit <= 0 || left < limit {
+		if left := room + 1; limit <= 0 || left < limit {
 			limit = max(left, 1)
 		}
 	}
@@ -387,7 +378,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 	for i, c := range cs {
 		rows[i] = c.row
 	}
-	return rows, t.sg.read(len(rows))
+	return rows, t.sg.meter.Read(len(rows))
 }
 
 func (t *stageTable) noteRead(key any, ver int64) {
@@ -403,7 +394,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		if t.sg.broken != nil {
 			return 0, t.sg.broken
 		}
-		return n, t.sg.ctxErr()
+		return n, t.sg.meter.Err()
 	}
 	if err := t.sg.call(); err != nil {
 		return 0, err
@@ -417,12 +408,12 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	o := &readObs{countOnly: true}
+	o := &store.ReadObs{CountOnly: true}
 	ver, err := t.visit(m, q.Where, false, 0, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
 	}
-	t.noteWalk(q.Where, false, o, ver)
+	t.preds.NoteWalk(q.Where, false, o, ver)
 	return n, nil
 }
 
@@ -452,7 +443,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		if w.row == nil {
 			return nil, false, nil
 		}
-		return w.row, true, t.sg.read(1)
+		return w.row, true, t.sg.meter.Read(1)
 	}
 	r, err := t.committedRow(k)
 	if err != nil {
@@ -463,7 +454,7 @@ func (t *stageTable) Get(key any) (table.Row, bool, error) {
 		return nil, false, nil
 	}
 	t.noteRead(k, r.ver)
-	return r.row, true, t.sg.read(1)
+	return r.row, true, t.sg.meter.Read(1)
 }
 
 // Insert validates row, generates a missing key when the schema has a key prefix, and stages it.
@@ -503,7 +494,7 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 			return nil, err
 		}
 	}
-	if err := t.sg.charge(rowSize(v) - t.ownSize(k)); err != nil {
+	if err := t.sg.meter.Charge(store.RowSize(v) - t.ownSize(k)); err != nil {
 		return nil, err
 	}
 	t.stage(k, v, nil)
@@ -527,7 +518,7 @@ func (t *stageTable) nextNum() (int64, error) {
 	if err != nil {
 		return 0, t.sg.fail(err)
 	}
-	t.notePred(predRead{kind: predNextKey, ver: ver, n: committed})
+	t.preds.Note(store.PredRead{Kind: store.PredNextKey, Ver: ver, N: committed})
 	for k, w := range t.writes {
 		if n, ok := t.s.KeyNum(k); ok && w.row != nil && n > best {
 			best = n
@@ -541,7 +532,7 @@ func (t *stageTable) nextNum() (int64, error) {
 
 func (t *stageTable) ownSize(k any) int64 {
 	if w := t.writes[k]; w != nil && w.row != nil {
-		return rowSize(w.row)
+		return store.RowSize(w.row)
 	}
 	return 0
 }
@@ -595,7 +586,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		}
 		for name := range fields {
 			f := t.s.FieldsByName[name]
-			if (name == t.s.Key || f.ReadOnly) && !equalValue(v[name], c.row[name]) {
+			if (name == t.s.Key || f.ReadOnly) && !store.EqualValue(v[name], c.row[name]) {
 				rule := "is read-only and cannot be changed by update"
 				if name == t.s.Key {
 					rule = "is the key and cannot be changed by update (insert a new row and remove the old one)"
@@ -607,15 +598,15 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	}
 	var grow int64
 	for _, ch := range changes {
-		if !equalRows(ch.row, ch.c.row) {
-			grow += rowSize(ch.row) - t.ownSize(ch.c.key)
+		if !store.EqualRows(ch.row, ch.c.row) {
+			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
-	if err := t.sg.charge(grow); err != nil {
+	if err := t.sg.meter.Charge(grow); err != nil {
 		return 0, err
 	}
 	for _, ch := range changes {
-		if equalRows(ch.row, ch.c.row) {
+		if store.EqualRows(ch.row, ch.c.row) {
 			if !ch.c.own {
 				t.noteRead(ch.c.key, ch.c.ver)
 			}
@@ -647,7 +638,7 @@ func (t *stageTable) Remove(q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, c := range cs {
-		_ = t.sg.charge(-t.ownSize(c.key))
+		_ = t.sg.meter.Charge(-t.ownSize(c.key))
 		t.stage(c.key, nil, c.committed())
 	}
 	return len(cs), nil
@@ -668,7 +659,7 @@ func (sg *Stage) ChangeSet() table.ChangeSet {
 			case w.before != nil && w.row == nil:
 				tc.Deleted = append(tc.Deleted, w.before)
 			case w.before != nil && w.row != nil:
-				if f := changedFields(w.before, w.row); len(f) > 0 {
+				if f := store.ChangedFields(w.before, w.row); len(f) > 0 {
 					tc.Updated = append(tc.Updated, table.NewUpdate(w.key, w.before, w.row, f))
 				}
 			}
@@ -687,37 +678,6 @@ func sortedWrites(ws map[any]*write) []*write {
 	}
 	slices.SortFunc(out, func(a, b *write) int { return table.CompareKeys(a.key, b.key) })
 	return out
-}
-
-func changedFields(a, b table.Row) []string {
-	var out []string
-	for k, v := range b {
-		if !equalValue(a[k], v) {
-			out = append(out, k)
-		}
-	}
-	for k := range a {
-		if _, ok := b[k]; !ok && a[k] != nil {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func equalRows(a, b table.Row) bool { return len(changedFields(a, b)) == 0 }
-
-func equalValue(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string, bool, int64:
-		return a == b
-	case float64:
-		y, ok := b.(float64)
-		return ok && (x == y || (x != x && y != y))
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 // LastRow returns the committed row of tbl with the highest key. It records no read, but a
