@@ -80,6 +80,22 @@ func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	require.NoError(b.t, chromedp.Do(ctx, steps...))
 }
 
+// click clicks the element sel selects. A node the page drew again between chromedp's query and
+// its click (the run's fetch or an event redraws the run) is looked up again: the click fails
+// before any mouse event is sent, so it is never sent twice.
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "Could not find node") {
+			require.NoError(b.t, err)
+			return
+		}
+	}
+}
+
 // wait waits until a JavaScript expression is truthy.
 func (b *browser) wait(what, expr string) {
 	b.t.Helper()
@@ -172,7 +188,7 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	b.shot("queue-1280")
 
 	// One run: request, answer, STATUS, the plan and the cell diff; approve with the keyboard.
-	b.do(chromedp.Click(chromedp.CSS(item(approve.RunID) + " h2 a")))
+	b.click(item(approve.RunID) + " h2 a")
 	b.wait("the run", `!document.querySelector("#run").hidden && document.querySelector("#approve") !== null`)
 	assert.Equal(t, "Run "+approve.RunID, eval[string](b, `document.querySelector("#run-h").textContent`))
 	assert.Equal(t, "Done.", eval[string](b, `document.querySelector("#answer").textContent`))
@@ -193,12 +209,12 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	// Reject another with feedback.
 	b.do(chromedp.KeyEvent("\x1b")) // Escape: back to the queue
 	b.wait("the queue without the applied run", `!document.querySelector("#queue").hidden && document.querySelectorAll("#queue-list > li").length === 3`)
-	b.do(chromedp.Click(chromedp.CSS(item(reject.RunID) + " h2 a")))
+	b.click(item(reject.RunID) + " h2 a")
 	b.wait("the run to reject", `document.querySelector("#feedback") !== null && document.querySelector("#run-h").textContent === "Run `+reject.RunID+`"`)
 	b.do(chromedp.KeyEvent("r"))
 	b.wait("r to move to the feedback", `document.activeElement.id === "feedback"`)
 	b.do(chromedp.SendKeys(chromedp.CSS("#feedback"), "Alice asked for 2."))
-	b.do(chromedp.Click(chromedp.CSS("#reject")))
+	b.click("#reject")
 	b.wait("the rejection", `document.querySelector("#decided") && document.querySelector("#decided").textContent === "Rejected with this feedback: Alice asked for 2."`)
 	d, ok, err := f.eng.Decision(reject.RunID)
 	require.NoError(t, err)
@@ -209,7 +225,7 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	// A run whose data moved: approving it shows the conflict and writes nothing.
 	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + moved.RunID))
 	b.wait("the moved run", `document.querySelector("#approve") !== null && document.querySelector("#run-h").textContent === "Run `+moved.RunID+`"`)
-	b.do(chromedp.Click(chromedp.CSS("#approve")))
+	b.click("#approve")
 	// The event stream may show the conflict before the apply's own answer says what happened:
 	// wait for both.
 	b.wait("the conflict", `document.querySelector("#decided") && document.querySelector("#decided").textContent.includes("the data moved")`+
@@ -271,9 +287,9 @@ func TestReviewPageInARealBrowser(t *testing.T) {
 	assert.LessOrEqual(t, eval[int](b, `window.queueFetches.count`), 3, "the events were folded into few refreshes")
 
 	// Filters, and a phone-width window.
-	b.do(chromedp.Click(chromedp.CSS(`.filters a[data-filter="rejected"]`)))
+	b.click(`.filters a[data-filter="rejected"]`)
 	b.wait("the rejected runs", `document.querySelectorAll("#queue-list > li").length === 2`)
-	b.do(chromedp.Click(chromedp.CSS(`.filters a[data-filter="failed"]`)))
+	b.click(`.filters a[data-filter="failed"]`)
 	b.wait("the failed runs", `document.querySelectorAll("#queue-list > li").length === 1 && document.querySelector(`+js(item(moved.RunID))+`) !== null`)
 	b.do(chromedp.EmulateViewport(390, 844))
 	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + fresh.RunID))
@@ -373,12 +389,12 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 	assert.False(t, eval[bool](b, visible(desc)), "the unchanged description is not shown")
 	assert.Equal(t, 2, eval[int](b, `[...document.querySelectorAll('section[data-table="inventory"] tr')].filter(tr => tr.getClientRects().length > 0 && tr.parentElement.tagName === "TBODY").length`),
 		"one field for each of the two updated rows")
-	b.do(chromedp.Click(chromedp.CSS("#whole-rows")))
+	b.click("#whole-rows")
 	b.wait("the whole rows", visible(desc))
 	assert.Equal(t, "true", eval[string](b, `document.querySelector("#whole-rows").getAttribute("aria-pressed")`))
 	assert.Equal(t, f.committed("inventory", "SG001")["description"], eval[string](b, `document.querySelector('section[data-table="inventory"] tr[data-path="description"] td.after').textContent`))
 	assert.Equal(t, "Aviator", eval[string](b, `document.querySelector('section[data-table="inventory"] tr[data-path="name"] td.before').textContent`))
-	b.do(chromedp.Click(chromedp.CSS("#whole-rows")))
+	b.click("#whole-rows")
 	b.wait("the changed fields only", `!`+visible(desc))
 
 	// Who did what, as the run document names it: the fixture's client holds the admin token.
@@ -477,7 +493,7 @@ func TestReviewPageApproverApprovesAProposersRun(t *testing.T) {
 	b.do(chromedp.Navigate(f.web.URL + "/#/runs/" + run.RunID))
 	b.wait("the run", `document.querySelector("#approve") !== null && document.querySelector("#run-h").textContent === "Run `+run.RunID+`"`)
 	assert.Equal(t, "agent (API)", eval[string](b, `document.querySelector("#proposed-by").textContent`))
-	b.do(chromedp.Click(chromedp.CSS("#approve")))
+	b.click("#approve")
 	b.wait("the run applied", `document.querySelector("#decided") && document.querySelector("#decided").textContent.startsWith("Applied")`)
 	b.wait("the approver named", `document.querySelector("#approvals").textContent.includes("alice")`)
 	assert.Equal(t, stock-1, f.committed("inventory", "SG001")["quantity_in_stock"], "the store changed")
