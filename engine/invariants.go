@@ -301,7 +301,7 @@ func bindInvariants(policy *contracts.Domain, src string) ([]string, error) {
 
 // readingFunctions lists the top-level functions of invariants.star with two parameters or more.
 func readingFunctions(src string) map[string]bool {
-	f, err := syntax.Parse(InvariantsFile, src, 0)
+	f, err := (&syntax.FileOptions{}).Parse(InvariantsFile, src, 0)
 	if err != nil {
 		return nil
 	}

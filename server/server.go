@@ -586,13 +586,6 @@ func (s *Server) List(state string, limit int, cursor string) (*RunList, error) 
 	return out, nil // Runs are newest first
 }
 
-func firstMessage(ds diag.List) string {
-	if len(ds) == 0 {
-		return ""
-	}
-	return ds[0].Message
-}
-
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -11,7 +11,7 @@ import (
 
 // The first limit crossed is kept, and every later call fails with it.
 func TestMeterKeepsTheFirstLimit(t *testing.T) {
-	m := NewMeter(nil, RunLimits{HelperCalls: 1, RowsRead: 2})
+	m := NewMeter(context.Background(), RunLimits{HelperCalls: 1, RowsRead: 2})
 	require.NoError(t, m.Call())
 	room, ok := m.ReadRoom()
 	assert.True(t, ok)
@@ -28,27 +28,27 @@ func TestMeterKeepsTheFirstLimit(t *testing.T) {
 
 // Rows written are bounded per table and over all tables, before anything is staged.
 func TestMeterRoom(t *testing.T) {
-	m := NewMeter(nil, RunLimits{RowsWritten: 5, RowsWrittenPerTable: map[string]int{"a": 2}})
+	m := NewMeter(context.Background(), RunLimits{RowsWritten: 5, RowsWrittenPerTable: map[string]int{"a": 2}})
 	require.NoError(t, m.Room("a", 1, 1, func() int { return 1 }))
 	var le *LimitError
 	require.ErrorAs(t, m.Room("a", 2, 1, func() int { return 2 }), &le)
 	assert.Equal(t, LimitError{Limit: LimitRowsWritten, Max: 2, Table: "a"}, *le)
 
-	m = NewMeter(nil, RunLimits{RowsWritten: 5})
+	m = NewMeter(context.Background(), RunLimits{RowsWritten: 5})
 	require.NoError(t, m.Room("b", 0, 2, func() int { return 3 }))
 	require.ErrorAs(t, m.Room("b", 0, 3, func() int { return 3 }), &le)
 	assert.Equal(t, LimitError{Limit: LimitRowsWritten, Max: 5}, *le)
-	m = NewMeter(nil, RunLimits{})
+	m = NewMeter(context.Background(), RunLimits{})
 	_, ok := m.ReadRoom()
 	assert.False(t, ok, "no rows_read limit")
 }
 
 // Staged bytes are charged before they are staged; a removal gives them back.
 func TestMeterCharge(t *testing.T) {
-	m := NewMeter(nil, RunLimits{StagedBytes: 10})
+	m := NewMeter(context.Background(), RunLimits{StagedBytes: 10})
 	require.NoError(t, m.Charge(8))
 	require.Error(t, m.Charge(3))
-	m = NewMeter(nil, RunLimits{StagedBytes: 10})
+	m = NewMeter(context.Background(), RunLimits{StagedBytes: 10})
 	require.NoError(t, m.Charge(8))
 	require.NoError(t, m.Charge(-8))
 	require.NoError(t, m.Charge(10))
