@@ -145,7 +145,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
-	doc, err := s.Show(r.PathValue("id"))
+	doc, err := s.showFor(r.Context(), r.PathValue("id"))
 	respond(w, http.StatusOK, doc, err)
 }
 
@@ -184,7 +184,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	list, err := s.List(q.Get("state"), limit, q.Get("cursor"))
+	list, err := s.listFor(r.Context(), q.Get("state"), limit, q.Get("cursor"))
 	respond(w, http.StatusOK, list, err)
 }
 
@@ -252,6 +252,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, internal(errors.New("the connection cannot stream")))
+		return
+	}
+	if e := eventsClosed(r.Context()); e != nil {
+		writeError(w, e)
 		return
 	}
 	last := r.Header.Get("Last-Event-ID")

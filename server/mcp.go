@@ -142,17 +142,17 @@ func (s *Server) toolReject(ctx context.Context, _ *mcp.CallToolRequest, in Reje
 }
 
 func (s *Server) toolList(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, *RunList, error) {
-	list, err := s.List(in.State, in.Limit, in.Cursor)
+	list, err := s.listFor(ctx, in.State, in.Limit, in.Cursor)
 	return nil, list, err
 }
 
 func (s *Server) toolShow(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *RunDocument, error) {
-	doc, err := s.Show(in.RunID)
+	doc, err := s.showFor(ctx, in.RunID)
 	return documentText(doc), doc, err
 }
 
 func (s *Server) toolReplay(ctx context.Context, _ *mcp.CallToolRequest, in RunRef) (*mcp.CallToolResult, *engine.ReplayReport, error) {
-	rep, err := s.Replay(ctx, in.RunID)
+	rep, err := s.replayFor(ctx, in.RunID)
 	return nil, rep, err
 }
 

@@ -31,6 +31,6 @@ func (s *Server) Replay(ctx context.Context, id string) (*engine.ReplayReport, e
 }
 
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
-	rep, err := s.Replay(r.Context(), r.PathValue("id"))
+	rep, err := s.replayFor(r.Context(), r.PathValue("id"))
 	respond(w, http.StatusOK, rep, err)
 }

@@ -274,10 +274,18 @@ func (s *Server) refusedApproval(ctx context.Context, ae *engine.ApprovalError) 
 }
 
 // mayApply refuses at once an apply by a principal that cannot approve when the domain has no
-// auto-approval rule that could let the run through; otherwise the engine decides, on the
-// change set it commits (refusedApproval).
+// auto-approval rule that could let the run through, and one by a principal pinned to a subject
+// of another subject's run (as unknown); otherwise the engine decides, on the change set it
+// commits (refusedApproval).
 func (s *Server) mayApply(ctx context.Context, id string) *Error {
 	p := principal(ctx)
+	if p.Subject != "" { // a pinned proposer applies (by auto-approval) its subject's runs only
+		if rec, err := s.eng.Record(id); err == nil {
+			if e := hiddenRun(ctx, id, rec.Subject); e != nil {
+				return e
+			}
+		}
+	}
 	if p.Can(access.Approve) || len(s.eng.Policy().Approval.Auto) > 0 {
 		return nil
 	}

@@ -304,6 +304,9 @@ type RunList struct {
 	// Unreadable names the records in the store that do not decode (damage; starplan db check
 	// reports them); the list holds the others.
 	Unreadable []string `json:"unreadable,omitempty" jsonschema:"ids of audit records that are damaged and cannot be read; starplan db check reports them"`
+	// Subject is set when the caller's token is pinned to a subject: the list holds that
+	// subject's runs only, and Count, Bytes and States are zero (they count every subject's).
+	Subject string `json:"subject,omitempty" jsonschema:"set when the caller's token is pinned to this subject: the list holds its runs only, and count, bytes and states are 0 (they would count every subject's); a page may hold fewer runs than the limit and still have a next_cursor"`
 }
 
 // RunSummary is one line of the run list, with its state.
