@@ -146,6 +146,9 @@ func NewPool(opts Options) (*Pool, error) {
 	if !slices.ContainsFunc(opts.Env, func(s string) bool { return strings.HasPrefix(s, "GOMAXPROCS=") }) {
 		opts.Env = append(slices.Clip(opts.Env), fmt.Sprintf("GOMAXPROCS=%d", DefaultWorkerGOMAXPROCS))
 	}
+	if raceExit != "" && !slices.ContainsFunc(opts.Env, func(s string) bool { return strings.HasPrefix(s, "GORACE=") }) {
+		opts.Env = append(slices.Clip(opts.Env), raceExit)
+	}
 	p := &Pool{
 		opts:  opts,
 		netns: netnsSupported && !opts.NoNetworkNamespace,

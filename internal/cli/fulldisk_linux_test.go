@@ -64,7 +64,7 @@ func TestImportOnAFullDiskExitsOne(t *testing.T) {
 	args, err := json.Marshal([]string{"--db", s.dir, "db", "import", "inventory", big})
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFileSizeLimit$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(len(before)), "STARPLAN_TEST_ARGS="+string(args))
+	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(len(before)), "STARPLAN_TEST_ARGS="+string(args), "GORACE=atexit_sleep_ms=0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -104,7 +104,7 @@ func TestABatchedImportOnAFullDiskSaysWhatItWrote(t *testing.T) {
 	args, err := json.Marshal([]string{"--db", s.dir, "db", "import", "inventory", big, "--batch", "1000"})
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFileSizeLimit$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(1200<<10), "STARPLAN_TEST_ARGS="+string(args))
+	cmd.Env = append(os.Environ(), "STARPLAN_TEST_FSIZE="+strconv.Itoa(1200<<10), "STARPLAN_TEST_ARGS="+string(args), "GORACE=atexit_sleep_ms=0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()

@@ -95,7 +95,7 @@ func TestPackageOnDisk(t *testing.T) {
 	}
 	args := []string{"-test.skip", "^(" + strings.Join(onDiskSkips, "|") + ")$", "-test.count", "1", "-test.short"}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), residentEnv+"=-1,-1")
+	cmd.Env = append(os.Environ(), residentEnv+"=-1,-1", "GORACE=atexit_sleep_ms=0") // no second asleep at exit under -race
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())

@@ -54,7 +54,7 @@ func TestHelperProcess(t *testing.T) {
 
 func helperCmd(t *testing.T, mode, dir string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "STARPLAN_STORE_HELPER="+mode, "STARPLAN_STORE_DIR="+dir)
+	cmd.Env = append(os.Environ(), "STARPLAN_STORE_HELPER="+mode, "STARPLAN_STORE_DIR="+dir, "GORACE=atexit_sleep_ms=0") // no second asleep at exit under -race
 	return cmd
 }
 
