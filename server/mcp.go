@@ -76,6 +76,7 @@ func (s *Server) newMCP() (*mcp.Server, error) {
 		Instructions: "starplan runs plans (short Starlark programs) against a store with dry runs. " +
 			"Write a plan from run_plan's reference, dry-run it with run_plan, show the person the changes " +
 			"(the diff in changes) and, once they approve, apply_run with the run's digest; otherwise reject_run with feedback.",
+		SchemaCache: toolSchemaCache,
 	})
 	m.AddReceivingMiddleware(s.mcpGuard) // who calls, and the right each tool needs (rights.go)
 	if err := addTools(s, m, ref); err != nil {

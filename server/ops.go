@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -223,26 +224,48 @@ func (s *Server) routes(mux interface{ Handle(string, http.Handler) }) {
 // addTools registers every operation's MCP tool on m, with portable input and output schemas
 // (portable); ref is the plan reference run_plan's description carries.
 func addTools(s *Server, m *mcp.Server, ref string) error {
-	for _, op := range Operations {
+	schemas, err := toolSchemas()
+	if err != nil {
+		return err
+	}
+	for i, op := range Operations {
 		spec := op.Tool
 		if spec == nil {
 			continue
 		}
-		in, err := toolSchema(spec.In, nil)
-		if err != nil {
-			return err
-		}
-		out, err := toolSchema(op.Out, spec.outSchema)
-		if err != nil {
-			return err
-		}
 		spec.add(s, m, &mcp.Tool{
 			Name: spec.Name, Title: spec.Title, Description: spec.describe(ref), Annotations: spec.Annotations,
-			InputSchema: in, OutputSchema: out,
+			InputSchema: schemas[i][0], OutputSchema: schemas[i][1],
 		})
 	}
 	return nil
 }
+
+// toolSchemas are the input and output schemas of each operation's tool (by its index in
+// Operations), made once per process: they follow from Go types alone. Every server passes the
+// same schema values with toolSchemaCache, so the SDK resolves each once per process, not once
+// per server (it was most of a server's start).
+var toolSchemas = sync.OnceValues(func() ([][2]*jsonschema.Schema, error) {
+	out := make([][2]*jsonschema.Schema, len(Operations))
+	for i, op := range Operations {
+		if op.Tool == nil {
+			continue
+		}
+		in, err := toolSchema(op.Tool.In, nil)
+		if err != nil {
+			return nil, err
+		}
+		res, err := toolSchema(op.Out, op.Tool.outSchema)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = [2]*jsonschema.Schema{in, res}
+	}
+	return out, nil
+})
+
+// toolSchemaCache holds what the SDK resolved of toolSchemas' values, for every server.
+var toolSchemaCache = mcp.NewSchemaCache()
 
 // APITable is the README's table of the API, generated from Operations: each operation's HTTP
 // route, its MCP tool (or why none), the right it needs, and its doc line.
