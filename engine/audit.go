@@ -278,7 +278,7 @@ func clipChanges(cs table.ChangeSet, max int) (_ table.ChangeSet, cut bool) {
 // long s was. Plain text is cut at about max bytes; text full of characters that JSON escapes
 // is cut shorter. cut reports whether it cut.
 func clipJSON(s string, max int) (_ string, cut bool) {
-	if len(s) <= max/6 || jsonLen(s) <= max { // no byte takes more than 6 in JSON
+	if len(s) <= max/6 || jsonLenUpTo(s, max) <= max { // no byte takes more than 6 in JSON
 		return s, false
 	}
 	marker := fmt.Sprintf("… [cut: %d bytes in all]", len(s))
@@ -297,9 +297,13 @@ func clipJSON(s string, max int) (_ string, cut bool) {
 }
 
 // jsonLen is the length of s encoded as a JSON string, without its quotes.
-func jsonLen(s string) int {
+func jsonLen(s string) int { return jsonLenUpTo(s, len(s)*6) }
+
+// jsonLenUpTo is jsonLen(s) when that is at most limit, else a length above limit: it stops
+// counting there, so that a string of megabytes costs no more than the bytes a record keeps.
+func jsonLenUpTo(s string, limit int) int {
 	n := 0
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s) && n <= limit; {
 		r, w := utf8.DecodeRuneInString(s[i:])
 		n += runeJSONLen(r, w)
 		i += w
