@@ -8,6 +8,7 @@ import (
 
 	"github.com/starplan/starplan/store"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -111,7 +112,7 @@ func TestColumnPrefilterAgreesWithMatch(t *testing.T) {
 	check := func(v *Stage, reverse bool) {
 		nums := tbl(t, v, "nums")
 		all := find(t, nums, table.Query{Reverse: reverse})
-		for range 300 {
+		for range testtier.Size(100, 300) { // random filters per check (five checks)
 			w := randWhere(rng)
 			m, err := table.Compile(nums.Schema(), w)
 			require.NoError(t, err, "%v", w)

@@ -58,7 +58,7 @@ func TestDamagedFilesNeverPanic(t *testing.T) {
 			zero(fmt.Sprintf("page %d's body", p), p*page+16, (p+1)*page))
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 150 {
+	for range testtier.Size(50, 150) {
 		cases = append(cases, xor(rng.IntN(len(orig))))
 	}
 
