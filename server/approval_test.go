@@ -237,3 +237,29 @@ func TestAReplannedRunKeepsItsProposer(t *testing.T) {
 	assert.Equal(t, "agent-c1", rec.ProposedBy)
 	assert.Equal(t, "C1", rec.Subject)
 }
+
+// Four eyes over MCP, as over HTTP: an approver's apply_run of its own run is a tool error with
+// approval-required and writes nothing; another approver's applies it.
+func TestFourEyesOverMCP(t *testing.T) {
+	f, _ := approvalFixture(t, `{}`)
+	alice, bob := f.token("alice", access.Approver, 0), f.token("bob", access.Approver, 0)
+	stock := f.committed("inventory", "SG002")["quantity_in_stock"]
+
+	as := mcpAs(t, f, alice, nil)
+	var own RunDocument
+	res := call(t, as, "run_plan", RunRequest{Program: purchase("Wayfarer", 1, "Alice"), Request: "a sale"}, &own)
+	require.False(t, res.IsError, text(res))
+	require.Equal(t, StatePending, own.State)
+	assert.Equal(t, "alice", own.ProposedBy)
+
+	res = call(t, as, "apply_run", ApplyInput{RunID: own.RunID, Digest: own.Digest}, nil)
+	require.True(t, res.IsError, "the proposer cannot approve its own run")
+	assert.True(t, strings.HasPrefix(text(res), CodeApprovalRequired+": "), text(res))
+	assert.Equal(t, stock, f.committed("inventory", "SG002")["quantity_in_stock"], "a refused apply writes nothing")
+
+	var doc RunDocument
+	res = call(t, mcpAs(t, f, bob, nil), "apply_run", ApplyInput{RunID: own.RunID, Digest: own.Digest}, &doc)
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, StateApplied, doc.State)
+	assert.Equal(t, []string{"bob"}, doc.ApprovedBy)
+}

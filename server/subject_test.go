@@ -168,14 +168,15 @@ func TestPinnedProposerAppliesOnlyItsSubject(t *testing.T) {
 	var doc RunDocument
 	other.decode(t, &doc)
 	require.Equal(t, StatePending, doc.State)
-	before := f.committed("inventory", "SG001")["quantity_in_stock"]
+	before := f.committed("inventory", "SG002")["quantity_in_stock"]
 
 	r := f.applyAs(c1, &doc)
 	assert.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
 	assert.Equal(t, CodeUnknownRun, r.errorCode(t))
-	assert.Equal(t, before, f.committed("inventory", "SG001")["quantity_in_stock"], "nothing written")
+	assert.Equal(t, before, f.committed("inventory", "SG002")["quantity_in_stock"], "nothing written")
 
 	mine := f.proposeAs(c1, 1)
 	r = f.applyAs(c1, mine)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	assert.NotEqual(t, before, f.committed("inventory", "SG002")["quantity_in_stock"], "its own run applied")
 }
