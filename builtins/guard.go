@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -557,12 +558,28 @@ func stringMethodBytes(s starlark.String, name string, args starlark.Tuple, kwar
 			if str, ok := sep.(starlark.String); ok && str != "" {
 				parts = int64(strings.Count(string(s), string(str))) + 1
 			} else {
-				parts = int64(len(strings.Fields(string(s)))) + 1
+				parts = countFields(string(s)) + 1
 			}
 		}
 		return int64(len(s)) + mulBytes(parts, perPart)
 	}
 	return 0
+}
+
+// countFields is len(strings.Fields(s)) without making the fields: the guard of split must not
+// allocate what it guards (a string of 8 M words made a 128 MiB slice before the refusal).
+func countFields(s string) int64 {
+	var n int64
+	in := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			in = false
+		} else if !in {
+			in = true
+			n++
+		}
+	}
+	return n
 }
 
 // joinBytes estimates sep.join(xs): every element's length plus a separator between each.
