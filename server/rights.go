@@ -207,7 +207,7 @@ func (s *Server) mcpGuard(next mcp.MethodHandler) mcp.MethodHandler {
 		if err := s.require(ctx, o.right, o.what, runIDOf(params)); err != nil {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
 		}
-		return next(ctx, method, req)
+		return next(metaTraceparent(ctx, params.Meta), method, req)
 	}
 }
 

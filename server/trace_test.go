@@ -155,3 +155,31 @@ func BenchmarkTracedDryRun(b *testing.B) {
 		})
 	}
 }
+
+// A tool call carrying the caller's trace context in _meta (over stdio there are no headers)
+// makes its run a child of the caller's span; a call without one starts a trace of its own.
+func TestTracesOfAnMCPCallWithMetaTraceparent(t *testing.T) {
+	f, rcv := tracedFixture(t)
+	cs := mcpAs(t, f, testToken, nil)
+	var doc RunDocument
+	res, err := cs.CallTool(testContext(t), &mcp.CallToolParams{
+		Meta:      mcp.Meta{"traceparent": "00-" + callerTrace + "-" + callerSpan + "-01"},
+		Name:      "run_plan",
+		Arguments: RunRequest{Program: purchase("Aviator", 1, "Meta"), Request: "one Aviator"},
+	})
+	require.NoError(t, err)
+	require.False(t, res.IsError, text(res))
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	span := one(t, rcv.Named(telemetry.SpanRun, doc.RunID), "the run's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(span.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(span.ParentSpanId), "a child of the caller's span")
+
+	var plain RunDocument
+	res = call(t, cs, "run_plan", RunRequest{Program: purchase("Aviator", 1, "Plain"), Request: "one Aviator"}, &plain)
+	require.False(t, res.IsError, text(res))
+	other := one(t, rcv.Named(telemetry.SpanRun, plain.RunID), "the other run's span")
+	assert.NotEqual(t, callerTrace, hex.EncodeToString(other.TraceId), "no _meta, no caller's trace")
+	assert.Empty(t, other.ParentSpanId)
+}
