@@ -35,6 +35,8 @@ type RunRecord struct {
 	Request string    `json:"request"`
 	// Subject is who the run acts for (Request.Subject); empty for nobody.
 	Subject string `json:"subject,omitempty"`
+	// TraceID is the trace the run's span belongs to (Result.TraceID); empty when traces are off.
+	TraceID string `json:"trace_id,omitempty"`
 	// Reply is the model's reply (or the bare program) up to MaxReplyExcerpt bytes; a longer one
 	// is cut there and Truncated names "reply". ReplyBytes and ReplySHA256 are the length and
 	// the hex SHA-256 of the whole reply, so a kept copy can be matched to the run.
@@ -130,7 +132,7 @@ func newRecord(res *Result, req Request, at time.Time, writes *store.Pending) *R
 		limits = &req.Limits
 	}
 	r := &RunRecord{
-		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Subject: req.Subject, Limits: limits,
+		ID: res.RunID, Time: at, Origin: req.Origin, Request: req.UserRequest, Subject: req.Subject, TraceID: res.TraceID, Limits: limits,
 		Reply: req.Reply, ReplyBytes: len(req.Reply), ReplySHA256: hex.EncodeToString(sum[:]),
 		Program: res.Program, Rewrites: res.Rewrites, Diagnostics: res.Diagnostics,
 		Stdout: res.Stdout, StdoutTruncated: res.StdoutTruncated,
@@ -340,7 +342,7 @@ func (r *RunRecord) Result() *Result {
 		Stdout: r.Stdout, StdoutTruncated: r.StdoutTruncated, Diagnostics: r.Diagnostics,
 		Limit: r.Limit, Rewrites: r.Rewrites, Changes: r.Changes, Pending: r.Pending,
 		Applied: r.Applied, Steps: r.Steps, DurationMS: r.DurationMS, Program: r.Program, Scans: r.Scans,
-		Truncated: slices.Clone(r.Truncated), Who: r.Who,
+		Truncated: slices.Clone(r.Truncated), Who: r.Who, TraceID: r.TraceID,
 	}
 	res.normalize()
 	return res

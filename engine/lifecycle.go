@@ -373,3 +373,30 @@ func (w Who) appliedBy() string {
 	}
 	return w.ApprovedBy[len(w.ApprovedBy)-1]
 }
+
+// traceNoteKey is the context key of the traceNote an observer of a run's started event fills.
+type traceNoteKey struct{}
+
+// traceNote is where NoteTraceID leaves a run's trace id for the engine to record.
+type traceNote struct {
+	mu sync.Mutex
+	id string
+}
+
+func (n *traceNote) get() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id
+}
+
+// NoteTraceID is how an observer tells the engine, while it is told a run's EventStarted, the W3C
+// trace id the run's span belongs to (telemetry's tracing does): the engine records it with the
+// run (Result.TraceID, RunRecord.TraceID, the run document's trace_id), so a run found in the
+// audit log leads to its trace. Called at any other time, it does nothing.
+func NoteTraceID(ctx context.Context, id string) {
+	if n, ok := ctx.Value(traceNoteKey{}).(*traceNote); ok {
+		n.mu.Lock()
+		n.id = id
+		n.mu.Unlock()
+	}
+}

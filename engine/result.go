@@ -31,7 +31,10 @@ const CodeConflict = "conflict"
 type Result struct {
 	RunID string `json:"run_id"`
 	// Subject is who the run acts for (Request.Subject); absent for nobody.
-	Subject         string             `json:"subject,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	// TraceID is the W3C trace id of the run's span when traces are on (an observer gave it:
+	// NoteTraceID); absent otherwise.
+	TraceID         string             `json:"trace_id,omitempty"`
 	Outcome         Outcome            `json:"outcome"`
 	Status          string             `json:"status"`
 	AnswerText      string             `json:"answer_text"`

@@ -109,8 +109,9 @@ func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, err
 		parent = req.Model.ParentRunID
 	}
 	observed := e.observed()
+	var trace traceNote
 	if observed {
-		e.emit(ctx, Event{Type: EventStarted, RunID: id, Origin: req.Origin, Domain: e.st.Domain().Name, ParentRunID: parent, By: orLocal(req.By).Name})
+		e.emit(context.WithValue(ctx, traceNoteKey{}, &trace), Event{Type: EventStarted, RunID: id, Origin: req.Origin, Domain: e.st.Domain().Name, ParentRunID: parent, By: orLocal(req.By).Name})
 	}
 	req, res := e.compilePlan(req, id)
 	var pending *store.Pending
@@ -126,6 +127,7 @@ func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, err
 	} else if observed {
 		e.emit(ctx, Event{Type: EventChecked, RunID: id, Origin: req.Origin, Outcome: res.Outcome, Codes: codes(res.Diagnostics)})
 	}
+	res.TraceID = trace.get()
 	rec := newRecord(res, req, start, pending)
 	if pending != nil {
 		rec.ApprovalsNeeded = e.policy.Approval.Required()

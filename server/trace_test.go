@@ -183,3 +183,32 @@ func TestTracesOfAnMCPCallWithMetaTraceparent(t *testing.T) {
 	assert.NotEqual(t, callerTrace, hex.EncodeToString(other.TraceId), "no _meta, no caller's trace")
 	assert.Empty(t, other.ParentSpanId)
 }
+
+// The run document records the trace of a traced run: the dry run's answer, GET /v1/runs/{id}
+// and MCP show_run give the trace id of its span, from the audit record (so after a restart
+// too); an untraced server's runs have none.
+func TestTheRunDocumentRecordsItsTrace(t *testing.T) {
+	f, rcv := tracedFixture(t)
+	r := postTraced(t, f, "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Tr"), Request: "one Aviator"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	span := one(t, rcv.Named(telemetry.SpanRun, doc.RunID), "the run's span")
+	assert.Equal(t, hex.EncodeToString(span.TraceId), doc.TraceID, "the dry run's answer")
+	assert.Equal(t, callerTrace, doc.TraceID)
+
+	r = f.call("GET", "/v1/runs/"+doc.RunID, nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var shown RunDocument
+	r.decode(t, &shown)
+	assert.Equal(t, doc.TraceID, shown.TraceID, "GET /v1/runs/{id}, from the audit record")
+	var mdoc RunDocument
+	res := call(t, mcpAs(t, f, testToken, nil), "show_run", RunRef{RunID: doc.RunID}, &mdoc)
+	require.False(t, res.IsError, text(res))
+	assert.Equal(t, doc.TraceID, mdoc.TraceID, "show_run")
+
+	g := newFixture(t, Options{})
+	plain := g.run(purchase("Aviator", 1, "Un"), "")
+	assert.Empty(t, plain.TraceID, "no traces, no trace id")
+	assert.NotContains(t, string(g.call("GET", "/v1/runs/"+plain.RunID, nil).body), "trace_id")
+}

@@ -132,6 +132,9 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		t.mu.Lock()
 		t.runs[ev.RunID] = span
 		t.mu.Unlock()
+		if sc := span.SpanContext(); sc.IsSampled() {
+			engine.NoteTraceID(ctx, sc.TraceID().String())
+		}
 	case ev.Type == engine.EventChecked, ev.Type == engine.EventRan, ev.Type == engine.EventContract:
 		t.mu.Lock()
 		run := t.runs[ev.RunID]
