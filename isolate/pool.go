@@ -472,6 +472,9 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	if len(ds) > 0 {
 		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
 	}
+	// The worker gets the program, bare: it would extract the same program again, and its
+	// result is the same (Env.Run checks a bare program as it checks an extracted one).
+	job.Reply, job.Bare = program, true
 	job.Limits = job.Limits.Effective(sandbox.Limits{})
 	budget, timeout := job.Limits.MaxMemory, job.Limits.Timeout
 	if err := ctx.Err(); err != nil {

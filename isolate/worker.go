@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,7 +110,10 @@ type worker struct {
 	schemas string // the envSpec the environment was built from
 	helpers string // its helpers
 	env     *sandbox.Env
-	goLimit int64 // the Go runtime's soft memory limit now
+	tables  map[string]*table.Schema // the schemas of env's tables, by name
+	goLimit int64                    // the Go runtime's soft memory limit now
+	limits  runLimits                // the OS limits in force
+	watch   memoryWatch
 
 	// The data segment as last read, and the runtime's memory and thread count then.
 	vm, vmGo  int64
@@ -129,14 +133,15 @@ func (w *worker) dataSegment() int64 {
 }
 
 func (w *worker) run(m *runMsg) *sandbox.Result {
-	if err := setRunLimits(m.DataLimit, m.CPUSeconds); err != nil {
+	if err := w.limits.apply(m.DataLimit, m.CPUSeconds); err != nil {
 		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
 	}
 	if m.GoLimit != w.goLimit {
 		debug.SetMemoryLimit(m.GoLimit)
 		w.goLimit = m.GoLimit
 	}
-	defer watchMemory(m.MemCeiling)()
+	w.watch.start(m.MemCeiling)
+	defer w.watch.stop()
 	if m.Schemas == "" && w.env == nil {
 		return workerFailure(errors.New("the pool sent no schemas to a worker without any"))
 	}
@@ -149,9 +154,9 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 		if len(ds) > 0 {
 			return workerFailure(fmt.Errorf("the domain's helpers: %s", ds))
 		}
-		w.env, w.schemas, w.helpers = env, m.Schemas, spec.Helpers
+		w.env, w.schemas, w.helpers, w.tables = env, m.Schemas, spec.Helpers, tableSchemas(env)
 	}
-	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.env), w.helpers))
+	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.tables), w.helpers))
 }
 
 // request is the job the pool was given, as the worker runs it: over view, the worker's remote
@@ -179,34 +184,60 @@ func goTotal() int64 {
 // memoryWatchInterval is how often a running worker compares its memory with its ceiling.
 const memoryWatchInterval = time.Millisecond
 
-// watchMemory stops the process with exitMemory as soon as the runtime's memory passes ceiling,
-// until the returned function is called. One builtin call can allocate without ever returning to
-// the interpreter; this exit is the clean path, and RLIMIT_DATA, somewhat higher, is the hard
-// one. (Go 1.26's collector may dereference nil rather than report a refused allocation, so
-// exiting first also keeps the pool's diagnosis exact.)
-func watchMemory(ceiling int64) (stop func()) {
-	quit := make(chan struct{})
-	go func() {
-		t := time.NewTicker(memoryWatchInterval)
-		defer t.Stop()
-		s := make([]metrics.Sample, len(memoryMetrics))
+// memoryWatch stops the process with exitMemory as soon as the runtime's memory passes the
+// run's ceiling, every memoryWatchInterval while a run lasts. One builtin call can allocate
+// without ever returning to the interpreter; this exit is the clean path, and RLIMIT_DATA,
+// somewhat higher, is the hard one. (Go 1.26's collector may dereference nil rather than report
+// a refused allocation, so exiting first also keeps the pool's diagnosis exact.)
+//
+// It is one timer for the worker's life, armed at a run's start and disarmed at its end: a run
+// shorter than the interval (most are) costs no goroutine and no wake-up.
+type memoryWatch struct {
+	mu      sync.Mutex
+	on      bool // a run is in progress
+	ceiling int64
+	t       *time.Timer
+	samples []metrics.Sample
+}
+
+// start watches a run whose ceiling is ceiling, in bytes.
+func (w *memoryWatch) start(ceiling int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.on, w.ceiling = true, ceiling
+	if w.t == nil {
+		w.samples = make([]metrics.Sample, len(memoryMetrics))
 		for i, n := range memoryMetrics {
-			s[i].Name = n
+			w.samples[i].Name = n
 		}
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-			metrics.Read(s)
-			if used := int64(s[0].Value.Uint64() - s[1].Value.Uint64()); used > ceiling {
-				fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, ceiling)
-				os.Exit(exitMemory)
-			}
-		}
-	}()
-	return func() { close(quit) }
+		w.t = time.AfterFunc(memoryWatchInterval, w.check)
+		return
+	}
+	w.t.Reset(memoryWatchInterval)
+}
+
+// stop ends the watch of the run; a check already under way finds it over and is not repeated.
+func (w *memoryWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.on = false
+	w.t.Stop()
+}
+
+// check compares the runtime's memory with the ceiling, and checks again an interval later
+// while the run lasts.
+func (w *memoryWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.on {
+		return
+	}
+	metrics.Read(w.samples)
+	if used := int64(w.samples[0].Value.Uint64() - w.samples[1].Value.Uint64()); used > w.ceiling {
+		fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, w.ceiling)
+		os.Exit(exitMemory)
+	}
+	w.t.Reset(memoryWatchInterval)
 }
 
 // workerFailure is the result of a run the worker could not start.
@@ -233,14 +264,20 @@ type remoteView struct {
 	tables map[string]*remoteTable
 }
 
-func newRemoteView(c *conn, names []string, env *sandbox.Env) *remoteView {
-	v := &remoteView{c: c, names: names, tables: make(map[string]*remoteTable, len(names))}
+// tableSchemas are the schemas of env's tables, by name.
+func tableSchemas(env *sandbox.Env) map[string]*table.Schema {
 	byName := map[string]*table.Schema{}
 	for _, h := range env.Registry() {
 		if tv, ok := h.Value.(*tables.TableValue); ok {
 			byName[tv.Schema().Name] = tv.Schema()
 		}
 	}
+	return byName
+}
+
+// newRemoteView is the view of a run over the tables names, of which byName has the schemas.
+func newRemoteView(c *conn, names []string, byName map[string]*table.Schema) *remoteView {
+	v := &remoteView{c: c, names: names, tables: make(map[string]*remoteTable, len(names))}
 	for _, n := range names {
 		if s := byName[n]; s != nil {
 			v.tables[n] = &remoteTable{c: c, name: n, schema: s}
