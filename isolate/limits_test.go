@@ -61,6 +61,7 @@ func helperMain(mode string) int {
 		return 0
 	case "memory-watch":
 		// A watch that has stopped never fires; a watch started again does, at its new ceiling.
+		// The process computes while it waits: the watch counts processor time where it can.
 		var w memoryWatch
 		w.start(1 << 50)
 		w.stop()
@@ -74,12 +75,10 @@ func helperMain(mode string) int {
 			}
 			held = append(held, b)
 		}
-		time.Sleep(20 * memoryWatchInterval)
+		compute(50 * memoryWatchInterval)
 		fmt.Println("a stopped watch let the process be")
 		w.start(goTotal() - 8<<20)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-			time.Sleep(memoryWatchInterval)
-		}
+		compute(20 * time.Second)
 		fmt.Println("not stopped", len(held))
 		return 0
 	case "rlimit-cpu":
@@ -88,8 +87,7 @@ func helperMain(mode string) int {
 			fmt.Println("setRunLimits:", err)
 			return 1
 		}
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		}
+		compute(20 * time.Second)
 		fmt.Println("spun for 20 s")
 		return 0
 	case "seccomp":
@@ -204,6 +202,12 @@ func seccompProbe() int {
 	}
 	fmt.Println("denied")
 	return 0
+}
+
+// compute computes for d of wall-clock time.
+func compute(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+	}
 }
 
 // helper runs the test binary in a helper mode and returns its output and exit code.

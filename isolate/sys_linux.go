@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -203,4 +205,24 @@ func pipe() (r, w *os.File, err error) {
 		return nil, nil, os.NewSyscallError("pipe2", err)
 	}
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}
+
+// processorTicks calls f in a goroutine at every interval of the process's user processor time
+// (ITIMER_VIRTUAL, whose SIGVTALRM the process takes), for the rest of its life, and reports
+// whether it could arm the timer. An idle process receives no signal. Interval timers survive
+// an exec, so only the process that serves runs may arm it.
+func processorTicks(interval time.Duration, f func()) bool {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGVTALRM)
+	tv := unix.NsecToTimeval(interval.Nanoseconds())
+	if _, err := unix.Setitimer(unix.ItimerVirtual, unix.Itimerval{Interval: tv, Value: tv}); err != nil {
+		signal.Stop(sig)
+		return false
+	}
+	go func() {
+		for range sig {
+			f()
+		}
+	}()
+	return true
 }

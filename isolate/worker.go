@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -181,63 +182,79 @@ func goTotal() int64 {
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
 
-// memoryWatchInterval is how often a running worker compares its memory with its ceiling.
+// memoryWatchInterval is how often a running worker compares its memory with its ceiling: in
+// processor time where the worker has a processor-time timer (Linux), else in wall-clock time.
 const memoryWatchInterval = time.Millisecond
 
 // memoryWatch stops the process with exitMemory as soon as the runtime's memory passes the
-// run's ceiling, every memoryWatchInterval while a run lasts. One builtin call can allocate
-// without ever returning to the interpreter; this exit is the clean path, and RLIMIT_DATA,
-// somewhat higher, is the hard one. (Go 1.26's collector may dereference nil rather than report
-// a refused allocation, so exiting first also keeps the pool's diagnosis exact.)
+// run's ceiling. One builtin call can allocate without ever returning to the interpreter; this
+// exit is the clean path, and RLIMIT_DATA, somewhat higher, is the hard one. (Go 1.26's
+// collector may dereference nil rather than report a refused allocation, so exiting first also
+// keeps the pool's diagnosis exact.)
 //
-// It is one timer for the worker's life, armed at a run's start and disarmed at its end: a run
-// shorter than the interval (most are) costs no goroutine and no wake-up.
+// On Linux the check runs at every memoryWatchInterval of the worker's processor time (an
+// ITIMER_VIRTUAL signal, armed once for the worker's life): memory grows only as fast as the
+// worker computes, an idle worker gets no signal, and a run costs no timer, goroutine or
+// wake-up of its own. (A Go timer armed per run woke an idle thread of the worker at every run's
+// start.) Elsewhere a goroutine ticks in wall-clock time while a run lasts.
 type memoryWatch struct {
-	mu      sync.Mutex
-	on      bool // a run is in progress
-	ceiling int64
-	t       *time.Timer
+	ceiling atomic.Int64 // the run's ceiling in bytes; 0 while no run is in progress
+	once    sync.Once
+	ticks   bool          // the processor-time signal is armed
+	quit    chan struct{} // ends the ticking goroutine of the run in progress (without ticks)
+	mu      sync.Mutex    // serialises checks
 	samples []metrics.Sample
 }
 
 // start watches a run whose ceiling is ceiling, in bytes.
 func (w *memoryWatch) start(ceiling int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.on, w.ceiling = true, ceiling
-	if w.t == nil {
+	w.once.Do(func() {
 		w.samples = make([]metrics.Sample, len(memoryMetrics))
 		for i, n := range memoryMetrics {
 			w.samples[i].Name = n
 		}
-		w.t = time.AfterFunc(memoryWatchInterval, w.check)
-		return
+		w.ticks = processorTicks(memoryWatchInterval, w.check)
+	})
+	w.ceiling.Store(max(ceiling, 1))
+	if !w.ticks {
+		w.quit = make(chan struct{})
+		go func(quit chan struct{}) {
+			t := time.NewTicker(memoryWatchInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-t.C:
+					w.check()
+				}
+			}
+		}(w.quit)
 	}
-	w.t.Reset(memoryWatchInterval)
 }
 
-// stop ends the watch of the run; a check already under way finds it over and is not repeated.
+// stop ends the watch of the run.
 func (w *memoryWatch) stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.on = false
-	w.t.Stop()
+	w.ceiling.Store(0)
+	if w.quit != nil {
+		close(w.quit)
+		w.quit = nil
+	}
 }
 
-// check compares the runtime's memory with the ceiling, and checks again an interval later
-// while the run lasts.
+// check compares the runtime's memory with the ceiling of the run in progress, if any.
 func (w *memoryWatch) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.on {
+	ceiling := w.ceiling.Load()
+	if ceiling == 0 {
 		return
 	}
 	metrics.Read(w.samples)
-	if used := int64(w.samples[0].Value.Uint64() - w.samples[1].Value.Uint64()); used > w.ceiling {
-		fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, w.ceiling)
+	if used := int64(w.samples[0].Value.Uint64() - w.samples[1].Value.Uint64()); used > ceiling {
+		fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, ceiling)
 		os.Exit(exitMemory)
 	}
-	w.t.Reset(memoryWatchInterval)
 }
 
 // workerFailure is the result of a run the worker could not start.
