@@ -428,10 +428,19 @@ type decoder struct {
 }
 
 func newDecoder(payload []byte) *decoder {
-	if len(payload) == 0 {
-		return &decoder{}
+	d := &decoder{}
+	d.reset(payload)
+	return d
+}
+
+// reset makes d a decoder of payload, keeping the room of its key table. The keys of the frame
+// before are dropped, so that they do not keep that frame's memory alive.
+func (d *decoder) reset(payload []byte) {
+	clear(d.keys)
+	*d = decoder{keys: d.keys[:0]}
+	if len(payload) > 0 {
+		d.s = unsafe.String(&payload[0], len(payload))
 	}
-	return &decoder{s: unsafe.String(&payload[0], len(payload))}
 }
 
 func (d *decoder) fail() {
@@ -452,6 +461,15 @@ func (d *decoder) byte() byte {
 }
 
 func (d *decoder) uvarint() uint64 {
+	if d.i < len(d.s) && d.s[d.i] < 0x80 { // most lengths, counts and tags: one byte
+		b := d.s[d.i]
+		d.i++
+		return uint64(b)
+	}
+	return d.uvarintLong()
+}
+
+func (d *decoder) uvarintLong() uint64 {
 	var x uint64
 	var shift uint
 	for n := 0; n < binary.MaxVarintLen64; n++ {
@@ -484,8 +502,8 @@ func (d *decoder) bool() bool { return d.byte() != 0 }
 // count reads a length and checks that at least min bytes per element remain, so a corrupt or
 // hostile length never makes the reader allocate more than the frame could describe.
 func (d *decoder) count(min int) int {
-	n := d.uvarint()
-	if n > uint64(len(d.s)-d.i)/uint64(min) {
+	n, left := d.uvarint(), uint64(len(d.s)-d.i)
+	if n > left || min > 1 && n > left/uint64(min) {
 		d.fail()
 		return 0
 	}
@@ -656,6 +674,8 @@ type conn struct {
 	// (worker side). Each lives as long as its worker.
 	sent *rowCache
 	rows []map[string]any
+	// dec is the decoder of the frame recv read last; each recv reuses it.
+	dec decoder
 }
 
 func newConn(r io.Reader, w io.Writer, max int) *conn {
@@ -698,6 +718,7 @@ func (c *conn) recv() (byte, *decoder, error) {
 		}
 		return 0, nil, err
 	}
-	d := newDecoder(payload[1:])
+	d := &c.dec
+	d.reset(payload[1:])
 	return payload[0], d, nil
 }

@@ -14,7 +14,9 @@
 //
 //   - memory: RLIMIT_DATA at its data segment at start + 2×Limits.MaxMemory + Options.Overhead
 //     (+ the rows it keeps, see below), with the Go runtime's soft limit (debug.SetMemoryLimit)
-//     and a 1 ms watch that exits the worker cleanly below it. RLIMIT_AS is unusable: the Go
+//     and a watch that exits the worker cleanly below it, every millisecond of the worker's
+//     processor time (an ITIMER_VIRTUAL signal: an idle worker is never woken, and a run arms
+//     no timer of its own). RLIMIT_AS is unusable: the Go
 //     runtime reserves more than a gigabyte of address space at start. A worker that reaches
 //     either dies, and the pool reports limit_exceeded memory (it reads the runtime's "out of
 //     memory" errors, a thread or race-detector shadow the kernel refused, and Go 1.26's

@@ -43,14 +43,51 @@ func helperMain(mode string) int {
 		}
 		fmt.Println("allocated", len(b))
 		return 0
+	case "rlimit-data-again":
+		// The worker's limits as a worker sets them run after run: a first run with room, then
+		// one allowed 64 MiB over the data segment, which asks for 256 MiB.
+		var l runLimits
+		for _, data := range []int64{1 << 40, 1 << 40, vmData() + 64<<20} {
+			if err := l.apply(data, 60); err != nil {
+				fmt.Println("runLimits.apply:", err)
+				return 1
+			}
+		}
+		b := make([]byte, 256<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated", len(b))
+		return 0
+	case "memory-watch":
+		// A watch that has stopped never fires; a watch started again does, at its new ceiling.
+		// The process computes while it waits: the watch counts processor time where it can.
+		var w memoryWatch
+		w.start(1 << 50)
+		w.stop()
+		w.start(goTotal() + 16<<20)
+		w.stop()
+		held := make([][]byte, 0, 64)
+		for range 64 {
+			b := make([]byte, 1<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			held = append(held, b)
+		}
+		compute(50 * memoryWatchInterval)
+		fmt.Println("a stopped watch let the process be")
+		w.start(goTotal() - 8<<20)
+		compute(20 * time.Second)
+		fmt.Println("not stopped", len(held))
+		return 0
 	case "rlimit-cpu":
 		exitOnCPULimit()
 		if err := setRunLimits(1<<40, 1); err != nil {
 			fmt.Println("setRunLimits:", err)
 			return 1
 		}
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		}
+		compute(20 * time.Second)
 		fmt.Println("spun for 20 s")
 		return 0
 	case "seccomp":
@@ -167,6 +204,12 @@ func seccompProbe() int {
 	return 0
 }
 
+// compute computes for d of wall-clock time.
+func compute(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+	}
+}
+
 // helper runs the test binary in a helper mode and returns its output and exit code.
 func helper(t *testing.T, mode string) (string, int) {
 	t.Helper()
@@ -193,6 +236,25 @@ func TestDataLimitIsHard(t *testing.T) {
 	assert.NotEqual(t, 0, code, out)
 	assert.NotContains(t, out, "allocated")
 	assert.True(t, outOfMemory(out), "the pool would read this as the memory limit: %.300s", out)
+}
+
+// TestDataLimitIsHardRunAfterRun: a worker's later run whose data limit differs from the one
+// before it gets its own limit (the worker calls the kernel only when a limit changes).
+func TestDataLimitIsHardRunAfterRun(t *testing.T) {
+	out, code := helper(t, "rlimit-data-again")
+	assert.NotEqual(t, 0, code, out)
+	assert.NotContains(t, out, "allocated")
+	assert.True(t, outOfMemory(out), "the pool would read this as the memory limit: %.300s", out)
+}
+
+// TestMemoryWatch: a run's memory watch stops the process with exitMemory once the runtime's
+// memory passes the run's ceiling, and a watch that has stopped (the run ended) does not.
+func TestMemoryWatch(t *testing.T) {
+	out, code := helper(t, "memory-watch")
+	assert.Equal(t, exitMemory, code, out)
+	assert.Contains(t, out, "a stopped watch let the process be")
+	assert.Contains(t, out, "over the run's ceiling")
+	assert.NotContains(t, out, "not stopped")
 }
 
 // TestCPULimit: past the soft RLIMIT_CPU the kernel sends SIGXCPU, and the process exits with

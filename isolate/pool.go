@@ -238,10 +238,11 @@ type proc struct {
 	stderr   *headBuffer
 	exited   chan struct{} // closed when the process has been waited for
 	warnings []string
-	vmData0  int64  // data segment when it reported ready, in bytes
-	goTotal0 int64  // the Go runtime's memory when it reported ready, in bytes
-	vmData   int64  // data segment after its last run, in bytes
-	schemas  string // the schemas the worker has, as last sent
+	vmData0  int64       // data segment when it reported ready, in bytes
+	goTotal0 int64       // the Go runtime's memory when it reported ready, in bytes
+	vmData   int64       // data segment after its last run, in bytes
+	schemas  string      // the schemas the worker has, as last sent
+	deadline *time.Timer // kills the worker at its run's deadline; armed only during a run
 
 	kills *[len(killReasons)]atomic.Uint64 // the pool's kill counts, by reason (Stats)
 
@@ -475,6 +476,9 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	if len(ds) > 0 {
 		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
 	}
+	// The worker gets the program, bare: it would extract the same program again, and its
+	// result is the same (Env.Run checks a bare program as it checks an extracted one).
+	job.Reply, job.Bare = program, true
 	job.Limits = job.Limits.Effective(sandbox.Limits{})
 	budget, timeout := job.Limits.MaxMemory, job.Limits.Timeout
 	if err := ctx.Err(); err != nil {
@@ -565,15 +569,24 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job sandbox.Request, program 
 		return failure(program, "", fmt.Errorf("the run's inputs cannot be sent to the worker: %w", err))
 	}
 	w.c.max = int(max(2*budget, 64<<20))
-	deadline := time.AfterFunc(timeout+p.opts.KillGrace, func() { w.kill(killTimeout) })
+	// The deadline is one timer for the worker's life, armed for each run.
+	if w.deadline == nil {
+		w.deadline = time.AfterFunc(timeout+p.opts.KillGrace, func() { w.kill(killTimeout) })
+	} else {
+		w.deadline.Reset(timeout + p.opts.KillGrace)
+	}
+	deadline := w.deadline
 	defer deadline.Stop()
-	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			w.kill(killTimeout)
-		} else {
-			w.kill(killCancel)
-		}
-	})
+	stop := func() bool { return true }
+	if ctx.Done() != nil { // a context that can end
+		stop = context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				w.kill(killTimeout)
+			} else {
+				w.kill(killCancel)
+			}
+		})
+	}
 	defer stop()
 	if err := w.c.send(); err != nil {
 		return p.failed(w, program, m, err, budget, timeout)

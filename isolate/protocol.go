@@ -2,7 +2,7 @@ package isolate
 
 import (
 	"errors"
-	"reflect"
+	"unsafe"
 
 	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/table"
@@ -70,23 +70,23 @@ var (
 
 func (e *encoder) ready(r ready) {
 	e.reset(msgReady)
-	_ = readyCodec.enc(e, reflect.ValueOf(&r).Elem()) // no field of a ready holds a value
+	_ = readyCodec.enc(e, unsafe.Pointer(&r)) // no field of a ready holds a value
 }
 
 func (d *decoder) ready() (r ready) {
-	readyCodec.dec(d, reflect.ValueOf(&r).Elem())
+	readyCodec.dec(d, unsafe.Pointer(&r))
 	return r
 }
 
 // run writes m; it fails when an input is not a plain value.
 func (e *encoder) run(m *runMsg) error {
 	e.reset(msgRun)
-	return runCodec.enc(e, reflect.ValueOf(m).Elem())
+	return runCodec.enc(e, unsafe.Pointer(m))
 }
 
 func (d *decoder) run() *runMsg {
 	m := &runMsg{}
-	runCodec.dec(d, reflect.ValueOf(m).Elem())
+	runCodec.dec(d, unsafe.Pointer(m))
 	return m
 }
 
@@ -327,16 +327,16 @@ func (e *encoder) done(m done) {
 		r.Globals, m.Res = nil, &r
 	}
 	e.reset(msgDone)
-	if doneCodec.enc(e, reflect.ValueOf(&m).Elem()) != nil {
+	if doneCodec.enc(e, unsafe.Pointer(&m)) != nil {
 		r := *m.Res
 		r.Globals, m.Res = nil, &r
 		e.reset(msgDone)
-		_ = doneCodec.enc(e, reflect.ValueOf(&m).Elem())
+		_ = doneCodec.enc(e, unsafe.Pointer(&m))
 	}
 }
 
 func (d *decoder) done() (m done) {
-	doneCodec.dec(d, reflect.ValueOf(&m).Elem())
+	doneCodec.dec(d, unsafe.Pointer(&m))
 	if m.Res == nil {
 		d.fail() // a worker always reports a result
 	}

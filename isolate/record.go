@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/starplan/starplan/sandbox"
 )
@@ -32,7 +34,8 @@ import (
 //	any, map[string]any a tagged value (see value)
 //	structs             their fields, less those notSent names
 //
-// A record is encoded from, and decoded into, an addressable value (a pointer's element).
+// A record is encoded from, and decoded into, the memory of a value of its type (its address):
+// decoding fills a zero value.
 
 // notSent names the fields of a record that do not cross, each with its reason.
 var notSent = map[reflect.Type]map[string]string{
@@ -42,10 +45,12 @@ var notSent = map[reflect.Type]map[string]string{
 	},
 }
 
-// codec writes and reads values of one type.
+// codec writes and reads values of one type, at their address: the codecs of a record are
+// built once, from its type, and then work on its memory (field offsets, element sizes) without
+// reflect.Value, whose every step cost more than the byte it writes.
 type codec struct {
-	enc func(e *encoder, v reflect.Value) error
-	dec func(d *decoder, v reflect.Value) // v is settable
+	enc func(e *encoder, p unsafe.Pointer) error
+	dec func(d *decoder, p unsafe.Pointer) // *p is the zero value of its type
 	// min is the fewest bytes a value takes on the wire (at least 1), which bounds how many
 	// elements a slice's length may claim in what is left of a frame.
 	min int
@@ -66,13 +71,22 @@ func codecOf(t reflect.Type, path string) codec {
 	return c
 }
 
+// zeroArray is what an empty slice decoded points at (as reflect.MakeSlice's do, at the
+// runtime's own zero base).
+var zeroArray [0]byte
+
+// sliceHeader is the memory of a slice.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
 func kindCodec(t reflect.Type, path string) codec {
 	switch {
 	case t == timeType:
 		return codec{
-			// Through the field's address: a time.Time boxed in an interface is an allocation.
-			enc: func(e *encoder, v reflect.Value) error {
-				tm := *v.Addr().Interface().(*time.Time)
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				tm := (*time.Time)(p)
 				e.varint(tm.Unix())
 				e.varint(int64(tm.Nanosecond()))
 				name, offset := tm.Zone()
@@ -81,33 +95,30 @@ func kindCodec(t reflect.Type, path string) codec {
 				return nil
 			},
 			min: 4,
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				sec, nsec := d.varint(), d.varint()
 				zone, offset := d.string(), d.varint()
-				*v.Addr().Interface().(*time.Time) = time.Unix(sec, nsec).In(time.FixedZone(zone, int(offset)))
+				*(*time.Time)(p) = time.Unix(sec, nsec).In(fixedZone(zone, int(offset)))
 			},
 		}
 	case t == anyType:
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error { return e.value(v.Interface()) },
-			dec: func(d *decoder, v reflect.Value) {
-				if x := d.value(); x != nil {
-					v.Set(reflect.ValueOf(x))
-				}
-			},
+			enc: func(e *encoder, p unsafe.Pointer) error { return e.value(*(*any)(p)) },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*any)(p) = d.value() },
 		}
 	case t == mapType:
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error {
-				if v.IsNil() {
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				m := *(*map[string]any)(p)
+				if m == nil {
 					e.byte(tagNil)
 					return nil
 				}
-				return e.row(v.Interface().(map[string]any))
+				return e.row(m)
 			},
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				if m, ok := d.value().(map[string]any); ok {
-					v.Set(reflect.ValueOf(m))
+					*(*map[string]any)(p) = m
 				}
 			},
 		}
@@ -115,74 +126,84 @@ func kindCodec(t reflect.Type, path string) codec {
 	switch t.Kind() {
 	case reflect.Bool:
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error { e.bool(v.Bool()); return nil },
-			dec: func(d *decoder, v reflect.Value) { v.SetBool(d.bool()) },
+			enc: func(e *encoder, p unsafe.Pointer) error { e.bool(*(*bool)(p)); return nil },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*bool)(p) = d.bool() },
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return intCodec(t.Size())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return uintCodec(t.Size())
+	case reflect.Float32:
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error { e.varint(v.Int()); return nil },
-			dec: func(d *decoder, v reflect.Value) { v.SetInt(d.varint()) },
-		}
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return codec{
-			enc: func(e *encoder, v reflect.Value) error { e.uvarint(v.Uint()); return nil },
-			dec: func(d *decoder, v reflect.Value) { v.SetUint(d.uvarint()) },
-		}
-	case reflect.Float32, reflect.Float64:
-		return codec{
-			enc: func(e *encoder, v reflect.Value) error {
-				e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v.Float()))
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(float64(*(*float32)(p))))
 				return nil
 			},
-			dec: func(d *decoder, v reflect.Value) { v.SetFloat(math.Float64frombits(d.fixed64())) },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*float32)(p) = float32(math.Float64frombits(d.fixed64())) },
+			min: 8,
+		}
+	case reflect.Float64:
+		return codec{
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(*(*float64)(p)))
+				return nil
+			},
+			dec: func(d *decoder, p unsafe.Pointer) { *(*float64)(p) = math.Float64frombits(d.fixed64()) },
 			min: 8,
 		}
 	case reflect.String:
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error { e.string(v.String()); return nil },
-			dec: func(d *decoder, v reflect.Value) { v.SetString(d.string()) },
+			enc: func(e *encoder, p unsafe.Pointer) error { e.string(*(*string)(p)); return nil },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*string)(p) = d.string() },
 		}
 	case reflect.Slice:
-		elem := codecOf(t.Elem(), path+"[]")
+		elem, size := codecOf(t.Elem(), path+"[]"), t.Elem().Size()
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error {
-				if v.IsNil() {
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				h := (*sliceHeader)(p)
+				if h.data == nil {
 					e.uvarint(0)
 					return nil
 				}
-				e.uvarint(uint64(v.Len()) + 1)
-				for i := range v.Len() {
-					if err := elem.enc(e, v.Index(i)); err != nil {
+				e.uvarint(uint64(h.len) + 1)
+				for i := range h.len {
+					if err := elem.enc(e, unsafe.Add(h.data, uintptr(i)*size)); err != nil {
 						return err
 					}
 				}
 				return nil
 			},
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				n := d.length(elem.min)
 				if n < 0 {
 					return
 				}
+				// A new array of the element type, so that the collector knows what it holds;
+				// an empty slice is not nil.
 				if n == 0 {
-					v.Set(reflect.MakeSlice(t, 0, 0)) // empty, not nil
+					*(*sliceHeader)(p) = sliceHeader{data: unsafe.Pointer(&zeroArray)}
 					return
 				}
+				v := reflect.NewAt(t, p).Elem()
 				v.Grow(n)
 				v.SetLen(n)
+				data := (*sliceHeader)(p).data
 				for i := range n {
-					elem.dec(d, v.Index(i))
+					elem.dec(d, unsafe.Add(data, uintptr(i)*size))
 				}
 			},
 		}
 	case reflect.Map:
 		// A string-keyed map: its length plus one (0 for nil), then each key and value, keys
-		// sorted so that one map always encodes alike.
+		// sorted so that one map always encodes alike. (Only rare fields have such maps: they
+		// keep reflect.Value.)
 		if t.Key().Kind() != reflect.String {
 			break
 		}
 		key, elem := codecOf(t.Key(), path+"{key}"), codecOf(t.Elem(), path+"{}")
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error {
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				v := reflect.NewAt(t, p).Elem()
 				if v.IsNil() {
 					e.uvarint(0)
 					return nil
@@ -191,52 +212,57 @@ func kindCodec(t reflect.Type, path string) codec {
 				keys := v.MapKeys()
 				slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
 				for _, k := range keys {
-					if err := key.enc(e, k); err != nil {
+					x := reflect.New(t.Elem()).Elem()
+					x.Set(v.MapIndex(k))
+					kk := reflect.New(t.Key()).Elem()
+					kk.Set(k)
+					if err := key.enc(e, kk.Addr().UnsafePointer()); err != nil {
 						return err
 					}
-					if err := elem.enc(e, v.MapIndex(k)); err != nil {
+					if err := elem.enc(e, x.Addr().UnsafePointer()); err != nil {
 						return err
 					}
 				}
 				return nil
 			},
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				n := d.length(key.min + elem.min)
 				if n < 0 {
 					return
 				}
 				m := reflect.MakeMapWithSize(t, n)
 				for range n {
-					k, x := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
-					key.dec(d, k)
-					elem.dec(d, x)
-					m.SetMapIndex(k, x)
+					k, x := reflect.New(t.Key()), reflect.New(t.Elem())
+					key.dec(d, k.UnsafePointer())
+					elem.dec(d, x.UnsafePointer())
+					m.SetMapIndex(k.Elem(), x.Elem())
 				}
-				v.Set(m)
+				reflect.NewAt(t, p).Elem().Set(m)
 			},
 		}
 	case reflect.Pointer:
 		elem := codecOf(t.Elem(), path)
 		return codec{
-			enc: func(e *encoder, v reflect.Value) error {
-				e.bool(!v.IsNil())
-				if v.IsNil() {
+			enc: func(e *encoder, p unsafe.Pointer) error {
+				q := *(*unsafe.Pointer)(p)
+				e.bool(q != nil)
+				if q == nil {
 					return nil
 				}
-				return elem.enc(e, v.Elem())
+				return elem.enc(e, q)
 			},
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				if !d.bool() {
 					return
 				}
-				p := reflect.New(t.Elem())
-				elem.dec(d, p.Elem())
-				v.Set(p)
+				q := reflect.New(t.Elem()).UnsafePointer()
+				elem.dec(d, q)
+				*(*unsafe.Pointer)(p) = q
 			},
 		}
 	case reflect.Struct:
 		type field struct {
-			index int
+			offset uintptr
 			codec
 		}
 		var fields []field
@@ -248,7 +274,7 @@ func kindCodec(t reflect.Type, path string) codec {
 			if !f.IsExported() {
 				panic(fmt.Sprintf("isolate: %s.%s is unexported: a record's fields must all cross to the worker (or be listed in notSent)", path, f.Name))
 			}
-			fields = append(fields, field{i, codecOf(f.Type, path+"."+f.Name)})
+			fields = append(fields, field{f.Offset, codecOf(f.Type, path+"."+f.Name)})
 		}
 		size := 0
 		for _, f := range fields {
@@ -256,17 +282,17 @@ func kindCodec(t reflect.Type, path string) codec {
 		}
 		return codec{
 			min: size,
-			enc: func(e *encoder, v reflect.Value) error {
+			enc: func(e *encoder, p unsafe.Pointer) error {
 				for _, f := range fields {
-					if err := f.enc(e, v.Field(f.index)); err != nil {
+					if err := f.enc(e, unsafe.Add(p, f.offset)); err != nil {
 						return err
 					}
 				}
 				return nil
 			},
-			dec: func(d *decoder, v reflect.Value) {
+			dec: func(d *decoder, p unsafe.Pointer) {
 				for _, f := range fields {
-					f.dec(d, v.Field(f.index))
+					f.dec(d, unsafe.Add(p, f.offset))
 				}
 			},
 		}
@@ -274,15 +300,81 @@ func kindCodec(t reflect.Type, path string) codec {
 	panic(fmt.Sprintf("isolate: %s of type %s cannot cross to the worker: give its kind a wire form in record.go, or list the field in notSent", path, t))
 }
 
+// intCodec is the codec of a signed integer of size bytes: a zigzag varint.
+func intCodec(size uintptr) codec {
+	var get func(unsafe.Pointer) int64
+	var set func(unsafe.Pointer, int64)
+	switch size {
+	case 1:
+		get, set = func(p unsafe.Pointer) int64 { return int64(*(*int8)(p)) }, func(p unsafe.Pointer, x int64) { *(*int8)(p) = int8(x) }
+	case 2:
+		get, set = func(p unsafe.Pointer) int64 { return int64(*(*int16)(p)) }, func(p unsafe.Pointer, x int64) { *(*int16)(p) = int16(x) }
+	case 4:
+		get, set = func(p unsafe.Pointer) int64 { return int64(*(*int32)(p)) }, func(p unsafe.Pointer, x int64) { *(*int32)(p) = int32(x) }
+	default:
+		return codec{
+			enc: func(e *encoder, p unsafe.Pointer) error { e.varint(*(*int64)(p)); return nil },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*int64)(p) = d.varint() },
+		}
+	}
+	return codec{
+		enc: func(e *encoder, p unsafe.Pointer) error { e.varint(get(p)); return nil },
+		dec: func(d *decoder, p unsafe.Pointer) { set(p, d.varint()) },
+	}
+}
+
+// uintCodec is the codec of an unsigned integer of size bytes: a uvarint.
+func uintCodec(size uintptr) codec {
+	var get func(unsafe.Pointer) uint64
+	var set func(unsafe.Pointer, uint64)
+	switch size {
+	case 1:
+		get, set = func(p unsafe.Pointer) uint64 { return uint64(*(*uint8)(p)) }, func(p unsafe.Pointer, x uint64) { *(*uint8)(p) = uint8(x) }
+	case 2:
+		get, set = func(p unsafe.Pointer) uint64 { return uint64(*(*uint16)(p)) }, func(p unsafe.Pointer, x uint64) { *(*uint16)(p) = uint16(x) }
+	case 4:
+		get, set = func(p unsafe.Pointer) uint64 { return uint64(*(*uint32)(p)) }, func(p unsafe.Pointer, x uint64) { *(*uint32)(p) = uint32(x) }
+	default:
+		return codec{
+			enc: func(e *encoder, p unsafe.Pointer) error { e.uvarint(*(*uint64)(p)); return nil },
+			dec: func(d *decoder, p unsafe.Pointer) { *(*uint64)(p) = d.uvarint() },
+		}
+	}
+	return codec{
+		enc: func(e *encoder, p unsafe.Pointer) error { e.uvarint(get(p)); return nil },
+		dec: func(d *decoder, p unsafe.Pointer) { set(p, d.uvarint()) },
+	}
+}
+
+// lastZone is the zone fixedZone made last: runs are given times in one zone, mostly.
+var lastZone atomic.Pointer[time.Location]
+
+// fixedZone is the location of a time decoded with zone name and offset (seconds east of UTC):
+// time.UTC for UTC (as a time made in UTC has), else a fixed zone, the last one made when it is
+// the same.
+func fixedZone(name string, offset int) *time.Location {
+	if name == "UTC" && offset == 0 {
+		return time.UTC
+	}
+	if loc := lastZone.Load(); loc != nil {
+		if n, off := time.Unix(0, 0).In(loc).Zone(); n == name && off == offset {
+			return loc
+		}
+	}
+	loc := time.FixedZone(strings.Clone(name), offset) // not the frame's memory
+	lastZone.Store(loc)
+	return loc
+}
+
 // length reads a slice's length as the record encoder writes it: -1 for a nil slice. A length
 // of more elements of min bytes than the frame has left fails, so a hostile one never makes the
 // reader allocate more than the frame could describe.
 func (d *decoder) length(min int) int {
-	u := d.uvarint()
+	u, left := d.uvarint(), uint64(len(d.s)-d.i)
 	if u == 0 {
 		return -1
 	}
-	if u-1 > uint64(len(d.s)-d.i)/uint64(min) {
+	if u-1 > left || min > 1 && u-1 > left/uint64(min) {
 		d.fail()
 		return -1
 	}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,21 +64,52 @@ func applyStaticLimits() []string {
 // add (RLIMIT_CPU, whose SIGXCPU the worker turns into exitCPU). Hard limits stay as they were,
 // so a later run may be given more.
 func setRunLimits(dataBytes, cpuSeconds int64) error {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_DATA, &lim); err != nil {
-		return fmt.Errorf("memory (RLIMIT_DATA) could not be limited: %v", err)
+	var l runLimits
+	return l.apply(dataBytes, cpuSeconds)
+}
+
+// runLimits are the soft limits a worker last set, and the hard limits above them, so that a
+// run whose limits are already in force costs no system call to set them again (a worker's
+// runs usually share their limits; only the processor time's moves, by whole seconds). Nothing
+// else in a worker changes these limits: the Go runtime does not, a plan has no system call,
+// and no other process may (the seccomp filter allows prlimit64 on the worker itself only).
+type runLimits struct {
+	known           bool   // the hard limits have been read and the soft ones set once
+	dataMax, cpuMax uint64 // hard limits
+	dataCur, cpuCur uint64 // soft limits in force
+}
+
+// apply sets the soft limits of one run (see setRunLimits), calling the kernel only for those
+// that differ from what is in force.
+func (l *runLimits) apply(dataBytes, cpuSeconds int64) error {
+	if !l.known {
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_DATA, &lim); err != nil {
+			return fmt.Errorf("memory (RLIMIT_DATA) could not be limited: %v", err)
+		}
+		l.dataMax, l.dataCur = lim.Max, lim.Cur
+		if err := unix.Getrlimit(unix.RLIMIT_CPU, &lim); err != nil {
+			return fmt.Errorf("processor time (RLIMIT_CPU) could not be limited: %v", err)
+		}
+		l.cpuMax, l.cpuCur = lim.Max, lim.Cur
 	}
-	lim.Cur = min(uint64(max(dataBytes, 0)), lim.Max)
-	if err := unix.Setrlimit(unix.RLIMIT_DATA, &lim); err != nil {
-		return fmt.Errorf("memory (RLIMIT_DATA) could not be limited: %v", err)
+	data := min(uint64(max(dataBytes, 0)), l.dataMax)
+	if !l.known || data != l.dataCur {
+		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: data, Max: l.dataMax}); err != nil {
+			l.known = false
+			return fmt.Errorf("memory (RLIMIT_DATA) could not be limited: %v", err)
+		}
+		l.dataCur = data
 	}
-	if err := unix.Getrlimit(unix.RLIMIT_CPU, &lim); err != nil {
-		return fmt.Errorf("processor time (RLIMIT_CPU) could not be limited: %v", err)
+	cpu := min(uint64(cpuUsed()+max(cpuSeconds, 1)), l.cpuMax)
+	if !l.known || cpu != l.cpuCur {
+		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: cpu, Max: l.cpuMax}); err != nil {
+			l.known = false
+			return fmt.Errorf("processor time (RLIMIT_CPU) could not be limited: %v", err)
+		}
+		l.cpuCur = cpu
 	}
-	lim.Cur = min(uint64(cpuUsed()+max(cpuSeconds, 1)), lim.Max)
-	if err := unix.Setrlimit(unix.RLIMIT_CPU, &lim); err != nil {
-		return fmt.Errorf("processor time (RLIMIT_CPU) could not be limited: %v", err)
-	}
+	l.known = true
 	return nil
 }
 
@@ -172,4 +205,24 @@ func pipe() (r, w *os.File, err error) {
 		return nil, nil, os.NewSyscallError("pipe2", err)
 	}
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}
+
+// processorTicks calls f in a goroutine at every interval of the process's user processor time
+// (ITIMER_VIRTUAL, whose SIGVTALRM the process takes), for the rest of its life, and reports
+// whether it could arm the timer. An idle process receives no signal. Interval timers survive
+// an exec, so only the process that serves runs may arm it.
+func processorTicks(interval time.Duration, f func()) bool {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGVTALRM)
+	tv := unix.NsecToTimeval(interval.Nanoseconds())
+	if _, err := unix.Setitimer(unix.ItimerVirtual, unix.Itimerval{Interval: tv, Value: tv}); err != nil {
+		signal.Stop(sig)
+		return false
+	}
+	go func() {
+		for range sig {
+			f()
+		}
+	}()
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 var errNotLinux = errors.New("OS limits for sandbox workers are implemented for Linux only, not " + runtime.GOOS)
@@ -21,7 +22,13 @@ func installWorkerFilter() error { return nil } // applyStaticLimits has said th
 
 func setRunLimits(dataBytes, cpuSeconds int64) error { return nil }
 
+type runLimits struct{}
+
+func (*runLimits) apply(dataBytes, cpuSeconds int64) error { return nil }
+
 func vmData() int64 { return 0 }
+
+func processorTicks(interval time.Duration, f func()) bool { return false }
 
 func spawnAttr(netns bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,7 +111,10 @@ type worker struct {
 	schemas string // the envSpec the environment was built from
 	helpers string // its helpers
 	env     *sandbox.Env
-	goLimit int64 // the Go runtime's soft memory limit now
+	tables  map[string]*table.Schema // the schemas of env's tables, by name
+	goLimit int64                    // the Go runtime's soft memory limit now
+	limits  runLimits                // the OS limits in force
+	watch   memoryWatch
 
 	// The data segment as last read, and the runtime's memory and thread count then.
 	vm, vmGo  int64
@@ -129,14 +134,15 @@ func (w *worker) dataSegment() int64 {
 }
 
 func (w *worker) run(m *runMsg) *sandbox.Result {
-	if err := setRunLimits(m.DataLimit, m.CPUSeconds); err != nil {
+	if err := w.limits.apply(m.DataLimit, m.CPUSeconds); err != nil {
 		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
 	}
 	if m.GoLimit != w.goLimit {
 		debug.SetMemoryLimit(m.GoLimit)
 		w.goLimit = m.GoLimit
 	}
-	defer watchMemory(m.MemCeiling)()
+	w.watch.start(m.MemCeiling)
+	defer w.watch.stop()
 	if m.Schemas == "" && w.env == nil {
 		return workerFailure(errors.New("the pool sent no schemas to a worker without any"))
 	}
@@ -149,9 +155,9 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 		if len(ds) > 0 {
 			return workerFailure(fmt.Errorf("the domain's helpers: %s", ds))
 		}
-		w.env, w.schemas, w.helpers = env, m.Schemas, spec.Helpers
+		w.env, w.schemas, w.helpers, w.tables = env, m.Schemas, spec.Helpers, tableSchemas(env)
 	}
-	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.env), w.helpers))
+	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.tables), w.helpers))
 }
 
 // request is the job the pool was given, as the worker runs it: over view, the worker's remote
@@ -176,37 +182,79 @@ func goTotal() int64 {
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
 
-// memoryWatchInterval is how often a running worker compares its memory with its ceiling.
+// memoryWatchInterval is how often a running worker compares its memory with its ceiling: in
+// processor time where the worker has a processor-time timer (Linux), else in wall-clock time.
 const memoryWatchInterval = time.Millisecond
 
-// watchMemory stops the process with exitMemory as soon as the runtime's memory passes ceiling,
-// until the returned function is called. One builtin call can allocate without ever returning to
-// the interpreter; this exit is the clean path, and RLIMIT_DATA, somewhat higher, is the hard
-// one. (Go 1.26's collector may dereference nil rather than report a refused allocation, so
-// exiting first also keeps the pool's diagnosis exact.)
-func watchMemory(ceiling int64) (stop func()) {
-	quit := make(chan struct{})
-	go func() {
-		t := time.NewTicker(memoryWatchInterval)
-		defer t.Stop()
-		s := make([]metrics.Sample, len(memoryMetrics))
+// memoryWatch stops the process with exitMemory as soon as the runtime's memory passes the
+// run's ceiling. One builtin call can allocate without ever returning to the interpreter; this
+// exit is the clean path, and RLIMIT_DATA, somewhat higher, is the hard one. (Go 1.26's
+// collector may dereference nil rather than report a refused allocation, so exiting first also
+// keeps the pool's diagnosis exact.)
+//
+// On Linux the check runs at every memoryWatchInterval of the worker's processor time (an
+// ITIMER_VIRTUAL signal, armed once for the worker's life): memory grows only as fast as the
+// worker computes, an idle worker gets no signal, and a run costs no timer, goroutine or
+// wake-up of its own. (A Go timer armed per run woke an idle thread of the worker at every run's
+// start.) Elsewhere a goroutine ticks in wall-clock time while a run lasts.
+type memoryWatch struct {
+	ceiling atomic.Int64 // the run's ceiling in bytes; 0 while no run is in progress
+	once    sync.Once
+	ticks   bool          // the processor-time signal is armed
+	quit    chan struct{} // ends the ticking goroutine of the run in progress (without ticks)
+	mu      sync.Mutex    // serialises checks
+	samples []metrics.Sample
+}
+
+// start watches a run whose ceiling is ceiling, in bytes.
+func (w *memoryWatch) start(ceiling int64) {
+	w.once.Do(func() {
+		w.samples = make([]metrics.Sample, len(memoryMetrics))
 		for i, n := range memoryMetrics {
-			s[i].Name = n
+			w.samples[i].Name = n
 		}
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
+		w.ticks = processorTicks(memoryWatchInterval, w.check)
+	})
+	w.ceiling.Store(max(ceiling, 1))
+	if !w.ticks {
+		w.quit = make(chan struct{})
+		go func(quit chan struct{}) {
+			t := time.NewTicker(memoryWatchInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-t.C:
+					w.check()
+				}
 			}
-			metrics.Read(s)
-			if used := int64(s[0].Value.Uint64() - s[1].Value.Uint64()); used > ceiling {
-				fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, ceiling)
-				os.Exit(exitMemory)
-			}
-		}
-	}()
-	return func() { close(quit) }
+		}(w.quit)
+	}
+}
+
+// stop ends the watch of the run.
+func (w *memoryWatch) stop() {
+	w.ceiling.Store(0)
+	if w.quit != nil {
+		close(w.quit)
+		w.quit = nil
+	}
+}
+
+// check compares the runtime's memory with the ceiling of the run in progress, if any.
+func (w *memoryWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ceiling := w.ceiling.Load()
+	if ceiling == 0 {
+		return
+	}
+	metrics.Read(w.samples)
+	if used := int64(w.samples[0].Value.Uint64() - w.samples[1].Value.Uint64()); used > ceiling {
+		fmt.Fprintf(os.Stderr, "starplan sandbox worker: out of memory: the runtime holds %d bytes, over the run's ceiling of %d\n", used, ceiling)
+		os.Exit(exitMemory)
+	}
 }
 
 // workerFailure is the result of a run the worker could not start.
@@ -233,14 +281,20 @@ type remoteView struct {
 	tables map[string]*remoteTable
 }
 
-func newRemoteView(c *conn, names []string, env *sandbox.Env) *remoteView {
-	v := &remoteView{c: c, names: names, tables: make(map[string]*remoteTable, len(names))}
+// tableSchemas are the schemas of env's tables, by name.
+func tableSchemas(env *sandbox.Env) map[string]*table.Schema {
 	byName := map[string]*table.Schema{}
 	for _, h := range env.Registry() {
 		if tv, ok := h.Value.(*tables.TableValue); ok {
 			byName[tv.Schema().Name] = tv.Schema()
 		}
 	}
+	return byName
+}
+
+// newRemoteView is the view of a run over the tables names, of which byName has the schemas.
+func newRemoteView(c *conn, names []string, byName map[string]*table.Schema) *remoteView {
+	v := &remoteView{c: c, names: names, tables: make(map[string]*remoteTable, len(names))}
 	for _, n := range names {
 		if s := byName[n]; s != nil {
 			v.tables[n] = &remoteTable{c: c, name: n, schema: s}
