@@ -26,8 +26,11 @@ import (
 //
 //	go test ./isolate -run '^$' -bench . -count 5
 //
-// With a warm pool, the lab's two-item purchase plan costs at most 300 µs more at the median
-// than in process (compare p50-µs of BenchmarkTwoItemOrder/isolated and /in_process); a cold
+// With a warm pool, a new trivial plan costs at most 25 µs more at the median than in process
+// (BenchmarkRoundTrip's µs-over-inproc: 29 µs on this 2-core machine under load, 21 µs when
+// quieter; most of it is the kernel waking the worker on the other CPU), and the lab's two-item
+// purchase plan at most 300 µs more (compare p50-µs of BenchmarkTwoItemOrder/isolated and
+// /in_process); a cold
 // worker starts in at most 20 ms; the 100k-row search + sum plan isolated takes at most 1.5
 // times as long as in process (/isolated: the worker holds the rows from earlier runs;
 // /isolated_uncached: every row crosses whole, as in a pool's first search of them).
