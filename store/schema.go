@@ -101,7 +101,49 @@ func CompileSchema(s *table.Schema) (*Schema, error) {
 		}
 		c.Indexed[name] = true
 	}
+	if err := checkSQLMapping(s); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// checkSQLMapping checks a table's "sql" property as far as it can be without a database: the
+// table's name is schema.table, each mapped field is declared, no two fields share a column,
+// and none maps onto the columns the PostgreSQL store adds (_version, _ord). Whether the
+// columns exist, with which types, is for the store to check against its catalog.
+func checkSQLMapping(s *table.Schema) error {
+	m := s.SQL
+	if m == nil {
+		return nil
+	}
+	schema, name, ok := strings.Cut(m.Table, ".")
+	if !ok || !sqlIdentOK(schema) || !sqlIdentOK(name) {
+		return fmt.Errorf("table %s: sql.table %q: must be schema.table (for example public.orders), each part 1 to 63 bytes without a dot, a quote or a NUL", s.Name, m.Table)
+	}
+	taken := map[string]string{}
+	for _, f := range s.Fields {
+		col := m.Column(f.Name)
+		if !sqlIdentOK(col) {
+			return fmt.Errorf("table %s: sql.columns.%s: column %q must be 1 to 63 bytes without a dot, a quote or a NUL", s.Name, f.Name, col)
+		}
+		if col == "_version" || col == "_ord" {
+			return fmt.Errorf("table %s: field %s: column %s is the name of a column the PostgreSQL store adds to a mapped table; map the field onto another column", s.Name, f.Name, col)
+		}
+		if other, dup := taken[col]; dup {
+			return fmt.Errorf("table %s: fields %s and %s both map onto column %s; give each its own column (sql.columns)", s.Name, other, f.Name, col)
+		}
+		taken[col] = f.Name
+	}
+	for _, field := range slices.Sorted(maps.Keys(m.Columns)) {
+		if s.Field(field) == nil {
+			return fmt.Errorf("table %s: sql.columns: no field %q%s", s.Name, field, DidYouMean(field, s.FieldNames()))
+		}
+	}
+	return nil
+}
+
+func sqlIdentOK(s string) bool {
+	return s != "" && len(s) <= 63 && !strings.ContainsAny(s, ".\"\x00")
 }
 
 // compileField checks and compiles one field declaration at the given nesting level (a table's

@@ -89,6 +89,26 @@ type Schema struct {
 	// the table: a plan's own insert, update or remove of it is refused by the check and, where
 	// the check cannot see it, by the call. Empty: plans write it too.
 	Writes string `json:"writes,omitempty"`
+	// SQL, when set, keeps the table's rows in an existing SQL table of the PostgreSQL store's
+	// database instead of one the store makes (see store/pg). The bbolt store ignores it.
+	SQL *SQLMapping `json:"sql,omitempty"`
+}
+
+// SQLMapping maps a table onto an existing SQL table: Table is "schema.table", and Columns
+// names the column of each field whose column is not named as the field (field → column).
+type SQLMapping struct {
+	Table   string            `json:"table"`
+	Columns map[string]string `json:"columns,omitempty"`
+}
+
+// Column is the SQL column that holds field: the mapped one, else the field's name.
+func (m *SQLMapping) Column(field string) string {
+	if m != nil {
+		if c, ok := m.Columns[field]; ok {
+			return c
+		}
+	}
+	return field
 }
 
 // WritesHelpers is the Schema.Writes of a table only the domain's helpers may write.

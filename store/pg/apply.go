@@ -154,7 +154,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 		for j, i := range idx {
 			keys[j] = ops[i].key
 		}
-		rows, err := tx.Query(ctx, "SELECT "+t.sel+" FROM "+t.name+" t WHERE t."+q(t.s.Key)+" = ANY($1) FOR UPDATE", keyArray(t, keys))
+		rows, err := tx.Query(ctx, "SELECT "+t.sel+" FROM "+t.name+" t WHERE t."+t.col(t.s.Key)+" = ANY($1) FOR UPDATE", keyArray(t, keys))
 		if err != nil {
 			return fmt.Errorf("apply: read %s: %w", t.s.Name, err)
 		}
@@ -188,7 +188,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 		for i, r := range rs {
 			keys[i] = r.key
 		}
-		rows, err := tx.Query(ctx, "SELECT t."+q(t.s.Key)+", t._version FROM "+t.name+" t WHERE t."+q(t.s.Key)+" = ANY($1) FOR SHARE", keyArray(t, keys))
+		rows, err := tx.Query(ctx, "SELECT "+t.keySel+", t._version FROM "+t.name+" t WHERE t."+t.col(t.s.Key)+" = ANY($1) FOR SHARE", keyArray(t, keys))
 		if err != nil {
 			return fmt.Errorf("apply: read %s: %w", t.s.Name, err)
 		}
@@ -320,7 +320,7 @@ func (s *Store) writeOps(ctx context.Context, tx pgx.Tx, ops []op) error {
 		t := o.t
 		switch {
 		case o.row == nil:
-			b.Queue("DELETE FROM "+t.name+" WHERE "+q(t.s.Key)+" = $1", o.key)
+			b.Queue("DELETE FROM "+t.name+" WHERE "+t.col(t.s.Key)+" = $1", o.key)
 		default:
 			vals, err := t.values(o.row, o.cur == nil)
 			if err != nil {
@@ -343,7 +343,7 @@ func (t *sqlTable) insertSQL() string {
 	cols := make([]string, 0, len(t.cols)+1)
 	ph := make([]string, 0, len(t.cols)+1)
 	for i, c := range t.cols {
-		cols = append(cols, q(c))
+		cols = append(cols, t.col(c))
 		ph = append(ph, fmt.Sprintf("$%d", i+1))
 	}
 	cols = append(cols, "_ord")
@@ -354,7 +354,7 @@ func (t *sqlTable) insertSQL() string {
 func (t *sqlTable) updateSQL() string {
 	set := make([]string, 0, len(t.cols))
 	for i, c := range t.cols {
-		set = append(set, fmt.Sprintf("%s = $%d", q(c), i+1))
+		set = append(set, fmt.Sprintf("%s = $%d", t.col(c), i+1))
 	}
-	return "UPDATE " + t.name + " SET " + strings.Join(set, ", ") + fmt.Sprintf(" WHERE %s = $%d", q(t.s.Key), len(t.cols)+1)
+	return "UPDATE " + t.name + " SET " + strings.Join(set, ", ") + fmt.Sprintf(" WHERE %s = $%d", t.col(t.s.Key), len(t.cols)+1)
 }

@@ -54,7 +54,10 @@
 // back as the same bytes), Check (rows against their schemas and _ord, system documents, the
 // ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,
 // for a server to relay its events to the others; not wired into the server yet). Not (yet)
-// here: mapping a domain table onto an existing table, CSV. A key is in two B-tree indexes
+// here: mapping a domain table onto an existing table (domain.json's "sql" property is parsed and
+// checked, and reads and writes go through the mapped columns, but Create and Open refuse such a
+// domain: the catalog check and adding _version, _ord and the triggers to the table at init are
+// not built), CSV. A key is in two B-tree indexes
 // (the primary key, _ord), whose entries PostgreSQL limits to about 2,700 bytes after
 // compression: a longer key (store.MaxKeyBytes allows 4,096) fails its apply, which writes
 // nothing. Another program's INSERT without _ord, or UPDATE of a key, gets its _ord from a

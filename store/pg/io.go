@@ -158,7 +158,7 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []tab
 		return ImportResult{Inserted: len(rows)}, nil
 	}
 	tmp := "_starplan_import_" + t.s.Name
-	cols := append(slices.Clone(t.cols), "_ord")
+	cols := append(t.colNames(), "_ord")
 	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+q(tmp)+" ON COMMIT DROP AS SELECT "+strings.Join(quoteAll(cols), ", ")+" FROM "+t.name+" WITH NO DATA"); err != nil {
 		return res, err
 	}
@@ -167,11 +167,11 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []tab
 	})); err != nil {
 		return res, fmt.Errorf("import %s: %w", t.s.Name, err)
 	}
-	key := q(t.s.Key)
+	key := t.col(t.s.Key)
 	var ti, ii []string
 	for _, c := range t.cols {
-		ti = append(ti, "t."+q(c))
-		ii = append(ii, "i."+q(c))
+		ti = append(ti, "t."+t.col(c))
+		ii = append(ii, "i."+t.col(c))
 	}
 	same := "ROW(" + strings.Join(ti, ", ") + ") IS NOT DISTINCT FROM ROW(" + strings.Join(ii, ", ") + ")"
 	exec := func(sql string) (int, error) {
@@ -189,7 +189,7 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []tab
 	}
 	var set []string
 	for _, c := range t.cols {
-		set = append(set, q(c)+" = i."+q(c))
+		set = append(set, t.col(c)+" = i."+t.col(c))
 	}
 	if res.Updated, err = exec("UPDATE " + t.name + " t SET " + strings.Join(set, ", ") + " FROM " + q(tmp) + " i WHERE t." + key + " = i." + key + " AND NOT (" + same + ")"); err != nil {
 		return res, err

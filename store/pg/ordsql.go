@@ -114,6 +114,8 @@ func ordTriggerSQL(schema string, sc *store.Schema) string {
 	if sc.KeyField.Type == table.TypeInt {
 		kind = "int"
 	}
+	t := newSQLTable(schema, sc)
+	col := sc.SQL.Column(sc.Key)
 	return fmt.Sprintf("CREATE TRIGGER _starplan_ord BEFORE INSERT OR UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION %s(%s, %s)",
-		q(sc.Key), ident(schema, sc.Name), ident(schema, ordFunc), literal(sc.Key), literal(kind))
+		q(col), t.name, ident(schema, ordFunc), literal(col), literal(kind))
 }

@@ -137,10 +137,10 @@ func (t *sqlTable) fetch(ctx context.Context, db querier, r sqlRead) (int64, []*
 		return "$" + strconv.Itoa(len(args))
 	}
 	for _, f := range slices.Sorted(mapsKeys(r.eq)) {
-		where = append(where, "t."+q(f)+" = "+arg(r.eq[f]))
+		where = append(where, "t."+t.col(f)+" = "+arg(r.eq[f]))
 	}
 	for _, b := range r.bounds {
-		col, op, ph := "t."+q(b.field), "<=", arg(b.val)
+		col, op, ph := "t."+t.col(b.field), "<=", arg(b.val)
 		if b.ge {
 			op = ">="
 		}
@@ -170,7 +170,7 @@ func (t *sqlTable) fetch(ctx context.Context, db querier, r sqlRead) (int64, []*
 	b.WriteString(ident(t.schema, verTable))
 	b.WriteString(" WHERE name = $1) v LEFT JOIN LATERAL (SELECT ")
 	if r.keysOnly {
-		b.WriteString("t._version, t." + q(t.s.Key))
+		b.WriteString("t._version, " + t.keySel)
 	} else {
 		b.WriteString(t.sel)
 	}
@@ -286,7 +286,7 @@ func (t *sqlTable) maxNum(ctx context.Context, db querier, skip func(key any) bo
 	if t.s.KeyPrefix == "" {
 		return -1, -1, nil
 	}
-	sql := "SELECT " + q(t.s.Key) + " FROM " + t.name
+	sql := "SELECT " + t.col(t.s.Key) + "::text FROM " + t.name
 	var args []any
 	if lo, hi, ok := store.KeyPrefixEnd(t.s.KeyPrefix); ok {
 		sql += " WHERE _ord >= $1"
@@ -296,7 +296,7 @@ func (t *sqlTable) maxNum(ctx context.Context, db querier, skip func(key any) bo
 			args = append(args, hi)
 		}
 	} else {
-		sql += " WHERE left(" + q(t.s.Key) + ", $1) = $2"
+		sql += " WHERE left(" + t.col(t.s.Key) + ", $1) = $2"
 		args = append(args, len([]rune(t.s.KeyPrefix)), t.s.KeyPrefix)
 	}
 	// Among keys of the form, the last in natural order has the highest number: walk down.

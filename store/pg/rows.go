@@ -13,31 +13,68 @@ import (
 )
 
 // sqlTable is a domain table's SQL form: its columns, in the schema's field order, and the
-// select list that reads a row back.
+// select list that reads a row back. A table mapped onto an existing one (table.SQLMapping) is
+// that table, its fields in the columns the mapping names, read back cast to the types starplan
+// keeps (an int of an integer column is an int64, a varchar is text, a numeric a float8).
 type sqlTable struct {
-	schema string
+	schema string // the store's SQL schema (its version rows)
 	s      *store.Schema
 	name   string   // the quoted, schema-qualified table name
+	path   []string // the table's schema and name, unquoted
+	mapped bool     // an existing table (s.SQL), not one the store made
 	cols   []string // field names, in declaration order
 	fields []*store.Field
 	sel    string // the select list of the fields, with _version first
+	keySel string // the key column as selected ("t.col", cast to bigint or text when mapped)
 }
 
 func newSQLTable(schema string, s *store.Schema) *sqlTable {
-	t := &sqlTable{schema: schema, s: s, name: ident(schema, s.Name)}
+	t := &sqlTable{schema: schema, s: s, name: ident(schema, s.Name), path: []string{schema, s.Name}}
+	if s.SQL != nil {
+		sqlSchema, sqlName, _ := strings.Cut(s.SQL.Table, ".")
+		t.path, t.mapped = []string{sqlSchema, sqlName}, true
+		t.name = ident(sqlSchema, sqlName)
+	}
 	sel := []string{"t._version"}
 	for i := range s.Fields {
 		f := s.FieldsByName[s.Fields[i].Name]
 		t.cols = append(t.cols, f.Name)
 		t.fields = append(t.fields, f)
-		if f.Nested() {
-			sel = append(sel, "t."+q(f.Name)+"::text") // decoded with its numbers' kinds (decode)
-		} else {
-			sel = append(sel, "t."+q(f.Name))
-		}
+		sel = append(sel, t.selCol(f.Field))
 	}
 	t.sel = strings.Join(sel, ", ")
+	t.keySel = t.selCol(s.KeyField.Field)
 	return t
+}
+
+// selCol is how the select list reads field f.
+func (t *sqlTable) selCol(f *table.Field) string {
+	c := "t." + t.col(f.Name)
+	switch {
+	case f.Nested():
+		return c + "::text" // decoded with its numbers' kinds (decode)
+	case !t.mapped:
+		return c
+	case f.Type == table.TypeInt:
+		return c + "::bigint"
+	case f.Type == table.TypeFloat:
+		return c + "::float8"
+	case f.Type == table.TypeString, f.Type == table.TypeTimestamp:
+		return c + "::text"
+	}
+	return c
+}
+
+// col is the quoted column of a field.
+func (t *sqlTable) col(field string) string { return q(t.s.SQL.Column(field)) }
+
+// colNames are the (unquoted) columns of t.cols, in order.
+func (t *sqlTable) colNames() []string {
+	out := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		out[i] = t.s.SQL.Column(c)
+	}
+	return out
 }
 
 // sqlType is the column type of a field.
