@@ -28,7 +28,7 @@ var schemaDocs = map[string]map[string]string{
 		"tables[].key_max":       "the highest number of a generated key (default 999999999); a key beyond it is refused",
 		"tables[].indexes":       "fields besides the key that reads look rows up by: an equality or $ieq on one is answered from an index",
 		"tables[].writes":        "helpers: only the domain's helpers (helpers.star) may write the table; a plan's own insert, update or remove on it is refused",
-		"tables[].sql":           "PostgreSQL store only (the bbolt store ignores it): keep the table's rows in an existing SQL table, checked against the database's catalog at db init, which adds the columns _version and _ord and starplan's triggers to it",
+		"tables[].sql":           "PostgreSQL store only, and not usable yet: the table's rows are to live in an existing SQL table (checked against the catalog at db init); until that check exists the PostgreSQL store refuses a domain that sets it, naming the table, and the bbolt store ignores it",
 		"tables[].sql.table":     "the existing table, as schema.table (public.orders)",
 		"tables[].sql.columns":   "field → column, for each field whose column is not named as the field; a field not listed is the column of its name",
 		"tables[].sql.columns.*": "the column that holds the field",
