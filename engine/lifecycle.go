@@ -65,6 +65,8 @@ type Event struct {
 	RowsWritten int
 	// Scans is how many kinds of read walked a table because no index answered (ran).
 	Scans int
+	// RowsRead is how many rows the run's reads took from the store (ran).
+	RowsRead int
 	// Codes are the codes of the step's diagnostics (check findings, the runtime error, rules
 	// broken, conflicts), in the run's order.
 	Codes []string

@@ -207,7 +207,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		id = newRunID()
 	}
 	if observed {
-		e.phases(ctx, req, id, sres, stage.Scans(), time.Since(began))
+		e.phases(ctx, req, id, sres, stage.Scans(), stage.RowsRead(), time.Since(began))
 	}
 	res = &Result{
 		RunID:           id,
@@ -253,7 +253,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 
 // phases tells the observers the runner's phases of a run: checked, then ran when the check
 // passed. The runner reports one duration for both (the worker's wait included); it is on ran.
-func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandbox.Result, scans []store.Scan, took time.Duration) {
+func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandbox.Result, scans []store.Scan, rowsRead int, took time.Duration) {
 	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin}
 	if sres.Outcome == sandbox.OutcomeCheckFailed {
 		checked.Outcome, checked.Codes, checked.Duration = OutcomeCheckFailed, codes(sres.Diagnostics), took
@@ -262,7 +262,7 @@ func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandb
 	}
 	e.emit(ctx, checked)
 	ran := Event{Type: EventRan, RunID: id, Origin: req.Origin, Outcome: Outcome(sres.Outcome), Duration: took,
-		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans)}
+		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans), RowsRead: rowsRead}
 	if sres.Outcome != sandbox.OutcomeOK {
 		ran.Codes, ran.Message = codes(sres.Diagnostics), firstMessage(sres.Diagnostics)
 	}

@@ -82,7 +82,11 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 		assert.LessOrEqual(t, run.StartTimeUnixNano, s.StartTimeUnixNano, phase)
 		assert.LessOrEqual(t, s.EndTimeUnixNano, run.EndTimeUnixNano, phase)
 	}
-	assert.NotEmpty(t, tracetest.Attr(one(t, rcv.Named(telemetry.SpanExecute, c.RunID), ""), "starplan.outcome"))
+	execute := one(t, rcv.Named(telemetry.SpanExecute, c.RunID), "")
+	assert.NotEmpty(t, tracetest.Attr(execute, "starplan.outcome"))
+	read, ok := tracetest.IntAttr(execute, "starplan.rows_read")
+	assert.True(t, ok, "the execute span says how many rows the run read")
+	assert.GreaterOrEqual(t, read, int64(1), "the sale reads at least the item it sells")
 	other := one(t, rcv.Named(telemetry.SpanRun, d.RunID), "the other run's span")
 	assert.NotEqual(t, callerTrace, hex.EncodeToString(other.TraceId), "no traceparent, no caller's trace")
 	assert.Empty(t, other.ParentSpanId)

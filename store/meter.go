@@ -34,6 +34,9 @@ func (m *Meter) Context() context.Context { return m.ctx }
 // Exceeded returns the run limit the run crossed, or nil.
 func (m *Meter) Exceeded() *LimitError { return m.exceeded }
 
+// RowsRead is how many rows the run's reads have taken so far (what RunLimits.RowsRead bounds).
+func (m *Meter) RowsRead() int { return m.rowsRead }
+
 // Call counts one table call; it fails once the run has crossed a limit or was stopped.
 func (m *Meter) Call() error {
 	if m.exceeded != nil {

@@ -83,6 +83,8 @@ type Stage interface {
 	Scans() []Scan
 	// Exceeded returns the run limit the run crossed, or nil.
 	Exceeded() *LimitError
+	// RowsRead is how many rows the run's reads took (Meter.RowsRead), for its telemetry.
+	RowsRead() int
 	// Moved reports whether a read of the run saw a table that another commit changed after
 	// the stage started: the run saw the data as of more than one moment (safe, since
 	// ApplyPending checks every read again, but worth running again).

@@ -219,6 +219,9 @@ func attrs(ev engine.Event) []attribute.KeyValue {
 	if ev.Limit != "" {
 		kv = append(kv, attribute.String("starplan.limit", string(ev.Limit)))
 	}
+	if ev.RowsRead != 0 {
+		kv = append(kv, attribute.Int("starplan.rows_read", ev.RowsRead))
+	}
 	if ev.RowsWritten != 0 {
 		kv = append(kv, attribute.Int("starplan.rows_written", ev.RowsWritten))
 	}

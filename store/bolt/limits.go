@@ -28,6 +28,9 @@ var (
 // Exceeded returns the run limit the run crossed, or nil.
 func (sg *Stage) Exceeded() *store.LimitError { return sg.meter.Exceeded() }
 
+// RowsRead is how many rows the run's reads took (store.Stage).
+func (sg *Stage) RowsRead() int { return sg.meter.RowsRead() }
+
 // call counts one table call (store.Meter's Call), failing first with an error the stage met
 // where it could not return it.
 func (sg *Stage) call() error {

@@ -167,6 +167,7 @@ func testReads(t *testing.T, st store.Store) {
 	assert.False(t, ok)
 
 	v := stage(st)
+	assert.Zero(t, v.RowsRead(), "a new stage has read nothing")
 	assert.Equal(t, []string{Items}, v.Names())
 	_, ok = v.Table("nope")
 	assert.False(t, ok)
@@ -183,6 +184,7 @@ func testReads(t *testing.T, st store.Store) {
 
 	rows, err := tb.Find(table.Query{})
 	require.NoError(t, err)
+	assert.GreaterOrEqual(t, v.RowsRead(), 4, "RowsRead counts the rows the stage's reads took")
 	assert.Equal(t, []any{"a1", "a2", "b1", "b2"}, skus(rows), "rows in key order")
 	rows, err = tb.Find(table.Query{Reverse: true, Limit: 2})
 	require.NoError(t, err)

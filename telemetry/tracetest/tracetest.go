@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	collpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -83,4 +84,16 @@ func Attr(s *tracepb.Span, key string) string {
 		}
 	}
 	return ""
+}
+
+// IntAttr is the integer attribute key of s, and whether s has it.
+func IntAttr(s *tracepb.Span, key string) (int64, bool) {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			if v, ok := kv.Value.GetValue().(*commonpb.AnyValue_IntValue); ok {
+				return v.IntValue, true
+			}
+		}
+	}
+	return 0, false
 }
