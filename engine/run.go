@@ -111,7 +111,7 @@ func (e *Engine) run(ctx context.Context, req Request) (*Result, *RunRecord, err
 	observed := e.observed()
 	var trace traceNote
 	if observed {
-		e.emit(context.WithValue(ctx, traceNoteKey{}, &trace), Event{Type: EventStarted, RunID: id, Origin: req.Origin, Domain: e.st.Domain().Name, ParentRunID: parent, By: orLocal(req.By).Name})
+		e.emit(context.WithValue(ctx, traceNoteKey{}, &trace), Event{Type: EventStarted, RunID: id, Origin: req.Origin, Domain: e.st.Domain().Name, ParentRunID: parent, By: orLocal(req.By).Name, Model: req.Model})
 	}
 	req, res := e.compilePlan(req, id)
 	var pending *store.Pending

@@ -16,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/llm/llmtest"
 	"github.com/starplan/starplan/telemetry"
 	"github.com/starplan/starplan/telemetry/tracetest"
 )
@@ -215,4 +217,42 @@ func TestTheRunDocumentRecordsItsTrace(t *testing.T) {
 	plain := g.run(purchase("Aviator", 1, "Un"), "")
 	assert.Empty(t, plain.TraceID, "no traces, no trace id")
 	assert.NotContains(t, string(g.call("GET", "/v1/runs/"+plain.RunID, nil).body), "trace_id")
+}
+
+// An ask's run begins with the model call that wrote its plan: a starplan.model span under the
+// run's span (in the caller's trace), with the model, the attempt and the tokens; the repaired
+// attempt is its own run, with attempt 2.
+func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
+	model := llmtest.NewServer(t, llmtest.Reply(tagged("answer_text = nope")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	client, err := llm.New(model.Config())
+	require.NoError(t, err)
+	rcv := tracetest.NewReceiver(t)
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
+	require.NoError(t, err)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+	f := newFixture(t, Options{Model: client})
+	t.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+
+	r := postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	run := one(t, rcv.Named(telemetry.SpanRun, doc.RunID), "the answered run's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(run.TraceId))
+	call := one(t, rcv.Named(telemetry.SpanModel, doc.RunID), "its model call")
+	assert.Equal(t, run.SpanId, call.ParentSpanId, "a child of the run")
+	assert.Equal(t, run.StartTimeUnixNano, call.StartTimeUnixNano, "the run begins with the call")
+	assert.LessOrEqual(t, call.EndTimeUnixNano, run.EndTimeUnixNano)
+	assert.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.Kind)
+	assert.NotEmpty(t, tracetest.Attr(call, "gen_ai.request.model"))
+	attempt, _ := tracetest.IntAttr(call, "starplan.attempt")
+	assert.Equal(t, int64(2), attempt, "the repaired plan is the second attempt")
+	in, ok := tracetest.IntAttr(call, "gen_ai.usage.input_tokens")
+	assert.True(t, ok && in > 0, "the prompt's tokens")
+	out, ok := tracetest.IntAttr(call, "gen_ai.usage.output_tokens")
+	assert.True(t, ok && out > 0, "the reply's tokens")
+
+	plain := f.run(purchase("Aviator", 1, "No model"), "")
+	assert.Empty(t, rcv.Named(telemetry.SpanModel, plain.RunID), "a plan that came without a model call has no model span")
 }

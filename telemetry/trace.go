@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -114,6 +115,7 @@ const (
 	SpanExecute  = "starplan.execute"  // the plan ran (a worker's wait included)
 	SpanContract = "starplan.contract" // the output contract and the policy
 	SpanApply    = "starplan.apply"    // an apply: its conflict check and commit
+	SpanModel    = "starplan.model"    // the model call that wrote the run's plan (ask), before its check
 	SpanReject   = "starplan.reject"
 )
 
@@ -121,8 +123,29 @@ const (
 func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 	switch {
 	case ev.Type == engine.EventStarted:
-		_, span := t.tracer.Start(ctx, SpanRun, trace.WithTimestamp(ev.Time), trace.WithSpanKind(trace.SpanKindInternal),
+		// A run whose plan a model wrote (ask) begins with that call: its span covers the call,
+		// a child span of its own, ended as the run starts.
+		start, call := ev.Time, time.Duration(0)
+		if ev.Model != nil {
+			call = time.Duration(ev.Model.LatencyMS * float64(time.Millisecond))
+			start = ev.Time.Add(-call)
+		}
+		_, span := t.tracer.Start(ctx, SpanRun, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID), attribute.String("starplan.origin", ev.Origin)))
+		if m := ev.Model; m != nil {
+			_, ms := t.tracer.Start(trace.ContextWithSpan(ctx, span), SpanModel, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(
+					attribute.String("gen_ai.operation.name", "chat"),
+					attribute.String("gen_ai.request.model", m.Model),
+					attribute.Int("gen_ai.usage.input_tokens", m.PromptTokens),
+					attribute.Int("gen_ai.usage.output_tokens", m.CompletionTokens),
+					attribute.Int("starplan.attempt", m.Attempt),
+					attribute.String("starplan.run_id", ev.RunID)))
+			if m.Replan > 0 {
+				ms.SetAttributes(attribute.Int("starplan.replan", m.Replan))
+			}
+			ms.End(trace.WithTimestamp(ev.Time))
+		}
 		if ev.Domain != "" {
 			span.SetAttributes(attribute.String("starplan.domain", ev.Domain))
 		}
