@@ -24,12 +24,17 @@ import (
 
 // tracedFixture is a fixture whose engine exports its runs' spans over OTLP/HTTP to a receiver.
 func tracedFixture(t *testing.T) (*fixture, *tracetest.Receiver) {
+	return tracedFixtureWith(t, Options{})
+}
+
+// tracedFixtureWith is tracedFixture with the server's options.
+func tracedFixtureWith(t *testing.T, opts Options) (*fixture, *tracetest.Receiver) {
 	rcv := tracetest.NewReceiver(t)
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
 	require.NoError(t, err)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
-	f := newFixture(t, Options{})
+	f := newFixture(t, opts)
 	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
 	t.Cleanup(stop)
 	return f, rcv
@@ -226,13 +231,7 @@ func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
 	model := llmtest.NewServer(t, llmtest.Reply(tagged("answer_text = nope")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	client, err := llm.New(model.Config())
 	require.NoError(t, err)
-	rcv := tracetest.NewReceiver(t)
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
-	require.NoError(t, err)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
-	f := newFixture(t, Options{Model: client})
-	t.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+	f, rcv := tracedFixtureWith(t, Options{Model: client})
 
 	r := postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
