@@ -26,6 +26,16 @@ func (s *Store) Check(ctx context.Context, opts store.CheckOptions) (*store.Chec
 	rep := &store.CheckReport{File: "postgres schema " + s.schema, Tables: []store.TableCount{}, Problems: []store.Problem{}}
 	rows := table.ChangeSet{}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// The store's size is what its schema's tables take on disk, indexes and TOAST included;
+		// its last commit, the highest table version (every write gives its table a new one).
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'p')`, s.schema).Scan(&rep.Size); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(ver), 0)::bigint FROM "+ident(s.schema, verTable)).Scan(&rep.Seq); err != nil {
+			return err
+		}
 		for _, name := range s.names {
 			t := s.tables[name]
 			var ver int64

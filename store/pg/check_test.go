@@ -32,6 +32,8 @@ func TestCheck(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, rep.OK(), "%+v", rep.Problems)
 	assert.Equal(t, []store.TableCount{{Table: "items", Rows: 4}}, rep.Tables)
+	assert.Positive(t, rep.Size, "the schema's tables take room on disk")
+	assert.Positive(t, rep.Seq, "the seed wrote a version")
 
 	conn, err := pgx.Connect(bg, dsn)
 	require.NoError(t, err)
