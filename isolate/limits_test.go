@@ -27,6 +27,17 @@ import (
 	"github.com/starplan/starplan/store/bolt"
 )
 
+// allocate256MiB asks for 256 MiB in one block and touches every page, printing what it got:
+// a helper whose data limit holds dies before it prints.
+func allocate256MiB() int {
+	b := make([]byte, 256<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	fmt.Println("allocated", len(b))
+	return 0
+}
+
 // helperMain is the body of the helper processes that check one OS limit each, outside any
 // pool: what they print and their exit code are the evidence.
 func helperMain(mode string) int {
@@ -37,12 +48,7 @@ func helperMain(mode string) int {
 			fmt.Println("setRunLimits:", err)
 			return 1
 		}
-		b := make([]byte, 256<<20)
-		for i := 0; i < len(b); i += 4096 {
-			b[i] = 1
-		}
-		fmt.Println("allocated", len(b))
-		return 0
+		return allocate256MiB()
 	case "rlimit-data-again":
 		// The worker's limits as a worker sets them run after run: a first run with room, then
 		// one allowed 64 MiB over the data segment, which asks for 256 MiB.
@@ -53,12 +59,7 @@ func helperMain(mode string) int {
 				return 1
 			}
 		}
-		b := make([]byte, 256<<20)
-		for i := 0; i < len(b); i += 4096 {
-			b[i] = 1
-		}
-		fmt.Println("allocated", len(b))
-		return 0
+		return allocate256MiB()
 	case "memory-watch":
 		// A watch that has stopped never fires; a watch started again does, at its new ceiling.
 		// The process computes while it waits: the watch counts processor time where it can.
