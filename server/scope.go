@@ -49,7 +49,7 @@ func (s *Server) replayFor(ctx context.Context, id string) (*engine.ReplayReport
 // Bounds of a pinned caller's listing, which filters the log's pages: it reads at most
 // pinnedScanRuns records (or pinnedScanPages pages) for one answer, and a page may then hold
 // fewer runs than asked and still give a next_cursor.
-const (
+var (
 	pinnedScanRuns  = 5000
 	pinnedScanPages = 64
 )

@@ -180,3 +180,38 @@ func TestPinnedProposerAppliesOnlyItsSubject(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	assert.NotEqual(t, before, f.committed("inventory", "SG002")["quantity_in_stock"], "its own run applied")
 }
+
+// A pinned caller's listing reads a bounded part of the log per answer: past the bound it
+// answers a short page (here none of its runs) with a next_cursor, and the cursor goes on to the
+// runs beyond.
+func TestPinnedListingIsBoundedPerAnswer(t *testing.T) {
+	old := pinnedScanRuns
+	pinnedScanRuns = 4
+	t.Cleanup(func() { pinnedScanRuns = old })
+	f := newFixture(t, Options{})
+	c1, _, err := f.srv.tokens.CreateFor(context.Background(), "agent-c1", access.Proposer, 0, "C1")
+	require.NoError(t, err)
+	r := f.callWith(c1, "POST", "/v1/runs", RunRequest{Program: whoFor}) // the oldest run
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var mine RunDocument
+	r.decode(t, &mine)
+	for range 6 {
+		r = f.call("POST", "/v1/runs", RunRequest{Program: whoFor, Subject: "C2"})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	}
+
+	r = f.callWith(c1, "GET", "/v1/runs?limit=2", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var first RunList
+	r.decode(t, &first)
+	assert.Empty(t, first.Runs, "four records read, none of them C1's")
+	require.NotEmpty(t, first.NextCursor, "the answer says where to go on")
+
+	r = f.callWith(c1, "GET", "/v1/runs?limit=2&cursor="+first.NextCursor, nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var next RunList
+	r.decode(t, &next)
+	require.Len(t, next.Runs, 1)
+	assert.Equal(t, mine.RunID, next.Runs[0].ID)
+	assert.Empty(t, next.NextCursor, "the log's end")
+}
