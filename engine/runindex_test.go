@@ -312,12 +312,13 @@ func TestRunIndexBuiltForAnOldStore(t *testing.T) {
 // A prune reads the records before its cut, not the whole log.
 func TestPruneReadsTheOldRunsOnly(t *testing.T) {
 	st := openStore(t, t.TempDir())
-	putSynth(t, st, 3000, false)
+	const n = 600 // three a minute: the oldest 200 minutes old
+	putSynth(t, st, n, false)
 	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close(); st.Close() })
 	e.decodes.Store(0)
-	rep, err := e.Prune(context.Background(), PruneOptions{OlderThan: 990 * time.Minute})
+	rep, err := e.Prune(context.Background(), PruneOptions{OlderThan: (n/3 - 10) * time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, int64(27), e.decodes.Load(), "the runs of the 9 minutes before the cut")
 	assert.Equal(t, 27-rep.KeptPending, rep.Removed)

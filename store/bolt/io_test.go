@@ -477,7 +477,7 @@ func TestImportLargeCommit(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString("[")
 	n := 0
-	for size := int64(0); size < 2*reserveMin; n++ {
+	for size := int64(0); size < reserveMin+reserveMin/8; n++ { // just past it
 		row := table.Row{"item_id": fmt.Sprintf("SG%03d", n+1), "name": fmt.Sprintf("Item %d", n+1),
 			"description": strings.Repeat("d", 200), "quantity_in_stock": int64(n % 50), "price": 1.5}
 		size += store.RowSize(row) + 64

@@ -175,7 +175,9 @@ func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
 // as shared memory).
 func TestAFailedLoadStopsDecoding(t *testing.T) {
 	onDisk(t, 1)
-	dir := bigInventory(t, 10*loadChunk)
+	chunks := min(runtime.GOMAXPROCS(0), 4) + 1 // the most the decoders can hold at once
+	// Twice as many chunks: a load that decoded them all would pass the bound.
+	dir := bigInventory(t, 2*chunks*loadChunk)
 	ks := docKeys(t, dir)
 	rawUpdate(t, dir, func(bk *bbolt.Bucket) error { return bk.Put(ks[0], []byte{0xc1}) })
 	s := openAt(t, dir)
@@ -183,7 +185,7 @@ func TestAFailedLoadStopsDecoding(t *testing.T) {
 	_, err := s.tables["inventory"].resident(context.Background(), true)
 	require.ErrorIs(t, err, store.ErrDamaged)
 	grew := table.Shared() - before
-	inFlight := int64(min(runtime.GOMAXPROCS(0), 4)+1) * loadChunk * 600 // rows of 470 B or so
+	inFlight := int64(chunks) * loadChunk * 600 // rows of 470 B or so
 	assert.Less(t, grew, inFlight, "at most the chunks the decoders had when the first failed")
 }
 
