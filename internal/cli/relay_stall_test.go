@@ -41,7 +41,7 @@ func relayOnBig(t *testing.T, n int, lower func(r *relayServer)) *relayServer {
 // through within the idle bound ends the command, and the slot serves the next client.
 func TestRelayClientThatStopsReadingGivesUpItsSlot(t *testing.T) {
 	t.Parallel()
-	r := relayOnBig(t, 20000, func(r *relayServer) { r.maxClients, r.idle = 1, 50*time.Millisecond })
+	r := relayOnBig(t, 5000, func(r *relayServer) { r.maxClients, r.idle = 1, 50*time.Millisecond })
 	stalled := helloOn(t, r, "db", "dump")
 	ackOf(t, stalled) // and never read again
 	time.Sleep(200 * time.Millisecond)
