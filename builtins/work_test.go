@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.starlark.net/starlark"
+
+	"github.com/starplan/starplan/internal/testtier"
 )
 
 // Work is added to the thread's steps, and a charge that reaches the step limit stops the call
@@ -70,7 +72,7 @@ func TestShiftKeepsToTheIntegerCap(t *testing.T) {
 // and about 600 bytes of dict.
 func TestJSONDecodeIsChargedItsRealCost(t *testing.T) {
 	decode := newJSONModule().Members["decode"]
-	const n = 100_000
+	n := testtier.Size(25_000, 100_000) // values of each kind: the smallest list takes 400 KB
 	for _, item := range []string{"{}", "[]", `""`, `"abcdefgh"`, "0", "-1.5e3", "true", "null", `{"a":1}`, `{"a":{}}`, `[[],[]]`, `{"k":[1,2,"x"]}`} {
 		text := "[" + strings.Repeat(item+",", n-1) + item + "]"
 		est, err := scanJSON(text)
