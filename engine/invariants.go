@@ -26,8 +26,8 @@ const InvariantsFile = "invariants.star"
 // set has no reason to take long, and it runs in the trusted process.
 //
 // It and invariantsTime are variables only so that a test asserting which other limit fires
-// can lift the time (liftRuleTime): on a loaded machine speed must not pick the limit.
-// Nothing else sets them.
+// can lift the time (liftRuleTime): on a loaded machine speed must not pick the limit; and so
+// that a test of a rule only time can stop waits less (shortenRuleTime). Nothing else sets them.
 var invariantLimits = sandbox.Limits{MaxSteps: 1_000_000, Timeout: 2 * time.Second, MaxMemory: 64 << 20}
 
 // invariantsTime bounds a domain's starlark rules together, on one change set.
