@@ -139,9 +139,8 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	if auto {
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
-	w, docs := e.chain.begin(at, link{doc: recordDoc(rec, false), event: event, by: who})
-	err := e.st.ApplyPending(ctx, writes, verify, docs...)
-	w.done(err)
+	err := e.chain.write(at, func(docs []store.SysDoc) error { return e.st.ApplyPending(ctx, writes, verify, docs...) },
+		link{doc: recordDoc(rec, false), event: event, by: who})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who

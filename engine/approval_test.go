@@ -385,6 +385,37 @@ func TestAuditChainVerifiesAndFindsTampering(t *testing.T) {
 	assert.Contains(t, rep.Problems[0].Message, "edited after it was written")
 }
 
+// Another process on the same store (a second server on one PostgreSQL database) appends to the
+// chain between this engine's writes: the engine's next entries follow the other's instead of
+// replacing them, and the chain stays whole.
+func TestAuditChainFollowsAnotherWriter(t *testing.T) {
+	e := domainEngine(t, stockDomain(t, "", ""))
+	ctx := context.Background()
+	a := propose(t, e, agent, setQty(1, "A"))
+	require.NoError(t, e.audit.flush())
+
+	other, err := loadChain(ctx, e.Store(), fixedNow) // as another process would, after the first write
+	require.NoError(t, err)
+	for i := range 3 {
+		rec := synthRecord(90000 + i)
+		rec.Time = fixedNow // a run of now, so the chain must hold its entry
+		put := func(docs []store.SysDoc) error { return e.Store().PutSysDocs(ctx, docs...) }
+		require.NoError(t, other.write(fixedNow, put, link{doc: recordDoc(rec, false), event: ChainProposed, by: func() string { return "other" }}))
+	}
+
+	b := propose(t, e, agent, setQty(2, "B"))
+	_, err = applyBy(e, a.RunID, bob)
+	require.NoError(t, err)
+	_, _, err = e.RejectWith(ctx, b.RunID, RejectOptions{Feedback: "no", By: alice})
+	require.NoError(t, err)
+
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Problems)
+	assert.Equal(t, 5, rep.Records)
+	assert.Equal(t, 8, rep.Entries, "start, a, the other's three, b, a's approval, b's rejection")
+}
+
 func TestAuditChainFindsEditedAndRemovedEntries(t *testing.T) {
 	e := domainEngine(t, stockDomain(t, "", ""))
 	ctx := context.Background()

@@ -616,9 +616,7 @@ func (a *auditLog) flush() error {
 		}
 		links[i] = link{doc: recordDoc(r, false), event: event, by: func() string { return by }}
 	}
-	w, docs := a.chain.begin(time.Now(), links...)
-	err := a.st.PutSysDocs(context.Background(), docs...)
-	w.done(err)
+	err := a.chain.write(time.Now(), func(docs []store.SysDoc) error { return a.st.PutSysDocs(context.Background(), docs...) }, links...)
 	if err != nil {
 		a.mu.Lock()
 		a.queue = append(batch, a.queue...)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -153,7 +154,7 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 	w := &chainWrite{c: c, last: c.head}
 	var docs []store.SysDoc
 	if c.start != nil && len(links) > 0 { // the chain's first write: its start goes with it
-		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(c.start.Seq), Value: c.start})
+		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(c.start.Seq), Value: c.start, Create: true})
 	}
 	for i, l := range links {
 		e := &ChainEntry{Seq: c.head.Seq + int64(i) + 1, Time: now.UTC(), RunID: l.doc.ID, Event: l.event}
@@ -171,7 +172,7 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 			e.Definition = l.definition
 		}
 		by := l.by
-		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Value: &lazyEntry{e: e, seal: func() {
+		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Create: true, Value: &lazyEntry{e: e, seal: func() {
 			e.Record, e.Prev = rec.sum, w.last.Hash
 			if before != nil {
 				e.Prev = before.Hash
@@ -184,6 +185,47 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 	}
 	docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: &lazyHead{w: w}})
 	return w, docs
+}
+
+// maxChainAttempts is how many times a chained write is made before it gives up on finding the
+// chain's end free (other processes appending to it each time).
+const maxChainAttempts = 10
+
+// write makes one store write of links with put, which writes the documents it is given (and
+// may add its own) in one transaction, and moves the head on. Every entry is written only where
+// its number is free (SysDoc.Create): another process on the same store (servers that share a
+// PostgreSQL database) that appended since this one last wrote holds the next numbers, so put
+// fails with store.ErrSysExists, writing nothing, and the entries are numbered again after the
+// head as stored. The head in memory is where this process left the chain, a hint the
+// store's unique numbers correct.
+func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links ...link) error {
+	for attempt := 1; ; attempt++ {
+		w, docs := c.begin(now, links...)
+		err := put(docs)
+		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts {
+			rerr := c.reloadLocked()
+			w.done(err)
+			if rerr != nil {
+				return fmt.Errorf("reading the audit log's hash chain again: %w", rerr)
+			}
+			continue
+		}
+		w.done(err)
+		return err
+	}
+}
+
+// reloadLocked reads the head as stored; the caller holds c.mu.
+func (c *chain) reloadLocked() error {
+	var h chainHead
+	ok, err := c.st.GetSys(ChainCollection, chainHeadID, &h)
+	if err != nil {
+		return err
+	}
+	if ok {
+		c.head, c.start = h, nil
+	}
+	return nil
 }
 
 // done unlocks the chain; when err is nil the write committed and the head moves on.
@@ -496,15 +538,25 @@ func (c *chain) prune(ctx context.Context, now time.Time) error {
 	if through == nil {
 		return nil
 	}
-	cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash,
-		PrunedThrough: through.Seq, PrunedSHA256: through.Hash, Since: since}
-	cp.seal()
-	head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
-	if err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp},
-		store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: head}); err != nil {
-		return fmt.Errorf("writing the chain's checkpoint: %w", err)
+	for attempt := 1; ; attempt++ {
+		cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash,
+			PrunedThrough: through.Seq, PrunedSHA256: through.Hash, Since: since}
+		cp.seal()
+		head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
+		err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
+			store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: head})
+		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
+			if err := c.reloadLocked(); err != nil {
+				return fmt.Errorf("reading the audit log's hash chain again: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("writing the chain's checkpoint: %w", err)
+		}
+		c.head, c.start = head, nil
+		break
 	}
-	c.head = head
 	cut := chainID(through.Seq)
 	_, err = c.st.PruneSys(ctx, ChainCollection, func(d store.SysRecord) (bool, error) {
 		return d.ID != chainHeadID && d.ID <= cut, nil

@@ -69,9 +69,9 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	}
 	// The record is written again even when unchanged: its index entry moves to "rejected" in
 	// the transaction of the decision.
-	w, chained := e.chain.begin(d.Time, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
-	err = e.st.PutSysDocs(ctx, append([]store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}, chained...)...)
-	w.done(err)
+	err = e.chain.write(d.Time, func(chained []store.SysDoc) error {
+		return e.st.PutSysDocs(ctx, append([]store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}, chained...)...)
+	}, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
 	if err != nil {
 		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
 	}

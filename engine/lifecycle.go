@@ -52,8 +52,8 @@ type Event struct {
 	ParentRunID string
 	// Model is the model call that wrote the run's plan (started, for a run of ask): model,
 	// attempt, tokens and latency; nil for a plan that came without one.
-	Model *ModelCall
-	Outcome     Outcome
+	Model   *ModelCall
+	Outcome Outcome
 	// State is the run's state once it has one: the verdict's (pending, done, failed) and after
 	// (applied, conflict, rejected).
 	State string

@@ -101,9 +101,7 @@ func (e *Engine) UpgradeDomain(ctx context.Context, dom *store.Domain, opts Upgr
 		links = append(links, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
 	}
 	links = append(links, link{event: ChainDomain, by: func() string { return by.Name }, definition: rep.Definition})
-	w, chained := e.chain.begin(now, links...)
-	err = up.UpgradeDomain(ctx, dom, append(docs, chained...)...)
-	w.done(err)
+	err = e.chain.write(now, func(chained []store.SysDoc) error { return up.UpgradeDomain(ctx, dom, append(docs, chained...)...) }, links...)
 	if err != nil {
 		return nil, err
 	}

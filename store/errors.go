@@ -85,6 +85,10 @@ func (e *ConflictError) Hint() string {
 
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// ErrSysExists is the error of a write of a SysDoc with Create set whose id its collection
+// already holds (written by another process since the writer last looked): nothing is written.
+var ErrSysExists = errors.New("the system document exists already")
+
 // ErrNotEmpty is returned by Seed without force when the store already holds rows.
 var ErrNotEmpty = errors.New("the store already holds data; seed with force to replace it")
 

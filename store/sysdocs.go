@@ -16,6 +16,11 @@ type SysDoc struct {
 	// Index places the document in its collection's ordered index (sysindex.go). A collection
 	// that keeps an index takes no write without one.
 	Index *SysIndex
+	// Create writes the document only where its collection has none of its id: when it has,
+	// the whole write fails with ErrSysExists and writes nothing. It is for documents appended
+	// in sequence by several processes on one store (the audit log's hash chain on a database
+	// that several servers share), where replacing one would lose another process's write.
+	Create bool
 }
 
 // SelfEncoded is a SysDoc.Value that writes its own JSON (compact, valid; a backend stores the

@@ -771,6 +771,21 @@ func (s *Store) putSysDoc(d store.SysDoc) error {
 	if err != nil {
 		return err
 	}
+	if d.Create {
+		ok, err := s.db.HasCollection(c)
+		if err != nil {
+			return err
+		}
+		if ok {
+			old, err := s.db.FindById(c, sysDocID(c, d.ID))
+			if err != nil {
+				return err
+			}
+			if old != nil {
+				return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
+			}
+		}
+	}
 	raw, err := store.EncodeSys(d.Value)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)

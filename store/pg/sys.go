@@ -68,10 +68,18 @@ func (s *Store) putSysTx(ctx context.Context, tx pgx.Tx, docs []store.SysDoc) er
 		} else if r {
 			return fmt.Errorf("system collection %s keeps an index: its document %s must be written with its entry (SysDoc.Index)", d.Collection, d.ID)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+ident(s.schema, sysTable)+" (coll, id, json, ord, grp) VALUES ($1, $2, $3, $4, $5) "+
-			"ON CONFLICT (coll, id) DO UPDATE SET json = EXCLUDED.json, ord = EXCLUDED.ord, grp = EXCLUDED.grp",
-			d.Collection, d.ID, string(raw), ord, grp); err != nil {
+		onConflict := "DO UPDATE SET json = EXCLUDED.json, ord = EXCLUDED.ord, grp = EXCLUDED.grp"
+		if d.Create {
+			// Another transaction's insert of the id, uncommitted, makes this one wait for it.
+			onConflict = "DO NOTHING"
+		}
+		tag, err := tx.Exec(ctx, "INSERT INTO "+ident(s.schema, sysTable)+" (coll, id, json, ord, grp) VALUES ($1, $2, $3, $4, $5) "+
+			"ON CONFLICT (coll, id) "+onConflict, d.Collection, d.ID, string(raw), ord, grp)
+		if err != nil {
 			return fmt.Errorf("system document %s/%s: %w", d.Collection, d.ID, err)
+		}
+		if d.Create && tag.RowsAffected() == 0 {
+			return fmt.Errorf("system document %s/%s: %w", d.Collection, d.ID, store.ErrSysExists)
 		}
 	}
 	return nil

@@ -484,6 +484,22 @@ func testSystemDocuments(t *testing.T, st store.Store) {
 	assert.Equal(t, 5, got.N)
 	assert.Error(t, st.PutSys(bg, "_bad", "a", doc{1}), "a system collection name is a plain name")
 
+	// A document written with Create goes only where its id is free: else the whole write fails
+	// with ErrSysExists and writes nothing, in a collection never written too.
+	require.NoError(t, st.PutSysDocs(bg, store.SysDoc{Collection: "seqs", ID: "1", Value: doc{1}, Create: true}))
+	err = st.PutSysDocs(bg, store.SysDoc{Collection: "notes", ID: "c", Value: doc{7}},
+		store.SysDoc{Collection: "seqs", ID: "1", Value: doc{2}, Create: true})
+	require.ErrorIs(t, err, store.ErrSysExists)
+	found, err = st.GetSys("notes", "c", &got)
+	require.NoError(t, err)
+	assert.False(t, found, "a refused write writes nothing")
+	_, err = st.GetSys("seqs", "1", &got)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.N, "the document is not replaced")
+	require.NoError(t, st.PutSysDocs(bg, store.SysDoc{Collection: "seqs", ID: "2", Value: doc{2}, Create: true}))
+	_, err = st.PruneSys(bg, "seqs", func(store.SysRecord) (bool, error) { return true, nil })
+	require.NoError(t, err)
+
 	// Prune takes the companion documents of the same id with it; an error from drop removes
 	// nothing.
 	_, err = st.PruneSys(bg, "notes", func(r store.SysRecord) (bool, error) { return false, errors.New("no") }, "other")
