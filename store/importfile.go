@@ -272,6 +272,8 @@ func formatFloat(f float64) string {
 	return s
 }
 
+// CSVCell is a stored value as a CSV cell: None empty, a float with its fraction (80.0), a list
+// or object as JSONValue writes it.
 func CSVCell(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -578,4 +580,33 @@ func numberSyntax(c string, exponent bool) (plain, ok bool) {
 		i++
 	}
 	return false, i > start && i == len(c)
+}
+
+// CSVWriter writes a table's rows as CSV, as every backend's Export does: a header of the
+// schema's field names, then one line per row, each cell as CSVCell writes it (what ReadCSV reads
+// back as the same row).
+type CSVWriter struct {
+	cw   *csv.Writer
+	sc   *Schema
+	line []string
+}
+
+// NewCSVWriter writes sc's header to w and returns the writer of its rows.
+func NewCSVWriter(w io.Writer, sc *Schema) (*CSVWriter, error) {
+	c := &CSVWriter{cw: csv.NewWriter(w), sc: sc, line: make([]string, len(sc.Fields))}
+	return c, c.cw.Write(sc.FieldNames())
+}
+
+// Write writes one row.
+func (c *CSVWriter) Write(r table.Row) error {
+	for i, f := range c.sc.Fields {
+		c.line[i] = CSVCell(r[f.Name])
+	}
+	return c.cw.Write(c.line)
+}
+
+// Flush writes what is buffered and returns the first error of the writes.
+func (c *CSVWriter) Flush() error {
+	c.cw.Flush()
+	return c.cw.Error()
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,21 +160,16 @@ func (s *Store) Export(w io.Writer, name string, format Format) error {
 		bw.WriteString("\n")
 		return bw.Flush()
 	case CSV:
-		cw := csv.NewWriter(w)
-		if err := cw.Write(sc.FieldNames()); err != nil {
+		cw, err := store.NewCSVWriter(w, sc)
+		if err != nil {
 			return err
 		}
-		line := make([]string, len(sc.Fields))
 		for _, r := range recs {
-			for i, f := range sc.Fields {
-				line[i] = store.CSVCell(r.row[f.Name])
-			}
-			if err := cw.Write(line); err != nil {
+			if err := cw.Write(r.row); err != nil {
 				return err
 			}
 		}
-		cw.Flush()
-		return cw.Error()
+		return cw.Flush()
 	}
 	return fmt.Errorf("unknown format %q (want json or csv)", format)
 }
