@@ -242,6 +242,9 @@ func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []tab
 	if err := lockTable(ctx, tx, s.schema, t.s.Name); err != nil {
 		return res, err
 	}
+	if err := s.checkDefinition(ctx, tx); err != nil {
+		return res, err
+	}
 	var nonEmpty bool
 	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.name+")").Scan(&nonEmpty); err != nil {
 		return res, err

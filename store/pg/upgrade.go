@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,9 +44,11 @@ var _ store.DomainUpgrader = (*Store)(nil)
 //
 // A table mapped onto an existing SQL table (table.SQLMapping) is never altered: an upgrade
 // that would change its columns, or its mapping, is refused. Other servers on the same database
-// keep the definition they opened with until they open the store again: stop them before the
-// upgrade (the CLI's domain upgrade says so), since a run they make afterwards is checked
-// against the old schemas (the new constraints of step 3 still refuse what breaks them).
+// keep the definition they opened with until they open the store again; every apply and import
+// they make after the upgrade is refused with ErrUpgraded and writes nothing (checkDefinition,
+// after the table locks the upgrade held), so stop or restart them with it. The engine refuses
+// an upgrade while runs are pending (or expires them); a run another server makes between that
+// look and the commit is refused at its apply on that server, not on one opened afresh.
 //
 // After it returns nil the store serves only Close, as store/bolt's.
 func (s *Store) UpgradeDomain(ctx context.Context, dom *store.Domain, extra ...store.SysDoc) error {
@@ -311,4 +314,23 @@ END $d$`, literal(tbl), literal(col), literal(tbl))
 		}
 	}
 	return out
+}
+
+// ErrUpgraded is matched (errors.Is) by the error of an apply or an import through a Store
+// opened before the store's domain was upgraded (by this process or another).
+var ErrUpgraded = errors.New("the store's domain definition was upgraded since this process opened it")
+
+// checkDefinition refuses to write through s when the store's recorded definition is not the
+// one s was opened with: its schemas are not the store's any more. Called inside an apply's or
+// an import's transaction after its table locks, which an upgrade holds until it commits, so it
+// reads what an upgrade under way committed.
+func (s *Store) checkDefinition(ctx context.Context, tx pgx.Tx) error {
+	var sums []byte
+	if err := tx.QueryRow(ctx, "SELECT definition_sums FROM "+ident(s.schema, metaTable)).Scan(&sums); err != nil {
+		return fmt.Errorf("read the store's record: %w", err)
+	}
+	if !bytes.Equal(sums, s.defSums) {
+		return fmt.Errorf("%w; nothing was written: open the store again (restart this server) to use the new definition, and make the run again", ErrUpgraded)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/starplan/starplan/internal/pgtest"
@@ -84,4 +85,49 @@ func TestUpgradeRefusesAStaleDefinition(t *testing.T) {
 	next.Tables[0].Fields = append(next.Tables[0].Fields, table.Field{Name: "bin", Type: table.TypeInt})
 	err = b.UpgradeDomain(bg, storetest.Defined(t, next))
 	assert.ErrorContains(t, err, "the store's domain definition changed since this process opened it")
+}
+
+// Another server, which opened the store before the upgrade, applies and imports nothing after
+// it: its schemas are not the store's any more (ErrUpgraded, nothing written), even for a run it
+// made before. Opened again, it applies.
+func TestUpgradeStopsStaleWriters(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Defined(t, storetest.Domain()), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	sg := b.StageFor(bg, store.RunLimits{})
+	items, _ := sg.Table(storetest.Items)
+	_, err = items.Update(table.Row{"qty": int64(7)}, table.Query{Where: map[string]any{"sku": "a1"}})
+	require.NoError(t, err)
+
+	next := storetest.Domain()
+	next.Tables[0].Fields = append(next.Tables[0].Fields, table.Field{Name: "note", Type: table.TypeString})
+	require.NoError(t, a.UpgradeDomain(bg, storetest.Defined(t, next)))
+
+	err = b.ApplyPending(bg, sg.Pending(), nil)
+	assert.ErrorIs(t, err, ErrUpgraded)
+	assert.ErrorContains(t, err, "restart this server")
+	_, err = b.Import(bg, storetest.Items, strings.NewReader(`[{"sku": "z1", "category": "z", "qty": 1}]`), store.JSON, Upsert)
+	assert.ErrorIs(t, err, ErrUpgraded)
+
+	c, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	row, ok, err := mustGet(t, c, "a1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), row["qty"], "nothing was written")
+	require.NoError(t, c.ApplyPending(bg, sg.Pending(), nil), "the same run, through a store opened on the new definition")
+	row, _, _ = mustGet(t, c, "a1")
+	assert.Equal(t, int64(7), row["qty"])
+}
+
+func mustGet(t *testing.T, s *Store, sku string) (table.Row, bool, error) {
+	t.Helper()
+	items, ok := s.StageFor(bg, store.RunLimits{}).Table(storetest.Items)
+	require.True(t, ok)
+	return items.Get(sku)
 }
