@@ -2,8 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
+
+	"github.com/starplan/starplan/table"
 )
 
 // DomainUpgrader is a Store whose recorded domain definition can be replaced by a new version of
@@ -65,4 +71,67 @@ func (e *UpgradeError) Error() string {
 // Hint says what to do about an *UpgradeError.
 func (e *UpgradeError) Hint() string {
 	return "change those rows under the current definition first (a plan, or starplan db import TABLE FILE --replace), or relax the new definition so that they fit, then upgrade again"
+}
+
+// UpgradeRowProblem checks one stored row of table sc.Name (key key) against sc, the table's
+// schema in the new definition, as every backend's UpgradeDomain does: ok is false and p says
+// why when the row does not validate, or when it validates only by converting a value (a float
+// field made an int one), since the row would keep its old kind where it is stored, read back as
+// it was and not as the schema says, and db check would not see it (review). row is not changed.
+func UpgradeRowProblem(sc *Schema, key any, row table.Row) (p RowProblem, ok bool) {
+	v, err := sc.ValidateRow(maps.Clone(row))
+	if err == nil {
+		f := convertedField(row, v)
+		if f == "" {
+			return RowProblem{}, true
+		}
+		return RowProblem{Table: sc.Name, Key: fmt.Sprint(key), Field: f, Problem: fmt.Sprintf(
+			"%v is stored as %s, and the new definition stores %s there; a field's type cannot change under rows that hold it (export the table, upgrade without them, import them again)",
+			row[f], kindName(row[f]), kindName(v[f]))}, false
+	}
+	p = RowProblem{Table: sc.Name, Key: fmt.Sprint(key), Problem: err.Error()}
+	var fe *table.FieldError
+	if errors.As(err, &fe) {
+		p.Field, p.Problem = fe.Field, fe.Rule
+		if fe.Field != "" && fe.Value != nil {
+			p.Problem = fmt.Sprintf("%v %s", fe.Value, fe.Rule)
+		}
+	}
+	return p, false
+}
+
+// convertedField returns the first field (by name) whose value validation changed, or "".
+func convertedField(stored, valid table.Row) string {
+	var names []string
+	for k := range valid {
+		if !reflect.DeepEqual(stored[k], valid[k]) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return names[0]
+}
+
+// kindName names a stored value's kind as a schema does.
+func kindName(v any) string {
+	switch v.(type) {
+	case int64, int:
+		return "int"
+	case float64:
+		return "float"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "object"
+	case nil:
+		return "None"
+	}
+	return fmt.Sprintf("%T", v)
 }

@@ -334,8 +334,8 @@ func commitsOf(n int) string {
 // the singular.
 func TestImportErrorsCountOneRecord(t *testing.T) {
 	e := &ImportErrors{Table: "inventory", Errs: []*ImportError{{Table: "inventory", Record: 2, Err: errors.New("bad")}}}
-	e.imported = 1
+	e.Written = 1
 	assert.Contains(t, e.Error(), "the first record was imported already, none after it")
-	e.commits = 1
+	e.Commits = 1
 	assert.Contains(t, e.Error(), "the first record was imported (in 1 commit), none after it")
 }

@@ -30,3 +30,16 @@ func TestConformance(t *testing.T) {
 		storetest.Run(t, openFresh)
 	})
 }
+
+// The bbolt store passes the conformance suite's upgrade part.
+func TestUpgradeConformance(t *testing.T) {
+	storetest.RunUpgrade(t, openFresh, func(t testing.TB, st store.Store) store.Store {
+		t.Helper()
+		dir := st.(*Store).Dir()
+		require.NoError(t, st.Close())
+		s, err := Open(dir, Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -27,7 +27,7 @@ import (
 // did. A record is the same either way: FuzzReadJSONRecords holds the two readers to the same
 // records, lines and errors.
 func readJSONRecords(ctx context.Context, sc *store.Schema, r io.Reader, fn func(record) error) error {
-	s := &jsonScan{sc: sc, r: &ctxReader{ctx: ctx, r: r}, line: 1}
+	s := &jsonScan{sc: sc, r: store.ContextReader(ctx, r), line: 1}
 	from, err := s.records(ctx, fn)
 	if err != nil || from == nil {
 		return err

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"reflect"
-	"slices"
 
 	"go.etcd.io/bbolt"
 
 	"github.com/starplan/starplan/store"
-	"github.com/starplan/starplan/table"
 )
 
 var _ store.DomainUpgrader = (*Store)(nil)
@@ -62,28 +58,9 @@ func (s *Store) UpgradeDomain(ctx context.Context, dom *store.Domain, extra ...s
 		}
 		var werr error
 		for _, r := range t.walk(ctx, nil, nil, false, &werr) {
-			v, err := sc.ValidateRow(maps.Clone(r.row))
-			if err == nil {
-				// A row the new schema accepts only by converting a value (a float field made
-				// an int one) would keep its old kind on disk, read back as it was and not as
-				// the schema says, and db check would not see it: such a change is refused
-				// under rows (review).
-				if f := convertedField(r.row, v); f != "" {
-					bad(store.RowProblem{Table: name, Key: fmt.Sprint(r.key), Field: f, Problem: fmt.Sprintf(
-						"%v is stored as %s, and the new definition stores %s there; a field's type cannot change under rows that hold it (export the table, upgrade without them, import them again)",
-						r.row[f], kindName(r.row[f]), kindName(v[f]))})
-				}
-				continue
+			if p, ok := store.UpgradeRowProblem(sc, r.key, r.row); !ok {
+				bad(p)
 			}
-			p := store.RowProblem{Table: name, Key: fmt.Sprint(r.key), Problem: err.Error()}
-			var fe *table.FieldError
-			if errors.As(err, &fe) {
-				p.Field, p.Problem = fe.Field, fe.Rule
-				if fe.Field != "" && fe.Value != nil {
-					p.Problem = fmt.Sprintf("%v %s", fe.Value, fe.Rule)
-				}
-			}
-			bad(p)
 		}
 		if werr != nil {
 			return werr
@@ -141,40 +118,4 @@ func (s *Store) UpgradeDomain(ctx context.Context, dom *store.Domain, extra ...s
 	s.quitOnce.Do(func() { close(s.quit) }) // a read into memory under way stops, as Close does
 	s.closed = true
 	return s.db.Close()
-}
-
-// convertedField returns the first field (by name) whose value validation changed, or "".
-func convertedField(stored, valid table.Row) string {
-	var names []string
-	for k := range valid {
-		if !reflect.DeepEqual(stored[k], valid[k]) {
-			names = append(names, k)
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	slices.Sort(names)
-	return names[0]
-}
-
-// kindName names a stored value's kind as a schema does.
-func kindName(v any) string {
-	switch v.(type) {
-	case int64, int:
-		return "int"
-	case float64:
-		return "float"
-	case string:
-		return "string"
-	case bool:
-		return "bool"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "object"
-	case nil:
-		return "None"
-	}
-	return fmt.Sprintf("%T", v)
 }

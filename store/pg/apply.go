@@ -144,6 +144,9 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 			return fmt.Errorf("apply: lock the tables: %w", err)
 		}
 	}
+	if err := s.checkDefinition(ctx, tx); err != nil { // after the locks: an upgrade under way has committed
+		return err
+	}
 	// The rows the writes replace, locked.
 	byTable := map[*sqlTable][]int{}
 	for i, o := range ops {

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/starplan/starplan/internal/pgtest"
@@ -24,4 +25,36 @@ func createFresh(t testing.TB, dom *store.Domain) store.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, createFresh)
+}
+
+// The PostgreSQL store passes the conformance suite's upgrade part; a store is opened again by
+// its DSN alone, with the definition it recorded.
+func TestUpgradeConformance(t *testing.T) {
+	var mu sync.Mutex
+	dsns := map[store.Store]string{}
+	open := func(t testing.TB, dom *store.Domain) store.Store {
+		t.Helper()
+		dsn := pgtest.DSN(t)
+		s, err := Create(context.Background(), dsn, dom, Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		mu.Lock()
+		dsns[s] = dsn
+		mu.Unlock()
+		return s
+	}
+	storetest.RunUpgrade(t, open, func(t testing.TB, st store.Store) store.Store {
+		t.Helper()
+		require.NoError(t, st.Close())
+		mu.Lock()
+		dsn := dsns[st]
+		mu.Unlock()
+		s, err := Open(context.Background(), dsn, Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		mu.Lock()
+		dsns[s] = dsn
+		mu.Unlock()
+		return s
+	})
 }

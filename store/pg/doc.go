@@ -49,15 +49,17 @@
 // ending one transaction, makes the apply run again (maxApplyAttempts). The cost: applies that
 // touch one table are serialized (each holds the lock for a few round trips, and for verify).
 //
-// Also: Seed/SeedRows (the kept seed), Import (JSON; validated whole, then COPY into a temporary
-// table and set-based upsert or replace under the table's lock), Dump/Export (JSON that imports
-// back as the same bytes), Check (rows against their schemas and _ord, system documents, the
+// Also: Seed/SeedRows (the kept seed), Import (JSON or CSV, read by store/bolt's reader
+// (store.ReadCSV); validated whole, then COPY into a temporary table and set-based upsert or
+// replace under the table's lock), Dump/Export (JSON or CSV, the bytes store/bolt writes for the
+// same rows), UpgradeDomain (upgrade.go: the rows checked, then the tables, columns, constraints
+// and indexes changed and the definition recorded, in one transaction), Check (rows against their schemas and _ord, system documents, the
 // ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,
 // for a server to relay its events to the others; not wired into the server yet). Not (yet)
 // here: mapping a domain table onto an existing table (domain.json's "sql" property is parsed and
 // checked, and reads and writes go through the mapped columns, but Create and Open refuse such a
 // domain: the catalog check and adding _version, _ord and the triggers to the table at init are
-// not built), CSV. A key is in two B-tree indexes
+// not built). A key is in two B-tree indexes
 // (the primary key, _ord), whose entries PostgreSQL limits to about 2,700 bytes after
 // compression: a longer key (store.MaxKeyBytes allows 4,096) fails its apply, which writes
 // nothing. Another program's INSERT without _ord, or UPDATE of a key, gets its _ord from a

@@ -8,10 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -40,40 +36,148 @@ var (
 	_ store.Importer = (*Store)(nil)
 )
 
-// jsonOnly is the error of a CSV import or export: the PostgreSQL store reads and writes JSON.
-func jsonOnly(what string, format store.Format) error {
-	return fmt.Errorf("%s: a PostgreSQL store %ss JSON only, not %s: use --format json (or COPY in psql for CSV)", what, what, format)
-}
-
 // ImportBatches is store.Importer's import in commits of batch records: a PostgreSQL store
 // imports a file in one transaction instead (COPY into a temporary table), so it refuses.
 func (s *Store) ImportBatches(ctx context.Context, name string, r io.Reader, format store.Format, batch int) (ImportResult, error) {
 	return ImportResult{}, errors.New("import: a PostgreSQL store imports a file in one transaction, not in batches: drop --batch")
 }
 
-// maxImportErrors is the most bad records one import reports.
-const maxImportErrors = 20
-
-// Import reads rows for table name from r, JSON: an array of objects, or {"<table>": [...]} as
-// Dump writes; validates every one (one bad record imports nothing; the error names each, up to
-// maxImportErrors) and writes them in one transaction with COPY (see ImportRows). Every record
-// carries its key.
+// Import reads rows for table name from r and writes them in one transaction, or nothing. JSON
+// is an array of objects, or {"<table>": [...]} as Dump writes; CSV is what store.ReadCSV reads
+// (a header of field names, then rows; store/bolt reads the same). Every record is validated
+// before anything is written: bad records import nothing, and the *store.ImportErrors names
+// each (up to store.MaxImportErrors) with its record, its line (CSV) and the field. A record
+// without its key, in a table with a key prefix, gets the next key after the highest of the
+// file and (Upsert) of the table, read under the table's lock. The rows are written as
+// ImportRows writes them.
 func (s *Store) Import(ctx context.Context, name string, r io.Reader, format store.Format, mode ImportMode) (ImportResult, error) {
-	if format != store.JSON {
-		return ImportResult{}, jsonOnly("import", format)
-	}
 	sc := s.schemas[name]
 	if sc == nil {
 		return ImportResult{}, fmt.Errorf("import: unknown table %q%s", name, store.DidYouMean(name, s.names))
 	}
-	dec := json.NewDecoder(bufio.NewReader(r))
+	c := &collector{sc: sc, bad: &store.ImportErrors{Table: name}, seen: map[any]int{}, fileMax: -1}
+	var err error
+	switch format {
+	case store.JSON:
+		err = readJSON(ctx, sc, r, c.add)
+	case store.CSV:
+		err = store.ReadCSV(ctx, sc, r, c.bad, c.add)
+	default:
+		return ImportResult{}, fmt.Errorf("import: unknown format %q (want json or csv)", format)
+	}
+	if err != nil {
+		return ImportResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ImportResult{}, err
+	}
+	if len(c.later) == 0 || c.bad.Failed() {
+		c.generate(-1) // keys only to validate the rest with: nothing is written
+		if err := c.bad.Err(); err != nil {
+			return ImportResult{}, err
+		}
+		return s.ImportRows(ctx, name, c.rows, mode)
+	}
+	t := s.tables[name]
+	var res ImportResult
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockTable(ctx, tx, s.schema, name); err != nil {
+			return err
+		}
+		next := int64(-1)
+		if mode == Upsert {
+			var err error
+			if next, _, err = t.maxNum(ctx, tx, nil); err != nil {
+				return err
+			}
+		}
+		c.generate(next)
+		if err := c.bad.Err(); err != nil {
+			return err
+		}
+		res, err = s.importTx(ctx, tx, t, c.rows, mode)
+		return err
+	})
+	if err == nil && res.Inserted+res.Updated+res.Deleted > 0 {
+		res.Commits = 1
+	}
+	return res, err
+}
+
+// collector validates an import's records as they are read (as store/bolt's importer does): it
+// keeps the valid rows, every key with its record (a key that comes twice is a bad record) and
+// the records without a key, to be given one once the file's highest key is known.
+type collector struct {
+	sc      *store.Schema
+	bad     *store.ImportErrors
+	rows    []table.Row
+	seen    map[any]int
+	later   []keyless
+	fileMax int64 // the highest key number (KeyPrefix and digits) among the records
+}
+
+type keyless struct {
+	row       table.Row
+	num, line int
+}
+
+// add takes one record as read (store.ReadCSV's callback).
+func (c *collector) add(row table.Row, num, line int) error {
+	k := row[c.sc.Key]
+	if n, ok := c.sc.KeyNum(k); ok && n > c.fileMax {
+		c.fileMax = n
+	}
+	if k == nil && c.sc.KeyPrefix != "" {
+		c.later = append(c.later, keyless{row, num, line})
+		return nil
+	}
+	c.check(row, num, line)
+	return nil
+}
+
+// check validates a record with its key and refuses a key an earlier record has.
+func (c *collector) check(row table.Row, num, line int) {
+	sc := c.sc
+	v, err := sc.ValidateOwned(row)
+	if err != nil {
+		c.bad.Add(&store.ImportError{Table: sc.Name, Record: num, Line: line, Err: err})
+		return
+	}
+	k := v[sc.Key]
+	if j, dup := c.seen[k]; dup {
+		c.bad.Add(&store.ImportError{Table: sc.Name, Record: num, Line: line,
+			Err: &table.FieldError{Table: sc.Name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", j, sc.Key)}})
+		return
+	}
+	c.seen[k] = num
+	c.rows = append(c.rows, v)
+}
+
+// generate gives the records without a key the next keys after next (and after the file's
+// highest), in file order, and checks them.
+func (c *collector) generate(next int64) {
+	next = max(next, c.fileMax)
+	for _, rc := range c.later {
+		next++
+		rc.row[c.sc.Key] = c.sc.FormatKey(max(next, 1))
+		next = max(next, 1)
+		c.check(rc.row, rc.num, rc.line)
+	}
+	c.later = nil
+}
+
+// readJSON reads a JSON import: an array of objects, or {"<table>": [...]} as Dump writes, and
+// gives each record to fn (its line unknown: 0).
+func readJSON(ctx context.Context, sc *store.Schema, r io.Reader, fn func(row table.Row, num, line int) error) error {
+	name := sc.Name
+	dec := json.NewDecoder(bufio.NewReader(store.ContextReader(ctx, r)))
 	dec.UseNumber()
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
-		return ImportResult{}, fmt.Errorf("import %s: the file is not JSON: %w", name, err)
+		return &store.ImportError{Table: name, Err: fmt.Errorf("the file is not JSON: %w", err)}
 	}
 	if dec.More() {
-		return ImportResult{}, fmt.Errorf("import %s: data after the JSON value", name)
+		return &store.ImportError{Table: name, Err: errors.New("malformed JSON: data follows the value: a file is one JSON array of records (or an object of tables, as a dump)")}
 	}
 	var list []any
 	switch x := doc.(type) {
@@ -82,41 +186,33 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format sto
 	case map[string]any:
 		for k := range x {
 			if k != name {
-				return ImportResult{}, fmt.Errorf("import %s: the file holds table %q; import one table at a time", name, k)
+				return &store.ImportError{Table: name, Err: fmt.Errorf("the file holds table %q; import one table at a time", k)}
 			}
 		}
 		l, ok := x[name].([]any)
 		if !ok {
-			return ImportResult{}, fmt.Errorf("import %s: {%q: ...} must hold a list of rows", name, name)
+			return &store.ImportError{Table: name, Err: fmt.Errorf("{%q: ...} must hold a list of rows", name)}
 		}
 		list = l
 	default:
-		return ImportResult{}, fmt.Errorf("import %s: the file must hold a list of rows or {%q: [rows]}", name, name)
+		return &store.ImportError{Table: name, Err: fmt.Errorf("the file must hold a list of rows or {%q: [rows]}", name)}
 	}
-	rows := make([]table.Row, 0, len(list))
-	var errs []error
-	seen := make(map[any]int, len(list))
 	for i, x := range list {
 		m, ok := x.(map[string]any)
 		if !ok {
-			errs = append(errs, fmt.Errorf("%s record %d: not an object", name, i+1))
-		} else if row, err := sc.ValidateOwned(store.FromJSON(m).(map[string]any)); err != nil {
-			errs = append(errs, fmt.Errorf("%s record %d: %w", name, i+1, err))
-		} else if j, dup := seen[row[sc.Key]]; dup {
-			errs = append(errs, fmt.Errorf("%s record %d: key %s repeats record %d", name, i+1, table.FormatValue(row[sc.Key]), j))
-		} else {
-			seen[row[sc.Key]] = i + 1
-			rows = append(rows, row)
+			return &store.ImportError{Table: name, Record: i + 1, Err: errors.New("want an object with the row's fields")}
 		}
-		if len(errs) >= maxImportErrors {
-			errs = append(errs, errors.New("and maybe more bad records"))
-			break
+		if err := fn(store.FromJSON(m).(map[string]any), i+1, 0); err != nil {
+			return err
 		}
 	}
-	if len(errs) > 0 {
-		return ImportResult{}, fmt.Errorf("import %s: nothing was imported: %w", name, errors.Join(errs...))
-	}
-	return s.ImportRows(ctx, name, rows, mode)
+	return nil
+}
+
+// lockTable takes table name's lock as an apply does (its version row, FOR UPDATE).
+func lockTable(ctx context.Context, tx pgx.Tx, schema, name string) error {
+	_, err := tx.Exec(ctx, "SELECT ver FROM "+ident(schema, verTable)+" WHERE name = $1 FOR UPDATE", name)
+	return err
 }
 
 // ImportRows writes rows (each valid against the table's schema, keys distinct) into table name
@@ -143,7 +239,10 @@ func (s *Store) ImportRows(ctx context.Context, name string, rows []table.Row, m
 
 func (s *Store) importTx(ctx context.Context, tx pgx.Tx, t *sqlTable, rows []table.Row, mode ImportMode) (ImportResult, error) {
 	var res ImportResult
-	if _, err := tx.Exec(ctx, "SELECT ver FROM "+ident(s.schema, verTable)+" WHERE name = $1 FOR UPDATE", t.s.Name); err != nil {
+	if err := lockTable(ctx, tx, s.schema, t.s.Name); err != nil {
+		return res, err
+	}
+	if err := s.checkDefinition(ctx, tx); err != nil {
 		return res, err
 	}
 	var nonEmpty bool
@@ -295,36 +394,47 @@ func (s *Store) DumpTo(ctx context.Context, w io.Writer) error {
 	return bw.Flush()
 }
 
-// Export is ExportTo without a context, JSON only (store.Exporter).
+// Export is ExportTo without a context (store.Exporter).
 func (s *Store) Export(w io.Writer, name string, format store.Format) error {
-	if format != store.JSON {
-		return jsonOnly("export", format)
-	}
-	return s.ExportTo(context.Background(), w, name)
+	return s.ExportTo(context.Background(), w, name, format)
 }
 
-// ExportTo writes one table's rows in key order as a JSON array.
-func (s *Store) ExportTo(ctx context.Context, w io.Writer, name string) error {
+// ExportTo writes one table's rows in key order as JSON (an array) or CSV (store.CSVWriter), as
+// store/bolt writes them: the same rows export as the same bytes from either store.
+func (s *Store) ExportTo(ctx context.Context, w io.Writer, name string, format store.Format) error {
 	t := s.tables[name]
 	if t == nil {
 		return fmt.Errorf("export: unknown table %q%s", name, store.DidYouMean(name, s.names))
 	}
-	bw := bufio.NewWriter(w)
-	if err := s.writeRows(ctx, s.pool, bw, t, ""); err != nil {
-		return err
+	switch format {
+	case store.JSON:
+		bw := bufio.NewWriter(w)
+		if err := s.writeRows(ctx, s.pool, bw, t, ""); err != nil {
+			return err
+		}
+		bw.WriteString("\n")
+		return bw.Flush()
+	case store.CSV:
+		cw, err := store.NewCSVWriter(w, t.s)
+		if err != nil {
+			return err
+		}
+		err = s.eachRow(ctx, s.pool, t, func(r *rec) error { return cw.Write(r.row) })
+		if err != nil {
+			return err
+		}
+		return cw.Flush()
 	}
-	bw.WriteString("\n")
-	return bw.Flush()
+	return fmt.Errorf("unknown format %q (want json or csv)", format)
 }
 
-func (s *Store) writeRows(ctx context.Context, db querier, w *bufio.Writer, t *sqlTable, indent string) error {
+// eachRow calls fn with each row of t in key order.
+func (s *Store) eachRow(ctx context.Context, db querier, t *sqlTable, fn func(*rec) error) error {
 	rows, err := db.Query(ctx, "SELECT "+t.sel+" FROM "+t.name+" t ORDER BY t._ord")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", t.s.Name, err)
 	}
 	defer rows.Close()
-	w.WriteString("[")
-	n := 0
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
@@ -334,6 +444,18 @@ func (s *Store) writeRows(ctx context.Context, db querier, w *bufio.Writer, t *s
 		if err != nil {
 			return err
 		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (s *Store) writeRows(ctx context.Context, db querier, w *bufio.Writer, t *sqlTable, indent string) error {
+	w.WriteString("[")
+	n := 0
+	var buf []byte
+	err := s.eachRow(ctx, db, t, func(r *rec) error {
 		if n > 0 {
 			w.WriteString(",")
 		}
@@ -343,12 +465,16 @@ func (s *Store) writeRows(ctx context.Context, db querier, w *bufio.Writer, t *s
 			if i > 0 {
 				w.WriteString(", ")
 			}
-			fmt.Fprintf(w, "%q: ", f)
-			writeJSONValue(w, r.row[f])
+			name, _ := json.Marshal(f)
+			w.Write(name)
+			w.WriteString(": ")
+			buf = store.AppendJSON(buf[:0], r.row[f])
+			w.Write(buf)
 		}
 		w.WriteString("}")
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if n > 0 {
@@ -356,44 +482,4 @@ func (s *Store) writeRows(ctx context.Context, db querier, w *bufio.Writer, t *s
 	}
 	w.WriteString("]")
 	return nil
-}
-
-// writeJSONValue writes v as JSON, a float always with a fraction or exponent (so it reads back
-// as a float where no type says so), object keys sorted.
-func writeJSONValue(w *bufio.Writer, v any) {
-	switch x := v.(type) {
-	case float64:
-		s := strconv.FormatFloat(x, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eEn") && !math.IsInf(x, 0) {
-			s += ".0"
-		}
-		w.WriteString(s)
-	case []any:
-		w.WriteString("[")
-		for i, e := range x {
-			if i > 0 {
-				w.WriteString(", ")
-			}
-			writeJSONValue(w, e)
-		}
-		w.WriteString("]")
-	case map[string]any:
-		w.WriteString("{")
-		for i, k := range slices.Sorted(maps.Keys(x)) {
-			if i > 0 {
-				w.WriteString(", ")
-			}
-			kb, _ := json.Marshal(k)
-			w.Write(kb)
-			w.WriteString(": ")
-			writeJSONValue(w, x[k])
-		}
-		w.WriteString("}")
-	default:
-		b, err := json.Marshal(x)
-		if err != nil {
-			b = []byte("null")
-		}
-		w.Write(b)
-	}
 }

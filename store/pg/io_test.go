@@ -7,6 +7,7 @@ import (
 
 	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/store/storetest"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func TestDumpImportSeed(t *testing.T) {
 	defer b.Close()
 	for _, name := range b.Names() {
 		var one bytes.Buffer
-		require.NoError(t, a.ExportTo(bg, &one, name))
+		require.NoError(t, a.ExportTo(bg, &one, name, store.JSON))
 		res, err := b.Import(bg, name, &one, store.JSON, Replace)
 		require.NoError(t, err)
 		assert.Positive(t, res.Inserted)
@@ -52,7 +53,7 @@ func TestDumpImportSeed(t *testing.T) {
 	assert.ErrorIs(t, b.ApplyPending(bg, sg.Pending(), nil), store.ErrConflict, "the import moved what the run read")
 
 	_, err = b.Import(bg, "inventory", strings.NewReader(`[{"item_id": "SG998", "name": "X", "description": "d", "quantity_in_stock": -1, "price": 1}]`), store.JSON, Upsert)
-	require.ErrorContains(t, err, "inventory record 1")
+	require.ErrorContains(t, err, "import inventory: record 1")
 	assert.ErrorContains(t, err, "quantity_in_stock")
 
 	// Seed: refused over data without force; with force the tables hold the seed again.
@@ -71,18 +72,112 @@ func TestDumpImportSeed(t *testing.T) {
 	assert.Equal(t, "plain", c.SQLSchema())
 }
 
-// The db commands' tools: CSV and imports in batches are refused with what to do, and nothing
-// is written.
-func TestCSVAndBatchesAreRefused(t *testing.T) {
+// An import in batches is refused with what to do, and nothing is written.
+func TestBatchesAreRefused(t *testing.T) {
 	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{NoSeed: true})
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.Import(bg, "inventory", strings.NewReader("item_id\nX\n"), store.CSV, Upsert)
-	assert.EqualError(t, err, "import: a PostgreSQL store imports JSON only, not csv: use --format json (or COPY in psql for CSV)")
-	assert.ErrorContains(t, s.Export(&bytes.Buffer{}, "inventory", store.CSV), "a PostgreSQL store exports JSON only, not csv")
 	_, err = s.ImportBatches(bg, "inventory", strings.NewReader(`[]`), store.JSON, 10)
 	assert.ErrorContains(t, err, "drop --batch")
 	var out bytes.Buffer
 	require.NoError(t, s.Export(&out, "inventory", store.JSON))
 	assert.Equal(t, "[]\n", out.String())
+}
+
+// exports is every table of st exported as CSV and as JSON, and its dump.
+func exports(t *testing.T, st interface {
+	store.Exporter
+	Names() []string
+}) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range st.Names() {
+		for _, f := range []store.Format{store.CSV, store.JSON} {
+			var b bytes.Buffer
+			require.NoError(t, st.Export(&b, name, f))
+			out[name+"."+string(f)] = b.String()
+		}
+	}
+	var d bytes.Buffer
+	require.NoError(t, st.Dump(&d))
+	out["dump"] = d.String()
+	return out
+}
+
+// The same CSV imported into a bbolt store and a PostgreSQL store exports as the same bytes, as
+// CSV and as JSON (and dumps the same): one reader and one writer (store.ReadCSV, CSVWriter,
+// JSONValue) serve both. The file has what CSV makes hard: a semicolon separator, quoted cells
+// with commas, quotes and a line break, empty cells (None), floats that are whole, tiny or huge,
+// +5 and 007, a record without its key (generated after the file's and the table's highest), a
+// byte-order mark. A bbolt store's CSV export imports into PostgreSQL as the same bytes too,
+// for the map domain's nested values.
+func TestCSVImportExportMatchesBolt(t *testing.T) {
+	csv := "\ufeffitem_id;name;description;quantity_in_stock;price\n" +
+		"SG010;\"Aviator; gold\";\"says \"\"hi\"\"\nand more\";+5;80\n" +
+		"SG002;Tiny;;007;0.0000001\n" +
+		";Keyless;generated;1;1.5e5\n" +
+		"SG100;Huge;x; 3 ;1E-300\n"
+	for _, mode := range []ImportMode{Upsert, Replace} {
+		b, err := bolt.Open(t.TempDir(), bolt.Options{Domain: store.Inventory()})
+		require.NoError(t, err)
+		defer b.Close()
+		p, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{})
+		require.NoError(t, err)
+		defer p.Close()
+		rb, err := b.Import(bg, "inventory", strings.NewReader(csv), store.CSV, mode)
+		require.NoError(t, err)
+		rp, err := p.Import(bg, "inventory", strings.NewReader(csv), store.CSV, mode)
+		require.NoError(t, err)
+		assert.Equal(t, rb, rp, "the same counts")
+		want, got := exports(t, b), exports(t, p)
+		assert.Equal(t, want, got)
+		assert.Contains(t, got["inventory.csv"], "SG101,Keyless,generated,1,150000.0\n", "the key after the file's highest")
+		assert.Contains(t, got["inventory.csv"], "\"says \"\"hi\"\"\nand more\"")
+	}
+
+	b, err := bolt.Open(t.TempDir(), bolt.Options{Domain: storetest.MapDomain()})
+	require.NoError(t, err)
+	defer b.Close()
+	var wallets bytes.Buffer
+	require.NoError(t, b.Export(&wallets, storetest.Wallets, store.CSV))
+	assert.Contains(t, wallets.String(), `"{""cc_1"":{""source"":""credit_card""}`, "a map is JSON in its cell")
+	p, err := Create(bg, pgtest.DSN(t), storetest.MapDomain(), Options{NoSeed: true})
+	require.NoError(t, err)
+	defer p.Close()
+	res, err := p.Import(bg, storetest.Wallets, bytes.NewReader(wallets.Bytes()), store.CSV, Replace)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Inserted)
+	assert.Equal(t, exports(t, b), exports(t, p))
+}
+
+// A broken CSV imports nothing and says where: a malformed line (a bare quote) by its line; bad
+// cells by record, line, column and field, every one; a key that comes twice by both records.
+// The table is as it was after each.
+func TestCSVImportRefusesBrokenFiles(t *testing.T) {
+	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	before := exports(t, s)
+	for _, tc := range []struct {
+		name, csv string
+		want      []string
+	}{
+		{"malformed line", "item_id,name,description,quantity_in_stock,price\nSG050,A,d,1,1\nSG051,B\"roken,d,1,1\n",
+			[]string{"import inventory: record 2, line 3", "malformed CSV", "nothing was imported"}},
+		{"bad cells", "item_id,name,description,quantity_in_stock,price\nSG050,A,d,abc,1\nSG051,B,d,1,-2\nSG052,C,d,1\n",
+			[]string{"3 records are wrong; nothing was imported", "record 1, line 2, column 11: field \"quantity_in_stock\"", "record 2, line 3: field \"price\" = -2", "record 3, line 4: 4 cells, but the header names 5 fields"}},
+		{"duplicate key", "item_id,name,description,quantity_in_stock,price\nSG050,A,d,1,1\nSG050,B,d,1,1\n",
+			[]string{"record 2, line 3", "duplicate key: record 1 has the same item_id"}},
+		{"unknown column", "item_id,nmae\nSG050,A\n", []string{"header: column \"nmae\" is not a field of inventory", "did you mean"}},
+		{"empty", "", []string{"empty CSV"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Import(bg, "inventory", strings.NewReader(tc.csv), store.CSV, Upsert)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.ErrorContains(t, err, w)
+			}
+			assert.Equal(t, before, exports(t, s), "nothing was written")
+		})
+	}
 }

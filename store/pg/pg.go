@@ -49,6 +49,7 @@ type Store struct {
 	schemas map[string]*store.Schema
 	names   []string
 	tables  map[string]*sqlTable
+	defSums []byte // the record's definition_sums as opened (checkDefinition)
 }
 
 // maxSchemaName is the longest schema name: PostgreSQL's identifiers hold 63 bytes, and the
@@ -245,7 +246,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	if err := refuseMapped(dom); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, domain: dom, schemas: schemas, names: dom.TableNames(), tables: map[string]*sqlTable{}}
+	s := &Store{pool: pool, schema: schema, domain: dom, schemas: schemas, names: dom.TableNames(), tables: map[string]*sqlTable{}, defSums: sums}
 	sort.Strings(s.names)
 	for _, name := range s.names {
 		s.tables[name] = newSQLTable(schema, schemas[name])

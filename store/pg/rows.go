@@ -111,36 +111,42 @@ func createTableSQL(schema string, s *store.Schema) string {
 		} else if f.Required {
 			c += " NOT NULL"
 		}
-		var checks []string
-		switch f.Type {
-		case table.TypeInt, table.TypeFloat:
-			if f.Min != nil {
-				checks = append(checks, q(f.Name)+" >= "+num(*f.Min))
-			}
-			if f.Max != nil {
-				checks = append(checks, q(f.Name)+" <= "+num(*f.Max))
-			}
-		case table.TypeString, table.TypeTimestamp:
-			checks = append(checks, fmt.Sprintf("char_length(%s) <= %d", q(f.Name), f.MaxChars()))
-			if f.MinLen > 0 {
-				checks = append(checks, fmt.Sprintf("char_length(%s) >= %d", q(f.Name), f.MinLen))
-			}
-			if len(f.Enum) > 0 {
-				vals := make([]string, len(f.Enum))
-				for i, e := range f.Enum {
-					vals[i] = literal(e)
-				}
-				checks = append(checks, q(f.Name)+" IN ("+strings.Join(vals, ", ")+")")
-			}
-		}
-		if len(checks) > 0 {
-			c += " CHECK (" + strings.Join(checks, " AND ") + ")"
+		if chk := checkSQL(f); chk != "" {
+			c += " CHECK (" + chk + ")"
 		}
 		cols = append(cols, c)
 	}
 	cols = append(cols, "_version bigint NOT NULL DEFAULT nextval('"+strings.ReplaceAll(ident(schema, verSeq), "'", "''")+"')")
 	cols = append(cols, "_ord bytea NOT NULL UNIQUE") // the key's natural order (ordKey)
 	return "CREATE TABLE " + ident(schema, s.Name) + " (\n\t" + strings.Join(cols, ",\n\t") + "\n)"
+}
+
+// checkSQL is the CHECK constraint's condition of field f's bounds (number bounds, lengths,
+// enums), or "" when it states none.
+func checkSQL(f *table.Field) string {
+	var checks []string
+	switch f.Type {
+	case table.TypeInt, table.TypeFloat:
+		if f.Min != nil {
+			checks = append(checks, q(f.Name)+" >= "+num(*f.Min))
+		}
+		if f.Max != nil {
+			checks = append(checks, q(f.Name)+" <= "+num(*f.Max))
+		}
+	case table.TypeString, table.TypeTimestamp:
+		checks = append(checks, fmt.Sprintf("char_length(%s) <= %d", q(f.Name), f.MaxChars()))
+		if f.MinLen > 0 {
+			checks = append(checks, fmt.Sprintf("char_length(%s) >= %d", q(f.Name), f.MinLen))
+		}
+		if len(f.Enum) > 0 {
+			vals := make([]string, len(f.Enum))
+			for i, e := range f.Enum {
+				vals[i] = literal(e)
+			}
+			checks = append(checks, q(f.Name)+" IN ("+strings.Join(vals, ", ")+")")
+		}
+	}
+	return strings.Join(checks, " AND ")
 }
 
 // values returns a validated row's column values in t.cols order, then its _ord when withOrd.
