@@ -418,10 +418,11 @@ func pyList(ss []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// SIGKILL of a server in the middle of an apply, many times (8; 40 in the long tier), at a
-// moment that moves from before the request reaches the server to after the commit; in every
-// other round the kill comes while the apply is certainly inside its transaction (the test
-// holds the tables' lock, so the apply waits there). The run writes six rows in two tables.
+// SIGKILL of a server in the middle of an apply, many times (8; 40 in the long tier). One round
+// in three kills at a random moment, from before the request reaches the server to after the
+// commit; the others while the apply is certainly inside its transaction, the test holding a
+// lock it waits for: the tables' version rows (before it writes a row), or the run's record
+// (after it wrote the rows, before the commit). The run writes six rows in two tables.
 // After each kill, before anything else: the store holds the state before the run or after it,
 // never a mix, and the run's record agrees (pending with the old rows, applied with the new).
 // Then the same run, applied on the other server, is applied or answered as already applied,
@@ -432,7 +433,7 @@ func TestKillServerMidApply(t *testing.T) {
 	ctx := deadline(t)
 	db, bin, a, b := twoServes(t, ctx)
 	pg := connectPG(t, ctx, db)
-	holder := connectPG(t, ctx, db) // holds the tables' lock in the rounds that kill inside the transaction
+	holder := connectPG(t, ctx, db) // holds a lock the apply waits for, in the rounds that kill inside its transaction
 	kills := testtier.Size(8, 40)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	servers := []*pgServe{a, b}
@@ -445,32 +446,42 @@ func TestKillServerMidApply(t *testing.T) {
 		run := victim.dryRun(ctx, killPlan(i, sign))
 		require.Equal(t, 2*len(killItems), run.ChangedRows, "round %d", i)
 
-		locked := i%2 == 1
+		// Where the kill falls: at a random moment, or (the test holding a lock the apply waits
+		// for) inside the apply's transaction before it writes a row (the tables' version rows),
+		// or after it wrote the rows and before it writes the run's record (the record's row).
+		mode := []string{"at a random moment", "before the writes", "after the writes"}[i%3]
 		var hold pgx.Tx
-		if locked {
+		if mode != "at a random moment" {
 			var err error
 			hold, err = holder.conn.Begin(ctx)
 			require.NoError(t, err)
-			_, err = hold.Exec(ctx, `SELECT * FROM inventory._starplan_tables FOR UPDATE`)
+			lock := `SELECT * FROM inventory._starplan_tables FOR UPDATE`
+			if mode == "after the writes" {
+				lock = `SELECT * FROM inventory._starplan_sys WHERE coll = 'runs' AND id = $1 FOR UPDATE`
+			}
+			tag, err := hold.Exec(ctx, lock, pgxArgs(mode == "after the writes", run.RunID)...)
 			require.NoError(t, err)
+			require.Positive(t, tag.RowsAffected(), "round %d: the lock %s holds a row", i, lock)
 		}
 		done := make(chan error, 1)
 		go func() {
 			_, _, _, err := victim.apply(ctx, run)
 			done <- err
 		}()
-		if locked {
+		switch {
+		case hold != nil:
 			waitForLockWait(t, ctx, pg)
-		} else if spread > 0 {
+		case spread > 0:
 			time.Sleep(time.Duration(rng.Int64N(int64(spread) * 5 / 4)))
-		} else {
+		default:
 			waitABit()
 		}
 		victim.kill()
 		if err := <-done; err == nil {
 			tally["answered before the kill"]++
 		}
-		if locked {
+		if hold != nil {
+			tally["killed "+mode]++
 			require.NoError(t, hold.Rollback(ctx)) // the killed apply's transaction goes on, finds its client gone and ends
 		}
 
@@ -529,6 +540,14 @@ func TestKillServerMidApply(t *testing.T) {
 	assert.Positive(t, tally["killed before the commit"], "some kills came before the commit")
 	servers[0].stop()
 	servers[1].stop()
+}
+
+// pgxArgs is args when with, else none.
+func pgxArgs(with bool, args ...any) []any {
+	if with {
+		return args
+	}
+	return nil
 }
 
 // waitForLockWait waits until some backend waits for a lock on the tables' version rows: the
