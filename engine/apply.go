@@ -140,7 +140,12 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
 	w, docs := e.chain.begin(at, link{doc: recordDoc(rec, false), event: event, by: who})
-	err := e.st.ApplyPending(ctx, writes, verify, docs...)
+	var steps store.ApplySteps // the store's steps, timed for the observers (telemetry's spans)
+	actx := ctx
+	if e.observed() {
+		actx = store.WithApplySteps(ctx, &steps)
+	}
+	err := e.st.ApplyPending(actx, writes, verify, docs...)
 	w.done(err)
 	if err == nil {
 		res.Pending, res.Applied = false, true
@@ -148,7 +153,8 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		if e.observed() {
 			dg, _ := Digest(rec.Changes)
 			e.emit(ctx, Event{Type: EventApplied, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: res.Outcome, State: StateApplied,
-				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule})
+				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule,
+				ApplySteps: applySteps(began, steps.Steps)})
 		}
 		return nil
 	}
@@ -195,7 +201,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	}
 	if e.observed() {
 		e.emit(ctx, Event{Type: EventConflict, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: OutcomeConflict, State: StateConflict,
-			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds)})
+			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds), ApplySteps: applySteps(began, steps.Steps)})
 	}
 	return nil
 }

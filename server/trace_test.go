@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,12 +109,53 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, run.SpanId, applied.Links[0].SpanId)
 	assert.Equal(t, "applied", tracetest.Attr(applied, "starplan.state"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
+	// Its steps in the store are its children, in order, inside it: the conflict check first,
+	// the commit last, every step passed.
+	steps := children(rcv, applied)
+	require.NotEmpty(t, steps, "the apply's steps")
+	assert.Equal(t, telemetry.SpanConflictCheck, steps[0].Name)
+	assert.Equal(t, telemetry.SpanCommit, steps[len(steps)-1].Name)
+	assert.Len(t, rcv.Named(telemetry.SpanCommit, c.RunID), 1, "one commit")
+	for i, s := range steps {
+		assert.Equal(t, applied.TraceId, s.TraceId, s.Name)
+		assert.Equal(t, "ok", tracetest.Attr(s, "starplan.outcome"), s.Name)
+		assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, s.GetStatus().GetCode(), s.Name)
+		assert.LessOrEqual(t, applied.StartTimeUnixNano, s.StartTimeUnixNano, "%s inside the apply", s.Name)
+		assert.LessOrEqual(t, s.StartTimeUnixNano, s.EndTimeUnixNano, s.Name)
+		assert.LessOrEqual(t, s.EndTimeUnixNano, applied.EndTimeUnixNano, "%s inside the apply", s.Name)
+		if i > 0 {
+			assert.LessOrEqual(t, steps[i-1].EndTimeUnixNano, s.StartTimeUnixNano, "%s after %s", s.Name, steps[i-1].Name)
+		}
+	}
 
 	require.Equal(t, http.StatusConflict, postTraced(t, f, "/v1/runs/"+d.RunID+"/apply", ApplyRequest{Digest: d.Digest}).status)
 	conflict := one(t, rcv.Named(telemetry.SpanApply, d.RunID), "the conflict's span")
 	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.state"))
 	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.codes"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
+	// The conflict check found it: its span (the last of the apply's) says so; nothing committed.
+	steps = children(rcv, conflict)
+	require.NotEmpty(t, steps, "the conflict's steps")
+	found := steps[len(steps)-1]
+	assert.Equal(t, telemetry.SpanConflictCheck, found.Name)
+	assert.Equal(t, "conflict", tracetest.Attr(found, "starplan.outcome"))
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, found.GetStatus().GetCode())
+	assert.NotEmpty(t, found.GetStatus().GetMessage(), "the conflict's message")
+	assert.LessOrEqual(t, conflict.StartTimeUnixNano, found.StartTimeUnixNano)
+	assert.LessOrEqual(t, found.EndTimeUnixNano, conflict.EndTimeUnixNano)
+	assert.Empty(t, rcv.Named(telemetry.SpanCommit, d.RunID), "a conflict commits nothing")
+}
+
+// children are the spans whose parent is span, by start time.
+func children(rcv *tracetest.Receiver, span *tracepb.Span) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range rcv.Spans() {
+		if bytes.Equal(s.ParentSpanId, span.SpanId) && bytes.Equal(s.TraceId, span.TraceId) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *tracepb.Span) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
+	return out
 }
 
 // traced is an http.RoundTripper that sends the caller's traceparent with every request.
