@@ -31,15 +31,22 @@ func tracedFixture(t *testing.T) (*fixture, *tracetest.Receiver) {
 
 // tracedFixtureWith is tracedFixture with the server's options.
 func tracedFixtureWith(t *testing.T, opts Options) (*fixture, *tracetest.Receiver) {
+	tp, rcv := tracedProvider(t)
+	f := newFixture(t, opts)
+	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
+	t.Cleanup(stop)
+	return f, rcv
+}
+
+// tracedProvider is a tracer provider exporting each span as it ends, over OTLP/HTTP, to a
+// receiver.
+func tracedProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.Receiver) {
 	rcv := tracetest.NewReceiver(t)
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
 	require.NoError(t, err)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
-	f := newFixture(t, opts)
-	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
-	t.Cleanup(stop)
-	return f, rcv
+	return tp, rcv
 }
 
 const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -297,4 +304,38 @@ func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
 
 	plain := f.run(purchase("Aviator", 1, "No model"), "")
 	assert.Empty(t, rcv.Named(telemetry.SpanModel, plain.RunID), "a plan that came without a model call has no model span")
+}
+
+// A model call that fails leaves no run, so no lifecycle event: the model wrapped by
+// telemetry.TraceModel makes it a starplan.model span of its own, in the caller's trace, in
+// error with the error's kind; and there is no run span.
+func TestAFailedModelCallIsASpanInError(t *testing.T) {
+	model := llmtest.NewServer(t, llmtest.Status(401), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	client, err := llm.New(model.Config())
+	require.NoError(t, err)
+	tp, rcv := tracedProvider(t)
+	f := newFixture(t, Options{Model: telemetry.TraceModel(tp, client.Model(), client)})
+	t.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+
+	r := postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusBadGateway, r.status, "%s", r.body)
+	call := one(t, rcv.Named(telemetry.SpanModel, ""), "the failed call's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(call.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(call.ParentSpanId), "a child of the caller's span")
+	assert.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.Kind)
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, call.GetStatus().GetCode())
+	assert.Equal(t, "auth", tracetest.Attr(call, "error.type"))
+	assert.Equal(t, client.Model(), tracetest.Attr(call, "gen_ai.request.model"))
+	assert.LessOrEqual(t, call.StartTimeUnixNano, call.EndTimeUnixNano)
+	assert.Empty(t, rcv.Named(telemetry.SpanRun, ""), "no run was made")
+
+	// A call that succeeds is its run's span's child only, not traced twice.
+	r = postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	run := one(t, rcv.Named(telemetry.SpanRun, doc.RunID), "the run's span")
+	ok := one(t, rcv.Named(telemetry.SpanModel, doc.RunID), "its call")
+	assert.Equal(t, run.SpanId, ok.ParentSpanId)
+	assert.Len(t, rcv.Named(telemetry.SpanModel, ""), 2, "the failed call and the run's, no other")
 }
