@@ -178,7 +178,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		err = fmt.Errorf("applying run %s: %w", rec.ID, err)
 		if e.observed() {
 			e.emit(ctx, Event{Type: EventFailed, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StatePending,
-				Duration: time.Since(began), Message: err.Error(), Err: err})
+				Duration: time.Since(began), Message: err.Error(), Err: err, ApplySteps: applySteps(began, steps.Steps)})
 		}
 		return err
 	}

@@ -176,6 +176,25 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		pctx := trace.ContextWithSpan(ctx, run)
 		_, span := t.tracer.Start(pctx, name, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))
 		end(span, ev)
+	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict,
+		ev.Type == engine.EventFailed && ev.State == engine.StatePending: // an apply starplan itself failed: the run stays pending
+		t.mu.Lock()
+		run, ok := t.pending[ev.RunID]
+		t.mu.Unlock()
+		var opts []trace.SpanStartOption
+		if ok && trace.SpanContextFromContext(ctx).IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: run})) // the caller's trace, linked to the run's
+		} else if ok {
+			ctx = trace.ContextWithSpanContext(ctx, run) // no caller's span: a child of the run's
+		}
+		start := ev.Time.Add(-ev.Duration)
+		actx, span := t.tracer.Start(ctx, SpanApply, append(opts, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))...)
+		span.SetAttributes(attribute.String("starplan.state", ev.State))
+		t.applySteps(actx, start, ev)
+		if ev.Err != nil {
+			span.RecordError(ev.Err)
+		}
+		end(span, ev)
 	case ev.Verdict() || ev.Type == engine.EventFailed:
 		t.mu.Lock()
 		run := t.runs[ev.RunID]
@@ -193,21 +212,6 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 			run.RecordError(ev.Err)
 		}
 		end(run, ev)
-	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict:
-		t.mu.Lock()
-		run, ok := t.pending[ev.RunID]
-		t.mu.Unlock()
-		var opts []trace.SpanStartOption
-		if ok && trace.SpanContextFromContext(ctx).IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: run})) // the caller's trace, linked to the run's
-		} else if ok {
-			ctx = trace.ContextWithSpanContext(ctx, run) // no caller's span: a child of the run's
-		}
-		start := ev.Time.Add(-ev.Duration)
-		actx, span := t.tracer.Start(ctx, SpanApply, append(opts, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))...)
-		span.SetAttributes(attribute.String("starplan.state", ev.State))
-		t.applySteps(actx, start, ev)
-		end(span, ev)
 	case ev.Type == engine.EventRejected:
 		_, span := t.tracer.Start(ctx, SpanReject, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs(ev)...))
 		span.End(trace.WithTimestamp(ev.Time))
