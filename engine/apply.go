@@ -139,15 +139,23 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	if auto {
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
-	err := e.chain.write(at, func(docs []store.SysDoc) error { return e.st.ApplyPending(ctx, writes, verify, docs...) },
-		link{doc: recordDoc(rec, false), event: event, by: who})
+	var steps store.ApplySteps // the store's steps, timed for the observers (telemetry's spans)
+	err := e.chain.write(at, func(docs []store.SysDoc) error {
+		steps.Steps = steps.Steps[:0] // the last attempt's (see chain.write)
+		actx := ctx
+		if e.observed() {
+			actx = store.WithApplySteps(ctx, &steps)
+		}
+		return e.st.ApplyPending(actx, writes, verify, docs...)
+	}, link{doc: recordDoc(rec, false), event: event, by: who})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who
 		if e.observed() {
 			dg, _ := Digest(rec.Changes)
 			e.emit(ctx, Event{Type: EventApplied, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: res.Outcome, State: StateApplied,
-				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule})
+				Duration: time.Since(began), RowsWritten: rec.ChangedRows, Digest: dg, By: rec.appliedBy(), Rule: rec.AutoApprovedByRule,
+				ApplySteps: applySteps(began, steps.Steps)})
 		}
 		return nil
 	}
@@ -171,7 +179,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		err = fmt.Errorf("applying run %s: %w", rec.ID, err)
 		if e.observed() {
 			e.emit(ctx, Event{Type: EventFailed, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: rec.Outcome, State: StatePending,
-				Duration: time.Since(began), Message: err.Error(), Err: err})
+				Duration: time.Since(began), Message: err.Error(), Err: err, ApplySteps: applySteps(began, steps.Steps)})
 		}
 		return err
 	}
@@ -194,7 +202,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	}
 	if e.observed() {
 		e.emit(ctx, Event{Type: EventConflict, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: OutcomeConflict, State: StateConflict,
-			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds)})
+			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds), ApplySteps: applySteps(began, steps.Steps)})
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/starplan/starplan/diag"
 	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 )
 
 // The lifecycle of a run has one home: this file. The engine tells its observers (Options.Observe,
@@ -82,9 +84,43 @@ type Event struct {
 	By string
 	// Rule is the auto-approval rule that let an applied run through without a person.
 	Rule string
+	// ApplySteps are the apply's steps inside the store (applied, conflict): its conflict
+	// checks, the domain's rules and the commit, in order (store.ApplySteps), timed from the
+	// apply's start; nil when no observer listened.
+	ApplySteps []ApplyStep
 	// Err is set on failed when starplan itself failed (the store, the audit log): the run has
 	// no verdict, and a pending run stays pending after a failed apply.
 	Err error
+}
+
+// ApplyStep is a step of an apply inside the store: Step is store.StepCheck (the conflict check),
+// store.StepVerify (the domain's rules against the committed rows) or store.StepCommit; it began
+// Offset after the apply did and took Duration. Result is how it ended: ok, conflict (the data
+// moved, or a rule refused the change against it now: the apply's conflict) or error.
+type ApplyStep struct {
+	Step     string
+	Offset   time.Duration
+	Duration time.Duration
+	Result   string
+}
+
+// applySteps are steps timed from began, for an event.
+func applySteps(began time.Time, steps []store.ApplyStep) []ApplyStep {
+	if len(steps) == 0 {
+		return nil
+	}
+	out := make([]ApplyStep, len(steps))
+	for i, s := range steps {
+		out[i] = ApplyStep{Step: s.Step, Offset: s.Start.Sub(began), Duration: s.End.Sub(s.Start), Result: "ok"}
+		if s.Err != nil {
+			out[i].Result = "error"
+			var pe *policyError
+			if errors.Is(s.Err, store.ErrConflict) || errors.As(s.Err, &pe) {
+				out[i].Result = "conflict"
+			}
+		}
+	}
+	return out
 }
 
 // Verdict reports whether the event ends a dry run (pending, done, or failed without Err).

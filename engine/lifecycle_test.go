@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store"
 )
 
 // heard records what an observer is told.
@@ -78,6 +79,20 @@ func TestObserversHearEveryStepOfARun(t *testing.T) {
 	assert.Equal(t, "cli", evs[0].Origin, "who applied")
 	assert.Equal(t, dg, evs[0].Digest)
 	assert.Equal(t, StateApplied, evs[0].State)
+	// The apply's steps in the store, timed from its start, in order, inside it: the conflict
+	// check first, the commit last.
+	steps := evs[0].ApplySteps
+	require.NotEmpty(t, steps)
+	assert.Equal(t, store.StepCheck, steps[0].Step)
+	assert.Equal(t, store.StepCommit, steps[len(steps)-1].Step)
+	for i, s := range steps {
+		assert.Equal(t, "ok", s.Result, s.Step)
+		assert.GreaterOrEqual(t, s.Offset, time.Duration(0), s.Step)
+		assert.LessOrEqual(t, s.Offset+s.Duration, evs[0].Duration, "%s ends inside the apply", s.Step)
+		if i > 0 {
+			assert.GreaterOrEqual(t, s.Offset, steps[i-1].Offset+steps[i-1].Duration, "%s after %s", s.Step, steps[i-1].Step)
+		}
+	}
 
 	// A refused plan: the check's codes, and the verdict failed.
 	_, err = e.Run(ctx, Request{Reply: "try:\n    x = 1\nexcept:\n    pass\n"})
@@ -119,6 +134,12 @@ func TestObserversHearEveryStepOfARun(t *testing.T) {
 	require.Equal(t, []EventType{EventConflict}, typesOf(evs))
 	assert.Equal(t, []string{CodeConflict}, evs[0].Codes[:1])
 	assert.Equal(t, StateConflict, evs[0].State)
+	steps = evs[0].ApplySteps
+	require.NotEmpty(t, steps)
+	last := steps[len(steps)-1]
+	assert.Equal(t, store.StepCheck, last.Step, "the conflict check found it")
+	assert.Equal(t, "conflict", last.Result)
+	assert.LessOrEqual(t, last.Offset+last.Duration, evs[0].Duration)
 	_, _, err = e.Reject(ctx, first.RunID, "no", "serve:mcp")
 	require.NoError(t, err)
 	evs = h.take()

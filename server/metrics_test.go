@@ -210,6 +210,10 @@ STATUS = "success"
 	}
 	assert.Equal(t, 8.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "dry_run"}))
 	assert.Equal(t, 2.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply"}))
+	// The apply's steps: the applied one committed, the conflict did not; both were checked.
+	assert.Equal(t, 1.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply_commit"}), "only the apply that committed")
+	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply_check"}), 2.0)
+	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "apply_policy"}), 1.0)
 	assert.Equal(t, 1.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "check"}), "only the check that failed")
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "run"}), 5.0)
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "contract"}), 5.0)

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,15 +31,22 @@ func tracedFixture(t *testing.T) (*fixture, *tracetest.Receiver) {
 
 // tracedFixtureWith is tracedFixture with the server's options.
 func tracedFixtureWith(t *testing.T, opts Options) (*fixture, *tracetest.Receiver) {
+	tp, rcv := tracedProvider(t)
+	f := newFixture(t, opts)
+	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
+	t.Cleanup(stop)
+	return f, rcv
+}
+
+// tracedProvider is a tracer provider exporting each span as it ends, over OTLP/HTTP, to a
+// receiver.
+func tracedProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.Receiver) {
 	rcv := tracetest.NewReceiver(t)
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(rcv.URL+"/v1/traces"))
 	require.NoError(t, err)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
-	f := newFixture(t, opts)
-	stop := f.eng.Observe(telemetry.NewTracing(tp).Observe)
-	t.Cleanup(stop)
-	return f, rcv
+	return tp, rcv
 }
 
 const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -107,12 +116,53 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, run.SpanId, applied.Links[0].SpanId)
 	assert.Equal(t, "applied", tracetest.Attr(applied, "starplan.state"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
+	// Its steps in the store are its children, in order, inside it: the conflict check first,
+	// the commit last, every step passed.
+	steps := children(rcv, applied)
+	require.NotEmpty(t, steps, "the apply's steps")
+	assert.Equal(t, telemetry.SpanConflictCheck, steps[0].Name)
+	assert.Equal(t, telemetry.SpanCommit, steps[len(steps)-1].Name)
+	assert.Len(t, rcv.Named(telemetry.SpanCommit, c.RunID), 1, "one commit")
+	for i, s := range steps {
+		assert.Equal(t, applied.TraceId, s.TraceId, s.Name)
+		assert.Equal(t, "ok", tracetest.Attr(s, "starplan.outcome"), s.Name)
+		assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, s.GetStatus().GetCode(), s.Name)
+		assert.LessOrEqual(t, applied.StartTimeUnixNano, s.StartTimeUnixNano, "%s inside the apply", s.Name)
+		assert.LessOrEqual(t, s.StartTimeUnixNano, s.EndTimeUnixNano, s.Name)
+		assert.LessOrEqual(t, s.EndTimeUnixNano, applied.EndTimeUnixNano, "%s inside the apply", s.Name)
+		if i > 0 {
+			assert.LessOrEqual(t, steps[i-1].EndTimeUnixNano, s.StartTimeUnixNano, "%s after %s", s.Name, steps[i-1].Name)
+		}
+	}
 
 	require.Equal(t, http.StatusConflict, postTraced(t, f, "/v1/runs/"+d.RunID+"/apply", ApplyRequest{Digest: d.Digest}).status)
 	conflict := one(t, rcv.Named(telemetry.SpanApply, d.RunID), "the conflict's span")
 	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.state"))
 	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.codes"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
+	// The conflict check found it: its span (the last of the apply's) says so; nothing committed.
+	steps = children(rcv, conflict)
+	require.NotEmpty(t, steps, "the conflict's steps")
+	found := steps[len(steps)-1]
+	assert.Equal(t, telemetry.SpanConflictCheck, found.Name)
+	assert.Equal(t, "conflict", tracetest.Attr(found, "starplan.outcome"))
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, found.GetStatus().GetCode())
+	assert.NotEmpty(t, found.GetStatus().GetMessage(), "the conflict's message")
+	assert.LessOrEqual(t, conflict.StartTimeUnixNano, found.StartTimeUnixNano)
+	assert.LessOrEqual(t, found.EndTimeUnixNano, conflict.EndTimeUnixNano)
+	assert.Empty(t, rcv.Named(telemetry.SpanCommit, d.RunID), "a conflict commits nothing")
+}
+
+// children are the spans whose parent is span, by start time.
+func children(rcv *tracetest.Receiver, span *tracepb.Span) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range rcv.Spans() {
+		if bytes.Equal(s.ParentSpanId, span.SpanId) && bytes.Equal(s.TraceId, span.TraceId) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *tracepb.Span) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
+	return out
 }
 
 // traced is an http.RoundTripper that sends the caller's traceparent with every request.
@@ -254,4 +304,38 @@ func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
 
 	plain := f.run(purchase("Aviator", 1, "No model"), "")
 	assert.Empty(t, rcv.Named(telemetry.SpanModel, plain.RunID), "a plan that came without a model call has no model span")
+}
+
+// A model call that fails leaves no run, so no lifecycle event: the model wrapped by
+// telemetry.TraceModel makes it a starplan.model span of its own, in the caller's trace, in
+// error with the error's kind; and there is no run span.
+func TestAFailedModelCallIsASpanInError(t *testing.T) {
+	model := llmtest.NewServer(t, llmtest.Status(401), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
+	client, err := llm.New(model.Config())
+	require.NoError(t, err)
+	tp, rcv := tracedProvider(t)
+	f := newFixture(t, Options{Model: telemetry.TraceModel(tp, client.Model(), client)})
+	t.Cleanup(f.eng.Observe(telemetry.NewTracing(tp).Observe))
+
+	r := postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusBadGateway, r.status, "%s", r.body)
+	call := one(t, rcv.Named(telemetry.SpanModel, ""), "the failed call's span")
+	assert.Equal(t, callerTrace, hex.EncodeToString(call.TraceId), "the caller's trace")
+	assert.Equal(t, callerSpan, hex.EncodeToString(call.ParentSpanId), "a child of the caller's span")
+	assert.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.Kind)
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, call.GetStatus().GetCode())
+	assert.Equal(t, "auth", tracetest.Attr(call, "error.type"))
+	assert.Equal(t, client.Model(), tracetest.Attr(call, "gen_ai.request.model"))
+	assert.LessOrEqual(t, call.StartTimeUnixNano, call.EndTimeUnixNano)
+	assert.Empty(t, rcv.Named(telemetry.SpanRun, ""), "no run was made")
+
+	// A call that succeeds is its run's span's child only, not traced twice.
+	r = postTraced(t, f, "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var doc RunDocument
+	r.decode(t, &doc)
+	run := one(t, rcv.Named(telemetry.SpanRun, doc.RunID), "the run's span")
+	ok := one(t, rcv.Named(telemetry.SpanModel, doc.RunID), "its call")
+	assert.Equal(t, run.SpanId, ok.ParentSpanId)
+	assert.Len(t, rcv.Named(telemetry.SpanModel, ""), 2, "the failed call and the run's, no other")
 }

@@ -28,7 +28,8 @@ type Store interface {
 	// (errors.Is ErrConflict) when a row p wrote or read, or a predicate it read, has moved
 	// since; with a *WriteError when a row no longer fits its schema; or with verify's error.
 	// verify sees the change set and the committed state under the commit's lock and may be
-	// called more than once (nil: none).
+	// called more than once (nil: none). When ctx carries an *ApplySteps (WithApplySteps),
+	// the apply appends its steps to it, timed: the conflict checks, verify and the commit.
 	ApplyPending(ctx context.Context, p *Pending, verify Verify, extra ...SysDoc) error
 
 	// PutSys stores v (as JSON) under id in the system collection coll, replacing any document

@@ -13,6 +13,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/isolate"
 	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/store"
 )
 
 // Metrics are starplan's metrics of one engine and its server: runs, phases, applies, the audit
@@ -53,6 +54,11 @@ const (
 	PhaseContract = "contract" // the output contract and the policy
 	PhaseDryRun   = "dry_run"  // a dry run from its start to its verdict
 	PhaseApply    = "apply"    // an apply's commit, or the conflict it found
+	// An apply's steps in the store (engine.Event.ApplySteps), each time one ran: its conflict
+	// check, the domain's rules against the committed rows, its commit.
+	PhaseApplyCheck  = "apply_check"
+	PhaseApplyPolicy = "apply_policy"
+	PhaseApplyCommit = "apply_commit"
 )
 
 // Results of an apply, as the result label of starplan_applies_total names them.
@@ -76,9 +82,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	r := NewRegistry()
 	m := &Metrics{opts: opts, reg: r}
 	m.runs = r.Counter("starplan_runs_total", "Dry runs that reached a verdict (and those starplan itself failed: outcome error), by outcome, origin and domain.", "outcome", "origin", "domain")
-	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), contract, dry_run (the whole dry run), apply.", DurationBuckets, "phase")
+	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit.", DurationBuckets, "phase")
 	m.phase = map[string]*Histogram{}
-	for _, p := range []string{PhaseCheck, PhaseRun, PhaseContract, PhaseDryRun, PhaseApply} {
+	for _, p := range []string{PhaseCheck, PhaseRun, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit} {
 		m.phase[p] = m.phases.With(p)
 	}
 	m.applies = r.Counter("starplan_applies_total", "Applies by result: applied, conflict, refused_role, refused_rule, expired (refusals: the server's).", "result")
@@ -166,9 +172,23 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 	case ev.Type == engine.EventApplied:
 		m.applied[ApplyApplied].Inc()
 		m.phase[PhaseApply].Observe(ev.Duration.Seconds())
+		m.applySteps(ev)
 	case ev.Type == engine.EventConflict:
 		m.applied[ApplyConflict].Inc()
 		m.phase[PhaseApply].Observe(ev.Duration.Seconds())
+		m.applySteps(ev)
+	}
+}
+
+// stepPhases is the phase of each step of an apply in the store.
+var stepPhases = map[string]string{store.StepCheck: PhaseApplyCheck, store.StepVerify: PhaseApplyPolicy, store.StepCommit: PhaseApplyCommit}
+
+// applySteps observes the duration of each of an apply's steps in the store.
+func (m *Metrics) applySteps(ev engine.Event) {
+	for _, st := range ev.ApplySteps {
+		if h := m.phase[stepPhases[st.Step]]; h != nil {
+			h.Observe(st.Duration.Seconds())
+		}
 	}
 }
 

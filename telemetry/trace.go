@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
 )
 
 // TracesConfigured reports whether the standard OTEL_* variables ask for traces: an OTLP
@@ -115,8 +116,14 @@ const (
 	SpanExecute  = "starplan.execute"  // the plan ran (a worker's wait included)
 	SpanContract = "starplan.contract" // the output contract and the policy
 	SpanApply    = "starplan.apply"    // an apply: its conflict check and commit
-	SpanModel    = "starplan.model"    // the model call that wrote the run's plan (ask), before its check
-	SpanReject   = "starplan.reject"
+	// The children of an apply's span, its steps in the store (engine.Event.ApplySteps), in
+	// order: the conflict check (under bbolt, once before the policy and once, under the write
+	// lock, after), the domain's rules against the committed rows, the commit.
+	SpanConflictCheck = "starplan.apply.conflict_check"
+	SpanApplyPolicy   = "starplan.apply.policy"
+	SpanCommit        = "starplan.apply.commit"
+	SpanModel         = "starplan.model" // the model call that wrote the run's plan (ask), before its check
+	SpanReject        = "starplan.reject"
 )
 
 // Observe is the engine.Observer that makes the spans.
@@ -169,6 +176,25 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		pctx := trace.ContextWithSpan(ctx, run)
 		_, span := t.tracer.Start(pctx, name, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))
 		end(span, ev)
+	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict,
+		ev.Type == engine.EventFailed && ev.State == engine.StatePending: // an apply starplan itself failed: the run stays pending
+		t.mu.Lock()
+		run, ok := t.pending[ev.RunID]
+		t.mu.Unlock()
+		var opts []trace.SpanStartOption
+		if ok && trace.SpanContextFromContext(ctx).IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: run})) // the caller's trace, linked to the run's
+		} else if ok {
+			ctx = trace.ContextWithSpanContext(ctx, run) // no caller's span: a child of the run's
+		}
+		start := ev.Time.Add(-ev.Duration)
+		actx, span := t.tracer.Start(ctx, SpanApply, append(opts, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))...)
+		span.SetAttributes(attribute.String("starplan.state", ev.State))
+		t.applySteps(actx, start, ev)
+		if ev.Err != nil {
+			span.RecordError(ev.Err)
+		}
+		end(span, ev)
 	case ev.Verdict() || ev.Type == engine.EventFailed:
 		t.mu.Lock()
 		run := t.runs[ev.RunID]
@@ -186,22 +212,31 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 			run.RecordError(ev.Err)
 		}
 		end(run, ev)
-	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict:
-		t.mu.Lock()
-		run, ok := t.pending[ev.RunID]
-		t.mu.Unlock()
-		var opts []trace.SpanStartOption
-		if ok && trace.SpanContextFromContext(ctx).IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: run})) // the caller's trace, linked to the run's
-		} else if ok {
-			ctx = trace.ContextWithSpanContext(ctx, run) // no caller's span: a child of the run's
-		}
-		_, span := t.tracer.Start(ctx, SpanApply, append(opts, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))...)
-		span.SetAttributes(attribute.String("starplan.state", ev.State))
-		end(span, ev)
 	case ev.Type == engine.EventRejected:
 		_, span := t.tracer.Start(ctx, SpanReject, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs(ev)...))
 		span.End(trace.WithTimestamp(ev.Time))
+	}
+}
+
+// stepSpans names the span of each step of an apply in the store.
+var stepSpans = map[string]string{store.StepCheck: SpanConflictCheck, store.StepVerify: SpanApplyPolicy, store.StepCommit: SpanCommit}
+
+// applySteps makes a child span of the apply's (in ctx, begun at start) for each of its steps in
+// the store, at its time; a step that ended the apply (a conflict, a rule's refusal, a failure)
+// is an error with the apply's message.
+func (t *Tracing) applySteps(ctx context.Context, start time.Time, ev engine.Event) {
+	for _, st := range ev.ApplySteps {
+		name := stepSpans[st.Step]
+		if name == "" {
+			name = SpanApply + "." + st.Step
+		}
+		at := start.Add(st.Offset)
+		_, span := t.tracer.Start(ctx, name, trace.WithTimestamp(at),
+			trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID), attribute.String("starplan.outcome", st.Result)))
+		if st.Result != "ok" {
+			span.SetStatus(codes.Error, ev.Message)
+		}
+		span.End(trace.WithTimestamp(at.Add(st.Duration)))
 	}
 }
 

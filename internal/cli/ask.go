@@ -126,7 +126,11 @@ func runAsk(ctx context.Context, ios IOStreams, g *globalOptions, opts *askOptio
 			actx, stop = t.start(ctx, e)
 			defer stop()
 		}
-		res, err := e.Ask(actx, client, engine.AskRequest{Question: opts.Question, Subject: opts.Subject, Apply: opts.Apply, MaxRepairs: opts.repairs(),
+		var model engine.Model = client
+		if telemetry.TracesConfigured(ios.Getenv) { // a failed call leaves no run: its span of its own
+			model = telemetry.TraceModel(nil, client.Model(), client)
+		}
+		res, err := e.Ask(actx, model, engine.AskRequest{Question: opts.Question, Subject: opts.Subject, Apply: opts.Apply, MaxRepairs: opts.repairs(),
 			Waiting: askWaiting(ios, client.Model())})
 		if err != nil {
 			var me *engine.ModelError

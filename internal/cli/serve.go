@@ -164,6 +164,9 @@ func runServe(ctx context.Context, ios IOStreams, g *globalOptions, opts *serveO
 			if metrics != nil {
 				model = metrics.Model(client)
 			}
+			if telemetry.TracesConfigured(ios.Getenv) { // a failed call leaves no run: its span of its own
+				model = telemetry.TraceModel(nil, client.Model(), model)
+			}
 			fmt.Fprintf(ios.Err, "starplan serve: model %s for /v1/ask and for replanning after a rejection\n", safe(client.Model()))
 		} else {
 			fmt.Fprintln(ios.Err, "starplan serve: no model configured (OPENAI_API_KEY, OPENAI_BASE_URL): /v1/ask is off, and a rejection only records")

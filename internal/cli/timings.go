@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/store"
 )
 
 // timings are the phase durations of the runs one exec or ask made (--timings), in
@@ -24,6 +25,10 @@ type timings struct {
 	DryRunMS float64 `json:"dry_run_ms"`
 	// ApplyMS is the apply's commit, or the conflict it found (--apply).
 	ApplyMS float64 `json:"apply_ms"`
+	// ApplyCheckMS and ApplyCommitMS are the apply's conflict checks and its commit in the store
+	// (the rest of ApplyMS is the domain's rules and the audit record's making).
+	ApplyCheckMS  float64 `json:"apply_check_ms,omitempty"`
+	ApplyCommitMS float64 `json:"apply_commit_ms,omitempty"`
 	// ModelMS is the model's calls (ask), every attempt and retry.
 	ModelMS float64 `json:"model_ms,omitempty"`
 	// Runs counts the dry runs (an ask's attempts).
@@ -62,6 +67,14 @@ func (t *timer) start(ctx context.Context, e *engine.Engine) (context.Context, f
 			t.t.ContractMS += ms
 		case ev.Type == engine.EventApplied || ev.Type == engine.EventConflict:
 			t.t.ApplyMS += ms
+			for _, st := range ev.ApplySteps {
+				switch st.Step {
+				case store.StepCheck:
+					t.t.ApplyCheckMS += float64(st.Duration) / float64(time.Millisecond)
+				case store.StepCommit:
+					t.t.ApplyCommitMS += float64(st.Duration) / float64(time.Millisecond)
+				}
+			}
 		}
 	})
 	return ctx, stop
@@ -86,6 +99,9 @@ func (tm *timings) print(ios IOStreams) {
 	line := fmt.Sprintf("timings: check %s, run %s, contract %s, dry run %s", ms(tm.CheckMS), ms(tm.RunMS), ms(tm.ContractMS), ms(tm.DryRunMS))
 	if tm.ApplyMS > 0 {
 		line += ", apply " + ms(tm.ApplyMS)
+		if tm.ApplyCheckMS > 0 || tm.ApplyCommitMS > 0 {
+			line += " (conflict check " + ms(tm.ApplyCheckMS) + ", commit " + ms(tm.ApplyCommitMS) + ")"
+		}
 	}
 	if tm.ModelMS > 0 {
 		line += ", model " + ms(tm.ModelMS)

@@ -92,3 +92,24 @@ func TestExecApplyTracesTheApplyUnderTheRun(t *testing.T) {
 	assert.Equal(t, run[0].SpanId, apply[0].ParentSpanId, "a child of the run's span")
 	assert.Equal(t, "applied", tracetest.Attr(apply[0], "starplan.state"))
 }
+
+// An ask whose model call fails leaves no run, so no run span: the call is a starplan.model span
+// in error, with the error's kind. Not parallel: the model's spans go through the global tracer
+// provider, which each traced command sets.
+func TestAskTracesAFailedModelCall(t *testing.T) {
+	rcv := tracetest.NewReceiver(t)
+	srv := llmtest.NewServer(t, llmtest.Always(llmtest.Status(401)))
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL, "OPENAI_API_KEY": llmtest.APIKey, "STARPLAN_MODEL": llmtest.Model, "NO_COLOR": "1",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL}
+	var out, errb bytes.Buffer
+	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] }}
+	code := Main([]string{"--db", newSession(t).dir, "--in-process", "ask", "Purchase 3 Wayfarer sunglasses for customer Alice."}, ios)
+	require.Equal(t, ExitModel, code, out.String()+errb.String())
+
+	calls := rcv.Named(telemetry.SpanModel, "")
+	require.Len(t, calls, 1, "the failed call's span, flushed before the command returned")
+	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, calls[0].GetStatus().GetCode())
+	assert.Equal(t, "auth", tracetest.Attr(calls[0], "error.type"))
+	assert.Equal(t, llmtest.Model, tracetest.Attr(calls[0], "gen_ai.request.model"))
+	assert.Empty(t, rcv.Named(telemetry.SpanRun, ""), "no run")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/starplan/starplan/store"
 
@@ -108,46 +109,66 @@ func (s *Store) ApplyPending(ctx context.Context, p *store.Pending, verify store
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The steps, timed when the caller asks (store.ApplySteps): the check (this one from the
+	// start, the pending change's own check included), verify, the check again under the write
+	// lock (its wait included), verify again if what it read moved, the commit.
+	steps := store.ApplyStepsOf(ctx)
+	began := steps.Begin()
 	ops, reads, err := s.normalize(p)
 	if err != nil {
+		steps.Done(store.StepCheck, began, err)
 		return err
 	}
 	var seen *versionedReader
 	var verr error // verify's answer outside the lock, which stands unless what it read moved
 	if verify != nil {
-		if seen, verr = s.verifyUnlocked(ops, reads, verify); seen == nil {
+		if seen, verr = s.verifyUnlocked(ops, reads, verify, steps, began); seen == nil {
 			return verr // the changes themselves conflict
 		}
+		began = steps.Begin()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.validateLocked(ops, reads); err != nil {
+		steps.Done(store.StepCheck, began, err)
 		return err
 	}
+	steps.Done(store.StepCheck, began, nil)
 	if verify != nil && seen.moved() {
 		// A refusal too: reads of two tables that straddled a commit saw a state the store
 		// never held.
+		v := steps.Begin()
 		verr = verify(s.changeSetLocked(ops), lockedReader{s})
+		steps.Done(store.StepVerify, v, verr)
 	}
 	if verr != nil {
 		return verr
 	}
-	return s.commitLocked(ops, extra)
+	c := steps.Begin()
+	err = s.commitLocked(ops, extra)
+	steps.Done(store.StepCommit, c, err)
+	return err
 }
 
 // verifyUnlocked checks the changes and makes their change set under the read lock, then runs
 // verify on it with no lock held. It returns the reader, which knows which tables verify read
-// at which versions, with verify's error; no reader when the changes conflict.
-func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify store.Verify) (*versionedReader, error) {
+// at which versions, with verify's error; no reader when the changes conflict. steps times the
+// check (begun at began) and verify.
+func (s *Store) verifyUnlocked(ops []op, reads []readCheck, verify store.Verify, steps *store.ApplySteps, began time.Time) (*versionedReader, error) {
 	s.mu.RLock()
 	if err := s.validateLocked(ops, reads); err != nil {
 		s.mu.RUnlock()
+		steps.Done(store.StepCheck, began, err)
 		return nil, err
 	}
 	cs := s.changeSetLocked(ops)
 	s.mu.RUnlock()
+	steps.Done(store.StepCheck, began, nil)
 	r := &versionedReader{s: s, vers: map[string]int64{}}
-	return r, verify(cs, r)
+	v := steps.Begin()
+	err := verify(cs, r)
+	steps.Done(store.StepVerify, v, err)
+	return r, err
 }
 
 // validateLocked reads the committed rows ops replace and checks that nothing p changed or read

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -88,17 +89,30 @@ func (s *Store) ApplyPending(ctx context.Context, p *store.Pending, verify store
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The steps, timed when the caller asks (store.ApplySteps): each attempt's check (the first
+	// from the start, the pending change's own check included; its BEGIN and lock waits), verify
+	// and commit (the writes to the end of COMMIT).
+	steps := store.ApplyStepsOf(ctx)
+	began := steps.Begin()
 	ops, reads, err := s.normalize(p)
 	if err != nil {
+		steps.Done(store.StepCheck, began, err)
 		return err
 	}
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			began = steps.Begin()
+		}
+		var commit time.Time // when the commit step began (zero: not reached, or not timed)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			for i := range ops {
 				ops[i].cur = nil
 			}
-			return s.applyTx(ctx, tx, ops, reads, verify, extra)
+			return s.applyTx(ctx, tx, ops, reads, verify, extra, steps, began, &commit)
 		})
+		if !commit.IsZero() {
+			steps.Done(store.StepCommit, commit, err)
+		}
 		if attempt < maxApplyAttempts && retryable(err) {
 			continue
 		}
@@ -113,7 +127,33 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCheck, verify store.Verify, extra []store.SysDoc) error {
+// applyTx is one attempt of an apply in tx: the check, verify, the writes. steps times the
+// check (begun at began) and verify, and *commit is set when the writes begin.
+func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCheck, verify store.Verify, extra []store.SysDoc,
+	steps *store.ApplySteps, began time.Time, commit *time.Time) error {
+	err := s.checkTx(ctx, tx, ops, reads)
+	steps.Done(store.StepCheck, began, err)
+	if err != nil {
+		return err
+	}
+	if verify != nil {
+		v := steps.Begin()
+		err := verify(changeSet(ops), txReader{s: s, tx: tx, ctx: ctx})
+		steps.Done(store.StepVerify, v, err)
+		if err != nil {
+			return err
+		}
+	}
+	*commit = steps.Begin()
+	if err := s.writeOps(ctx, tx, ops); err != nil {
+		return err
+	}
+	return s.putSysTx(ctx, tx, extra)
+}
+
+// checkTx locks what the apply depends on and checks that none of it moved: a
+// *store.ConflictError when some did.
+func (s *Store) checkTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCheck) error {
 	// The tables' version rows, locked in name order (the same order in every apply: no
 	// deadlock between applies).
 	touched := map[string]bool{}
@@ -236,15 +276,7 @@ func (s *Store) applyTx(ctx context.Context, tx pgx.Tx, ops []op, reads []readCh
 	if len(conflicts) > 0 {
 		return &store.ConflictError{Conflicts: conflicts}
 	}
-	if verify != nil {
-		if err := verify(changeSet(ops), txReader{s: s, tx: tx, ctx: ctx}); err != nil {
-			return err
-		}
-	}
-	if err := s.writeOps(ctx, tx, ops); err != nil {
-		return err
-	}
-	return s.putSysTx(ctx, tx, extra)
+	return nil
 }
 
 func mapsKeysBool(m map[string]bool) func(func(string) bool) {

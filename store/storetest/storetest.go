@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/starplan/starplan/store"
@@ -104,6 +105,7 @@ func Run(t *testing.T, open Opener) {
 		{"PhantomInsertConflicts", testPhantomInsertConflicts},
 		{"StageMoved", testStageMoved},
 		{"VerifyAtApply", testVerifyAtApply},
+		{"ApplySteps", testApplySteps},
 		{"FailedApplyWritesNothing", testFailedApplyWritesNothing},
 		{"InvalidRowRefused", testInvalidRow},
 		{"PendingJSONRoundTrip", testPendingJSON},
@@ -378,6 +380,110 @@ func testVerifyAtApply(t *testing.T, st store.Store) {
 	found, err = st.GetSys("audit", "r1", new(map[string]any))
 	require.NoError(t, err)
 	assert.True(t, found, "the audit document is written with the changes")
+}
+
+// An apply given store.ApplySteps in its context reports its steps in order, each ended before
+// the next began: checks, verify, the commit last; a conflict ends at a check with the
+// *ConflictError, a refusal at verify with its error, and neither commits. Without one, nothing
+// is timed (every other test).
+func testApplySteps(t *testing.T, st store.Store) {
+	names := func(steps []store.ApplyStep) (out []string) {
+		for _, s := range steps {
+			out = append(out, s.Step)
+		}
+		return out
+	}
+	inOrder := func(t *testing.T, steps []store.ApplyStep) {
+		t.Helper()
+		for i, s := range steps {
+			assert.False(t, s.Start.IsZero(), "step %d (%s) has its start", i, s.Step)
+			assert.False(t, s.End.Before(s.Start), "step %d (%s) ends after it starts", i, s.Step)
+			if i > 0 {
+				assert.False(t, s.Start.Before(steps[i-1].End), "step %d (%s) starts after step %d ended", i, s.Step, i-1)
+			}
+		}
+	}
+	applyTimed := func(sg store.Stage, verify store.Verify) ([]store.ApplyStep, error) {
+		var steps store.ApplySteps
+		err := st.ApplyPending(store.WithApplySteps(bg, &steps), sg.Pending(), verify)
+		return steps.Steps, err
+	}
+	pass := func(table.ChangeSet, store.Committed) error { return nil }
+
+	t.Run("applied", func(t *testing.T) {
+		sg := stage(st)
+		_, err := items(t, sg).Update(table.Row{"qty": int64(11)}, where("sku", "a1"))
+		require.NoError(t, err)
+		steps, err := applyTimed(sg, pass)
+		require.NoError(t, err)
+		require.NotEmpty(t, steps)
+		inOrder(t, steps)
+		got := names(steps)
+		assert.Equal(t, store.StepCheck, got[0], "%v: the check first", got)
+		assert.Equal(t, store.StepCommit, got[len(got)-1], "%v: the commit last", got)
+		assert.Contains(t, got, store.StepVerify, "%v", got)
+		assert.Less(t, slices.Index(got, store.StepCheck), slices.Index(got, store.StepVerify), "%v", got)
+		for _, s := range steps {
+			assert.NoError(t, s.Err, s.Step)
+		}
+		assert.EqualValues(t, 11, qty(t, st, "a1"))
+
+		// No verify: checks, then the commit.
+		sg = stage(st)
+		_, err = items(t, sg).Update(table.Row{"qty": int64(12)}, where("sku", "a1"))
+		require.NoError(t, err)
+		steps, err = applyTimed(sg, nil)
+		require.NoError(t, err)
+		inOrder(t, steps)
+		got = names(steps)
+		assert.NotContains(t, got, store.StepVerify)
+		assert.Equal(t, store.StepCommit, got[len(got)-1], "%v", got)
+		assert.Equal(t, 1, count(got, store.StepCommit), "%v", got)
+	})
+	t.Run("conflict", func(t *testing.T) {
+		dry, other := stage(st), stage(st)
+		_, err := items(t, dry).Update(table.Row{"qty": int64(21)}, where("sku", "b1"))
+		require.NoError(t, err)
+		_, err = items(t, other).Update(table.Row{"qty": int64(22)}, where("sku", "b1"))
+		require.NoError(t, err)
+		require.NoError(t, apply(st, other))
+		steps, err := applyTimed(dry, pass)
+		require.ErrorIs(t, err, store.ErrConflict)
+		require.NotEmpty(t, steps)
+		inOrder(t, steps)
+		last := steps[len(steps)-1]
+		assert.Equal(t, store.StepCheck, last.Step, "%v: the check found it", names(steps))
+		assert.ErrorIs(t, last.Err, store.ErrConflict)
+		assert.NotContains(t, names(steps), store.StepCommit)
+		assert.NotContains(t, names(steps), store.StepVerify, "a conflict is found before verify")
+	})
+	t.Run("refused", func(t *testing.T) {
+		sg := stage(st)
+		_, err := items(t, sg).Update(table.Row{"qty": int64(31)}, where("sku", "b2"))
+		require.NoError(t, err)
+		refused := errors.New("refused by policy")
+		steps, err := applyTimed(sg, func(table.ChangeSet, store.Committed) error { return refused })
+		require.ErrorIs(t, err, refused)
+		inOrder(t, steps)
+		assert.NotContains(t, names(steps), store.StepCommit)
+		var found bool
+		for _, s := range steps {
+			if s.Step == store.StepVerify {
+				found = true
+				assert.ErrorIs(t, s.Err, refused)
+			}
+		}
+		assert.True(t, found, "%v: verify's step carries its refusal", names(steps))
+	})
+}
+
+func count(xs []string, x string) (n int) {
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
 }
 
 // An apply with several writes of which one conflicts writes none of them, nor its documents.
