@@ -170,3 +170,28 @@ func BenchmarkApplyBesideALargeSeed(b *testing.B) {
 	b.ReportMetric(ml, "p50-ms/seed=100k")
 	b.ReportMetric(ml/ms, "ratio")
 }
+
+// An upgrade replaces every part of the kept seed: a smaller seed leaves none of the larger's,
+// and a domain without a seed leaves none at all.
+func TestAnUpgradeReplacesEverySeedPart(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, 3000)})
+	require.NoError(t, err)
+	small := seededInventory(t, 20)
+	require.NoError(t, s.UpgradeDomain(bg, small))
+	r, err := Open(s.Dir(), Options{})
+	require.NoError(t, err)
+	recs, err := r.ListSys(store.SeedCollection)
+	require.NoError(t, err)
+	assert.Len(t, recs, 2, "the manifest and one part")
+	require.NoError(t, r.Seed(bg, true))
+	assert.Equal(t, 21, rowCount(t, r))
+	none := seededInventory(t, 0)
+	none.Seed = nil
+	require.NoError(t, r.UpgradeDomain(bg, none))
+	r2, err := Open(s.Dir(), Options{})
+	require.NoError(t, err)
+	defer r2.Close()
+	recs, err = r2.ListSys(store.SeedCollection)
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+}
