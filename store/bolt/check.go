@@ -129,11 +129,8 @@ func Check(dir string, opts store.CheckOptions) (*store.CheckReport, error) {
 			if records == nil {
 				records = map[string]func([]byte) error{}
 			}
-			records[store.SeedCollection] = func(raw []byte) error {
-				_, err := dom.DecodeTables(bytes.NewReader(raw))
-				return err
-			}
 			checkSystem(rep, tx, found, records)
+			checkKeptSeed(rep, tx, dom)
 			checkSysIndexes(rep, tx, &m, found)
 			checkCollections(rep, tx)
 			return nil
@@ -377,5 +374,37 @@ func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDige
 				}
 			}
 		}
+	}
+}
+
+// checkKeptSeed reports a kept seed (seedparts.go) whose parts are missing or damaged, or whose
+// rows no longer fit the domain.
+func checkKeptSeed(rep *store.CheckReport, tx *bbolt.Tx, dom *store.Domain) {
+	c, _ := sysCollection(store.SeedCollection)
+	b := tx.Bucket([]byte(rootBucket))
+	if b == nil {
+		return
+	}
+	raw, err := assembleSeed(func(id string) (json.RawMessage, bool, error) {
+		v := b.Get(append(docPrefix(c), sysDocID(c, id)...))
+		if v == nil {
+			return nil, false, nil
+		}
+		doc, err := d.Decode(v)
+		if err != nil {
+			return nil, true, err
+		}
+		j, _ := doc.Get("json").(string)
+		return json.RawMessage(j), true, nil
+	})
+	if err != nil {
+		rep.Add(store.CheckSystem, c, "%v", err)
+		return
+	}
+	if raw == nil {
+		return
+	}
+	if _, err := dom.DecodeTables(bytes.NewReader(raw)); err != nil {
+		rep.Add(store.CheckSystem, c, "the seed it keeps does not fit its domain: %v", err)
 	}
 }

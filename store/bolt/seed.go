@@ -14,15 +14,18 @@ import (
 // rows that no longer fit the schemas is a *DamagedError. The caller holds s.bolt.mu.
 func (s *Store) keptSeedLocked() (map[string][]table.Row, error) {
 	c, _ := sysCollection(store.SeedCollection)
-	var raw json.RawMessage
-	found, err := s.getSysLocked(c, store.SeedID, &raw)
 	if verr := s.verifySysLocked(c); verr != nil {
 		return nil, verr
 	}
+	raw, err := assembleSeed(func(id string) (json.RawMessage, bool, error) {
+		var raw json.RawMessage
+		found, err := s.getSysLocked(c, id, &raw)
+		return raw, found, err
+	})
 	if err != nil {
-		return nil, &store.DamagedError{Path: s.bolt.path, Problem: "the seed it keeps does not read back: " + err.Error(), Err: err}
+		return nil, &store.DamagedError{Path: s.bolt.path, Problem: err.Error(), Err: err}
 	}
-	if !found {
+	if raw == nil {
 		return nil, nil
 	}
 	seed, err := s.domain.DecodeTables(bytes.NewReader(raw))

@@ -473,7 +473,7 @@ func (s *Store) create(noSeed bool) error {
 		}
 		if seed != nil {
 			c, _ := sysCollection(store.SeedCollection)
-			if err := s.putSysLocked(c, store.SeedID, seed); err != nil {
+			if err := s.putKeptSeedLocked(c, seed); err != nil {
 				return err
 			}
 		}

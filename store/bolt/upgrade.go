@@ -91,11 +91,7 @@ func (s *Store) UpgradeDomain(ctx context.Context, dom *store.Domain, extra ...s
 				}
 			}
 			c, _ := sysCollection(store.SeedCollection)
-			if seed != nil {
-				if err := s.putSysLocked(c, store.SeedID, seed); err != nil {
-					return err
-				}
-			} else if _, err := s.deleteSysLocked(c, store.SeedID); err != nil {
+			if err := s.putKeptSeedLocked(c, seed); err != nil { // or removes it, for none
 				return err
 			}
 			for _, d := range extra {
