@@ -176,6 +176,11 @@ func tidy(s string) string {
 	if tidied(s) {
 		return s
 	}
+	return retidy(s)
+}
+
+// retidy is tidy's work on a text that tidied does not vouch for.
+func retidy(s string) string {
 	lines := strings.Split(s, "\n")
 	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
 		lines = lines[1:]
