@@ -33,18 +33,42 @@ func Extract(reply string) (string, diag.List) {
 	if strings.TrimSpace(reply) == "" {
 		return "", noProgram("the reply is empty")
 	}
-	if blocks := tagged(reply); len(blocks) > 0 {
-		return single(blocks, "<execute_python> blocks")
+	// Most replies a model writes for a new plan are bare programs: the tags and fences are
+	// looked for with a cheap scan before their regular expressions run.
+	if mayHoldTag(reply) {
+		if blocks := tagged(reply); len(blocks) > 0 {
+			return single(blocks, "<execute_python> blocks")
+		}
 	}
-	if blocks := fenced(reply); len(blocks) > 0 {
-		return single(blocks, "fenced code blocks")
+	if strings.Contains(reply, "```") {
+		if blocks := fenced(reply); len(blocks) > 0 {
+			return single(blocks, "fenced code blocks")
+		}
 	}
-	for _, line := range strings.Split(reply, "\n") {
+	for rest := reply; rest != ""; {
+		line, after, _ := strings.Cut(rest, "\n")
 		if codeLine.MatchString(line) {
 			return tidy(reply), nil
 		}
+		rest = after
 	}
 	return "", noProgram("the reply has no <execute_python> block, no fenced code block and no line of code")
+}
+
+// mayHoldTag reports whether reply can hold an <execute_python> tag (any case): it has a '<'
+// followed by an e or E. A reply for which it is false has no tag for tagOpen to find.
+func mayHoldTag(reply string) bool {
+	for i := strings.IndexByte(reply, '<'); i >= 0; {
+		if i+1 < len(reply) && reply[i+1]|0x20 == 'e' {
+			return true
+		}
+		j := strings.IndexByte(reply[i+1:], '<')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 // tagged returns the contents of every <execute_python> block. An unclosed last block runs to
@@ -149,6 +173,14 @@ func noProgram(msg string) diag.List {
 // tidy drops blank lines around a block and its common indentation, so that line 1 is the
 // program's first line and a block indented inside the reply still parses.
 func tidy(s string) string {
+	if tidied(s) {
+		return s
+	}
+	return retidy(s)
+}
+
+// retidy is tidy's work on a text that tidied does not vouch for.
+func retidy(s string) string {
 	lines := strings.Split(s, "\n")
 	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
 		lines = lines[1:]
@@ -179,4 +211,27 @@ func tidy(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// tidied reports whether tidy would return s unchanged: its first line is not blank, it ends in
+// exactly one line break after a line that is not blank, and some non-blank line has no
+// indentation (then the common indentation is empty). It allocates nothing.
+func tidied(s string) bool {
+	if len(s) < 2 || s[len(s)-1] != '\n' {
+		return false
+	}
+	first, _, _ := strings.Cut(s, "\n")
+	body := s[:len(s)-1]
+	last := body[strings.LastIndexByte(body, '\n')+1:]
+	if strings.TrimSpace(first) == "" || strings.TrimSpace(last) == "" {
+		return false
+	}
+	for rest := body; rest != ""; {
+		line, after, _ := strings.Cut(rest, "\n")
+		if line != "" && line[0] != ' ' && line[0] != '\t' && strings.TrimSpace(line) != "" {
+			return true
+		}
+		rest = after
+	}
+	return false
 }

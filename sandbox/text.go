@@ -36,6 +36,12 @@ func checkText(src string) diag.List {
 	total := 0
 	line, col := 1, 0
 	for i := 0; i < len(src); {
+		if c := src[i]; c >= 0x20 && c < 0x7f {
+			// Printable ASCII, most of any program: allowed, one byte, one column.
+			col++
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(src[i:])
 		col++
 		what, why := textProblem(src, i, r, size)

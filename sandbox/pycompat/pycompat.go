@@ -169,8 +169,8 @@ func Translate(src string, opts Options) (res Result) {
 	res.Source = out
 	res.Diagnostics = t.positions()
 	if len(t.rewrites) > 0 {
-		inLines := strings.Split(src, "\n")
-		outLines := strings.Split(out, "\n")
+		t.line(0) // fills t.lineStarts
+		outStarts := lineStarts(out)
 		sort.SliceStable(t.rewrites, func(i, j int) bool { return t.rewrites[i].start < t.rewrites[j].start })
 		for _, r := range t.rewrites {
 			l1 := t.line(r.start)
@@ -182,8 +182,8 @@ func Translate(src string, opts Options) (res Result) {
 			res.Rewrites = append(res.Rewrites, Rewrite{
 				Line:   l1,
 				Rule:   r.rule,
-				Before: strings.Join(inLines[l1-1:l2], "\n"),
-				After:  strings.Join(outLines[l1-1:l2], "\n"),
+				Before: lineSpan(src, t.lineStarts, l1, l2),
+				After:  lineSpan(out, outStarts, l1, l2),
 			})
 		}
 	}
@@ -277,6 +277,27 @@ func (t *translator) positions() diag.List {
 		out[i].Line, out[i].Col = line, prevCol
 	}
 	return out
+}
+
+// lineStarts returns the offsets at which s's lines start.
+func lineStarts(s string) []int {
+	starts := make([]int, 1, strings.Count(s, "\n")+1)
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			starts = append(starts, i+1)
+		}
+	}
+	return starts
+}
+
+// lineSpan returns lines l1 through l2 (1-based) of s, whose lines start at starts, without
+// the line break after l2: what joining those lines of strings.Split(s, "\n") gives.
+func lineSpan(s string, starts []int, l1, l2 int) string {
+	end := len(s)
+	if l2 < len(starts) {
+		end = starts[l2] - 1
+	}
+	return s[starts[l1-1]:end]
 }
 
 // line returns the 1-based line of the byte offset off.
