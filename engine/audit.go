@@ -412,11 +412,35 @@ func (e *Engine) Runs() ([]RunSummary, error) {
 	return page.Runs, err
 }
 
-// Record returns the audit record of a run, or a *RunError if there is none.
+// Record returns the audit record of a run, or a *RunError if there is none. It writes the
+// queued records first: what reads a record to write it again (apply, reject) must find its
+// last version in the store.
 func (e *Engine) Record(id string) (*RunRecord, error) {
 	if err := e.audit.flush(); err != nil {
 		return nil, err
 	}
+	return e.storedRecord(id)
+}
+
+// readRecord is Record for a reader: a record still queued is read from the queue, without a
+// commit (a reader of a run that was just made, as a review page is, would otherwise cost a
+// disk sync).
+func (e *Engine) readRecord(id string) (*RunRecord, error) {
+	tail := e.audit.tail()
+	for i := len(tail) - 1; i >= 0; i-- { // the newest version
+		if tail[i].rec.ID == id {
+			raw, err := tail[i].EncodeJSON()
+			if err != nil {
+				return nil, err
+			}
+			return e.decodeRecord(raw)
+		}
+	}
+	return e.storedRecord(id)
+}
+
+// storedRecord reads a run's record from the store.
+func (e *Engine) storedRecord(id string) (*RunRecord, error) {
 	var raw json.RawMessage
 	ok, err := e.st.GetSys(auditCollection, id, &raw)
 	if err != nil {
@@ -529,19 +553,23 @@ func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Pro
 // never the store's consistency nor an apply: an apply writes its record in the same
 // transaction as its data (applyRecord), and flushes the queue before it.
 type auditLog struct {
-	st      store.Store
-	chain   *chain
-	mu      sync.Mutex
-	queue   []*RunRecord
-	closed  bool       // after close, add writes at once
-	writeMu sync.Mutex // one batch at a time, so a later version of a record lands last
-	wake    chan struct{}
-	full    chan struct{} // the queue holds a whole batch: write it without lingering
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	err     error        // the first error of a background write, returned by close
-	commits atomic.Int64 // batches written, for the benchmarks
+	st    store.Store
+	chain *chain
+	mu    sync.Mutex
+	queue []*queuedRecord
+	// inflight is the batch being written: with queue, what readers see that the store may not
+	// hold yet (tail).
+	inflight []*queuedRecord
+	closed   bool         // after close, add writes at once
+	writeMu  sync.RWMutex // one batch at a time, so a later version of a record lands last; a listing read-locks it
+	wake     chan struct{}
+	full     chan struct{} // the queue holds a whole batch: write it without lingering
+	linger   time.Duration // auditLinger; tests keep records queued with a longer one
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	err      error        // the first error of a background write, returned by close
+	commits  atomic.Int64 // batches written, for the benchmarks
 	// around, when set (by benchmarks), runs each batch's write: it measures the write's CPU.
 	around func(write func() error) error
 }
@@ -560,14 +588,30 @@ const auditLinger = 50 * time.Millisecond
 const auditBatch = 256
 
 func newAuditLog(st store.Store, c *chain) *auditLog {
-	a := &auditLog{st: st, chain: c, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	a := &auditLog{st: st, chain: c, linger: auditLinger, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go a.loop()
 	return a
 }
 
+// queuedRecord is a record waiting in the audit log's queue, with its JSON once encoded: a
+// listing that shows it before it is written encodes it, and the write stores those bytes.
+// A record is not changed once queued.
+type queuedRecord struct {
+	rec  *RunRecord
+	once sync.Once
+	raw  []byte
+	err  error
+}
+
+// EncodeJSON implements store.SelfEncoded.
+func (q *queuedRecord) EncodeJSON() ([]byte, error) {
+	q.once.Do(func() { q.raw, q.err = json.Marshal(q.rec) })
+	return q.raw, q.err
+}
+
 func (a *auditLog) add(r *RunRecord) {
 	a.mu.Lock()
-	a.queue = append(a.queue, r)
+	a.queue = append(a.queue, &queuedRecord{rec: r})
 	n := len(a.queue)
 	now := a.closed || n >= maxQueued
 	a.mu.Unlock()
@@ -602,7 +646,7 @@ func (a *auditLog) loop() {
 	for {
 		select {
 		case <-a.wake:
-			t := time.NewTimer(auditLinger)
+			t := time.NewTimer(a.linger)
 			select {
 			case <-t.C:
 			case <-a.full:
@@ -626,20 +670,23 @@ func (a *auditLog) flush() error {
 	defer a.writeMu.Unlock()
 	a.mu.Lock()
 	batch := a.queue
-	a.queue = nil
+	a.queue, a.inflight = nil, batch
 	a.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
 	}
 	links := make([]link, len(batch))
-	for i, r := range batch {
+	for i, q := range batch {
+		r := q.rec
 		// Never a rejected run's: a rejection writes its record itself (Reject), after a flush,
 		// and a rejected run is never queued again (it cannot be applied).
 		event, by := r.chainEvent, r.chainBy
 		if event == "" {
 			event, by = ChainProposed, r.ProposedBy
 		}
-		links[i] = link{doc: recordDoc(r, false), event: event, by: func() string { return by }}
+		doc := recordDoc(r, false)
+		doc.Value = q // its bytes, if a listing encoded it already
+		links[i] = link{doc: doc, event: event, by: func() string { return by }}
 	}
 	w, docs := a.chain.begin(time.Now(), links...)
 	write := func() error { return a.st.PutSysDocs(context.Background(), docs...) }
@@ -650,14 +697,26 @@ func (a *auditLog) flush() error {
 		err = write()
 	}
 	w.done(err)
+	a.mu.Lock()
+	a.inflight = nil // in the store now, or back in the queue
 	if err != nil {
-		a.mu.Lock()
 		a.queue = append(batch, a.queue...)
-		a.mu.Unlock()
+	}
+	a.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("writing the audit log: %w", err)
 	}
 	a.commits.Add(1)
 	return nil
+}
+
+// tail returns the records not yet in the store, oldest first: the batch being written, then
+// the queue. A record not in it is in the store, or not recorded yet: a batch leaves the tail
+// only once committed.
+func (a *auditLog) tail() []*queuedRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append(slices.Clip(a.inflight), a.queue...)
 }
 
 // close writes what is queued and stops the writer; records added afterwards are written at

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,9 +145,19 @@ func decodeCursor(c string) (string, error) {
 // State or Since is given). Records that do not decode are left out and named by an
 // *UnreadableError, returned with the page; a bad cursor is a *CursorError.
 func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
-	if err := e.audit.flush(); err != nil {
-		return nil, err
+	// No batch commits while the listing reads the queue and the store, so that none is in both
+	// or in neither.
+	e.audit.writeMu.RLock()
+	tail, ok := e.newRuns()
+	if !ok { // a queued record replaces a stored one: its stored entry would count twice
+		e.audit.writeMu.RUnlock()
+		if err := e.audit.flush(); err != nil {
+			return nil, err
+		}
+		e.audit.writeMu.RLock()
+		tail = nil
 	}
+	defer e.audit.writeMu.RUnlock()
 	after := ""
 	if opts.Cursor != "" {
 		var err error
@@ -165,6 +176,10 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	}
 	taken := 0
 	var last string
+	queued, err := e.queuedEntries(tail, page, opts.State, after, since)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := e.st.ScanSys(auditCollection, store.SysScan{Group: opts.State, After: after, Reverse: true,
 		Next: func(en store.SysEntry) (take, more bool) {
 			switch {
@@ -182,6 +197,15 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 		}})
 	if err != nil {
 		return nil, err
+	}
+	if len(queued) > 0 {
+		// Both lists are newest first; the store's holds the page's first Limit of its own.
+		entries = mergeEntries(entries, queued)
+		page.NextCursor = ""
+		if opts.Limit > 0 && len(entries) > opts.Limit {
+			entries = entries[:opts.Limit]
+			page.NextCursor = encodeCursor(entries[opts.Limit-1].Cursor)
+		}
 	}
 	for _, en := range entries {
 		s, err := e.decodeSummary(en.JSON)
@@ -213,7 +237,7 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	if unreadable != nil {
 		var err error
 		for _, id := range unreadable.IDs { // why the first does not decode, in its own words
-			if _, err = e.Record(id); err != nil {
+			if _, err = e.storedRecord(id); err != nil {
 				break
 			}
 		}
@@ -224,6 +248,57 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 		return page, unreadable
 	}
 	return page, nil
+}
+
+// newRuns returns the audit log's queued records (auditLog.tail) when each is the first record
+// of a new run, as a dry run's is: a listing can then show them beside the store's without a
+// commit. ok is false when one is a run's record written again (an apply that failed or found
+// a conflict), whose stored version is in the store's counts and index.
+func (e *Engine) newRuns() (tail []*queuedRecord, ok bool) {
+	tail = e.audit.tail()
+	seen := make(map[string]bool, len(tail))
+	for _, q := range tail {
+		if q.rec.chainEvent != "" || seen[q.rec.ID] {
+			return nil, false
+		}
+		seen[q.rec.ID] = true
+	}
+	return tail, true
+}
+
+// queuedEntries adds the queued new runs to the page's counts, and returns, newest first, the
+// index entries of those a listing of state after the cursor after and since since shows.
+func (e *Engine) queuedEntries(tail []*queuedRecord, page *RunPage, state, after, since string) ([]store.SysEntry, error) {
+	var out []store.SysEntry
+	for _, q := range tail {
+		raw, err := q.EncodeJSON()
+		if err != nil {
+			return nil, fmt.Errorf("encoding run %s's record: %w", q.rec.ID, err)
+		}
+		idx := recordIndex(q.rec, false)
+		page.Count++
+		page.Bytes += int64(len(raw))
+		page.States[idx.Group]++
+		en := store.SysEntry{ID: q.rec.ID, Order: idx.Order, Group: idx.Group, Cursor: idx.Order + "\x00" + q.rec.ID, JSON: raw}
+		if (state == "" || idx.Group == state) && (after == "" || en.Cursor < after) && idx.Order >= since {
+			out = append(out, en)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.SysEntry) int { return strings.Compare(b.Cursor, a.Cursor) })
+	return out, nil
+}
+
+// mergeEntries merges two lists of index entries, each newest first, into one.
+func mergeEntries(a, b []store.SysEntry) []store.SysEntry {
+	out := make([]store.SysEntry, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].Cursor > b[0].Cursor {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // SetRetention records how long the audit log keeps settled runs where a server prunes them
