@@ -551,7 +551,7 @@ func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Pro
 // RunStats, VerifyChain), so a reader always sees every run. A process killed before a flush
 // loses the records queued in its last auditLinger (dry runs, pending runs, refused applies),
 // never the store's consistency nor an apply: an apply writes its record in the same
-// transaction as its data (applyRecord), and flushes the queue before it.
+// transaction as its data (applyRecord). TestKillDuringRunsAndApplies kills a process amid both.
 type auditLog struct {
 	st    store.Store
 	chain *chain
