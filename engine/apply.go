@@ -40,7 +40,7 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	rec, err := e.Record(runID)
+	rec, err := e.readRecord(runID) // its last version: the apply's commit writes the queue first
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +139,9 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	if auto {
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
-	w, docs := e.chain.begin(at, link{doc: recordDoc(rec, false), event: event, by: who})
-	err := e.st.ApplyPending(ctx, writes, verify, docs...)
-	w.done(err)
+	err := e.audit.writeWith(at, []link{{doc: recordDoc(rec, false), event: event, by: who}}, func(docs []store.SysDoc) error {
+		return e.st.ApplyPending(ctx, writes, verify, docs...)
+	})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who

@@ -666,36 +666,49 @@ func (a *auditLog) loop() {
 // flush writes every queued record in one transaction. A batch that cannot be written goes back
 // to the front of the queue, so the next flush tries it again.
 func (a *auditLog) flush() error {
+	err := a.writeWith(time.Now(), nil, func(docs []store.SysDoc) error {
+		write := func() error { return a.st.PutSysDocs(context.Background(), docs...) }
+		if a.around != nil {
+			return a.around(write)
+		}
+		return write()
+	})
+	if err != nil {
+		return fmt.Errorf("writing the audit log: %w", err)
+	}
+	return nil
+}
+
+// writeWith writes every queued record, then the records of own (a decision's: an apply, an
+// approval, a rejection), chained in that order, by write in one transaction: a record written
+// again for a decision lands after any queued version of it, and the decision costs one commit,
+// not one for the queue and one for itself. When write fails, the queued records go back to the
+// front of the queue. With nothing queued and nothing of its own, it writes nothing.
+func (a *auditLog) writeWith(now time.Time, own []link, write func(docs []store.SysDoc) error) error {
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	a.mu.Lock()
 	batch := a.queue
 	a.queue, a.inflight = nil, batch
 	a.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(own) == 0 {
 		return nil
 	}
-	links := make([]link, len(batch))
-	for i, q := range batch {
+	links := make([]link, 0, len(batch)+len(own))
+	for _, q := range batch {
 		r := q.rec
-		// Never a rejected run's: a rejection writes its record itself (Reject), after a flush,
-		// and a rejected run is never queued again (it cannot be applied).
+		// Never a rejected run's: a rejection writes its record itself (RejectWith), and a
+		// rejected run is never queued again (it cannot be applied).
 		event, by := r.chainEvent, r.chainBy
 		if event == "" {
 			event, by = ChainProposed, r.ProposedBy
 		}
 		doc := recordDoc(r, false)
 		doc.Value = q // its bytes, if a listing encoded it already
-		links[i] = link{doc: doc, event: event, by: func() string { return by }}
+		links = append(links, link{doc: doc, event: event, by: func() string { return by }})
 	}
-	w, docs := a.chain.begin(time.Now(), links...)
-	write := func() error { return a.st.PutSysDocs(context.Background(), docs...) }
-	var err error
-	if a.around != nil {
-		err = a.around(write)
-	} else {
-		err = write()
-	}
+	w, docs := a.chain.begin(now, append(links, own...)...)
+	err := write(docs)
 	w.done(err)
 	a.mu.Lock()
 	a.inflight = nil // in the store now, or back in the queue
@@ -703,11 +716,10 @@ func (a *auditLog) flush() error {
 		a.queue = append(batch, a.queue...)
 	}
 	a.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("writing the audit log: %w", err)
+	if err == nil && len(batch) > 0 {
+		a.commits.Add(1)
 	}
-	a.commits.Add(1)
-	return nil
+	return err
 }
 
 // tail returns the records not yet in the store, oldest first: the batch being written, then

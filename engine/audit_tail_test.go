@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/access"
 )
 
 // tailEngine returns an engine whose clock moves a second per reading and whose audit log keeps
@@ -111,4 +113,42 @@ func TestListingWritesAQueuedRewriteFirst(t *testing.T) {
 	assert.Equal(t, commits+1, e.audit.commits.Load(), "the rewrite was written first")
 	assert.Equal(t, 1, page.Count)
 	assert.Len(t, page.Runs, 1)
+}
+
+// A decision on a run whose record is still queued (an apply, a rejection, right after the dry
+// run) writes the queue in its own commit, before its record: the decided version lands last,
+// and the chain has the run proposed, then decided.
+func TestDecisionsWriteTheQueueFirst(t *testing.T) {
+	e := tailEngine(t)
+	ctx := context.Background()
+	runs := make([]*Result, 3)
+	for i := range runs {
+		res, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+		require.NoError(t, err)
+		require.True(t, res.Pending)
+		runs[i] = res
+	}
+	require.Len(t, e.audit.tail(), 3)
+	applied, err := e.Apply(ctx, runs[0].RunID)
+	require.NoError(t, err)
+	require.True(t, applied.Applied)
+	assert.Empty(t, e.audit.tail(), "the apply's commit took the queue")
+	_, recorded, err := e.RejectWith(ctx, runs[1].RunID, RejectOptions{Feedback: "no"})
+	require.NoError(t, err)
+	require.True(t, recorded)
+	require.NoError(t, e.audit.flush())
+
+	rec, err := e.Record(runs[0].RunID)
+	require.NoError(t, err)
+	assert.True(t, rec.Applied, "the applied version, not the queued pending one")
+	rec, err = e.Record(runs[1].RunID)
+	require.NoError(t, err)
+	assert.Equal(t, access.Local().Name, rec.RejectedBy)
+	assert.False(t, rec.Pending)
+	page, err := e.ListRuns(ListOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{StateApplied: 1, StateRejected: 1, StatePending: 1}, page.States)
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%+v", rep.Problems)
 }
