@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -176,7 +177,7 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	}
 	taken := 0
 	var last string
-	queued, err := e.queuedEntries(tail, page, opts.State, after, since)
+	queued, fromQueue, err := e.queuedEntries(tail, page, opts.State, after, since)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +209,10 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 		}
 	}
 	for _, en := range entries {
-		s, err := e.decodeSummary(en.JSON)
+		s, ok := queuedSummary(fromQueue[en.ID])
+		if !ok {
+			s, err = e.decodeSummary(en.JSON)
+		}
 		if err != nil {
 			if unreadable == nil {
 				unreadable = &UnreadableError{Err: err}
@@ -268,12 +272,13 @@ func (e *Engine) newRuns() (tail []*queuedRecord, ok bool) {
 
 // queuedEntries adds the queued new runs to the page's counts, and returns, newest first, the
 // index entries of those a listing of state after the cursor after and since since shows.
-func (e *Engine) queuedEntries(tail []*queuedRecord, page *RunPage, state, after, since string) ([]store.SysEntry, error) {
+func (e *Engine) queuedEntries(tail []*queuedRecord, page *RunPage, state, after, since string) ([]store.SysEntry, map[string]*queuedRecord, error) {
 	var out []store.SysEntry
+	byID := map[string]*queuedRecord{}
 	for _, q := range tail {
 		raw, err := q.EncodeJSON()
 		if err != nil {
-			return nil, fmt.Errorf("encoding run %s's record: %w", q.rec.ID, err)
+			return nil, nil, fmt.Errorf("encoding run %s's record: %w", q.rec.ID, err)
 		}
 		idx := recordIndex(q.rec, false)
 		page.Count++
@@ -282,10 +287,34 @@ func (e *Engine) queuedEntries(tail []*queuedRecord, page *RunPage, state, after
 		en := store.SysEntry{ID: q.rec.ID, Order: idx.Order, Group: idx.Group, Cursor: idx.Order + "\x00" + q.rec.ID, JSON: raw}
 		if (state == "" || idx.Group == state) && (after == "" || en.Cursor < after) && idx.Order >= since {
 			out = append(out, en)
+			byID[en.ID] = q
 		}
 	}
 	slices.SortFunc(out, func(a, b store.SysEntry) int { return strings.Compare(b.Cursor, a.Cursor) })
-	return out, nil
+	return out, byID, nil
+}
+
+// queuedSummary is decodeSummary of a queued record's JSON, read from the record itself: a
+// listing's newest page is mostly queued runs, and decoding a record costs more than the rest of
+// the listing. ok is false (decode the JSON) for a nil record, or one whose texts JSON would
+// change (invalid UTF-8).
+func queuedSummary(q *queuedRecord) (RunSummary, bool) {
+	if q == nil {
+		return RunSummary{}, false
+	}
+	r := q.rec
+	for _, s := range []string{r.ID, r.Origin, r.Request, r.Subject, string(r.Outcome), r.Status} {
+		if !utf8.ValidString(s) {
+			return RunSummary{}, false
+		}
+	}
+	// The time as the JSON holds it: no monotonic reading, and the zone its text says.
+	t, err := time.Parse(time.RFC3339Nano, r.Time.Format(time.RFC3339Nano))
+	if err != nil {
+		return RunSummary{}, false
+	}
+	return RunSummary{ID: r.ID, Time: t, Origin: r.Origin, Request: r.Request, Subject: r.Subject, Outcome: r.Outcome,
+		Status: r.Status, ChangedRows: r.ChangedRows, Pending: r.Pending, Applied: r.Applied}, true
 }
 
 // mergeEntries merges two lists of index entries, each newest first, into one.
