@@ -146,6 +146,20 @@ func decodeCursor(c string) (string, error) {
 // State or Since is given). Records that do not decode are left out and named by an
 // *UnreadableError, returned with the page; a bad cursor is a *CursorError.
 func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
+	page, err := e.listRuns(opts)
+	if errors.Is(err, store.ErrNoSysIndex) {
+		// Made stale while open: rebuilt under the apply lock (logStats), not under the audit
+		// writer's read lock listRuns holds, which an apply waits for with the apply lock held.
+		if _, _, err := e.logStats(); err != nil {
+			return nil, err
+		}
+		page, err = e.listRuns(opts)
+	}
+	return page, err
+}
+
+// listRuns is ListRuns; it returns store.ErrNoSysIndex when the log's index is not current.
+func (e *Engine) listRuns(opts ListOptions) (*RunPage, error) {
 	// No batch commits while the listing reads the queue and the store, so that none is in both
 	// or in neither.
 	e.audit.writeMu.RLock()
@@ -166,10 +180,11 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 			return nil, err
 		}
 	}
-	page, stats, err := e.logStats()
+	stats, err := e.st.SysStats(auditCollection)
 	if err != nil {
 		return nil, err
 	}
+	page := statsPage(stats)
 	var unreadable *UnreadableError
 	since := ""
 	if !opts.Since.IsZero() {
@@ -364,6 +379,11 @@ func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return statsPage(stats), stats, nil
+}
+
+// statsPage is an empty page with the counts of the log's index.
+func statsPage(stats map[string]store.SysGroup) *RunPage {
 	page := &RunPage{Runs: []RunSummary{}, States: map[string]int{}}
 	for state, g := range stats {
 		page.Count += g.Count
@@ -372,7 +392,7 @@ func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
 			page.States[state] = g.Count
 		}
 	}
-	return page, stats, nil
+	return page
 }
 
 // decodeSummary decodes what a RunSummary shows of a stored record (not its state or size):
