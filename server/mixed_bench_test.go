@@ -43,9 +43,10 @@ var mixedLog = flag.Int("mixed-log", 100_000, "the large audit log of BenchmarkM
 //
 //	go test ./server -run '^$' -bench MixedLoad -benchtime 3000x -count 6 | tee new.txt; benchstat new.txt
 func BenchmarkMixedLoad(b *testing.B) {
+	seeds := b.TempDir() // the seeded stores, made once for the sizes' repeated runs
 	for _, n := range []int{10, *mixedLog} {
 		b.Run(fmt.Sprintf("log=%d", n), func(b *testing.B) {
-			f := mixedFixture(b, n)
+			f := mixedFixture(b, filepath.Join(seeds, fmt.Sprint(n)), n)
 			const clients, subscribers = 64, 4
 			transport := &http.Transport{MaxIdleConnsPerHost: clients + subscribers}
 			defer transport.CloseIdleConnections()
@@ -173,11 +174,15 @@ func BenchmarkMixedLoad(b *testing.B) {
 // runs out, and every dry run is a pending purchase.
 var mixedItems = []string{"Aviator", "Sport", "Classic", "Moon"}
 
-// mixedFixture is a server over a demo store whose audit log holds n old runs.
-func mixedFixture(b *testing.B, n int) *fixture {
+// mixedFixture is a server over a copy of the demo store in seed whose audit log holds n old
+// runs, made there first if need be.
+func mixedFixture(b *testing.B, seed string, n int) *fixture {
 	b.Helper()
+	if _, err := os.Stat(seed); err != nil {
+		seedLog(b, seed, n)
+	}
 	dir := b.TempDir()
-	copyFile(b, filepath.Join(seededLog(b, n), "data.db"), filepath.Join(dir, "data.db"))
+	copyFile(b, filepath.Join(seed, "data.db"), filepath.Join(dir, "data.db"))
 	st, err := bolt.Open(dir, bolt.Options{})
 	require.NoError(b, err)
 	eng, err := engine.New(st, engine.Options{})
@@ -194,24 +199,11 @@ func mixedFixture(b *testing.B, n int) *fixture {
 	return &fixture{t: b, st: st, eng: eng, srv: srv, web: web}
 }
 
-var (
-	seededMu   sync.Mutex
-	seededDirs = map[int]string{}
-)
-
-// seededLog returns the directory of a demo store (stock raised) whose audit log holds n runs a
-// year old, in every state, and its index: made once per process, copied by each benchmark. The
-// records are written straight to the store, in batches, without the hash chain (they are older
-// than it, as a store's runs from before the chain are), and the engine built their index.
-func seededLog(b *testing.B, n int) string {
-	seededMu.Lock()
-	defer seededMu.Unlock()
-	if dir, ok := seededDirs[n]; ok {
-		return dir
-	}
-	dir, err := os.MkdirTemp("", "starplan-mixed-*")
-	require.NoError(b, err)
-	// The process's: removed by the OS's temporary cleanup, reused by each -count.
+// seedLog makes in dir a demo store (stock raised) whose audit log holds n runs a year old, in
+// every state, and its index. The records are written straight to the store, in batches,
+// without the hash chain (they are older than it, as a store's runs from before the chain are),
+// and the engine builds their index.
+func seedLog(b *testing.B, dir string, n int) {
 	st, err := bolt.Open(dir, bolt.Options{})
 	require.NoError(b, err)
 	var inv bytes.Buffer
@@ -249,8 +241,6 @@ func seededLog(b *testing.B, n int) string {
 	require.NoError(b, err)
 	require.NoError(b, eng.Close())
 	require.NoError(b, st.Close())
-	seededDirs[n] = dir
-	return dir
 }
 
 func copyFile(b *testing.B, from, to string) {
