@@ -40,7 +40,7 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	rec, err := e.Record(runID)
+	rec, err := e.readRecord(runID) // its last version: the apply's commit writes the queue first
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +140,14 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
 	var steps store.ApplySteps // the store's steps, timed for the observers (telemetry's spans)
-	err := e.chain.write(at, func(docs []store.SysDoc) error {
+	err := e.audit.writeWith(at, []link{{doc: recordDoc(rec, false), event: event, by: who}}, func(docs []store.SysDoc) error {
 		steps.Steps = steps.Steps[:0] // the last attempt's (see chain.write)
 		actx := ctx
 		if e.observed() {
 			actx = store.WithApplySteps(ctx, &steps)
 		}
 		return e.st.ApplyPending(actx, writes, verify, docs...)
-	}, link{doc: recordDoc(rec, false), event: event, by: who})
+	})
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who

@@ -249,7 +249,7 @@ func (l *lazyRecord) MarshalJSON() ([]byte, error) { return l.EncodeJSON() }
 
 // EncodeJSON implements store.SelfEncoded: the store writes these very bytes, whose hash is chained.
 func (l *lazyRecord) EncodeJSON() ([]byte, error) {
-	b, err := json.Marshal(l.v)
+	b, err := store.EncodeSys(l.v)
 	if err != nil {
 		return nil, err
 	}

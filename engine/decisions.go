@@ -48,7 +48,7 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	// Under the apply lock: a rejection and an apply of the same run must not both succeed.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	rec, err := e.Record(runID)
+	rec, err := e.readRecord(runID) // its last version: the rejection's commit writes the queue first
 	if err != nil {
 		return nil, false, err
 	}
@@ -69,9 +69,9 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	}
 	// The record is written again even when unchanged: its index entry moves to "rejected" in
 	// the transaction of the decision.
-	err = e.chain.write(d.Time, func(chained []store.SysDoc) error {
+	err = e.audit.writeWith(d.Time, []link{{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }}}, func(chained []store.SysDoc) error {
 		return e.st.PutSysDocs(ctx, append([]store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}, chained...)...)
-	}, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
 	}

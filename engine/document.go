@@ -72,7 +72,7 @@ func DocumentOf(res *Result) (*Document, error) {
 // Show returns a run as the audit log holds it, with its decision and history: the one document
 // of a run. An unknown run is a *RunError, an unreadable record an *UnreadableError.
 func (e *Engine) Show(id string) (*Document, error) {
-	rec, err := e.Record(id)
+	rec, err := e.readRecord(id)
 	if err != nil {
 		return nil, err
 	}

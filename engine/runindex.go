@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -144,9 +146,33 @@ func decodeCursor(c string) (string, error) {
 // State or Since is given). Records that do not decode are left out and named by an
 // *UnreadableError, returned with the page; a bad cursor is a *CursorError.
 func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
-	if err := e.audit.flush(); err != nil {
-		return nil, err
+	page, err := e.listRuns(opts)
+	if errors.Is(err, store.ErrNoSysIndex) {
+		// Made stale while open: rebuilt under the apply lock (logStats), not under the audit
+		// writer's read lock listRuns holds, which an apply waits for with the apply lock held.
+		if _, _, err := e.logStats(); err != nil {
+			return nil, err
+		}
+		page, err = e.listRuns(opts)
 	}
+	return page, err
+}
+
+// listRuns is ListRuns; it returns store.ErrNoSysIndex when the log's index is not current.
+func (e *Engine) listRuns(opts ListOptions) (*RunPage, error) {
+	// No batch commits while the listing reads the queue and the store, so that none is in both
+	// or in neither.
+	e.audit.writeMu.RLock()
+	tail, ok := e.newRuns()
+	if !ok { // a queued record replaces a stored one: its stored entry would count twice
+		e.audit.writeMu.RUnlock()
+		if err := e.audit.flush(); err != nil {
+			return nil, err
+		}
+		e.audit.writeMu.RLock()
+		tail = nil
+	}
+	defer e.audit.writeMu.RUnlock()
 	after := ""
 	if opts.Cursor != "" {
 		var err error
@@ -154,10 +180,11 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 			return nil, err
 		}
 	}
-	page, stats, err := e.logStats()
+	stats, err := e.st.SysStats(auditCollection)
 	if err != nil {
 		return nil, err
 	}
+	page := statsPage(stats)
 	var unreadable *UnreadableError
 	since := ""
 	if !opts.Since.IsZero() {
@@ -165,6 +192,10 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	}
 	taken := 0
 	var last string
+	queued, fromQueue, err := e.queuedEntries(tail, page, opts.State, after, since)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := e.st.ScanSys(auditCollection, store.SysScan{Group: opts.State, After: after, Reverse: true,
 		Next: func(en store.SysEntry) (take, more bool) {
 			switch {
@@ -183,8 +214,20 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(queued) > 0 {
+		// Both lists are newest first; the store's holds the page's first Limit of its own.
+		entries = mergeEntries(entries, queued)
+		page.NextCursor = ""
+		if opts.Limit > 0 && len(entries) > opts.Limit {
+			entries = entries[:opts.Limit]
+			page.NextCursor = encodeCursor(entries[opts.Limit-1].Cursor)
+		}
+	}
 	for _, en := range entries {
-		s, err := e.decodeSummary(en.JSON)
+		s, ok := queuedSummary(fromQueue[en.ID])
+		if !ok {
+			s, err = e.decodeSummary(en.JSON)
+		}
 		if err != nil {
 			if unreadable == nil {
 				unreadable = &UnreadableError{Err: err}
@@ -213,7 +256,7 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 	if unreadable != nil {
 		var err error
 		for _, id := range unreadable.IDs { // why the first does not decode, in its own words
-			if _, err = e.Record(id); err != nil {
+			if _, err = e.storedRecord(id); err != nil {
 				break
 			}
 		}
@@ -224,6 +267,82 @@ func (e *Engine) ListRuns(opts ListOptions) (*RunPage, error) {
 		return page, unreadable
 	}
 	return page, nil
+}
+
+// newRuns returns the audit log's queued records (auditLog.tail) when each is the first record
+// of a new run, as a dry run's is: a listing can then show them beside the store's without a
+// commit. ok is false when one is a run's record written again (an apply that failed or found
+// a conflict), whose stored version is in the store's counts and index.
+func (e *Engine) newRuns() (tail []*queuedRecord, ok bool) {
+	tail = e.audit.tail()
+	seen := make(map[string]bool, len(tail))
+	for _, q := range tail {
+		if q.rec.chainEvent != "" || seen[q.rec.ID] {
+			return nil, false
+		}
+		seen[q.rec.ID] = true
+	}
+	return tail, true
+}
+
+// queuedEntries adds the queued new runs to the page's counts, and returns, newest first, the
+// index entries of those a listing of state after the cursor after and since since shows.
+func (e *Engine) queuedEntries(tail []*queuedRecord, page *RunPage, state, after, since string) ([]store.SysEntry, map[string]*queuedRecord, error) {
+	var out []store.SysEntry
+	byID := map[string]*queuedRecord{}
+	for _, q := range tail {
+		raw, err := q.EncodeJSON()
+		if err != nil {
+			return nil, nil, fmt.Errorf("encoding run %s's record: %w", q.rec.ID, err)
+		}
+		idx := recordIndex(q.rec, false)
+		page.Count++
+		page.Bytes += int64(len(raw))
+		page.States[idx.Group]++
+		en := store.SysEntry{ID: q.rec.ID, Order: idx.Order, Group: idx.Group, Cursor: idx.Order + "\x00" + q.rec.ID, JSON: raw}
+		if (state == "" || idx.Group == state) && (after == "" || en.Cursor < after) && idx.Order >= since {
+			out = append(out, en)
+			byID[en.ID] = q
+		}
+	}
+	slices.SortFunc(out, func(a, b store.SysEntry) int { return strings.Compare(b.Cursor, a.Cursor) })
+	return out, byID, nil
+}
+
+// queuedSummary is decodeSummary of a queued record's JSON, read from the record itself: a
+// listing's newest page is mostly queued runs, and decoding a record costs more than the rest of
+// the listing. ok is false (decode the JSON) for a nil record, or one whose texts JSON would
+// change (invalid UTF-8).
+func queuedSummary(q *queuedRecord) (RunSummary, bool) {
+	if q == nil {
+		return RunSummary{}, false
+	}
+	r := q.rec
+	for _, s := range []string{r.ID, r.Origin, r.Request, r.Subject, string(r.Outcome), r.Status} {
+		if !utf8.ValidString(s) {
+			return RunSummary{}, false
+		}
+	}
+	// The time as the JSON holds it: no monotonic reading, and the zone its text says.
+	t, err := time.Parse(time.RFC3339Nano, r.Time.Format(time.RFC3339Nano))
+	if err != nil {
+		return RunSummary{}, false
+	}
+	return RunSummary{ID: r.ID, Time: t, Origin: r.Origin, Request: r.Request, Subject: r.Subject, Outcome: r.Outcome,
+		Status: r.Status, ChangedRows: r.ChangedRows, Pending: r.Pending, Applied: r.Applied}, true
+}
+
+// mergeEntries merges two lists of index entries, each newest first, into one.
+func mergeEntries(a, b []store.SysEntry) []store.SysEntry {
+	out := make([]store.SysEntry, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].Cursor > b[0].Cursor {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // SetRetention records how long the audit log keeps settled runs where a server prunes them
@@ -260,6 +379,11 @@ func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return statsPage(stats), stats, nil
+}
+
+// statsPage is an empty page with the counts of the log's index.
+func statsPage(stats map[string]store.SysGroup) *RunPage {
 	page := &RunPage{Runs: []RunSummary{}, States: map[string]int{}}
 	for state, g := range stats {
 		page.Count += g.Count
@@ -268,7 +392,7 @@ func (e *Engine) logStats() (*RunPage, map[string]store.SysGroup, error) {
 			page.States[state] = g.Count
 		}
 	}
-	return page, stats, nil
+	return page
 }
 
 // decodeSummary decodes what a RunSummary shows of a stored record (not its state or size):

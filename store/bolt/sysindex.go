@@ -318,6 +318,11 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 		if err != nil {
 			return err
 		}
+		type entry struct {
+			id string
+			e  sysEntry
+		}
+		entries := make([]entry, 0, len(docs))
 		for _, doc := range docs {
 			id, _ := doc.Get("id").(string)
 			raw, _ := doc.Get("json").(string)
@@ -325,10 +330,54 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			if err != nil {
 				return err
 			}
-			if err := s.indexSysLocked(c, id, &x, int64(len(raw)), false); err != nil {
+			if err := x.Valid(); err != nil {
+				return fmt.Errorf("system document %s/%s: %w", coll, id, err)
+			}
+			entries = append(entries, entry{id, sysEntry{Order: x.Order, Group: x.Group, Bytes: int64(len(raw))}})
+			n++
+		}
+		// The index is new and empty: each bucket is filled in its own key order, so that bbolt
+		// appends to its nodes. Put in the documents' order (a hash of their ids), a log of
+		// 100,000 runs took 76 s, nearly all of it bbolt moving keys within its nodes.
+		b := sysIndexOf(tx, c)
+		ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
+		for _, en := range entries {
+			raw, _ := json.Marshal(en.e)
+			if err := ids.Put([]byte(en.id), raw); err != nil {
 				return err
 			}
-			n++
+		}
+		slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.e.key(a.id), b.e.key(b.id)) })
+		type total struct {
+			count int
+			bytes int64
+		}
+		totals := map[string]*total{}
+		for _, en := range entries {
+			key := en.e.key(en.id)
+			if err := order.Put(key, []byte(en.e.Group)); err != nil {
+				return err
+			}
+			g, err := groups.CreateBucketIfNotExists([]byte(en.e.Group))
+			if err != nil {
+				return err
+			}
+			if err := g.Put(key, nil); err != nil {
+				return err
+			}
+			t := totals[en.e.Group]
+			if t == nil {
+				t = &total{}
+				totals[en.e.Group] = t
+			}
+			t.count++
+			t.bytes += en.e.Bytes
+		}
+		for _, g := range slices.Sorted(maps.Keys(totals)) {
+			if err := addSysGroup(stats, g, totals[g].count, totals[g].bytes); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
