@@ -126,6 +126,33 @@ func (s *pgServe) dryRun(ctx context.Context, program string) server.RunDocument
 	return doc
 }
 
+// applied is one server's answer to an apply.
+type applied struct {
+	code int
+	doc  server.RunDocument
+	body string
+}
+
+// applyAtOnce applies runs[j] on servers[j], both released at the same moment.
+func applyAtOnce(t *testing.T, ctx context.Context, servers [2]*pgServe, runs [2]server.RunDocument) [2]applied {
+	var answers [2]applied
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for j, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			code, doc, body, err := srv.apply(ctx, runs[j])
+			assert.NoError(t, err)
+			answers[j] = applied{code, doc, body}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return answers
+}
+
 // apply applies run on s with its digest: the status and the document answered (zero for an
 // error body).
 func (s *pgServe) apply(ctx context.Context, run server.RunDocument) (int, server.RunDocument, string, error) {
@@ -245,26 +272,7 @@ func TestTwoServesApplySameRunOnce(t *testing.T) {
 	for i := range rounds {
 		before := pg.stock(ctx)["SG001"]
 		run := []*pgServe{a, b}[i%2].dryRun(ctx, sellOne("Aviator"))
-		type answer struct {
-			code int
-			doc  server.RunDocument
-			body string
-		}
-		answers := make([]answer, 2)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for j, srv := range []*pgServe{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				code, doc, body, err := srv.apply(ctx, run)
-				assert.NoError(t, err)
-				answers[j] = answer{code, doc, body}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		answers := applyAtOnce(t, ctx, [2]*pgServe{a, b}, [2]server.RunDocument{run, run})
 		for j, ans := range answers {
 			require.Equal(t, http.StatusOK, ans.code, "round %d, server %s: %s", i, "AB"[j:j+1], ans.body)
 			assert.Equal(t, server.StateApplied, ans.doc.State, "round %d: %s", i, ans.body)
@@ -294,26 +302,7 @@ func TestTwoServesConflictingRunsOneWins(t *testing.T) {
 	for i := range rounds {
 		before, ledger := pg.stock(ctx)["SG001"], len(pg.ledger(ctx))
 		runs := []server.RunDocument{a.dryRun(ctx, sellOne("Aviator")), b.dryRun(ctx, sellOne("Aviator"))}
-		type answer struct {
-			code int
-			doc  server.RunDocument
-			body string
-		}
-		answers := make([]answer, 2)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for j, srv := range []*pgServe{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				code, doc, body, err := srv.apply(ctx, runs[j])
-				assert.NoError(t, err)
-				answers[j] = answer{code, doc, body}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		answers := applyAtOnce(t, ctx, [2]*pgServe{a, b}, [2]server.RunDocument(runs))
 		won := -1
 		for j, ans := range answers {
 			switch ans.code {
