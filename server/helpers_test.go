@@ -40,6 +40,12 @@ func newFixture(t testing.TB, opts Options) *fixture {
 	t.Helper()
 	st, err := bolt.Open(t.TempDir(), bolt.Options{})
 	require.NoError(t, err)
+	return fixtureOn(t, st, opts)
+}
+
+// fixtureOn is a server over st, which it closes at the test's end.
+func fixtureOn(t testing.TB, st *bolt.Store, opts Options) *fixture {
+	t.Helper()
 	eng, err := engine.New(st, engine.Options{})
 	require.NoError(t, err)
 	if opts.Token == "" {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
@@ -185,18 +183,7 @@ func mixedFixture(b *testing.B, seed string, n int) *fixture {
 	copyFile(b, filepath.Join(seed, "data.db"), filepath.Join(dir, "data.db"))
 	st, err := bolt.Open(dir, bolt.Options{})
 	require.NoError(b, err)
-	eng, err := engine.New(st, engine.Options{})
-	require.NoError(b, err)
-	srv, err := New(eng, Options{Token: testToken, EventBacklog: 1 << 12})
-	require.NoError(b, err)
-	web := httptest.NewServer(srv.Handler())
-	b.Cleanup(func() {
-		srv.Drain()
-		web.Close()
-		assert.NoError(b, eng.Close())
-		assert.NoError(b, st.Close())
-	})
-	return &fixture{t: b, st: st, eng: eng, srv: srv, web: web}
+	return fixtureOn(b, st, Options{EventBacklog: 1 << 12})
 }
 
 // seedLog makes in dir a demo store (stock raised) whose audit log holds n runs a year old, in
