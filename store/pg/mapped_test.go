@@ -5,20 +5,244 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestMappedTableRefused: a domain that maps a table onto an existing SQL table is refused by
-// Create with an error that names the table and says what to do, until the catalog check and
-// adoption at init exist; nothing is created.
-func TestMappedTableRefused(t *testing.T) {
-	dom := &store.Domain{Name: "mapped", Tables: []*table.Schema{{Name: "orders", Key: "id",
-		SQL:    &table.SQLMapping{Table: "public.orders"},
-		Fields: []table.Field{{Name: "id", Type: table.TypeString}}}}}
-	_, err := Create(context.Background(), pgtest.DSN(t), dom, Options{})
-	if err == nil || !strings.Contains(err.Error(), "table orders") || !strings.Contains(err.Error(), "remove the property") {
-		t.Fatalf("Create of a mapped domain: %v", err)
+func fptr(x float64) *float64 { return &x }
+
+// ordersDomain maps table orders onto public.orders: id → order_no (int key), customer →
+// cust (varchar(40)), qty (int, 0..100000, an integer column), price (float), paid (bool),
+// note (optional string), tags (list → jsonb).
+func ordersDomain() *store.Domain {
+	return &store.Domain{Name: "shop", Tables: []*table.Schema{{
+		Name: "orders", Key: "id", Indexes: []string{"customer"},
+		SQL: &table.SQLMapping{Table: "public.orders", Columns: map[string]string{"id": "order_no", "customer": "cust"}},
+		Fields: []table.Field{
+			{Name: "id", Type: table.TypeInt, Required: true, Min: fptr(1), Max: fptr(1e9)},
+			{Name: "customer", Type: table.TypeString, Required: true, MaxLen: 40},
+			{Name: "qty", Type: table.TypeInt, Required: true, Min: fptr(0), Max: fptr(100000)},
+			{Name: "price", Type: table.TypeFloat, Required: true},
+			{Name: "paid", Type: table.TypeBool, Required: true},
+			{Name: "note", Type: table.TypeString},
+			{Name: "tags", Type: table.TypeList, Items: &table.Field{Type: table.TypeString}},
+		},
+	}}}
+}
+
+// ordersSQL is a table that fits ordersDomain, as another program made it, with rows, a column
+// of its own (created_at, with a default) and a trigger of its own that counts row updates.
+const ordersSQL = `
+CREATE TABLE public.orders (
+	order_no integer PRIMARY KEY,
+	cust varchar(40) NOT NULL,
+	qty integer NOT NULL,
+	price numeric NOT NULL,
+	paid boolean NOT NULL DEFAULT false,
+	note text,
+	tags jsonb,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE public.order_updates (n int NOT NULL);
+INSERT INTO public.order_updates VALUES (0);
+CREATE FUNCTION public.count_updates() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE public.order_updates SET n = n + 1; RETURN NEW; END $$;
+CREATE TRIGGER count_updates BEFORE UPDATE ON public.orders FOR EACH ROW EXECUTE FUNCTION public.count_updates();
+INSERT INTO public.orders (order_no, cust, qty, price, paid, note, tags) VALUES
+	(1, 'alice', 2, 9.5, true, 'first', '["a"]'),
+	(2, 'bob', 1, 20, false, NULL, NULL),
+	(10, 'carol', 5, 0.1, false, NULL, '[]');
+`
+
+func sqlExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	_, err := conn.Exec(bg, sql, args...)
+	require.NoError(t, err, sql)
+}
+
+func pgConnect(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(bg, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// A table that breaks every rule of the catalog check: Create lists every mismatch in one
+// error, each naming the table, the column, what it found and what to change, and creates
+// nothing.
+func TestMappingMismatchesListed(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	sqlExec(t, conn, `CREATE TABLE public.bad (
+		order_no text,                   -- the key: not unique, and text for an int field
+		cust char(10),                   -- char pads; nullable for a required field
+		qty integer NOT NULL,            -- int field without bounds
+		price real NOT NULL,             -- real rounds
+		paid text NOT NULL,              -- not boolean
+		note varchar(5) NOT NULL,        -- optional field on NOT NULL; 5 < the field's 256
+		tags integer GENERATED ALWAYS AS (qty * 2) STORED, -- generated; not json
+		extra text NOT NULL,             -- unmapped NOT NULL without default
+		_version text                    -- not bigint
+	)`)
+	sqlExec(t, conn, `CREATE VIEW public.aview AS SELECT 1 AS id`)
+	dom := ordersDomain()
+	dom.Tables[0].SQL.Table = "public.bad"
+	dom.Tables[0].Fields[2].Min, dom.Tables[0].Fields[2].Max = nil, nil
+	dom.Tables[0].Fields[0].Min, dom.Tables[0].Fields[0].Max = nil, nil
+	dom.Tables[0].Fields[1].MaxLen = 0
+	dom.Tables[0].Fields[5].MaxLen = 0
+	dom.Tables = append(dom.Tables,
+		&table.Schema{Name: "missing", Key: "id", SQL: &table.SQLMapping{Table: "public.nosuch"}, Fields: []table.Field{{Name: "id", Type: table.TypeString, Required: true}}},
+		&table.Schema{Name: "viewed", Key: "id", SQL: &table.SQLMapping{Table: "public.aview"}, Fields: []table.Field{{Name: "id", Type: table.TypeInt, Required: true}}},
+		&table.Schema{Name: "twice", Key: "order_no", SQL: &table.SQLMapping{Table: "public.bad"}, Fields: []table.Field{{Name: "order_no", Type: table.TypeString, Required: true}}},
+		&table.Schema{Name: "wrongcol", Key: "id", SQL: &table.SQLMapping{Table: "public.order_x", Columns: map[string]string{"id": "idd"}}, Fields: []table.Field{{Name: "id", Type: table.TypeString, Required: true}}},
+	)
+	sqlExec(t, conn, `CREATE TABLE public.order_x (id text PRIMARY KEY)`)
+	_, err := Create(bg, dsn, dom, Options{})
+	var me *MappingError
+	require.ErrorAs(t, err, &me)
+	msg := err.Error()
+	for _, want := range []string{
+		"table orders (public.bad) column order_no: of type text, and field id is int",
+		"column order_no: the key field id's column is neither the primary key nor unique; make it the primary key",
+		"column cust: of type character(10), and field customer is string (char(n) pads",
+		"column cust: nullable, and field customer is required",
+		`column qty: of type integer, and field qty is int without min and max within integer's range -2147483648..2147483647`,
+		"column price: of type real, and field price is float (real keeps about 6 digits",
+		"column paid: of type text, and field paid is bool",
+		"column note: of type character varying(5), and field note is string of up to 1000 characters",
+		"column note: NOT NULL, and field note is optional",
+		"column tags: of type integer, and field tags is list; a list field needs a jsonb or json column",
+		"column tags: a generated column (field tags maps onto it)",
+		"column extra: NOT NULL without a default, and no field maps onto it",
+		"column _version: a column _version of type text",
+		"table missing (public.nosuch): no such table; create it first",
+		"table viewed (public.aview): it is not a table",
+		"table twice (public.bad): table orders maps onto it too",
+		`table wrongcol (public.order_x) column idd: no such column (field id maps onto it); add the column, or map the field onto one of the table's columns with sql.columns (did you mean "id"?)`,
+		"table wrongcol (public.order_x) column id: NOT NULL without a default, and no field maps onto it",
+	} {
+		assert.Contains(t, msg, want)
 	}
+	assert.Len(t, me.Problems, 18, msg)
+	assert.Contains(t, msg, "(18 problems); nothing was created")
+
+	var n int
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shop'`).Scan(&n))
+	assert.Zero(t, n, "no schema made")
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'order_x'`).Scan(&n))
+	assert.Equal(t, 1, n, "no column added")
+}
+
+// A table that fits is adopted: its rows and its own columns kept, none of its triggers fired,
+// _version and _ord added; runs read and write it through the mapped columns; another program's
+// plain SQL is a concurrent change (conflict at apply); db check finds nothing wrong; export
+// reads the rows; a second store cannot adopt it again.
+func TestMappedTableAdopted(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	sqlExec(t, conn, ordersSQL)
+	dom := ordersDomain()
+	dom.Seed = map[string][]table.Row{"orders": {{"id": int64(99), "customer": "seed", "qty": int64(1), "price": 1.0, "paid": false}}}
+	s, err := Create(bg, dsn, dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+
+	var updates int
+	require.NoError(t, conn.QueryRow(bg, `SELECT n FROM public.order_updates`).Scan(&updates))
+	assert.Zero(t, updates, "adoption fired none of the table's triggers")
+	var created int
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(DISTINCT created_at) FROM public.orders`).Scan(&created))
+	assert.Equal(t, 1, created)
+
+	sg := s.StageFor(bg, store.RunLimits{})
+	tb, ok := sg.Table("orders")
+	require.True(t, ok)
+	assert.Equal(t, 3, tb.Len(), "the rows kept; the seed not loaded into a table that holds rows")
+	row, ok, err := tb.Get(int64(1))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, table.Row{"id": int64(1), "customer": "alice", "qty": int64(2), "price": 9.5, "paid": true, "note": "first", "tags": []any{"a"}}, row)
+	rows, err := tb.Find(table.Query{Where: map[string]any{"customer": "carol"}})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, 0.1, rows[0]["price"])
+	var keys []any
+	for _, r := range mustFind(t, tb, table.Query{}) {
+		keys = append(keys, r["id"])
+	}
+	assert.Equal(t, []any{int64(1), int64(2), int64(10)}, keys, "key order")
+
+	// A run writes through the mapped columns.
+	_, err = tb.Update(table.Row{"qty": int64(7)}, table.Query{Where: map[string]any{"customer": "bob"}})
+	require.NoError(t, err)
+	k, err := tb.Insert(table.Row{"id": int64(11), "customer": "dave", "qty": int64(3), "price": 2.25, "paid": false, "tags": []any{"x", "y"}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(11), k)
+	_, err = tb.Remove(table.Query{Where: map[string]any{"id": int64(10)}})
+	require.NoError(t, err)
+	require.NoError(t, s.ApplyPending(bg, sg.Pending(), nil))
+	var qty int
+	var created11 bool
+	require.NoError(t, conn.QueryRow(bg, `SELECT qty FROM public.orders WHERE order_no = 2`).Scan(&qty))
+	assert.Equal(t, 7, qty)
+	require.NoError(t, conn.QueryRow(bg, `SELECT created_at IS NOT NULL FROM public.orders WHERE order_no = 11`).Scan(&created11))
+	assert.True(t, created11, "the insert left the unmapped column to its default")
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM public.orders WHERE order_no = 10`).Scan(&qty))
+	assert.Zero(t, qty)
+
+	// Another program's UPDATE between a dry run and its apply: conflict naming the row.
+	sg = s.StageFor(bg, store.RunLimits{})
+	tb, _ = sg.Table("orders")
+	_, err = tb.Update(table.Row{"qty": int64(8)}, table.Query{Where: map[string]any{"id": int64(1)}})
+	require.NoError(t, err)
+	sqlExec(t, conn, `UPDATE public.orders SET note = 'changed' WHERE order_no = 1`)
+	err = s.ApplyPending(bg, sg.Pending(), nil)
+	var ce *store.ConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "orders", ce.Conflicts[0].Table)
+	assert.Equal(t, int64(1), ce.Conflicts[0].Key)
+	// Another program's INSERT moves a predicate read (the table's version, by its trigger
+	// keyed by the domain table's name).
+	sg = s.StageFor(bg, store.RunLimits{})
+	tb, _ = sg.Table("orders")
+	_, err = tb.Find(table.Query{Where: map[string]any{"paid": false}})
+	require.NoError(t, err)
+	_, err = tb.Update(table.Row{"paid": true}, table.Query{Where: map[string]any{"id": int64(2)}})
+	require.NoError(t, err)
+	sqlExec(t, conn, `INSERT INTO public.orders (order_no, cust, qty, price, paid) VALUES (50, 'eve', 1, 3, false)`)
+	err = s.ApplyPending(bg, sg.Pending(), nil)
+	require.ErrorAs(t, err, &ce)
+	assert.Contains(t, err.Error(), "orders")
+
+	rep, err := s.Check(bg, store.CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems, "the other program's insert got its _ord from the trigger")
+	var out strings.Builder
+	require.NoError(t, s.Export(&out, "orders", store.JSON))
+	assert.Contains(t, out.String(), `"customer": "eve"`)
+
+	_, err = Create(bg, dsn, dom, Options{Schema: "second"})
+	var me *MappingError
+	require.ErrorAs(t, err, &me)
+	assert.Contains(t, err.Error(), "the starplan store in schema shop holds it already")
+
+	// Opened again by DSN alone, the mapping comes back from the record.
+	s2, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer s2.Close()
+	tb, _ = s2.StageFor(bg, store.RunLimits{}).Table("orders")
+	assert.Equal(t, 4, tb.Len())
+}
+
+func mustFind(t testing.TB, tb table.Table, q table.Query) []table.Row {
+	t.Helper()
+	rows, err := tb.Find(q)
+	require.NoError(t, err)
+	return rows
 }

@@ -100,9 +100,6 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	if _, err := dom.Schemas(); err != nil {
 		return nil, err
 	}
-	if err := refuseMapped(dom); err != nil {
-		return nil, err
-	}
 	if opts.Schema == "" {
 		opts.Schema = dom.Name
 	}
@@ -243,9 +240,6 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseMapped(dom); err != nil {
-		return nil, err
-	}
 	s := &Store{pool: pool, schema: schema, domain: dom, schemas: schemas, names: dom.TableNames(), tables: map[string]*sqlTable{}, defSums: sums}
 	sort.Strings(s.names)
 	for _, name := range s.names {
@@ -288,6 +282,10 @@ func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.D
 		if exists {
 			return fmt.Errorf("create a store in PostgreSQL schema %s: %w (open it, or pass another schema)", schema, ErrExists)
 		}
+		cats, err := checkMapping(ctx, tx, schema, schemas)
+		if err != nil {
+			return err
+		}
 		var stmts []string
 		add := func(format string, args ...any) { stmts = append(stmts, fmt.Sprintf(format, args...)) }
 		add("CREATE SCHEMA IF NOT EXISTS %s", q(schema))
@@ -300,10 +298,12 @@ func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.D
 		add("CREATE TABLE %s (coll text PRIMARY KEY)", ident(schema, sysIdxTable))
 		// Every statement that changes a domain table, starplan's or another program's, gives
 		// the table a new version; every changed row gets a new version (an insert by default,
-		// an update by this trigger unless the writer set one).
+		// an update by this trigger unless the writer set one). A mapped table's trigger passes
+		// its domain table's name (its SQL name is another); a table of the store's own is named
+		// as its domain table.
 		add(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
-	UPDATE %s SET ver = nextval('%s') WHERE name = TG_TABLE_NAME;
+	UPDATE %s SET ver = nextval('%s') WHERE name = coalesce(TG_ARGV[0], TG_TABLE_NAME);
 	RETURN NULL;
 END $f$`, ident(schema, touchFunc), ident(schema, verTable), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
 		add(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -315,7 +315,11 @@ BEGIN
 END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
 		stmts = append(stmts, ordFunctionsSQL(schema)...)
 		for _, name := range dom.TableNames() {
-			stmts = append(stmts, tableDDL(schema, schemas[name])...)
+			if cat := cats[name]; cat != nil {
+				stmts = append(stmts, adoptDDL(schema, schemas[name], cat)...)
+			} else {
+				stmts = append(stmts, tableDDL(schema, schemas[name])...)
+			}
 		}
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
@@ -339,7 +343,18 @@ END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'"
 			return nil
 		}
 		for _, name := range dom.TableNames() {
-			if err := copyRows(ctx, tx, newSQLTable(schema, schemas[name]), dom.Seed[name]); err != nil {
+			t := newSQLTable(schema, schemas[name])
+			if t.mapped && len(dom.Seed[name]) > 0 {
+				// A mapped table's rows are the SQL table's: the seed goes only into an empty one.
+				var nonEmpty bool
+				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.name+")").Scan(&nonEmpty); err != nil {
+					return err
+				}
+				if nonEmpty {
+					continue
+				}
+			}
+			if err := copyRows(ctx, tx, t, dom.Seed[name]); err != nil {
 				return err
 			}
 		}
@@ -377,6 +392,9 @@ func (s *Store) addMissingTables(ctx context.Context) error {
 	var stmts []string
 	for _, name := range s.names {
 		if !slices.Contains(have, name) {
+			if sc := s.schemas[name]; sc.SQL != nil {
+				return fmt.Errorf("open the store in schema %s: table %s is mapped onto %s, which the store has not adopted; a table is mapped when the store is made (db init): remove its \"sql\" property, or make a new store of the domain", s.schema, name, sc.SQL.Table)
+			}
 			stmts = append(stmts, tableDDL(s.schema, s.schemas[name])...)
 		}
 	}
@@ -450,15 +468,3 @@ var (
 	_ store.Store = (*Store)(nil)
 	_ store.Stage = (*Stage)(nil)
 )
-
-// refuseMapped refuses a domain that maps a table onto an existing SQL table (table.SQLMapping):
-// reading and writing such a table is in place (sqlTable), but checking the mapping against the
-// catalog and adding the store's columns and triggers to the table at init are not built yet.
-func refuseMapped(dom *store.Domain) error {
-	for _, t := range dom.Tables {
-		if t != nil && t.SQL != nil {
-			return fmt.Errorf("table %s: \"sql\" maps it onto %s, which this PostgreSQL store cannot do yet (the catalog check and adoption at db init are not built); remove the property to keep the table in the store's own schema", t.Name, t.SQL.Table)
-		}
-	}
-	return nil
-}
