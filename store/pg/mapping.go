@@ -116,7 +116,8 @@ type pgTable struct {
 	cols    map[string]*pgColumn
 	order   []string
 	indexes []pgIndex
-	owner   string // the schema of the function of its _starplan_touch trigger, when it has one
+	owner   string          // the schema of the function of its _starplan_touch trigger, when it has one
+	trigs   map[string]bool // its triggers named _starplan_*
 }
 
 // catalogDB is what reads the catalog: a pool, a connection or a transaction.
@@ -185,12 +186,25 @@ func readCatalog(ctx context.Context, db catalogDB, schema, name string) (*pgTab
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	err = db.QueryRow(ctx, `SELECT n.nspname::text FROM pg_trigger tg JOIN pg_proc p ON p.oid = tg.tgfoid JOIN pg_namespace n ON n.oid = p.pronamespace
-		WHERE tg.tgrelid = $1 AND tg.tgname = '_starplan_touch'`, oid).Scan(&t.owner)
-	if err != nil && err != pgx.ErrNoRows {
+	rows, err = db.Query(ctx, `SELECT tg.tgname::text, n.nspname::text FROM pg_trigger tg JOIN pg_proc p ON p.oid = tg.tgfoid JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE tg.tgrelid = $1 AND tg.tgname LIKE '\_starplan\_%'`, oid)
+	if err != nil {
 		return nil, fmt.Errorf("read the triggers of %s.%s: %w", schema, name, err)
 	}
-	return t, nil
+	t.trigs = map[string]bool{}
+	for rows.Next() {
+		var tg, fschema string
+		if err := rows.Scan(&tg, &fschema); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		t.trigs[tg] = true
+		if tg == "_starplan_touch" {
+			t.owner = fschema
+		}
+	}
+	rows.Close()
+	return t, rows.Err()
 }
 
 // uniqueOn reports whether col alone is the primary key or a unique index without predicate.
@@ -260,7 +274,7 @@ func checkMapping(ctx context.Context, db catalogDB, storeSchema string, schemas
 			return nil, err
 		}
 		cats[name] = cat
-		e.Problems = append(e.Problems, mappingProblems(storeSchema, sc, cat)...)
+		e.Problems = append(e.Problems, mappingProblems(storeSchema, sc, cat, false)...)
 	}
 	if len(e.Problems) > 0 {
 		return nil, e
@@ -268,8 +282,10 @@ func checkMapping(ctx context.Context, db catalogDB, storeSchema string, schemas
 	return cats, nil
 }
 
-// mappingProblems are the ways sc does not fit cat (the catalog's description of sc.SQL.Table).
-func mappingProblems(storeSchema string, sc *store.Schema, cat *pgTable) []MappingProblem {
+// mappingProblems are the ways sc does not fit cat (the catalog's description of sc.SQL.Table):
+// to be adopted by a store in storeSchema, or, when adopted, as the store in storeSchema
+// adopted it (its columns and triggers in place).
+func mappingProblems(storeSchema string, sc *store.Schema, cat *pgTable, adopted bool) []MappingProblem {
 	var out []MappingProblem
 	bad := func(col, found, fix string) {
 		out = append(out, MappingProblem{Table: sc.Name, SQLTable: sc.SQL.Table, Column: col, Found: found, Fix: fix})
@@ -283,7 +299,22 @@ func mappingProblems(storeSchema string, sc *store.Schema, cat *pgTable) []Mappi
 		bad("", "it is not a table (pg_class.relkind "+cat.kind+": a view, a sequence, a foreign table...)", "map onto a plain table")
 		return out
 	}
-	if cat.owner != "" {
+	switch {
+	case adopted:
+		for _, tg := range []string{"_starplan_touch", "_starplan_bump", "_starplan_ord"} {
+			if !cat.trigs[tg] {
+				bad("", "its trigger "+tg+" is gone (other programs' writes to it are not seen as changes)", "create it again: "+adoptTrigger(storeSchema, sc, tg))
+			}
+		}
+		if cat.owner != "" && cat.owner != storeSchema {
+			bad("", "its _starplan_touch trigger is the store's in schema "+cat.owner, "drop it, and create it again: "+adoptTrigger(storeSchema, sc, "_starplan_touch"))
+		}
+		for _, c := range []string{"_version", "_ord"} {
+			if cat.cols[c] == nil {
+				bad(c, "no such column (the store adds it when it adopts the table)", "the store's record of its rows is lost: make a new store of the domain (db init) to adopt the table again")
+			}
+		}
+	case cat.owner != "":
 		bad("", "the starplan store in schema "+cat.owner+" holds it already (its _starplan_touch trigger)", "one SQL table belongs to one store: use that store (?schema="+cat.owner+"), or drop its triggers _starplan_touch, _starplan_bump and _starplan_ord")
 	}
 	mapped := map[string]bool{}
@@ -454,9 +485,47 @@ func adoptDDL(schema string, sc *store.Schema, cat *pgTable) []string {
 			add("CREATE INDEX ON %s USING hash (%s)", t.name, q(col))
 		}
 	}
-	add("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)", t.name, ident(schema, touchFunc), literal(sc.Name))
-	add("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", t.name, ident(schema, bumpFunc))
-	out = append(out, ordTriggerSQL(schema, sc))
+	for _, tg := range []string{"_starplan_touch", "_starplan_bump", "_starplan_ord"} {
+		out = append(out, adoptTrigger(schema, sc, tg))
+	}
 	add("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(sc.Name), seq)
 	return out
+}
+
+// adoptTrigger is the CREATE TRIGGER of trigger tg (_starplan_touch, _starplan_bump or
+// _starplan_ord) on mapped table sc's SQL table, for the store in schema.
+func adoptTrigger(schema string, sc *store.Schema, tg string) string {
+	name := newSQLTable(schema, sc).name
+	switch tg {
+	case "_starplan_touch":
+		return fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)", name, ident(schema, touchFunc), literal(sc.Name))
+	case "_starplan_bump":
+		return fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", name, ident(schema, bumpFunc))
+	}
+	return ordTriggerSQL(schema, sc)
+}
+
+// checkAdopted reports, as problems of kind store.CheckRecord, how each mapped table of s no
+// longer fits its domain table or lost what the store added to it (another program may have
+// altered it since).
+func (s *Store) checkAdopted(ctx context.Context, db catalogDB, rep *store.CheckReport) error {
+	for _, name := range s.names {
+		sc := s.schemas[name]
+		if sc.SQL == nil {
+			continue
+		}
+		sqlSchema, sqlName, _ := strings.Cut(sc.SQL.Table, ".")
+		cat, err := readCatalog(ctx, db, sqlSchema, sqlName)
+		if err != nil {
+			return err
+		}
+		for _, p := range mappingProblems(s.schema, sc, cat, true) {
+			what := p.SQLTable
+			if p.Column != "" {
+				what += " column " + p.Column
+			}
+			rep.Add(store.CheckRecord, name, "mapped onto %s: %s; %s", what, p.Found, p.Fix)
+		}
+	}
+	return nil
 }
