@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"errors"
+	"time"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/internal/pgtest"
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -282,4 +286,137 @@ func mustFind(t testing.TB, tb table.Table, q table.Query) []table.Row {
 	rows, err := tb.Find(q)
 	require.NoError(t, err)
 	return rows
+}
+
+// Another program keeps writing to a mapped table (plain SQL increments of rows 1 and 2, and
+// inserts, through its own connection) while runs read a row, add 10 to it and apply, or read
+// the rows of kind b and insert one. Every apply is either applied with exactly its change or a
+// conflict naming the table (and, for a row, its key); the final rows equal a model of what was
+// applied plus what the other program did: no update is lost. Every fourth run also gets a
+// write of the other program between its dry run and its apply (to its row, or a row of kind
+// b), which must make it conflict; a run whose reads the other program does not touch (rows 3
+// and 4, kind b) must apply, its table's version moved or not.
+func TestMappedTableWithAnotherWriter(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	sqlExec(t, conn, `CREATE TABLE public.accts (id bigint PRIMARY KEY, bal bigint NOT NULL, kind text NOT NULL)`)
+	const nrows = 4
+	for k := 1; k <= nrows; k++ {
+		sqlExec(t, conn, `INSERT INTO public.accts VALUES ($1, 100, 'a')`, k)
+	}
+	dom := &store.Domain{Name: "bank", Tables: []*table.Schema{{
+		Name: "accounts", Key: "id", SQL: &table.SQLMapping{Table: "public.accts", Columns: map[string]string{"balance": "bal"}},
+		Fields: []table.Field{
+			{Name: "id", Type: table.TypeInt, Required: true},
+			{Name: "balance", Type: table.TypeInt, Required: true},
+			{Name: "kind", Type: table.TypeString, Required: true},
+		},
+	}}}
+	s, err := Create(bg, dsn, dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+
+	// The other program: increments of a row chosen in turn, and now and then an insert.
+	other := pgConnect(t, dsn)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	otherAdds := make([]int64, nrows+1)
+	otherInserts := 0
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			k := 1 + i%2
+			if _, err := other.Exec(bg, `UPDATE public.accts SET bal = bal + 1 WHERE id = $1`, k); err != nil {
+				done <- err
+				return
+			}
+			otherAdds[k]++
+			if i%7 == 0 {
+				if _, err := other.Exec(bg, `INSERT INTO public.accts VALUES ($1, 0, 'a')`, 1000+i); err != nil {
+					done <- err
+					return
+				}
+				otherInserts++
+			}
+			time.Sleep(100 * time.Microsecond) // leave the runs on rows 1 and 2 a chance (only the mix depends on it)
+		}
+	}()
+
+	runs := testtier.Size(40, 400)
+	applied := make([]int64, nrows+1)
+	inserted := map[int64]bool{}
+	conflicts, forced := 0, 0
+	for i := 0; i < runs; i++ {
+		k := int64(1 + i%nrows)
+		sg := s.StageFor(bg, store.RunLimits{})
+		tb, _ := sg.Table("accounts")
+		newKey := int64(2000 + i)
+		if i%3 == 2 {
+			// A predicate read, then an insert.
+			_, err := tb.Find(table.Query{Where: map[string]any{"kind": "b"}})
+			require.NoError(t, err)
+			_, err = tb.Insert(table.Row{"id": newKey, "balance": int64(1), "kind": "b"})
+			require.NoError(t, err)
+		} else {
+			row, ok, err := tb.Get(k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			_, err = tb.Update(table.Row{"balance": row["balance"].(int64) + 10}, table.Query{Where: map[string]any{"id": k}})
+			require.NoError(t, err)
+		}
+		force := i%4 == 3
+		if force {
+			forced++
+			if i%3 == 2 {
+				sqlExec(t, conn, `INSERT INTO public.accts VALUES ($1, 0, 'b')`, 3000+i)
+			} else {
+				sqlExec(t, conn, `UPDATE public.accts SET kind = 'a' WHERE id = $1`, k) // a change of the row, its value the same
+			}
+		}
+		err := s.ApplyPending(bg, sg.Pending(), nil)
+		var ce *store.ConflictError
+		switch {
+		case err == nil:
+			require.False(t, force, "run %d applied over another program's write between its dry run and its apply", i)
+			if i%3 == 2 {
+				inserted[newKey] = true
+			} else {
+				applied[k] += 10
+			}
+		case errors.As(err, &ce):
+			require.False(t, !force && (i%3 == 2 || k > 2), "run %d conflicts though nothing it read changed: %v", i, err)
+			conflicts++
+			c := ce.Conflicts[0]
+			assert.Equal(t, "accounts", c.Table)
+			if i%3 != 2 && c.Read == "" {
+				assert.Equal(t, k, c.Key, "the conflict names the row")
+			}
+		default:
+			require.NoError(t, err)
+		}
+	}
+	close(stop)
+	require.NoError(t, <-done)
+
+	for k := int64(1); k <= nrows; k++ {
+		var bal int64
+		require.NoError(t, conn.QueryRow(bg, `SELECT bal FROM public.accts WHERE id = $1`, k).Scan(&bal))
+		assert.Equal(t, 100+applied[k]+otherAdds[k], bal, "row %d: 100 + the runs' applied +10s + the other program's +1s", k)
+	}
+	var n int
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM public.accts WHERE id >= 2000 AND id < 3000`).Scan(&n))
+	assert.Equal(t, len(inserted), n, "the runs' inserts that applied, and no other")
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM public.accts WHERE id >= 1000 AND id < 2000`).Scan(&n))
+	assert.Equal(t, otherInserts, n)
+	assert.GreaterOrEqual(t, conflicts, forced)
+	assert.NotEmpty(t, inserted)
+	t.Logf("%d runs: %d conflicts (%d forced), %d applied inserts", runs, conflicts, forced, len(inserted))
+	rep, err := s.Check(bg, store.CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems)
 }

@@ -498,7 +498,7 @@ func adoptTrigger(schema string, sc *store.Schema, tg string) string {
 	name := newSQLTable(schema, sc).name
 	switch tg {
 	case "_starplan_touch":
-		return fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)", name, ident(schema, touchFunc), literal(sc.Name))
+		return fmt.Sprintf("CREATE TRIGGER _starplan_touch BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)", name, ident(schema, touchFunc), literal(sc.Name))
 	case "_starplan_bump":
 		return fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", name, ident(schema, bumpFunc))
 	}

@@ -300,7 +300,12 @@ func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.D
 		// the table a new version; every changed row gets a new version (an insert by default,
 		// an update by this trigger unless the writer set one). A mapped table's trigger passes
 		// its domain table's name (its SQL name is another); a table of the store's own is named
-		// as its domain table.
+		// as its domain table. The statement trigger fires BEFORE the statement changes a row:
+		// it takes the table's version row first, in the order an apply takes its locks (the
+		// version row, then the rows), so that another program's single statement cannot
+		// deadlock with an apply (stores made before kept an AFTER trigger: the apply runs
+		// again when PostgreSQL ends it for such a deadlock, but the other program's statement
+		// may be the one ended).
 		add(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
 	UPDATE %s SET ver = nextval('%s') WHERE name = coalesce(TG_ARGV[0], TG_TABLE_NAME);
@@ -372,7 +377,7 @@ func tableDDL(schema string, sc *store.Schema) []string {
 		out = append(out, fmt.Sprintf("CREATE INDEX %s ON %s USING hash (%s)", q(name+"_"+idx+"_idx"), ident(schema, name), q(idx)))
 	}
 	return append(out,
-		fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
+		fmt.Sprintf("CREATE TRIGGER _starplan_touch BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
 		fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, bumpFunc)),
 		ordTriggerSQL(schema, sc),
 		fmt.Sprintf("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(name), strings.ReplaceAll(ident(schema, verSeq), "'", "''")))
