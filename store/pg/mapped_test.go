@@ -12,6 +12,7 @@ import (
 	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/storetest"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -419,4 +420,47 @@ func TestMappedTableWithAnotherWriter(t *testing.T) {
 	rep, err := s.Check(bg, store.CheckOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, rep.Problems)
+}
+
+// mappedOpener makes, for the conformance suite, a store whose every table is mapped onto a
+// table another program made in schema ext, its columns named c_FIELD and of other types than
+// the store's own (varchar, numeric(19, 0), numeric, json): the suite holds of mapped tables too.
+func mappedOpener(t testing.TB, dom *store.Domain) store.Store {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	sqlExec(t, conn, `CREATE SCHEMA ext`)
+	d := *dom
+	d.Tables = nil
+	for _, sc := range dom.Tables {
+		m := *sc
+		m.SQL = &table.SQLMapping{Table: "ext." + sc.Name, Columns: map[string]string{}}
+		var cols []string
+		for _, f := range sc.Fields {
+			col := "c_" + f.Name
+			m.SQL.Columns[f.Name] = col
+			typ := map[string]string{table.TypeString: "varchar", table.TypeTimestamp: "text", table.TypeInt: "numeric(19, 0)",
+				table.TypeFloat: "numeric", table.TypeBool: "boolean"}[f.Type]
+			if typ == "" {
+				typ = "json"
+			}
+			switch {
+			case f.Name == sc.Key:
+				typ += " PRIMARY KEY"
+			case f.Required:
+				typ += " NOT NULL"
+			}
+			cols = append(cols, q(col)+" "+typ)
+		}
+		sqlExec(t, conn, "CREATE TABLE "+ident("ext", sc.Name)+" ("+strings.Join(cols, ", ")+")")
+		d.Tables = append(d.Tables, &m)
+	}
+	s, err := Create(bg, dsn, &d, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformanceMapped(t *testing.T) {
+	storetest.Run(t, mappedOpener)
 }
