@@ -107,7 +107,8 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := create(ctx, pool, opts.Schema, dom, opts.NoSeed); err != nil {
+	kept, err := create(ctx, pool, opts.Schema, dom, opts.NoSeed)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -119,13 +120,24 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	}
 	if opts.Stderr != nil {
 		n := 0
-		for _, rows := range dom.Seed {
-			n += len(rows)
+		for name, rows := range dom.Seed {
+			if !slices.Contains(kept, name) {
+				n += len(rows)
+			}
+		}
+		var adopted string
+		for _, sc := range dom.Tables {
+			if sc.SQL != nil {
+				adopted += fmt.Sprintf("; adopted %s as table %s", sc.SQL.Table, sc.Name)
+				if slices.Contains(kept, sc.Name) {
+					adopted += " (its rows kept, the seed's not loaded)"
+				}
+			}
 		}
 		if opts.NoSeed || n == 0 {
-			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with empty %s tables\n", opts.Schema, dom.Name)
+			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with empty %s tables%s\n", opts.Schema, dom.Name, adopted)
 		} else {
-			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with %s\n", opts.Schema, store.SeedWords(dom.Name, n))
+			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with %s%s\n", opts.Schema, store.SeedWords(dom.Name, n), adopted)
 		}
 	}
 	return s, nil
@@ -251,30 +263,31 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	return s, nil
 }
 
-// create makes the store's SQL objects and loads the seed, in one transaction.
-func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.Domain, noSeed bool) error {
+// create makes the store's SQL objects, adopts the mapped tables and loads the seed, in one
+// transaction. kept names the mapped tables that held rows, which were kept and not seeded.
+func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.Domain, noSeed bool) (kept []string, err error) {
 	def := dom.Definition
 	if def == nil {
 		// A domain built in Go: its domain.json is what it declares, so Open can rebuild it.
 		raw, err := json.Marshal(dom)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		def = map[string]string{store.DomainFile: string(raw)}
 	}
 	defJSON, err := json.Marshal(def)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sumsJSON, err := json.Marshal(store.DefinitionSums(def))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	schemas, err := dom.Schemas()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2)`, schema, metaTable).Scan(&exists); err != nil {
 			return err
@@ -356,6 +369,7 @@ END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'"
 					return err
 				}
 				if nonEmpty {
+					kept = append(kept, name)
 					continue
 				}
 			}
@@ -365,6 +379,7 @@ END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'"
 		}
 		return nil
 	})
+	return kept, err
 }
 
 // tableDDL makes one domain table: the table, its declared indexes (hash indexes: reads look
