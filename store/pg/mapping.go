@@ -84,6 +84,14 @@ func (e *MappingError) Error() string {
 	return b.String()
 }
 
+// Mismatches is how many problems e lists.
+func (e *MappingError) Mismatches() int { return len(e.Problems) }
+
+// Hint says what to do next.
+func (e *MappingError) Hint() string {
+	return "change each SQL table or the domain's fields as the lines above say, then run db init again"
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
