@@ -464,3 +464,67 @@ func mappedOpener(t testing.TB, dom *store.Domain) store.Store {
 func TestConformanceMapped(t *testing.T) {
 	storetest.Run(t, mappedOpener)
 }
+
+// The db tools on a mapped table: import (upsert and replace) goes through the mapped columns
+// and keeps the table's own column; seed never replaces a mapped table's rows, with force too;
+// an upgrade that keeps the mapped table as it is goes through, one that changes it is
+// refused; a store whose schema was dropped leaves _version and _ord on the table, and a new
+// store adopts it again.
+func TestMappedTableTools(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	sqlExec(t, conn, ordersSQL)
+	dom := storeDefined(t, ordersDomain())
+	dom.Seed = map[string][]table.Row{"orders": {{"id": int64(99), "customer": "seed", "qty": int64(1), "price": 1.0, "paid": false}}}
+	s, err := Create(bg, dsn, dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+
+	res, err := s.Import(bg, "orders", strings.NewReader(`[{"id": 2, "customer": "bob", "qty": 4, "price": 20, "paid": true}, {"id": 7, "customer": "gus", "qty": 1, "price": 5.5, "paid": false}]`), store.JSON, Upsert)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Inserted)
+	assert.Equal(t, 1, res.Updated)
+	var qty int
+	var created bool
+	require.NoError(t, conn.QueryRow(bg, `SELECT qty, created_at IS NOT NULL FROM public.orders WHERE order_no = 2`).Scan(&qty, &created))
+	assert.Equal(t, 4, qty)
+	assert.True(t, created)
+
+	require.NoError(t, s.Seed(bg, true))
+	var n int
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM public.orders`).Scan(&n))
+	assert.Equal(t, 4, n, "seed --force left the mapped table's rows")
+
+	res, err = s.Import(bg, "orders", strings.NewReader(`[{"id": 7, "customer": "gus", "qty": 2, "price": 5.5, "paid": false}]`), store.JSON, Replace)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Deleted)
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM public.orders`).Scan(&n))
+	assert.Equal(t, 1, n)
+
+	same := ordersDomain()
+	same.Doc = "the same tables, another doc"
+	require.NoError(t, s.UpgradeDomain(bg, storeDefined(t, same)))
+	s, err = Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	changed := ordersDomain()
+	changed.Tables[0].Fields[5].MaxLen = 10
+	err = s.UpgradeDomain(bg, storeDefined(t, changed))
+	assert.ErrorContains(t, err, "is mapped onto an existing SQL table, which an upgrade does not alter")
+
+	s.Close()
+	sqlExec(t, conn, `DROP SCHEMA shop CASCADE`)
+	s, err = Create(bg, dsn, dom, Options{})
+	require.NoError(t, err, "adopted again")
+	defer s.Close()
+	tb, _ := s.StageFor(bg, store.RunLimits{}).Table("orders")
+	row, ok, err := tb.Get(int64(7))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(2), row["qty"])
+	rep, err := s.Check(bg, store.CheckOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems)
+}
+
+func storeDefined(t testing.TB, dom *store.Domain) *store.Domain { return storetest.Defined(t, dom) }
