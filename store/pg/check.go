@@ -35,7 +35,7 @@ func (s *Store) Check(ctx context.Context, opts store.CheckOptions) (*store.Chec
 			return err
 		}
 		for _, name := range s.names { // and the mapped tables, which live elsewhere
-			if t := s.tables[name]; t.mapped {
+			if t := s.tables[name]; t.mapped && t.path[0] != s.schema {
 				var n int64
 				if err := tx.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", t.name).Scan(&n); err != nil {
 					return err
