@@ -200,6 +200,9 @@ func TestMappedTableAdopted(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, 0.1, rows[0]["price"])
+	// A comparison beyond the integer column's range is pushed down without error.
+	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"qty": map[string]any{"$lt": int64(1) << 40}}}), 3)
+	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"id": map[string]any{"$gt": int64(-1) << 40}}}), 3)
 	var keys []any
 	for _, r := range mustFind(t, tb, table.Query{}) {
 		keys = append(keys, r["id"])
