@@ -270,6 +270,18 @@ func TestMappedTableAdopted(t *testing.T) {
 	tb, _ = s2.StageFor(bg, store.RunLimits{}).Table("orders")
 	assert.Equal(t, 4, tb.Len())
 
+	// No CHECK constraint on a mapped table: another program's value outside a field's bounds
+	// is db check's to report, and a run cannot write the row back.
+	sqlExec(t, conn, `UPDATE public.orders SET qty = -5 WHERE order_no = 2`)
+	rep, err = s2.Check(bg, store.CheckOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems, 1)
+	assert.Contains(t, rep.Problems[0].Message, "qty")
+	tb, _ = s2.StageFor(bg, store.RunLimits{}).Table("orders")
+	_, err = tb.Update(table.Row{"note": "x"}, table.Query{Where: map[string]any{"id": int64(2)}})
+	assert.ErrorContains(t, err, "qty")
+	sqlExec(t, conn, `UPDATE public.orders SET qty = 5 WHERE order_no = 2`)
+
 	// db check sees a mapped table altered since: a trigger dropped, a column made NOT NULL.
 	sqlExec(t, conn, `DROP TRIGGER _starplan_bump ON public.orders`)
 	sqlExec(t, conn, `UPDATE public.orders SET note = '' WHERE note IS NULL`)
@@ -514,6 +526,13 @@ func TestMappedTableTools(t *testing.T) {
 	changed.Tables[0].Fields[5].MaxLen = 10
 	err = s.UpgradeDomain(bg, storeDefined(t, changed))
 	assert.ErrorContains(t, err, "is mapped onto an existing SQL table, which an upgrade does not alter")
+
+	// A mapped table the store has not adopted is refused at Open, not created.
+	more := ordersDomain()
+	more.Tables = append(more.Tables, &table.Schema{Name: "later", Key: "id", SQL: &table.SQLMapping{Table: "public.order_updates"},
+		Fields: []table.Field{{Name: "id", Type: table.TypeInt, Required: true}}})
+	_, err = Open(bg, dsn, Options{Domain: more})
+	assert.ErrorContains(t, err, "table later is mapped onto public.order_updates, which the store has not adopted")
 
 	s.Close()
 	sqlExec(t, conn, `DROP SCHEMA shop CASCADE`)
