@@ -550,3 +550,90 @@ func TestMappedTableTools(t *testing.T) {
 }
 
 func storeDefined(t testing.TB, dom *store.Domain) *store.Domain { return storetest.Defined(t, dom) }
+
+// waitForLockWaiters returns once n sessions of the database wait for a lock; it fails t if
+// one of ends reports first.
+func waitForLockWaiters(t *testing.T, dsn string, n int, ends ...<-chan error) {
+	t.Helper()
+	conn := pgConnect(t, dsn)
+	for {
+		for _, c := range ends {
+			select {
+			case err := <-c:
+				t.Fatalf("ended before %d sessions waited: %v", n, err)
+			default:
+			}
+		}
+		var waiting int
+		require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		if waiting >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Another program's single UPDATE of a row while an apply that replaces that row holds its
+// table's version row and waits (here for a second table's version row, which a third session
+// holds): the UPDATE's statement trigger takes the version row before the UPDATE takes the row,
+// as the apply does, so the UPDATE waits for the apply instead of holding the row the apply
+// needs next. Both go through: the apply applies, then the UPDATE adds 1. (With the trigger
+// AFTER the statement, the UPDATE held the row and waited for the version row: a deadlock,
+// which ended the apply — a conflict on its retry — or the other program's statement.)
+func TestOtherProgramsStatementWaitsForApply(t *testing.T) {
+	for _, mapped := range []bool{true, false} {
+		t.Run(map[bool]string{true: "mapped", false: "own"}[mapped], func(t *testing.T) { testStatementWaitsForApply(t, mapped) })
+	}
+}
+
+func testStatementWaitsForApply(t *testing.T, mapped bool) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	accounts := &table.Schema{Name: "accounts", Key: "id",
+		Fields: []table.Field{{Name: "id", Type: table.TypeInt, Required: true}, {Name: "balance", Type: table.TypeInt, Required: true}}}
+	update := `UPDATE bank.accounts SET balance = balance + 1 WHERE id = 1`
+	if mapped {
+		sqlExec(t, conn, `CREATE TABLE public.accts (id bigint PRIMARY KEY, bal bigint NOT NULL); INSERT INTO public.accts VALUES (1, 100)`)
+		accounts.SQL = &table.SQLMapping{Table: "public.accts", Columns: map[string]string{"balance": "bal"}}
+		update = `UPDATE public.accts SET bal = bal + 1 WHERE id = 1`
+	}
+	dom := &store.Domain{Name: "bank", Tables: []*table.Schema{accounts,
+		{Name: "zlog", Key: "id", Fields: []table.Field{{Name: "id", Type: table.TypeInt, Required: true}}},
+	}}
+	if !mapped {
+		dom.Seed = map[string][]table.Row{"accounts": {{"id": int64(1), "balance": int64(100)}}}
+	}
+	s, err := Create(bg, dsn, dom, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	sg := s.StageFor(bg, store.RunLimits{})
+	tb, _ := sg.Table("accounts")
+	_, err = tb.Update(table.Row{"balance": int64(110)}, table.Query{Where: map[string]any{"id": int64(1)}})
+	require.NoError(t, err)
+	lg, _ := sg.Table("zlog")
+	_, err = lg.Insert(table.Row{"id": int64(1)})
+	require.NoError(t, err)
+
+	blocker, err := conn.Begin(bg)
+	require.NoError(t, err)
+	_, err = blocker.Exec(bg, `SELECT ver FROM bank._starplan_tables WHERE name = 'zlog' FOR UPDATE`)
+	require.NoError(t, err)
+	applied := make(chan error, 1)
+	go func() { applied <- s.ApplyPending(bg, sg.Pending(), nil) }()
+	waitForLockWaiters(t, dsn, 1, applied) // the apply holds accounts' version row, waits for zlog's
+
+	other := pgConnect(t, dsn)
+	updated := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(bg, update)
+		updated <- err
+	}()
+	waitForLockWaiters(t, dsn, 2, applied, updated)
+	require.NoError(t, blocker.Rollback(bg))
+	require.NoError(t, <-applied, "the apply applied")
+	require.NoError(t, <-updated, "the other program's statement went through")
+	tb, _ = s.StageFor(bg, store.RunLimits{}).Table("accounts")
+	row, _, err := tb.Get(int64(1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(111), row["balance"])
+}
