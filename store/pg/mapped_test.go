@@ -124,7 +124,9 @@ func TestMappingMismatchesListed(t *testing.T) {
 			{Name: "cents", Type: table.TypeFloat, Required: true},
 		}},
 		&table.Schema{Name: "own", Key: "id", SQL: &table.SQLMapping{Table: "shop._starplan_tables"}, Fields: []table.Field{{Name: "id", Type: table.TypeString, Required: true}}},
+		&table.Schema{Name: "parted", Key: "id", SQL: &table.SQLMapping{Table: "public.parted"}, Fields: []table.Field{{Name: "id", Type: table.TypeInt, Required: true}}},
 	)
+	sqlExec(t, conn, `CREATE TABLE public.parted (id bigint PRIMARY KEY) PARTITION BY RANGE (id)`)
 	_, err := Create(bg, dsn, dom, Options{})
 	var me *MappingError
 	require.ErrorAs(t, err, &me)
@@ -154,11 +156,12 @@ func TestMappingMismatchesListed(t *testing.T) {
 		`table bad2 (public.bad2) column small: of type numeric(5,0), and field small is int without min and max within -99999..99999`,
 		`table bad2 (public.bad2) column cents: of type numeric(10,2), and field cents is float (numeric(p, s) rounds what is written`,
 		`table own (shop._starplan_tables): the store's own schema shop names a table of its own so`,
+		`table parted (public.parted): it is a partitioned table`,
 	} {
 		assert.Contains(t, msg, want)
 	}
-	assert.Len(t, me.Problems, 24, msg)
-	assert.Contains(t, msg, "(24 problems); nothing was created")
+	assert.Len(t, me.Problems, 25, msg)
+	assert.Contains(t, msg, "(25 problems); nothing was created")
 
 	var n int
 	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shop'`).Scan(&n))

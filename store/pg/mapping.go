@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -32,7 +33,7 @@ import (
 //   - bool: boolean;
 //   - list, object, map: jsonb or json.
 //
-// And: the table exists (a table, not a view); every mapped column exists; a NOT NULL column
+// And: the table exists (a plain table: not a view, nor partitioned); every mapped column exists; a NOT NULL column
 // holds a required field, and a required field a NOT NULL column (another program's NULL would
 // read back as a row without a required field); the key field's column is the primary key, or
 // NOT NULL with a unique index of that column alone (no predicate); no mapped column is
@@ -141,7 +142,7 @@ func readCatalog(ctx context.Context, db catalogDB, schema, name string) (*pgTab
 	t := &pgTable{cols: map[string]*pgColumn{}}
 	var oid uint32
 	err := db.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, name).Scan(&oid, &t.kind)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return t, nil
 	}
 	if err != nil {
@@ -302,7 +303,10 @@ func mappingProblems(storeSchema string, sc *store.Schema, cat *pgTable, adopted
 	case "":
 		bad("", "no such table", "create it first (a mapping adopts an existing table), or correct sql.table")
 		return out
-	case "r", "p":
+	case "r":
+	case "p":
+		bad("", "it is a partitioned table (its unique indexes must hold the partition key, so the store's unique _ord cannot be added)", "map a plain table, or one of the partitions")
+		return out
 	default:
 		bad("", "it is not a table (pg_class.relkind "+cat.kind+": a view, a sequence, a foreign table...)", "map onto a plain table")
 		return out
