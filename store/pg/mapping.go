@@ -33,9 +33,9 @@ import (
 //   - bool: boolean;
 //   - list, object, map: jsonb or json.
 //
-// And: the table exists (a plain table: not a view, nor partitioned); every mapped column exists; a NOT NULL column
-// holds a required field, and a required field a NOT NULL column (another program's NULL would
-// read back as a row without a required field); the key field's column is the primary key, or
+// And: the table exists (a plain table: not a view, nor partitioned); every mapped column
+// exists; a NOT NULL column holds a required field, and a required field a NOT NULL column
+// (another program's NULL would read back as a row without a required field); the key field's column is the primary key, or
 // NOT NULL with a unique index of that column alone (no predicate); no mapped column is
 // generated or GENERATED ALWAYS AS IDENTITY (starplan writes every mapped field); every column
 // no field maps onto is nullable, or has a default, or is generated (starplan's inserts leave
