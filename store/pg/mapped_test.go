@@ -203,6 +203,10 @@ func TestMappedTableAdopted(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	assert.Equal(t, 0.1, rows[0]["price"])
+	// An equality and a comparison on a float field in a numeric column.
+	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"price": 0.1}}), 1)
+	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"price": map[string]any{"$lt": 10}}}), 2)
+	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"price": int64(20)}}), 1)
 	// A comparison beyond the integer column's range is pushed down without error.
 	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"qty": map[string]any{"$lt": int64(1) << 40}}}), 3)
 	assert.Len(t, mustFind(t, tb, table.Query{Where: map[string]any{"id": map[string]any{"$gt": int64(-1) << 40}}}), 3)
