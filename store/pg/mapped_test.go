@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"errors"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -643,4 +644,40 @@ func testStatementWaitsForApply(t *testing.T, mapped bool) {
 	row, _, err := tb.Get(int64(1))
 	require.NoError(t, err)
 	assert.Equal(t, int64(111), row["balance"])
+}
+
+// A table the connection's role does not own (adoption alters it) is a mismatch the catalog
+// check lists, not an SQL error halfway through; nothing is created.
+func TestMappingNeedsTheTablesOwner(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	conn := pgConnect(t, dsn)
+	var db, super string
+	require.NoError(t, conn.QueryRow(bg, `SELECT current_database(), current_user`).Scan(&db, &super))
+	role := "mapper_" + db
+	if _, err := conn.Exec(bg, `CREATE ROLE `+q(role)+` LOGIN`); err != nil {
+		t.Skipf("the test's role may not create roles: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			c.Exec(context.Background(), `DROP OWNED BY `+q(role))
+			c.Exec(context.Background(), `DROP ROLE `+q(role))
+			c.Close(context.Background())
+		}
+	})
+	sqlExec(t, conn, ordersSQL)
+	sqlExec(t, conn, `GRANT CREATE ON DATABASE `+q(db)+` TO `+q(role))
+	sqlExec(t, conn, `GRANT USAGE ON SCHEMA public TO `+q(role))
+	roleDSN := dsn + " user=" + role
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		u.User = url.User(role)
+		roleDSN = u.String()
+	}
+	_, err := Create(bg, roleDSN, ordersDomain(), Options{})
+	var me *MappingError
+	require.ErrorAs(t, err, &me)
+	assert.Contains(t, err.Error(), "table orders (public.orders): it is owned by role "+super+", and this connection's role is not a member of it")
+	var n int
+	require.NoError(t, conn.QueryRow(bg, `SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shop'`).Scan(&n))
+	assert.Zero(t, n)
 }

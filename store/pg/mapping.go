@@ -41,7 +41,8 @@ import (
 // no field maps onto is nullable, or has a default, or is generated (starplan's inserts leave
 // it out); _version and _ord, when the table has them (from an earlier store whose schema was
 // dropped), are bigint and bytea; no other store holds the table (its _starplan_touch trigger);
-// two domain tables do not map onto one SQL table; and the server is PostgreSQL 13 or later.
+// two domain tables do not map onto one SQL table; the connection's role owns the table (or is
+// a member of its owner: adoption alters it); and the server is PostgreSQL 13 or later.
 //
 // Adoption adds to the table, in one ALTER TABLE (one rewrite of the table, under its ACCESS
 // EXCLUSIVE lock, which fires none of the table's own triggers; no row is changed or lost):
@@ -127,6 +128,8 @@ type pgTable struct {
 	indexes []pgIndex
 	owner   string          // the schema of the function of its _starplan_touch trigger, when it has one
 	trigs   map[string]bool // its triggers named _starplan_*
+	owned   bool            // the current role owns it (or is a member of its owner)
+	role    string          // its owner
 }
 
 // catalogDB is what reads the catalog: a pool, a connection or a transaction.
@@ -141,7 +144,8 @@ const serverVersionMin = 130000 // ALTER COLUMN ... DROP EXPRESSION (adoptDDL)
 func readCatalog(ctx context.Context, db catalogDB, schema, name string) (*pgTable, error) {
 	t := &pgTable{cols: map[string]*pgColumn{}}
 	var oid uint32
-	err := db.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, name).Scan(&oid, &t.kind)
+	err := db.QueryRow(ctx, `SELECT c.oid, c.relkind::text, pg_has_role(c.relowner, 'USAGE'), pg_get_userbyid(c.relowner)::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, name).Scan(&oid, &t.kind, &t.owned, &t.role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, nil
 	}
@@ -310,6 +314,9 @@ func mappingProblems(storeSchema string, sc *store.Schema, cat *pgTable, adopted
 	default:
 		bad("", "it is not a table (pg_class.relkind "+cat.kind+": a view, a sequence, a foreign table...)", "map onto a plain table")
 		return out
+	}
+	if !adopted && !cat.owned {
+		bad("", "it is owned by role "+cat.role+", and this connection's role is not a member of it (adoption alters the table)", "run db init as its owner (or a member of it), or GRANT "+q(cat.role)+" TO the role starplan connects as")
 	}
 	switch {
 	case adopted:
