@@ -88,6 +88,12 @@ func storeError(name string, err error) error {
 		domain  *store.DomainError
 		missing *opener.MissingBackendError
 		scheme  *opener.UnknownSchemeError
+		// A PostgreSQL store's mapped tables that do not fit their SQL tables (pg.MappingError,
+		// matched by its methods: this package does not import the backend).
+		mapping interface {
+			Mismatches() int
+			Hint() string
+		}
 	)
 	switch {
 	case errors.As(err, &missing):
@@ -104,6 +110,8 @@ func storeError(name string, err error) error {
 		return inUseError(inUse)
 	case errors.As(err, &domain):
 		return withCode(ExitUsage, err, domain.Hint())
+	case errors.As(err, &mapping):
+		return withCode(ExitUsage, err, mapping.Hint())
 	}
 	if _, local := localDir(name); !local {
 		return withCode(ExitInternal, err, "check that the database "+name+" answers and that you may write to it, or pass --db DIR")

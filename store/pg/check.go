@@ -16,7 +16,8 @@ import (
 const CheckSysIndex = "sysindex"
 
 // Check reads the whole store in one snapshot and reports what is wrong: a table without its
-// version row (record), a row that does not read back or fit its table's schema, or whose _ord
+// version row, a mapped table that no longer fits its domain table or lost a trigger or a
+// column the store added (record), a row that does not read back or fit its table's schema, or whose _ord
 // is not its key's (rows; another program's write, which the SQL constraints let through), a
 // system document that is not JSON or that opts.Records refuses (system), a document of an
 // indexed collection without its entry (sysindex), and, with opts.Invariants, the domain's rules
@@ -31,6 +32,18 @@ func (s *Store) Check(ctx context.Context, opts store.CheckOptions) (*store.Chec
 		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'p')`, s.schema).Scan(&rep.Size); err != nil {
+			return err
+		}
+		for _, name := range s.names { // and the mapped tables, which live elsewhere
+			if t := s.tables[name]; t.mapped && t.path[0] != s.schema {
+				var n int64
+				if err := tx.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", t.name).Scan(&n); err != nil {
+					return err
+				}
+				rep.Size += n
+			}
+		}
+		if err := s.checkAdopted(ctx, tx, rep); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(ver), 0)::bigint FROM "+ident(s.schema, verTable)).Scan(&rep.Seq); err != nil {

@@ -21,8 +21,8 @@
 //
 // Versions. Every change to a row gives it a new version (an insert by the column's default, an
 // update by a row trigger unless the writer sets one), and every statement that changes a
-// domain table gives the table a new version (a statement trigger), so other programs' writes
-// are seen as concurrent changes too. A row's version is what a run records of a row it read or
+// domain table gives the table a new version (a statement trigger, before the statement's
+// rows), so other programs' writes are seen as concurrent changes too. A row's version is what a run records of a row it read or
 // replaced; a table's version is what it records with a predicate read, and what makes a stage
 // Moved (a table at a version above the highest at the stage's start).
 //
@@ -55,11 +55,28 @@
 // same rows), UpgradeDomain (upgrade.go: the rows checked, then the tables, columns, constraints
 // and indexes changed and the definition recorded, in one transaction), Check (rows against their schemas and _ord, system documents, the
 // ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,
-// for a server to relay its events to the others; not wired into the server yet). Not (yet)
-// here: mapping a domain table onto an existing table (domain.json's "sql" property is parsed and
-// checked, and reads and writes go through the mapped columns, but Create and Open refuse such a
-// domain: the catalog check and adding _version, _ord and the triggers to the table at init are
-// not built). A key is in two B-tree indexes
+// for a server to relay its events to the others; not wired into the server yet).
+//
+// Mapped tables (mapping.go). A domain table whose schema carries "sql" (table.SQLMapping) is
+// an existing SQL table (in any schema) that another program made and writes:
+// Create checks it against the catalog (every mismatch listed in one *MappingError, nothing
+// created: the type rules, nullability against required fields, the key a primary key or a NOT
+// NULL unique column, no generated mapped column, no unmapped NOT NULL column without a default,
+// no other store holding it) and adopts it in its transaction: _version and _ord added in one
+// ALTER TABLE (a rewrite that fires none of the table's triggers; no row changed), the three
+// triggers (_starplan_touch passed the domain table's name, since the SQL name is another), a
+// hash index for each declared index no index leads with, and its version row. Its rows are
+// kept: Create seeds it only when it is empty, and Seed never replaces its rows. Reads cast its
+// columns to the types starplan keeps (an integer to bigint, a varchar to text, a numeric to
+// float8). Check checks it against the catalog again (another program may have altered it or
+// dropped a trigger); UpgradeDomain never alters it. A new store of the domain in another schema
+// is refused (the table has one store); once the old store's schema is dropped, a new one adopts
+// the table again (the _version and _ord left behind are made again).
+//
+// The statement trigger _starplan_touch fires BEFORE a statement changes a row, taking the
+// table's version row first, as an apply does (version row, then rows), so another program's
+// single statement never deadlocks with an apply (stores made before this kept an AFTER
+// trigger). A key is in two B-tree indexes
 // (the primary key, _ord), whose entries PostgreSQL limits to about 2,700 bytes after
 // compression: a longer key (store.MaxKeyBytes allows 4,096) fails its apply, which writes
 // nothing. Another program's INSERT without _ord, or UPDATE of a key, gets its _ord from a

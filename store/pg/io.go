@@ -341,7 +341,8 @@ func (s *Store) SeedRows() (map[string]int, error) {
 
 // Seed replaces every table's rows with the seed the store was made from, in one transaction.
 // Without force it refuses (store.ErrNotEmpty) when any table holds a row; a store that keeps no
-// seed is store.ErrNoSeed. System documents are kept.
+// seed is store.ErrNoSeed. A mapped table that holds rows is left as it is, with force too: its
+// rows are another program's. System documents are kept.
 func (s *Store) Seed(ctx context.Context, force bool) error {
 	seed, err := s.keptSeed()
 	if err != nil {
@@ -349,12 +350,15 @@ func (s *Store) Seed(ctx context.Context, force bool) error {
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, name := range s.names {
-			if !force {
+			if t := s.tables[name]; !force || t.mapped {
 				var any bool
-				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+s.tables[name].name+")").Scan(&any); err != nil {
+				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.name+")").Scan(&any); err != nil {
 					return err
 				}
-				if any {
+				switch {
+				case any && t.mapped:
+					continue // a mapped table's rows are the SQL table's, never replaced by the seed
+				case any:
 					return store.ErrNotEmpty
 				}
 			}

@@ -100,9 +100,6 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	if _, err := dom.Schemas(); err != nil {
 		return nil, err
 	}
-	if err := refuseMapped(dom); err != nil {
-		return nil, err
-	}
 	if opts.Schema == "" {
 		opts.Schema = dom.Name
 	}
@@ -110,7 +107,8 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := create(ctx, pool, opts.Schema, dom, opts.NoSeed); err != nil {
+	kept, err := create(ctx, pool, opts.Schema, dom, opts.NoSeed)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -122,13 +120,24 @@ func Create(ctx context.Context, dsn string, dom *store.Domain, opts Options) (*
 	}
 	if opts.Stderr != nil {
 		n := 0
-		for _, rows := range dom.Seed {
-			n += len(rows)
+		for name, rows := range dom.Seed {
+			if !slices.Contains(kept, name) {
+				n += len(rows)
+			}
+		}
+		var adopted string
+		for _, sc := range dom.Tables {
+			if sc.SQL != nil {
+				adopted += fmt.Sprintf("; adopted %s as table %s", sc.SQL.Table, sc.Name)
+				if slices.Contains(kept, sc.Name) {
+					adopted += " (its rows kept, the seed's not loaded)"
+				}
+			}
 		}
 		if opts.NoSeed || n == 0 {
-			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with empty %s tables\n", opts.Schema, dom.Name)
+			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with empty %s tables%s\n", opts.Schema, dom.Name, adopted)
 		} else {
-			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with %s\n", opts.Schema, store.SeedWords(dom.Name, n))
+			fmt.Fprintf(opts.Stderr, "created new store in PostgreSQL schema %s with %s%s\n", opts.Schema, store.SeedWords(dom.Name, n), adopted)
 		}
 	}
 	return s, nil
@@ -243,9 +252,6 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseMapped(dom); err != nil {
-		return nil, err
-	}
 	s := &Store{pool: pool, schema: schema, domain: dom, schemas: schemas, names: dom.TableNames(), tables: map[string]*sqlTable{}, defSums: sums}
 	sort.Strings(s.names)
 	for _, name := range s.names {
@@ -257,36 +263,41 @@ func open(ctx context.Context, pool *pgxpool.Pool, dsn string, opts Options) (*S
 	return s, nil
 }
 
-// create makes the store's SQL objects and loads the seed, in one transaction.
-func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.Domain, noSeed bool) error {
+// create makes the store's SQL objects, adopts the mapped tables and loads the seed, in one
+// transaction. kept names the mapped tables that held rows, which were kept and not seeded.
+func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.Domain, noSeed bool) (kept []string, err error) {
 	def := dom.Definition
 	if def == nil {
 		// A domain built in Go: its domain.json is what it declares, so Open can rebuild it.
 		raw, err := json.Marshal(dom)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		def = map[string]string{store.DomainFile: string(raw)}
 	}
 	defJSON, err := json.Marshal(def)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sumsJSON, err := json.Marshal(store.DefinitionSums(def))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	schemas, err := dom.Schemas()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = $2)`, schema, metaTable).Scan(&exists); err != nil {
 			return err
 		}
 		if exists {
 			return fmt.Errorf("create a store in PostgreSQL schema %s: %w (open it, or pass another schema)", schema, ErrExists)
+		}
+		cats, err := checkMapping(ctx, tx, schema, schemas)
+		if err != nil {
+			return err
 		}
 		var stmts []string
 		add := func(format string, args ...any) { stmts = append(stmts, fmt.Sprintf(format, args...)) }
@@ -300,10 +311,17 @@ func create(ctx context.Context, pool *pgxpool.Pool, schema string, dom *store.D
 		add("CREATE TABLE %s (coll text PRIMARY KEY)", ident(schema, sysIdxTable))
 		// Every statement that changes a domain table, starplan's or another program's, gives
 		// the table a new version; every changed row gets a new version (an insert by default,
-		// an update by this trigger unless the writer set one).
+		// an update by this trigger unless the writer set one). A mapped table's trigger passes
+		// its domain table's name (its SQL name is another); a table of the store's own is named
+		// as its domain table. The statement trigger fires BEFORE the statement changes a row:
+		// it takes the table's version row first, in the order an apply takes its locks (the
+		// version row, then the rows), so that another program's single statement cannot
+		// deadlock with an apply (stores made before kept an AFTER trigger: the apply runs
+		// again when PostgreSQL ends it for such a deadlock, but the other program's statement
+		// may be the one ended).
 		add(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
-	UPDATE %s SET ver = nextval('%s') WHERE name = TG_TABLE_NAME;
+	UPDATE %s SET ver = nextval('%s') WHERE name = coalesce(TG_ARGV[0], TG_TABLE_NAME);
 	RETURN NULL;
 END $f$`, ident(schema, touchFunc), ident(schema, verTable), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
 		add(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -315,7 +333,11 @@ BEGIN
 END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'", "''"))
 		stmts = append(stmts, ordFunctionsSQL(schema)...)
 		for _, name := range dom.TableNames() {
-			stmts = append(stmts, tableDDL(schema, schemas[name])...)
+			if cat := cats[name]; cat != nil {
+				stmts = append(stmts, adoptDDL(schema, schemas[name], cat)...)
+			} else {
+				stmts = append(stmts, tableDDL(schema, schemas[name])...)
+			}
 		}
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
@@ -339,12 +361,25 @@ END $f$`, ident(schema, bumpFunc), strings.ReplaceAll(ident(schema, verSeq), "'"
 			return nil
 		}
 		for _, name := range dom.TableNames() {
-			if err := copyRows(ctx, tx, newSQLTable(schema, schemas[name]), dom.Seed[name]); err != nil {
+			t := newSQLTable(schema, schemas[name])
+			if t.mapped && len(dom.Seed[name]) > 0 {
+				// A mapped table's rows are the SQL table's: the seed goes only into an empty one.
+				var nonEmpty bool
+				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.name+")").Scan(&nonEmpty); err != nil {
+					return err
+				}
+				if nonEmpty {
+					kept = append(kept, name)
+					continue
+				}
+			}
+			if err := copyRows(ctx, tx, t, dom.Seed[name]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	return kept, err
 }
 
 // tableDDL makes one domain table: the table, its declared indexes (hash indexes: reads look
@@ -357,7 +392,7 @@ func tableDDL(schema string, sc *store.Schema) []string {
 		out = append(out, fmt.Sprintf("CREATE INDEX %s ON %s USING hash (%s)", q(name+"_"+idx+"_idx"), ident(schema, name), q(idx)))
 	}
 	return append(out,
-		fmt.Sprintf("CREATE TRIGGER _starplan_touch AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
+		fmt.Sprintf("CREATE TRIGGER _starplan_touch BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, touchFunc)),
 		fmt.Sprintf("CREATE TRIGGER _starplan_bump BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s()", ident(schema, name), ident(schema, bumpFunc)),
 		ordTriggerSQL(schema, sc),
 		fmt.Sprintf("INSERT INTO %s (name, ver) VALUES (%s, nextval('%s'))", ident(schema, verTable), literal(name), strings.ReplaceAll(ident(schema, verSeq), "'", "''")))
@@ -377,6 +412,9 @@ func (s *Store) addMissingTables(ctx context.Context) error {
 	var stmts []string
 	for _, name := range s.names {
 		if !slices.Contains(have, name) {
+			if sc := s.schemas[name]; sc.SQL != nil {
+				return fmt.Errorf("open the store in schema %s: table %s is mapped onto %s, which the store has not adopted; a table is mapped when the store is made (db init): remove its \"sql\" property, or make a new store of the domain", s.schema, name, sc.SQL.Table)
+			}
 			stmts = append(stmts, tableDDL(s.schema, s.schemas[name])...)
 		}
 	}
@@ -450,15 +488,3 @@ var (
 	_ store.Store = (*Store)(nil)
 	_ store.Stage = (*Stage)(nil)
 )
-
-// refuseMapped refuses a domain that maps a table onto an existing SQL table (table.SQLMapping):
-// reading and writing such a table is in place (sqlTable), but checking the mapping against the
-// catalog and adding the store's columns and triggers to the table at init are not built yet.
-func refuseMapped(dom *store.Domain) error {
-	for _, t := range dom.Tables {
-		if t != nil && t.SQL != nil {
-			return fmt.Errorf("table %s: \"sql\" maps it onto %s, which this PostgreSQL store cannot do yet (the catalog check and adoption at db init are not built); remove the property to keep the table in the store's own schema", t.Name, t.SQL.Table)
-		}
-	}
-	return nil
-}

@@ -147,6 +147,8 @@ func (t *sqlTable) fetch(ctx context.Context, db querier, r sqlRead) (int64, []*
 		switch {
 		case b.float:
 			col, ph = col+"::float8", ph+"::float8"
+		case t.mapped && !b.text:
+			ph += "::bigint" // a mapped integer or numeric column: a bound beyond its type's range is no error
 		case b.text:
 			col = col + ` COLLATE "C"`
 		}
