@@ -252,9 +252,10 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 }
 
 // phases tells the observers the runner's phases of a run: checked, then ran when the check
-// passed. The runner reports one duration for both (the worker's wait included); it is on ran.
+// passed. The runner reports one duration for both (the worker's wait included); it is on ran,
+// and both carry the runner's phases (sandbox.Phases) inside it.
 func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandbox.Result, scans []store.Scan, rowsRead int, took time.Duration) {
-	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin}
+	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin, Phases: sres.Phases}
 	if sres.Outcome == sandbox.OutcomeCheckFailed {
 		checked.Outcome, checked.Codes, checked.Duration = OutcomeCheckFailed, codes(sres.Diagnostics), took
 		e.emit(ctx, checked)
@@ -262,7 +263,7 @@ func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandb
 	}
 	e.emit(ctx, checked)
 	ran := Event{Type: EventRan, RunID: id, Origin: req.Origin, Outcome: Outcome(sres.Outcome), Duration: took,
-		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans), RowsRead: rowsRead}
+		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans), RowsRead: rowsRead, Phases: sres.Phases}
 	if sres.Outcome != sandbox.OutcomeOK {
 		ran.Codes, ran.Message = codes(sres.Diagnostics), firstMessage(sres.Diagnostics)
 	}
