@@ -65,6 +65,9 @@ type Event struct {
 	// policy check, for a verdict the whole dry run, for applied and conflict the apply's commit
 	// or refusal.
 	Duration time.Duration
+	// Diff is the time the change set took to make (contract): each changed row before and
+	// after, the diff a review shows, made just before the contract's check.
+	Diff time.Duration
 	// Phases are the runner's phases inside its call (checked, ran): extraction, a worker's
 	// wait, rewrite, check and the run itself, in that order from the call's start.
 	Phases sandbox.Phases

@@ -227,6 +227,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
+		diffing := time.Now()
 		res.Changes = stage.ChangeSet()
 		res.Changes.Attribute(sres.Via)
 		checking := time.Now()
@@ -236,7 +237,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		}
 		if observed {
 			e.emit(ctx, Event{Type: EventContract, RunID: id, Origin: req.Origin, Outcome: contractOutcome(ds), Duration: time.Since(checking),
-				RowsWritten: res.Changes.Rows(), Codes: codes(ds)})
+				Diff: checking.Sub(diffing), RowsWritten: res.Changes.Rows(), Codes: codes(ds)})
 		}
 		if len(ds) > 0 {
 			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds

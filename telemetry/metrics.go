@@ -52,6 +52,7 @@ type MetricsOptions struct {
 const (
 	PhaseCheck    = "check"    // extract, rewrite and check, when the check failed (else it is in run)
 	PhaseRun      = "run"      // the runner's whole call: check, a worker's wait, the run
+	PhaseDiff     = "diff"     // the change set, each changed row before and after (before contract)
 	PhaseContract = "contract" // the output contract and the policy
 	PhaseDryRun   = "dry_run"  // a dry run from its start to its verdict
 	PhaseApply    = "apply"    // an apply's commit, or the conflict it found
@@ -92,9 +93,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	r := NewRegistry()
 	m := &Metrics{opts: opts, reg: r}
 	m.runs = r.Counter("starplan_runs_total", "Dry runs that reached a verdict (and those starplan itself failed: outcome error), by outcome, origin and domain.", "outcome", "origin", "domain")
-	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit; inside check and run the runner's own: extract, worker_wait (isolated runs), rewrite, static_check, execute.", DurationBuckets, "phase")
+	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), diff (the change set), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit; inside check and run the runner's own: extract, worker_wait (isolated runs), rewrite, static_check, execute.", DurationBuckets, "phase")
 	m.phase = map[string]*Histogram{}
-	for _, p := range []string{PhaseCheck, PhaseRun, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit,
+	for _, p := range []string{PhaseCheck, PhaseRun, PhaseDiff, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit,
 		PhaseExtract, PhaseWorkerWait, PhaseRewrite, PhaseStaticCheck, PhaseExecute} {
 		m.phase[p] = m.phases.With(p)
 	}
@@ -181,6 +182,7 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 		m.phase[PhaseRun].Observe(ev.Duration.Seconds())
 		m.runnerPhases(ev.Phases)
 	case ev.Type == engine.EventContract:
+		m.phase[PhaseDiff].Observe(ev.Diff.Seconds())
 		m.phase[PhaseContract].Observe(ev.Duration.Seconds())
 	case ev.Type == engine.EventApplied:
 		m.applied[ApplyApplied].Inc()

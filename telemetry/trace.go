@@ -111,9 +111,9 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 
 // The names of the spans.
 const (
-	SpanRun      = "starplan.run"
-	SpanCheck    = "starplan.check"    // extract, a worker's wait, rewrite and check: its children
-	SpanExecute  = "starplan.execute"  // the plan ran (isolated: its result's trip back included)
+	SpanRun     = "starplan.run"
+	SpanCheck   = "starplan.check"   // extract, a worker's wait, rewrite and check: its children
+	SpanExecute = "starplan.execute" // the plan ran (isolated: its result's trip back included)
 	// The children of a check's span, the runner's phases up to the run (engine.Event.Phases),
 	// in order: finding the program in the reply, waiting for a free worker (an isolated run:
 	// the worker rewrites and checks the program), the text checks and Python-ism rewrite, the
@@ -123,8 +123,9 @@ const (
 	SpanWorkerWait  = "starplan.check.worker_wait"
 	SpanRewrite     = "starplan.check.rewrite"
 	SpanStaticCheck = "starplan.check.static"
-	SpanContract = "starplan.contract" // the output contract and the policy
-	SpanApply    = "starplan.apply"    // an apply: its conflict check and commit
+	SpanDiff        = "starplan.diff"     // the change set: each changed row before and after (before contract)
+	SpanContract    = "starplan.contract" // the output contract and the policy
+	SpanApply       = "starplan.apply"    // an apply: its conflict check and commit
 	// The children of an apply's span, its steps in the store (engine.Event.ApplySteps), in
 	// order: the conflict check (under bbolt, once before the policy and once, under the write
 	// lock, after), the domain's rules against the committed rows, the commit.
@@ -200,6 +201,9 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 			_, span = t.tracer.Start(pctx, SpanExecute, trace.WithTimestamp(start.Add(checked)), trace.WithAttributes(attrs(ev)...))
 			end(span, ev)
 		case ev.Type == engine.EventContract:
+			_, diff := t.tracer.Start(pctx, SpanDiff, trace.WithTimestamp(start.Add(-ev.Diff)),
+				trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID), attribute.Int("starplan.rows_written", ev.RowsWritten)))
+			diff.End(trace.WithTimestamp(start))
 			_, span := t.tracer.Start(pctx, SpanContract, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))
 			end(span, ev)
 		}

@@ -27,6 +27,8 @@ type timings struct {
 	RewriteMS     float64 `json:"rewrite_ms"`
 	StaticCheckMS float64 `json:"static_check_ms"`
 	ExecuteMS     float64 `json:"execute_ms"`
+	// DiffMS is making the change set: each changed row before and after.
+	DiffMS float64 `json:"diff_ms"`
 	// ContractMS is the output contract and the policy.
 	ContractMS float64 `json:"contract_ms"`
 	// DryRunMS is each dry run from its start to its verdict (the phases above, the diff and the
@@ -78,6 +80,7 @@ func (t *timer) start(ctx context.Context, e *engine.Engine) (context.Context, f
 			t.t.phases(ev.Phases)
 		case ev.Type == engine.EventContract:
 			t.t.ContractMS += ms
+			t.t.DiffMS += float64(ev.Diff.Microseconds()) / 1000
 		case ev.Type == engine.EventApplied || ev.Type == engine.EventConflict:
 			t.t.ApplyMS += ms
 			for _, st := range ev.ApplySteps {
@@ -119,7 +122,7 @@ func (tm *timings) print(ios IOStreams) {
 	ms := func(v float64) string {
 		return (time.Duration(v * float64(time.Millisecond))).Round(10 * time.Microsecond).String()
 	}
-	line := fmt.Sprintf("timings: check %s, run %s, contract %s, dry run %s", ms(tm.CheckMS), ms(tm.RunMS), ms(tm.ContractMS), ms(tm.DryRunMS))
+	line := fmt.Sprintf("timings: check %s, run %s, diff %s, contract %s, dry run %s", ms(tm.CheckMS), ms(tm.RunMS), ms(tm.DiffMS), ms(tm.ContractMS), ms(tm.DryRunMS))
 	if tm.ApplyMS > 0 {
 		line += ", apply " + ms(tm.ApplyMS)
 		if tm.ApplyCheckMS > 0 || tm.ApplyCommitMS > 0 {

@@ -32,7 +32,7 @@ func TestExecTimings(t *testing.T) {
 	var doc timedDoc
 	require.NoError(t, json.Unmarshal([]byte(o.out), &doc))
 	assert.True(t, doc.Applied)
-	for _, k := range []string{"check_ms", "run_ms", "contract_ms", "dry_run_ms", "apply_ms", "runs"} {
+	for _, k := range []string{"check_ms", "run_ms", "diff_ms", "contract_ms", "dry_run_ms", "apply_ms", "runs"} {
 		assert.Contains(t, doc.Timings, k)
 	}
 	assert.Greater(t, doc.Timings["run_ms"], 0.0)
@@ -47,6 +47,7 @@ func TestExecTimings(t *testing.T) {
 	}
 	assert.Greater(t, doc.Timings["static_check_ms"], 0.0, "a new program is parsed and compiled")
 	assert.Greater(t, doc.Timings["execute_ms"], 0.0, "the plan ran")
+	assert.Greater(t, doc.Timings["diff_ms"], 0.0, "the sale changes rows: their before and after")
 	assert.Equal(t, 0.0, doc.Timings["worker_wait_ms"], "in process, no worker")
 	assert.LessOrEqual(t, doc.Timings["extract_ms"]+doc.Timings["rewrite_ms"]+doc.Timings["static_check_ms"]+doc.Timings["execute_ms"],
 		doc.Timings["run_ms"], "the runner's phases are parts of its call")
@@ -65,7 +66,7 @@ func TestExecTimings(t *testing.T) {
 	o = s.run(true, "", "exec", "--timings", example("01_round_under_100.star"))
 	require.Equal(t, ExitOK, o.code, o.err)
 	d := `[0-9.]+[µm]?s`
-	assert.Regexp(t, `\ntimings: check 0s, run `+d+`, contract `+d+`, dry run `+d+`; in the runner: extract `+d+`, rewrite `+d+`, static check `+d+`, execute `+d+`\n`, o.out)
+	assert.Regexp(t, `\ntimings: check 0s, run `+d+`, diff `+d+`, contract `+d+`, dry run `+d+`; in the runner: extract `+d+`, rewrite `+d+`, static check `+d+`, execute `+d+`\n`, o.out)
 }
 
 // TestAskTimings: ask --timings adds the model's time and the attempts' phases together.
