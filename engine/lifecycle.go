@@ -61,11 +61,18 @@ type Event struct {
 	State string
 	// Duration is the wall time of the step's phase: for checked and ran together the runner's
 	// (it extracts, checks and runs in one call, a worker's wait included; ran carries the whole
-	// and checked 0, unless the check failed and there is no ran), for contract the contract and policy check, for a verdict the whole dry
-	// run, for applied and conflict the apply's commit or refusal.
+	// and checked 0, unless the check failed and there is no ran), for contract the contract and
+	// policy check, for a verdict the whole dry run, for applied and conflict the apply's commit
+	// or refusal.
 	Duration time.Duration
-	Steps    uint64        // ran and the verdict: the interpreter's steps
-	Limit    sandbox.Limit // the limit that stopped the run, if one did
+	// Diff is the time the change set took to make (contract): each changed row before and
+	// after, the diff a review shows, made just before the contract's check.
+	Diff time.Duration
+	// Phases are the runner's phases inside its call (checked, ran): extraction, a worker's
+	// wait, rewrite, check and the run itself, in that order from the call's start.
+	Phases sandbox.Phases
+	Steps  uint64        // ran and the verdict: the interpreter's steps
+	Limit  sandbox.Limit // the limit that stopped the run, if one did
 	// RowsWritten is how many rows the run changes (contract, the verdict, applied).
 	RowsWritten int
 	// Scans is how many kinds of read walked a table because no index answered (ran).

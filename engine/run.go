@@ -227,6 +227,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		// Only a plan that ran to the end has an answer; a failed one's globals are half-set.
 		res.Status, _ = sres.Globals[contracts.StatusGlobal].(string)
 		res.AnswerText, _ = sres.Globals[contracts.AnswerGlobal].(string)
+		diffing := time.Now()
 		res.Changes = stage.ChangeSet()
 		res.Changes.Attribute(sres.Via)
 		checking := time.Now()
@@ -236,7 +237,7 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 		}
 		if observed {
 			e.emit(ctx, Event{Type: EventContract, RunID: id, Origin: req.Origin, Outcome: contractOutcome(ds), Duration: time.Since(checking),
-				RowsWritten: res.Changes.Rows(), Codes: codes(ds)})
+				Diff: checking.Sub(diffing), RowsWritten: res.Changes.Rows(), Codes: codes(ds)})
 		}
 		if len(ds) > 0 {
 			res.Outcome, res.Diagnostics = OutcomeContractViolation, ds
@@ -252,9 +253,10 @@ func (e *Engine) evaluateOnce(ctx context.Context, req Request, now time.Time) (
 }
 
 // phases tells the observers the runner's phases of a run: checked, then ran when the check
-// passed. The runner reports one duration for both (the worker's wait included); it is on ran.
+// passed. The runner reports one duration for both (the worker's wait included); it is on ran,
+// and both carry the runner's phases (sandbox.Phases) inside it.
 func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandbox.Result, scans []store.Scan, rowsRead int, took time.Duration) {
-	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin}
+	checked := Event{Type: EventChecked, RunID: id, Origin: req.Origin, Phases: sres.Phases}
 	if sres.Outcome == sandbox.OutcomeCheckFailed {
 		checked.Outcome, checked.Codes, checked.Duration = OutcomeCheckFailed, codes(sres.Diagnostics), took
 		e.emit(ctx, checked)
@@ -262,7 +264,7 @@ func (e *Engine) phases(ctx context.Context, req Request, id string, sres *sandb
 	}
 	e.emit(ctx, checked)
 	ran := Event{Type: EventRan, RunID: id, Origin: req.Origin, Outcome: Outcome(sres.Outcome), Duration: took,
-		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans), RowsRead: rowsRead}
+		Steps: sres.Steps, Limit: sres.Limit, Scans: len(scans), RowsRead: rowsRead, Phases: sres.Phases}
 	if sres.Outcome != sandbox.OutcomeOK {
 		ran.Codes, ran.Message = codes(sres.Diagnostics), firstMessage(sres.Diagnostics)
 	}

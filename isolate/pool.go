@@ -473,8 +473,10 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	if !job.Bare {
 		program, ds = sandbox.Extract(job.Reply)
 	}
+	extracted := time.Now()
 	if len(ds) > 0 {
-		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: time.Since(start)}
+		return &sandbox.Result{Outcome: sandbox.OutcomeCheckFailed, Diagnostics: ds, Duration: extracted.Sub(start),
+			Phases: sandbox.Phases{Extract: extracted.Sub(start)}}
 	}
 	// The worker gets the program, bare: it would extract the same program again, and its
 	// result is the same (Env.Run checks a bare program as it checks an extracted one).
@@ -488,7 +490,7 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 			res = failure(program, "", errors.New("the run was cancelled before it started"))
 			res.Diagnostics[0].Code, res.Diagnostics[0].Hint = sandbox.CodeCancelled, ""
 		}
-		res.Duration = time.Since(start)
+		res.Duration, res.Phases.Extract = time.Since(start), extracted.Sub(start)
 		return res
 	}
 	// What a worker may map: its start, the rows it keeps between runs, twice the budget and
@@ -498,6 +500,8 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	// list of the run told it to, it would still hold the rows, beyond limits that no longer
 	// count them.
 	w, err := p.acquire(ctx, func(w *proc) bool { return !w.c.sent.startRun() && w.vmData <= dataLimit(w) })
+	// The parent's phases: its extraction and the wait for a worker; the worker times the rest.
+	parent := sandbox.Phases{Extract: extracted.Sub(start), Wait: time.Since(extracted)}
 	if err != nil {
 		res := failure(program, "", err)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -505,14 +509,14 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 		} else if errors.Is(err, context.Canceled) {
 			res.Diagnostics[0].Code, res.Diagnostics[0].Message = sandbox.CodeCancelled, "the run was cancelled while waiting for a sandbox worker"
 		}
-		res.Duration = time.Since(start)
+		res.Duration, res.Phases = time.Since(start), parent
 		return res
 	}
 	m, err := p.runMsg(job)
 	if err != nil {
 		p.release(w)
 		res := failure(program, "", err)
-		res.Duration = time.Since(start)
+		res.Duration, res.Phases = time.Since(start), parent
 		return res
 	}
 	// Three bounds, from soft to hard, all 2×budget above where the worker started: the Go
@@ -532,6 +536,7 @@ func (p *Pool) Run(ctx context.Context, job sandbox.Request) *sandbox.Result {
 	res := p.runOn(ctx, w, job, program, m, budget, timeout)
 	p.stats.busy.Add(-1)
 	res.Duration = time.Since(start)
+	res.Phases.Extract, res.Phases.Wait = parent.Extract, parent.Wait
 	return res
 }
 

@@ -105,7 +105,26 @@ type Result struct {
 	// Via is which domain helper wrote which row: table → row key → helper (tables.Via).
 	Via      map[string]map[string]string `json:"via,omitempty"`
 	Duration time.Duration                `json:"-"` // encoded as duration_ms
+	// Phases are the durations of the run's phases inside its runner, for traces, metrics and
+	// --timings; not part of the result's JSON.
+	Phases Phases `json:"-"`
 }
+
+// Phases are the wall times of a run's phases inside its runner, in the order they happen. A
+// phase that did not happen is 0 (no extraction for a bare program, no wait in process, no
+// rewrite or check when the check cache answered: then Check is the lookup). What a run's
+// Duration holds beyond their sum is the runner's own work: in process next to nothing; isolated,
+// carrying the run to the worker and its result back.
+type Phases struct {
+	Extract time.Duration // finding the program in the reply
+	Wait    time.Duration // waiting for a free worker (isolated runs)
+	Rewrite time.Duration // the text checks and the Python-ism rewrite
+	Check   time.Duration // parse, the static checks, the memory guards and compile
+	Run     time.Duration // the interpreter, from the program's first step to its last
+}
+
+// Checked is their sum up to the end of the check: extraction, a wait, rewrite and check.
+func (p Phases) Checked() time.Duration { return p.Extract + p.Wait + p.Rewrite + p.Check }
 
 // MarshalJSON encodes the result with its duration in milliseconds, as duration_ms.
 func (r *Result) MarshalJSON() ([]byte, error) {
@@ -136,31 +155,44 @@ func (e *Env) Check(reply string, limits Limits) Checked {
 // CheckProgram rewrites and checks a program as it is, with no extraction (see Request.Bare).
 // A program checked recently is not checked again: its first check is returned.
 func (e *Env) CheckProgram(program string, limits Limits) Checked {
+	var ph Phases
+	return e.checkTimed(program, limits, &ph)
+}
+
+// checkTimed is CheckProgram, timing its rewrite and check into ph.
+func (e *Env) checkTimed(program string, limits Limits, ph *Phases) Checked {
 	limits = limits.Effective(Limits{})
 	if e.checks == nil {
-		return e.checkProgram(program, limits)
+		return e.checkProgram(program, limits, ph)
 	}
+	began := time.Now()
 	key := keyOf(program, limits)
 	if c, ok := e.checks.get(key); ok {
+		ph.Check = time.Since(began)
 		return c
 	}
-	c := e.checkProgram(program, limits)
+	c := e.checkProgram(program, limits, ph)
 	e.checks.put(key, c)
 	return c
 }
 
-func (e *Env) checkProgram(program string, limits Limits) Checked {
+func (e *Env) checkProgram(program string, limits Limits, ph *Phases) Checked {
+	began := time.Now()
 	c := Checked{Extracted: program}
 	if c.Diagnostics = checkText(program); len(c.Diagnostics) > 0 {
+		ph.Rewrite = time.Since(began)
 		return c // before any rewrite, so that positions are the extracted program's
 	}
 	tr := pycompat.Translate(program, pycompat.Options{Modules: e.modules})
 	c.Rewrites = tr.Rewrites
+	rewritten := time.Now()
+	ph.Rewrite = rewritten.Sub(began)
 	if len(tr.Diagnostics) > 0 {
 		c.Diagnostics = tr.Diagnostics
 		return c
 	}
 	c.Program, c.Diagnostics = e.check(tr.Source, limits)
+	ph.Check = time.Since(rewritten)
 	return c
 }
 
@@ -169,17 +201,24 @@ func (e *Env) checkProgram(program string, limits Limits) Checked {
 func (e *Env) Run(ctx context.Context, req Request) *Result {
 	start := time.Now()
 	limits := req.Limits.Effective(Limits{})
+	res := &Result{}
 	var c Checked
 	if req.Bare {
-		c = e.CheckProgram(req.Reply, limits)
+		c = e.checkTimed(req.Reply, limits, &res.Phases)
+	} else if program, ds := Extract(req.Reply); len(ds) > 0 {
+		res.Phases.Extract = time.Since(start)
+		c = Checked{Diagnostics: ds}
 	} else {
-		c = e.Check(req.Reply, limits)
+		res.Phases.Extract = time.Since(start)
+		c = e.checkTimed(program, limits, &res.Phases)
 	}
-	res := &Result{Program: c.Extracted, Rewrites: c.Rewrites, Diagnostics: c.Diagnostics}
+	res.Program, res.Rewrites, res.Diagnostics = c.Extracted, c.Rewrites, c.Diagnostics
 	if c.Program == nil {
 		res.Outcome = OutcomeCheckFailed
 	} else {
+		began := time.Now()
 		e.exec(ctx, c.Program, req, limits, res)
+		res.Phases.Run = time.Since(began)
 	}
 	res.Duration = time.Since(start)
 	return res
@@ -191,6 +230,7 @@ func (e *Env) RunProgram(ctx context.Context, p *Program, req Request) *Result {
 	res := &Result{Program: p.Source}
 	e.exec(ctx, p, req, req.Limits.Effective(Limits{}), res)
 	res.Duration = time.Since(start)
+	res.Phases.Run = res.Duration
 	return res
 }
 

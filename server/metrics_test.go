@@ -217,6 +217,16 @@ STATUS = "success"
 	assert.Equal(t, 1.0, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "check"}), "only the check that failed")
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "run"}), 5.0)
 	assert.GreaterOrEqual(t, value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": "contract"}), 5.0)
+	// The runner's phases: every run extracted, rewritten and checked, those that ran executed;
+	// in process, no worker waited for.
+	phase := func(p string) float64 {
+		return value(fams, "starplan_phase_duration_seconds", map[string]string{"phase": p})
+	}
+	assert.Equal(t, 8.0, phase("extract"))
+	assert.Equal(t, 8.0, phase("static_check"))
+	assert.Equal(t, phase("run"), phase("execute"), "each run that ran")
+	assert.Equal(t, 0.0, phase("worker_wait"))
+	assert.Equal(t, phase("contract"), phase("diff"), "a change set before each contract")
 	assert.Equal(t, 2.0, value(fams, "starplan_runs_pending", nil), "the two refused runs wait")
 	assert.Equal(t, 1.0, value(fams, "starplan_audit_log_runs", map[string]string{"state": "applied"}))
 	assert.Equal(t, 1.0, value(fams, "starplan_audit_log_runs", map[string]string{"state": "conflict"}))

@@ -2,13 +2,11 @@ package server
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"slices"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,6 +98,21 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	}
 	execute := one(t, rcv.Named(telemetry.SpanExecute, c.RunID), "")
 	assert.NotEmpty(t, tracetest.Attr(execute, "starplan.outcome"))
+	// The check's span holds the runner's phases before the run, one after the other (in process
+	// no worker is waited for), and the run follows it.
+	check := one(t, rcv.Named(telemetry.SpanCheck, c.RunID), "")
+	phases := rcv.Children(check)
+	assert.Equal(t, []string{telemetry.SpanExtract, telemetry.SpanRewrite, telemetry.SpanStaticCheck}, tracetest.Names(phases))
+	checkPhasesInOrder(t, check, phases)
+	assert.LessOrEqual(t, check.EndTimeUnixNano, execute.StartTimeUnixNano, "the run after its check")
+	// The change set is made after the run, before the contract's check.
+	diff := one(t, rcv.Named(telemetry.SpanDiff, c.RunID), "the diff's span")
+	contract := one(t, rcv.Named(telemetry.SpanContract, c.RunID), "")
+	assert.Equal(t, run.SpanId, diff.ParentSpanId, "a child of the run")
+	assert.LessOrEqual(t, execute.EndTimeUnixNano, diff.StartTimeUnixNano)
+	assert.LessOrEqual(t, diff.EndTimeUnixNano, contract.StartTimeUnixNano)
+	written, _ := tracetest.IntAttr(diff, "starplan.rows_written")
+	assert.Positive(t, written, "the sale's rows")
 	read, ok := tracetest.IntAttr(execute, "starplan.rows_read")
 	assert.True(t, ok, "the execute span says how many rows the run read")
 	assert.GreaterOrEqual(t, read, int64(1), "the sale reads at least the item it sells")
@@ -118,7 +131,7 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, tracepb.Status_STATUS_CODE_UNSET, applied.GetStatus().GetCode())
 	// Its steps in the store are its children, in order, inside it: the conflict check first,
 	// the commit last, every step passed.
-	steps := children(rcv, applied)
+	steps := rcv.Children(applied)
 	require.NotEmpty(t, steps, "the apply's steps")
 	assert.Equal(t, telemetry.SpanConflictCheck, steps[0].Name)
 	assert.Equal(t, telemetry.SpanCommit, steps[len(steps)-1].Name)
@@ -141,7 +154,7 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Equal(t, "conflict", tracetest.Attr(conflict, "starplan.codes"))
 	assert.Equal(t, tracepb.Status_STATUS_CODE_ERROR, conflict.GetStatus().GetCode())
 	// The conflict check found it: its span (the last of the apply's) says so; nothing committed.
-	steps = children(rcv, conflict)
+	steps = rcv.Children(conflict)
 	require.NotEmpty(t, steps, "the conflict's steps")
 	found := steps[len(steps)-1]
 	assert.Equal(t, telemetry.SpanConflictCheck, found.Name)
@@ -153,16 +166,18 @@ func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
 	assert.Empty(t, rcv.Named(telemetry.SpanCommit, d.RunID), "a conflict commits nothing")
 }
 
-// children are the spans whose parent is span, by start time.
-func children(rcv *tracetest.Receiver, span *tracepb.Span) []*tracepb.Span {
-	var out []*tracepb.Span
-	for _, s := range rcv.Spans() {
-		if bytes.Equal(s.ParentSpanId, span.SpanId) && bytes.Equal(s.TraceId, span.TraceId) {
-			out = append(out, s)
-		}
+// checkPhasesInOrder asserts that the phases lie inside the check's span one after the other,
+// each its own run's.
+func checkPhasesInOrder(t *testing.T, check *tracepb.Span, phases []*tracepb.Span) {
+	t.Helper()
+	at := check.StartTimeUnixNano
+	for _, p := range phases {
+		assert.Equal(t, tracetest.Attr(check, "starplan.run_id"), tracetest.Attr(p, "starplan.run_id"), p.Name)
+		assert.LessOrEqual(t, at, p.StartTimeUnixNano, "%s after the phase before it", p.Name)
+		assert.Less(t, p.StartTimeUnixNano, p.EndTimeUnixNano, "%s took time", p.Name)
+		at = p.EndTimeUnixNano
 	}
-	slices.SortStableFunc(out, func(a, b *tracepb.Span) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
-	return out
+	assert.LessOrEqual(t, at, check.EndTimeUnixNano, "the phases end inside the check")
 }
 
 // traced is an http.RoundTripper that sends the caller's traceparent with every request.

@@ -13,6 +13,7 @@ import (
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/isolate"
 	"github.com/starplan/starplan/llm"
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
 
@@ -51,6 +52,7 @@ type MetricsOptions struct {
 const (
 	PhaseCheck    = "check"    // extract, rewrite and check, when the check failed (else it is in run)
 	PhaseRun      = "run"      // the runner's whole call: check, a worker's wait, the run
+	PhaseDiff     = "diff"     // the change set, each changed row before and after (before contract)
 	PhaseContract = "contract" // the output contract and the policy
 	PhaseDryRun   = "dry_run"  // a dry run from its start to its verdict
 	PhaseApply    = "apply"    // an apply's commit, or the conflict it found
@@ -59,6 +61,15 @@ const (
 	PhaseApplyCheck  = "apply_check"
 	PhaseApplyPolicy = "apply_policy"
 	PhaseApplyCommit = "apply_commit"
+	// The runner's phases inside check and run (engine.Event.Phases), each time it happened:
+	// finding the program in the reply, waiting for a free worker (isolated runs), the text
+	// checks and Python-ism rewrite, the static check (parse, checks, guards, compile; a lookup
+	// when the check cache answered), and the plan's interpretation.
+	PhaseExtract     = "extract"
+	PhaseWorkerWait  = "worker_wait"
+	PhaseRewrite     = "rewrite"
+	PhaseStaticCheck = "static_check"
+	PhaseExecute     = "execute"
 )
 
 // Results of an apply, as the result label of starplan_applies_total names them.
@@ -82,9 +93,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	r := NewRegistry()
 	m := &Metrics{opts: opts, reg: r}
 	m.runs = r.Counter("starplan_runs_total", "Dry runs that reached a verdict (and those starplan itself failed: outcome error), by outcome, origin and domain.", "outcome", "origin", "domain")
-	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit.", DurationBuckets, "phase")
+	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), diff (the change set), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit; inside check and run the runner's own: extract, worker_wait (isolated runs), rewrite, static_check, execute.", DurationBuckets, "phase")
 	m.phase = map[string]*Histogram{}
-	for _, p := range []string{PhaseCheck, PhaseRun, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit} {
+	for _, p := range []string{PhaseCheck, PhaseRun, PhaseDiff, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit,
+		PhaseExtract, PhaseWorkerWait, PhaseRewrite, PhaseStaticCheck, PhaseExecute} {
 		m.phase[p] = m.phases.With(p)
 	}
 	m.applies = r.Counter("starplan_applies_total", "Applies by result: applied, conflict, refused_role, refused_rule, expired (refusals: the server's).", "result")
@@ -162,12 +174,15 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 			m.runs.With("error", ev.Origin, m.opts.Domain).Inc()
 		}
 	case ev.Type == engine.EventChecked:
-		if ev.Duration > 0 {
+		if ev.Outcome == engine.OutcomeCheckFailed { // else the run's phases come with ran
 			m.phase[PhaseCheck].Observe(ev.Duration.Seconds())
+			m.runnerPhases(ev.Phases)
 		}
 	case ev.Type == engine.EventRan:
 		m.phase[PhaseRun].Observe(ev.Duration.Seconds())
+		m.runnerPhases(ev.Phases)
 	case ev.Type == engine.EventContract:
+		m.phase[PhaseDiff].Observe(ev.Diff.Seconds())
 		m.phase[PhaseContract].Observe(ev.Duration.Seconds())
 	case ev.Type == engine.EventApplied:
 		m.applied[ApplyApplied].Inc()
@@ -177,6 +192,18 @@ func (m *Metrics) Observe(_ context.Context, ev engine.Event) {
 		m.applied[ApplyConflict].Inc()
 		m.phase[PhaseApply].Observe(ev.Duration.Seconds())
 		m.applySteps(ev)
+	}
+}
+
+// runnerPhases observes the runner's phases of a run, those that happened.
+func (m *Metrics) runnerPhases(ph sandbox.Phases) {
+	for _, p := range [...]struct {
+		name string
+		d    time.Duration
+	}{{PhaseExtract, ph.Extract}, {PhaseWorkerWait, ph.Wait}, {PhaseRewrite, ph.Rewrite}, {PhaseStaticCheck, ph.Check}, {PhaseExecute, ph.Run}} {
+		if p.d > 0 {
+			m.phase[p.name].Observe(p.d.Seconds())
+		}
 	}
 }
 

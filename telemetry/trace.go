@@ -111,11 +111,21 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 
 // The names of the spans.
 const (
-	SpanRun      = "starplan.run"
-	SpanCheck    = "starplan.check"    // extract, rewrite and check
-	SpanExecute  = "starplan.execute"  // the plan ran (a worker's wait included)
-	SpanContract = "starplan.contract" // the output contract and the policy
-	SpanApply    = "starplan.apply"    // an apply: its conflict check and commit
+	SpanRun     = "starplan.run"
+	SpanCheck   = "starplan.check"   // extract, a worker's wait, rewrite and check: its children
+	SpanExecute = "starplan.execute" // the plan ran (isolated: its result's trip back included)
+	// The children of a check's span, the runner's phases up to the run (engine.Event.Phases),
+	// in order: finding the program in the reply, waiting for a free worker (an isolated run:
+	// the worker rewrites and checks the program), the text checks and Python-ism rewrite, the
+	// static check (parse, checks, memory guards, compile; a lookup when the check cache
+	// answered). One that did not happen has no span.
+	SpanExtract     = "starplan.check.extract"
+	SpanWorkerWait  = "starplan.check.worker_wait"
+	SpanRewrite     = "starplan.check.rewrite"
+	SpanStaticCheck = "starplan.check.static"
+	SpanDiff        = "starplan.diff"     // the change set: each changed row before and after (before contract)
+	SpanContract    = "starplan.contract" // the output contract and the policy
+	SpanApply       = "starplan.apply"    // an apply: its conflict check and commit
 	// The children of an apply's span, its steps in the store (engine.Event.ApplySteps), in
 	// order: the conflict check (under bbolt, once before the policy and once, under the write
 	// lock, after), the domain's rules against the committed rows, the commit.
@@ -172,10 +182,31 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 		if run == nil {
 			return
 		}
-		name := map[engine.EventType]string{engine.EventChecked: SpanCheck, engine.EventRan: SpanExecute, engine.EventContract: SpanContract}[ev.Type]
 		pctx := trace.ContextWithSpan(ctx, run)
-		_, span := t.tracer.Start(pctx, name, trace.WithTimestamp(ev.Time.Add(-ev.Duration)), trace.WithAttributes(attrs(ev)...))
-		end(span, ev)
+		start := ev.Time.Add(-ev.Duration)
+		switch {
+		case ev.Type == engine.EventChecked && ev.Outcome == engine.OutcomeCheckFailed:
+			// The runner's call was the check (its Duration).
+			cctx, span := t.tracer.Start(pctx, SpanCheck, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))
+			t.checkPhases(cctx, start, ev)
+			end(span, ev)
+		case ev.Type == engine.EventRan:
+			// The runner's call (its Duration) was the check, then the run: checked, which came
+			// before, said nothing of its time.
+			checked := min(ev.Phases.Checked(), ev.Duration)
+			cctx, span := t.tracer.Start(pctx, SpanCheck, trace.WithTimestamp(start),
+				trace.WithAttributes(attrs(engine.Event{Type: engine.EventChecked, RunID: ev.RunID, Origin: ev.Origin})...))
+			t.checkPhases(cctx, start, ev)
+			span.End(trace.WithTimestamp(start.Add(checked)))
+			_, span = t.tracer.Start(pctx, SpanExecute, trace.WithTimestamp(start.Add(checked)), trace.WithAttributes(attrs(ev)...))
+			end(span, ev)
+		case ev.Type == engine.EventContract:
+			_, diff := t.tracer.Start(pctx, SpanDiff, trace.WithTimestamp(start.Add(-ev.Diff)),
+				trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID), attribute.Int("starplan.rows_written", ev.RowsWritten)))
+			diff.End(trace.WithTimestamp(start))
+			_, span := t.tracer.Start(pctx, SpanContract, trace.WithTimestamp(start), trace.WithAttributes(attrs(ev)...))
+			end(span, ev)
+		}
 	case ev.Type == engine.EventApplied, ev.Type == engine.EventConflict,
 		ev.Type == engine.EventFailed && ev.State == engine.StatePending: // an apply starplan itself failed: the run stays pending
 		t.mu.Lock()
@@ -215,6 +246,23 @@ func (t *Tracing) Observe(ctx context.Context, ev engine.Event) {
 	case ev.Type == engine.EventRejected:
 		_, span := t.tracer.Start(ctx, SpanReject, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs(ev)...))
 		span.End(trace.WithTimestamp(ev.Time))
+	}
+}
+
+// checkPhases makes a child span of the check's (in ctx, begun at start) for each of the
+// runner's phases up to the run that happened, one after the other.
+func (t *Tracing) checkPhases(ctx context.Context, start time.Time, ev engine.Event) {
+	at := start
+	for _, p := range [...]struct {
+		name string
+		d    time.Duration
+	}{{SpanExtract, ev.Phases.Extract}, {SpanWorkerWait, ev.Phases.Wait}, {SpanRewrite, ev.Phases.Rewrite}, {SpanStaticCheck, ev.Phases.Check}} {
+		if p.d <= 0 {
+			continue
+		}
+		_, span := t.tracer.Start(ctx, p.name, trace.WithTimestamp(at), trace.WithAttributes(attribute.String("starplan.run_id", ev.RunID)))
+		at = at.Add(p.d)
+		span.End(trace.WithTimestamp(at))
 	}
 }
 

@@ -84,7 +84,7 @@ func runExec(ctx context.Context, ios IOStreams, g *globalOptions, opts *execOpt
 }
 
 // timingsFlag is the help of exec's and ask's --timings.
-const timingsFlag = "print the run's phase durations (check, run, contract, dry run, apply, model); with --json, as its timings object"
+const timingsFlag = "print the run's phase durations (check, run, diff, contract, dry run, apply, model, and the runner's); with --json, as its timings object"
 
 // finishRun prints a run's result and ends with the run's exit code. exec and ask share it. A
 // pending run on a terminal is not decided here: its id is returned, for approveRun to ask

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/sandbox"
 	"github.com/starplan/starplan/store"
 )
 
@@ -18,6 +19,16 @@ type timings struct {
 	CheckMS float64 `json:"check_ms"`
 	// RunMS is the runner's whole call: the check, a worker's wait and the run.
 	RunMS float64 `json:"run_ms"`
+	// The runner's phases inside CheckMS and RunMS (sandbox.Phases): finding the program in the
+	// reply, waiting for a free worker (isolated runs), the text checks and Python-ism rewrite,
+	// the static check (parse, checks, guards, compile) and the plan's interpretation.
+	ExtractMS     float64 `json:"extract_ms"`
+	WorkerWaitMS  float64 `json:"worker_wait_ms"`
+	RewriteMS     float64 `json:"rewrite_ms"`
+	StaticCheckMS float64 `json:"static_check_ms"`
+	ExecuteMS     float64 `json:"execute_ms"`
+	// DiffMS is making the change set: each changed row before and after.
+	DiffMS float64 `json:"diff_ms"`
 	// ContractMS is the output contract and the policy.
 	ContractMS float64 `json:"contract_ms"`
 	// DryRunMS is each dry run from its start to its verdict (the phases above, the diff and the
@@ -60,11 +71,16 @@ func (t *timer) start(ctx context.Context, e *engine.Engine) (context.Context, f
 			t.t.DryRunMS += ms
 			t.t.Runs++
 		case ev.Type == engine.EventChecked:
-			t.t.CheckMS += ms
+			if ev.Outcome == engine.OutcomeCheckFailed { // else ran has the runner's call
+				t.t.CheckMS += ms
+				t.t.phases(ev.Phases)
+			}
 		case ev.Type == engine.EventRan:
 			t.t.RunMS += ms
+			t.t.phases(ev.Phases)
 		case ev.Type == engine.EventContract:
 			t.t.ContractMS += ms
+			t.t.DiffMS += float64(ev.Diff.Microseconds()) / 1000
 		case ev.Type == engine.EventApplied || ev.Type == engine.EventConflict:
 			t.t.ApplyMS += ms
 			for _, st := range ev.ApplySteps {
@@ -78,6 +94,16 @@ func (t *timer) start(ctx context.Context, e *engine.Engine) (context.Context, f
 		}
 	})
 	return ctx, stop
+}
+
+// phases adds a run's runner phases.
+func (tm *timings) phases(ph sandbox.Phases) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	tm.ExtractMS += ms(ph.Extract)
+	tm.WorkerWaitMS += ms(ph.Wait)
+	tm.RewriteMS += ms(ph.Rewrite)
+	tm.StaticCheckMS += ms(ph.Check)
+	tm.ExecuteMS += ms(ph.Run)
 }
 
 // result is what the timer collected, with the model's time from the run's attempts.
@@ -96,7 +122,7 @@ func (tm *timings) print(ios IOStreams) {
 	ms := func(v float64) string {
 		return (time.Duration(v * float64(time.Millisecond))).Round(10 * time.Microsecond).String()
 	}
-	line := fmt.Sprintf("timings: check %s, run %s, contract %s, dry run %s", ms(tm.CheckMS), ms(tm.RunMS), ms(tm.ContractMS), ms(tm.DryRunMS))
+	line := fmt.Sprintf("timings: check %s, run %s, diff %s, contract %s, dry run %s", ms(tm.CheckMS), ms(tm.RunMS), ms(tm.DiffMS), ms(tm.ContractMS), ms(tm.DryRunMS))
 	if tm.ApplyMS > 0 {
 		line += ", apply " + ms(tm.ApplyMS)
 		if tm.ApplyCheckMS > 0 || tm.ApplyCommitMS > 0 {
@@ -106,6 +132,12 @@ func (tm *timings) print(ios IOStreams) {
 	if tm.ModelMS > 0 {
 		line += ", model " + ms(tm.ModelMS)
 	}
+	wait := ""
+	if tm.WorkerWaitMS > 0 {
+		wait = ", worker wait " + ms(tm.WorkerWaitMS)
+	}
+	line += fmt.Sprintf("; in the runner: extract %s%s, rewrite %s, static check %s, execute %s",
+		ms(tm.ExtractMS), wait, ms(tm.RewriteMS), ms(tm.StaticCheckMS), ms(tm.ExecuteMS))
 	if tm.Runs > 1 {
 		line += fmt.Sprintf(" (%d runs together)", tm.Runs)
 	}

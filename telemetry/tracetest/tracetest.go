@@ -3,9 +3,12 @@
 package tracetest
 
 import (
+	"bytes"
+	"cmp"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -67,6 +70,27 @@ func (o *Receiver) Named(name, runID string) []*tracepb.Span {
 		if s.Name == name && (runID == "" || Attr(s, "starplan.run_id") == runID) {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// Children returns the spans whose parent is span, in the order they began.
+func (o *Receiver) Children(span *tracepb.Span) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range o.Spans() {
+		if bytes.Equal(s.ParentSpanId, span.SpanId) && bytes.Equal(s.TraceId, span.TraceId) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *tracepb.Span) int { return cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano) })
+	return out
+}
+
+// Names are the spans' names, in order.
+func Names(spans []*tracepb.Span) []string {
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = s.Name
 	}
 	return out
 }
