@@ -134,6 +134,7 @@ func (w *worker) dataSegment() int64 {
 }
 
 func (w *worker) run(m *runMsg) *sandbox.Result {
+	began := time.Now()
 	if err := w.limits.apply(m.DataLimit, m.CPUSeconds); err != nil {
 		return workerFailure(fmt.Errorf("the worker could not limit itself: %w", err))
 	}
@@ -157,7 +158,10 @@ func (w *worker) run(m *runMsg) *sandbox.Result {
 		}
 		w.env, w.schemas, w.helpers, w.tables = env, m.Schemas, spec.Helpers, tableSchemas(env)
 	}
-	return w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.tables), w.helpers))
+	setup := time.Since(began)
+	res := w.env.Run(context.Background(), m.request(newRemoteView(w.c, m.Names, w.tables), w.helpers))
+	res.Phases.Setup = setup
+	return res
 }
 
 // request is the job the pool was given, as the worker runs it: over view, the worker's remote

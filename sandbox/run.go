@@ -118,13 +118,14 @@ type Result struct {
 type Phases struct {
 	Extract time.Duration // finding the program in the reply
 	Wait    time.Duration // waiting for a free worker (isolated runs)
+	Setup   time.Duration // the worker readying itself: its limits, and its environment when the domain is new to it
 	Rewrite time.Duration // the text checks and the Python-ism rewrite
 	Check   time.Duration // parse, the static checks, the memory guards and compile
 	Run     time.Duration // the interpreter, from the program's first step to its last
 }
 
-// Checked is their sum up to the end of the check: extraction, a wait, rewrite and check.
-func (p Phases) Checked() time.Duration { return p.Extract + p.Wait + p.Rewrite + p.Check }
+// Checked is their sum up to the end of the check: extraction, a wait, setup, rewrite and check.
+func (p Phases) Checked() time.Duration { return p.Extract + p.Wait + p.Setup + p.Rewrite + p.Check }
 
 // MarshalJSON encodes the result with its duration in milliseconds, as duration_ms.
 func (r *Result) MarshalJSON() ([]byte, error) {

@@ -226,6 +226,7 @@ STATUS = "success"
 	assert.Equal(t, 8.0, phase("static_check"))
 	assert.Equal(t, phase("run"), phase("execute"), "each run that ran")
 	assert.Equal(t, 0.0, phase("worker_wait"))
+	assert.Equal(t, 0.0, phase("worker_setup"))
 	assert.Equal(t, phase("contract"), phase("diff"), "a change set before each contract")
 	assert.Equal(t, 2.0, value(fams, "starplan_runs_pending", nil), "the two refused runs wait")
 	assert.Equal(t, 1.0, value(fams, "starplan_audit_log_runs", map[string]string{"state": "applied"}))

@@ -67,6 +67,7 @@ const (
 	// when the check cache answered), and the plan's interpretation.
 	PhaseExtract     = "extract"
 	PhaseWorkerWait  = "worker_wait"
+	PhaseWorkerSetup = "worker_setup"
 	PhaseRewrite     = "rewrite"
 	PhaseStaticCheck = "static_check"
 	PhaseExecute     = "execute"
@@ -93,10 +94,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	r := NewRegistry()
 	m := &Metrics{opts: opts, reg: r}
 	m.runs = r.Counter("starplan_runs_total", "Dry runs that reached a verdict (and those starplan itself failed: outcome error), by outcome, origin and domain.", "outcome", "origin", "domain")
-	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), diff (the change set), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit; inside check and run the runner's own: extract, worker_wait (isolated runs), rewrite, static_check, execute.", DurationBuckets, "phase")
+	m.phases = r.Histogram("starplan_phase_duration_seconds", "Wall time of a run's phases: check (only when it failed), run (check, worker wait and run), diff (the change set), contract, dry_run (the whole dry run), apply, and the apply's steps: apply_check (its conflict check), apply_policy, apply_commit; inside check and run the runner's own: extract, worker_wait and worker_setup (isolated runs), rewrite, static_check, execute.", DurationBuckets, "phase")
 	m.phase = map[string]*Histogram{}
 	for _, p := range []string{PhaseCheck, PhaseRun, PhaseDiff, PhaseContract, PhaseDryRun, PhaseApply, PhaseApplyCheck, PhaseApplyPolicy, PhaseApplyCommit,
-		PhaseExtract, PhaseWorkerWait, PhaseRewrite, PhaseStaticCheck, PhaseExecute} {
+		PhaseExtract, PhaseWorkerWait, PhaseWorkerSetup, PhaseRewrite, PhaseStaticCheck, PhaseExecute} {
 		m.phase[p] = m.phases.With(p)
 	}
 	m.applies = r.Counter("starplan_applies_total", "Applies by result: applied, conflict, refused_role, refused_rule, expired (refusals: the server's).", "result")
@@ -200,7 +201,7 @@ func (m *Metrics) runnerPhases(ph sandbox.Phases) {
 	for _, p := range [...]struct {
 		name string
 		d    time.Duration
-	}{{PhaseExtract, ph.Extract}, {PhaseWorkerWait, ph.Wait}, {PhaseRewrite, ph.Rewrite}, {PhaseStaticCheck, ph.Check}, {PhaseExecute, ph.Run}} {
+	}{{PhaseExtract, ph.Extract}, {PhaseWorkerWait, ph.Wait}, {PhaseWorkerSetup, ph.Setup}, {PhaseRewrite, ph.Rewrite}, {PhaseStaticCheck, ph.Check}, {PhaseExecute, ph.Run}} {
 		if p.d > 0 {
 			m.phase[p.name].Observe(p.d.Seconds())
 		}

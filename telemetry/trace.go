@@ -115,12 +115,13 @@ const (
 	SpanCheck   = "starplan.check"   // extract, a worker's wait, rewrite and check: its children
 	SpanExecute = "starplan.execute" // the plan ran (isolated: its result's trip back included)
 	// The children of a check's span, the runner's phases up to the run (engine.Event.Phases),
-	// in order: finding the program in the reply, waiting for a free worker (an isolated run:
-	// the worker rewrites and checks the program), the text checks and Python-ism rewrite, the
+	// in order: finding the program in the reply, waiting for a free worker and the worker
+	// readying itself (an isolated run: the worker rewrites and checks the program), the text checks and Python-ism rewrite, the
 	// static check (parse, checks, memory guards, compile; a lookup when the check cache
 	// answered). One that did not happen has no span.
 	SpanExtract     = "starplan.check.extract"
 	SpanWorkerWait  = "starplan.check.worker_wait"
+	SpanWorkerSetup = "starplan.check.worker_setup" // the worker readying itself: limits, a new domain's environment
 	SpanRewrite     = "starplan.check.rewrite"
 	SpanStaticCheck = "starplan.check.static"
 	SpanDiff        = "starplan.diff"     // the change set: each changed row before and after (before contract)
@@ -256,7 +257,7 @@ func (t *Tracing) checkPhases(ctx context.Context, start time.Time, ev engine.Ev
 	for _, p := range [...]struct {
 		name string
 		d    time.Duration
-	}{{SpanExtract, ev.Phases.Extract}, {SpanWorkerWait, ev.Phases.Wait}, {SpanRewrite, ev.Phases.Rewrite}, {SpanStaticCheck, ev.Phases.Check}} {
+	}{{SpanExtract, ev.Phases.Extract}, {SpanWorkerWait, ev.Phases.Wait}, {SpanWorkerSetup, ev.Phases.Setup}, {SpanRewrite, ev.Phases.Rewrite}, {SpanStaticCheck, ev.Phases.Check}} {
 		if p.d <= 0 {
 			continue
 		}

@@ -20,10 +20,11 @@ type timings struct {
 	// RunMS is the runner's whole call: the check, a worker's wait and the run.
 	RunMS float64 `json:"run_ms"`
 	// The runner's phases inside CheckMS and RunMS (sandbox.Phases): finding the program in the
-	// reply, waiting for a free worker (isolated runs), the text checks and Python-ism rewrite,
+	// reply, waiting for a free worker and its readying itself (isolated runs), the text checks and Python-ism rewrite,
 	// the static check (parse, checks, guards, compile) and the plan's interpretation.
 	ExtractMS     float64 `json:"extract_ms"`
 	WorkerWaitMS  float64 `json:"worker_wait_ms"`
+	WorkerSetupMS float64 `json:"worker_setup_ms"`
 	RewriteMS     float64 `json:"rewrite_ms"`
 	StaticCheckMS float64 `json:"static_check_ms"`
 	ExecuteMS     float64 `json:"execute_ms"`
@@ -101,6 +102,7 @@ func (tm *timings) phases(ph sandbox.Phases) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	tm.ExtractMS += ms(ph.Extract)
 	tm.WorkerWaitMS += ms(ph.Wait)
+	tm.WorkerSetupMS += ms(ph.Setup)
 	tm.RewriteMS += ms(ph.Rewrite)
 	tm.StaticCheckMS += ms(ph.Check)
 	tm.ExecuteMS += ms(ph.Run)
@@ -134,7 +136,7 @@ func (tm *timings) print(ios IOStreams) {
 	}
 	wait := ""
 	if tm.WorkerWaitMS > 0 {
-		wait = ", worker wait " + ms(tm.WorkerWaitMS)
+		wait = ", worker wait " + ms(tm.WorkerWaitMS) + ", worker setup " + ms(tm.WorkerSetupMS)
 	}
 	line += fmt.Sprintf("; in the runner: extract %s%s, rewrite %s, static check %s, execute %s",
 		ms(tm.ExtractMS), wait, ms(tm.RewriteMS), ms(tm.StaticCheckMS), ms(tm.ExecuteMS))

@@ -42,7 +42,7 @@ func TestExecTimings(t *testing.T) {
 	assert.Greater(t, doc.Timings["apply_commit_ms"], 0.0, "the apply's commit in the store")
 	assert.LessOrEqual(t, doc.Timings["apply_check_ms"]+doc.Timings["apply_commit_ms"], doc.Timings["apply_ms"], "parts of the apply")
 	assert.Equal(t, 0.0, doc.Timings["check_ms"], "a check that passed is in run_ms")
-	for _, k := range []string{"extract_ms", "worker_wait_ms", "rewrite_ms", "static_check_ms", "execute_ms"} {
+	for _, k := range []string{"extract_ms", "worker_wait_ms", "worker_setup_ms", "rewrite_ms", "static_check_ms", "execute_ms"} {
 		assert.Contains(t, doc.Timings, k)
 	}
 	assert.Greater(t, doc.Timings["static_check_ms"], 0.0, "a new program is parsed and compiled")

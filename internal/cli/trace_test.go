@@ -48,9 +48,9 @@ func TestAskExportsTracesWhenOTELAsks(t *testing.T) {
 	require.Len(t, check, 1)
 	assert.Equal(t, first.SpanId, check[0].ParentSpanId)
 	assert.Empty(t, rcv.Named(telemetry.SpanExecute, tracetest.Attr(first, "starplan.run_id")), "a plan that failed its check never ran")
-	// ask runs its plans in a worker: the check's phases are extraction, the wait for a worker
-	// (which rewrites and checks) and the worker's; the try statement fails the static check.
-	assert.Equal(t, []string{telemetry.SpanExtract, telemetry.SpanWorkerWait, telemetry.SpanRewrite, telemetry.SpanStaticCheck},
+	// ask runs its plans in a worker: the check's phases are extraction, the wait for a worker,
+	// its readying itself (it then rewrites and checks); the try statement fails the static check.
+	assert.Equal(t, []string{telemetry.SpanExtract, telemetry.SpanWorkerWait, telemetry.SpanWorkerSetup, telemetry.SpanRewrite, telemetry.SpanStaticCheck},
 		tracetest.Names(rcv.Children(check[0])), "the failed check's phases")
 
 	assert.Equal(t, tracetest.Attr(first, "starplan.run_id"), tracetest.Attr(second, "starplan.parent_run_id"), "the repair names the run it repairs")
@@ -62,7 +62,7 @@ func TestAskExportsTracesWhenOTELAsks(t *testing.T) {
 	}
 	check = rcv.Named(telemetry.SpanCheck, tracetest.Attr(second, "starplan.run_id"))
 	phases := rcv.Children(check[0])
-	assert.Equal(t, []string{telemetry.SpanExtract, telemetry.SpanWorkerWait, telemetry.SpanRewrite, telemetry.SpanStaticCheck}, tracetest.Names(phases))
+	assert.Equal(t, []string{telemetry.SpanExtract, telemetry.SpanWorkerWait, telemetry.SpanWorkerSetup, telemetry.SpanRewrite, telemetry.SpanStaticCheck}, tracetest.Names(phases))
 	at := check[0].StartTimeUnixNano
 	for _, p := range phases {
 		assert.LessOrEqual(t, at, p.StartTimeUnixNano, "%s after the phase before it", p.Name)
