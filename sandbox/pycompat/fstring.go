@@ -18,7 +18,8 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		body = q + 3
 		open = src[q : q+3]
 	}
-	var parts []fpart
+	var partsBuf [8]fpart // most f-strings have fewer pieces: no growing
+	parts := partsBuf[:0]
 	budget := 4*(tk.end-tk.start) + 1<<12 // the tokenizer parsed it within less
 	fs := fscanner{src: src, hi: len(src), budget: &budget}
 	if _, ok := fs.body(body, quote, triple, raw, 0, &parts); !ok {

@@ -303,7 +303,7 @@ func lineSpan(s string, starts []int, l1, l2 int) string {
 // line returns the 1-based line of the byte offset off.
 func (t *translator) line(off int) int {
 	if t.lineStarts == nil {
-		t.lineStarts = append(t.lineStarts, 0)
+		t.lineStarts = make([]int, 1, strings.Count(t.src, "\n")+1)
 		for i := 0; i < len(t.src); i++ {
 			if t.src[i] == '\n' {
 				t.lineStarts = append(t.lineStarts, i+1)
