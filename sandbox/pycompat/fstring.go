@@ -35,6 +35,7 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		return false
 	}
 	var tmpl strings.Builder
+	tmpl.Grow(tk.end - tk.start) // about the f-string's text: a hint, it grows if needed
 	var args []string
 	fields := 0
 	for _, p := range parts {
@@ -72,7 +73,12 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		b.WriteString(tmpl.String())
 		b.WriteString(open)
 		b.WriteString(".format(")
-		b.WriteString(strings.Join(args, ", "))
+		for i, a := range args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(a)
+		}
 		b.WriteString(")")
 	}
 	t.record(RuleFString, tk.start, tk.end)
