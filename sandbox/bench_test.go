@@ -121,4 +121,27 @@ func BenchmarkTwoItemPlan(b *testing.B) {
 	require.NoError(b, err)
 	b.Run("guarded", func(b *testing.B) { benchRun(b, twoItemEnv(true), string(src)) })
 	b.Run("unguarded", func(b *testing.B) { benchRun(b, twoItemEnv(false), string(src)) })
+	// A new text each iteration (a string literal varies), as a model writes: no cache of
+	// checked programs answers, so this is the front end's whole cost plus the run (issue 32;
+	// engine's BenchmarkNewPlan is the same plan over a store, beside CPython's floor).
+	b.Run("new_text", func(b *testing.B) {
+		env := twoItemEnv(true)
+		texts := make([]string, 1024)
+		for i := range texts {
+			texts[i] = strings.Replace(string(src), `"Walk-in customer"`, fmt.Sprintf(`"Walk-in customer %d"`, i), 1)
+		}
+		req := Request{Reply: texts[0], Globals: []string{"answer_text", "STATUS"}}
+		res := env.Run(context.Background(), req)
+		require.Equal(b, OutcomeOK, res.Outcome, res.Diagnostics.String())
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			n++
+			if n%len(texts) == 0 { // every text seen: start afresh so that none is cached
+				env = twoItemEnv(true)
+			}
+			req.Reply = texts[n%len(texts)]
+			env.Run(context.Background(), req)
+		}
+	})
 }

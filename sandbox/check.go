@@ -191,18 +191,16 @@ func syntaxHint(msg string) string {
 // no use of the sandbox's reserved names; and it asks the helpers to check their calls.
 func (e *Env) checkTree(f *syntax.File) diag.List {
 	var ds diag.List
-	for _, stmt := range f.Stmts {
-		for _, id := range topLevelBindings(stmt) {
-			if e.protected[id.Name] && !strings.HasPrefix(id.Name, reservedPrefix) {
-				ds = append(ds, diag.Diagnostic{
-					Stage: diag.StageCheck, Code: CodePredeclaredAssign,
-					Line: int(id.NamePos.Line), Col: int(id.NamePos.Col),
-					Message: fmt.Sprintf("%s is a predeclared helper and cannot be reassigned", id.Name),
-					Hint:    fmt.Sprintf("choose another name for your variable, for example my_%s", strings.TrimSuffix(id.Name, "_tbl")),
-				})
-			}
+	topLevelBindings(f.Stmts, func(id *syntax.Ident) {
+		if e.protected[id.Name] && !strings.HasPrefix(id.Name, reservedPrefix) {
+			ds = append(ds, diag.Diagnostic{
+				Stage: diag.StageCheck, Code: CodePredeclaredAssign,
+				Line: int(id.NamePos.Line), Col: int(id.NamePos.Col),
+				Message: fmt.Sprintf("%s is a predeclared helper and cannot be reassigned", id.Name),
+				Hint:    fmt.Sprintf("choose another name for your variable, for example my_%s", strings.TrimSuffix(id.Name, "_tbl")),
+			})
 		}
-	}
+	})
 	// A helper's findings are kept apart until the walk has seen every binding: a name that a
 	// function, lambda or comprehension binds may be another value there, so its findings are
 	// dropped (top-level rebinding is predeclared-assign).
@@ -296,40 +294,26 @@ func paramNames(params []syntax.Expr, bind func(*syntax.Ident)) {
 	}
 }
 
-// topLevelBindings returns the identifiers a top-level statement binds at module scope
-// (assignments, for-loop variables and def names, also inside top-level if/for/while blocks).
-func topLevelBindings(stmt syntax.Stmt) []*syntax.Ident {
-	var ids []*syntax.Ident
-	targets := func(e syntax.Expr) {
-		builtins.BindingTargets(e, func(id *syntax.Ident) { ids = append(ids, id) })
-	}
-	var visit func(s syntax.Stmt)
-	visit = func(s syntax.Stmt) {
+// topLevelBindings calls fn on each identifier that the top-level statements stmts bind at
+// module scope (assignments, for-loop variables and def names, also inside top-level
+// if/for/while blocks), in order. It collects nothing, so a check allocates nothing for it.
+func topLevelBindings(stmts []syntax.Stmt, fn func(*syntax.Ident)) {
+	for _, s := range stmts {
 		switch s := s.(type) {
 		case *syntax.AssignStmt:
-			targets(s.LHS)
+			builtins.BindingTargets(s.LHS, fn)
 		case *syntax.DefStmt:
-			ids = append(ids, s.Name)
+			fn(s.Name)
 		case *syntax.ForStmt:
-			targets(s.Vars)
-			for _, b := range s.Body {
-				visit(b)
-			}
+			builtins.BindingTargets(s.Vars, fn)
+			topLevelBindings(s.Body, fn)
 		case *syntax.WhileStmt:
-			for _, b := range s.Body {
-				visit(b)
-			}
+			topLevelBindings(s.Body, fn)
 		case *syntax.IfStmt:
-			for _, b := range s.True {
-				visit(b)
-			}
-			for _, b := range s.False {
-				visit(b)
-			}
+			topLevelBindings(s.True, fn)
+			topLevelBindings(s.False, fn)
 		}
 	}
-	visit(stmt)
-	return ids
 }
 
 // documentedNames lists the names a plan may use: the documented registry and Starlark's

@@ -125,6 +125,9 @@ func TestCheckRejectsRebindingHelpers(t *testing.T) {
 		"for json in [1]:\n    pass\n",
 		"def re():\n    pass\n",
 		"if True:\n    helper_fn, y = 1, 2\n",
+		"if False:\n    pass\nelse:\n    re = 1\n",
+		"while False:\n    math = 1\n",
+		"for x in [1]:\n    if x:\n        json = 1\n",
 	} {
 		c := testEnv().Check(src, Limits{})
 		assert.Equal(t, []string{CodePredeclaredAssign}, codes(c), src)

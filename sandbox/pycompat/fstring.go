@@ -18,7 +18,8 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		body = q + 3
 		open = src[q : q+3]
 	}
-	var parts []fpart
+	var partsBuf [8]fpart // most f-strings have fewer pieces: no growing
+	parts := partsBuf[:0]
 	budget := 4*(tk.end-tk.start) + 1<<12 // the tokenizer parsed it within less
 	fs := fscanner{src: src, hi: len(src), budget: &budget}
 	if _, ok := fs.body(body, quote, triple, raw, 0, &parts); !ok {
@@ -34,6 +35,7 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		return false
 	}
 	var tmpl strings.Builder
+	tmpl.Grow(tk.end - tk.start) // about the f-string's text: a hint, it grows if needed
 	var args []string
 	fields := 0
 	for _, p := range parts {
@@ -71,7 +73,12 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		b.WriteString(tmpl.String())
 		b.WriteString(open)
 		b.WriteString(".format(")
-		b.WriteString(strings.Join(args, ", "))
+		for i, a := range args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(a)
+		}
 		b.WriteString(")")
 	}
 	t.record(RuleFString, tk.start, tk.end)

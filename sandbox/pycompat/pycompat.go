@@ -282,12 +282,14 @@ func (t *translator) positions() diag.List {
 // lineStarts returns the offsets at which s's lines start.
 func lineStarts(s string) []int {
 	starts := make([]int, 1, strings.Count(s, "\n")+1)
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			starts = append(starts, i+1)
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return starts
 		}
+		i += j + 1
+		starts = append(starts, i)
 	}
-	return starts
 }
 
 // lineSpan returns lines l1 through l2 (1-based) of s, whose lines start at starts, without
@@ -303,12 +305,7 @@ func lineSpan(s string, starts []int, l1, l2 int) string {
 // line returns the 1-based line of the byte offset off.
 func (t *translator) line(off int) int {
 	if t.lineStarts == nil {
-		t.lineStarts = append(t.lineStarts, 0)
-		for i := 0; i < len(t.src); i++ {
-			if t.src[i] == '\n' {
-				t.lineStarts = append(t.lineStarts, i+1)
-			}
-		}
+		t.lineStarts = lineStarts(t.src)
 	}
 	return sort.SearchInts(t.lineStarts, off+1)
 }

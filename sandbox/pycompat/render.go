@@ -78,9 +78,9 @@ func (t *translator) gapBefore(b *writer, toks []token, k int) {
 // to rewrite comes back without being copied at all.
 type writer struct {
 	src      string
-	buf      []byte
-	from, to int // the pending span of src
-	hint     int // the capacity to allocate on the first write
+	buf      strings.Builder // String hands its bytes over without a copy
+	from, to int             // the pending span of src
+	hint     int             // the capacity to allocate on the first write
 }
 
 func (w *writer) copy(start, end int) {
@@ -98,14 +98,14 @@ func (w *writer) copy(start, end int) {
 func (w *writer) flush() {
 	if w.from < w.to {
 		w.grow()
-		w.buf = append(w.buf, w.src[w.from:w.to]...)
+		w.buf.WriteString(w.src[w.from:w.to])
 	}
 	w.from, w.to = 0, 0
 }
 
 func (w *writer) grow() {
-	if w.buf == nil && w.hint > 0 {
-		w.buf = make([]byte, 0, w.hint)
+	if w.buf.Cap() == 0 && w.hint > 0 {
+		w.buf.Grow(w.hint)
 	}
 }
 
@@ -114,7 +114,7 @@ func (w *writer) WriteString(s string) {
 	if s != "" {
 		w.flush()
 		w.grow()
-		w.buf = append(w.buf, s...)
+		w.buf.WriteString(s)
 	}
 }
 
@@ -122,16 +122,16 @@ func (w *writer) WriteString(s string) {
 func (w *writer) byte(c byte) {
 	w.flush()
 	w.grow()
-	w.buf = append(w.buf, c)
+	w.buf.WriteByte(c)
 }
 
 // String returns everything written.
 func (w *writer) String() string {
-	if len(w.buf) == 0 {
+	if w.buf.Len() == 0 {
 		return w.src[w.from:w.to]
 	}
 	w.flush()
-	return string(w.buf)
+	return w.buf.String()
 }
 
 // keptGap returns the gap before toks[k] when it must survive a rewrite that drops the tokens
