@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -414,6 +415,66 @@ func TestAuditChainFollowsAnotherWriter(t *testing.T) {
 	require.True(t, rep.OK(), "%v", rep.Problems)
 	assert.Equal(t, 5, rep.Records)
 	assert.Equal(t, 8, rep.Entries, "start, a, the other's three, b, a's approval, b's rejection")
+}
+
+// sharedStore is a store that several processes (here: chains) append to, with the lock such a
+// store has across processes (store.SysSerializer), held in mu.
+type sharedStore struct {
+	store.Store
+	mu *sync.Mutex
+}
+
+func (s sharedStore) LockSys(context.Context, string) (func(), error) {
+	s.mu.Lock()
+	return s.mu.Unlock, nil
+}
+
+// TestAChainedWriteThatWaitsIsNotOvertaken: on a store several processes append to, a chained
+// write whose store write is slow (an apply waiting for its rows' locks) still lands while
+// another process appends without pause: it holds the store's lock on the chain. Without the
+// lock every try found its numbers taken by the other's appends, and after maxChainAttempts the
+// write failed (an apply on one of two servers answered 500 under load).
+func TestAChainedWriteThatWaitsIsNotOvertaken(t *testing.T) {
+	e := domainEngine(t, stockDomain(t, "", ""))
+	ctx := context.Background()
+	propose(t, e, agent, setQty(1, "A"))
+	require.NoError(t, e.audit.flush())
+	shared := sharedStore{Store: e.Store(), mu: &sync.Mutex{}}
+	slow, err := loadChain(ctx, shared, fixedNow)
+	require.NoError(t, err)
+	fast, err := loadChain(ctx, shared, fixedNow)
+	require.NoError(t, err)
+	write := func(c *chain, seq int, wait time.Duration) error {
+		rec := synthRecord(seq)
+		rec.Time = fixedNow
+		return c.write(fixedNow, func(docs []store.SysDoc) error {
+			time.Sleep(wait)
+			return e.Store().PutSysDocs(ctx, docs...)
+		}, link{doc: recordDoc(rec, false), event: ChainProposed, by: func() string { return "other" }})
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() { // the other process, appending without pause
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := write(fast, 80000+i, 0); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for i := range 3 {
+		require.NoError(t, write(slow, 70000+i, 20*time.Millisecond), "the slow write %d", i)
+	}
+	close(stop)
+	require.NoError(t, <-done)
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Problems)
 }
 
 func TestAuditChainFindsEditedAndRemovedEntries(t *testing.T) {

@@ -198,8 +198,26 @@ const maxChainAttempts = 10
 // fails with store.ErrSysExists, writing nothing, and the entries are numbered again after the
 // head as stored. The head in memory is where this process left the chain, a hint the
 // store's unique numbers correct.
+//
+// On a store that several processes append to (store.SysSerializer) the write holds the store's
+// lock on the chain and reads the head as stored first, so it cannot lose the race: an apply's
+// write waits for its rows' locks inside put, while the other servers' writes, numbered and
+// committed meanwhile, took its numbers at every try.
 func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links ...link) error {
+	unlock, shared, err := c.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for attempt := 1; ; attempt++ {
+		if shared {
+			c.mu.Lock()
+			err := c.reloadLocked()
+			c.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("reading the audit log's hash chain: %w", err)
+			}
+		}
 		w, docs := c.begin(now, links...)
 		err := put(docs)
 		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts {
@@ -213,6 +231,20 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 		w.done(err)
 		return err
 	}
+}
+
+// lockShared takes the store's lock on the chain when other processes may append to it
+// (store.SysSerializer; shared reports it), before c.mu; unlock releases it.
+func (c *chain) lockShared() (unlock func(), shared bool, err error) {
+	ss, ok := c.st.(store.SysSerializer)
+	if !ok {
+		return func() {}, false, nil
+	}
+	unlock, err = ss.LockSys(context.Background(), ChainCollection)
+	if err != nil {
+		return nil, false, fmt.Errorf("locking the audit log's hash chain: %w", err)
+	}
+	return unlock, true, nil
 }
 
 // reloadLocked reads the head as stored; the caller holds c.mu.
@@ -498,8 +530,18 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 // entries a later prune removes; one stopped before the checkpoint (after the runs went) leaves
 // entries whose records are missing, which VerifyChain reports.
 func (c *chain) prune(ctx context.Context, now time.Time) error {
+	unlock, shared, err := c.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if shared {
+		if err := c.reloadLocked(); err != nil {
+			return fmt.Errorf("reading the audit log's hash chain: %w", err)
+		}
+	}
 	docs, err := c.st.ListSys(ChainCollection)
 	if err != nil {
 		return err

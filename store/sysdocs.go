@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,17 @@ type SysDoc struct {
 	// in sequence by several processes on one store (the audit log's hash chain on a database
 	// that several servers share), where replacing one would lose another process's write.
 	Create bool
+}
+
+// SysSerializer is a store whose system collections several processes may append to at once
+// (servers that share a PostgreSQL database). LockSys holds a lock on coll, across processes,
+// until unlock is called: an appender that reads the collection's end under it and writes after
+// it cannot lose the race to another that takes the lock too (SysDoc.Create stays the check).
+// Without it an appender whose write is slow (an apply waiting for its rows' locks) could find
+// its numbers taken at every try while others append. A store that one process holds alone
+// (bbolt: its file lock) has no need of it. The caller serializes its own goroutines.
+type SysSerializer interface {
+	LockSys(ctx context.Context, coll string) (unlock func(), err error)
 }
 
 // SelfEncoded is a SysDoc.Value that writes its own JSON (compact, valid; a backend stores the

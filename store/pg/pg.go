@@ -50,6 +50,7 @@ type Store struct {
 	names   []string
 	tables  map[string]*sqlTable
 	defSums []byte // the record's definition_sums as opened (checkDefinition)
+	locks   sysLocks
 }
 
 // maxSchemaName is the longest schema name: PostgreSQL's identifiers hold 63 bytes, and the
@@ -479,6 +480,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the store's connections.
 func (s *Store) Close() error {
+	s.locks.close()
 	s.pool.Close()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/internal/pgtest"
@@ -730,4 +731,38 @@ func TestApplyRetriesAfterDeadlock(t *testing.T) {
 	row, _, err = tb.Get("b1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(8), row["qty"])
+}
+
+// LockSys holds its lock across processes (here: two stores opened on one schema, as two servers
+// would): the second waits until the first unlocks. (A process that dies holding it loses it
+// with its connection: the two-server kill tests, TestKillServerMidApply, would hang otherwise.)
+func TestLockSysExcludesAnotherStore(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+
+	unlock, err := a.LockSys(bg, "audit_chain")
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+	_, err = b.LockSys(short, "audit_chain")
+	cancel()
+	require.Error(t, err, "held by the other store")
+	other, err := b.LockSys(bg, "runs") // another collection's lock is another lock
+	require.NoError(t, err)
+	other()
+
+	got := make(chan error, 1)
+	go func() {
+		u, err := b.LockSys(bg, "audit_chain")
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	unlock()
+	require.NoError(t, <-got, "free once the first unlocked")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/store"
@@ -429,3 +430,60 @@ func (s *Store) ScanSys(coll string, opts store.SysScan) ([]store.SysEntry, erro
 	})
 	return out, err
 }
+
+// sysLocks holds the store's locks on system collections (LockSys): PostgreSQL session advisory
+// locks, on a connection of their own outside the pool, so that a process waiting for the lock
+// holds none of the pool's connections (the holder's writes need them), and a process that dies
+// releases its lock with its connection. One holder at a time in a process.
+type sysLocks struct {
+	mu   sync.Mutex // held from LockSys to its unlock
+	conn *pgx.Conn  // nil until the first lock, and after a failure
+}
+
+// LockSys holds a lock on the system collection coll across every process on the store's
+// schema until unlock is called (store.SysSerializer): the audit log's hash chain takes it
+// around each append.
+func (s *Store) LockSys(ctx context.Context, coll string) (unlock func(), err error) {
+	if err := sysName(coll); err != nil {
+		return nil, err
+	}
+	l := &s.locks
+	l.mu.Lock()
+	if l.conn == nil {
+		if l.conn, err = pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy()); err != nil {
+			l.conn = nil
+			l.mu.Unlock()
+			return nil, fmt.Errorf("connecting for the lock on %s: %w", coll, err)
+		}
+	}
+	key := s.schema + "/" + coll
+	if _, err := l.conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext('starplan'), hashtext($1))", key); err != nil {
+		l.drop()
+		l.mu.Unlock()
+		return nil, fmt.Errorf("locking %s: %w", coll, err)
+	}
+	return func() {
+		// A lock that cannot be released is released by closing its connection.
+		if _, err := l.conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('starplan'), hashtext($1))", key); err != nil {
+			l.drop()
+		}
+		l.mu.Unlock()
+	}, nil
+}
+
+// drop closes the lock connection (its locks go with it); l.mu is held.
+func (l *sysLocks) drop() {
+	if l.conn != nil {
+		_ = l.conn.Close(context.Background())
+		l.conn = nil
+	}
+}
+
+// close closes the lock connection when no lock is held.
+func (l *sysLocks) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drop()
+}
+
+var _ store.SysSerializer = (*Store)(nil)
