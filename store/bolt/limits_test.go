@@ -112,6 +112,7 @@ func TestRunLimits(t *testing.T) {
 
 // A scan runs in starplan, not in the plan: it stops when the run's context is done.
 func TestScansStopWithTheRun(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
 	// Three times the rows between the scan's looks, imported at once (a run inserting them one
 	// by one took most of the test's time; the scan reads them the same).
