@@ -127,7 +127,6 @@ func compareReaders(t testing.TB, sc *store.Schema, mk func() io.Reader, stop in
 // value nested as deep as encoding/json takes and one level more, records around the record
 // bound (alone, and two in a row each under it), and a reader that reads nothing for a while.
 func TestJSONScanEdgesAsEncodingJSON(t *testing.T) {
-	t.Parallel() // with the package's other long tests and its run on disk
 	sc := jsonScanSchema(t)
 	for _, depth := range []int{jsonMaxDepth - 1, jsonMaxDepth} {
 		data := `[{"k": "a", "l": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}, {"k": "b"}]`
