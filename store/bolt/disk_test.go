@@ -123,7 +123,9 @@ func tail(b []byte, n int) []byte {
 // after promote rows read (-1: never).
 func onDisk(t *testing.T, promote int64) { residency(t, -1, promote) }
 
-// residency sets openResident and promoteRows (-1: never) for the test.
+// residency sets openResident and promoteRows (-1: never) for the test. A test that sets them (or
+// the record bound, lowerRecordLimit) stays sequential: the package's parallel tests run together
+// after the sequential ones, and every store they open reads these variables (-race finds it).
 func residency(t *testing.T, open, promote int64) {
 	if os.Getenv(residentEnv) != "" {
 		t.Skip("sets its own residency, so the package's first run is this run")
