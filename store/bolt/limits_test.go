@@ -1,9 +1,7 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -114,16 +112,13 @@ func TestRunLimits(t *testing.T) {
 func TestScansStopWithTheRun(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
-	// Three times the rows between the scan's looks, imported at once (a run inserting them one
-	// by one took most of the test's time; the scan reads them the same).
-	var rows []table.Row
+	v := s.Stage()
+	tx := tbl(t, v, "transactions")
 	for i := 2; i < 3*store.ScanCheckEvery; i++ {
-		rows = append(rows, txnRow(fmt.Sprintf("TXN%05d", i), 1))
+		_, err := tx.Insert(txnRow(fmt.Sprintf("TXN%05d", i), 1))
+		require.NoError(t, err)
 	}
-	load, err := json.Marshal(rows)
-	require.NoError(t, err)
-	_, err = s.Import(bg, "transactions", bytes.NewReader(load), JSON, Upsert)
-	require.NoError(t, err)
+	require.NoError(t, v.Apply(bg))
 
 	for _, q := range []table.Query{
 		{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}},
@@ -136,9 +131,9 @@ func TestScansStopWithTheRun(t *testing.T) {
 		assert.Less(t, ctx.n, 0, "the scan looked")
 	}
 	// The same scan with a live context completes.
-	found, err := tbl(t, s.StageFor(context.Background(), store.RunLimits{}), "transactions").Find(table.Query{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}})
+	rows, err := tbl(t, s.StageFor(context.Background(), store.RunLimits{}), "transactions").Find(table.Query{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}})
 	require.NoError(t, err)
-	assert.Empty(t, found)
+	assert.Empty(t, rows)
 }
 
 // doneAfter is a context that reports done after its first n looks.
