@@ -57,6 +57,7 @@ func TestCheckNeverCreatesAStore(t *testing.T) {
 }
 
 func TestCheckReportsADamagedFile(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dir, _ := damagedStore(t, 0, func([]byte) []byte { return []byte{} })
 	rep := checkOf(t, dir, store.CheckOptions{})
 	assert.False(t, rep.OK())

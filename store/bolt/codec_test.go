@@ -105,6 +105,7 @@ func TestRowDocIDsIncrease(t *testing.T) {
 // msgpack changes form, with appendDoc and with clover's encoder: clover decodes both to the same
 // document, and decodeRow to the same row and version.
 func TestAppendDocIsWhatCloverWrites(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	s := codecSchema(t)
 	list := func(n int) []any {
 		l := make([]any, n)

@@ -95,6 +95,7 @@ func randWhere(rng *rand.Rand) map[string]any {
 // using the numeric columns returns exactly the rows the compiled filter matches, also with the
 // run's own changes in the overlay and in reverse order.
 func TestColumnPrefilterAgreesWithMatch(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	d, err := store.LoadDomain(numbersDomain)
 	require.NoError(t, err)
 	s, err := Open(t.TempDir(), Options{Domain: d})

@@ -18,6 +18,7 @@ import (
 	"testing/fstest"
 	"unicode"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 
 	"github.com/stretchr/testify/assert"
@@ -122,7 +123,9 @@ func tail(b []byte, n int) []byte {
 // after promote rows read (-1: never).
 func onDisk(t *testing.T, promote int64) { residency(t, -1, promote) }
 
-// residency sets openResident and promoteRows (-1: never) for the test.
+// residency sets openResident and promoteRows (-1: never) for the test. A test that sets them (or
+// the record bound, lowerRecordLimit) stays sequential: the package's parallel tests run together
+// after the sequential ones, and every store they open reads these variables (-race finds it).
 func residency(t *testing.T, open, promote int64) {
 	if os.Getenv(residentEnv) != "" {
 		t.Skip("sets its own residency, so the package's first run is this run")
@@ -419,7 +422,9 @@ func TestAnIndexLookupOnDiskReadsOnlyWhatItTakes(t *testing.T) {
 	s := openAt(t, dir)
 	var sb strings.Builder
 	sb.WriteString("[")
-	const n = 20000
+	// 5,000 rows of 200 bytes are over 1 MiB as read, and several times that decoded: a lookup
+	// that read them all (or a table read into memory for it) would allocate past the bound.
+	n := testtier.Size(5000, 20000)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			sb.WriteString(",")
@@ -709,7 +714,7 @@ func TestRowsReadIntoMemoryAreSharedMemory(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir)
 	var rows []string
-	for i := range 20000 {
+	for i := range testtier.Size(5000, 20000) {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%05d", "name": "Style %d", "description": "%s", "quantity_in_stock": %d, "price": %d.5}`, 100+i, i, strings.Repeat("d", i%90), i, i%300))
 	}
 	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)

@@ -471,6 +471,7 @@ func TestImportReportsFirstBadRecords(t *testing.T) {
 // An import larger than reserveMin grows the file ahead of bbolt (see reserveFile); the store it
 // leaves opens, verifies and checks sound.
 func TestImportLargeCommit(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dir := t.TempDir()
 	s, err := Open(dir, Options{NoSeed: true})
 	require.NoError(t, err)

@@ -110,6 +110,7 @@ func TestRunLimits(t *testing.T) {
 
 // A scan runs in starplan, not in the plan: it stops when the run's context is done.
 func TestScansStopWithTheRun(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
 	v := s.Stage()
 	tx := tbl(t, v, "transactions")

@@ -18,6 +18,7 @@ import (
 // must conflict. Each case also has a commit that must not conflict, so that predicate reads
 // are not just "any change to the table".
 func TestPredicateReadConflicts(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	lastTxn := func(t *testing.T, v table.View) {
 		find(t, tbl(t, v, "transactions"), table.Query{Reverse: true, Limit: 1})
 	}

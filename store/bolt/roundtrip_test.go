@@ -74,6 +74,7 @@ func TestDumpImportsBackByteForByte(t *testing.T) {
 // TestExportImportsBack: each table exported as JSON or CSV and imported into a new empty store
 // exports the same bytes, and the store dumps as the seeded one does.
 func TestExportImportsBack(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	for name, d := range roundTripDomains(t) {
 		for _, format := range []Format{JSON, CSV} {
 			t.Run(name+"/"+string(format), func(t *testing.T) {

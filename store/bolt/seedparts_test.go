@@ -37,6 +37,7 @@ func seededInventory(t testing.TB, n int) *store.Domain {
 }
 
 func TestALargeSeedIsKeptInPartsAndReseeds(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dom := seededInventory(t, 3000)
 	raw, err := store.EncodeSeed(dom.Seed)
 	require.NoError(t, err)

@@ -123,6 +123,7 @@ func TestOpenInUseInProcess(t *testing.T) {
 }
 
 func TestOpenInUseByAnotherProcess(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dir := t.TempDir()
 	cmd := helperCmd(t, "hold", dir)
 	stdin, err := cmd.StdinPipe()
@@ -447,6 +448,7 @@ func TestOpenWritesNothingToAnExistingStore(t *testing.T) {
 // file with clover itself: it counts them, as its record of the collection says, and finds each
 // with its fields.
 func TestNewRowsAreCloverDocuments(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	dir := t.TempDir()
 	s := openAt(t, dir)
 	seeded := tbl(t, s.Stage(), "inventory").Len()
@@ -509,6 +511,7 @@ func TestNewRowsMustPassTheFile(t *testing.T) {
 // keys bucket are appended to, so their pages are written full, not half full as bbolt splits
 // by default (half the pages to write, and to keep in memory while the import commits).
 func TestAppendedPagesAreFull(t *testing.T) {
+	t.Parallel() // with the package's other long tests and its run on disk
 	s, _ := openEmpty(t)
 	var file bytes.Buffer
 	rng := rand.New(rand.NewPCG(1, 2))
