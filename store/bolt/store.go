@@ -57,7 +57,7 @@ type Store struct {
 	names   []string // domain table names, sorted
 	// digestMemo keeps the last decoded digests of the store's record (verifySysLocked).
 	digestMemo digestMemo
-	created bool
+	created    bool
 
 	bolt *boltStore
 	db   *clover.DB
@@ -736,7 +736,7 @@ func (s *Store) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error {
 // by one clover Insert: one read and write of the collection's metadata for the batch, not one
 // per document (issue 32: the audit log writes a record and a chain entry per run).
 type sysBatch struct {
-	colls []string                // in first-seen order
+	colls []string                 // in first-seen order
 	docs  map[string][]sysBatchDoc // by collection
 	at    map[string]int           // collection \x00 id -> index in docs: a later version replaces it
 }
