@@ -48,10 +48,10 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 		return nil, err
 	}
 	res := rec.Result()
-	prevOrigin := rec.ApplyOrigin
+	// rec is this apply's own copy, dropped on an error; what an error queued (applyRecord:
+	// a failure of starplan's own) is a snapshot (auditLog.add) that keeps who tried.
 	rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
 	if err := e.decideApply(ctx, rec, res, by); err != nil {
-		rec.ApplyOrigin = prevOrigin
 		return nil, err
 	}
 	return res, nil
@@ -106,10 +106,15 @@ func (e *Engine) settledElsewhere(id string) error {
 // by is who applies; with auto, the domain's auto rules must let the change set through (in
 // verify, on the changes being committed), or the apply writes nothing and returns an
 // *autoRefusal with the run as it was.
-func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, by access.Principal, auto bool) error {
+//
+// approvals are the run's approvals with this one: the record's ApprovedBy when the apply
+// commits or finds a conflict. An apply that writes nothing for another reason leaves the
+// approvals as they were, so that the approver can apply the run again.
+func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, by access.Principal, auto bool, approvals []string) error {
 	at := e.opts.Now()
 	began := time.Now()
-	rec.Pending, rec.Applied, rec.AppliedAt = false, true, &at
+	approvedBefore := rec.ApprovedBy
+	rec.Pending, rec.Applied, rec.AppliedAt, rec.ApprovedBy = false, true, &at, approvals
 	globals := map[string]any{contracts.AnswerGlobal: rec.AnswerText, contracts.StatusGlobal: rec.Status}
 	verify := func(cs table.ChangeSet, c store.Committed) error {
 		ds, err := e.policy.Check(contracts.Input{Globals: globals, Changes: cs, Committed: c, Deadline: time.Now().Add(invariantsTime), Subject: rec.Subject})
@@ -162,18 +167,18 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	rec.Applied, rec.AppliedAt, rec.AutoApprovedByRule, rec.ApprovalsNeeded = false, nil, "", needed
 	var refused *autoRefusal
 	if errors.As(err, &refused) {
-		rec.Pending, rec.Writes = true, writes
+		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore
 		return refused
 	}
 	ds, ok := applyDiagnostics(err)
 	if serr := e.settledElsewhere(rec.ID); serr != nil {
 		// Applied (or found in conflict) by another engine on the store while this one tried:
 		// its record stands, and this apply answers as any later one would.
-		rec.Pending, rec.Writes = true, writes
+		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore
 		return serr
 	}
 	if !ok {
-		rec.Pending, rec.Writes = true, writes
+		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore
 		rec.chainEvent, rec.chainBy = ChainRecorded, by.Name
 		e.audit.add(rec) // still pending: the run stays in the log and can be applied later
 		err = fmt.Errorf("applying run %s: %w", rec.ID, err)

@@ -121,22 +121,18 @@ func (e *Engine) decideApply(ctx context.Context, rec *RunRecord, res *Result, b
 		approvals = append(slices.Clone(approvals), by.Name)
 	}
 	if person && len(approvals) >= need {
-		rec.ApprovedBy = approvals
 		if need > 1 {
 			rec.ApprovalsNeeded = need
 		}
-		return e.applyRecord(ctx, rec, res, by, false)
+		return e.applyRecord(ctx, rec, res, by, false, approvals)
 	}
 	var refusals []string
 	if len(e.policy.Approval.Auto) > 0 {
-		saved := rec.ApprovedBy
-		rec.ApprovedBy = approvals
-		err := e.applyRecord(ctx, rec, res, by, true)
+		err := e.applyRecord(ctx, rec, res, by, true, approvals)
 		var refused *autoRefusal
 		if !errors.As(err, &refused) {
 			return err
 		}
-		rec.ApprovedBy = saved
 		refusals = refused.reasons
 	}
 	if person { // one approval of several: recorded, and the run waits for the rest

@@ -609,9 +609,13 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 	return q.raw, q.err
 }
 
+// add queues a copy of r: the caller may go on changing its own (ApplyWith's record after an
+// apply that failed) while the writer encodes the copy on its own goroutine. The copy shares
+// r's slices and maps, which nobody changes in place once a record is made.
 func (a *auditLog) add(r *RunRecord) {
+	cp := *r
 	a.mu.Lock()
-	a.queue = append(a.queue, &queuedRecord{rec: r})
+	a.queue = append(a.queue, &queuedRecord{rec: &cp})
 	n := len(a.queue)
 	now := a.closed || n >= maxQueued
 	a.mu.Unlock()

@@ -381,10 +381,14 @@ func (s *Store) commitLocked(ops []op, extra []store.SysDoc) error {
 				return err
 			}
 		}
+		var sys sysBatch
 		for _, d := range extra {
-			if err := s.putSysDoc(d); err != nil {
+			if err := s.putSysDocIn(d, &sys); err != nil {
 				return err
 			}
+		}
+		if err := sys.write(s); err != nil {
+			return err
 		}
 		if len(ops) == 0 {
 			return nil

@@ -55,7 +55,9 @@ type Store struct {
 	domain  *store.Domain
 	schemas map[string]*store.Schema
 	names   []string // domain table names, sorted
-	created bool
+	// digestMemo keeps the last decoded digests of the store's record (verifySysLocked).
+	digestMemo digestMemo
+	created    bool
 
 	bolt *boltStore
 	db   *clover.DB
@@ -410,11 +412,49 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 	return s.putSysLocked(metaCollection, metaID, m)
 }
 
+// digestMemo is the digests of the store's record as last decoded, with the record's JSON they
+// came from: a miss of GetSys (a run without a decision, asked on every look at a run) verifies
+// its collection against the record, and decoding the record, the domain's definition files
+// and all, cost more than the rest of the look (issue 32). The record is still read from the
+// file each time; only an unchanged one is not decoded again.
+type digestMemo struct {
+	mu      sync.Mutex
+	raw     string
+	digests map[string]collDigest
+}
+
+// recordDigests reads the digests of the store's record; it runs inside guard.
+func (s *Store) recordDigests() (m struct{ Digests map[string]collDigest }, found bool, err error) {
+	if ok, err := s.db.HasCollection(metaCollection); err != nil || !ok {
+		return m, false, err
+	}
+	doc, err := s.db.FindById(metaCollection, sysDocID(metaCollection, metaID))
+	if err != nil || doc == nil {
+		return m, false, err
+	}
+	raw, _ := doc.Get("json").(string)
+	s.digestMemo.mu.Lock()
+	defer s.digestMemo.mu.Unlock()
+	if s.digestMemo.raw != raw || s.digestMemo.digests == nil {
+		var r struct {
+			Digests map[string]collDigest `json:"digests"`
+		}
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			return m, true, fmt.Errorf("system document %s/%s: %w", metaCollection, metaID, err)
+		}
+		if r.Digests == nil {
+			return m, true, nil // written before digests existed
+		}
+		s.digestMemo.raw, s.digestMemo.digests = raw, r.Digests
+	}
+	m.Digests = s.digestMemo.digests // read only
+	return m, true, nil
+}
+
 // verifySysLocked checks the system collection coll's documents against the count and digest
 // the store recorded, returning a *DamagedError when they differ. The caller holds s.bolt.mu.
 func (s *Store) verifySysLocked(coll string) error {
-	var m metaRecord
-	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	m, found, err := s.recordDigests()
 	if err != nil {
 		return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 	}
@@ -681,13 +721,89 @@ func (s *Store) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error {
 		return nil
 	}
 	return s.write(ctx, func() error {
+		var b sysBatch
 		for _, d := range docs {
-			if err := s.putSysDoc(d); err != nil {
+			if err := s.putSysDocIn(d, &b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return b.write(s)
 	})
+}
+
+// sysBatch is the documents of one PutSysDocs, encoded in their order (a document may hash the
+// one before it: the audit log's chain) and inserted together, each collection's new documents
+// by one clover Insert: one read and write of the collection's metadata for the batch, not one
+// per document (issue 32: the audit log writes a record and a chain entry per run).
+type sysBatch struct {
+	colls []string                 // in first-seen order
+	docs  map[string][]sysBatchDoc // by collection
+	at    map[string]int           // collection \x00 id -> index in docs: a later version replaces it
+}
+
+type sysBatchDoc struct {
+	id  string
+	raw []byte
+}
+
+func (b *sysBatch) add(coll, id string, raw []byte) {
+	if b.docs == nil {
+		b.docs, b.at = map[string][]sysBatchDoc{}, map[string]int{}
+	}
+	key := coll + "\x00" + id
+	if i, ok := b.at[key]; ok {
+		b.docs[coll][i].raw = raw
+		return
+	}
+	if _, ok := b.docs[coll]; !ok {
+		b.colls = append(b.colls, coll)
+	}
+	b.at[key] = len(b.docs[coll])
+	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id, raw})
+}
+
+func (b *sysBatch) has(coll, id string) bool {
+	_, ok := b.at[coll+"\x00"+id]
+	return ok
+}
+
+// write inserts the batch's new documents and replaces those the store holds; it runs inside
+// the group.
+func (b *sysBatch) write(s *Store) error {
+	root := s.bolt.group.Bucket([]byte(rootBucket))
+	for _, coll := range b.colls {
+		ok, err := s.db.HasCollection(coll)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := s.db.CreateCollection(coll); err != nil {
+				return err
+			}
+			root = s.bolt.group.Bucket([]byte(rootBucket))
+		}
+		var fresh []*cloverDoc
+		for _, d := range b.docs[coll] {
+			id := sysDocID(coll, d.id)
+			if root != nil && root.Get(append(docPrefix(coll), id...)) != nil {
+				if err := s.putSysRawLocked(coll, d.id, d.raw); err != nil {
+					return err
+				}
+				continue
+			}
+			doc := newCloverDoc()
+			doc.Set(idField, id)
+			doc.Set("id", d.id)
+			doc.Set("json", string(d.raw))
+			fresh = append(fresh, doc)
+		}
+		if len(fresh) > 0 {
+			if err := s.db.Insert(coll, fresh...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
@@ -767,9 +883,22 @@ func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
 
 // putSysDoc writes one system document; it runs inside a group.
 func (s *Store) putSysDoc(d store.SysDoc) error {
+	var b sysBatch
+	if err := s.putSysDocIn(d, &b); err != nil {
+		return err
+	}
+	return b.write(s)
+}
+
+// putSysDocIn encodes and indexes one system document and adds it to b, which writes it; it
+// runs inside a group.
+func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 	c, err := sysCollection(d.Collection)
 	if err != nil {
 		return err
+	}
+	if d.Create && b.has(c, d.ID) {
+		return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
 	}
 	if d.Create {
 		ok, err := s.db.HasCollection(c)
@@ -793,7 +922,8 @@ func (s *Store) putSysDoc(d store.SysDoc) error {
 	if err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false); err != nil {
 		return err
 	}
-	return s.putSysRawLocked(c, d.ID, raw)
+	b.add(c, d.ID, raw)
+	return nil
 }
 
 func (s *Store) putSysLocked(coll, id string, v any) error {

@@ -82,3 +82,32 @@ func BenchmarkImportJSON10k(b *testing.B) {
 		}
 	}
 }
+
+// PutSysDocs inserts a batch's new documents together: a document written twice in one batch
+// (a run's record queued, then written again by its apply) is stored as its last version, once,
+// and counted once by the collection's digest; a second Create of one id in a batch is refused.
+func TestPutSysDocsKeepsTheLastVersionInABatch(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	require.NoError(t, s.PutSysDocs(ctx,
+		store.SysDoc{Collection: "runs", ID: "r1", Value: map[string]any{"v": 1}},
+		store.SysDoc{Collection: "chain", ID: "c1", Value: 1, Create: true},
+		store.SysDoc{Collection: "runs", ID: "r1", Value: map[string]any{"v": 2}},
+		store.SysDoc{Collection: "runs", ID: "r0", Value: map[string]any{"v": 0}},
+	))
+	recs, err := s.ListSys("runs") // checks the digests too
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.JSONEq(t, `{"v": 2}`, string(recs[1].JSON))
+	err = s.PutSysDocs(ctx,
+		store.SysDoc{Collection: "chain", ID: "c2", Value: 2, Create: true},
+		store.SysDoc{Collection: "chain", ID: "c2", Value: 3, Create: true},
+	)
+	require.ErrorIs(t, err, store.ErrSysExists)
+	err = s.PutSysDocs(ctx, store.SysDoc{Collection: "chain", ID: "c1", Value: 4, Create: true})
+	require.ErrorIs(t, err, store.ErrSysExists)
+	recs, err = s.ListSys("chain")
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.JSONEq(t, `1`, string(recs[0].JSON))
+}
