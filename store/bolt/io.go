@@ -429,15 +429,23 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 		return nil
 	}
 	// unstage deletes what was staged when the import fails, and returns err with its error.
+	unstaged := false
 	unstage := func(err error) error {
-		if stg == nil {
+		if stg == nil || unstaged {
 			return err
 		}
+		unstaged = true
 		if derr := stg.discard(); derr != nil {
 			return errors.Join(err, fmt.Errorf("import: the rows written so far were not deleted (the store deletes them when it is opened again): %w", derr))
 		}
 		return err
 	}
+	finished := false
+	defer func() { // a panic (a server recovers it) leaves nothing staged either
+		if !finished {
+			unstage(nil)
+		}
+	}()
 	var err error
 	switch format {
 	case JSON:
@@ -480,6 +488,7 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 		if err := stg.finish(); err != nil {
 			return ImportResult{}, unstage(err)
 		}
+		finished = true
 		return ImportResult{Inserted: stg.n, Commits: 1}, nil
 	}
 	ops, err := s.importOps(sc, im.rows, !empty, &res)
