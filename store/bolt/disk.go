@@ -298,14 +298,22 @@ func (k *keyOps) addRow(sc *store.Schema, fields []string, row table.Row, value 
 // order (an index of names, a shuffled import) each moved every entry after them in one ever
 // larger node: quadratic. In key order they append.
 func (k *keyOps) apply(tx *bbolt.Tx) error {
+	return k.applyWith(func(kb keyBucket) *bbolt.Bucket {
+		if kb.field == "" {
+			return tableKeys(tx, kb.table)
+		}
+		if idx := tableIndexes(tx, kb.table); idx != nil {
+			return idx.Bucket([]byte(kb.field))
+		}
+		return nil
+	})
+}
+
+// applyWith is apply into the buckets bucket returns (nil: none).
+func (k *keyOps) applyWith(bucket func(keyBucket) *bbolt.Bucket) error {
 	for kb, p := range k.by {
 		ops := *p
-		var b *bbolt.Bucket
-		if kb.field == "" {
-			b = tableKeys(tx, kb.table)
-		} else if idx := tableIndexes(tx, kb.table); idx != nil {
-			b = idx.Bucket([]byte(kb.field))
-		}
+		b := bucket(kb)
 		if b == nil {
 			return fmt.Errorf("store: table %s has no key bucket %q", kb.table, kb.field)
 		}

@@ -388,24 +388,84 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	}
 	im := newImporter(sc)
 	bad := &ImportErrors{Table: name} // records the reader finds wrong (CSV rows of the wrong length)
+	// A large import into an empty table is staged (see staged.go): from its stagedMin-th valid
+	// row on it holds the Store's lock and writes every stageBatch rows in a staging commit, so
+	// that memory holds a batch, not the file's rows and one transaction of all of them.
+	var stg *staged
+	locked, tried := false, false
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
+	failed := func() bool { return im.bad.Failed() || bad.Failed() }
+	each := func(rc record) error {
+		if im.add(rc); len(im.pending) >= stageBatch { // the tests' small batches
+			im.flush()
+		}
+		if !tried && len(im.rows) >= stagedMin && !failed() {
+			tried = true
+			s.mu.Lock()
+			locked = true
+			if s.closed {
+				return errors.New("store is closed")
+			}
+			var err error
+			if stg, err = s.beginStaged(sc); err != nil {
+				return err
+			}
+			if stg == nil {
+				s.mu.Unlock()
+				locked = false
+			}
+		}
+		if stg != nil && len(im.rows) >= stageBatch && !failed() {
+			if err := stg.stageRows(im.rows); err != nil {
+				return err
+			}
+			clear(im.rows)
+			im.rows = im.rows[:0]
+		}
+		return nil
+	}
+	// unstage deletes what was staged when the import fails, and returns err with its error.
+	unstaged := false
+	unstage := func(err error) error {
+		if stg == nil || unstaged {
+			return err
+		}
+		unstaged = true
+		if derr := stg.discard(); derr != nil {
+			return errors.Join(err, fmt.Errorf("import: the rows written so far were not deleted (the store deletes them when it is opened again): %w", derr))
+		}
+		return err
+	}
+	finished := false
+	defer func() { // a panic (a server recovers it) leaves nothing staged either
+		if !finished {
+			unstage(nil)
+		}
+	}()
 	var err error
 	switch format {
 	case JSON:
-		err = readJSONRecords(ctx, sc, r, im.each)
+		err = readJSONRecords(ctx, sc, r, each)
 	case CSV:
-		err = store.ReadCSV(ctx, sc, r, bad, func(row table.Row, num, line int) error { return im.each(record{row: row, num: num, line: line}) })
+		err = store.ReadCSV(ctx, sc, r, bad, func(row table.Row, num, line int) error { return each(record{row: row, num: num, line: line}) })
 	default:
 		return res, fmt.Errorf("import: unknown format %q (want json or csv)", format)
 	}
 	if err != nil {
-		return res, err
+		return res, unstage(err)
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return res, unstage(err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if !locked {
+		s.mu.Lock()
+		locked = true
+	}
 	if s.closed {
 		return res, errors.New("store is closed")
 	}
@@ -418,7 +478,18 @@ func (s *Store) Import(ctx context.Context, name string, r io.Reader, format For
 	im.generate(next)
 	bad.Merge(im.bad)
 	if err := bad.Err(); err != nil {
-		return res, err
+		return res, unstage(err)
+	}
+	if stg != nil {
+		if err := stg.stageRows(im.rows); err != nil {
+			return res, unstage(err)
+		}
+		im.rows = nil
+		if err := stg.finish(); err != nil {
+			return ImportResult{}, unstage(err)
+		}
+		finished = true
+		return ImportResult{Inserted: stg.n, Commits: 1}, nil
 	}
 	ops, err := s.importOps(sc, im.rows, !empty, &res)
 	if err != nil {

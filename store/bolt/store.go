@@ -265,6 +265,9 @@ func (s *Store) init(opts Options) error {
 	if m.Format != formatVersion {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
+	if err := s.clearStagedAtOpen(); err != nil { // an import killed before its last commit
+		return err
+	}
 	if msg := store.DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
 		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
 	}
