@@ -135,7 +135,7 @@ var (
 type collector struct {
 	sc      *store.Schema
 	bad     *store.ImportErrors
-	seen    map[any]int
+	seen    seenKeys
 	later   []keyless
 	fileMax int64 // the highest key number (KeyPrefix and digits) among the records
 	batch   []table.Row
@@ -151,7 +151,7 @@ type keyless struct {
 }
 
 func newCollector(sc *store.Schema, done <-chan struct{}) *collector {
-	return &collector{sc: sc, bad: &store.ImportErrors{Table: sc.Name}, seen: map[any]int{}, fileMax: -1,
+	return &collector{sc: sc, bad: &store.ImportErrors{Table: sc.Name}, fileMax: -1,
 		out: make(chan []table.Row, 4), done: done}
 }
 
@@ -178,12 +178,11 @@ func (c *collector) check(row table.Row, num, line int) error {
 		return c.stopIfBad()
 	}
 	k := v[sc.Key]
-	if j, dup := c.seen[k]; dup {
+	if j, dup := c.seen.add(k, num); dup {
 		c.bad.Add(&store.ImportError{Table: sc.Name, Record: num, Line: line,
 			Err: &table.FieldError{Table: sc.Name, Key: k, Rule: fmt.Sprintf("duplicate key: record %d has the same %s", j, sc.Key)}})
 		return c.stopIfBad()
 	}
-	c.seen[k] = num
 	if err := c.stopIfBad(); err != nil || c.ended { // store.ReadCSV adds its bad records itself
 		return err
 	}
@@ -192,6 +191,36 @@ func (c *collector) check(row table.Row, num, line int) error {
 		return c.flush()
 	}
 	return nil
+}
+
+// seenKeys are the keys of an import's records, each with the first record that has it: a map
+// by the key's type, which hashes a key faster than a map of interfaces.
+type seenKeys struct {
+	strs map[string]int
+	ints map[int64]int
+}
+
+// add records key k of record num, or returns the record that had it first.
+func (s *seenKeys) add(k any, num int) (first int, dup bool) {
+	switch k := k.(type) {
+	case string:
+		if s.strs == nil {
+			s.strs = map[string]int{}
+		}
+		if first, dup = s.strs[k]; !dup {
+			s.strs[k] = num
+		}
+	case int64:
+		if s.ints == nil {
+			s.ints = map[int64]int{}
+		}
+		if first, dup = s.ints[k]; !dup {
+			s.ints[k] = num
+		}
+	default: // a validated key is a string or an int
+		panic(fmt.Sprintf("import: a key of type %T", k))
+	}
+	return first, dup
 }
 
 // stopIfBad ends the rows sent when a record was bad (the copy then fails; the file is read on
