@@ -349,15 +349,12 @@ func readJSON(ctx context.Context, sc *store.Schema, r io.Reader, fn func(row ta
 		return &store.ImportError{Table: name, Err: fmt.Errorf("the file must hold a list of rows or {%q: [rows]}", name)}
 	}
 	for i := 1; dec.More(); i++ {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return &store.ImportError{Table: name, Record: i, Err: errors.New("want an object with the row's fields")}
-			}
+		var x any // decoding into an any takes encoding/json's fast path, not reflection's
+		if err := dec.Decode(&x); err != nil {
 			return notJSON(i, err)
 		}
-		if m == nil { // null
+		m, ok := x.(map[string]any)
+		if !ok {
 			return &store.ImportError{Table: name, Record: i, Err: errors.New("want an object with the row's fields")}
 		}
 		if err := fn(store.FromJSON(m).(map[string]any), i, 0); err != nil {
