@@ -267,6 +267,10 @@ func TestImportStreamsAllOrNothing(t *testing.T) {
 		assert.Equal(t, n, count())
 		assert.Equal(t, indexes, indexDefs(t, s), "the indexes are made again as they were")
 	}
+	for _, notObject := range []string{`[1]`, `[null]`, `{"inventory": [[]]}`} {
+		_, err = s.Import(bg, "inventory", strings.NewReader(notObject), store.JSON, Upsert)
+		assert.ErrorContains(t, err, "record 1: want an object with the row's fields", notObject)
+	}
 	// The indexes work: a get by the indexed name.
 	sg := s.StageFor(bg, store.RunLimits{})
 	inv, _ := sg.Table("inventory")
