@@ -492,8 +492,10 @@ func (s *Store) load(ctx context.Context, tx pgx.Tx, t *sqlTable, mode ImportMod
 // what keeping it up row by row costs (at 1M rows, half of the server's time: see
 // scale_bench_test.go). They are made again from the catalog's own definitions under their
 // names, the constraints that own one (the primary key, _ord's UNIQUE) as constraints, which
-// check the keys again. A table another program shares (mapped), or one a foreign key refers
-// to, keeps its indexes.
+// check the keys again. Dropping them takes the table's ACCESS EXCLUSIVE lock to the commit: a
+// read of the table (a dry run, another program's SELECT) waits for the import instead of
+// seeing the table empty. A table another program shares (mapped), or one a foreign key refers
+// to, keeps its indexes (and its readers).
 func copyIntoEmpty(ctx context.Context, tx pgx.Tx, t *sqlTable, src pgx.CopyFromSource) (int, error) {
 	var rebuild []string
 	if !t.mapped {
