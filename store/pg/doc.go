@@ -50,8 +50,10 @@
 // touch one table are serialized (each holds the lock for a few round trips, and for verify).
 //
 // Also: Seed/SeedRows (the kept seed), Import (JSON or CSV, read by store/bolt's reader
-// (store.ReadCSV); validated whole, then COPY into a temporary table and set-based upsert or
-// replace under the table's lock), Dump/Export (JSON or CSV, the bytes store/bolt writes for the
+// (store.ReadCSV); one transaction under the table's lock: the file is read as a stream and
+// each row validated and sent to COPY as it is read, straight into an empty table (its indexes
+// dropped and built again after the copy: its readers wait for the import's commit) or into a temporary table merged by set-based upsert
+// or replace; a bad record rolls it all back), Dump/Export (JSON or CSV, the bytes store/bolt writes for the
 // same rows), UpgradeDomain (upgrade.go: the rows checked, then the tables, columns, constraints
 // and indexes changed and the definition recorded, in one transaction), Check (rows against their schemas and _ord, system documents, the
 // ordered index, the domain's rules), Notify/Listen (PostgreSQL's NOTIFY on the store's channel,

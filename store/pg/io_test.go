@@ -2,10 +2,13 @@ package pg
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/starplan/starplan/internal/pgtest"
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/store/storetest"
@@ -180,4 +183,99 @@ func TestCSVImportRefusesBrokenFiles(t *testing.T) {
 			assert.Equal(t, before, exports(t, s), "nothing was written")
 		})
 	}
+}
+
+// importFile is a JSON file of n inventory items, SG001 on; bad, when not "", replaces record
+// n's price with it.
+func importFile(n int, bad string) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteString(",\n")
+		}
+		price := "20.5"
+		if i == n && bad != "" {
+			price = bad
+		}
+		fmt.Fprintf(&b, `{"item_id": "SG%03d", "name": "Item %d", "description": "d", "quantity_in_stock": 5, "price": %s}`, i, i, price)
+	}
+	return b.String() + "]"
+}
+
+// indexDefs are the definitions of the indexes of s's inventory table.
+func indexDefs(t *testing.T, s *Store) []string {
+	rows, err := s.Pool().Query(bg, "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'inventory' ORDER BY indexname", s.SQLSchema())
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return defs
+}
+
+// An import is streamed to the table in batches as it is read, and is still all or nothing: a
+// bad record at the file's end (after several batches were copied), a duplicate key far from
+// its first, or a file cut short leave the table as it was, empty (its indexes, dropped for
+// the copy, there again) or not; each bad record is named, those after the first too. A good
+// file's rows are all there, with the table's indexes made again as they were.
+func TestImportStreamsAllOrNothing(t *testing.T) {
+	n := testtier.Size(3*importBatch+7, 50_000)
+	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{NoSeed: true})
+	require.NoError(t, err)
+	defer s.Close()
+	indexes := indexDefs(t, s)
+	require.Len(t, indexes, 3, "the key, _ord and the name index")
+	count := func() int {
+		var c int
+		require.NoError(t, s.Pool().QueryRow(bg, "SELECT count(*) FROM "+s.tables["inventory"].name).Scan(&c))
+		return c
+	}
+	for _, mode := range []ImportMode{Replace, Upsert} {
+		before := count()
+		_, err = s.Import(bg, "inventory", strings.NewReader(importFile(n, "-1")), store.JSON, mode)
+		require.ErrorContains(t, err, fmt.Sprintf("record %d", n))
+		assert.ErrorContains(t, err, "price")
+		assert.Equal(t, before, count(), "nothing imported")
+		assert.Equal(t, indexes, indexDefs(t, s))
+
+		twoBad := strings.Replace(importFile(n, "-2"), `"quantity_in_stock": 5`, `"quantity_in_stock": -5`, 1)
+		_, err = s.Import(bg, "inventory", strings.NewReader(twoBad), store.JSON, mode)
+		var bad *store.ImportErrors
+		require.ErrorAs(t, err, &bad)
+		require.Len(t, bad.Errs, 2, "the file is read on past the first bad record: %v", err)
+		assert.Equal(t, 1, bad.Errs[0].Record)
+		assert.Equal(t, n, bad.Errs[1].Record)
+		assert.Equal(t, before, count())
+
+		dup := strings.Replace(importFile(n, ""), fmt.Sprintf(`"SG%03d"`, n), `"SG001"`, 1)
+		_, err = s.Import(bg, "inventory", strings.NewReader(dup), store.JSON, mode)
+		require.ErrorContains(t, err, "duplicate key: record 1 has the same item_id")
+		assert.Equal(t, before, count())
+
+		cut := importFile(n, "")
+		_, err = s.Import(bg, "inventory", strings.NewReader(cut[:len(cut)-30]), store.JSON, mode)
+		require.ErrorContains(t, err, "not JSON")
+		assert.Equal(t, before, count())
+		assert.Equal(t, indexes, indexDefs(t, s))
+
+		res, err := s.Import(bg, "inventory", strings.NewReader(importFile(n, "")), store.JSON, mode)
+		require.NoError(t, err)
+		if before == 0 {
+			assert.Equal(t, ImportResult{Inserted: n, Commits: 1}, res)
+		} else {
+			assert.Equal(t, ImportResult{Unchanged: n}, res)
+		}
+		assert.Equal(t, n, count())
+		assert.Equal(t, indexes, indexDefs(t, s), "the indexes are made again as they were")
+	}
+	for _, notObject := range []string{`[1]`, `[null]`, `{"inventory": [[]]}`} {
+		_, err = s.Import(bg, "inventory", strings.NewReader(notObject), store.JSON, Upsert)
+		assert.ErrorContains(t, err, "record 1: want an object with the row's fields", notObject)
+	}
+	// The indexes work: a get by the indexed name.
+	sg := s.StageFor(bg, store.RunLimits{})
+	inv, _ := sg.Table("inventory")
+	rows, err := inv.Find(table.Query{Where: map[string]any{"name": fmt.Sprintf("Item %d", n)}})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, fmt.Sprintf("SG%03d", n), rows[0]["item_id"])
 }
