@@ -46,7 +46,13 @@ func newFixture(t testing.TB, opts Options) *fixture {
 // fixtureOn is a server over st, which it closes at the test's end.
 func fixtureOn(t testing.TB, st *bolt.Store, opts Options) *fixture {
 	t.Helper()
-	eng, err := engine.New(st, engine.Options{})
+	return fixtureWith(t, st, engine.Options{}, opts)
+}
+
+// fixtureWith is fixtureOn with the engine's options.
+func fixtureWith(t testing.TB, st *bolt.Store, eopts engine.Options, opts Options) *fixture {
+	t.Helper()
+	eng, err := engine.New(st, eopts)
 	require.NoError(t, err)
 	if opts.Token == "" {
 		opts.Token = testToken

@@ -26,6 +26,8 @@ import (
 
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/internal/testtier"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/store/bolt"
 	"github.com/starplan/starplan/table"
 )
 
@@ -454,7 +456,11 @@ func (e *eventTally) checkEnd() {
 //
 // It does soakRounds rounds per client; -soak=30s makes it run for 30 s instead (see soakFor).
 func TestSoak64Clients(t *testing.T) {
-	f := newFixture(t, Options{EventBacklog: soakBacklog})
+	// Runs get a minute (the default is seconds): which runs fail is part of what the soak
+	// checks, and on a busy machine under -race a run's time limit fired (limit_exceeded).
+	st, err := bolt.Open(t.TempDir(), bolt.Options{})
+	require.NoError(t, err)
+	f := fixtureWith(t, st, engine.Options{Limits: sandbox.Limits{Timeout: time.Minute}}, Options{EventBacklog: soakBacklog})
 	limit := 5 * time.Minute
 	if *soakFor > 0 {
 		limit += *soakFor
