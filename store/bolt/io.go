@@ -305,12 +305,6 @@ func (im *importer) add(rc record) {
 	}
 }
 
-// each is add as a reader's callback.
-func (im *importer) each(rc record) error {
-	im.add(rc)
-	return nil
-}
-
 // importBatch is how many records an import reads before it checks them. Checking each as it
 // is read interleaved the decoder's short-lived maps with the rows the table keeps, so that
 // after a collection every page of those maps was half garbage and later allocations filled

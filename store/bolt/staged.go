@@ -47,13 +47,12 @@ var (
 
 // staged is an import being staged into an empty table.
 type staged struct {
-	s    *Store
-	sc   *store.Schema
-	ver  int64 // the version the import commits at
-	n    int   // rows staged
-	dg   collDigest
-	max  int64 // the highest key number staged
-	keys *keyOps
+	s   *Store
+	sc  *store.Schema
+	ver int64 // the version the import commits at
+	n   int   // rows staged
+	dg  collDigest
+	max int64 // the highest key number staged
 }
 
 // beginStaged starts staging rows into table sc at the next version, or returns nil when the
