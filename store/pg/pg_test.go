@@ -242,13 +242,7 @@ func TestIndexedReadsAreIndexedSelects(t *testing.T) {
 // which reads what the first committed, is a conflict. Without the lock on the tables' version
 // rows the second would check the rows before the first committed and write too.
 func TestConcurrentAppliersOneWins(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, err := Create(bg, dsn, storetest.Domain(), Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := Open(bg, dsn, Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	dsn, a, b := twoServers(t)
 
 	for _, tc := range []struct {
 		name string
@@ -331,13 +325,7 @@ func waitForLockWait(t *testing.T, dsn string, second <-chan error) (err error, 
 // Many rounds of two servers applying conflicting runs at the same moment: every round exactly
 // one applies, and the counter they both increment moves by one per round.
 func TestConcurrentAppliersStress(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, err := Create(bg, dsn, storetest.Domain(), Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := Open(bg, dsn, Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	_, a, b := twoServers(t)
 	const rounds = 20
 	for i := range rounds {
 		var ps [2]*store.Pending
@@ -380,13 +368,8 @@ func TestConcurrentAppliersStress(t *testing.T) {
 // A stage's Pending applies on another store of the same database (a dry run on one server,
 // the apply on another), once: the same pending change again is a conflict.
 func TestApplyOnAnotherServerOnce(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, err := Create(bg, dsn, storetest.Domain(), Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := Open(bg, dsn, Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	_, a, b := twoServers(t)
+	var err error
 	sg := a.StageFor(bg, store.RunLimits{})
 	_, err = items(t, sg).Update(table.Row{"qty": int64(33)}, where("category", "b"))
 	require.NoError(t, err)
@@ -474,13 +457,7 @@ func TestNaturalOrder(t *testing.T) {
 // A payload notified on one store reaches the listeners of every store on the same schema, in
 // order; a store of another schema hears nothing.
 func TestNotifyReachesEveryListener(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, err := Create(bg, dsn, storetest.Domain(), Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := Open(bg, dsn, Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	dsn, a, b := twoServers(t)
 	other, err := Create(bg, dsn, storetest.Domain(), Options{Schema: "elsewhere"})
 	require.NoError(t, err)
 	defer other.Close()
@@ -737,13 +714,7 @@ func TestApplyRetriesAfterDeadlock(t *testing.T) {
 // would): the second waits until the first unlocks. (A process that dies holding it loses it
 // with its connection: the two-server kill tests, TestKillServerMidApply, would hang otherwise.)
 func TestLockSysExcludesAnotherStore(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, err := Create(bg, dsn, storetest.Domain(), Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := Open(bg, dsn, Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	_, a, b := twoServers(t)
 
 	unlock, err := a.LockSys(bg, "audit_chain")
 	require.NoError(t, err)
@@ -765,4 +736,18 @@ func TestLockSysExcludesAnotherStore(t *testing.T) {
 	}()
 	unlock()
 	require.NoError(t, <-got, "free once the first unlocked")
+}
+
+// twoServers makes a store of the conformance domain on a new database and opens it twice, as
+// two servers would, each with its own connections; both close at the test's end.
+func twoServers(t *testing.T) (dsn string, a, b *Store) {
+	t.Helper()
+	dsn = pgtest.DSN(t)
+	a, err := Create(bg, dsn, storetest.Domain(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	b, err = Open(bg, dsn, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return dsn, a, b
 }
