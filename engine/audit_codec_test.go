@@ -57,7 +57,7 @@ func fullRecord() *RunRecord {
 				{Table: "inventory", Key: "SG008", Base: 2, Before: other, Row: other},                // not in the change set
 				{Table: "inventory", Key: "SG001", Base: 1, Before: before, Row: table.Row{"x": 1.0}}, // differs from it
 			},
-			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage(`{"a": 1}`), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
+			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage(`{"a": "<b>&", "c": [1, 2.50]}`), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
 		},
 		Truncated: []string{"reply"},
 		Who:       Who{ProposedBy: "bob", ApprovedBy: []string{"carol"}, RejectedBy: "dave", AutoApprovedByRule: "small", ApprovalsNeeded: 2},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"strconv"
 
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
@@ -73,7 +72,7 @@ func (r *RunRecord) stored() *storedRecord {
 			p.Writes = make([]storedWrite, len(r.Writes.Writes))
 		}
 		for i, w := range r.Writes.Writes {
-			c, ok := rows[rowRef{w.Table, keyString(w.Key)}]
+			c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
 			if ok && sameRow(w.Before, c.before) && sameRow(w.Row, c.after) {
 				w.Before, w.Row = nil, nil
 				p.Writes[i] = storedWrite{PendingWrite: w, InChanges: true}
@@ -86,8 +85,11 @@ func (r *RunRecord) stored() *storedRecord {
 	return s
 }
 
-// rowRef names a row of a change set: its table and its key as keyString writes it.
-type rowRef struct{ table, key string }
+// rowRef names a row of a change set: its table and its key (rowKey).
+type rowRef struct {
+	table string
+	key   any
+}
 
 // rowChange is a row's change: before (nil for an insert) and after (nil for a delete).
 type rowChange struct{ before, after table.Row }
@@ -100,40 +102,41 @@ func rowChanges(cs table.ChangeSet) map[rowRef]rowChange {
 			continue
 		}
 		for _, row := range tc.Inserted {
-			out[rowRef{name, keyString(row[tc.Key])}] = rowChange{after: row}
+			out[rowRef{name, rowKey(row[tc.Key])}] = rowChange{after: row}
 		}
 		for _, u := range tc.Updated {
-			out[rowRef{name, keyString(u.Key)}] = rowChange{before: u.Before, after: u.After}
+			out[rowRef{name, rowKey(u.Key)}] = rowChange{before: u.Before, after: u.After}
 		}
 		for _, row := range tc.Deleted {
-			out[rowRef{name, keyString(row[tc.Key])}] = rowChange{before: row}
+			out[rowRef{name, rowKey(row[tc.Key])}] = rowChange{before: row}
 		}
 	}
 	return out
 }
 
-// keyString is a key's text as JSON has it: a string key "1" and an int key 1 differ, an int
-// key 1 and a float key 1.0 do not (a record read back has the kinds of the key's field in its
-// rows, but a write's key is read as a plain number).
-func keyString(k any) string {
+// rowKey is a key as JSON has it, and comparable: a string key "1" and an int key 1 differ, an
+// int key 1 and a float key 1.0 do not (a record read back has the kinds of the key's field in
+// its rows, but a write's key is read as a plain number).
+func rowKey(k any) any {
 	switch k := k.(type) {
-	case string:
-		return "s" + k
-	case int64:
-		return "n" + strconv.FormatInt(k, 10)
+	case string, int64, nil:
+		return k
 	case int:
-		return "n" + strconv.Itoa(k)
+		return int64(k)
 	case float64:
 		if k == math.Trunc(k) && math.Abs(k) < 1<<63 {
-			return "n" + strconv.FormatInt(int64(k), 10)
+			return int64(k)
 		}
-		return "n" + strconv.FormatFloat(k, 'g', -1, 64)
+		return k
 	case json.Number: // a record checked as it is stored (CheckRecord)
-		return keyString(plainNumbers(k))
+		return rowKey(plainNumbers(k))
 	}
 	b, _ := json.Marshal(k)
-	return "j" + string(b)
+	return jsonKey(b)
 }
+
+// jsonKey is a key of another kind, by its JSON.
+type jsonKey string
 
 // sameRow reports whether a and b are the same row, nil and empty told apart (they encode
 // differently): a write stored as in_changes reads back as it was.
@@ -180,7 +183,7 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 				if rows == nil {
 					rows = rowChanges(r.Changes)
 				}
-				c, ok := rows[rowRef{w.Table, keyString(w.Key)}]
+				c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
 				if !ok {
 					return nil, fmt.Errorf("write %d (table %s, key %v) names its rows in the record's changes, which have no change of that row", i+1, w.Table, w.Key)
 				}

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/starplan/starplan/store"
+
 	"github.com/starplan/starplan/table"
 )
 
@@ -123,8 +125,22 @@ func (s *storedRecord) encode() ([]byte, error) {
 		e.int(int64(r.ApprovalsNeeded))
 	}
 	if len(r.Scans) > 0 {
-		e.raw(`,"scans":`)
-		e.json(r.Scans)
+		e.raw(`,"scans":[`)
+		for i, sc := range r.Scans {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.raw(`{"table":`)
+			e.str(sc.Table)
+			e.raw(`,"fields":`)
+			e.strs(sc.Fields)
+			e.raw(`,"calls":`)
+			e.int(int64(sc.Calls))
+			e.raw(`,"rows_examined":`)
+			e.int(sc.Rows)
+			e.raw("}")
+		}
+		e.raw("]")
 	}
 	if s.ProgramIsReply {
 		e.raw(`,"program_is_reply":true`)
@@ -146,7 +162,7 @@ func (s *storedRecord) encode() ([]byte, error) {
 			e.raw("]")
 		}
 		e.raw(`,"reads":`)
-		e.json(p.Reads)
+		e.reads(p.Reads)
 		e.raw("}")
 	}
 	e.raw("}")
@@ -170,6 +186,52 @@ func (e *recordEncoder) write(w *storedWrite) {
 		e.raw(`,"in_changes":true`)
 	}
 	e.raw("}")
+}
+
+// reads writes a pending run's reads; a predicate's Where is written by encoding/json (it
+// compacts the raw JSON it holds).
+func (e *recordEncoder) reads(rs []store.PendingRead) {
+	if rs == nil {
+		e.raw("null")
+		return
+	}
+	e.raw("[")
+	for i, r := range rs {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.raw(`{"table":`)
+		e.str(r.Table)
+		if r.Key != nil {
+			e.raw(`,"key":`)
+			e.value(r.Key)
+		}
+		if r.All {
+			e.raw(`,"all":true`)
+		}
+		e.raw(`,"version":`)
+		e.int(r.Version)
+		e.optStr(`,"pred":`, r.Pred)
+		if len(r.Where) > 0 {
+			e.raw(`,"where":`)
+			e.json(r.Where)
+		}
+		if r.From != nil {
+			e.raw(`,"from":`)
+			e.value(r.From)
+		}
+		if r.To != nil {
+			e.raw(`,"to":`)
+			e.value(r.To)
+		}
+		if r.N != 0 {
+			e.raw(`,"n":`)
+			e.int(r.N)
+		}
+		e.optStr(`,"digest":`, r.Digest)
+		e.raw("}")
+	}
+	e.raw("]")
 }
 
 func (e *recordEncoder) changes(cs table.ChangeSet) {
@@ -390,6 +452,14 @@ func (e *recordEncoder) json(v any) {
 
 const hexDigits = "0123456789abcdef"
 
+// jsonSafe holds the ASCII bytes encoding/json writes as they are (with HTML escaping).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s as encoding/json writes a string (HTML characters escaped, invalid
 // UTF-8 as \ufffd, U+2028 and U+2029 escaped).
 func appendJSONString(b []byte, s string) []byte {
@@ -397,7 +467,7 @@ func appendJSONString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
 				continue
 			}
