@@ -217,3 +217,25 @@ func TestOldAndNewRecordsInOneLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, rep.OK(), "%+v", rep.Problems)
 }
+
+// A chain entry is encoded once, by hand, into the bytes and hash that seal and json.Marshal give
+// (VerifyChain checks entries with those): every field set, and the fields a proposal leaves empty.
+func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
+	since := fixedNow.Add(-time.Hour)
+	full := ChainEntry{Seq: 7, Time: fixedNow.Add(123456789), RunID: "r_1<>", Event: ChainCheckpoint, By: "a&b \u2028",
+		Record: "r", PrunedThrough: 5, PrunedSHA256: "p", Since: &since, Definition: "d", Prev: "prev", Hash: "stale"}
+	v := reflect.ValueOf(full)
+	for i := 0; i < v.NumField(); i++ {
+		require.False(t, v.Field(i).IsZero(), "the test leaves ChainEntry.%s zero: set it, and write it in sealed", v.Type().Field(i).Name)
+	}
+	for _, c := range []ChainEntry{full, {Seq: 1, Time: fixedNow, Event: ChainProposed}} {
+		want := c
+		want.seal()
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		got, err := c.sealed()
+		require.NoError(t, err)
+		assert.Equal(t, string(wantJSON), string(got))
+		assert.Equal(t, want.Hash, c.Hash)
+	}
+}
