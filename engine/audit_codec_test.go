@@ -26,7 +26,7 @@ func fullRecord() *RunRecord {
 	at := fixedNow.Add(1500 * time.Millisecond)
 	hostile := "<a href=\"x\">&amp;</a>\\ \x00\x01\x1f\b\f\n\r\t \u2028\u2029 é 日本 \xff\xfe end"
 	before := table.Row{"item_id": "SG001", "name": hostile, "price": 80.0, "quantity_in_stock": int64(23),
-		"tags": []any{"a", int64(1), 2.5, nil, true, map[string]any{"z": 1e-7, "a": 1e21, "m": -0.0}},
+		"tags": []any{"a", int64(1), 2.5, nil, true, map[string]any{"z": 1e-7, "a": 1e21, "m": math.Copysign(0, -1)}},
 		"meta": map[string]any{"k": []any{}, "e": map[string]any{}, "n": nil}}
 	after := table.Row{"item_id": "SG001", "name": hostile, "price": 80.5, "quantity_in_stock": int64(22),
 		"tags": []any{"a"}, "meta": map[string]any{"k": []any{1.0, 123456789012.0}, "big": 1.5e300, "small": -2.5e-10}}
