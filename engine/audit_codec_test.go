@@ -163,6 +163,13 @@ func TestOldAndNewRecordsInOneLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(stored), `"in_changes":true`, "the new record says its rows once")
 	require.Contains(t, string(stored), `"program_is_reply":true`)
+	// An older starplan reads the record as a RunRecord: it finds no writes (they are under a
+	// name it does not know) and refuses to apply the run, rather than applying writes whose rows
+	// it cannot see (a write without its row is a delete).
+	var asOld RunRecord
+	require.NoError(t, json.Unmarshal(stored, &asOld))
+	require.Nil(t, asOld.Writes)
+	require.ErrorContains(t, settled(&asOld), "has nothing to apply")
 
 	got, err := e.Record(older.RunID)
 	require.NoError(t, err)

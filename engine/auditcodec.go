@@ -17,7 +17,9 @@ import (
 //   - A pending run's Writes repeat the rows of its Changes (an update's before and after, an
 //     inserted row, a deleted row). A write whose before and row are exactly its row's change
 //     in Changes is stored without them, marked "in_changes": true; reading the record takes
-//     them (copies) from Changes again.
+//     them (copies) from Changes again. Such writes are stored as "apply_writes", not
+//     "writes": an older starplan then finds nothing to apply in the run (and says so) instead
+//     of applying writes it reads without their rows.
 //   - A bare program is its reply: when Program equals Reply, "program" is stored empty and
 //     "program_is_reply": true says where it is.
 //
@@ -30,8 +32,20 @@ type storedRecord struct {
 	RunRecord
 	// ProgramIsReply says that the program is the reply (stored as "program": "").
 	ProgramIsReply bool `json:"program_is_reply,omitempty"`
-	// Writes shadows RunRecord.Writes.
+	// Writes shadows RunRecord.Writes: the writes when none names its rows in Changes.
 	Writes *storedPending `json:"writes,omitempty"`
+	// WritesOnce holds the writes instead when some name their rows in Changes: under a name an
+	// older starplan does not read, so that it finds nothing to apply in the run rather than
+	// writes without rows (which it would apply as deletes).
+	WritesOnce *storedPending `json:"apply_writes,omitempty"`
+}
+
+// writes is the record's stored writes, under either name.
+func (s *storedRecord) writes() *storedPending {
+	if s.WritesOnce != nil {
+		return s.WritesOnce
+	}
+	return s.Writes
 }
 
 // storedPending is store.Pending as stored: writes may name their rows in Changes.
@@ -71,16 +85,22 @@ func (r *RunRecord) stored() *storedRecord {
 		if r.Writes.Writes != nil {
 			p.Writes = make([]storedWrite, len(r.Writes.Writes))
 		}
+		once := false
 		for i, w := range r.Writes.Writes {
 			c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
 			if ok && sameRow(w.Before, c.before) && sameRow(w.Row, c.after) {
 				w.Before, w.Row = nil, nil
 				p.Writes[i] = storedWrite{PendingWrite: w, InChanges: true}
+				once = true
 				continue
 			}
 			p.Writes[i] = storedWrite{PendingWrite: w}
 		}
-		s.Writes = p
+		if once {
+			s.WritesOnce = p
+		} else {
+			s.Writes = p
+		}
 	}
 	return s
 }
@@ -172,13 +192,13 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 		r.Program = r.Reply
 	}
 	r.Writes = nil
-	if s.Writes != nil {
-		p := &store.Pending{Domain: s.Writes.Domain, Reads: s.Writes.Reads}
-		if s.Writes.Writes != nil {
-			p.Writes = make([]store.PendingWrite, len(s.Writes.Writes))
+	if sw := s.writes(); sw != nil {
+		p := &store.Pending{Domain: sw.Domain, Reads: sw.Reads}
+		if sw.Writes != nil {
+			p.Writes = make([]store.PendingWrite, len(sw.Writes))
 		}
 		var rows map[rowRef]rowChange
-		for i, w := range s.Writes.Writes {
+		for i, w := range sw.Writes {
 			if w.InChanges {
 				if rows == nil {
 					rows = rowChanges(r.Changes)

@@ -145,8 +145,16 @@ func (s *storedRecord) encode() ([]byte, error) {
 	if s.ProgramIsReply {
 		e.raw(`,"program_is_reply":true`)
 	}
-	if p := s.Writes; p != nil {
-		e.raw(`,"writes":{"domain":`)
+	e.pending(`,"writes":{"domain":`, s.Writes)
+	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
+	e.raw("}")
+	return e.b, e.err
+}
+
+// pending writes a record's writes under name (which opens the object), if there are any.
+func (e *recordEncoder) pending(name string, p *storedPending) {
+	if p != nil {
+		e.raw(name)
 		e.str(p.Domain)
 		e.raw(`,"writes":`)
 		if p.Writes == nil {
@@ -165,8 +173,6 @@ func (s *storedRecord) encode() ([]byte, error) {
 		e.reads(p.Reads)
 		e.raw("}")
 	}
-	e.raw("}")
-	return e.b, e.err
 }
 
 func (e *recordEncoder) write(w *storedWrite) {

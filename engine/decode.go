@@ -27,7 +27,7 @@ func (e *Engine) decodeRecord(raw []byte) (*RunRecord, error) {
 			u.Before, u.After = typedRow(s, u.Before), typedRow(s, u.After)
 		}
 	}
-	if p := s.Writes; p != nil {
+	if p := s.writes(); p != nil {
 		for i := range p.Writes {
 			w := &p.Writes[i]
 			s, _ := e.st.Schema(w.Table)
