@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -394,9 +393,12 @@ func (e *UnreadableError) Hint() string {
 // CheckRecord returns why raw, a stored audit record, does not decode, or nil. db check runs it
 // over every record (store.CheckOptions.Records).
 func CheckRecord(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(new(RunRecord))
+	s, err := decodeStored(raw)
+	if err != nil {
+		return err
+	}
+	_, err = s.restore()
+	return err
 }
 
 // AuditCollection is the system collection that holds the audit log.
@@ -605,7 +607,7 @@ type queuedRecord struct {
 
 // EncodeJSON implements store.SelfEncoded.
 func (q *queuedRecord) EncodeJSON() ([]byte, error) {
-	q.once.Do(func() { q.raw, q.err = json.Marshal(q.rec) })
+	q.once.Do(func() { q.raw, q.err = q.rec.encodeStored() })
 	return q.raw, q.err
 }
 

@@ -12,21 +12,11 @@ import (
 // but rows hold int64 for int fields and float64 for float fields, and the diff of a record must
 // read as the run's did ("6 → 3", not "6.0 → 3.0").
 func (e *Engine) decodeRecord(raw []byte) (*RunRecord, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var r RunRecord
-	if err := dec.Decode(&r); err != nil {
+	s, err := decodeStored(raw)
+	if err != nil {
 		return nil, err
 	}
-	if r.ID == "" { // written before run_id was the one name of a run's id
-		var old struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(raw, &old); err != nil {
-			return nil, err
-		}
-		r.ID = old.ID
-	}
+	r := &s.RunRecord
 	for name, tc := range r.Changes {
 		s, _ := e.st.Schema(name)
 		tc.Inserted = typedRows(s, tc.Inserted)
@@ -37,18 +27,38 @@ func (e *Engine) decodeRecord(raw []byte) (*RunRecord, error) {
 			u.Before, u.After = typedRow(s, u.Before), typedRow(s, u.After)
 		}
 	}
-	if r.Writes != nil {
-		for i := range r.Writes.Writes {
-			w := &r.Writes.Writes[i]
+	if p := s.writes(); p != nil {
+		for i := range p.Writes {
+			w := &p.Writes[i]
 			s, _ := e.st.Schema(w.Table)
 			w.Key = plainNumbers(w.Key)
 			w.Before, w.Row = typedRow(s, w.Before), typedRow(s, w.Row)
 		}
-		for i := range r.Writes.Reads {
-			r.Writes.Reads[i].Key = plainNumbers(r.Writes.Reads[i].Key)
+		for i := range p.Reads {
+			p.Reads[i].Key = plainNumbers(p.Reads[i].Key)
 		}
 	}
-	return &r, nil
+	return s.restore()
+}
+
+// decodeStored reads a stored audit record, numbers as json.Number, in either form (auditcodec.go).
+func decodeStored(raw []byte) (*storedRecord, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var s storedRecord
+	if err := dec.Decode(&s); err != nil {
+		return nil, err
+	}
+	if s.ID == "" { // written before run_id was the one name of a run's id
+		var old struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &old); err != nil {
+			return nil, err
+		}
+		s.ID = old.ID
+	}
+	return &s, nil
 }
 
 func typedRows(s *table.Schema, rows []table.Row) []table.Row {

@@ -43,7 +43,7 @@ func orderKey(t time.Time) string { return t.UTC().Format("20060102T150405.00000
 
 // recordDoc is the stored document of a record, with its index entry.
 func recordDoc(r *RunRecord, rejected bool) store.SysDoc {
-	return store.SysDoc{Collection: auditCollection, ID: r.ID, Value: r, Index: recordIndex(r, rejected)}
+	return store.SysDoc{Collection: auditCollection, ID: r.ID, Value: recordValue{r}, Index: recordIndex(r, rejected)}
 }
 
 // ensureIndex builds the audit log's index when the store has none that is current. The caller

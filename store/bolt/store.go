@@ -3,10 +3,12 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -616,6 +618,21 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 	return b.Put(metaKey, v)
 }
 
+// appendMPRawStr is appendMPStr of bytes, without making them a string.
+func appendMPRawStr(dst, s []byte) []byte {
+	switch n := len(s); {
+	case n < 32:
+		dst = append(dst, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		dst = binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
+	default:
+		dst = binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
+	}
+	return append(dst, s...)
+}
+
 // cloverCollectionKey prefixes the bbolt key of clover's record of a collection (db.go,
 // getCollectionKey): its count of documents and its indexes, as JSON.
 const cloverCollectionKey = "coll:"
@@ -785,28 +802,77 @@ func (b *sysBatch) write(s *Store) error {
 			}
 			root = s.bolt.group.Bucket([]byte(rootBucket))
 		}
-		var fresh []*cloverDoc
+		var fresh []sysBatchDoc
 		for _, d := range b.docs[coll] {
-			id := sysDocID(coll, d.id)
-			if root != nil && root.Get(append(docPrefix(coll), id...)) != nil {
+			if root != nil && root.Get(append(docPrefix(coll), sysDocID(coll, d.id)...)) != nil {
 				if err := s.putSysRawLocked(coll, d.id, d.raw); err != nil {
 					return err
 				}
 				continue
 			}
-			doc := newCloverDoc()
-			doc.Set(idField, id)
-			doc.Set("id", d.id)
-			doc.Set("json", string(d.raw))
-			fresh = append(fresh, doc)
+			fresh = append(fresh, d)
 		}
-		if len(fresh) > 0 {
-			if err := s.db.Insert(coll, fresh...); err != nil {
-				return err
-			}
+		if err := s.insertSys(coll, fresh); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// insertSys writes docs as new documents of the system collection coll, none of which it holds,
+// inside a group: as clover's Insert would, but without its reflection and its lookup of each
+// key (the audit log writes a record and a chain entry per run; issue 32). The document is the
+// msgpack map clover writes for a system document ("_id", "id", "json"), through the group's
+// digests (boltStore.tracked), and clover's count of the collection is kept as Insert keeps it.
+// A collection that clover itself indexes goes through Insert.
+func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	tx := s.bolt.group
+	b := tx.Bucket([]byte(rootBucket))
+	metaKey := []byte(cloverCollectionKey + coll)
+	var meta struct {
+		Size    int
+		Indexes json.RawMessage
+	}
+	if v := b.Get(metaKey); v == nil {
+		return fmt.Errorf("store: no collection %s in %s", coll, s.bolt.path)
+	} else if err := json.Unmarshal(v, &meta); err != nil {
+		return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", coll, err), Err: err}
+	}
+	if len(meta.Indexes) > 0 && string(meta.Indexes) != "null" { // made by clover, not starplan
+		cdocs := make([]*cloverDoc, len(docs))
+		for i, d := range docs {
+			cdocs[i] = newCloverDoc()
+			cdocs[i].Set(idField, sysDocID(coll, d.id))
+			cdocs[i].Set("id", d.id)
+			cdocs[i].Set("json", string(d.raw))
+		}
+		return s.db.Insert(coll, cdocs...)
+	}
+	prefix := docPrefix(coll)
+	for _, d := range docs {
+		uuid := sysDocID(coll, d.id)
+		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
+		doc := make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32)
+		doc = appendMPLen(doc, 0x80, 0xde, 0xdf, 3)
+		doc = appendMPStr(appendMPStr(doc, idField), uuid)
+		doc = appendMPStr(appendMPStr(doc, "id"), d.id)
+		doc = appendMPRawStr(appendMPStr(doc, "json"), d.raw)
+		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
+			return err
+		}
+		if err := b.Put(key, doc); err != nil {
+			return err
+		}
+	}
+	meta.Size += len(docs)
+	v, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	return b.Put(metaKey, v)
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
@@ -903,19 +969,9 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 	if d.Create && b.has(c, d.ID) {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
 	}
-	if d.Create {
-		ok, err := s.db.HasCollection(c)
-		if err != nil {
-			return err
-		}
-		if ok {
-			old, err := s.db.FindById(c, sysDocID(c, d.ID))
-			if err != nil {
-				return err
-			}
-			if old != nil {
-				return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
-			}
+	if d.Create { // one look at its key: a document there is one of this id
+		if root := s.bolt.group.Bucket([]byte(rootBucket)); root != nil && root.Get(append(docPrefix(c), sysDocID(c, d.ID)...)) != nil {
+			return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
 		}
 	}
 	raw, err := store.EncodeSys(d.Value)

@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/sandbox"
+	"github.com/starplan/starplan/sandbox/pycompat"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// fullRecord is a record with every field set, rows of every kind a row holds (nested ones,
+// strings JSON escapes, floats at both ends of encoding/json's formats), and writes of each kind:
+// an update, an insert and a delete as in the change set, and one that differs from it.
+func fullRecord() *RunRecord {
+	at := fixedNow.Add(1500 * time.Millisecond)
+	hostile := "<a href=\"x\">&amp;</a>\\ \x00\x01\x1f\b\f\n\r\t \u2028\u2029 é 日本 \xff\xfe end"
+	before := table.Row{"item_id": "SG001", "name": hostile, "price": 80.0, "quantity_in_stock": int64(23),
+		"tags": []any{"a", int64(1), 2.5, nil, true, map[string]any{"z": 1e-7, "a": 1e21, "m": math.Copysign(0, -1)}},
+		"meta": map[string]any{"k": []any{}, "e": map[string]any{}, "n": nil}}
+	after := table.Row{"item_id": "SG001", "name": hostile, "price": 80.5, "quantity_in_stock": int64(22),
+		"tags": []any{"a"}, "meta": map[string]any{"k": []any{1.0, 123456789012.0}, "big": 1.5e300, "small": -2.5e-10}}
+	ins := table.Row{"item_id": "SG100", "name": "New", "price": 1.0, "quantity_in_stock": int64(0)}
+	del := table.Row{"item_id": "SG007", "name": "Gone", "price": 0.000001, "quantity_in_stock": int64(-5)}
+	other := table.Row{"item_id": "SG008", "name": "Other", "price": 3.0, "quantity_in_stock": int64(1)}
+	return &RunRecord{
+		ID: "r_00000000aa", Time: fixedNow, Origin: "serve:http", Request: "buy " + hostile, Subject: "alice", TraceID: "0af7651916cd43dd8448eb211c80319c",
+		Reply: "x = 1\n", ReplyBytes: 6, ReplySHA256: "abc", Program: "x = 2\n",
+		Rewrites:    []pycompat.Rewrite{{Line: 1, Rule: "f-string", Before: "f\"{a}\"", After: "\"{}\".format(a)"}},
+		Diagnostics: diag.List{{Stage: "run", Code: "c", Line: 1, Col: 2, Message: hostile, Hint: "h"}},
+		Stdout:      "out <>", StdoutTruncated: true, AnswerText: "done & dusted", Status: "success",
+		Changes: table.ChangeSet{
+			"inventory": {Key: "item_id", Inserted: []table.Row{ins},
+				Updated: []table.Update{{Key: "SG001", Before: before, After: after, Fields: []string{"meta", "price"}, Paths: []string{"meta.k"}}},
+				Deleted: []table.Row{del}, Via: map[string]string{"SG100": "restock", "SG001": "sell"}},
+			"transactions": {Key: "transaction_id", Inserted: []table.Row{}, Updated: nil, Deleted: []table.Row{}},
+		},
+		ChangedRows: 3, Outcome: OutcomeOK, Limit: sandbox.LimitSteps, Steps: 1<<63 + 5, DurationMS: 0.25,
+		Pending: true, Applied: true, AppliedAt: &at, ApplyError: "moved", ConflictAt: &at, ApplyOrigin: "apply",
+		Model:  &ModelCall{Model: "m", Attempt: 2, PromptTokens: 3, CompletionTokens: 4, LatencyMS: 5.5, ParentRunID: "r_1", Replan: 1},
+		Limits: &sandbox.Limits{MaxSteps: 10, Timeout: time.Second},
+		Writes: &store.Pending{Domain: "inventory",
+			Writes: []store.PendingWrite{
+				{Table: "inventory", Key: "SG001", Base: 1, Before: before, Row: after},
+				{Table: "inventory", Key: "SG100", Base: 0, Row: ins},
+				{Table: "inventory", Key: "SG007", Base: 4, Before: del},
+				{Table: "inventory", Key: "SG008", Base: 2, Before: other, Row: other},                // not in the change set
+				{Table: "inventory", Key: "SG001", Base: 1, Before: before, Row: table.Row{"x": 1.0}}, // differs from it
+			},
+			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage(`{"a": "<b>&", "c": [1, 2.50]}`), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
+		},
+		Truncated: []string{"reply"},
+		Who:       Who{ProposedBy: "bob", ApprovedBy: []string{"carol"}, RejectedBy: "dave", AutoApprovedByRule: "small", ApprovalsNeeded: 2},
+		Scans:     []store.Scan{{Table: "inventory", Fields: []string{"name"}, Calls: 1, Rows: 7}},
+	}
+}
+
+// The record encoder writes the bytes encoding/json writes for the stored form, whatever the
+// record holds: every field set (a field added to RunRecord without it fails here), rows of
+// every kind, and with the fields at their zero values.
+func TestRecordEncoderIsEncodingJSON(t *testing.T) {
+	full := fullRecord()
+	v := reflect.ValueOf(*full)
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Type().Field(i); f.IsExported() {
+			require.False(t, v.Field(i).IsZero(), "fullRecord leaves %s zero: set it, and write it in storedRecord.encode", f.Name)
+		}
+	}
+	who := reflect.ValueOf(full.Who)
+	for i := 0; i < who.NumField(); i++ {
+		require.False(t, who.Field(i).IsZero(), "fullRecord leaves Who.%s zero", who.Type().Field(i).Name)
+	}
+	bare := fullRecord()
+	bare.Program = bare.Reply
+	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare,
+		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
+		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
+		s := r.stored()
+		want, err := json.Marshal(s)
+		require.NoError(t, err, name)
+		got, err := s.encode()
+		require.NoError(t, err, name)
+		require.Equal(t, string(want), string(got), name)
+	}
+	nan := fullRecord()
+	nan.DurationMS = math.NaN()
+	_, err := nan.encodeStored()
+	require.Error(t, err, "a value encoding/json refuses is refused")
+}
+
+// A record reads back as the RunRecord that was written, from its stored form as from the form
+// records had before it (json.Marshal of the RunRecord): rows and program said once are the
+// same rows and program again, kinds included, and the writes do not share the change set's maps.
+func TestStoredRecordReadsBackAsWritten(t *testing.T) {
+	e, _ := newEngine(t)
+	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }()} {
+		old, err := json.Marshal(r) // how every record was stored before
+		require.NoError(t, err)
+		raw, err := r.encodeStored()
+		require.NoError(t, err)
+		assert.Less(t, len(raw), len(old), name)
+		fromOld, err := e.decodeRecord(old)
+		require.NoError(t, err, name)
+		fromNew, err := e.decodeRecord(raw)
+		require.NoError(t, err, name)
+		require.Equal(t, fromOld, fromNew, name)
+		require.NoError(t, CheckRecord(raw))
+		require.NoError(t, CheckRecord(old))
+		w := fromNew.Writes.Writes[0]
+		w.Row["quantity_in_stock"] = int64(-1)
+		assert.Equal(t, int64(22), fromNew.Changes["inventory"].Updated[0].After["quantity_in_stock"], "%s: a write's row is its own copy", name)
+	}
+	// A write that names rows the changes do not hold is damage, named.
+	r := fullRecord()
+	raw, err := r.encodeStored()
+	require.NoError(t, err)
+	bad := strings.Replace(string(raw), `"SG100","name"`, `"SG101","name"`, 1)
+	require.NotEqual(t, string(raw), bad)
+	err = CheckRecord([]byte(bad))
+	require.ErrorContains(t, err, "key SG100) names its rows in the record's changes, which have no change of that row")
+}
+
+// Runs recorded by an older starplan (the whole record, as json.Marshal wrote it) and by this one
+// sit in one log: both read back as they were written, every reader's document is the same, and
+// the hash chain verifies over both. The old record is written through the chain with the old
+// encoder's bytes.
+func TestOldAndNewRecordsInOneLog(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	plan := example(t, "03_two_item_order.star")
+	fresh, err := e.Run(ctx, Request{UserRequest: "two items", Reply: plan})
+	require.NoError(t, err)
+	require.True(t, fresh.Pending, fresh.Diagnostics.String())
+	older, err := e.Run(ctx, Request{UserRequest: "two items again", Reply: plan})
+	require.NoError(t, err)
+	require.True(t, older.Pending)
+
+	want, err := e.Record(older.RunID)
+	require.NoError(t, err)
+	require.NotNil(t, want.Writes)
+	require.Equal(t, want.Reply, want.Program, "a bare program")
+	oldBytes, err := json.Marshal(want) // the old encoder
+	require.NoError(t, err)
+	require.NoError(t, e.chain.write(e.opts.Now(), func(docs []store.SysDoc) error { return e.st.PutSysDocs(ctx, docs...) },
+		link{doc: store.SysDoc{Collection: auditCollection, ID: want.ID, Value: json.RawMessage(oldBytes), Index: recordIndex(want, false)}, event: ChainRecorded}))
+
+	var stored json.RawMessage
+	_, err = e.st.GetSys(auditCollection, older.RunID, &stored)
+	require.NoError(t, err)
+	require.JSONEq(t, string(oldBytes), string(stored), "the old record is in the store as the old encoder wrote it")
+	require.NotContains(t, string(stored), "in_changes")
+	_, err = e.st.GetSys(auditCollection, fresh.RunID, &stored)
+	require.NoError(t, err)
+	require.Contains(t, string(stored), `"in_changes":true`, "the new record says its rows once")
+	require.Contains(t, string(stored), `"program_is_reply":true`)
+	// An older starplan reads the record as a RunRecord: it finds no writes (they are under a
+	// name it does not know) and refuses to apply the run, rather than applying writes whose rows
+	// it cannot see (a write without its row is a delete).
+	var asOld RunRecord
+	require.NoError(t, json.Unmarshal(stored, &asOld))
+	require.Nil(t, asOld.Writes)
+	require.ErrorContains(t, settled(&asOld), "has nothing to apply")
+
+	got, err := e.Record(older.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "an old record reads back as it was written")
+	newRec, err := e.Record(fresh.RunID)
+	require.NoError(t, err)
+	// The two runs differ in id, request and duration only: every document a reader prints of one
+	// is the other's but for those.
+	same := func(r *RunRecord) *RunRecord {
+		c := *r
+		c.ID, c.Request, c.DurationMS = "", "", 0
+		return &c
+	}
+	docs := func(r *RunRecord) string {
+		res := r.Result()
+		res.RunID, res.DurationMS = "", 0
+		b, err := json.Marshal(struct {
+			Record *RunRecord
+			Result *Result
+		}{same(r), res})
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Equal(t, docs(got), docs(newRec))
+	for _, r := range []*RunRecord{got, newRec} { // the writes hold their rows, read from either form
+		require.Len(t, r.Writes.Writes, 4)
+		inv, txn := r.Changes["inventory"], r.Changes["transactions"]
+		assert.Equal(t, inv.Updated[0].Before, r.Writes.Writes[0].Before)
+		assert.Equal(t, inv.Updated[0].After, r.Writes.Writes[0].Row)
+		assert.Equal(t, inv.Updated[1].After, r.Writes.Writes[1].Row)
+		assert.Nil(t, r.Writes.Writes[2].Before)
+		assert.Equal(t, txn.Inserted[0], r.Writes.Writes[2].Row)
+		assert.Equal(t, txn.Inserted[1], r.Writes.Writes[3].Row)
+	}
+	assert.Equal(t, fresh.Changes, newRec.Changes)
+	assert.Equal(t, plan, newRec.Program)
+
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%+v", rep.Problems)
+	assert.Equal(t, 2, rep.Records)
+
+	// Both apply: the old record's writes, read back, are what the store needs (the second
+	// conflicts, as it read the rows the first changed).
+	_, err = e.Apply(ctx, older.RunID)
+	require.NoError(t, err)
+	res, err := e.Apply(ctx, fresh.RunID)
+	if err == nil {
+		assert.Equal(t, OutcomeConflict, res.Outcome)
+	}
+	rep, err = e.VerifyChain()
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%+v", rep.Problems)
+}
+
+// A chain entry is encoded once, by hand, into the bytes and hash that seal and json.Marshal give
+// (VerifyChain checks entries with those): every field set, and the fields a proposal leaves empty.
+func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
+	since := fixedNow.Add(-time.Hour)
+	full := ChainEntry{Seq: 7, Time: fixedNow.Add(123456789), RunID: "r_1<>", Event: ChainCheckpoint, By: "a&b \u2028",
+		Record: "r", PrunedThrough: 5, PrunedSHA256: "p", Since: &since, Definition: "d", Prev: "prev", Hash: "stale"}
+	v := reflect.ValueOf(full)
+	for i := 0; i < v.NumField(); i++ {
+		require.False(t, v.Field(i).IsZero(), "the test leaves ChainEntry.%s zero: set it, and write it in sealed", v.Type().Field(i).Name)
+	}
+	for _, c := range []ChainEntry{full, {Seq: 1, Time: fixedNow, Event: ChainProposed}} {
+		want := c
+		want.seal()
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		got, err := c.sealed()
+		require.NoError(t, err)
+		assert.Equal(t, string(wantJSON), string(got))
+		assert.Equal(t, want.Hash, c.Hash)
+	}
+}

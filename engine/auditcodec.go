@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/table"
+)
+
+// How an audit record is stored (issue 32: the audit write's cost is its bytes).
+//
+// A record is stored as the JSON of its RunRecord with two things said once, not twice:
+//
+//   - A pending run's Writes repeat the rows of its Changes (an update's before and after, an
+//     inserted row, a deleted row). A write whose before and row are exactly its row's change
+//     in Changes is stored without them, marked "in_changes": true; reading the record takes
+//     them (copies) from Changes again. Such writes are stored as "apply_writes", not
+//     "writes": an older starplan then finds nothing to apply in the run (and says so) instead
+//     of applying writes it reads without their rows.
+//   - A bare program is its reply: when Program equals Reply, "program" is stored empty and
+//     "program_is_reply": true says where it is.
+//
+// Records written before this (every field whole, neither mark) read as they always did, and a
+// record reads back as the RunRecord that was written: the documents every reader prints are
+// unchanged. The hash chain covers the stored bytes, whichever form they have.
+
+// storedRecord is a record as stored: RunRecord with Writes in their stored form.
+type storedRecord struct {
+	RunRecord
+	// ProgramIsReply says that the program is the reply (stored as "program": "").
+	ProgramIsReply bool `json:"program_is_reply,omitempty"`
+	// Writes shadows RunRecord.Writes: the writes when none names its rows in Changes.
+	Writes *storedPending `json:"writes,omitempty"`
+	// WritesOnce holds the writes instead when some name their rows in Changes: under a name an
+	// older starplan does not read, so that it finds nothing to apply in the run rather than
+	// writes without rows (which it would apply as deletes).
+	WritesOnce *storedPending `json:"apply_writes,omitempty"`
+}
+
+// writes is the record's stored writes, under either name.
+func (s *storedRecord) writes() *storedPending {
+	if s.WritesOnce != nil {
+		return s.WritesOnce
+	}
+	return s.Writes
+}
+
+// storedPending is store.Pending as stored: writes may name their rows in Changes.
+type storedPending struct {
+	Domain string              `json:"domain"`
+	Writes []storedWrite       `json:"writes"`
+	Reads  []store.PendingRead `json:"reads"`
+}
+
+type storedWrite struct {
+	store.PendingWrite
+	// InChanges says that Before and Row are the row's change in the record's Changes.
+	InChanges bool `json:"in_changes,omitempty"`
+}
+
+// recordValue is a record as a system document's value: it stores itself in its stored form.
+type recordValue struct{ r *RunRecord }
+
+// EncodeJSON implements store.SelfEncoded.
+func (v recordValue) EncodeJSON() ([]byte, error) { return v.r.encodeStored() }
+
+// encodeStored is the record's stored JSON.
+func (r *RunRecord) encodeStored() ([]byte, error) {
+	return r.stored().encode()
+}
+
+// stored is the record in its stored form. It shares r's rows; r is not changed.
+func (r *RunRecord) stored() *storedRecord {
+	s := &storedRecord{RunRecord: *r}
+	s.RunRecord.Writes = nil // shadowed
+	if r.Program != "" && r.Program == r.Reply {
+		s.Program, s.ProgramIsReply = "", true
+	}
+	if r.Writes != nil {
+		rows := rowChanges(r.Changes)
+		p := &storedPending{Domain: r.Writes.Domain, Reads: r.Writes.Reads}
+		if r.Writes.Writes != nil {
+			p.Writes = make([]storedWrite, len(r.Writes.Writes))
+		}
+		once := false
+		for i, w := range r.Writes.Writes {
+			c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
+			if ok && sameRow(w.Before, c.before) && sameRow(w.Row, c.after) {
+				w.Before, w.Row = nil, nil
+				p.Writes[i] = storedWrite{PendingWrite: w, InChanges: true}
+				once = true
+				continue
+			}
+			p.Writes[i] = storedWrite{PendingWrite: w}
+		}
+		if once {
+			s.WritesOnce = p
+		} else {
+			s.Writes = p
+		}
+	}
+	return s
+}
+
+// rowRef names a row of a change set: its table and its key (rowKey).
+type rowRef struct {
+	table string
+	key   any
+}
+
+// rowChange is a row's change: before (nil for an insert) and after (nil for a delete).
+type rowChange struct{ before, after table.Row }
+
+// rowChanges indexes cs by row.
+func rowChanges(cs table.ChangeSet) map[rowRef]rowChange {
+	out := map[rowRef]rowChange{}
+	for name, tc := range cs {
+		if tc == nil {
+			continue
+		}
+		for _, row := range tc.Inserted {
+			out[rowRef{name, rowKey(row[tc.Key])}] = rowChange{after: row}
+		}
+		for _, u := range tc.Updated {
+			out[rowRef{name, rowKey(u.Key)}] = rowChange{before: u.Before, after: u.After}
+		}
+		for _, row := range tc.Deleted {
+			out[rowRef{name, rowKey(row[tc.Key])}] = rowChange{before: row}
+		}
+	}
+	return out
+}
+
+// rowKey is a key as JSON has it, and comparable: a string key "1" and an int key 1 differ, an
+// int key 1 and a float key 1.0 do not (a record read back has the kinds of the key's field in
+// its rows, but a write's key is read as a plain number).
+func rowKey(k any) any {
+	switch k := k.(type) {
+	case string, int64, nil:
+		return k
+	case int:
+		return int64(k)
+	case float64:
+		if k == math.Trunc(k) && math.Abs(k) < 1<<63 {
+			return int64(k)
+		}
+		return k
+	case json.Number: // a record checked as it is stored (CheckRecord)
+		return rowKey(plainNumbers(k))
+	}
+	b, _ := json.Marshal(k)
+	return jsonKey(b)
+}
+
+// jsonKey is a key of another kind, by its JSON.
+type jsonKey string
+
+// sameRow reports whether a and b are the same row, nil and empty told apart (they encode
+// differently): a write stored as in_changes reads back as it was.
+func sameRow(a, b table.Row) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok {
+			return false
+		}
+		switch av.(type) {
+		case string, int64, float64, bool, nil:
+			if av != bv {
+				return false
+			}
+		default:
+			if !reflect.DeepEqual(av, bv) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// restore makes the stored record the RunRecord it was: the program from the reply, the rows of
+// writes from Changes (copies: the two do not share maps). Changes and the writes' keys must be
+// read with their kinds already (decodeRecord).
+func (s *storedRecord) restore() (*RunRecord, error) {
+	r := s.RunRecord
+	if s.ProgramIsReply {
+		r.Program = r.Reply
+	}
+	r.Writes = nil
+	if sw := s.writes(); sw != nil {
+		p := &store.Pending{Domain: sw.Domain, Reads: sw.Reads}
+		if sw.Writes != nil {
+			p.Writes = make([]store.PendingWrite, len(sw.Writes))
+		}
+		var rows map[rowRef]rowChange
+		for i, w := range sw.Writes {
+			if w.InChanges {
+				if rows == nil {
+					rows = rowChanges(r.Changes)
+				}
+				c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
+				if !ok {
+					return nil, fmt.Errorf("write %d (table %s, key %v) names its rows in the record's changes, which have no change of that row", i+1, w.Table, w.Key)
+				}
+				w.Before, w.Row = copyRow(c.before), copyRow(c.after)
+			}
+			p.Writes[i] = w.PendingWrite
+		}
+		r.Writes = p
+	}
+	return &r, nil
+}
+
+// copyRow is a deep copy of a decoded row.
+func copyRow(row table.Row) table.Row {
+	if row == nil {
+		return nil
+	}
+	out := make(table.Row, len(row))
+	for k, v := range row {
+		out[k] = copyValue(v)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = copyValue(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = copyValue(x)
+		}
+		return out
+	}
+	return v
+}

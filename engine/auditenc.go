@@ -1,0 +1,520 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/starplan/starplan/store"
+
+	"github.com/starplan/starplan/table"
+)
+
+// recordEncoder writes a stored record's JSON without reflection: the same bytes as
+// json.Marshal of its storedRecord (TestRecordEncoderIsEncodingJSON holds it to that, every
+// field set), at a fraction of the cost — encoding/json walks rows (maps of any) by reflection
+// and sorts their keys through reflect values, which was most of the audit write's encoding
+// (issue 32). Small parts that are rare or short (diagnostics, model, limits, scans, reads) are
+// left to encoding/json.
+type recordEncoder struct {
+	b   []byte
+	err error
+}
+
+func (s *storedRecord) encode() ([]byte, error) {
+	e := recordEncoder{b: make([]byte, 0, 4096)}
+	r := &s.RunRecord
+	e.raw(`{"run_id":`)
+	e.str(r.ID)
+	e.raw(`,"time":`)
+	e.time(r.Time)
+	e.raw(`,"origin":`)
+	e.str(r.Origin)
+	e.raw(`,"request":`)
+	e.str(r.Request)
+	e.optStr(`,"subject":`, r.Subject)
+	e.optStr(`,"trace_id":`, r.TraceID)
+	e.raw(`,"reply":`)
+	e.str(r.Reply)
+	e.raw(`,"reply_bytes":`)
+	e.int(int64(r.ReplyBytes))
+	e.optStr(`,"reply_sha256":`, r.ReplySHA256)
+	e.raw(`,"program":`)
+	e.str(r.Program)
+	e.raw(`,"rewrites":`)
+	if r.Rewrites == nil {
+		e.raw("null")
+	} else {
+		e.raw("[")
+		for i, w := range r.Rewrites {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.raw(`{"line":`)
+			e.int(int64(w.Line))
+			e.raw(`,"rule":`)
+			e.str(w.Rule)
+			e.raw(`,"before":`)
+			e.str(w.Before)
+			e.raw(`,"after":`)
+			e.str(w.After)
+			e.raw("}")
+		}
+		e.raw("]")
+	}
+	e.raw(`,"diagnostics":`)
+	e.json(r.Diagnostics)
+	e.raw(`,"stdout":`)
+	e.str(r.Stdout)
+	e.raw(`,"stdout_truncated":`)
+	e.bool(r.StdoutTruncated)
+	e.raw(`,"answer_text":`)
+	e.str(r.AnswerText)
+	e.raw(`,"status":`)
+	e.str(r.Status)
+	e.raw(`,"changes":`)
+	e.changes(r.Changes)
+	e.raw(`,"changed_rows":`)
+	e.int(int64(r.ChangedRows))
+	e.raw(`,"outcome":`)
+	e.str(string(r.Outcome))
+	e.optStr(`,"limit":`, string(r.Limit))
+	e.raw(`,"steps":`)
+	e.b = strconv.AppendUint(e.b, r.Steps, 10)
+	e.raw(`,"duration_ms":`)
+	e.float(r.DurationMS)
+	e.raw(`,"pending":`)
+	e.bool(r.Pending)
+	e.raw(`,"applied":`)
+	e.bool(r.Applied)
+	if r.AppliedAt != nil {
+		e.raw(`,"applied_at":`)
+		e.time(*r.AppliedAt)
+	}
+	e.optStr(`,"apply_error":`, r.ApplyError)
+	if r.ConflictAt != nil {
+		e.raw(`,"conflict_at":`)
+		e.time(*r.ConflictAt)
+	}
+	e.optStr(`,"apply_origin":`, r.ApplyOrigin)
+	if r.Model != nil {
+		e.raw(`,"model":`)
+		e.json(r.Model)
+	}
+	if r.Limits != nil {
+		e.raw(`,"limits":`)
+		e.json(r.Limits)
+	}
+	if len(r.Truncated) > 0 {
+		e.raw(`,"truncated":`)
+		e.strs(r.Truncated)
+	}
+	e.raw(`,"proposed_by":`)
+	e.str(r.ProposedBy)
+	if len(r.ApprovedBy) > 0 {
+		e.raw(`,"approved_by":`)
+		e.strs(r.ApprovedBy)
+	}
+	e.optStr(`,"rejected_by":`, r.RejectedBy)
+	e.optStr(`,"auto_approved_by_rule":`, r.AutoApprovedByRule)
+	if r.ApprovalsNeeded != 0 {
+		e.raw(`,"approvals_needed":`)
+		e.int(int64(r.ApprovalsNeeded))
+	}
+	if len(r.Scans) > 0 {
+		e.raw(`,"scans":[`)
+		for i, sc := range r.Scans {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.raw(`{"table":`)
+			e.str(sc.Table)
+			e.raw(`,"fields":`)
+			e.strs(sc.Fields)
+			e.raw(`,"calls":`)
+			e.int(int64(sc.Calls))
+			e.raw(`,"rows_examined":`)
+			e.int(sc.Rows)
+			e.raw("}")
+		}
+		e.raw("]")
+	}
+	if s.ProgramIsReply {
+		e.raw(`,"program_is_reply":true`)
+	}
+	e.pending(`,"writes":{"domain":`, s.Writes)
+	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
+	e.raw("}")
+	return e.b, e.err
+}
+
+// pending writes a record's writes under name (which opens the object), if there are any.
+func (e *recordEncoder) pending(name string, p *storedPending) {
+	if p != nil {
+		e.raw(name)
+		e.str(p.Domain)
+		e.raw(`,"writes":`)
+		if p.Writes == nil {
+			e.raw("null")
+		} else {
+			e.raw("[")
+			for i, w := range p.Writes {
+				if i > 0 {
+					e.raw(",")
+				}
+				e.write(&w)
+			}
+			e.raw("]")
+		}
+		e.raw(`,"reads":`)
+		e.reads(p.Reads)
+		e.raw("}")
+	}
+}
+
+func (e *recordEncoder) write(w *storedWrite) {
+	e.raw(`{"table":`)
+	e.str(w.Table)
+	e.raw(`,"key":`)
+	e.value(w.Key)
+	e.raw(`,"base":`)
+	e.int(w.Base)
+	if len(w.Before) > 0 {
+		e.raw(`,"before":`)
+		e.row(w.Before)
+	}
+	e.raw(`,"row":`)
+	e.row(w.Row)
+	if w.InChanges {
+		e.raw(`,"in_changes":true`)
+	}
+	e.raw("}")
+}
+
+// reads writes a pending run's reads; a predicate's Where is written by encoding/json (it
+// compacts the raw JSON it holds).
+func (e *recordEncoder) reads(rs []store.PendingRead) {
+	if rs == nil {
+		e.raw("null")
+		return
+	}
+	e.raw("[")
+	for i, r := range rs {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.raw(`{"table":`)
+		e.str(r.Table)
+		if r.Key != nil {
+			e.raw(`,"key":`)
+			e.value(r.Key)
+		}
+		if r.All {
+			e.raw(`,"all":true`)
+		}
+		e.raw(`,"version":`)
+		e.int(r.Version)
+		e.optStr(`,"pred":`, r.Pred)
+		if len(r.Where) > 0 {
+			e.raw(`,"where":`)
+			e.json(r.Where)
+		}
+		if r.From != nil {
+			e.raw(`,"from":`)
+			e.value(r.From)
+		}
+		if r.To != nil {
+			e.raw(`,"to":`)
+			e.value(r.To)
+		}
+		if r.N != 0 {
+			e.raw(`,"n":`)
+			e.int(r.N)
+		}
+		e.optStr(`,"digest":`, r.Digest)
+		e.raw("}")
+	}
+	e.raw("]")
+}
+
+func (e *recordEncoder) changes(cs table.ChangeSet) {
+	if cs == nil {
+		e.raw("null")
+		return
+	}
+	e.raw("{")
+	for i, name := range sortedKeys(cs) {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(name)
+		e.raw(":")
+		tc := cs[name]
+		if tc == nil {
+			e.raw("null")
+			continue
+		}
+		e.raw(`{"key":`)
+		e.str(tc.Key)
+		e.raw(`,"inserted":`)
+		e.rows(tc.Inserted)
+		e.raw(`,"updated":`)
+		if tc.Updated == nil {
+			e.raw("null")
+		} else {
+			e.raw("[")
+			for j, u := range tc.Updated {
+				if j > 0 {
+					e.raw(",")
+				}
+				e.raw(`{"key":`)
+				e.value(u.Key)
+				e.raw(`,"before":`)
+				e.row(u.Before)
+				e.raw(`,"after":`)
+				e.row(u.After)
+				e.raw(`,"fields":`)
+				e.strs(u.Fields)
+				if len(u.Paths) > 0 {
+					e.raw(`,"paths":`)
+					e.strs(u.Paths)
+				}
+				e.raw("}")
+			}
+			e.raw("]")
+		}
+		e.raw(`,"deleted":`)
+		e.rows(tc.Deleted)
+		if len(tc.Via) > 0 {
+			e.raw(`,"via":{`)
+			for j, k := range sortedKeys(tc.Via) {
+				if j > 0 {
+					e.raw(",")
+				}
+				e.str(k)
+				e.raw(":")
+				e.str(tc.Via[k])
+			}
+			e.raw("}")
+		}
+		e.raw("}")
+	}
+	e.raw("}")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (e *recordEncoder) rows(rows []table.Row) {
+	if rows == nil {
+		e.raw("null")
+		return
+	}
+	e.raw("[")
+	for i, row := range rows {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.row(row)
+	}
+	e.raw("]")
+}
+
+func (e *recordEncoder) row(row table.Row) {
+	if row == nil {
+		e.raw("null")
+		return
+	}
+	e.object(row)
+}
+
+func (e *recordEncoder) object(m map[string]any) {
+	e.raw("{")
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(k)
+		e.raw(":")
+		e.value(m[k])
+	}
+	e.raw("}")
+}
+
+// value writes a row's value: the kinds rows hold by hand, anything else by encoding/json.
+func (e *recordEncoder) value(v any) {
+	switch v := v.(type) {
+	case nil:
+		e.raw("null")
+	case string:
+		e.str(v)
+	case int64:
+		e.int(v)
+	case int:
+		e.int(int64(v))
+	case float64:
+		e.float(v)
+	case bool:
+		e.bool(v)
+	case map[string]any:
+		if v == nil {
+			e.raw("null")
+			return
+		}
+		e.object(v)
+	case []any:
+		if v == nil {
+			e.raw("null")
+			return
+		}
+		e.raw("[")
+		for i, x := range v {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.value(x)
+		}
+		e.raw("]")
+	default:
+		e.json(v)
+	}
+}
+
+func (e *recordEncoder) raw(s string) { e.b = append(e.b, s...) }
+func (e *recordEncoder) int(n int64)  { e.b = strconv.AppendInt(e.b, n, 10) }
+func (e *recordEncoder) bool(v bool)  { e.b = strconv.AppendBool(e.b, v) }
+func (e *recordEncoder) str(s string) { e.b = appendJSONString(e.b, s) }
+func (e *recordEncoder) strs(l []string) {
+	if l == nil {
+		e.raw("null")
+		return
+	}
+	e.raw("[")
+	for i, s := range l {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(s)
+	}
+	e.raw("]")
+}
+
+func (e *recordEncoder) optStr(name, s string) {
+	if s != "" {
+		e.raw(name)
+		e.str(s)
+	}
+}
+
+// float writes f as encoding/json does (its floatEncoder): 'f' format, or 'e' for very small and
+// very large magnitudes with a one-digit negative exponent; NaN and infinities are errors.
+func (e *recordEncoder) float(f float64) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		e.json(f) // encoding/json's error
+		return
+	}
+	abs, format := math.Abs(f), byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	e.b = strconv.AppendFloat(e.b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(e.b); n >= 4 && e.b[n-4] == 'e' && e.b[n-3] == '-' && e.b[n-2] == '0' {
+			e.b[n-2] = e.b[n-1]
+			e.b = e.b[:n-1]
+		}
+	}
+}
+
+func (e *recordEncoder) time(t time.Time) {
+	b, err := t.MarshalJSON()
+	if err != nil {
+		e.json(t) // encoding/json's error
+		return
+	}
+	e.b = append(e.b, b...)
+}
+
+// json writes v by encoding/json.
+func (e *recordEncoder) json(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		if e.err == nil {
+			e.err = err
+		}
+		return
+	}
+	e.b = append(e.b, b...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe holds the ASCII bytes encoding/json writes as they are (with HTML escaping).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// appendJSONString appends s as encoding/json writes a string (HTML characters escaped, invalid
+// UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
