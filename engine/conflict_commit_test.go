@@ -1,11 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store/bolt"
 )
 
 // An apply that finds a conflict does not write the audit queue before answering (it used to,
@@ -51,4 +57,60 @@ func TestAConflictingApplyDoesNotCommitTheQueue(t *testing.T) {
 	ok, err := e.VerifyChain()
 	require.NoError(t, err)
 	assert.True(t, ok.OK(), "%+v", ok)
+}
+
+// missCountingStore counts the lookups of run records that find none: on bbolt each verifies
+// the whole audit log against its digest the first time after an open.
+type missCountingStore struct {
+	*bolt.Store
+	misses atomic.Int64
+}
+
+func (s *missCountingStore) GetSys(coll, id string, v any) (bool, error) {
+	ok, err := s.Store.GetSys(coll, id, v)
+	if coll == auditCollection && !ok {
+		s.misses.Add(1)
+	}
+	return ok, err
+}
+
+// A run whose data moved before its first record left the queue conflicts without a lookup of
+// its record in the store: nothing of it is there for another engine to have applied.
+func TestAConflictBeforeTheRunIsWrittenLooksNothingUp(t *testing.T) {
+	ctx := context.Background()
+	bs := openStore(t, t.TempDir())
+	st := &missCountingStore{Store: bs}
+	e, err := New(st, Options{})
+	require.NoError(t, err)
+	e.audit.linger = time.Hour
+	t.Cleanup(func() {
+		assert.NoError(t, e.Close())
+		assert.NoError(t, bs.Close())
+	})
+	res, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), UserRequest: "buy"})
+	require.NoError(t, err)
+	require.True(t, res.Pending, "%+v", res)
+	require.True(t, e.audit.unwritten(res.RunID))
+
+	// The data moves under the run, outside the engine: every item's stock changes.
+	var inv bytes.Buffer
+	require.NoError(t, bs.Export(&inv, "inventory", bolt.JSON))
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal(inv.Bytes(), &rows))
+	for _, r := range rows {
+		r["quantity_in_stock"] = 1000
+	}
+	raw, err := json.Marshal(rows)
+	require.NoError(t, err)
+	_, err = bs.Import(ctx, "inventory", bytes.NewReader(raw), bolt.JSON, bolt.Upsert)
+	require.NoError(t, err)
+
+	got, err := e.Apply(ctx, res.RunID)
+	require.NoError(t, err)
+	require.Equal(t, OutcomeConflict, got.Outcome, "%+v", got)
+	assert.Zero(t, st.misses.Load(), "no lookup of the run in the store")
+	require.NoError(t, e.audit.flush())
+	stored, err := e.storedRecord(res.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeConflict, stored.Outcome)
 }
