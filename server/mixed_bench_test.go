@@ -204,7 +204,7 @@ func mixedFixture(b *testing.B, seed string, n int) *fixture {
 }
 
 // seedLog makes in dir a demo store (stock raised) whose audit log holds n runs a year old, in
-// every state, and its index. The records are written straight to the store, in batches,
+// every state (a sixth of them rejected, with their decisions), and its index. The records are written straight to the store, in batches,
 // without the hash chain (they are older than it, as a store's runs from before the chain are),
 // and the engine builds their index.
 func seedLog(b *testing.B, dir string, n int) {
@@ -228,6 +228,7 @@ func seedLog(b *testing.B, dir string, n int) {
 		func(r *engine.RunRecord) { r.Outcome = engine.OutcomeConflict },
 		func(r *engine.RunRecord) { r.Outcome = engine.OutcomeRuntimeError },
 		func(r *engine.RunRecord) {},
+		func(r *engine.RunRecord) { r.RejectedBy, r.ApplyError = "seed", "rejected by the reviewer" }, // with its decision
 	}
 	var docs []store.SysDoc
 	for i := range n {
@@ -236,6 +237,10 @@ func seedLog(b *testing.B, dir string, n int) {
 			Status: "success", ChangedRows: 2}
 		states[i%len(states)](r)
 		docs = append(docs, store.SysDoc{Collection: engine.AuditCollection, ID: r.ID, Value: r})
+		if r.RejectedBy != "" {
+			docs = append(docs, store.SysDoc{Collection: "decisions", ID: r.ID, Value: engine.Decision{RunID: r.ID, Decision: engine.DecisionRejected,
+				Feedback: "not this one", Origin: OriginHTTP, By: r.RejectedBy, Time: r.Time.Add(time.Minute)}})
+		}
 		if len(docs) == 10_000 || i == n-1 {
 			require.NoError(b, st.PutSysDocs(context.Background(), docs...))
 			docs = docs[:0]
