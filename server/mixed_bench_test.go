@@ -81,6 +81,9 @@ func BenchmarkMixedLoad(b *testing.B) {
 				}()
 			}
 			var lat latencies
+			// The latencies of each kind of operation too: dry runs, decisions (apply, reject:
+			// one at a time, under the engine's apply lock) and reads (listings, a run's page).
+			var latDry, latDecide, latRead latencies
 			var ops, failed atomic.Int64
 			var firstErr atomic.Value
 			do := func(method, path, body string) []byte {
@@ -103,7 +106,16 @@ func BenchmarkMixedLoad(b *testing.B) {
 						err = fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, raw)
 					}
 				}
-				lat.add(time.Since(start))
+				took := time.Since(start)
+				lat.add(took)
+				switch {
+				case method == "GET":
+					latRead.add(took)
+				case strings.HasSuffix(path, "/apply") || strings.HasSuffix(path, "/reject"):
+					latDecide.add(took)
+				default:
+					latDry.add(took)
+				}
 				ops.Add(1)
 				if err != nil {
 					failed.Add(1)
@@ -173,6 +185,9 @@ func BenchmarkMixedLoad(b *testing.B) {
 			b.ReportMetric(float64(ops.Load())/b.Elapsed().Seconds(), "ops/s")
 			b.ReportMetric(float64(lat.pct(0.99))/float64(time.Millisecond), "p99-ms")
 			b.ReportMetric(float64(lat.pct(0.50))/float64(time.Millisecond), "p50-ms")
+			for kind, l := range map[string]*latencies{"dry": &latDry, "decide": &latDecide, "read": &latRead} {
+				b.ReportMetric(float64(l.pct(0.99))/float64(time.Millisecond), kind+"-p99-ms")
+			}
 			b.ReportMetric(float64(events.Load())/subscribers/b.Elapsed().Seconds(), "events/s")
 			// The process's CPU (server and clients) per operation: what the load around the
 			// benchmark changes least, so the figure to compare between log sizes.
