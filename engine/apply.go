@@ -87,8 +87,19 @@ func settled(rec *RunRecord) error {
 // its record are committed before this read; and when the data moved for another reason, the
 // other engine's apply of the run, checking after it, conflicts too (versions only grow) and
 // writes the same conflict.
+//
+// The store is read without writing this engine's queue first (Record would): what the queue
+// holds of the run is this engine's own, never a settled version (the caller holds applyMu and
+// found the run pending), so it cannot tell whether another engine settled it; and a commit
+// here, a disk sync under applyMu, made every conflicting apply hold up every other apply and
+// rejection (issue 32). Nor is it read while the queue still holds the run's first record:
+// nothing of the run is in the store for another engine to have applied, and a miss would
+// verify the whole audit log against its digest (bolt's GetSys, once per open).
 func (e *Engine) settledElsewhere(id string) error {
-	stored, err := e.Record(id)
+	if e.audit.unwritten(id) {
+		return nil
+	}
+	stored, err := e.storedRecord(id)
 	if err != nil {
 		return nil
 	}

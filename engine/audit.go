@@ -735,6 +735,20 @@ func (a *auditLog) tail() []*queuedRecord {
 	return append(slices.Clip(a.inflight), a.queue...)
 }
 
+// unwritten reports whether the queue holds the first record of run id (a dry run's: no chain
+// event of its own), which no batch has taken yet: the store holds nothing of the run, and
+// another engine on the store cannot have seen it.
+func (a *auditLog) unwritten(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, q := range a.queue {
+		if q.rec.ID == id && q.rec.chainEvent == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // close writes what is queued and stops the writer; records added afterwards are written at
 // once. It is safe to call more than once.
 func (a *auditLog) close() error {

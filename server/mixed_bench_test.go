@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ import (
 //	go test ./server -run '^$' -bench MixedLoad -benchtime 3000x -mixed-log=1000000
 var mixedLog = flag.Int("mixed-log", 100_000, "the large audit log of BenchmarkMixedLoad, in runs")
 
+// mixedSeeds keeps BenchmarkMixedLoad's seeded stores in a directory of one's choosing, made
+// once and reused by later runs (alternated base and new binaries, a 1M log): each run works on
+// a copy.
+var mixedSeeds = flag.String("mixed-seeds", "", "a directory to keep BenchmarkMixedLoad's seeded stores in, across runs (default: a temporary one)")
+
 // BenchmarkMixedLoad is `serve` under a mixed load: 64 clients on kept-alive connections, each
 // doing in turn a dry run of a purchase (a new text each time), a dry run then its apply, a dry
 // run then its rejection, a listing of the newest page of runs, a listing of pending runs and a
@@ -41,7 +47,10 @@ var mixedLog = flag.Int("mixed-log", 100_000, "the large audit log of BenchmarkM
 //
 //	go test ./server -run '^$' -bench MixedLoad -benchtime 3000x -count 6 | tee new.txt; benchstat new.txt
 func BenchmarkMixedLoad(b *testing.B) {
-	seeds := b.TempDir() // the seeded stores, made once for the sizes' repeated runs
+	seeds := *mixedSeeds // the seeded stores, made once for the sizes' repeated runs
+	if seeds == "" {
+		seeds = b.TempDir()
+	}
 	for _, n := range []int{10, *mixedLog} {
 		b.Run(fmt.Sprintf("log=%d", n), func(b *testing.B) {
 			f := mixedFixture(b, filepath.Join(seeds, fmt.Sprint(n)), n)
@@ -72,6 +81,9 @@ func BenchmarkMixedLoad(b *testing.B) {
 				}()
 			}
 			var lat latencies
+			// The latencies of each kind of operation too: dry runs, decisions (apply, reject:
+			// one at a time, under the engine's apply lock) and reads (listings, a run's page).
+			var latDry, latDecide, latRead latencies
 			var ops, failed atomic.Int64
 			var firstErr atomic.Value
 			do := func(method, path, body string) []byte {
@@ -94,7 +106,16 @@ func BenchmarkMixedLoad(b *testing.B) {
 						err = fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, raw)
 					}
 				}
-				lat.add(time.Since(start))
+				took := time.Since(start)
+				lat.add(took)
+				switch {
+				case method == "GET":
+					latRead.add(took)
+				case strings.HasSuffix(path, "/apply") || strings.HasSuffix(path, "/reject"):
+					latDecide.add(took)
+				default:
+					latDry.add(took)
+				}
 				ops.Add(1)
 				if err != nil {
 					failed.Add(1)
@@ -148,12 +169,14 @@ func BenchmarkMixedLoad(b *testing.B) {
 				}()
 			}
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for i := range b.N {
 				work <- i
 			}
 			close(work)
 			wg.Wait()
 			b.StopTimer()
+			cpu := processCPU() - cpu0
 			cancel()
 			streams.Wait()
 			if err, _ := firstErr.Load().(error); err != nil {
@@ -162,7 +185,13 @@ func BenchmarkMixedLoad(b *testing.B) {
 			b.ReportMetric(float64(ops.Load())/b.Elapsed().Seconds(), "ops/s")
 			b.ReportMetric(float64(lat.pct(0.99))/float64(time.Millisecond), "p99-ms")
 			b.ReportMetric(float64(lat.pct(0.50))/float64(time.Millisecond), "p50-ms")
+			for kind, l := range map[string]*latencies{"dry": &latDry, "decide": &latDecide, "read": &latRead} {
+				b.ReportMetric(float64(l.pct(0.99))/float64(time.Millisecond), kind+"-p99-ms")
+			}
 			b.ReportMetric(float64(events.Load())/subscribers/b.Elapsed().Seconds(), "events/s")
+			// The process's CPU (server and clients) per operation: what the load around the
+			// benchmark changes least, so the figure to compare between log sizes.
+			b.ReportMetric(float64(cpu.Microseconds())/float64(ops.Load()), "cpu-µs/op")
 			b.ReportMetric(0, "ns/op") // the wall time of b.N rounds by many clients: ops/s says it
 		})
 	}
@@ -177,7 +206,10 @@ var mixedItems = []string{"Aviator", "Sport", "Classic", "Moon"}
 func mixedFixture(b *testing.B, seed string, n int) *fixture {
 	b.Helper()
 	if _, err := os.Stat(seed); err != nil {
-		seedLog(b, seed, n)
+		part := seed + ".partial" // a seeding cut short is not taken for a seed
+		require.NoError(b, os.RemoveAll(part))
+		seedLog(b, part, n)
+		require.NoError(b, os.Rename(part, seed))
 	}
 	dir := b.TempDir()
 	copyFile(b, filepath.Join(seed, "data.db"), filepath.Join(dir, "data.db"))
@@ -187,7 +219,7 @@ func mixedFixture(b *testing.B, seed string, n int) *fixture {
 }
 
 // seedLog makes in dir a demo store (stock raised) whose audit log holds n runs a year old, in
-// every state, and its index. The records are written straight to the store, in batches,
+// every state (a sixth of them rejected, with their decisions), and its index. The records are written straight to the store, in batches,
 // without the hash chain (they are older than it, as a store's runs from before the chain are),
 // and the engine builds their index.
 func seedLog(b *testing.B, dir string, n int) {
@@ -211,6 +243,7 @@ func seedLog(b *testing.B, dir string, n int) {
 		func(r *engine.RunRecord) { r.Outcome = engine.OutcomeConflict },
 		func(r *engine.RunRecord) { r.Outcome = engine.OutcomeRuntimeError },
 		func(r *engine.RunRecord) {},
+		func(r *engine.RunRecord) { r.RejectedBy, r.ApplyError = "seed", "rejected by the reviewer" }, // with its decision
 	}
 	var docs []store.SysDoc
 	for i := range n {
@@ -219,6 +252,10 @@ func seedLog(b *testing.B, dir string, n int) {
 			Status: "success", ChangedRows: 2}
 		states[i%len(states)](r)
 		docs = append(docs, store.SysDoc{Collection: engine.AuditCollection, ID: r.ID, Value: r})
+		if r.RejectedBy != "" {
+			docs = append(docs, store.SysDoc{Collection: "decisions", ID: r.ID, Value: engine.Decision{RunID: r.ID, Decision: engine.DecisionRejected,
+				Feedback: "not this one", Origin: OriginHTTP, By: r.RejectedBy, Time: r.Time.Add(time.Minute)}})
+		}
 		if len(docs) == 10_000 || i == n-1 {
 			require.NoError(b, st.PutSysDocs(context.Background(), docs...))
 			docs = docs[:0]
@@ -228,6 +265,15 @@ func seedLog(b *testing.B, dir string, n int) {
 	require.NoError(b, err)
 	require.NoError(b, eng.Close())
 	require.NoError(b, st.Close())
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func copyFile(b *testing.B, from, to string) {

@@ -45,6 +45,9 @@ type boltStore struct {
 	// transaction, with the group's delta (possibly empty); the Store records the delta in its
 	// meta record there.
 	beforeCommit func(tx *bbolt.Tx, delta map[string]*collDigest) error
+	// afterCommit, when set, runs after every group that committed, with its delta, still under
+	// mu (the Store moves what it verified with it: verifySysLocked).
+	afterCommit func(delta map[string]*collDigest)
 	// onDoc, when set, sees every document write of a group, in its transaction, before it is
 	// made: old is the document replaced or deleted (nil: none), new the one written (nil: a
 	// delete). The Store keeps its key and index buckets with it (disk.go).
@@ -240,6 +243,9 @@ func (s *boltStore) runGroup(fn func(tx *bbolt.Tx) error) error {
 		done = true
 		if err != nil {
 			return &store.WriteError{Path: s.path, Err: err}
+		}
+		if s.afterCommit != nil {
+			s.afterCommit(s.delta)
 		}
 		return nil
 	})

@@ -24,7 +24,8 @@ import (
 // one; Store.recordDigestsLocked adds the sums to the record before the commit), so they cost
 // O(documents written) per commit. Open verifies the domain tables it reads into memory (a table
 // read from the file is verified when it is read whole; see disk.go),
-// ListSys and a failed GetSys a system collection's, and Check all of them; a mismatch is a
+// ListSys and a failed GetSys a system collection's (hashed once per open, then followed by
+// the commits' deltas: Store.verifySysLocked), and Check all of them; a mismatch is a
 // *DamagedError.
 //
 // The digest detects damage, not tampering: whoever can rewrite data.db can rewrite the record.

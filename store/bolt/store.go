@@ -59,7 +59,13 @@ type Store struct {
 	names   []string // domain table names, sorted
 	// digestMemo keeps the last decoded digests of the store's record (verifySysLocked).
 	digestMemo digestMemo
-	created    bool
+	// verified holds, for each system collection whose documents verifySysLocked found equal to
+	// the store's record since Open, the count and digest they then had, moved with every commit
+	// since (afterCommitLocked); guarded by bolt.mu. hashed counts the documents verifySysLocked
+	// hashed, for tests.
+	verified map[string]collDigest
+	hashed   int64
+	created  bool
 
 	bolt *boltStore
 	db   *clover.DB
@@ -229,6 +235,7 @@ func (s *Store) init(opts Options) error {
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	s.bolt.beforeCommit = s.recordDigestsLocked
+	s.bolt.afterCommit = s.afterCommitLocked
 	s.bolt.onDoc = s.trackRow
 	var m metaRecord
 	found, err := s.getSysLocked(metaCollection, metaID, &m)
@@ -458,6 +465,16 @@ func (s *Store) recordDigests() (m struct{ Digests map[string]collDigest }, foun
 
 // verifySysLocked checks the system collection coll's documents against the count and digest
 // the store recorded, returning a *DamagedError when they differ. The caller holds s.bolt.mu.
+//
+// A collection is hashed whole once per open: every miss of GetSys verifies (a look at a run
+// without a decision is one), and hashing the decisions or the audit log on each grew with the
+// log (issue 32). Once its documents matched the record, what the store's own commits change
+// in them is tracked to the byte (bolt.go's delta, read from the file in the commit's
+// transaction), so verified moves with each commit's delta (afterCommitLocked) and stays equal
+// to what the file holds. While the recorded digest equals it, the collection is not hashed
+// again; a record that moved any other way is hashed again. Damage made while the store is open
+// is not seen until the next open (no other process can write the file while it is open: the
+// lock); a read that faults is still a *DamagedError (guard), and Check hashes everything.
 func (s *Store) verifySysLocked(coll string) error {
 	m, found, err := s.recordDigests()
 	if err != nil {
@@ -469,14 +486,36 @@ func (s *Store) verifySysLocked(coll string) error {
 	if m.Digests == nil {
 		return nil // written before digests existed: nothing to verify against
 	}
+	want := m.Digests[coll]
+	if v, ok := s.verified[coll]; ok && v == want {
+		return nil
+	}
 	var got collDigest
 	if err := s.bolt.db.View(func(tx *bbolt.Tx) error { got = collDigestOf(tx, coll); return nil }); err != nil {
 		return err
 	}
-	if msg := digestMismatch(coll, m.Digests[coll], got); msg != "" {
+	s.hashed += got.Rows
+	if msg := digestMismatch(coll, want, got); msg != "" {
+		delete(s.verified, coll)
 		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
 	}
+	if s.verified == nil {
+		s.verified = map[string]collDigest{}
+	}
+	s.verified[coll] = want
 	return nil
+}
+
+// afterCommitLocked moves what verifySysLocked verified with a commit's delta (boltStore.
+// afterCommit): the documents the commit changed, hashed as they were and as they are.
+func (s *Store) afterCommitLocked(delta map[string]*collDigest) {
+	for coll, d := range delta {
+		if v, ok := s.verified[coll]; ok {
+			v.Rows += d.Rows
+			v.Sum += d.Sum
+			s.verified[coll] = v
+		}
+	}
 }
 
 // create makes a new store: one collection per table, the seed rows at version 1 (none with
