@@ -116,8 +116,9 @@ func (s *Store) beginStaged(sc *store.Schema) (*staged, error) {
 	return st, err
 }
 
-// afterStage, when set, is called after each staging commit (the kill test's child reports them).
-var afterStage func()
+// afterStage, when set, is called after each staging commit, merge or not (the kill test's child
+// reports them).
+var afterStage func(merge bool)
 
 // stageRows writes rows (validated, keys distinct from every row staged before) in one staging
 // commit.
@@ -164,7 +165,7 @@ func (st *staged) stageRows(rows []table.Row) error {
 		})
 	})
 	if err == nil && afterStage != nil {
-		afterStage()
+		afterStage(false)
 	}
 	return err
 }
@@ -655,7 +656,7 @@ func (st *staged) merge(kb keyBucket, spans []runSpan) error {
 			return err
 		}
 		if afterStage != nil {
-			afterStage()
+			afterStage(true)
 		}
 	}
 	return nil

@@ -21,28 +21,42 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stageSmall makes imports of more than 100 rows staged, in commits of 64 rows, until the test
-// ends, and returns the count of staging commits. Not for parallel tests: the sizes are package variables.
-func stageSmall(t *testing.T) *int {
-	minWas, batchWas := stagedMin, stageBatch
-	stagedMin, stageBatch = 100, 64
-	stages := 0
-	afterStage = func() { stages++ }
-	t.Cleanup(func() { stagedMin, stageBatch, afterStage = minWas, batchWas, nil })
-	return &stages
+// stageSmall makes imports of more than 100 rows staged, in commits of 64 rows, with merges of
+// 100 entries a commit, until the test ends, and returns the counts of staging commits and of
+// merge commits. Not for parallel tests: the sizes are package variables.
+func stageSmall(t *testing.T) (stages, merges *int) {
+	minWas, batchWas, chunkWas := stagedMin, stageBatch, mergeChunk
+	stagedMin, stageBatch, mergeChunk = 100, 64, 100
+	stages, merges = new(int), new(int)
+	afterStage = func(merge bool) {
+		if merge {
+			*merges++
+		} else {
+			*stages++
+		}
+	}
+	t.Cleanup(func() { stagedMin, stageBatch, mergeChunk, afterStage = minWas, batchWas, chunkWas, nil })
+	return stages, merges
 }
 
-// stagedFile writes a JSON file of n benchItem rows, row bad (1-based; 0: none) with a stock
-// that is not a number, and returns its path.
-func stagedFile(t testing.TB, dir string, n, bad int) string {
+// stagedFile writes a JSON file of n benchItem rows, in key order or shuffled, the bad-th
+// (1-based; 0: none) with a stock that is not a number, and returns its path.
+func stagedFile(t testing.TB, dir string, n, bad int, shuffled bool) string {
 	var b bytes.Buffer
 	rng := rand.New(rand.NewPCG(32, uint64(n)))
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i + 1
+	}
+	if shuffled {
+		rng.Shuffle(n, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
 	b.WriteString("[")
 	for i := 1; i <= n; i++ {
 		if i > 1 {
 			b.WriteString(",")
 		}
-		row := benchItem(rng, i)
+		row := benchItem(rng, ids[i-1])
 		if i == bad {
 			row["quantity_in_stock"] = "many"
 		}
@@ -52,7 +66,7 @@ func stagedFile(t testing.TB, dir string, n, bad int) string {
 		b.Write(line)
 	}
 	b.WriteString("\n]\n")
-	path := filepath.Join(dir, fmt.Sprintf("rows-%d-%d.json", n, bad))
+	path := filepath.Join(dir, fmt.Sprintf("rows-%d-%d-%v.json", n, bad, shuffled))
 	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 	return path
 }
@@ -93,14 +107,30 @@ func dumpOf(t *testing.T, s *Store) string {
 	return b.String()
 }
 
-// TestStagedImportAllOrNothing imports a file large enough to be staged: whole, it is one
-// commit that db check finds clean; with a bad row at its end (after every staging commit) the
-// store is as before, holds nothing staged, and the same import then succeeds.
+// TestStagedImportAllOrNothing imports a file large enough to be staged, in key order and
+// shuffled: whole, it is one commit that db check finds clean and that dumps as one unstaged
+// commit of it does; with a bad row at its end (after every staging commit) the store is as
+// before and holds nothing staged (nor the file of sorted runs), and the same import then
+// succeeds.
 func TestStagedImportAllOrNothing(t *testing.T) {
-	stages := stageSmall(t)
+	for _, shuffled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shuffled=%v", shuffled), func(t *testing.T) { stagedAllOrNothing(t, shuffled) })
+	}
+}
+
+func stagedAllOrNothing(t *testing.T, shuffled bool) {
+	stages, merges := stageSmall(t)
 	n := 1000
 	files := t.TempDir()
-	good, bad := stagedFile(t, files, n, 0), stagedFile(t, files, n, n)
+	good, bad := stagedFile(t, files, n, 0, shuffled), stagedFile(t, files, n, n, shuffled)
+	onlyData := func(dir string) {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range ents {
+			require.NotContains(t, e.Name(), "import-runs", "the sorted runs' file is left")
+		}
+	}
 
 	dir := t.TempDir()
 	s, err := Open(dir, Options{NoSeed: true})
@@ -113,19 +143,31 @@ func TestStagedImportAllOrNothing(t *testing.T) {
 	require.Greater(t, *stages, 10, "the import was not staged")
 	require.Equal(t, before, dumpOf(t, s), "a failed import changed the store")
 	require.Equal(t, seq, s.seq)
+	onlyData(dir)
 	require.NoError(t, s.Close())
 	require.False(t, stagingLeft(t, dir), "a failed import left its staged rows")
 	checkClean(t, dir)
 
 	s, err = Open(dir, Options{NoSeed: true})
 	require.NoError(t, err)
+	*merges = 0
 	res, err := importFile(s, good)
 	require.NoError(t, err)
 	require.Equal(t, ImportResult{Inserted: n, Commits: 1}, res)
 	require.Equal(t, seq+1, s.seq, "the import is one commit")
+	// The name index lands everywhere either way (benchItem's names start with a random word),
+	// and so does item_id's (index text: SG1000 comes before SG101); shuffled, the keys do
+	// too: each is merged from its runs, 1,000 entries in commits of 100, and moved in place by
+	// one more.
+	wantMerges := 2 * 11
+	if shuffled {
+		wantMerges = 3 * 11
+	}
+	require.Equal(t, wantMerges, *merges, "merge commits")
 	after := dumpOf(t, s)
 	row, ok := committed(t, s, "inventory", "SG500")
 	require.True(t, ok)
+	onlyData(dir)
 	require.NoError(t, s.Close())
 	require.False(t, stagingLeft(t, dir))
 	checkClean(t, dir)
@@ -154,13 +196,13 @@ func TestHelperStagedImport(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process only")
 	}
-	stagedMin, stageBatch = 100, 64
+	stagedMin, stageBatch, mergeChunk = 100, 64, 100
 	s, err := Open(os.Getenv("STARPLAN_STORE_DIR"), Options{NoSeed: true})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
-	afterStage = func() { os.Stdout.WriteString(".") }
+	afterStage = func(bool) { os.Stdout.WriteString(".") }
 	os.Stdout.WriteString("ready\n")
 	if _, err := importFile(s, path); err != nil {
 		fmt.Println("error:", err)
@@ -171,15 +213,19 @@ func TestHelperStagedImport(t *testing.T) {
 	os.Exit(0)
 }
 
-// TestKillDuringStagedImport SIGKILLs a process importing a file, staged, before its first
-// staging commit, after some, after the last and at random: the store opens holding none of the
-// file or all of it, nothing staged is left once it is opened, and db check finds it clean.
+// TestKillDuringStagedImport SIGKILLs a process importing a shuffled file, staged, before its
+// first staging commit, after some, after the last, while its sorted runs are merged, after the
+// last merge and at random: the store opens holding none of the file or all of it, nothing
+// staged is left once it is opened, and db check finds it clean.
 func TestKillDuringStagedImport(t *testing.T) {
 	n := testtier.Size(1000, 5000)
-	path := stagedFile(t, t.TempDir(), n, 0)
-	commits := (n-1)/64 + 1
+	path := stagedFile(t, t.TempDir(), n, 0, true)
+	// Shuffled, the keys bucket and both indexes are merged from sorted runs after the staging
+	// commits: (n+99)/100 commits of 100 entries and one that moves the merged bucket, each.
+	staging, merging := (n-1)/64+1, 3*((n+99)/100+1)
+	commits := staging + merging
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
-	points := []int{0, 1, commits / 2, commits - 1, commits}
+	points := []int{0, 1, staging / 2, staging, staging + merging/2, commits - 1, commits}
 	for range testtier.Size(3, 20) {
 		points = append(points, rng.IntN(commits+1))
 	}
