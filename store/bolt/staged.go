@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 
 	"go.etcd.io/bbolt"
 
@@ -320,18 +319,15 @@ var errNotStaged = errors.New("store: the import's staging buckets are incomplet
 //
 // Each staging commit puts its batch's entries, sorted, into the staged keys and index buckets.
 // Appended after the entries staged before (a file in key order, in its keys bucket) or landing
-// in few places among them (an index of a few values), bbolt writes them into few pages. A batch
+// in few pages among them (an index of a few values), bbolt writes them into few pages. A batch
 // that lands everywhere (a file out of key order) would make every commit rewrite every page of
 // the bucket, each half full after its split: staging 300,000 shuffled rows took 1.7 times as
-// long as one commit of them, and more memory. Such a batch is written instead as a sorted run
+// long as one commit of them, and 2.5 times the memory. So a batch that would rewrite more
+// entries staged before than it has (scattered) is written instead as a sorted run
 // to a temporary file (keyRuns), and finish merges each bucket's runs and its staged entries into
 // a new bucket in key order, appended in commits of mergeChunk entries, which then takes the
 // staged one's place. The runs' file is deleted from its directory as soon as it is made, so a
 // killed import leaves nothing of it.
-
-// directGap is how many of a batch's entries must, on average, land in one place among the
-// entries staged before for the batch to be put into its bucket: about a page of them.
-const directGap = 64
 
 // mergeChunk is how many entries a merge commit writes; a variable, so that the tests can merge
 // in several commits.
@@ -371,6 +367,7 @@ func byKey(x, y keyOp) int { return bytes.Compare(x.key, y.key) }
 // putKeys stages a batch's key and index entries: into their buckets, or as runs (see above).
 func (st *staged) putKeys(k *keyOps, stg *bbolt.Bucket) error {
 	kroot, iroot := stg.Bucket([]byte("keys")), stg.Bucket([]byte("index"))
+	pageSize := stg.Tx().DB().Info().PageSize
 	for kb, p := range k.by {
 		ops := *p
 		if len(ops) == 0 {
@@ -386,7 +383,7 @@ func (st *staged) putKeys(k *keyOps, stg *bbolt.Bucket) error {
 		c := b.Cursor()
 		if last, _ := c.Last(); last == nil || bytes.Compare(ops[0].key, last) > 0 {
 			b.FillPercent = 1.0 // appended: full pages
-		} else if scattered(c, ops) {
+		} else if scattered(c, ops, pageSize) {
 			if err := st.toRun(kb, ops); err != nil {
 				return err
 			}
@@ -401,22 +398,37 @@ func (st *staged) putKeys(k *keyOps, stg *bbolt.Bucket) error {
 	return nil
 }
 
-// scattered reports whether sorted entries ops, the first of them before the last entry of c's
-// bucket, land in more places among its entries than one per directGap of them.
-func scattered(c *bbolt.Cursor, ops []keyOp) bool {
-	limit := len(ops) / directGap
-	places := 0
-	for i := 0; i < len(ops); {
-		next, _ := c.Seek(ops[i].key)
-		if next == nil {
+// scattered reports whether putting sorted entries ops, the first of them before the last
+// entry of c's bucket, would rewrite more of the entries already there than ops has: each
+// place where some of them land rewrites the entries of the page it is in, about a page of
+// them, or fewer when the last place was less than a page before.
+func scattered(c *bbolt.Cursor, ops []keyOp, pageSize int) bool {
+	size := 0
+	for _, op := range ops {
+		size += len(op.key) + len(op.value)
+	}
+	perPage := max(1, pageSize/(size/len(ops)+16)) // an entry's header in a page is 16 bytes
+	budget := len(ops)
+	k, _ := c.Seek(ops[0].key)
+	for i := 0; ; {
+		for i < len(ops) && k != nil && bytes.Compare(ops[i].key, k) <= 0 {
+			i++ // lands before k, where ops[i-1] does
+		}
+		if i == len(ops) || k == nil {
 			return false // the rest are appended: one more place
 		}
-		if places++; places > limit {
+		n := 0 // the entries between this place and the next, up to a page of them
+		for k != nil && n < perPage && bytes.Compare(k, ops[i].key) < 0 {
+			k, _ = c.Next()
+			n++
+		}
+		if k != nil && bytes.Compare(k, ops[i].key) < 0 {
+			k, _ = c.Seek(ops[i].key)
+		}
+		if budget -= n; budget < 0 {
 			return true
 		}
-		i += max(1, sort.Search(len(ops)-i, func(j int) bool { return bytes.Compare(ops[i+j].key, next) >= 0 }))
 	}
-	return false
 }
 
 // toRun writes sorted entries ops of bucket kb as a run.
