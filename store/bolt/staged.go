@@ -322,7 +322,7 @@ var errNotStaged = errors.New("store: the import's staging buckets are incomplet
 // in few pages among them (an index of a few values), bbolt writes them into few pages. A batch
 // that lands everywhere (a file out of key order) would make every commit rewrite every page of
 // the bucket, each half full after its split: staging 300,000 shuffled rows took 1.7 times as
-// long as one commit of them, and 2.5 times the memory. So a batch that would rewrite more
+// long as one commit of them, and 2.5 times the memory. So a batch that would rewrite many more
 // entries staged before than it has (scattered) is written instead as a sorted run
 // to a temporary file (keyRuns), and finish merges each bucket's runs and its staged entries into
 // a new bucket in key order, appended in commits of mergeChunk entries, which then takes the
@@ -399,7 +399,8 @@ func (st *staged) putKeys(k *keyOps, stg *bbolt.Bucket) error {
 }
 
 // scattered reports whether putting sorted entries ops, the first of them before the last
-// entry of c's bucket, would rewrite more of the entries already there than ops has: each
+// entry of c's bucket, would rewrite more than twice as many of the entries already there as
+// ops has (a run costs about that: the file's write and read, and a put in the merge): each
 // place where some of them land rewrites the entries of the page it is in, about a page of
 // them, or fewer when the last place was less than a page before.
 func scattered(c *bbolt.Cursor, ops []keyOp, pageSize int) bool {
@@ -408,7 +409,7 @@ func scattered(c *bbolt.Cursor, ops []keyOp, pageSize int) bool {
 		size += len(op.key) + len(op.value)
 	}
 	perPage := max(1, pageSize/(size/len(ops)+16)) // an entry's header in a page is 16 bytes
-	budget := len(ops)
+	budget := 2 * len(ops)
 	k, _ := c.Seek(ops[0].key)
 	for i := 0; ; {
 		for i < len(ops) && k != nil && bytes.Compare(ops[i].key, k) <= 0 {

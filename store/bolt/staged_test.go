@@ -265,3 +265,42 @@ func TestKillDuringStagedImport(t *testing.T) {
 	t.Logf("%d kills: all rows seen %v, none seen %v", len(points), sawAll, sawNone)
 	require.True(t, sawNone, "no kill landed before the import's last commit")
 }
+
+// TestScatteredBatch: a staged import's batch of entries goes to a sorted run when putting it
+// would rewrite more of the bucket's entries than it has, and is put directly when it lands in
+// few pages, however many places among them.
+func TestScatteredBatch(t *testing.T) {
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "x.db"), 0o600, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
+	batch := func(from, step, n int) []keyOp {
+		ops := make([]keyOp, n)
+		for i := range ops {
+			ops[i] = keyOp{key: key(from + i*step), value: []byte("0123456789")}
+		}
+		return ops
+	}
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		require.NoError(t, err)
+		for i := 0; i < 80_000; i += 2 { // the even numbers
+			require.NoError(t, b.Put(key(i), []byte("0123456789")))
+		}
+		page := db.Info().PageSize
+		for _, c := range []struct {
+			name string
+			ops  []keyOp
+			want bool
+		}{
+			{"one place", batch(50_001, 0, 1), false},
+			{"every gap of a few pages", batch(50_001, 2, 500), false},
+			{"a place every eight entries", batch(50_001, 16, 500), true},
+			{"across the bucket", batch(1, 159, 500), true},
+			{"some in a few pages, some appended", append(batch(50_001, 2, 200), batch(300_000, 1, 200)...), false},
+		} {
+			require.Equal(t, c.want, scattered(b.Cursor(), c.ops, page), c.name)
+		}
+		return nil
+	}))
+}
