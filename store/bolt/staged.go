@@ -64,6 +64,7 @@ type staged struct {
 	// runs holds the batches of key and index entries that landed between entries staged
 	// before, merged into their buckets by finish (nil: none yet).
 	runs *keyRuns
+	put  map[keyBucket]int // the entries put into each staged bucket (not into runs)
 }
 
 // beginStaged starts staging rows into table sc at the next version, or returns nil when the
@@ -115,9 +116,10 @@ func (s *Store) beginStaged(sc *store.Schema) (*staged, error) {
 	return st, err
 }
 
-// afterStage, when set, is called after each staging commit, merge or not (the kill test's child
-// reports them).
-var afterStage func(merge bool)
+// afterStage, when set, is called after each staging commit with its kind: "stage" (a batch of
+// rows), "merge" (into a new bucket) or "put" (runs put into their bucket; see merge). The kill
+// test's child reports them.
+var afterStage func(kind string)
 
 // stageRows writes rows (validated, keys distinct from every row staged before) in one staging
 // commit.
@@ -164,7 +166,7 @@ func (st *staged) stageRows(rows []table.Row) error {
 		})
 	})
 	if err == nil && afterStage != nil {
-		afterStage(false)
+		afterStage("stage")
 	}
 	return err
 }
@@ -340,6 +342,7 @@ type keyRuns struct {
 	w   *bufio.Writer
 	off int64
 	by  map[keyBucket][]runSpan
+	n   map[keyBucket]int // the entries of each bucket's runs
 	buf []byte
 }
 
@@ -394,6 +397,10 @@ func (st *staged) putKeys(k *keyOps, stg *bbolt.Bucket) error {
 				return err
 			}
 		}
+		if st.put == nil {
+			st.put = map[keyBucket]int{}
+		}
+		st.put[kb] += len(ops)
 	}
 	return nil
 }
@@ -441,7 +448,7 @@ func (st *staged) toRun(kb keyBucket, ops []keyOp) error {
 			return fmt.Errorf("store: a file for the import's sorted runs: %w", err)
 		}
 		os.Remove(f.Name()) // open, it stays until closed; killed, the system deletes it
-		r = &keyRuns{f: f, w: bufio.NewWriterSize(f, 256<<10), by: map[keyBucket][]runSpan{}}
+		r = &keyRuns{f: f, w: bufio.NewWriterSize(f, 256<<10), by: map[keyBucket][]runSpan{}, n: map[keyBucket]int{}}
 		st.runs = r
 	}
 	from := r.off
@@ -457,6 +464,7 @@ func (st *staged) toRun(kb keyBucket, ops []keyOp) error {
 		}
 	}
 	r.by[kb] = append(r.by[kb], runSpan{from, r.off})
+	r.n[kb] += len(ops)
 	return nil
 }
 
@@ -523,6 +531,46 @@ func (st *staged) mergeRuns() error {
 	return nil
 }
 
+// inPlaceRatio: a bucket whose runs hold at most 1/inPlaceRatio as many entries as were put
+// into it directly has theirs put into it (see merge).
+const inPlaceRatio = 4
+
+// putRuns puts up to mergeChunk of the runs' entries, in key order, into b, and sets done when
+// none is left.
+func putRuns(b *bbolt.Bucket, runs []*runReader, done *bool) error {
+	h := make(mergeHeap, 0, len(runs))
+	for i, r := range runs {
+		if !r.done {
+			h = append(h, &mergeSource{run: r, key: r.key, value: r.value, order: i})
+		}
+	}
+	heap.Init(&h)
+	var block []byte
+	for n := 0; n < mergeChunk && len(h) > 0; n++ {
+		top := h[0]
+		if len(block)+len(top.key)+len(top.value) > cap(block) { // bbolt keeps them until the commit
+			block = make([]byte, 0, max(1<<20, len(top.key)+len(top.value)))
+		}
+		block = append(block, top.key...)
+		key := block[len(block)-len(top.key):]
+		block = append(block, top.value...)
+		if err := b.Put(key, block[len(block)-len(top.value):]); err != nil {
+			return err
+		}
+		if err := top.run.next(); err != nil {
+			return err
+		}
+		if top.run.done {
+			heap.Pop(&h)
+			continue
+		}
+		top.key, top.value = top.run.key, top.run.value
+		heap.Fix(&h, 0)
+	}
+	*done = len(h) == 0
+	return nil
+}
+
 // mergeSource is one of the sorted sources of a merge: a run, or the staged bucket (cursor).
 type mergeSource struct {
 	run        *runReader
@@ -550,9 +598,12 @@ func (h *mergeHeap) Pop() any {
 }
 
 // merge writes the entries of kb's staged bucket and of its runs, in key order, into a new
-// bucket in commits of mergeChunk entries, and puts it in the staged bucket's place.
+// bucket in commits of mergeChunk entries, and puts it in the staged bucket's place. When the
+// runs hold few of the entries (a few batches of a file mostly in order), it puts theirs into
+// the staged bucket instead, in key order, so each commit rewrites the pages of a range of it.
 func (st *staged) merge(kb keyBucket, spans []runSpan) error {
 	s := st.s
+	inPlace := inPlaceRatio*st.runs.n[kb] <= st.put[kb]
 	runs := make([]*runReader, len(spans))
 	for i, sp := range spans {
 		runs[i] = &runReader{r: bufio.NewReaderSize(io.NewSectionReader(st.runs.f, sp.from, sp.to-sp.from), 32<<10)}
@@ -572,6 +623,9 @@ func (st *staged) merge(kb keyBucket, spans []runSpan) error {
 				old, parent, name := stagedBucket(stg.Bucket([]byte("keys")), stg.Bucket([]byte("index")), kb)
 				if old == nil {
 					return fmt.Errorf("%w: no bucket %q of table %s", errNotStaged, kb.field, kb.table)
+				}
+				if inPlace {
+					return putRuns(old, runs, &done)
 				}
 				if !started {
 					if stg.Bucket([]byte("merge")) != nil {
@@ -669,7 +723,7 @@ func (st *staged) merge(kb keyBucket, spans []runSpan) error {
 			return err
 		}
 		if afterStage != nil {
-			afterStage(true)
+			afterStage(map[bool]string{true: "put", false: "merge"}[inPlace])
 		}
 	}
 	return nil

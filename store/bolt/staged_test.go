@@ -22,33 +22,40 @@ import (
 )
 
 // stageSmall makes imports of more than 100 rows staged, in commits of 64 rows, with merges of
-// 100 entries a commit, until the test ends, and returns the counts of staging commits and of
-// merge commits. Not for parallel tests: the sizes are package variables.
-func stageSmall(t *testing.T) (stages, merges *int) {
+// 100 entries a commit, until the test ends, and returns the count of each kind of staging
+// commit (see afterStage). Not for parallel tests: the sizes are package variables.
+func stageSmall(t *testing.T) map[string]int {
 	minWas, batchWas, chunkWas := stagedMin, stageBatch, mergeChunk
 	stagedMin, stageBatch, mergeChunk = 100, 64, 100
-	stages, merges = new(int), new(int)
-	afterStage = func(merge bool) {
-		if merge {
-			*merges++
-		} else {
-			*stages++
-		}
-	}
+	commits := map[string]int{}
+	afterStage = func(kind string) { commits[kind]++ }
 	t.Cleanup(func() { stagedMin, stageBatch, mergeChunk, afterStage = minWas, batchWas, chunkWas, nil })
-	return stages, merges
+	return commits
 }
 
-// stagedFile writes a JSON file of n benchItem rows, in key order or shuffled, the bad-th
-// (1-based; 0: none) with a stock that is not a number, and returns its path.
-func stagedFile(t testing.TB, dir string, n, bad int, shuffled bool) string {
+// The orders of stagedFile's rows.
+const (
+	inOrder  = "sorted"
+	shuffled = "shuffled"
+	nearly   = "nearly" // in key order but for every 16th of the first 1,024, moved to the end
+)
+
+// stagedFile writes a JSON file of n benchItem rows in an order (above), the bad-th (1-based;
+// 0: none) with a stock that is not a number, and returns its path.
+func stagedFile(t testing.TB, dir string, n, bad int, order string) string {
 	var b bytes.Buffer
 	rng := rand.New(rand.NewPCG(32, uint64(n)))
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = i + 1
+	ids := make([]int, 0, n)
+	var moved []int
+	for i := 1; i <= n; i++ {
+		if order == nearly && i%16 == 0 && i <= 1024 {
+			moved = append(moved, i)
+		} else {
+			ids = append(ids, i)
+		}
 	}
-	if shuffled {
+	ids = append(ids, moved...)
+	if order == shuffled {
 		rng.Shuffle(n, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	}
 	b.WriteString("[")
@@ -66,7 +73,7 @@ func stagedFile(t testing.TB, dir string, n, bad int, shuffled bool) string {
 		b.Write(line)
 	}
 	b.WriteString("\n]\n")
-	path := filepath.Join(dir, fmt.Sprintf("rows-%d-%d-%v.json", n, bad, shuffled))
+	path := filepath.Join(dir, fmt.Sprintf("rows-%d-%d-%s.json", n, bad, order))
 	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 	return path
 }
@@ -113,16 +120,16 @@ func dumpOf(t *testing.T, s *Store) string {
 // before and holds nothing staged (nor the file of sorted runs), and the same import then
 // succeeds.
 func TestStagedImportAllOrNothing(t *testing.T) {
-	for _, shuffled := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shuffled=%v", shuffled), func(t *testing.T) { stagedAllOrNothing(t, shuffled) })
+	for _, order := range []string{inOrder, shuffled, nearly} {
+		t.Run(order, func(t *testing.T) { stagedAllOrNothing(t, order) })
 	}
 }
 
-func stagedAllOrNothing(t *testing.T, shuffled bool) {
-	stages, merges := stageSmall(t)
+func stagedAllOrNothing(t *testing.T, order string) {
+	commits := stageSmall(t)
 	n := 1000
 	files := t.TempDir()
-	good, bad := stagedFile(t, files, n, 0, shuffled), stagedFile(t, files, n, n, shuffled)
+	good, bad := stagedFile(t, files, n, 0, order), stagedFile(t, files, n, n, order)
 	onlyData := func(dir string) {
 		t.Helper()
 		ents, err := os.ReadDir(dir)
@@ -140,7 +147,7 @@ func stagedAllOrNothing(t *testing.T, shuffled bool) {
 	var ie *ImportErrors
 	require.ErrorAs(t, err, &ie)
 	require.Contains(t, err.Error(), fmt.Sprintf("record %d", n))
-	require.Greater(t, *stages, 10, "the import was not staged")
+	require.Greater(t, commits["stage"], 10, "the import was not staged")
 	require.Equal(t, before, dumpOf(t, s), "a failed import changed the store")
 	require.Equal(t, seq, s.seq)
 	onlyData(dir)
@@ -150,20 +157,21 @@ func stagedAllOrNothing(t *testing.T, shuffled bool) {
 
 	s, err = Open(dir, Options{NoSeed: true})
 	require.NoError(t, err)
-	*merges = 0
+	clear(commits)
 	res, err := importFile(s, good)
 	require.NoError(t, err)
 	require.Equal(t, ImportResult{Inserted: n, Commits: 1}, res)
 	require.Equal(t, seq+1, s.seq, "the import is one commit")
-	// The name index lands everywhere either way (benchItem's names start with a random word),
-	// and so does item_id's (index text: SG1000 comes before SG101); shuffled, the keys do
-	// too: each is merged from its runs, 1,000 entries in commits of 100, and moved in place by
-	// one more.
-	wantMerges := 2 * 11
-	if shuffled {
-		wantMerges = 3 * 11
+	// The name index lands everywhere in any order (benchItem's names start with a random
+	// word): it is merged from its runs, 1,000 entries in commits of 100, into a new bucket
+	// moved in place by one more commit; shuffled, the keys and the item_id index are too.
+	// Nearly in order, the keys' runs (the 64 rows moved to the end) are few beside the entries
+	// put directly: they are put into the bucket.
+	want := map[string]int{inOrder: 11, shuffled: 3 * 11, nearly: 11}[order]
+	require.Equal(t, want, commits["merge"], "merge commits")
+	if order == nearly {
+		require.Positive(t, commits["put"], "no runs were put into their bucket")
 	}
-	require.Equal(t, wantMerges, *merges, "merge commits")
 	after := dumpOf(t, s)
 	row, ok := committed(t, s, "inventory", "SG500")
 	require.True(t, ok)
@@ -202,7 +210,7 @@ func TestHelperStagedImport(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
-	afterStage = func(bool) { os.Stdout.WriteString(".") }
+	afterStage = func(string) { os.Stdout.WriteString(".") }
 	os.Stdout.WriteString("ready\n")
 	if _, err := importFile(s, path); err != nil {
 		fmt.Println("error:", err)
@@ -219,7 +227,7 @@ func TestHelperStagedImport(t *testing.T) {
 // staged is left once it is opened, and db check finds it clean.
 func TestKillDuringStagedImport(t *testing.T) {
 	n := testtier.Size(1000, 5000)
-	path := stagedFile(t, t.TempDir(), n, 0, true)
+	path := stagedFile(t, t.TempDir(), n, 0, shuffled)
 	// Shuffled, the keys bucket and both indexes are merged from sorted runs after the staging
 	// commits: (n+99)/100 commits of 100 entries and one that moves the merged bucket, each.
 	staging, merging := (n-1)/64+1, 3*((n+99)/100+1)
