@@ -204,7 +204,7 @@ func TestHelperStagedImport(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process only")
 	}
-	stagedMin, stageBatch, mergeChunk = 100, 64, 100
+	stagedMin, stageBatch, mergeChunk = 100, 64, 250
 	s, err := Open(os.Getenv("STARPLAN_STORE_DIR"), Options{NoSeed: true})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -229,8 +229,8 @@ func TestKillDuringStagedImport(t *testing.T) {
 	n := testtier.Size(1000, 5000)
 	path := stagedFile(t, t.TempDir(), n, 0, shuffled)
 	// Shuffled, the keys bucket and both indexes are merged from sorted runs after the staging
-	// commits: (n+99)/100 commits of 100 entries and one that moves the merged bucket, each.
-	staging, merging := (n-1)/64+1, 3*((n+99)/100+1)
+	// commits: (n+249)/250 commits of 250 entries and one that moves the merged bucket, each.
+	staging, merging := (n-1)/64+1, 3*((n+249)/250+1)
 	commits := staging + merging
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	points := []int{0, 1, staging / 2, staging, staging + merging/2, commits - 1, commits}
