@@ -324,12 +324,13 @@ var errNotStaged = errors.New("store: the import's staging buckets are incomplet
 // in few pages among them (an index of a few values), bbolt writes them into few pages. A batch
 // that lands everywhere (a file out of key order) would make every commit rewrite every page of
 // the bucket, each half full after its split: staging 300,000 shuffled rows took 1.7 times as
-// long as one commit of them, and 2.5 times the memory. So a batch that would rewrite many more
-// entries staged before than it has (scattered) is written instead as a sorted run
-// to a temporary file (keyRuns), and finish merges each bucket's runs and its staged entries into
-// a new bucket in key order, appended in commits of mergeChunk entries, which then takes the
-// staged one's place. The runs' file is deleted from its directory as soon as it is made, so a
-// killed import leaves nothing of it.
+// long as one commit of them, and 2.5 times the memory of the same rows in key order. So a
+// batch that would rewrite many more entries staged before than it has (scattered) is written
+// instead as a sorted run to a temporary file (keyRuns), and finish merges each bucket's runs
+// and its staged entries into a new bucket in key order, appended in commits of mergeChunk
+// entries, which then takes the staged one's place; or, when the runs hold few of the bucket's
+// entries, puts theirs into it in key order. The runs' file is deleted from its directory as
+// soon as it is made, so a killed import leaves nothing of it.
 
 // mergeChunk is how many entries a merge commit writes; a variable, so that the tests can merge
 // in several commits.
