@@ -43,6 +43,14 @@ func GuardTree(f *syntax.File) {
 	g.stmts(f.Stmts)
 }
 
+// GuardTreeSeen is GuardTree for a caller that has already walked the whole of f (syntax.Walk,
+// every node visited) and shown each node to seen.Visit: the rewrite then needs no walk of its
+// own to find the numeric names. A check walks every plan's tree anyway (sandbox's checkTree).
+func GuardTreeSeen(f *syntax.File, seen *NumericNames) {
+	g := guarder{numeric: seen.result()}
+	g.stmts(f.Stmts)
+}
+
 type guarder struct {
 	numeric map[string]bool // names that only ever hold numbers (numericNames)
 }
@@ -327,46 +335,73 @@ func numericExpr(e syntax.Expr, numeric map[string]bool) bool {
 // another's. Names start as numbers and lose it until nothing changes (a name assigned only from
 // another such name, or never, holds no value that is not a number).
 func numericNames(f *syntax.File) map[string]bool {
-	var assigns []*syntax.AssignStmt // name = x and name op= x, for the names still candidates
-	bad := map[string]bool{}
-	numeric := map[string]bool{}
+	var c NumericNames
 	syntax.Walk(f, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.AssignStmt:
-			id, ok := n.LHS.(*syntax.Ident)
-			if !ok {
-				markBound(n.LHS, bad)
-				break
-			}
-			switch n.Op {
-			case syntax.EQ, syntax.PLUS_EQ, syntax.MINUS_EQ, syntax.SLASH_EQ, syntax.SLASHSLASH_EQ, syntax.PERCENT_EQ:
-				numeric[id.Name] = true
-				assigns = append(assigns, n)
-			default:
-				bad[id.Name] = true
-			}
-		case *syntax.ForStmt:
-			markBound(n.Vars, bad)
-		case *syntax.ForClause:
-			markBound(n.Vars, bad)
-		case *syntax.DefStmt:
-			bad[n.Name.Name] = true
-			markParams(n.Params, bad)
-		case *syntax.LambdaExpr:
-			markParams(n.Params, bad)
-		case *syntax.LoadStmt:
-			for _, id := range n.To {
-				bad[id.Name] = true
-			}
-		}
+		c.Visit(n)
 		return true
 	})
-	for name := range bad {
+	return c.result()
+}
+
+// NumericNames gathers, one node at a time, what numericNames needs from a tree, for
+// GuardTreeSeen. Its zero value is ready to use.
+type NumericNames struct {
+	assigns []*syntax.AssignStmt // name = x and name op= x, for the names still candidates
+	bad     map[string]bool
+	numeric map[string]bool
+}
+
+// Visit records what node n binds.
+func (c *NumericNames) Visit(n syntax.Node) {
+	switch n := n.(type) {
+	case *syntax.AssignStmt:
+		id, ok := n.LHS.(*syntax.Ident)
+		if !ok {
+			markBound(n.LHS, c.badNames())
+			break
+		}
+		switch n.Op {
+		case syntax.EQ, syntax.PLUS_EQ, syntax.MINUS_EQ, syntax.SLASH_EQ, syntax.SLASHSLASH_EQ, syntax.PERCENT_EQ:
+			if c.numeric == nil {
+				c.numeric = map[string]bool{}
+			}
+			c.numeric[id.Name] = true
+			c.assigns = append(c.assigns, n)
+		default:
+			c.badNames()[id.Name] = true
+		}
+	case *syntax.ForStmt:
+		markBound(n.Vars, c.badNames())
+	case *syntax.ForClause:
+		markBound(n.Vars, c.badNames())
+	case *syntax.DefStmt:
+		c.badNames()[n.Name.Name] = true
+		markParams(n.Params, c.badNames())
+	case *syntax.LambdaExpr:
+		markParams(n.Params, c.badNames())
+	case *syntax.LoadStmt:
+		for _, id := range n.To {
+			c.badNames()[id.Name] = true
+		}
+	}
+}
+
+func (c *NumericNames) badNames() map[string]bool {
+	if c.bad == nil {
+		c.bad = map[string]bool{}
+	}
+	return c.bad
+}
+
+// result is the names that only ever hold numbers, from what Visit saw.
+func (c *NumericNames) result() map[string]bool {
+	numeric := c.numeric
+	for name := range c.bad {
 		delete(numeric, name)
 	}
 	for changed := true; changed; {
 		changed = false
-		for _, a := range assigns {
+		for _, a := range c.assigns {
 			name := a.LHS.(*syntax.Ident).Name
 			if numeric[name] && a.Op == syntax.EQ && !numericExpr(a.RHS, numeric) {
 				delete(numeric, name)
