@@ -196,10 +196,15 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 		if direct {
 			// x.m(args) becomes _sp_method(x, "m", args) in place: one new argument list, and the
 			// call keeps its node (positioned at the method's name, where errors point).
-			args := make([]syntax.Expr, len(e.Args)+2)
-			args[0], args[1] = dot.X, stringLit(dot.Name)
-			copy(args[2:], e.Args)
-			e.Fn = &syntax.Ident{NamePos: dot.NamePos, Name: nameMethod}
+			// The guard's name, the method's and the argument list are one allocation.
+			m := &methodNode{fn: syntax.Ident{NamePos: dot.NamePos, Name: nameMethod}}
+			setStringLit(&m.name, dot.Name)
+			args := m.args[:0]
+			if len(e.Args)+2 > len(m.args) {
+				args = make([]syntax.Expr, 0, len(e.Args)+2)
+			}
+			args = append(append(args, dot.X, &m.name), e.Args...)
+			e.Fn = &m.fn
 			e.Lparen, e.Args, e.Rparen = dot.NamePos, args, dot.NamePos
 			return e
 		}
@@ -255,11 +260,27 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 
 // stringLit is the name of id as a string literal at its position.
 func stringLit(id *syntax.Ident) *syntax.Literal {
+	lit := new(syntax.Literal)
+	setStringLit(lit, id)
+	return lit
+}
+
+// setStringLit makes lit the name of id as a string literal at its position.
+func setStringLit(lit *syntax.Literal, id *syntax.Ident) {
 	raw, ok := quotedMethods[id.Name]
 	if !ok {
 		raw = `"` + id.Name + `"`
 	}
-	return &syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: raw, Value: id.Name}
+	*lit = syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: raw, Value: id.Name}
+}
+
+// methodNode is what rewriting x.m(args) into _sp_method(x, "m", args) adds to the tree, in one
+// allocation: the guard's name, the method's name as a literal and, for calls of up to four
+// arguments, the new argument list.
+type methodNode struct {
+	fn   syntax.Ident
+	name syntax.Literal
+	args [6]syntax.Expr
 }
 
 // quotedMethods are the guarded method names as string literals, made once: the rewrite quotes
