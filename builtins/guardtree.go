@@ -275,12 +275,12 @@ func setStringLit(lit *syntax.Literal, id *syntax.Ident) {
 }
 
 // methodNode is what rewriting x.m(args) into _sp_method(x, "m", args) adds to the tree, in one
-// allocation: the guard's name, the method's name as a literal and, for calls of up to four
+// allocation: the guard's name, the method's name as a literal and, for calls of up to two
 // arguments, the new argument list.
 type methodNode struct {
 	fn   syntax.Ident
 	name syntax.Literal
-	args [6]syntax.Expr
+	args [4]syntax.Expr
 }
 
 // quotedMethods are the guarded method names as string literals, made once: the rewrite quotes
