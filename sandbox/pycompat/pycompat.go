@@ -216,6 +216,7 @@ type translator struct {
 	seen       map[diagKey]bool // diagnostics already reported
 	quiet      int              // > 0 while rendering a duplicate: record nothing
 	flat       int              // > 0 while rendering a duplicate: gaps with newlines become one space
+	fparts     []fpart          // emitFString's scratch for an f-string's pieces (nil while in use)
 }
 
 func (t *translator) record(rule string, start, end int) {
