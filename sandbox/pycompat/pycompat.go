@@ -217,6 +217,7 @@ type translator struct {
 	quiet      int              // > 0 while rendering a duplicate: record nothing
 	flat       int              // > 0 while rendering a duplicate: gaps with newlines become one space
 	fparts     []fpart          // emitFString's scratch for an f-string's pieces (nil while in use)
+	exprToks   []token          // renderExpr's scratch for a field's tokens (nil while in use)
 }
 
 func (t *translator) record(rule string, start, end int) {
