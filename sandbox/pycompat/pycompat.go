@@ -26,7 +26,9 @@
 package pycompat
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,7 +173,8 @@ func Translate(src string, opts Options) (res Result) {
 	if len(t.rewrites) > 0 {
 		t.line(0) // fills t.lineStarts
 		outStarts := lineStarts(out)
-		sort.SliceStable(t.rewrites, func(i, j int) bool { return t.rewrites[i].start < t.rewrites[j].start })
+		slices.SortStableFunc(t.rewrites, func(a, b rewriteRec) int { return cmp.Compare(a.start, b.start) })
+		res.Rewrites = make([]Rewrite, 0, len(t.rewrites))
 		for _, r := range t.rewrites {
 			l1 := t.line(r.start)
 			l2 := t.line(r.end)
