@@ -43,6 +43,14 @@ func GuardTree(f *syntax.File) {
 	g.stmts(f.Stmts)
 }
 
+// GuardTreeSeen is GuardTree for a caller that has already walked the whole of f (syntax.Walk,
+// every node visited) and shown each node to seen.Visit: the rewrite then needs no walk of its
+// own to find the numeric names. A check walks every plan's tree anyway (sandbox's checkTree).
+func GuardTreeSeen(f *syntax.File, seen *NumericNames) {
+	g := guarder{numeric: seen.result()}
+	g.stmts(f.Stmts)
+}
+
 type guarder struct {
 	numeric map[string]bool // names that only ever hold numbers (numericNames)
 }
@@ -188,10 +196,15 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 		if direct {
 			// x.m(args) becomes _sp_method(x, "m", args) in place: one new argument list, and the
 			// call keeps its node (positioned at the method's name, where errors point).
-			args := make([]syntax.Expr, len(e.Args)+2)
-			args[0], args[1] = dot.X, stringLit(dot.Name)
-			copy(args[2:], e.Args)
-			e.Fn = &syntax.Ident{NamePos: dot.NamePos, Name: nameMethod}
+			// The guard's name, the method's and the argument list are one allocation.
+			m := &methodNode{fn: syntax.Ident{NamePos: dot.NamePos, Name: nameMethod}}
+			setStringLit(&m.name, dot.Name)
+			args := m.args[:0]
+			if len(e.Args)+2 > len(m.args) {
+				args = make([]syntax.Expr, 0, len(e.Args)+2)
+			}
+			args = append(append(args, dot.X, &m.name), e.Args...)
+			e.Fn = &m.fn
 			e.Lparen, e.Args, e.Rparen = dot.NamePos, args, dot.NamePos
 			return e
 		}
@@ -247,11 +260,27 @@ func (g guarder) expr(e syntax.Expr) syntax.Expr {
 
 // stringLit is the name of id as a string literal at its position.
 func stringLit(id *syntax.Ident) *syntax.Literal {
+	lit := new(syntax.Literal)
+	setStringLit(lit, id)
+	return lit
+}
+
+// setStringLit makes lit the name of id as a string literal at its position.
+func setStringLit(lit *syntax.Literal, id *syntax.Ident) {
 	raw, ok := quotedMethods[id.Name]
 	if !ok {
 		raw = `"` + id.Name + `"`
 	}
-	return &syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: raw, Value: id.Name}
+	*lit = syntax.Literal{Token: syntax.STRING, TokenPos: id.NamePos, Raw: raw, Value: id.Name}
+}
+
+// methodNode is what rewriting x.m(args) into _sp_method(x, "m", args) adds to the tree, in one
+// allocation: the guard's name, the method's name as a literal and, for calls of up to two
+// arguments, the new argument list.
+type methodNode struct {
+	fn   syntax.Ident
+	name syntax.Literal
+	args [4]syntax.Expr
 }
 
 // quotedMethods are the guarded method names as string literals, made once: the rewrite quotes
@@ -327,46 +356,73 @@ func numericExpr(e syntax.Expr, numeric map[string]bool) bool {
 // another's. Names start as numbers and lose it until nothing changes (a name assigned only from
 // another such name, or never, holds no value that is not a number).
 func numericNames(f *syntax.File) map[string]bool {
-	var assigns []*syntax.AssignStmt // name = x and name op= x, for the names still candidates
-	bad := map[string]bool{}
-	numeric := map[string]bool{}
+	var c NumericNames
 	syntax.Walk(f, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.AssignStmt:
-			id, ok := n.LHS.(*syntax.Ident)
-			if !ok {
-				markBound(n.LHS, bad)
-				break
-			}
-			switch n.Op {
-			case syntax.EQ, syntax.PLUS_EQ, syntax.MINUS_EQ, syntax.SLASH_EQ, syntax.SLASHSLASH_EQ, syntax.PERCENT_EQ:
-				numeric[id.Name] = true
-				assigns = append(assigns, n)
-			default:
-				bad[id.Name] = true
-			}
-		case *syntax.ForStmt:
-			markBound(n.Vars, bad)
-		case *syntax.ForClause:
-			markBound(n.Vars, bad)
-		case *syntax.DefStmt:
-			bad[n.Name.Name] = true
-			markParams(n.Params, bad)
-		case *syntax.LambdaExpr:
-			markParams(n.Params, bad)
-		case *syntax.LoadStmt:
-			for _, id := range n.To {
-				bad[id.Name] = true
-			}
-		}
+		c.Visit(n)
 		return true
 	})
-	for name := range bad {
+	return c.result()
+}
+
+// NumericNames gathers, one node at a time, what numericNames needs from a tree, for
+// GuardTreeSeen. Its zero value is ready to use.
+type NumericNames struct {
+	assigns []*syntax.AssignStmt // name = x and name op= x, for the names still candidates
+	bad     map[string]bool
+	numeric map[string]bool
+}
+
+// Visit records what node n binds.
+func (c *NumericNames) Visit(n syntax.Node) {
+	switch n := n.(type) {
+	case *syntax.AssignStmt:
+		id, ok := n.LHS.(*syntax.Ident)
+		if !ok {
+			markBound(n.LHS, c.badNames())
+			break
+		}
+		switch n.Op {
+		case syntax.EQ, syntax.PLUS_EQ, syntax.MINUS_EQ, syntax.SLASH_EQ, syntax.SLASHSLASH_EQ, syntax.PERCENT_EQ:
+			if c.numeric == nil {
+				c.numeric = map[string]bool{}
+			}
+			c.numeric[id.Name] = true
+			c.assigns = append(c.assigns, n)
+		default:
+			c.badNames()[id.Name] = true
+		}
+	case *syntax.ForStmt:
+		markBound(n.Vars, c.badNames())
+	case *syntax.ForClause:
+		markBound(n.Vars, c.badNames())
+	case *syntax.DefStmt:
+		c.badNames()[n.Name.Name] = true
+		markParams(n.Params, c.badNames())
+	case *syntax.LambdaExpr:
+		markParams(n.Params, c.badNames())
+	case *syntax.LoadStmt:
+		for _, id := range n.To {
+			c.badNames()[id.Name] = true
+		}
+	}
+}
+
+func (c *NumericNames) badNames() map[string]bool {
+	if c.bad == nil {
+		c.bad = map[string]bool{}
+	}
+	return c.bad
+}
+
+// result is the names that only ever hold numbers, from what Visit saw.
+func (c *NumericNames) result() map[string]bool {
+	numeric := c.numeric
+	for name := range c.bad {
 		delete(numeric, name)
 	}
 	for changed := true; changed; {
 		changed = false
-		for _, a := range assigns {
+		for _, a := range c.assigns {
 			name := a.LHS.(*syntax.Ident).Name
 			if numeric[name] && a.Op == syntax.EQ && !numericExpr(a.RHS, numeric) {
 				delete(numeric, name)
@@ -377,9 +433,23 @@ func numericNames(f *syntax.File) map[string]bool {
 	return numeric
 }
 
-// markBound marks every name an assignment or loop target binds.
+// markBound marks every name an assignment or loop target binds (BindingTargets, without a
+// closure to allocate).
 func markBound(target syntax.Expr, bad map[string]bool) {
-	BindingTargets(target, func(id *syntax.Ident) { bad[id.Name] = true })
+	switch e := target.(type) {
+	case *syntax.Ident:
+		bad[e.Name] = true
+	case *syntax.TupleExpr:
+		for _, x := range e.List {
+			markBound(x, bad)
+		}
+	case *syntax.ListExpr:
+		for _, x := range e.List {
+			markBound(x, bad)
+		}
+	case *syntax.ParenExpr:
+		markBound(e.X, bad)
+	}
 }
 
 // BindingTargets calls bind on each identifier an assignment to e binds: x, (x, y), [x, y].

@@ -9,12 +9,29 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// guardedLines rewrites src and returns, per line, the guards its rewrite calls there.
+// guardedLines rewrites src and returns, per line, the guards its rewrite calls there. It
+// rewrites src a second time as a check does (GuardTreeSeen after the check's walk) and fails
+// unless both rewrites call the same guards.
 func guardedLines(t *testing.T, src string) map[int][]string {
 	t.Helper()
 	f, err := (&syntax.FileOptions{}).Parse("plan.star", src, 0)
 	require.NoError(t, err)
 	GuardTree(f)
+	got := guardCalls(f)
+	f, err = (&syntax.FileOptions{}).Parse("plan.star", src, 0)
+	require.NoError(t, err)
+	var seen NumericNames
+	syntax.Walk(f, func(n syntax.Node) bool {
+		seen.Visit(n)
+		return true
+	})
+	GuardTreeSeen(f, &seen)
+	require.Equal(t, got, guardCalls(f), "GuardTreeSeen and GuardTree differ on %q", src)
+	return got
+}
+
+// guardCalls returns, per line, the guards f calls there.
+func guardCalls(f *syntax.File) map[int][]string {
 	got := map[int][]string{}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if c, ok := n.(*syntax.CallExpr); ok {

@@ -127,11 +127,15 @@ func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.L
 	if err != nil {
 		return nil, nil, syntaxDiagnostics(err)
 	}
-	if ds := e.checkTree(f); len(ds) > 0 {
+	var seen *builtins.NumericNames // what the guard rewrite needs, gathered on the check's walk
+	if !e.unguarded {
+		seen = new(builtins.NumericNames)
+	}
+	if ds := e.checkTree(f, seen); len(ds) > 0 {
 		return nil, nil, ds
 	}
-	if !e.unguarded {
-		guardTree(f)
+	if seen != nil {
+		guardTree(f, seen)
 	}
 	prog, err := starlark.FileProgram(f, e.isPredeclared)
 	if err != nil {
@@ -188,8 +192,9 @@ func syntaxHint(msg string) string {
 }
 
 // checkTree applies the rules that need the syntax tree: no load, no rebinding of the helpers,
-// no use of the sandbox's reserved names; and it asks the helpers to check their calls.
-func (e *Env) checkTree(f *syntax.File) diag.List {
+// no use of the sandbox's reserved names; and it asks the helpers to check their calls. It shows
+// every node to seen, when not nil, so that the guard rewrite needs no walk of its own.
+func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 	var ds diag.List
 	topLevelBindings(f.Stmts, func(id *syntax.Ident) {
 		if e.protected[id.Name] && !strings.HasPrefix(id.Name, reservedPrefix) {
@@ -219,6 +224,9 @@ func (e *Env) checkTree(f *syntax.File) diag.List {
 		}
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
+		if seen != nil {
+			seen.Visit(n)
+		}
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if name, method := callee(n); e.calls[name] != nil {

@@ -6,5 +6,5 @@ import "github.com/starplan/starplan/builtins"
 const reservedPrefix = builtins.GuardPrefix
 
 // guardTree rewrites a checked program so that its amplifying operations call the guards; the
-// guards own their rewrite (builtins.GuardTree).
-var guardTree = builtins.GuardTree
+// guards own their rewrite (builtins.GuardTree; the check's walk has gathered what it needs).
+var guardTree = builtins.GuardTreeSeen

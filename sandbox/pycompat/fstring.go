@@ -18,8 +18,14 @@ func (t *translator) emitFString(b *writer, tk token, lvl int) bool {
 		body = q + 3
 		open = src[q : q+3]
 	}
-	var partsBuf [8]fpart // most f-strings have fewer pieces: no growing
-	parts := partsBuf[:0]
+	// The pieces go in the translator's scratch slice, reused by its next f-string (one nested
+	// in this one's fields finds it taken and makes its own).
+	parts := t.fparts[:0]
+	t.fparts = nil
+	defer func() {
+		clear(parts)
+		t.fparts = parts[:0]
+	}()
 	budget := 4*(tk.end-tk.start) + 1<<12 // the tokenizer parsed it within less
 	fs := fscanner{src: src, hi: len(src), budget: &budget}
 	if _, ok := fs.body(body, quote, triple, raw, 0, &parts); !ok {

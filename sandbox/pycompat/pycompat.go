@@ -26,7 +26,9 @@
 package pycompat
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,7 +173,8 @@ func Translate(src string, opts Options) (res Result) {
 	if len(t.rewrites) > 0 {
 		t.line(0) // fills t.lineStarts
 		outStarts := lineStarts(out)
-		sort.SliceStable(t.rewrites, func(i, j int) bool { return t.rewrites[i].start < t.rewrites[j].start })
+		slices.SortStableFunc(t.rewrites, func(a, b rewriteRec) int { return cmp.Compare(a.start, b.start) })
+		res.Rewrites = make([]Rewrite, 0, len(t.rewrites))
 		for _, r := range t.rewrites {
 			l1 := t.line(r.start)
 			l2 := t.line(r.end)
@@ -216,6 +219,8 @@ type translator struct {
 	seen       map[diagKey]bool // diagnostics already reported
 	quiet      int              // > 0 while rendering a duplicate: record nothing
 	flat       int              // > 0 while rendering a duplicate: gaps with newlines become one space
+	fparts     []fpart          // emitFString's scratch for an f-string's pieces (nil while in use)
+	exprToks   []token          // renderExpr's scratch for a field's tokens (nil while in use)
 }
 
 func (t *translator) record(rule string, start, end int) {

@@ -582,7 +582,11 @@ func (t *translator) topComma(toks []token, lo, hi int) bool {
 // the text, whether it had a comma at its top level, and whether it was empty. Leading and
 // trailing whitespace is dropped unless it holds a newline or a comment.
 func (t *translator) renderExpr(start, end, lvl int) (s string, comma, empty bool) {
-	toks := tokenize(t.src, start, end, true, nil)
+	// The tokens go in the translator's reused scratch slice (a field nested in this one finds
+	// it taken and makes its own).
+	toks := tokenize(t.src, start, end, true, t.exprToks[:0])
+	t.exprToks = nil
+	defer func() { t.exprToks = toks[:0] }()
 	if len(toks) == 0 {
 		return "", false, true
 	}
