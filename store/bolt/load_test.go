@@ -52,6 +52,7 @@ func docKeys(t *testing.T, dir string) [][]byte {
 // A table a whole walk read into memory is kept through large commits to it, as one read after
 // long walks is: letting it go would make the next whole walk read it again.
 func TestATableAWholeWalkReadIsKeptThroughLargeCommits(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -93,6 +94,7 @@ func TestAFindPastTheReadLimitDoesNotReadTheTableFirst(t *testing.T) {
 // Decoders run chunks in parallel; the error is the first bad document in id order, whichever
 // decoder finds which first (documents damaged in chunk 0 and chunk 2).
 func TestTheFirstBadDocumentIsTheError(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 1)
 	dir := bigInventory(t, 3*loadChunk)
 	ks := docKeys(t, dir)
@@ -116,6 +118,7 @@ func TestTheFirstBadDocumentIsTheError(t *testing.T) {
 
 // Every document, in id order, for tables of 0, 1 and about loadChunk documents.
 func TestLoadDocsAtChunkBoundaries(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	// One table grows through the sizes (each import adds the rows up to the next size), so the
 	// test imports 2×loadChunk rows in all, not their sum.
@@ -151,7 +154,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 		}
 		res, err := s.tables["inventory"].resident(context.Background(), true)
 		require.NoError(t, err)
-		if int64(n) >= promoteRows {
+		if int64(n) >= s.tables["inventory"].residency.promote {
 			require.Len(t, res.order, n)
 		}
 		require.NoError(t, s.Close())
@@ -161,6 +164,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 // A fault in a decoder (a broken schema stands in for a fault in the memory map) is one
 // *DamagedError that names the damage once.
 func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir := bigInventory(t, 2*loadChunk)
 	s := openAt(t, dir)
@@ -198,6 +202,7 @@ func TestAFailedLoadStopsDecoding(t *testing.T) {
 // Tables read into memory by whole walks answer as the file does: whole walks with the run's own
 // writes, Count, a Go predicate, Update and Remove without a limit, reverse.
 func TestAWholeWalkInMemoryAnswersAsTheFile(t *testing.T) {
+	t.Parallel()
 	dir := bigInventory(t, 300)
 	run := func(promote int64) []string {
 		onDisk(t, promote)
@@ -233,6 +238,7 @@ func TestAWholeWalkInMemoryAnswersAsTheFile(t *testing.T) {
 // A whole walk that read the table into memory first is still a predicate read: a matching row
 // another run commits makes the reader's apply conflict.
 func TestAWholeWalkInMemoryIsStillAPredicateRead(t *testing.T) {
+	t.Parallel()
 	dir := bigInventory(t, 300)
 	for _, promote := range []int64{-1, 50} {
 		onDisk(t, promote)
@@ -307,6 +313,7 @@ func abandonWalk(t *testing.T, s *Store, wait func()) {
 // its cause; the read goes on and is kept for the walks after it, with the commits published
 // meanwhile replayed on it.
 func TestARunWhoseTimeIsUpDoesNotWaitForATableRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -366,6 +373,7 @@ func TestARunWhoseTimeIsUpDoesNotWaitForATableRead(t *testing.T) {
 // A commit of bulkPut rows or more while a read into memory is under way makes it stale (the
 // import's rows are not replayed one by one, nor held twice): the next walk reads the table again.
 func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -396,6 +404,7 @@ func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
 // Close stops a read into memory that runs on its own, and waits for it; the stop is not
 // remembered as damage.
 func TestCloseStopsAReadIntoMemory(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 3*loadChunk)
 	s := openAt(t, dir)
@@ -428,6 +437,7 @@ func TestCloseStopsAReadIntoMemory(t *testing.T) {
 // Commits that add up to bulkPut rows while a read into memory is under way make it stale: it
 // stops, and the next walk does not wait for it but reads the table again.
 func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -466,6 +476,7 @@ func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
 // read's bbolt transaction would make the commit wait for the whole read, holding the Store's
 // write lock, when the file must grow (found by review: 20,000 rows of 200-byte names).
 func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -511,6 +522,7 @@ func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
 // A panic while a read's pending commits are replayed is that read's error: the read runs in a
 // goroutine of its own, where a panic would end the process.
 func TestAPanicInAReadIntoMemoryIsItsError(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
