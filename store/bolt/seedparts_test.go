@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -36,9 +37,11 @@ func seededInventory(t testing.TB, n int) *store.Domain {
 	return dom
 }
 
+// A seed of several parts (about 32 KiB each; 1,200 items make 8, the long tier's 3,000 make 20)
+// is kept in parts, none large, and db seed --force puts it back whole.
 func TestALargeSeedIsKeptInPartsAndReseeds(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
-	dom := seededInventory(t, 3000)
+	dom := seededInventory(t, testtier.Size(1200, 3000))
 	raw, err := store.EncodeSeed(dom.Seed)
 	require.NoError(t, err)
 	require.Greater(t, len(raw), 5*seedPartBytes, "the seed spans several parts")
