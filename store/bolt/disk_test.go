@@ -516,7 +516,7 @@ func TestDiskAnswersAsMemory(t *testing.T) {
 	dsk := mk()
 	require.NotNil(t, mem.tables["inventory"].res.Load())
 	require.Nil(t, dsk.tables["inventory"].res.Load())
-	for round := 0; round < 60; round++ {
+	for round := range testtier.Size(25, 60) {
 		seed := r.Uint64()
 		run := func(s *Store) []string {
 			rr := rand.New(rand.NewPCG(seed, 7))

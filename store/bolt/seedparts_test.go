@@ -178,7 +178,7 @@ func BenchmarkApplyBesideALargeSeed(b *testing.B) {
 // An upgrade replaces every part of the kept seed: a smaller seed leaves none of the larger's,
 // and a domain without a seed leaves none at all.
 func TestAnUpgradeReplacesEverySeedPart(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, 3000)})
+	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, testtier.Size(1000, 3000))}) // 7 parts (20 long)
 	require.NoError(t, err)
 	small := seededInventory(t, 20)
 	require.NoError(t, s.UpgradeDomain(bg, small))
