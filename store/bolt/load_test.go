@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,18 +22,40 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// bigInventory makes a store whose inventory holds n rows more than the demo's 6, closed.
+// bigInventory makes a store whose inventory holds n rows more than the demo's 6, closed: a copy
+// of the one made the first time a test asked for n (in benchRoot; TestMain removes it).
 func bigInventory(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	s := openAt(t, dir)
+	require.NoError(t, os.CopyFS(dir, os.DirFS(bigInventorySource(t, n))))
+	return dir
+}
+
+var bigInventories = map[int]string{} // n → the store's directory, under benchMu
+
+func bigInventorySource(t *testing.T, n int) string {
+	t.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if dir := bigInventories[n]; dir != "" {
+		return dir
+	}
+	if benchRoot == "" {
+		var err error
+		benchRoot, err = os.MkdirTemp("", "starplan-bench-")
+		require.NoError(t, err)
+	}
+	dir := filepath.Join(benchRoot, fmt.Sprint("inventory-", n))
+	s, err := Open(dir, Options{})
+	require.NoError(t, err)
 	var rows []string
 	for i := range n {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%06d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 100+i, i%5, i, i%40))
 	}
-	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	_, err = s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
+	bigInventories[n] = dir
 	return dir
 }
 
