@@ -29,8 +29,8 @@ type committedTable struct {
 	res  atomic.Pointer[resident]
 	// residency is the store's (disk.go): when the rows are read into memory, when let go.
 	residency residency
-	// walked counts the rows walks have read from the file; past residency.promote the next walk reads
-	// the table into memory first.
+	// walked counts the rows walks have read from the file; past residency.promote the next walk
+	// reads the table into memory first.
 	walked atomic.Int64
 	// needed: a walk read the table into memory (after long walks, or a whole one), so a large
 	// commit does not let it go (the next walk would read it whole again).
