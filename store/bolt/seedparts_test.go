@@ -69,6 +69,7 @@ func TestALargeSeedIsKeptInPartsAndReseeds(t *testing.T) {
 // A store made before seeds were kept in parts keeps its seed as one document: it still opens,
 // checks and reseeds.
 func TestAWholeSeedDocumentStillReads(t *testing.T) {
+	t.Parallel()
 	dom := seededInventory(t, 50)
 	s, err := Open(t.TempDir(), Options{Domain: dom})
 	require.NoError(t, err)
@@ -100,6 +101,7 @@ func TestAWholeSeedDocumentStillReads(t *testing.T) {
 }
 
 func TestAMissingOrDamagedSeedPartIsDamage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, want string
 		harm       func(s *Store, c string) error
@@ -108,7 +110,7 @@ func TestAMissingOrDamagedSeedPartIsDamage(t *testing.T) {
 		{"damaged", "do not match the length and hash", func(s *Store, c string) error { return s.putSysLocked(c, seedPartID(3), "x") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, 1000)})
+			s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, testtier.Size(700, 1000))}) // 5 parts (7 long)
 			require.NoError(t, err)
 			c, _ := sysCollection(store.SeedCollection)
 			// Through the store (its digests follow): what a damaged file that still adds up looks like.
@@ -178,6 +180,7 @@ func BenchmarkApplyBesideALargeSeed(b *testing.B) {
 // An upgrade replaces every part of the kept seed: a smaller seed leaves none of the larger's,
 // and a domain without a seed leaves none at all.
 func TestAnUpgradeReplacesEverySeedPart(t *testing.T) {
+	t.Parallel()
 	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, testtier.Size(1000, 3000))}) // 7 parts (20 long)
 	require.NoError(t, err)
 	small := seededInventory(t, 20)
