@@ -40,7 +40,7 @@ func itemsJSON(n int, bad map[int]string) string {
 func openEmpty(t *testing.T) (*Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(dir, Options{NoSeed: true})
+	s, err := Open(dir, Options{NoSeed: true, residency: residencyOf(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, dir
@@ -236,8 +236,8 @@ func TestImportBatchesOfAFileThatBreaksOff(t *testing.T) {
 // Batches smaller than a large commit still let a large table's rows go to the file: memory
 // holds a batch, not the table.
 func TestImportBatchesKeepNoTableInMemory(t *testing.T) {
-	defer func(n int64) { openResident = n }(openResident)
-	openResident = 100
+	t.Parallel()
+	setResidency(t, 100, promoteRows)
 	s, dir := openEmpty(t)
 	_, err := s.ImportBatches(bg, "inventory", strings.NewReader(itemsJSON(400, nil)), JSON, 50)
 	require.NoError(t, err)

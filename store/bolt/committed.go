@@ -27,8 +27,10 @@ type committedTable struct {
 
 	disk *diskTable // nil: the file keeps no key index for the table, and res is always set
 	res  atomic.Pointer[resident]
-	// walked counts the rows walks have read from the file; past promoteRows the next walk reads
-	// the table into memory first.
+	// residency is the store's (disk.go): when the rows are read into memory, when let go.
+	residency residency
+	// walked counts the rows walks have read from the file; past residency.promote the next walk
+	// reads the table into memory first.
 	walked atomic.Int64
 	// needed: a walk read the table into memory (after long walks, or a whole one), so a large
 	// commit does not let it go (the next walk would read it whole again).
@@ -73,7 +75,7 @@ type pendingCommit struct {
 // ctx is its run's (nil: none): when it ends first, the walk stops waiting with its cause, and
 // the read goes on without it (see loadJob).
 func (t *committedTable) resident(ctx context.Context, whole bool) (*resident, error) {
-	if r := t.res.Load(); r != nil || t.walked.Load() < promoteRows && !(whole && t.n >= promoteRows) {
+	if r := t.res.Load(); r != nil || t.walked.Load() < t.residency.promote && !(whole && t.n >= t.residency.promote) {
 		return r, nil
 	}
 	var stop <-chan struct{}
@@ -221,7 +223,7 @@ func (t *committedTable) release() { t.res.Store(nil) }
 // mayRelease reports whether the table's rows in memory may be let go after a commit: the file
 // keeps its buckets, it is too large to read at Open, and no walk has needed it in memory.
 func (t *committedTable) mayRelease() bool {
-	return t.disk != nil && t.n > openResident && !t.needed.Load()
+	return t.disk != nil && t.n > t.residency.open && !t.needed.Load()
 }
 
 // count is the number of committed rows.
@@ -331,7 +333,7 @@ func (t *committedTable) walk(ctx context.Context, from, to any, reverse bool, e
 				break
 			}
 			last = r.key
-			if t.walked.Load()+n >= promoteRows {
+			if t.walked.Load()+n >= t.residency.promote {
 				more = true
 				break
 			}

@@ -11,7 +11,7 @@ import (
 // openFresh is the conformance suite's Opener: a new store of dom in a temporary directory.
 func openFresh(t testing.TB, dom *store.Domain) store.Store {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{Domain: dom})
+	s, err := Open(t.TempDir(), Options{Domain: dom, residency: residencyOf(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -21,8 +21,9 @@ func openFresh(t testing.TB, dom *store.Domain) store.Store {
 // small tables' mode) and with them left in the file, every read going to it (the large tables'
 // mode, see disk.go).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("resident", func(t *testing.T) {
-		residency(t, 1<<30, -1)
+		setResidency(t, 1<<30, -1)
 		storetest.Run(t, openFresh)
 	})
 	t.Run("on-disk", func(t *testing.T) {

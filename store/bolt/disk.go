@@ -56,11 +56,24 @@ const (
 
 // openResident is the most rows a table may hold for Open to read it into memory; promoteRows is
 // how many rows walks of a larger table may examine from the file before the table is read into
-// memory. Variables, so that the tests can run the package on disk (see disk_test.go).
-var (
-	openResident = int64(4096)
-	promoteRows  = int64(1 << 16)
+// memory. Every store takes them (its residency) unless the package's tests set its own.
+const (
+	openResident = 4096
+	promoteRows  = 1 << 16
 )
+
+// residency is when a store holds a table's rows in memory: open is the most rows a table may
+// hold for Open to read it into memory (-1: none, not even an empty one), promote how many rows
+// walks of a larger table may examine from the file before it is read into memory
+// (math.MaxInt64: never). Each store has its own (Store.residency), copied to its tables at Open:
+// openResident and promoteRows, or the tests' Options.residency, so that tests of different
+// residencies run in parallel.
+type residency struct{ open, promote int64 }
+
+// defaultResidency is the residency of a store whose Options set none. Only the package's tests
+// change it, in init, before any store is opened: their run of the package on disk (see
+// disk_test.go).
+var defaultResidency = residency{open: openResident, promote: promoteRows}
 
 // keyEntry is the value of a keys bucket entry.
 type keyEntry struct {

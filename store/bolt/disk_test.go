@@ -28,7 +28,7 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// residentEnv sets openResident and promoteRows for a run of this package's tests
+// residentEnv sets the residency of every store a run of this package's tests opens
 // ("OPEN,PROMOTE"; -1 for PROMOTE: never): TestPackageOnDisk runs the package again with every
 // table read from the file, since the tests' small stores are otherwise read into memory at Open.
 const residentEnv = "STARPLAN_TEST_RESIDENT"
@@ -38,10 +38,17 @@ func init() {
 	if !ok {
 		return
 	}
-	openResident, _ = strconv.ParseInt(a, 10, 64)
-	if promoteRows, _ = strconv.ParseInt(b, 10, 64); promoteRows < 0 {
-		promoteRows = math.MaxInt64
+	open, _ := strconv.ParseInt(a, 10, 64)
+	promote, _ := strconv.ParseInt(b, 10, 64)
+	defaultResidency = newResidency(open, promote)
+}
+
+// newResidency is a residency of open and promote rows (-1 for promote: never).
+func newResidency(open, promote int64) residency {
+	if promote < 0 {
+		promote = math.MaxInt64
 	}
+	return residency{open: open, promote: promote}
 }
 
 // onDiskSkips are the tests that do not hold of tables read from the file, each for one reason:
@@ -58,9 +65,9 @@ func init() {
 // the file-level damage sweep (Open reads fewer pages on disk than in memory, so the first run
 // covers more), the codecs and parsers (JSON scan, msgpack documents, key encodings, import's
 // line numbers), the file lock, and the file's layout under a large import (the file grown ahead
-// of the commit, appended pages filled), the same whichever way rows are read. Tests that set
-// their own residency skip themselves here (see residency): they run the same in both. The run is
-// -short.
+// of the commit, appended pages filled, the documents clover reads back), the same whichever way
+// rows are read. Tests that set their own residency skip themselves here (see setResidency): they
+// run the same in both. The run is -short.
 var onDiskSkips = []string{
 	"TestAStoreWithoutDigestsGetsThemOnItsFirstWriteOpen",
 	"TestOpenRefusesARowWhoseKeyLostABit",
@@ -79,6 +86,7 @@ var onDiskSkips = []string{
 	"TestOpenInUseByAnotherProcess",
 	"TestImportLargeCommit",
 	"TestAppendedPagesAreFull",
+	"TestNewRowsAreCloverDocuments",
 	"TestPackageOnDisk", // itself
 }
 
@@ -119,29 +127,46 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// onDisk makes the tables of stores opened during the test stay on disk, promoted into memory
-// after promote rows read (-1: never).
-func onDisk(t *testing.T, promote int64) { residency(t, -1, promote) }
+// onDisk makes the tables of stores the test opens (openAt, residencyOf) stay on disk, promoted
+// into memory after promote rows read (-1: never).
+func onDisk(t testing.TB, promote int64) { setResidency(t, -1, promote) }
 
-// residency sets openResident and promoteRows (-1: never) for the test. A test that sets them (or
-// the record bound, lowerRecordLimit) stays sequential: the package's parallel tests run together
-// after the sequential ones, and every store they open reads these variables (-race finds it).
-func residency(t *testing.T, open, promote int64) {
+// residencies holds the residency each test set (setResidency), by the test's name.
+var residencies sync.Map
+
+// setResidency gives the stores the test and its subtests open from now on (through openAt, or
+// Open with residencyOf(t)) the residency of open and promote rows (-1 for promote: never).
+// Each store has its own, so such tests run in parallel with t.Parallel(), unless they lower a
+// package bound an import reads (stagedMin, lowerRecordLimit) or measure the process's memory.
+func setResidency(t testing.TB, open, promote int64) {
 	if os.Getenv(residentEnv) != "" {
 		t.Skip("sets its own residency, so the package's first run is this run")
 	}
-	oldOpen, oldPromote := openResident, promoteRows
-	openResident, promoteRows = open, promote
-	if promote < 0 {
-		promoteRows = math.MaxInt64
+	r := newResidency(open, promote)
+	residencies.Store(t.Name(), &r)
+	t.Cleanup(func() { residencies.Delete(t.Name()) })
+}
+
+// residencyOf is the residency the test, or the test it is a subtest of, set; nil (the
+// package's default) when none did.
+func residencyOf(t testing.TB) *residency {
+	for name := t.Name(); ; {
+		if r, ok := residencies.Load(name); ok {
+			return r.(*residency)
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return nil
+		}
+		name = name[:i]
 	}
-	t.Cleanup(func() { openResident, promoteRows = oldOpen, oldPromote })
 }
 
 // A large table is read from the file: Open reads none of its rows, a lookup by key or declared
 // index reads one, a walk streams; after promoteRows rows walked, the next walk reads it into
 // memory once, and every read answers the same before and after.
 func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 20)
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -205,6 +230,7 @@ func TestATableOnDiskIsReadIntoMemoryAfterLongWalks(t *testing.T) {
 // A walk that will read a large table whole (no index answers it, no limit) reads it into memory
 // first instead of walking the file; a walk that may stop early, or a smaller table, does not.
 func TestAWholeWalkOfALargeTableReadsItIntoMemoryFirst(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 6)
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -245,6 +271,7 @@ func findRows(t *testing.T, sg *Stage, name string, q table.Query) []table.Row {
 // A row damaged on disk is found when it is read, by a walk that reads the table into memory (its
 // digest) and by db check (the key index against the rows), never returned as a shorter table.
 func TestDamageOnDiskIsFoundWhenRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 1)
 	dir := t.TempDir()
 	require.NoError(t, openAt(t, dir).Close())
@@ -275,6 +302,7 @@ func TestDamageOnDiskIsFoundWhenRead(t *testing.T) {
 // A store written before the key buckets existed is read into memory as before; its first
 // write-open builds them, and its tables are read from the file from the next Open on.
 func TestAStoreWithoutKeyBucketsGetsThemOnItsFirstWriteOpen(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -291,7 +319,7 @@ func TestAStoreWithoutKeyBucketsGetsThemOnItsFirstWriteOpen(t *testing.T) {
 	s.bolt.mu.Unlock()
 	require.NoError(t, s.Close())
 
-	r, err := Open(dir, Options{MustExist: true})
+	r, err := Open(dir, Options{MustExist: true, residency: residencyOf(t)})
 	require.NoError(t, err)
 	assert.NotNil(t, r.tables["inventory"].res.Load(), "without buckets, rows are read into memory")
 	row, ok := committed(t, r, "inventory", "SG001")
@@ -324,6 +352,7 @@ func boltView(t *testing.T, dir string, fn func(tx *bbolt.Tx) error) error {
 // A changed byte in a row that still decodes: Open reads no row of a table on disk, so the read
 // of the row must find it (the entry holds the document's hash), where Open used to.
 func TestAChangedRowOnDiskIsFoundWhenRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir, _ := damagedStore(t, 1, func(b []byte) []byte {
 		i := bytes.Index(b, []byte("Item 0"))
@@ -331,7 +360,7 @@ func TestAChangedRowOnDiskIsFoundWhenRead(t *testing.T) {
 		b[i+5] = '9'
 		return b
 	})
-	s, err := Open(dir, Options{MustExist: true})
+	s, err := Open(dir, Options{MustExist: true, residency: residencyOf(t)})
 	require.NoError(t, err)
 	defer s.Close()
 	_, _, err = tbl(t, s.Stage(), "inventory").Get("X00000")
@@ -345,6 +374,7 @@ func TestAChangedRowOnDiskIsFoundWhenRead(t *testing.T) {
 // ordered makes it): a walk meets the entry and fails; a Get of the lost key cannot see it (the
 // entry is not where it looks), which db check reports.
 func TestAMovedKeyEntryIsFoundByWalksAndCheck(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir, _ := damagedStore(t, 1, func(b []byte) []byte { return b })
 	path := dir + "/" + dbFileName
@@ -399,6 +429,7 @@ func TestALongIndexedValueCommitsAndIsFound(t *testing.T) {
 // $ieq on the key is answered from an index in memory and on disk alike: the run's figures
 // (scans) do not depend on where the rows are.
 func TestIeqOnTheKeyIsAnsweredFromAnIndexOnDisk(t *testing.T) {
+	t.Parallel()
 	scans := func() []store.Scan {
 		s := openAt(t, t.TempDir())
 		sg := s.Stage()
@@ -448,6 +479,7 @@ func TestAnIndexLookupOnDiskReadsOnlyWhatItTakes(t *testing.T) {
 // The same stores, one in memory and one on disk, the same runs with writes, removals, reverse
 // walks, index lookups and generated keys: every read answers the same (written by a reviewer).
 func TestDiskAnswersAsMemory(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	keyOf := func() string {
 		switch r.IntN(4) {
@@ -471,13 +503,7 @@ func TestDiskAnswersAsMemory(t *testing.T) {
 		rows = append(rows, fmt.Sprintf(`{"item_id": %q, "name": "N%d", "quantity_in_stock": %d, "price": %d}`, k, r.IntN(5), r.IntN(50), r.IntN(50)))
 	}
 	load := `[` + strings.Join(rows, ",") + `]`
-	residency(t, 4096, -1)
-	mk := func(disk bool) *Store {
-		old := openResident
-		if disk {
-			openResident = -1
-		}
-		defer func() { openResident = old }()
+	mk := func() *Store {
 		dir := t.TempDir()
 		s := openAt(t, dir)
 		_, err := s.Import(bg, "inventory", strings.NewReader(load), JSON, Upsert)
@@ -485,10 +511,13 @@ func TestDiskAnswersAsMemory(t *testing.T) {
 		require.NoError(t, s.Close())
 		return openAt(t, dir)
 	}
-	mem, dsk := mk(false), mk(true)
+	setResidency(t, 4096, -1)
+	mem := mk()
+	onDisk(t, -1)
+	dsk := mk()
 	require.NotNil(t, mem.tables["inventory"].res.Load())
 	require.Nil(t, dsk.tables["inventory"].res.Load())
-	for round := 0; round < 60; round++ {
+	for round := range testtier.Size(25, 60) {
 		seed := r.Uint64()
 		run := func(s *Store) []string {
 			rr := rand.New(rand.NewPCG(seed, 7))
@@ -540,6 +569,7 @@ func TestDiskAnswersAsMemory(t *testing.T) {
 // Concurrent readers on a disk table that is read into memory while they read, with a writer
 // committing: every reader sees rows its filter matches, and nothing fails.
 func TestConcurrentReadersWhileATableIsReadIntoMemory(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := t.TempDir()
 	s := openAt(t, dir)
@@ -550,7 +580,7 @@ func TestConcurrentReadersWhileATableIsReadIntoMemory(t *testing.T) {
 	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	for iter := 0; iter < 20; iter++ {
+	for range testtier.Size(8, 20) {
 		s = openAt(t, dir)
 		var wg sync.WaitGroup
 		errs := make(chan error, 100)
@@ -629,26 +659,27 @@ func TestANewIndexOverLongValuesIsBuilt(t *testing.T) {
 // A table in memory that a large import takes past openResident lets its rows go and is read
 // from the file: count, generated keys and the last row stay right, also after a Replace.
 func TestALargeImportLetsTheRowsGo(t *testing.T) {
-	residency(t, 4096, 1<<16)
+	t.Parallel()
+	setResidency(t, 1000, 1<<16) // the import's 1,100 rows are a large commit (bulkPut) too
 	s := openAt(t, t.TempDir())
 	var rows []string
-	for i := 0; i < 5000; i++ {
+	for i := 0; i < 1100; i++ {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%05d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 10+i, i%5, i, i%40))
 	}
 	mt := s.tables["inventory"]
 	require.NotNil(t, mt.res.Load())
 	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
 	require.NoError(t, err)
-	require.Nil(t, mt.res.Load())
+	require.True(t, mt.res.Load() == nil, "the rows in memory were let go")
 	sg := s.Stage()
 	inv := tbl(t, sg, "inventory")
-	assert.Equal(t, 5006, inv.Len())
+	assert.Equal(t, 1106, inv.Len())
 	k, err := inv.Insert(table.Row{"name": "g", "quantity_in_stock": 1, "price": 1})
 	require.NoError(t, err)
-	assert.Equal(t, "SG5010", k)
+	assert.Equal(t, "SG1110", k)
 	last, _, err := sg.LastRow("inventory")
 	require.NoError(t, err)
-	assert.Equal(t, "SG05009", last["item_id"])
+	assert.Equal(t, "SG01109", last["item_id"])
 	require.NoError(t, sg.Apply(bg))
 	// Replace: keep 10, delete the rest.
 	_, err = s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows[:10], ",")+"]"), JSON, Replace)
@@ -662,6 +693,7 @@ func TestALargeImportLetsTheRowsGo(t *testing.T) {
 // A Find past the run's rows_read limit stops walking one row past it: on disk every row a walk
 // hands over is a copy, so a find({}) of a large table must not read the whole table first.
 func TestAFindStopsAtTheReadLimit(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	s := openAt(t, t.TempDir())
 	var rows []string
@@ -683,6 +715,7 @@ func TestAFindStopsAtTheReadLimit(t *testing.T) {
 // Index entries made under another Unicode version's case folds are built again by the next
 // write-open; until then the tables are read into memory, where the folds are this version's.
 func TestIndexesFoldedByAnotherUnicodeVersionAreBuiltAgain(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir := t.TempDir()
 	require.NoError(t, openAt(t, dir).Close())
@@ -693,7 +726,7 @@ func TestIndexesFoldedByAnotherUnicodeVersionAreBuiltAgain(t *testing.T) {
 	}))
 	require.NoError(t, db.Close())
 
-	r, err := Open(dir, Options{MustExist: true})
+	r, err := Open(dir, Options{MustExist: true, residency: residencyOf(t)})
 	require.NoError(t, err)
 	assert.NotNil(t, r.tables["inventory"].res.Load(), "not trusted: read into memory")
 	require.NoError(t, r.Close())
@@ -726,7 +759,7 @@ func TestRowsReadIntoMemoryAreSharedMemory(t *testing.T) {
 	mt := s.tables["inventory"]
 	_, err = tbl(t, s.Stage(), "inventory").Find(table.Query{Limit: 1})
 	require.NoError(t, err)
-	promoteRows = 1 // the next walk reads the table into memory
+	mt.residency.promote = 1 // the next walk reads the table into memory
 	runtime.GC()
 	runtime.GC() // the import's garbage, finalised by the first
 	var before, after runtime.MemStats

@@ -15,9 +15,10 @@ func openTemp(t testing.TB) *Store {
 	return openAt(t, t.TempDir())
 }
 
+// openAt opens the store in dir, with the test's residency (setResidency).
 func openAt(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, Options{})
+	s, err := Open(dir, Options{residency: residencyOf(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s

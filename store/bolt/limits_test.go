@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 
 	"github.com/stretchr/testify/assert"
@@ -108,32 +109,36 @@ func TestRunLimits(t *testing.T) {
 	assert.True(t, v.ChangeSet().Empty())
 }
 
-// A scan runs in starplan, not in the plan: it stops when the run's context is done.
+// A scan runs in starplan, not in the plan: it stops when the run's context is done. It looks at
+// the context every store.ScanCheckEvery rows, and at every row for a slow filter ($regex): the
+// table holds a few rows more than ScanCheckEvery, so that both looks are reached (the long tier
+// holds three times as many).
 func TestScansStopWithTheRun(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
 	v := s.Stage()
 	tx := tbl(t, v, "transactions")
-	for i := 2; i < 3*store.ScanCheckEvery; i++ {
+	for i := 2; i < testtier.Size(store.ScanCheckEvery+10, 3*store.ScanCheckEvery); i++ {
 		_, err := tx.Insert(txnRow(fmt.Sprintf("TXN%05d", i), 1))
 		require.NoError(t, err)
 	}
 	require.NoError(t, v.Apply(bg))
 
-	for _, q := range []table.Query{
-		{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}},
-		{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}, Reverse: true},
-	} {
+	slow := map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}
+	plain := map[string]any{"customer_name": map[string]any{"$gt": "zz"}}
+	for _, q := range []table.Query{{Where: slow}, {Where: slow, Reverse: true}, {Where: plain}, {Where: plain, Reverse: true}} {
 		ctx := &doneAfter{Context: context.Background(), n: 1} // live for the call, done in the scan
 		run := s.StageFor(ctx, store.RunLimits{})
 		_, err := tbl(t, run, "transactions").Find(q)
-		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, context.Canceled, "%v", q.Where)
 		assert.Less(t, ctx.n, 0, "the scan looked")
 	}
-	// The same scan with a live context completes.
-	rows, err := tbl(t, s.StageFor(context.Background(), store.RunLimits{}), "transactions").Find(table.Query{Where: map[string]any{"customer_name": map[string]any{"$regex": "^zz"}}})
-	require.NoError(t, err)
-	assert.Empty(t, rows)
+	// The same scans with a live context complete.
+	for _, w := range []map[string]any{slow, plain} {
+		rows, err := tbl(t, s.StageFor(context.Background(), store.RunLimits{}), "transactions").Find(table.Query{Where: w})
+		require.NoError(t, err)
+		assert.Empty(t, rows)
+	}
 }
 
 // doneAfter is a context that reports done after its first n looks.

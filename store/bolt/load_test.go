@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 
 	"github.com/stretchr/testify/assert"
@@ -20,18 +22,40 @@ import (
 	"github.com/starplan/starplan/table"
 )
 
-// bigInventory makes a store whose inventory holds n rows more than the demo's 6, closed.
+// bigInventory makes a store whose inventory holds n rows more than the demo's 6, closed: a copy
+// of the one made the first time a test asked for n (in benchRoot; TestMain removes it).
 func bigInventory(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	s := openAt(t, dir)
+	require.NoError(t, os.CopyFS(dir, os.DirFS(bigInventorySource(t, n))))
+	return dir
+}
+
+var bigInventories = map[int]string{} // n → the store's directory, under benchMu
+
+func bigInventorySource(t *testing.T, n int) string {
+	t.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if dir := bigInventories[n]; dir != "" {
+		return dir
+	}
+	if benchRoot == "" {
+		var err error
+		benchRoot, err = os.MkdirTemp("", "starplan-bench-")
+		require.NoError(t, err)
+	}
+	dir := filepath.Join(benchRoot, fmt.Sprint("inventory-", n))
+	s, err := Open(dir, Options{})
+	require.NoError(t, err)
 	var rows []string
 	for i := range n {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%06d", "name": "N%d", "quantity_in_stock": %d, "price": %d}`, 100+i, i%5, i, i%40))
 	}
-	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	_, err = s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
+	bigInventories[n] = dir
 	return dir
 }
 
@@ -52,6 +76,7 @@ func docKeys(t *testing.T, dir string) [][]byte {
 // A table a whole walk read into memory is kept through large commits to it, as one read after
 // long walks is: letting it go would make the next whole walk read it again.
 func TestATableAWholeWalkReadIsKeptThroughLargeCommits(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -93,6 +118,7 @@ func TestAFindPastTheReadLimitDoesNotReadTheTableFirst(t *testing.T) {
 // Decoders run chunks in parallel; the error is the first bad document in id order, whichever
 // decoder finds which first (documents damaged in chunk 0 and chunk 2).
 func TestTheFirstBadDocumentIsTheError(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 1)
 	dir := bigInventory(t, 3*loadChunk)
 	ks := docKeys(t, dir)
@@ -116,6 +142,7 @@ func TestTheFirstBadDocumentIsTheError(t *testing.T) {
 
 // Every document, in id order, for tables of 0, 1 and about loadChunk documents.
 func TestLoadDocsAtChunkBoundaries(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	// One table grows through the sizes (each import adds the rows up to the next size), so the
 	// test imports 2×loadChunk rows in all, not their sum.
@@ -151,7 +178,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 		}
 		res, err := s.tables["inventory"].resident(context.Background(), true)
 		require.NoError(t, err)
-		if int64(n) >= promoteRows {
+		if int64(n) >= s.tables["inventory"].residency.promote {
 			require.Len(t, res.order, n)
 		}
 		require.NoError(t, s.Close())
@@ -161,6 +188,7 @@ func TestLoadDocsAtChunkBoundaries(t *testing.T) {
 // A fault in a decoder (a broken schema stands in for a fault in the memory map) is one
 // *DamagedError that names the damage once.
 func TestAFaultInADecoderIsReportedOnce(t *testing.T) {
+	t.Parallel()
 	onDisk(t, -1)
 	dir := bigInventory(t, 2*loadChunk)
 	s := openAt(t, dir)
@@ -198,6 +226,7 @@ func TestAFailedLoadStopsDecoding(t *testing.T) {
 // Tables read into memory by whole walks answer as the file does: whole walks with the run's own
 // writes, Count, a Go predicate, Update and Remove without a limit, reverse.
 func TestAWholeWalkInMemoryAnswersAsTheFile(t *testing.T) {
+	t.Parallel()
 	dir := bigInventory(t, 300)
 	run := func(promote int64) []string {
 		onDisk(t, promote)
@@ -233,6 +262,7 @@ func TestAWholeWalkInMemoryAnswersAsTheFile(t *testing.T) {
 // A whole walk that read the table into memory first is still a predicate read: a matching row
 // another run commits makes the reader's apply conflict.
 func TestAWholeWalkInMemoryIsStillAPredicateRead(t *testing.T) {
+	t.Parallel()
 	dir := bigInventory(t, 300)
 	for _, promote := range []int64{-1, 50} {
 		onDisk(t, promote)
@@ -307,6 +337,7 @@ func abandonWalk(t *testing.T, s *Store, wait func()) {
 // its cause; the read goes on and is kept for the walks after it, with the commits published
 // meanwhile replayed on it.
 func TestARunWhoseTimeIsUpDoesNotWaitForATableRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -366,6 +397,7 @@ func TestARunWhoseTimeIsUpDoesNotWaitForATableRead(t *testing.T) {
 // A commit of bulkPut rows or more while a read into memory is under way makes it stale (the
 // import's rows are not replayed one by one, nor held twice): the next walk reads the table again.
 func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -396,6 +428,7 @@ func TestALargeCommitDuringATableReadMakesItStale(t *testing.T) {
 // Close stops a read into memory that runs on its own, and waits for it; the stop is not
 // remembered as damage.
 func TestCloseStopsAReadIntoMemory(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 3*loadChunk)
 	s := openAt(t, dir)
@@ -428,6 +461,7 @@ func TestCloseStopsAReadIntoMemory(t *testing.T) {
 // Commits that add up to bulkPut rows while a read into memory is under way make it stale: it
 // stops, and the next walk does not wait for it but reads the table again.
 func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -466,6 +500,7 @@ func TestSmallCommitsAddingUpMakeAReadStale(t *testing.T) {
 // read's bbolt transaction would make the commit wait for the whole read, holding the Store's
 // write lock, when the file must grow (found by review: 20,000 rows of 200-byte names).
 func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)
@@ -491,7 +526,8 @@ func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
 	abandonWalk(t, s, func() { <-began })
 
 	var rows []string
-	for i := range 20_000 {
+	n := testtier.Size(4000, 20_000) // about 1 MB: the file must grow (and bbolt remap it)
+	for i := range n {
 		rows = append(rows, fmt.Sprintf(`{"item_id": "NEW%05d", "name": "%s", "quantity_in_stock": 1, "price": 2}`, i, strings.Repeat("x", 200)))
 	}
 	done := make(chan error, 1)
@@ -505,12 +541,13 @@ func TestALargeCommitStopsAnAbandonedRead(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the import waited, holding the Store's lock, for a read no run waits for")
 	}
-	assert.Len(t, findRows(t, s.Stage(), "inventory", wholeWalk), 20_306)
+	assert.Len(t, findRows(t, s.Stage(), "inventory", wholeWalk), n+306)
 }
 
 // A panic while a read's pending commits are replayed is that read's error: the read runs in a
 // goroutine of its own, where a panic would end the process.
 func TestAPanicInAReadIntoMemoryIsItsError(t *testing.T) {
+	t.Parallel()
 	onDisk(t, 50)
 	dir := bigInventory(t, 300)
 	s := openAt(t, dir)

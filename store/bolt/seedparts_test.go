@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 	"github.com/stretchr/testify/assert"
@@ -36,9 +37,11 @@ func seededInventory(t testing.TB, n int) *store.Domain {
 	return dom
 }
 
+// A seed of several parts (about 32 KiB each; 1,200 items make 8, the long tier's 3,000 make 20)
+// is kept in parts, none large, and db seed --force puts it back whole.
 func TestALargeSeedIsKeptInPartsAndReseeds(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
-	dom := seededInventory(t, 3000)
+	dom := seededInventory(t, testtier.Size(1200, 3000))
 	raw, err := store.EncodeSeed(dom.Seed)
 	require.NoError(t, err)
 	require.Greater(t, len(raw), 5*seedPartBytes, "the seed spans several parts")
@@ -66,6 +69,7 @@ func TestALargeSeedIsKeptInPartsAndReseeds(t *testing.T) {
 // A store made before seeds were kept in parts keeps its seed as one document: it still opens,
 // checks and reseeds.
 func TestAWholeSeedDocumentStillReads(t *testing.T) {
+	t.Parallel()
 	dom := seededInventory(t, 50)
 	s, err := Open(t.TempDir(), Options{Domain: dom})
 	require.NoError(t, err)
@@ -97,6 +101,7 @@ func TestAWholeSeedDocumentStillReads(t *testing.T) {
 }
 
 func TestAMissingOrDamagedSeedPartIsDamage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, want string
 		harm       func(s *Store, c string) error
@@ -105,7 +110,7 @@ func TestAMissingOrDamagedSeedPartIsDamage(t *testing.T) {
 		{"damaged", "do not match the length and hash", func(s *Store, c string) error { return s.putSysLocked(c, seedPartID(3), "x") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, 1000)})
+			s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, testtier.Size(700, 1000))}) // 5 parts (7 long)
 			require.NoError(t, err)
 			c, _ := sysCollection(store.SeedCollection)
 			// Through the store (its digests follow): what a damaged file that still adds up looks like.
@@ -175,7 +180,8 @@ func BenchmarkApplyBesideALargeSeed(b *testing.B) {
 // An upgrade replaces every part of the kept seed: a smaller seed leaves none of the larger's,
 // and a domain without a seed leaves none at all.
 func TestAnUpgradeReplacesEverySeedPart(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, 3000)})
+	t.Parallel()
+	s, err := Open(t.TempDir(), Options{Domain: seededInventory(t, testtier.Size(1000, 3000))}) // 7 parts (20 long)
 	require.NoError(t, err)
 	small := seededInventory(t, 20)
 	require.NoError(t, s.UpgradeDomain(bg, small))

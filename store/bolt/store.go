@@ -47,6 +47,8 @@ type Options struct {
 	NoSeed bool
 	// LockTimeout overrides DefaultLockTimeout when positive.
 	LockTimeout time.Duration
+	// residency overrides defaultResidency when set (the package's tests; disk.go).
+	residency *residency
 }
 
 // Store is an open starplan store: the committed tables of one domain, held in memory and
@@ -76,8 +78,10 @@ type Store struct {
 	seq    int64 // the last commit sequence number
 	// keys is the record's Keys: keysLayout when the file keeps every table's key and index
 	// buckets (disk.go), 0 for a store read entirely into memory.
-	keys   int
-	closed bool
+	keys int
+	// residency says which tables are held in memory (disk.go), copied to each table at Open.
+	residency residency
+	closed    bool
 	// quit is closed by Close, which a read of a table into memory running on its own (see
 	// loadJob) stops at; quitOnce closes it.
 	quit     chan struct{}
@@ -176,7 +180,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}, quit: make(chan struct{})}
+	s := &Store{dir: dir, bolt: bs, tables: map[string]*committedTable{}, quit: make(chan struct{}), residency: defaultResidency}
+	if opts.residency != nil {
+		s.residency = *opts.residency
+	}
 	err = guard(bs.path, func() error {
 		var err error
 		if s.db, err = clover.OpenWithStore(bs); err != nil {
@@ -304,12 +311,12 @@ func (s *Store) init(opts Options) error {
 		keyed = m.Keys == keysLayout && m.Digests != nil && keysMatchDomain(tx, s)
 		for _, name := range s.names {
 			sc := s.schemas[name]
-			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1}
+			t := &committedTable{s: sc, ver: m.Tables[name], maxNum: -1, residency: s.residency}
 			t.begin = func() (tableRead, error) { return s.beginLoad(sc) }
 			s.tables[name] = t
 			if keyed {
 				t.disk = &diskTable{b: s.bolt, s: sc}
-				if dg := m.Digests[name]; dg.Rows > openResident {
+				if dg := m.Digests[name]; dg.Rows > s.residency.open {
 					t.n = dg.Rows
 					continue // read from the file; verified when read whole (and by db check)
 				}

@@ -14,6 +14,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 
 	"github.com/ostafen/clover/v2"
@@ -515,7 +516,7 @@ func TestAppendedPagesAreFull(t *testing.T) {
 	s, _ := openEmpty(t)
 	var file bytes.Buffer
 	rng := rand.New(rand.NewPCG(1, 2))
-	rows := make([]table.Row, 20_000)
+	rows := make([]table.Row, testtier.Size(4000, 20_000)) // about 330 leaf pages of documents, 90 of keys
 	for i := range rows {
 		rows[i] = benchItem(rng, i+1)
 	}

@@ -56,7 +56,7 @@ func jsonRows(n int) string {
 func TestImportJSONLineNumbersAfterManyRows(t *testing.T) {
 	t.Parallel() // with the package's other long tests and its run on disk
 	s := openTemp(t)
-	n := testtier.Size(20_000, 100_000)
+	n := testtier.Size(5_000, 100_000)
 	rows := jsonRows(n)
 	res, err := s.Import(context.Background(), "inventory", strings.NewReader(rows), JSON, Upsert)
 	require.NoError(t, err)
