@@ -73,6 +73,7 @@ func TestScenarios(t *testing.T) {
 	require.GreaterOrEqual(t, len(files), 25)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			t.Parallel() // each on an engine and store of its own
 			runScenario(t, file)
 		})
 	}

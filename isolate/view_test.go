@@ -175,7 +175,7 @@ func TestLargeSearchInParts(t *testing.T) {
 	p := newPool(t, Options{})
 	st := openStore(t)
 	var rows []map[string]any
-	for i := 7; i <= 3*findPart+100; i++ {
+	for i := 7; i <= 2*findPart+100; i++ { // three parts: a first, a middle and a short last one
 		rows = append(rows, map[string]any{"item_id": fmt.Sprintf("SG%05d", i), "name": fmt.Sprintf("Style %d", i), "quantity_in_stock": i % 7, "price": float64(i)})
 	}
 	b, err := json.Marshal(rows)

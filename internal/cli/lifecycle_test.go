@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/starplan/starplan/engine"
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 )
 
@@ -32,7 +33,7 @@ import (
 //	→ db import into fresh stores → their dumps equal the store's → db seed --force → the dump
 //	equals the one taken right after init → db check
 //
-// It does so three times: alone; while `starplan serve` holds the stores (the commands go through
+// It does so three times (for the default domain; see below for the others): alone; while `starplan serve` holds the stores (the commands go through
 // its socket, and those that need the file to themselves must say so); and with the server
 // killed (SIGKILL) after it applied the run, after which the store must open and every command
 // work. Every step is checked against what the command claims: its exit code, the store and the
@@ -47,15 +48,20 @@ func TestLifecycle(t *testing.T) {
 	for name, text := range workshopDomain {
 		require.NoError(t, os.WriteFile(filepath.Join(workshop, name), []byte(text), 0o644))
 	}
+	all := []lifecycleMode{alone, served, killed}
+	// In the normal tier (internal/testtier) the default domain runs in every mode and each other
+	// domain in one mode of its own (what differs by domain, its tables' export, import and
+	// dumps, is in every mode's sequence); the long tier runs every domain in every mode.
 	domains := []lifecycleDomain{
-		{name: "inventory", dir: filepath.Join(domainsDir, "inventory")}, // the built-in default: no flag
-		{name: "library", dir: filepath.Join(domainsDir, "library"), initArgs: []string{"--domain", filepath.Join(domainsDir, "library")}},
-		{name: "workshop", dir: workshop, initArgs: []string{"--domain", workshop}},
+		{name: "inventory", dir: filepath.Join(domainsDir, "inventory"), modes: all}, // the built-in default: no flag
+		{name: "library", dir: filepath.Join(domainsDir, "library"), initArgs: []string{"--domain", filepath.Join(domainsDir, "library")},
+			modes: testtier.Size([]lifecycleMode{served}, all)},
+		{name: "workshop", dir: workshop, initArgs: []string{"--domain", workshop}, modes: testtier.Size([]lifecycleMode{killed}, all)},
 	}
 	for _, dom := range domains {
 		t.Run(dom.name, func(t *testing.T) {
 			t.Parallel() // most of a step is starting a process: the domains overlap well
-			for _, mode := range []lifecycleMode{alone, served, killed} {
+			for _, mode := range dom.modes {
 				t.Run(string(mode), func(t *testing.T) { newLifecycle(t, bin, dom).sequence(mode) })
 			}
 		})
@@ -67,6 +73,7 @@ type lifecycleDomain struct {
 	name     string   // as domain.json and describe name it
 	dir      string   // its directory: domain.json, seed.json, example.star (the plan exec runs)
 	initArgs []string // what db init needs to make a store of it
+	modes    []lifecycleMode
 }
 
 // lifecycleMode is how the store is held while the sequence runs.
