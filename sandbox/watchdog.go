@@ -34,7 +34,11 @@ const (
 // over one and a half times its budget is stopped at once: with the default GOGC, garbage can
 // explain that only for a run that keeps three quarters of its budget live, which no plan in
 // this domain needs. A run's heap therefore grows by about 1.5 times its budget before it is
-// stopped, plus what it allocates in the moment it takes to notice.
+// stopped, plus what it allocates in one checkpoint interval: past 1.5 times its budget a run
+// takes the sample itself at its checkpoint (watched.checkpoint, sampleNow), so that bound holds
+// by steps however late this goroutine and its collections are scheduled. A collection is waited
+// for before the 1.5 times rule only when a run that may have left memory behind left while this
+// one was active (lastExit, watched.began).
 //
 // That is the rule while one run is active. While several are, the heap's growth is theirs
 // together, and one run that holds memory would make every run that overlaps it look over its
