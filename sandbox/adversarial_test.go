@@ -141,3 +141,37 @@ func checkAdversarial(t *testing.T, env *Env, src string) {
 		"the host heap grew by %s", builtins.FormatBytes(grew))
 	runtime.GC()
 }
+
+// The run's own checkpoints bound its heap, not the watchdog's goroutine: with that goroutine
+// and its collections held for good (a machine too busy to schedule them), the comprehension
+// is still stopped for memory, every time, within the suite's bound, also right after a run
+// stopped for memory left. Without the checkpoint's sample it would run to its step limit;
+// which limit fires depends on steps only (a checkpoint's worth of this program is ~18 MiB).
+func TestMemoryStoppedWithTheWatchdogStalled(t *testing.T) {
+	stall := make(chan struct{})
+	heapWatchdog.mu.Lock()
+	heapWatchdog.stall = stall
+	heapWatchdog.mu.Unlock()
+	t.Cleanup(func() {
+		heapWatchdog.mu.Lock()
+		heapWatchdog.stall = nil
+		heapWatchdog.mu.Unlock()
+		close(stall)
+	})
+	const budget = 16 << 20
+	env := testEnv()
+	for i := range 3 {
+		runtime.GC()
+		base := builtins.HeapInUse()
+		res := env.Run(context.Background(), Request{
+			Reply:  "rows = [[i] * 200 for i in range(10000000)]\n",
+			Inputs: map[string]any{"user_request": "test"},
+			// ~150 MiB of rows at the step limit: the bound is passed by then.
+			Limits: Limits{MaxMemory: budget, MaxSteps: 8 * checkpointSteps, Timeout: adversarialHangGuard},
+		})
+		grew := builtins.HeapInUse() - base
+		require.Equal(t, OutcomeLimitExceeded, res.Outcome, "run %d: %s", i, res.Diagnostics.String())
+		require.Equal(t, LimitMemory, res.Limit, "run %d after %d steps", i, res.Steps)
+		assert.LessOrEqual(t, grew, int64(2*budget+16<<20), "run %d: the heap grew by %s", i, builtins.FormatBytes(grew))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.starlark.net/starlark"
 
@@ -28,10 +29,11 @@ type bounds struct {
 // measure at every checkpoint too (a domain's code; see watched.selfMeasure).
 func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared func() map[any]struct{}, mode watchMode) *bounds {
 	b := &bounds{}
+	began := time.Now() // before the budget's baseline is read (watched.began)
 	budget := builtins.NewBudget(limits.MaxMemory)
 	builtins.SetBudget(thread, budget)
 	if mode != watchNone {
-		b.watch = &watched{budget: budget, shared: shared, selfMeasure: mode == watchSelf, cancel: func() {
+		b.watch = &watched{budget: budget, began: began, shared: shared, selfMeasure: mode == watchSelf, cancel: func() {
 			b.reason.set(LimitMemory)
 			thread.Cancel(fmt.Sprintf("memory limit of %s exceeded", builtins.FormatBytes(limits.MaxMemory)))
 		}}

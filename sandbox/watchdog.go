@@ -34,7 +34,11 @@ const (
 // over one and a half times its budget is stopped at once: with the default GOGC, garbage can
 // explain that only for a run that keeps three quarters of its budget live, which no plan in
 // this domain needs. A run's heap therefore grows by about 1.5 times its budget before it is
-// stopped, plus what it allocates in the moment it takes to notice.
+// stopped, plus what it allocates in one checkpoint interval: past 1.5 times its budget a run
+// takes the sample itself at its checkpoint (watched.checkpoint, sampleNow), so that bound holds
+// by steps however late this goroutine and its collections are scheduled. A collection is waited
+// for before the 1.5 times rule only when a run that may have left memory behind left while this
+// one was active (lastExit, watched.began).
 //
 // That is the rule while one run is active. While several are, the heap's growth is theirs
 // together, and one run that holds memory would make every run that overlaps it look over its
@@ -56,6 +60,9 @@ type watchdog struct {
 	round      int64 // the current round of measurements; 0 while none is under way
 	rounds     int64 // rounds begun so far
 	roundStart time.Time
+	// stall, while not nil, holds the watchdog's goroutine and its collections until it is
+	// closed: a test's stand-in for a machine too busy to schedule them.
+	stall chan struct{}
 }
 
 // The wait for a run's measurement: a run reaches a checkpoint every checkpointSteps steps
@@ -74,7 +81,10 @@ const remeasureFactor = 4
 
 // watched is one active run.
 type watched struct {
-	budget    *builtins.Budget
+	budget *builtins.Budget
+	// began is when the run's budget read its baseline. What a run that left before then held
+	// is in that baseline or already freed, so it cannot make this run look over (see sweep).
+	began     time.Time
 	cancel    func()    // stops the run with the memory limit as its reason
 	overSince time.Time // when the run was first seen over its budget; zero while within it
 	// shared returns the identities of the values every run shares (Env.shared).
@@ -209,6 +219,11 @@ func (w *watchdog) loop() {
 	idle := time.Duration(0)
 	for {
 		w.mu.Lock()
+		if stall := w.stall; stall != nil {
+			w.mu.Unlock()
+			<-stall
+			continue
+		}
 		if len(w.runs) == 0 {
 			if idle += idleInterval; idle > 200*time.Millisecond {
 				w.running = false
@@ -278,9 +293,12 @@ func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
 		switch {
 		case used <= r.budget.Limit:
 			r.overSince = time.Time{}
-		case !w.lastExit.IsZero() && (!w.lastGCStart.After(w.lastExit) || w.lastGCEnd.Before(w.lastGCStart)):
-			// A run that left may have left its memory: only a collection that began after it
-			// left tells.
+		case r.began.Before(w.lastExit) && (!w.lastGCStart.After(w.lastExit) || w.lastGCEnd.Before(w.lastGCStart)):
+			// A run that left while this one was active may have left its memory: only a
+			// collection that began after it left tells. (One that left before this run began
+			// cannot: its memory is in this run's baseline, or freed, which only lowers the heap.
+			// Waiting for a collection there let every run after one stopped for memory grow
+			// unchecked for as long as the collection took on a loaded machine.)
 			needGC = true
 		case used > r.budget.Limit+r.budget.Limit/2:
 			stop = append(stop, r)
@@ -304,7 +322,11 @@ func (w *watchdog) collect() {
 		return
 	}
 	w.gcRunning, w.lastGCStart = true, time.Now()
+	stall := w.stall
 	go func() {
+		if stall != nil {
+			<-stall
+		}
 		runtime.GC()
 		w.mu.Lock()
 		w.gcRunning, w.lastGCEnd = false, time.Now()

@@ -207,3 +207,20 @@ func TestWatchdogWaitsForTheMemoryOfARunThatLeft(t *testing.T) {
 		})
 	}
 }
+
+// A run that began after another left is not held back by what that one may have left on the
+// heap (it is in the run's baseline, or freed): far over its budget, it is stopped at once,
+// without waiting for a collection.
+func TestWatchdogStopsARunThatBeganAfterAnotherLeft(t *testing.T) {
+	const limit = 64 << 20
+	t0 := time.Now()
+	w := several()
+	w.lastExit = t0
+	before, after := testRun(limit), testRun(limit)
+	before.began, after.began = t0.Add(-time.Millisecond), t0.Add(time.Millisecond)
+	w.runs[after] = struct{}{}
+	assert.Equal(t, []*watched{after}, w.sweep(t0.Add(2*time.Millisecond), limit*2))
+	delete(w.runs, after)
+	w.runs[before] = struct{}{}
+	assert.Empty(t, w.sweep(t0.Add(2*time.Millisecond), limit*2), "one active when the other left waits for a collection")
+}
