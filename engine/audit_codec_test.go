@@ -128,6 +128,16 @@ func TestStoredRecordReadsBackAsWritten(t *testing.T) {
 	require.NotEqual(t, string(raw), bad)
 	err = CheckRecord([]byte(bad))
 	require.ErrorContains(t, err, "key SG100) names its rows in the record's changes, which have no change of that row")
+
+	// Writes that name their rows in Changes stored under "writes", which an older starplan
+	// applies as they read (rowless: deletes), or writes stored under both names: refused.
+	require.Contains(t, string(raw), `"apply_writes":`)
+	underWrites := strings.Replace(string(raw), `"apply_writes":`, `"writes":`, 1)
+	require.ErrorContains(t, CheckRecord([]byte(underWrites)), "is stored as writes, which an older starplan applies without them")
+	_, err = e.decodeRecord([]byte(underWrites))
+	require.ErrorContains(t, err, "is stored as writes")
+	both := strings.Replace(string(raw), `"apply_writes":`, `"writes":{"domain":"inventory","writes":[],"reads":[]},"apply_writes":`, 1)
+	require.ErrorContains(t, CheckRecord([]byte(both)), "has its writes twice")
 }
 
 // Runs recorded by an older starplan (the whole record, as json.Marshal wrote it) and by this one
@@ -245,4 +255,15 @@ func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
 		assert.Equal(t, string(wantJSON), string(got))
 		assert.Equal(t, want.Hash, c.Hash)
 	}
+
+	// A name that is not valid UTF-8 is stored as it reads back, so its entry verifies.
+	odd := ChainEntry{Seq: 2, Time: fixedNow, RunID: "r\xfe", Event: ChainApproved, By: "bob\xff", Prev: "p"}
+	raw, err := odd.sealed()
+	require.NoError(t, err)
+	var back ChainEntry
+	require.NoError(t, json.Unmarshal(raw, &back))
+	stored := back.Hash
+	back.seal()
+	assert.Equal(t, stored, back.Hash, "an entry whose name held an invalid byte does not verify")
+	assert.Equal(t, "bob\uFFFD", back.By)
 }

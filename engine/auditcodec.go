@@ -192,6 +192,18 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 		r.Program = r.Reply
 	}
 	r.Writes = nil
+	if s.Writes != nil && s.WritesOnce != nil {
+		return nil, fmt.Errorf("the record has its writes twice (as writes and as apply_writes)")
+	}
+	if s.Writes != nil {
+		// An older starplan applies what it reads under "writes": a write there must hold its
+		// rows, never name them in Changes (it would be applied as a delete).
+		for i, w := range s.Writes.Writes {
+			if w.InChanges {
+				return nil, fmt.Errorf("write %d (table %s, key %v) names its rows in the record's changes but is stored as writes, which an older starplan applies without them", i+1, w.Table, w.Key)
+			}
+		}
+	}
 	if sw := s.writes(); sw != nil {
 		p := &store.Pending{Domain: sw.Domain, Reads: sw.Reads}
 		if sw.Writes != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,9 @@ func (c *ChainEntry) seal() {
 // `"sha256":""}`, so the stored bytes are those with the hash put in.
 // TestChainEntryEncoderIsEncodingJSON holds it to seal and json.Marshal.
 func (c *ChainEntry) sealed() ([]byte, error) {
+	// Names are made valid UTF-8 before they are hashed: JSON stores an invalid byte as \ufffd,
+	// which reads back as U+FFFD, so an entry hashed over the invalid byte could never verify.
+	c.RunID, c.By = strings.ToValidUTF8(c.RunID, "\uFFFD"), strings.ToValidUTF8(c.By, "\uFFFD")
 	e := recordEncoder{b: make([]byte, 0, 512)}
 	e.raw(`{"seq":`)
 	e.int(c.Seq)
