@@ -1038,7 +1038,7 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 
 func (s *Store) putSysLocked(coll, id string, v any) error {
 	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
-	if coll == metaCollection { // the record, the definition's maps and all
+	if coll == metaCollection {   // the record, the definition's maps and all
 		s.rec.encodes++
 		s.dropRecordLocked()
 	}
