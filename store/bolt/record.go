@@ -46,6 +46,8 @@ type recordCache struct {
 	// afterCommitLocked.
 	tx   *bbolt.Tx
 	next *liveRecord
+	// dirty says next is not written yet (setRecordLocked): the group's end writes it.
+	dirty bool
 	// decodes and encodes count the record's reads from the file and its full encodings (with
 	// the definition as maps), for tests.
 	decodes, encodes int
@@ -176,30 +178,57 @@ func (s *Store) committedRecordLocked() (*liveRecord, bool, error) {
 	return r, found, err
 }
 
-// putRecordLocked writes r, the running group's record (from recordLocked), to the file.
+// putRecordLocked writes r, the running group's record (from recordLocked), to the file now.
 func (s *Store) putRecordLocked(tx *bbolt.Tx, r *liveRecord) error {
 	raw, err := r.encode()
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", metaCollection, metaID, err)
 	}
-	if err := s.putSysRawLocked(metaCollection, metaID, raw); err != nil {
+	if err := s.putRecordRawLocked(tx, raw); err != nil {
 		return err
 	}
-	s.rec.tx, s.rec.next = tx, r
+	s.rec.tx, s.rec.next, s.rec.dirty = tx, r, false
 	return nil
+}
+
+// setRecordLocked makes r, the running group's record (from recordLocked), the one the group's
+// end (recordDigestsLocked, which adds the group's digests) writes: the record is written once
+// per commit.
+func (s *Store) setRecordLocked(tx *bbolt.Tx, r *liveRecord) {
+	s.rec.tx, s.rec.next, s.rec.dirty = tx, r, true
+}
+
+// putRecordRawLocked replaces the record's document with one holding raw, as clover's
+// ReplaceById would but without reading the old document twice and decoding it (the record is
+// no collection's digest, and in no key bucket): the msgpack map clover writes for a system
+// document (see insertSys). A file without the record's document (being created) goes through
+// clover.
+func (s *Store) putRecordRawLocked(tx *bbolt.Tx, raw []byte) error {
+	b := tx.Bucket([]byte(rootBucket))
+	uuid := sysDocID(metaCollection, metaID)
+	key := append(docPrefix(metaCollection), uuid...)
+	if b == nil || b.Get(key) == nil {
+		return s.putSysRawLocked(metaCollection, metaID, raw)
+	}
+	doc := make([]byte, 0, len(raw)+len(uuid)+len(metaID)+32)
+	doc = appendMPLen(doc, 0x80, 0xde, 0xdf, 3)
+	doc = appendMPStr(appendMPStr(doc, idField), uuid)
+	doc = appendMPStr(appendMPStr(doc, "id"), metaID)
+	doc = appendMPRawStr(appendMPStr(doc, "json"), raw)
+	return b.Put(key, doc)
 }
 
 // dropRecordLocked forgets the record in memory: it was written some other way.
 func (s *Store) dropRecordLocked() {
-	s.rec.committed, s.rec.tx, s.rec.next = nil, nil, nil
+	s.rec.committed, s.rec.tx, s.rec.next, s.rec.dirty = nil, nil, nil, false
 }
 
 // recordCommittedLocked makes the committed group's record the one in memory (afterCommitLocked).
 func (s *Store) recordCommittedLocked() {
-	if s.rec.tx != nil && s.rec.tx == s.bolt.group && s.rec.next != nil {
+	if s.rec.tx != nil && s.rec.tx == s.bolt.group && s.rec.next != nil && !s.rec.dirty {
 		s.rec.committed = s.rec.next
 	}
-	s.rec.tx, s.rec.next = nil, nil
+	s.rec.tx, s.rec.next, s.rec.dirty = nil, nil, false
 }
 
 // sumsJSON is the JSON of the sums of the definition whose JSON is def.

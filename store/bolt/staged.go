@@ -238,7 +238,8 @@ func (st *staged) finish() error {
 			return errors.New("store: the store's own record is missing")
 		}
 		s.advanceRecord(m, st.ver, map[string]bool{name: true})
-		return s.putRecordLocked(tx, m)
+		s.setRecordLocked(tx, m) // written by the group's end, with its digests
+		return nil
 	})
 	s.bolt.mu.Unlock()
 	if err != nil {

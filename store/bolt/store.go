@@ -384,9 +384,7 @@ func (s *Store) init(opts Options) error {
 			return err
 		}
 		r.Keys = keysLayout
-		if err := s.putRecordLocked(tx, r); err != nil {
-			return err
-		}
+		s.setRecordLocked(tx, r)
 		s.keys = keysLayout
 		for _, t := range s.tables {
 			t.disk = &diskTable{b: s.bolt, s: t.s}
@@ -398,7 +396,8 @@ func (s *Store) init(opts Options) error {
 // recordDigestsLocked is the last step of every write group (boltStore.beforeCommit): it adds
 // the group's changes to the counts and digests in the store's record, or, when the record has
 // none yet (a store written before digests existed), computes them from every document in the
-// file. It writes nothing when there is no record (yet) or nothing changed.
+// file, and writes the record, with what the group changed in it (setRecordLocked). It writes
+// nothing when there is no record (yet) or nothing changed.
 func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) error {
 	m, found, err := s.recordLocked(tx)
 	if err != nil || !found {
@@ -407,7 +406,7 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 	switch {
 	case m.Digests == nil:
 		m.Digests = scanDigests(tx)
-	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil):
+	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil) && !s.rec.dirty:
 		return s.syncSysIndexesLocked(tx, m.Digests)
 	default:
 		for coll, d := range delta {
