@@ -49,8 +49,10 @@ type recordCache struct {
 	// dirty says next is not written yet (setRecordLocked): the group's end writes it.
 	dirty bool
 	// decodes and encodes count the record's reads from the file and its full encodings (with
-	// the definition as maps), for tests.
+	// the definition as maps, putSysLocked), for tests.
 	decodes, encodes int
+	// writes counts the record's writes by commits (putRecordRawLocked), for tests.
+	writes int
 }
 
 // clone copies r's maps, which a group changes in place; the definition's JSON is shared (never
@@ -204,6 +206,7 @@ func (s *Store) setRecordLocked(tx *bbolt.Tx, r *liveRecord) {
 // document (see insertSys). A file without the record's document (being created) goes through
 // clover.
 func (s *Store) putRecordRawLocked(tx *bbolt.Tx, raw []byte) error {
+	s.rec.writes++
 	b := tx.Bucket([]byte(rootBucket))
 	uuid := sysDocID(metaCollection, metaID)
 	key := append(docPrefix(metaCollection), uuid...)

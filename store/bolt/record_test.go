@@ -46,6 +46,13 @@ func recordCounts(s *Store) (decodes, encodes int) {
 	return s.rec.decodes, s.rec.encodes
 }
 
+// recordWrites is how often commits wrote the store's record.
+func recordWrites(s *Store) int {
+	s.bolt.mu.Lock()
+	defer s.bolt.mu.Unlock()
+	return s.rec.writes
+}
+
 // fileRecord reads the store's record from the file.
 func fileRecord(t *testing.T, s *Store) metaRecord {
 	t.Helper()
@@ -65,10 +72,13 @@ func TestACommitNeitherDecodesNorEncodesTheRecord(t *testing.T) {
 	s := openTemp(t)
 	dec, enc := recordCounts(s)
 	for range 3 {
+		w := recordWrites(s)
 		v := s.Stage()
 		sell(t, v, "Moon")
 		require.NoError(t, v.Apply(bg))
+		assert.Equal(t, w+1, recordWrites(s), "an apply writes the record once")
 		require.NoError(t, s.PutSysDocs(bg, store.SysDoc{Collection: "runs", ID: "r", Value: map[string]int{"n": 1}}))
+		assert.Equal(t, w+2, recordWrites(s), "a write of system documents writes it once")
 	}
 	d, e := recordCounts(s)
 	assert.Equal(t, dec, d, "record decodes by 3 applies and 3 writes of system documents")
