@@ -394,13 +394,16 @@ func (s *Store) commitLocked(ops []op, extra []store.SysDoc) error {
 			return nil
 		}
 		// The record's digests are kept: the group's end adds this commit's changes to them.
-		var m metaRecord
-		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+		m, found, err := s.recordLocked(tx)
+		if err != nil {
 			return err
 		}
-		next := s.metaAt(seq, touched)
-		next.Digests = m.Digests
-		return s.putSysLocked(metaCollection, metaID, next)
+		if !found {
+			return errors.New("store: the store's own record is missing")
+		}
+		s.advanceRecord(m, seq, touched)
+		s.setRecordLocked(tx, m) // written by the group's end, with its digests
+		return nil
 	})
 	var we *store.WriteError
 	if errors.As(err, &we) || errors.Is(err, store.ErrDamaged) {
@@ -472,14 +475,15 @@ func opsSize(ops []op) int64 {
 	return n
 }
 
-// metaAt is the meta record after a commit at seq that changed the touched tables.
-func (s *Store) metaAt(seq int64, touched map[string]bool) metaRecord {
-	m := metaRecord{Format: formatVersion, Domain: s.domain.Name, Seq: seq, Tables: make(map[string]int64, len(s.tables)), Definition: s.definition, DefinitionSums: s.definitionSums, Keys: s.keys}
+// advanceRecord makes m the record after a commit at seq that changed the touched tables; its
+// digests are kept (the group's end adds the commit's changes), and its definition.
+func (s *Store) advanceRecord(m *liveRecord, seq int64, touched map[string]bool) {
+	m.Format, m.Domain, m.Seq, m.Keys = formatVersion, s.domain.Name, seq, s.keys
+	m.Tables = make(map[string]int64, len(s.tables))
 	for name, t := range s.tables {
 		m.Tables[name] = t.ver
 		if touched[name] {
 			m.Tables[name] = seq
 		}
 	}
-	return m
 }

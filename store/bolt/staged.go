@@ -230,13 +230,16 @@ func (st *staged) finish() error {
 		}
 		d.Rows += st.dg.Rows
 		d.Sum += st.dg.Sum
-		var m metaRecord
-		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+		m, found, err := s.recordLocked(tx)
+		if err != nil {
 			return err
 		}
-		next := s.metaAt(st.ver, map[string]bool{name: true})
-		next.Digests = m.Digests
-		return s.putSysLocked(metaCollection, metaID, next)
+		if !found {
+			return errors.New("store: the store's own record is missing")
+		}
+		s.advanceRecord(m, st.ver, map[string]bool{name: true})
+		s.setRecordLocked(tx, m) // written by the group's end, with its digests
+		return nil
 	})
 	s.bolt.mu.Unlock()
 	if err != nil {

@@ -86,10 +86,8 @@ type Store struct {
 	// loadJob) stops at; quitOnce closes it.
 	quit     chan struct{}
 	quitOnce sync.Once
-	// definition is the domain definition the store recorded, written back with every commit
-	// with its sums.
-	definition     map[string]string
-	definitionSums map[string]string
+	// rec is the store's record in memory (record.go), guarded by bolt.mu.
+	rec recordCache
 	// sysIdx is what the running write group knows of the system collections' indexes
 	// (sysindex.go); sysIdxCurrent names the collections whose index was found current.
 	sysIdx        sysIndexState
@@ -244,8 +242,7 @@ func (s *Store) init(opts Options) error {
 	s.bolt.beforeCommit = s.recordDigestsLocked
 	s.bolt.afterCommit = s.afterCommitLocked
 	s.bolt.onDoc = s.trackRow
-	var m metaRecord
-	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	live, found, err := s.readRecordLocked()
 	if err != nil {
 		return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 	}
@@ -274,22 +271,25 @@ func (s *Store) init(opts Options) error {
 			return err
 		}
 		s.created = true
-		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+		if live, _, err = s.readRecordLocked(); err != nil {
 			return err
 		}
 	}
+	def, sums, err := live.definitionMaps()
+	if err != nil {
+		return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
+	}
+	m := metaRecord{Format: live.Format, Domain: live.Domain, Seq: live.Seq, Tables: live.Tables, Digests: live.Digests,
+		Definition: def, DefinitionSums: sums, Keys: live.Keys}
 	if m.Format != formatVersion {
 		return fmt.Errorf("unknown store format %d (this starplan reads format %d)", m.Format, formatVersion)
 	}
+	s.rec.committed = live
 	if err := s.clearStagedAtOpen(); err != nil { // an import killed before its last commit
 		return err
 	}
 	if msg := store.DefinitionMismatch(m.Definition, m.DefinitionSums); msg != "" {
 		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
-	}
-	s.definition, s.definitionSums = m.Definition, m.DefinitionSums
-	if s.definitionSums == nil {
-		s.definitionSums = store.DefinitionSums(m.Definition) // recorded by the next commit
 	}
 	if s.domain == nil {
 		dom := opts.Domain
@@ -379,14 +379,12 @@ func (s *Store) init(opts Options) error {
 		if err := s.buildKeysLocked(tx); err != nil {
 			return err
 		}
-		var m metaRecord
-		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+		r, _, err := s.recordLocked(tx)
+		if err != nil {
 			return err
 		}
-		m.Keys = keysLayout
-		if err := s.putSysLocked(metaCollection, metaID, m); err != nil {
-			return err
-		}
+		r.Keys = keysLayout
+		s.setRecordLocked(tx, r)
 		s.keys = keysLayout
 		for _, t := range s.tables {
 			t.disk = &diskTable{b: s.bolt, s: t.s}
@@ -398,17 +396,17 @@ func (s *Store) init(opts Options) error {
 // recordDigestsLocked is the last step of every write group (boltStore.beforeCommit): it adds
 // the group's changes to the counts and digests in the store's record, or, when the record has
 // none yet (a store written before digests existed), computes them from every document in the
-// file. It writes nothing when there is no record (yet) or nothing changed.
+// file, and writes the record, with what the group changed in it (setRecordLocked). It writes
+// nothing when there is no record (yet) or nothing changed.
 func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) error {
-	var m metaRecord
-	found, err := s.getSysLocked(metaCollection, metaID, &m)
+	m, found, err := s.recordLocked(tx)
 	if err != nil || !found {
 		return err
 	}
 	switch {
 	case m.Digests == nil:
 		m.Digests = scanDigests(tx)
-	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil):
+	case len(delta) == 0 && (m.DefinitionSums != nil || m.Definition == nil) && !s.rec.dirty:
 		return s.syncSysIndexesLocked(tx, m.Digests)
 	default:
 		for coll, d := range delta {
@@ -422,13 +420,15 @@ func (s *Store) recordDigestsLocked(tx *bbolt.Tx, delta map[string]*collDigest) 
 			}
 		}
 	}
-	if m.DefinitionSums == nil {
-		m.DefinitionSums = store.DefinitionSums(m.Definition)
+	if m.DefinitionSums == nil && m.Definition != nil { // written before they were kept
+		if m.DefinitionSums, err = sumsJSON(m.Definition); err != nil {
+			return fmt.Errorf("system document %s/%s: definition: %w", metaCollection, metaID, err)
+		}
 	}
 	if err := s.syncSysIndexesLocked(tx, m.Digests); err != nil {
 		return err
 	}
-	return s.putSysLocked(metaCollection, metaID, m)
+	return s.putRecordLocked(tx, m)
 }
 
 // digestMemo is the digests of the store's record as last decoded, with the record's JSON they
@@ -516,6 +516,7 @@ func (s *Store) verifySysLocked(coll string) error {
 // afterCommitLocked moves what verifySysLocked verified with a commit's delta (boltStore.
 // afterCommit): the documents the commit changed, hashed as they were and as they are.
 func (s *Store) afterCommitLocked(delta map[string]*collDigest) {
+	s.recordCommittedLocked()
 	for coll, d := range delta {
 		if v, ok := s.verified[coll]; ok {
 			v.Rows += d.Rows
@@ -990,6 +991,9 @@ func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
 		return false, err
 	}
 	raw, _ := doc.Get("json").(string)
+	if coll == metaCollection {
+		s.rec.decodes++
+	}
 	if err := json.Unmarshal([]byte(raw), v); err != nil {
 		return true, fmt.Errorf("system document %s/%s: %w", coll, id, err)
 	}
@@ -1033,6 +1037,10 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 
 func (s *Store) putSysLocked(coll, id string, v any) error {
 	delete(s.sysIdxCurrent, coll) // a document without its index entry (see viewSysIndex)
+	if coll == metaCollection {   // the record, the definition's maps and all
+		s.rec.encodes++
+		s.dropRecordLocked()
+	}
 	raw, err := store.EncodeSys(v)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", coll, id, err)

@@ -75,7 +75,7 @@ func sysIndexOf(tx *bbolt.Tx, coll string) *bbolt.Bucket {
 
 // sysIndexCurrent reports whether b is the current index of coll, by the digests of the
 // store's record m.
-func sysIndexCurrent(b *bbolt.Bucket, m *metaRecord, coll string) bool {
+func sysIndexCurrent(b *bbolt.Bucket, digests map[string]collDigest, coll string) bool {
 	if b == nil {
 		return false
 	}
@@ -83,7 +83,7 @@ func sysIndexCurrent(b *bbolt.Bucket, m *metaRecord, coll string) bool {
 	if err := json.Unmarshal(b.Get(sysIdxDigestKey), &kept); err != nil {
 		return false
 	}
-	return kept == m.Digests[coll]
+	return kept == digests[coll]
 }
 
 // sysIndexState is what a write group knows of an indexed collection: whether its index is
@@ -113,11 +113,14 @@ func (s *Store) sysIndexReadyLocked(tx *bbolt.Tx, coll string, create bool) (boo
 		s.sysIdx.ready[coll] = true
 		return true, nil
 	}
-	var m metaRecord
-	if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+	m, _, err := s.recordLocked(tx)
+	if err != nil {
 		return false, err
 	}
-	ready := sysIndexCurrent(b, &m, coll)
+	if m == nil {
+		m = &liveRecord{}
+	}
+	ready := sysIndexCurrent(b, m.Digests, coll)
 	if ready {
 		if s.sysIdxCurrent == nil {
 			s.sysIdxCurrent = map[string]bool{}
@@ -302,9 +305,12 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 	err = s.write(ctx, func() error {
 		n = 0
 		tx := s.bolt.group
-		var m metaRecord
-		if _, err := s.getSysLocked(metaCollection, metaID, &m); err != nil {
+		m, _, err := s.recordLocked(tx)
+		if err != nil {
 			return err
+		}
+		if m == nil {
+			m = &liveRecord{}
 		}
 		if err := newSysIndex(tx, c, m.Digests[c]); err != nil {
 			return err
@@ -413,12 +419,11 @@ func (s *Store) viewSysIndex(coll string, fn func(tx *bbolt.Tx, b *bbolt.Bucket)
 				return store.ErrNoSysIndex
 			}
 			if !s.sysIdxCurrent[coll] {
-				var m metaRecord
-				found, err := s.getSysLocked(metaCollection, metaID, &m)
+				m, found, err := s.committedRecordLocked()
 				if err != nil {
 					return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 				}
-				if !found || !sysIndexCurrent(b, &m, coll) {
+				if !found || !sysIndexCurrent(b, m.Digests, coll) {
 					return store.ErrNoSysIndex
 				}
 				if s.sysIdxCurrent == nil {
@@ -545,7 +550,7 @@ func checkSysIndexes(rep *store.CheckReport, tx *bbolt.Tx, m *metaRecord, found 
 	_ = root.ForEachBucket(func(name []byte) error {
 		coll := string(name)
 		b := root.Bucket(name)
-		if !sysIndexCurrent(b, m, coll) || docs == nil {
+		if !sysIndexCurrent(b, m.Digests, coll) || docs == nil {
 			return nil
 		}
 		what := "the index of " + strings.TrimPrefix(coll, "_")
