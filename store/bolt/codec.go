@@ -154,7 +154,8 @@ func appendMPLen(dst []byte, fix, c16, c32 byte, n int) []byte {
 	return binary.BigEndian.AppendUint32(append(dst, c32), uint32(n))
 }
 
-func appendMPStr(dst []byte, s string) []byte {
+// appendMPStr appends s as a msgpack string.
+func appendMPStr[S string | []byte](dst []byte, s S) []byte {
 	switch n := len(s); {
 	case n < 32:
 		dst = append(dst, 0xa0|byte(n))

@@ -213,12 +213,7 @@ func (s *Store) putRecordRawLocked(tx *bbolt.Tx, raw []byte) error {
 	if b == nil || b.Get(key) == nil {
 		return s.putSysRawLocked(metaCollection, metaID, raw)
 	}
-	doc := make([]byte, 0, len(raw)+len(uuid)+len(metaID)+32)
-	doc = appendMPLen(doc, 0x80, 0xde, 0xdf, 3)
-	doc = appendMPStr(appendMPStr(doc, idField), uuid)
-	doc = appendMPStr(appendMPStr(doc, "id"), metaID)
-	doc = appendMPRawStr(appendMPStr(doc, "json"), raw)
-	return b.Put(key, doc)
+	return b.Put(key, appendSysDoc(make([]byte, 0, len(raw)+len(uuid)+len(metaID)+32), uuid, metaID, raw))
 }
 
 // dropRecordLocked forgets the record in memory: it was written some other way.

@@ -81,8 +81,8 @@ func (s *Store) beginStaged(sc *store.Schema) (*staged, error) {
 	err := guard(s.bolt.path, func() error {
 		return s.bolt.db.Update(func(tx *bbolt.Tx) error {
 			if v := tx.Bucket([]byte(rootBucket)).Get([]byte(cloverCollectionKey + sc.Name)); v != nil {
-				var meta struct{ Indexes json.RawMessage }
-				if json.Unmarshal(v, &meta) == nil && len(meta.Indexes) > 0 && string(meta.Indexes) != "null" {
+				var meta collMeta
+				if json.Unmarshal(v, &meta) == nil && meta.byClover() {
 					st = nil // made by clover, which keeps indexes of its own
 					return nil
 				}
@@ -205,22 +205,12 @@ func (st *staged) finish() error {
 			return err
 		}
 		b := tx.Bucket([]byte(rootBucket))
-		metaKey := []byte(cloverCollectionKey + name)
-		var meta struct {
-			Size    int
-			Indexes json.RawMessage
-		}
-		if v := b.Get(metaKey); v == nil {
-			return fmt.Errorf("store: no collection %s in %s", name, s.bolt.path)
-		} else if err := json.Unmarshal(v, &meta); err != nil {
-			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", name, err), Err: err}
-		}
-		meta.Size += st.n
-		v, err := json.Marshal(meta)
+		meta, err := s.collMeta(b, name)
 		if err != nil {
 			return err
 		}
-		if err := b.Put(metaKey, v); err != nil {
+		meta.Size += st.n
+		if err := s.putCollMeta(b, name, meta); err != nil {
 			return err
 		}
 		d := s.bolt.delta[name]

@@ -3,12 +3,10 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -607,17 +605,11 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 		return fmt.Errorf("store: documents of %s written outside a write group", coll)
 	}
 	b := tx.Bucket([]byte(rootBucket))
-	metaKey := []byte(cloverCollectionKey + coll)
-	var meta struct {
-		Size    int
-		Indexes json.RawMessage
+	meta, err := s.collMeta(b, coll)
+	if err != nil {
+		return err
 	}
-	if v := b.Get(metaKey); v == nil {
-		return fmt.Errorf("store: no collection %s in %s", coll, s.bolt.path)
-	} else if err := json.Unmarshal(v, &meta); err != nil {
-		return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", coll, err), Err: err}
-	}
-	if len(meta.Indexes) > 0 && string(meta.Indexes) != "null" { // made by clover, not starplan
+	if meta.byClover() {
 		cdocs := make([]*cloverDoc, len(docs))
 		for i, d := range docs {
 			cdocs[i] = encodeDoc(d.id, d.row, ver)
@@ -658,26 +650,47 @@ func (s *Store) insertNew(coll string, ver int64, docs []newDoc) error {
 		}
 	}
 	meta.Size += len(docs)
-	v, err := json.Marshal(meta)
+	return s.putCollMeta(b, coll, meta)
+}
+
+// collMeta is clover's record of a collection: its count of documents and the indexes clover
+// keeps (none in a collection starplan made).
+type collMeta struct {
+	Size    int
+	Indexes json.RawMessage
+}
+
+// byClover reports whether clover made the collection, with indexes of its own: its documents
+// are written through clover, which keeps them.
+func (m collMeta) byClover() bool { return len(m.Indexes) > 0 && string(m.Indexes) != "null" }
+
+// collMeta reads clover's record of collection coll in the root bucket b.
+func (s *Store) collMeta(b *bbolt.Bucket, coll string) (collMeta, error) {
+	var m collMeta
+	if v := b.Get([]byte(cloverCollectionKey + coll)); v == nil {
+		return m, fmt.Errorf("store: no collection %s in %s", coll, s.bolt.path)
+	} else if err := json.Unmarshal(v, &m); err != nil {
+		return m, &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", coll, err), Err: err}
+	}
+	return m, nil
+}
+
+// putCollMeta writes clover's record of collection coll in the root bucket b.
+func (s *Store) putCollMeta(b *bbolt.Bucket, coll string, m collMeta) error {
+	v, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	return b.Put(metaKey, v)
+	return b.Put([]byte(cloverCollectionKey+coll), v)
 }
 
-// appendMPRawStr is appendMPStr of bytes, without making them a string.
-func appendMPRawStr(dst, s []byte) []byte {
-	switch n := len(s); {
-	case n < 32:
-		dst = append(dst, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		dst = append(dst, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		dst = binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
-	default:
-		dst = binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
-	}
-	return append(dst, s...)
+// appendSysDoc appends a system document as clover writes it: the msgpack map of its clover id,
+// its id and its JSON.
+func appendSysDoc(dst []byte, uuid, id string, raw []byte) []byte {
+	dst = appendMPLen(dst, 0x80, 0xde, 0xdf, 3)
+	dst = appendMPStr(appendMPStr(dst, idField), uuid)
+	dst = appendMPStr(appendMPStr(dst, "id"), id)
+	return appendMPStr(appendMPStr(dst, "json"), raw)
 }
 
 // cloverCollectionKey prefixes the bbolt key of clover's record of a collection (db.go,
@@ -878,17 +891,11 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 	}
 	tx := s.bolt.group
 	b := tx.Bucket([]byte(rootBucket))
-	metaKey := []byte(cloverCollectionKey + coll)
-	var meta struct {
-		Size    int
-		Indexes json.RawMessage
+	meta, err := s.collMeta(b, coll)
+	if err != nil {
+		return err
 	}
-	if v := b.Get(metaKey); v == nil {
-		return fmt.Errorf("store: no collection %s in %s", coll, s.bolt.path)
-	} else if err := json.Unmarshal(v, &meta); err != nil {
-		return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("collection %s's record does not read: %v", coll, err), Err: err}
-	}
-	if len(meta.Indexes) > 0 && string(meta.Indexes) != "null" { // made by clover, not starplan
+	if meta.byClover() {
 		cdocs := make([]*cloverDoc, len(docs))
 		for i, d := range docs {
 			cdocs[i] = newCloverDoc()
@@ -902,11 +909,7 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 	for _, d := range docs {
 		uuid := sysDocID(coll, d.id)
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
-		doc := make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32)
-		doc = appendMPLen(doc, 0x80, 0xde, 0xdf, 3)
-		doc = appendMPStr(appendMPStr(doc, idField), uuid)
-		doc = appendMPStr(appendMPStr(doc, "id"), d.id)
-		doc = appendMPRawStr(appendMPStr(doc, "json"), d.raw)
+		doc := appendSysDoc(make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32), uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
 			return err
 		}
@@ -915,11 +918,7 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		}
 	}
 	meta.Size += len(docs)
-	v, err := json.Marshal(meta)
-	if err != nil {
-		return err
-	}
-	return b.Put(metaKey, v)
+	return s.putCollMeta(b, coll, meta)
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
