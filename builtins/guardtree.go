@@ -433,23 +433,9 @@ func (c *NumericNames) result() map[string]bool {
 	return numeric
 }
 
-// markBound marks every name an assignment or loop target binds (BindingTargets, without a
-// closure to allocate).
+// markBound marks every name an assignment or loop target binds.
 func markBound(target syntax.Expr, bad map[string]bool) {
-	switch e := target.(type) {
-	case *syntax.Ident:
-		bad[e.Name] = true
-	case *syntax.TupleExpr:
-		for _, x := range e.List {
-			markBound(x, bad)
-		}
-	case *syntax.ListExpr:
-		for _, x := range e.List {
-			markBound(x, bad)
-		}
-	case *syntax.ParenExpr:
-		markBound(e.X, bad)
-	}
+	BindingTargets(target, func(id *syntax.Ident) { bad[id.Name] = true })
 }
 
 // BindingTargets calls bind on each identifier an assignment to e binds: x, (x, y), [x, y].
