@@ -864,7 +864,7 @@ func (b *sysBatch) write(s *Store) error {
 		}
 		var fresh []sysBatchDoc
 		for _, d := range b.docs[coll] {
-			if root != nil && root.Get(append(docPrefix(coll), sysDocID(coll, d.id)...)) != nil {
+			if uuid, _ := sysDocAt(root, coll, d.id); uuid != "" {
 				if err := s.putSysRawLocked(coll, d.id, d.raw); err != nil {
 					return err
 				}
@@ -899,15 +899,19 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		cdocs := make([]*cloverDoc, len(docs))
 		for i, d := range docs {
 			cdocs[i] = newCloverDoc()
-			cdocs[i].Set(idField, sysDocID(coll, d.id))
+			key, _ := sysDocKeys(coll, d.id)
+			cdocs[i].Set(idField, key)
 			cdocs[i].Set("id", d.id)
 			cdocs[i].Set("json", string(d.raw))
 		}
 		return s.db.Insert(coll, cdocs...)
 	}
 	prefix := docPrefix(coll)
+	// Numbered documents (the audit chain's entries) are appended in order (sysDocKeys): bbolt,
+	// which splits a page half full by default, is told to fill it, as in insertNew.
+	b.FillPercent = 1.0
 	for _, d := range docs {
-		uuid := sysDocID(coll, d.id)
+		uuid, _ := sysDocKeys(coll, d.id)
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
 		doc := appendSysDoc(make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32), uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
@@ -985,7 +989,7 @@ func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
 	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
 		return false, err
 	}
-	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	doc, err := s.findSysLocked(coll, id)
 	if err != nil || doc == nil {
 		return false, err
 	}
@@ -1019,8 +1023,10 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
 	}
 	if d.Create { // one look at its key: a document there is one of this id
-		if root := s.bolt.group.Bucket([]byte(rootBucket)); root != nil && root.Get(append(docPrefix(c), sysDocID(c, d.ID)...)) != nil {
-			return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
+		if root := s.bolt.group.Bucket([]byte(rootBucket)); root != nil {
+			if uuid, _ := sysDocAt(root, c, d.ID); uuid != "" {
+				return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
+			}
 		}
 	}
 	raw, err := store.EncodeSys(d.Value)
@@ -1057,18 +1063,46 @@ func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
 			return err
 		}
 	}
-	doc := newCloverDoc()
-	doc.Set(idField, sysDocID(coll, id))
-	doc.Set("id", id)
-	doc.Set("json", string(raw))
-	old, err := s.db.FindById(coll, doc.ObjectId())
+	old, err := s.findSysLocked(coll, id)
 	if err != nil {
 		return err
 	}
+	doc := newCloverDoc()
+	doc.Set("id", id)
+	doc.Set("json", string(raw))
 	if old == nil {
+		key, _ := sysDocKeys(coll, id)
+		doc.Set(idField, key)
 		return s.db.Insert(coll, doc)
 	}
+	doc.Set(idField, old.ObjectId()) // replaced where it is (sysDocKeys)
 	return s.db.ReplaceById(coll, doc.ObjectId(), doc)
+}
+
+// findSysLocked is clover's FindById of the document id of the system collection coll, wherever
+// sysDocKeys stores it: nil when there is none.
+func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
+	key, legacy := sysDocKeys(coll, id)
+	doc, err := s.db.FindById(coll, key)
+	if err != nil || doc != nil || legacy == "" {
+		return doc, err
+	}
+	return s.db.FindById(coll, legacy)
+}
+
+// sysDocAt returns the clover id under which root, clover's bucket, holds the document id of the
+// system collection coll, and the stored document; "" and nil when it holds none.
+func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
+	key, legacy := sysDocKeys(coll, id)
+	if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+		return key, v
+	}
+	if legacy != "" {
+		if v := root.Get(append(docPrefix(coll), legacy...)); v != nil {
+			return legacy, v
+		}
+	}
+	return "", nil
 }
 
 // write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn

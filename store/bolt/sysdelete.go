@@ -51,7 +51,7 @@ func (s *Store) oldestSysLocked(coll, before string) (docs []*cloverDoc, ok bool
 		ids = append(ids, string(k[i+1:]))
 	}
 	for _, id := range ids {
-		d, err := s.db.FindById(coll, sysDocID(coll, id))
+		d, err := s.findSysLocked(coll, id)
 		if err != nil {
 			return nil, false, err
 		}
@@ -133,7 +133,7 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
 		return 0, err
 	}
-	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	doc, err := s.findSysLocked(coll, id)
 	if err != nil || doc == nil {
 		return 0, err
 	}

@@ -500,7 +500,7 @@ func (s *Store) ScanSys(coll string, opts store.SysScan) ([]store.SysEntry, erro
 			}
 			take, more := opts.Next(e)
 			if take {
-				raw := root.Get(append(docPrefix(c), sysDocID(c, e.ID)...))
+				_, raw := sysDocAt(root, c, e.ID)
 				doc, err := decodeSysDoc(raw)
 				if err != nil {
 					return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("the index of %s names document %s, which %v; starplan db check reports the damage", coll, e.ID, err)}
@@ -568,7 +568,8 @@ func checkSysIndexes(rep *store.CheckReport, tx *bbolt.Tx, m *metaRecord, found 
 				rep.Add(CheckSysIndex, coll, "%s: the entry of %s does not read back: %v", what, id, err)
 				return nil
 			}
-			js, err := decodeSysDoc(docs.Get(append(docPrefix(coll), sysDocID(coll, string(id))...)))
+			_, doc := sysDocAt(docs, coll, string(id))
+			js, err := decodeSysDoc(doc)
 			switch {
 			case err != nil:
 				rep.Add(CheckSysIndex, coll, "%s names document %s, which %v", what, id, err)
