@@ -364,9 +364,13 @@ func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDige
 			id, _ := doc.Get("id").(string)
 			raw, _ := doc.Get("json").(string)
 			want, legacy := sysDocKeys(coll, id)
+			seq := sequencedKey(tx, coll, id) // where the index puts it, if stored in sequence
 			switch {
-			case id == "" || (key != want && key != legacy):
+			case id == "" || (key != want && key != legacy && key != seq):
 				rep.Add(store.CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
+			case key == seq && b.Get(append(docPrefix(coll), want...)) != nil:
+				// Where a starplan before sequences stored it too.
+				rep.Add(store.CheckSystem, coll, "%s %s of %s is stored twice, under %s and %s", what, id, coll, key, want)
 			case key == want && legacy != "" && b.Get(append(docPrefix(coll), legacy...)) != nil:
 				// Where a starplan before sysDocKeys stored it too: a lookup finds this one.
 				rep.Add(store.CheckSystem, coll, "%s %s of %s is stored twice, under %s and %s", what, id, coll, key, legacy)

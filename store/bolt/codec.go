@@ -92,6 +92,37 @@ func numberedDocID(n uint64, length int) string {
 	return formatUUID(u)
 }
 
+// sequencedDocID is the clover id of the n-th document of an indexed system collection (the
+// audit log's records) stored since its index was made: a version-8 (custom) UUID of n (48 bits,
+// big-endian, first, so documents stored later sort later), marked apart from a row's and a
+// numbered document's in its tenth byte. A document so stored is found through its entry in the
+// collection's index (sysEntry.Key): a batch of records is appended to bbolt's tree, instead of
+// each rewriting a page of records at a random place of it (issue 32: the largest part of the
+// audit write's commit).
+func sequencedDocID(n uint64) string {
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[0:8], n<<16) // 48 bits of n
+	u[6] = 0x80                               // version 8
+	u[8], u[9] = 0x80, 0x5e                   // RFC 4122 variant; a sequenced system document
+	return formatUUID(u)
+}
+
+// sequencedNumber is the n of sequencedDocID(n), and whether uuid is one.
+func sequencedNumber(uuid string) (uint64, bool) {
+	if len(uuid) != 36 || uuid[14:18] != "8000" || uuid[19:23] != "805e" || uuid[24:] != "000000000000" {
+		return 0, false
+	}
+	var u [8]byte
+	if _, err := hex.Decode(u[0:4], []byte(uuid[0:8])); err != nil {
+		return 0, false
+	}
+	if _, err := hex.Decode(u[4:6], []byte(uuid[9:13])); err != nil {
+		return 0, false
+	}
+	n := binary.BigEndian.Uint64(u[:]) >> 16
+	return n, sequencedDocID(n) == uuid
+}
+
 // rowDocID is the clover document id of a row inserted by commit seq as its n-th insert: a
 // version-8 (custom) UUID holding seq and n big-endian, so ids increase with every insert. bbolt
 // keeps documents in id order, which makes them insertion order: new rows are appended to the

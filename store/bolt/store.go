@@ -824,22 +824,28 @@ type sysBatch struct {
 type sysBatchDoc struct {
 	id  string
 	raw []byte
+	// key is where the document goes when its collection's index says (indexSysLocked); fresh:
+	// the collection holds no document of its id (a new one).
+	key   string
+	fresh bool
 }
 
-func (b *sysBatch) add(coll, id string, raw []byte) {
+// add adds a document to the batch; a later version of one it holds replaces that one's JSON
+// and keeps its place.
+func (b *sysBatch) add(coll, id string, raw []byte, key string, fresh bool) {
 	if b.docs == nil {
 		b.docs, b.at = map[string][]sysBatchDoc{}, map[string]int{}
 	}
-	key := coll + "\x00" + id
-	if i, ok := b.at[key]; ok {
+	at := coll + "\x00" + id
+	if i, ok := b.at[at]; ok {
 		b.docs[coll][i].raw = raw
 		return
 	}
 	if _, ok := b.docs[coll]; !ok {
 		b.colls = append(b.colls, coll)
 	}
-	b.at[key] = len(b.docs[coll])
-	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id, raw})
+	b.at[at] = len(b.docs[coll])
+	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id: id, raw: raw, key: key, fresh: fresh})
 }
 
 func (b *sysBatch) has(coll, id string) bool {
@@ -864,6 +870,10 @@ func (b *sysBatch) write(s *Store) error {
 		}
 		var fresh []sysBatchDoc
 		for _, d := range b.docs[coll] {
+			if d.fresh {
+				fresh = append(fresh, d)
+				continue
+			}
 			if uuid, _ := sysDocAt(root, coll, d.id); uuid != "" {
 				if err := s.putSysRawLocked(coll, d.id, d.raw); err != nil {
 					return err
@@ -899,7 +909,10 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		cdocs := make([]*cloverDoc, len(docs))
 		for i, d := range docs {
 			cdocs[i] = newCloverDoc()
-			key, _ := sysDocKeys(coll, d.id)
+			key := d.key
+			if key == "" {
+				key, _ = sysDocKeys(coll, d.id)
+			}
 			cdocs[i].Set(idField, key)
 			cdocs[i].Set("id", d.id)
 			cdocs[i].Set("json", string(d.raw))
@@ -907,11 +920,17 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		return s.db.Insert(coll, cdocs...)
 	}
 	prefix := docPrefix(coll)
-	// Numbered documents (the audit chain's entries) are appended in order (sysDocKeys): bbolt,
-	// which splits a page half full by default, is told to fill it, as in insertNew.
+	// Numbered documents (the audit chain's entries) and those of an indexed collection (the
+	// audit log's records) are appended in order (sysDocKeys, sequencedDocID): bbolt, which
+	// splits a page half full by default, is told to fill it, as in insertNew.
 	b.FillPercent = 1.0
 	for _, d := range docs {
-		uuid, _ := sysDocKeys(coll, d.id)
+		uuid := d.key
+		if uuid == "" {
+			uuid, _ = sysDocKeys(coll, d.id)
+		} else if b.Get(append(docPrefix(coll), uuid...)) != nil {
+			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
+		}
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
 		doc := appendSysDoc(make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32), uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
@@ -1033,10 +1052,11 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
 	}
-	if err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false); err != nil {
+	key, fresh, err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false)
+	if err != nil {
 		return err
 	}
-	b.add(c, d.ID, raw)
+	b.add(c, d.ID, raw, key, fresh || d.Create) // a Create found none above
 	return nil
 }
 
@@ -1080,19 +1100,37 @@ func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
 }
 
 // findSysLocked is clover's FindById of the document id of the system collection coll, wherever
-// sysDocKeys stores it: nil when there is none.
+// it is stored (sysDocAt): nil when there is none.
 func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
-	key, legacy := sysDocKeys(coll, id)
-	doc, err := s.db.FindById(coll, key)
-	if err != nil || doc != nil || legacy == "" {
-		return doc, err
+	var uuid string
+	find := func(tx *bbolt.Tx) error {
+		if root := tx.Bucket([]byte(rootBucket)); root != nil {
+			uuid, _ = sysDocAt(root, coll, id)
+		}
+		return nil
 	}
-	return s.db.FindById(coll, legacy)
+	var err error
+	if tx := s.bolt.group; tx != nil {
+		err = find(tx)
+	} else {
+		err = s.bolt.db.View(find)
+	}
+	if err != nil || uuid == "" {
+		return nil, err
+	}
+	return s.db.FindById(coll, uuid)
 }
 
 // sysDocAt returns the clover id under which root, clover's bucket, holds the document id of the
-// system collection coll, and the stored document; "" and nil when it holds none.
+// system collection coll, and the stored document; "" and nil when it holds none. It looks where
+// the collection's index puts it (a document stored in sequence: sequencedDocID), then where
+// sysDocKeys does.
 func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
+	if key := sequencedKey(root.Tx(), coll, id); key != "" {
+		if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+			return key, v
+		}
+	}
 	key, legacy := sysDocKeys(coll, id)
 	if v := root.Get(append(docPrefix(coll), key...)); v != nil {
 		return key, v
@@ -1103,6 +1141,28 @@ func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
 		}
 	}
 	return "", nil
+}
+
+// sequencedKey is the clover id the index of coll in tx gives document id (sysEntry.Key): ""
+// when it has no index, no entry of id, or one without a key.
+func sequencedKey(tx *bbolt.Tx, coll, id string) string {
+	b := sysIndexOf(tx, coll)
+	if b == nil {
+		return ""
+	}
+	ids := b.Bucket(sysIdxIDs)
+	if ids == nil {
+		return ""
+	}
+	raw := ids.Get([]byte(id))
+	if raw == nil || !bytes.Contains(raw, []byte(`"k":`)) {
+		return ""
+	}
+	var e sysEntry
+	if json.Unmarshal(raw, &e) != nil {
+		return ""
+	}
+	return e.Key
 }
 
 // write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn

@@ -105,7 +105,7 @@ func (s *Store) pruneSys(ctx context.Context, coll, before string, drop func(sto
 			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
 				return err
 			}
-			if err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
+			if _, _, err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
 				return err
 			}
 			out.IDs = append(out.IDs, id)
@@ -141,5 +141,6 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 	if err := s.db.DeleteById(coll, doc.ObjectId()); err != nil {
 		return 0, err
 	}
-	return int64(len(raw)), s.indexSysLocked(coll, id, nil, 0, true)
+	_, _, err = s.indexSysLocked(coll, id, nil, 0, true)
+	return int64(len(raw)), err
 }

@@ -139,3 +139,114 @@ func TestSysDocKeys(t *testing.T) {
 	k, _ := sysDocKeys("_c", "281474976710655") // 2^48-1
 	assert.Equal(t, numberedDocID(1<<48-1, 15), k)
 }
+
+// A new document of an indexed collection (the audit log's records) is stored in sequence and
+// found through its entry; one stored before sequences (under its hashed id, an entry without
+// a key) still reads and is written again where it is. Prune, a rebuilt index and db check
+// know both, and a rebuilt index goes on after the last sequence number.
+func TestIndexedSysDocsAreStoredInSequence(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	// A log as a starplan before sequences left it: a record under its hashed id, indexed.
+	putLegacySys(t, s, "runs", "old", `{"id":"old"}`)
+	_, err := s.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		return store.SysIndex{Order: "1", Group: "done"}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "2", "pending"), idxDoc("b", "3", "pending")))
+	old := sysDocID("_runs", "old")
+	assert.Equal(t, []string{sequencedDocID(1), sequencedDocID(2), old}, sysKeysOf(t, s, "runs"))
+
+	// Written again: each where it is.
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "4", "done"), store.SysDoc{Collection: "runs", ID: "old", Value: map[string]string{"id": "old", "v": "2"}, Index: &store.SysIndex{Order: "1", Group: "done"}}))
+	assert.Equal(t, []string{sequencedDocID(1), sequencedDocID(2), old}, sysKeysOf(t, s, "runs"))
+	var v map[string]string
+	for id, want := range map[string]string{"a": "done", "b": "pending", "old": ""} {
+		v = nil
+		ok, err := s.GetSys("runs", id, &v)
+		require.NoError(t, err)
+		require.True(t, ok, id)
+		assert.Equal(t, id, v["id"])
+		assert.Equal(t, want, v["group"], id)
+	}
+	ok, err := s.GetSys("runs", "old", &v)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "2", v["v"])
+	assert.Equal(t, []string{"a", "b", "old"}, scanIDs(t, s, "", true, 2))
+
+	// A pruned document's number is not given again.
+	pruned, err := s.PruneSysBefore(bg, "runs", "3", func(store.SysRecord) (bool, error) { return true, nil })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"old"}, pruned.IDs)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("c", "5", "pending")))
+	assert.Equal(t, []string{sequencedDocID(1), sequencedDocID(2), sequencedDocID(3)}, sysKeysOf(t, s, "runs"))
+
+	// A rebuilt index finds the documents stored in sequence, and goes on after them.
+	_, err = s.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		return store.SysIndex{Order: r.ID, Group: "done"}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("d", "6", "pending")))
+	assert.Equal(t, []string{sequencedDocID(1), sequencedDocID(2), sequencedDocID(3), sequencedDocID(4)}, sysKeysOf(t, s, "runs"))
+	v = nil
+	ok, err = s.GetSys("runs", "c", &v)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "c", v["id"])
+	recs, err := s.ListSys("runs")
+	require.NoError(t, err)
+	assert.Len(t, recs, 4)
+	require.NoError(t, s.Close())
+	rep := checkOf(t, dir, store.CheckOptions{})
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// db check reports a record stored in sequence and also under its hashed id (a lookup reads one
+// and hides the other), and one in sequence that no entry of the index names.
+func TestCheckReportsASequencedDocStoredTwiceOrUnnamed(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done")))
+	putLegacySys(t, s, "runs", "a", `{"id":"a"}`)
+	require.NoError(t, s.write(bg, func() error {
+		doc := newCloverDoc()
+		doc.Set(idField, sequencedDocID(7))
+		doc.Set("id", "z")
+		doc.Set("json", `{"id":"z"}`)
+		return s.db.Insert("_runs", doc)
+	}))
+	require.NoError(t, s.Close())
+	rep := checkOf(t, dir, store.CheckOptions{})
+	got := problemsOf(rep, store.CheckSystem)
+	require.Len(t, got, 2, "%v", rep.Problems)
+	assert.Contains(t, got[0], "a of _runs is stored twice")
+	assert.Contains(t, got[1], "_runs/"+sequencedDocID(7)+" does not carry the id it is stored under")
+}
+
+// A new document never replaces one already at the place its index's sequence gives it.
+func TestASequenceBehindItsDocumentsIsRefused(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done")))
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error { return sysIndexOf(tx, "_runs").SetSequence(0) }))
+	err := s.PutSysDocs(bg, idxDoc("b", "2", "done"))
+	var damaged *store.DamagedError
+	require.ErrorAs(t, err, &damaged)
+	assert.Contains(t, err.Error(), "behind its documents")
+	ok, err := s.GetSys("runs", "a", &map[string]string{})
+	require.NoError(t, err)
+	assert.True(t, ok, "a is still there")
+}
+
+func TestSequencedDocID(t *testing.T) {
+	for _, n := range []uint64{1, 2, 255, 256, 1<<48 - 1} {
+		got, ok := sequencedNumber(sequencedDocID(n))
+		assert.True(t, ok)
+		assert.Equal(t, n, got)
+	}
+	assert.Less(t, sequencedDocID(255), sequencedDocID(256))
+	for _, u := range []string{sysDocID("_runs", "a"), numberedDocID(1, 16), rowDocID(1, 1), "", "zz"} {
+		_, ok := sequencedNumber(u)
+		assert.False(t, ok, u)
+	}
+}
