@@ -82,7 +82,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	}
 	bare := fullRecord()
 	bare.Program = bare.Reply
-	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare,
+	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(),
 		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
 		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
 		s := r.stored()
@@ -98,12 +98,57 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	require.Error(t, err, "a value encoding/json refuses is refused")
 }
 
+// rewrittenRecord is fullRecord with rewrites whose befores are lines of its program, the
+// last one without a line end.
+func rewrittenRecord() *RunRecord {
+	r := fullRecord()
+	r.Reply = "if a is None:\r\n    s = f\"{a}\"\n\n" + `t = f"{b}"`
+	r.Program = r.Reply
+	r.Rewrites = []pycompat.Rewrite{{Line: 1, Rule: "is-none", Before: "if a is None:\r", After: "if a == None:\r"},
+		{Line: 2, Rule: "f-string", Before: `    s = f"{a}"`, After: `    s = "{}".format(a)`}, {Line: 4, Rule: "f-string", Before: `t = f"{b}"`, After: `t = "{}".format(b)`}}
+	return r
+}
+
+// A rewrite's before is stored once, in the program, only when every rewrite's is a whole line
+// of it; a stored before that the program does not hold is damage, named.
+func TestRewriteBeforesAreStoredOnce(t *testing.T) {
+	r := rewrittenRecord()
+	raw, err := r.encodeStored()
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"rewrites_before_in_program":true`)
+	assert.NotContains(t, string(raw), `s = f\"{a}\"\",\"after`)
+	assert.Equal(t, 3, strings.Count(string(raw), `"before":""`))
+	for name, change := range map[string]func(*RunRecord){
+		"part of a line":  func(r *RunRecord) { r.Rewrites[1].Before = `s = f"{a}"` },
+		"no such line":    func(r *RunRecord) { r.Rewrites[2].Line = 5 },
+		"line 0":          func(r *RunRecord) { r.Rewrites[0].Line = 0 },
+		"an empty before": func(r *RunRecord) { r.Reply += "\n"; r.Program = r.Reply; r.Rewrites[2].Line, r.Rewrites[2].Before = 5, "" },
+		"two lines":       func(r *RunRecord) { r.Rewrites[0].Before = "if a is None:\r\n    s = f\"{a}\"" },
+	} {
+		r := rewrittenRecord()
+		change(r)
+		raw, err := r.encodeStored()
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), `rewrites_before_in_program`, name)
+		back, err := decodeStored(raw)
+		require.NoError(t, err)
+		got, err := back.restore()
+		require.NoError(t, err)
+		assert.Equal(t, r.Rewrites, got.Rewrites, name)
+	}
+	bad := strings.Replace(string(raw), `"line":4`, `"line":9`, 1)
+	require.NotEqual(t, string(raw), bad)
+	require.ErrorContains(t, CheckRecord([]byte(bad)), "rewrite 3 (line 9) is stored with its before in the program, which has no line 9")
+	bad = strings.Replace(string(raw), `"before":""`, `"before":"x"`, 1)
+	require.ErrorContains(t, CheckRecord([]byte(bad)), "rewrite 1 (line 1) is stored with its before in the program")
+}
+
 // A record reads back as the RunRecord that was written, from its stored form as from the form
 // records had before it (json.Marshal of the RunRecord): rows and program said once are the
 // same rows and program again, kinds included, and the writes do not share the change set's maps.
 func TestStoredRecordReadsBackAsWritten(t *testing.T) {
 	e, _ := newEngine(t)
-	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }()} {
+	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }(), "befores in the program": rewrittenRecord()} {
 		old, err := json.Marshal(r) // how every record was stored before
 		require.NoError(t, err)
 		raw, err := r.encodeStored()

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 
+	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -22,6 +24,9 @@ import (
 //     of applying writes it reads without their rows.
 //   - A bare program is its reply: when Program equals Reply, "program" is stored empty and
 //     "program_is_reply": true says where it is.
+//   - A Python rewrite's before is a line of the program: when every rewrite's is one line, the
+//     program's line Line, they are stored empty and "rewrites_before_in_program": true says
+//     where they are (an older starplan shows those rewrites without their before).
 //
 // Records written before this (every field whole, neither mark) read as they always did, and a
 // record reads back as the RunRecord that was written: the documents every reader prints are
@@ -32,6 +37,9 @@ type storedRecord struct {
 	RunRecord
 	// ProgramIsReply says that the program is the reply (stored as "program": "").
 	ProgramIsReply bool `json:"program_is_reply,omitempty"`
+	// BeforesInProgram says that every rewrite's Before is its line of the program (stored as
+	// "before": "").
+	BeforesInProgram bool `json:"rewrites_before_in_program,omitempty"`
 	// Writes shadows RunRecord.Writes: the writes when none names its rows in Changes.
 	Writes *storedPending `json:"writes,omitempty"`
 	// WritesOnce holds the writes instead when some name their rows in Changes: under a name an
@@ -79,6 +87,14 @@ func (r *RunRecord) stored() *storedRecord {
 	if r.Program != "" && r.Program == r.Reply {
 		s.Program, s.ProgramIsReply = "", true
 	}
+	if beforesInProgram(r.Rewrites, r.Program) {
+		rw := make([]pycompat.Rewrite, len(r.Rewrites))
+		for i, w := range r.Rewrites {
+			w.Before = ""
+			rw[i] = w
+		}
+		s.Rewrites, s.BeforesInProgram = rw, true
+	}
 	if r.Writes != nil {
 		rows := rowChanges(r.Changes)
 		p := &storedPending{Domain: r.Writes.Domain, Reads: r.Writes.Reads}
@@ -103,6 +119,57 @@ func (r *RunRecord) stored() *storedRecord {
 		}
 	}
 	return s
+}
+
+// beforesInProgram reports whether every rewrite (there is one at least) has for Before its line
+// of program, whole and not empty.
+func beforesInProgram(rw []pycompat.Rewrite, program string) bool {
+	if len(rw) == 0 {
+		return false
+	}
+	lines := programLines(program, rw)
+	for _, w := range rw {
+		if line, ok := lines.at(w.Line); !ok || w.Before == "" || line != w.Before {
+			return false
+		}
+	}
+	return true
+}
+
+// lineIndex finds lines of a program by number.
+type lineIndex struct {
+	text   string
+	starts []int // of lines 1, 2, ... up to the last asked for
+}
+
+// programLines indexes program's lines up to the greatest Line of rw.
+func programLines(program string, rw []pycompat.Rewrite) lineIndex {
+	last := 0
+	for _, w := range rw {
+		last = max(last, w.Line)
+	}
+	x := lineIndex{text: program, starts: make([]int, 0, min(last, 1024))}
+	for at := 0; len(x.starts) < last; {
+		x.starts = append(x.starts, at)
+		i := strings.IndexByte(program[at:], '\n')
+		if i < 0 {
+			break
+		}
+		at += i + 1
+	}
+	return x
+}
+
+// at is line n (from 1), without its line end, and whether the program has it.
+func (x lineIndex) at(n int) (string, bool) {
+	if n < 1 || n > len(x.starts) {
+		return "", false
+	}
+	line := x.text[x.starts[n-1]:]
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	return line, true
 }
 
 // rowRef names a row of a change set: its table and its key (rowKey).
@@ -190,6 +257,19 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 	r := s.RunRecord
 	if s.ProgramIsReply {
 		r.Program = r.Reply
+	}
+	if s.BeforesInProgram {
+		lines := programLines(r.Program, r.Rewrites)
+		rw := make([]pycompat.Rewrite, len(r.Rewrites))
+		for i, w := range r.Rewrites {
+			line, ok := lines.at(w.Line)
+			if !ok || w.Before != "" {
+				return nil, fmt.Errorf("rewrite %d (line %d) is stored with its before in the program, which has no line %d or it is stored there too", i+1, w.Line, w.Line)
+			}
+			w.Before = line
+			rw[i] = w
+		}
+		r.Rewrites = rw
 	}
 	r.Writes = nil
 	if s.Writes != nil && s.WritesOnce != nil {

@@ -145,6 +145,9 @@ func (s *storedRecord) encode() ([]byte, error) {
 	if s.ProgramIsReply {
 		e.raw(`,"program_is_reply":true`)
 	}
+	if s.BeforesInProgram {
+		e.raw(`,"rewrites_before_in_program":true`)
+	}
 	e.pending(`,"writes":{"domain":`, s.Writes)
 	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
 	e.raw("}")
