@@ -119,11 +119,15 @@ func TestRewriteBeforesAreStoredOnce(t *testing.T) {
 	assert.NotContains(t, string(raw), `s = f\"{a}\"\",\"after`)
 	assert.Equal(t, 3, strings.Count(string(raw), `"before":""`))
 	for name, change := range map[string]func(*RunRecord){
-		"part of a line":  func(r *RunRecord) { r.Rewrites[1].Before = `s = f"{a}"` },
-		"no such line":    func(r *RunRecord) { r.Rewrites[2].Line = 5 },
-		"line 0":          func(r *RunRecord) { r.Rewrites[0].Line = 0 },
-		"an empty before": func(r *RunRecord) { r.Reply += "\n"; r.Program = r.Reply; r.Rewrites[2].Line, r.Rewrites[2].Before = 5, "" },
-		"two lines":       func(r *RunRecord) { r.Rewrites[0].Before = "if a is None:\r\n    s = f\"{a}\"" },
+		"part of a line": func(r *RunRecord) { r.Rewrites[1].Before = `s = f"{a}"` },
+		"no such line":   func(r *RunRecord) { r.Rewrites[2].Line = 5 },
+		"line 0":         func(r *RunRecord) { r.Rewrites[0].Line = 0 },
+		"an empty before": func(r *RunRecord) {
+			r.Reply += "\n"
+			r.Program = r.Reply
+			r.Rewrites[2].Line, r.Rewrites[2].Before = 5, ""
+		},
+		"two lines": func(r *RunRecord) { r.Rewrites[0].Before = "if a is None:\r\n    s = f\"{a}\"" },
 	} {
 		r := rewrittenRecord()
 		change(r)
