@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -82,7 +83,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	}
 	bare := fullRecord()
 	bare.Program = bare.Reply
-	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(),
+	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
 		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
 		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
 		s := r.stored()
@@ -147,12 +148,70 @@ func TestRewriteBeforesAreStoredOnce(t *testing.T) {
 	require.ErrorContains(t, CheckRecord([]byte(bad)), "rewrite 1 (line 1) is stored with its before in the program")
 }
 
+// fieldsRecord is fullRecord with its update's Fields naming every field its after changed, and
+// a second update.
+func fieldsRecord() *RunRecord {
+	r := fullRecord()
+	inv := r.Changes["inventory"]
+	inv.Updated[0].Fields = []string{"meta", "price", "quantity_in_stock", "tags"}
+	inv.Updated = append(inv.Updated, table.Update{Key: "SG002", Before: table.Row{"item_id": "SG002", "price": 1.0}, After: table.Row{"item_id": "SG002", "price": 2.0}, Fields: []string{"price"}})
+	return r
+}
+
+// An update's after is stored as its fields alone only when every update's after is its before
+// but for its fields; an after so stored that holds other fields, or lacks one, is damage, named.
+func TestUpdateAftersAreStoredOnce(t *testing.T) {
+	r := fieldsRecord()
+	raw, err := r.encodeStored()
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"updates_after_fields":true`)
+	assert.Contains(t, string(raw), `"after":{"price":2},"fields":["price"]`)
+	assert.Equal(t, table.Row{"item_id": "SG002", "price": 2.0}, r.Changes["inventory"].Updated[1].After, "the record's own changes are left whole")
+	for name, change := range map[string]func(u *table.Update){
+		"a changed field not named":  func(u *table.Update) { u.After["item_id"] = "X" },
+		"a field added":              func(u *table.Update) { u.After["new"] = 1.0; u.Fields = []string{"new", "price"} },
+		"a field dropped":            func(u *table.Update) { delete(u.After, "price") },
+		"fields out of order":        func(u *table.Update) { u.Fields = []string{"price", "item_id"}; u.After["item_id"] = "X" },
+		"a field twice":              func(u *table.Update) { u.Fields = []string{"price", "price"} },
+		"no fields":                  func(u *table.Update) { u.Fields = nil; u.After["price"] = 1.0 },
+		"a field named, not changed": func(u *table.Update) { u.Fields = []string{"item_id", "price"} },
+		"nil before":                 func(u *table.Update) { u.Before = nil },
+		"a name the after lacks only": func(u *table.Update) {
+			u.After["x"] = 1.0
+			delete(u.After, "item_id")
+			u.Fields = []string{"price", "x"}
+		},
+	} {
+		r := fieldsRecord()
+		change(&r.Changes["inventory"].Updated[1])
+		raw, err := r.encodeStored()
+		require.NoError(t, err)
+		back, err := decodeStored(raw)
+		require.NoError(t, err)
+		got, err := back.restore()
+		require.NoError(t, err)
+		if name == "a field named, not changed" { // still its before but for its fields
+			assert.Contains(t, string(raw), `updates_after_fields`, name)
+		} else {
+			assert.NotContains(t, string(raw), `updates_after_fields`, name)
+		}
+		assert.Equal(t, fmt.Sprint(r.Changes["inventory"].Updated[1]), fmt.Sprint(got.Changes["inventory"].Updated[1]), name)
+	}
+	for what, bad := range map[string]string{
+		"more":  strings.Replace(string(raw), `"after":{"price":2}`, `"after":{"price":2,"x":1}`, 1),
+		"fewer": strings.Replace(string(raw), `"after":{"price":2}`, `"after":{"x":2}`, 1),
+	} {
+		require.NotEqual(t, string(raw), bad)
+		require.ErrorContains(t, CheckRecord([]byte(bad)), "update 2 of inventory (key SG002) is stored with its after as its fields, which it does not hold alone", what)
+	}
+}
+
 // A record reads back as the RunRecord that was written, from its stored form as from the form
 // records had before it (json.Marshal of the RunRecord): rows and program said once are the
 // same rows and program again, kinds included, and the writes do not share the change set's maps.
 func TestStoredRecordReadsBackAsWritten(t *testing.T) {
 	e, _ := newEngine(t)
-	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }(), "befores in the program": rewrittenRecord()} {
+	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }(), "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord()} {
 		old, err := json.Marshal(r) // how every record was stored before
 		require.NoError(t, err)
 		raw, err := r.encodeStored()

@@ -148,6 +148,9 @@ func (s *storedRecord) encode() ([]byte, error) {
 	if s.BeforesInProgram {
 		e.raw(`,"rewrites_before_in_program":true`)
 	}
+	if s.AftersAsFields {
+		e.raw(`,"updates_after_fields":true`)
+	}
 	e.pending(`,"writes":{"domain":`, s.Writes)
 	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
 	e.raw("}")
