@@ -58,7 +58,7 @@ func fullRecord() *RunRecord {
 				{Table: "inventory", Key: "SG008", Base: 2, Before: other, Row: other},                // not in the change set
 				{Table: "inventory", Key: "SG001", Base: 1, Before: before, Row: table.Row{"x": 1.0}}, // differs from it
 			},
-			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage(`{"a": "<b>&", "c": [1, 2.50]}`), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
+			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage("{\"a\": \"<b>& \u2028\u2029\\u2028 x\",\n\t \"c\": [1, 2.50, {\"d\" : null}]}"), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
 		},
 		Truncated: []string{"reply"},
 		Who:       Who{ProposedBy: "bob", ApprovedBy: []string{"carol"}, RejectedBy: "dave", AutoApprovedByRule: "small", ApprovalsNeeded: 2},
@@ -97,6 +97,10 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	nan.DurationMS = math.NaN()
 	_, err := nan.encodeStored()
 	require.Error(t, err, "a value encoding/json refuses is refused")
+	badWhere := fullRecord()
+	badWhere.Writes.Reads[1].Where = json.RawMessage(`{"a": `)
+	_, err = badWhere.encodeStored()
+	require.Error(t, err, "a predicate that is not JSON is refused, as encoding/json refuses it")
 }
 
 // rewrittenRecord is fullRecord with rewrites whose befores are lines of its program, the

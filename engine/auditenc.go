@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -25,7 +26,7 @@ type recordEncoder struct {
 }
 
 func (s *storedRecord) encode() ([]byte, error) {
-	e := recordEncoder{b: make([]byte, 0, 4096)}
+	e := recordEncoder{b: make([]byte, 0, 8192)} // most records fit
 	r := &s.RunRecord
 	e.raw(`{"run_id":`)
 	e.str(r.ID)
@@ -200,8 +201,7 @@ func (e *recordEncoder) write(w *storedWrite) {
 	e.raw("}")
 }
 
-// reads writes a pending run's reads; a predicate's Where is written by encoding/json (it
-// compacts the raw JSON it holds).
+// reads writes a pending run's reads.
 func (e *recordEncoder) reads(rs []store.PendingRead) {
 	if rs == nil {
 		e.raw("null")
@@ -226,7 +226,7 @@ func (e *recordEncoder) reads(rs []store.PendingRead) {
 		e.optStr(`,"pred":`, r.Pred)
 		if len(r.Where) > 0 {
 			e.raw(`,"where":`)
-			e.json(r.Where)
+			e.rawJSON(r.Where)
 		}
 		if r.From != nil {
 			e.raw(`,"from":`)
@@ -448,6 +448,24 @@ func (e *recordEncoder) time(t time.Time) {
 		return
 	}
 	e.b = append(e.b, b...)
+}
+
+// rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
+// compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
+func (e *recordEncoder) rawJSON(raw json.RawMessage) {
+	start := len(e.b)
+	buf := bytes.NewBuffer(e.b)
+	if err := json.Compact(buf, raw); err != nil {
+		e.b = e.b[:start]
+		e.json(raw)
+		return
+	}
+	e.b = buf.Bytes()
+	if bytes.ContainsAny(e.b[start:], "<>&\u2028\u2029") {
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, e.b[start:])
+		e.b = append(e.b[:start], esc.Bytes()...)
+	}
 }
 
 // json writes v by encoding/json.
