@@ -20,16 +20,17 @@ import (
 
 // Ordered indexes of system collections.
 //
-// System documents are clover documents keyed by a hash of their id (sysDocID), so a
-// collection has no order a reader could walk a part of: listing the newest runs meant reading
-// every record. A collection whose writers give each document a SysIndex (the audit log) gets
+// System documents are clover documents keyed by a hash of their id (sysDocID), or, since
+// 2026-11-29, by the order they were written in (sysDocKeys, sequencedDocID): neither is an
+// order a reader could walk a part of, and listing the newest runs meant reading every record. A collection whose writers give each document a SysIndex (the audit log) gets
 // an index that the store keeps in bbolt buckets of its own, in the same transaction as the
 // documents, so the two cannot drift:
 //
 //	sysIndexBucket/<collection>/
 //	  "digest" → the collection's count and digest (digest.go) the index was last kept with
 //	  stats/   group → how many documents, and the bytes of their JSON (two big-endian uint64)
-//	  ids/     id → the document's entry: order, group and bytes
+//	  ids/     id → the document's entry: order, group, bytes and, for a document stored in
+//	           sequence, its clover id (sysEntry.Key; the bucket's sequence numbers them)
 //	  order/   order \x00 id → group
 //	  groups/<group>/  order \x00 id → nothing
 //
