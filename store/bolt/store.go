@@ -1155,10 +1155,17 @@ func sequencedKey(tx *bbolt.Tx, coll, id string) string {
 		return ""
 	}
 	raw := ids.Get([]byte(id))
-	if raw == nil || !bytes.Contains(raw, []byte(`"k":`)) {
+	// The entry's JSON ends in its key when it has one, a UUID (nothing to unescape): `"k":"` can
+	// only be the key's name, since a quote inside a JSON string is escaped.
+	i := bytes.LastIndex(raw, []byte(`"k":"`))
+	if i < 0 {
 		return ""
 	}
-	var e sysEntry
+	k := raw[i+len(`"k":"`):]
+	if j := bytes.IndexByte(k, '"'); j == 36 && bytes.IndexByte(k[:j], '\\') < 0 {
+		return string(k[:j])
+	}
+	var e sysEntry // anything else: as JSON
 	if json.Unmarshal(raw, &e) != nil {
 		return ""
 	}
