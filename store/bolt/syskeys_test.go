@@ -250,3 +250,17 @@ func TestSequencedDocID(t *testing.T) {
 		assert.False(t, ok, u)
 	}
 }
+
+// A collection whose sequence has given every number a clover id can hold refuses a new
+// document, naming why, rather than wrapping onto the first.
+func TestASpentSequenceIsRefused(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done")))
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error { return sysIndexOf(tx, "_runs").SetSequence(1<<48 - 2) }))
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("b", "2", "done")), "the last number")
+	err := s.PutSysDocs(bg, idxDoc("c", "3", "done"))
+	require.ErrorContains(t, err, "the index of runs: its sequence is spent")
+	ok, err := s.GetSys("runs", "b", &map[string]string{})
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
