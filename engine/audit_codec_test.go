@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,7 +59,7 @@ func fullRecord() *RunRecord {
 				{Table: "inventory", Key: "SG008", Base: 2, Before: other, Row: other},                // not in the change set
 				{Table: "inventory", Key: "SG001", Base: 1, Before: before, Row: table.Row{"x": 1.0}}, // differs from it
 			},
-			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage(`{"a": "<b>&", "c": [1, 2.50]}`), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
+			Reads: []store.PendingRead{{Table: "inventory", Key: "SG001", Version: 1}, {Table: "inventory", All: true, Version: 3, Pred: "rows", Where: json.RawMessage("{\"a\": \"<b>& \u2028\u2029\\u2028 x\",\n\t \"c\": [1, 2.50, {\"d\" : null}]}"), From: "SG001", To: "SG009", N: 2, Digest: "d"}},
 		},
 		Truncated: []string{"reply"},
 		Who:       Who{ProposedBy: "bob", ApprovedBy: []string{"carol"}, RejectedBy: "dave", AutoApprovedByRule: "small", ApprovalsNeeded: 2},
@@ -82,7 +84,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	}
 	bare := fullRecord()
 	bare.Program = bare.Reply
-	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare,
+	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
 		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
 		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
 		s := r.stored()
@@ -96,6 +98,117 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	nan.DurationMS = math.NaN()
 	_, err := nan.encodeStored()
 	require.Error(t, err, "a value encoding/json refuses is refused")
+	badWhere := fullRecord()
+	badWhere.Writes.Reads[1].Where = json.RawMessage(`{"a": `)
+	_, err = badWhere.encodeStored()
+	require.Error(t, err, "a predicate that is not JSON is refused, as encoding/json refuses it")
+}
+
+// rewrittenRecord is fullRecord with rewrites whose befores are lines of its program, the
+// last one without a line end.
+func rewrittenRecord() *RunRecord {
+	r := fullRecord()
+	r.Reply = "if a is None:\r\n    s = f\"{a}\"\n\n" + `t = f"{b}"`
+	r.Program = r.Reply
+	r.Rewrites = []pycompat.Rewrite{{Line: 1, Rule: "is-none", Before: "if a is None:\r", After: "if a == None:\r"},
+		{Line: 2, Rule: "f-string", Before: `    s = f"{a}"`, After: `    s = "{}".format(a)`}, {Line: 4, Rule: "f-string", Before: `t = f"{b}"`, After: `t = "{}".format(b)`}}
+	return r
+}
+
+// A rewrite's before is stored once, in the program, only when every rewrite's is a whole line
+// of it; a stored before that the program does not hold is damage, named.
+func TestRewriteBeforesAreStoredOnce(t *testing.T) {
+	r := rewrittenRecord()
+	raw, err := r.encodeStored()
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"rewrites_before_in_program":true`)
+	assert.NotContains(t, string(raw), `s = f\"{a}\"\",\"after`)
+	assert.Equal(t, 3, strings.Count(string(raw), `"before":""`))
+	for name, change := range map[string]func(*RunRecord){
+		"part of a line": func(r *RunRecord) { r.Rewrites[1].Before = `s = f"{a}"` },
+		"no such line":   func(r *RunRecord) { r.Rewrites[2].Line = 5 },
+		"line 0":         func(r *RunRecord) { r.Rewrites[0].Line = 0 },
+		"an empty before": func(r *RunRecord) {
+			r.Reply += "\n"
+			r.Program = r.Reply
+			r.Rewrites[2].Line, r.Rewrites[2].Before = 5, ""
+		},
+		"two lines": func(r *RunRecord) { r.Rewrites[0].Before = "if a is None:\r\n    s = f\"{a}\"" },
+	} {
+		r := rewrittenRecord()
+		change(r)
+		raw, err := r.encodeStored()
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), `rewrites_before_in_program`, name)
+		back, err := decodeStored(raw)
+		require.NoError(t, err)
+		got, err := back.restore()
+		require.NoError(t, err)
+		assert.Equal(t, r.Rewrites, got.Rewrites, name)
+	}
+	bad := strings.Replace(string(raw), `"line":4`, `"line":9`, 1)
+	require.NotEqual(t, string(raw), bad)
+	require.ErrorContains(t, CheckRecord([]byte(bad)), "rewrite 3 (line 9) is stored with its before in the program, which has no line 9")
+	bad = strings.Replace(string(raw), `"before":""`, `"before":"x"`, 1)
+	require.ErrorContains(t, CheckRecord([]byte(bad)), "rewrite 1 (line 1) is stored with its before in the program")
+}
+
+// fieldsRecord is fullRecord with its update's Fields naming every field its after changed, and
+// a second update.
+func fieldsRecord() *RunRecord {
+	r := fullRecord()
+	inv := r.Changes["inventory"]
+	inv.Updated[0].Fields = []string{"meta", "price", "quantity_in_stock", "tags"}
+	inv.Updated = append(inv.Updated, table.Update{Key: "SG002", Before: table.Row{"item_id": "SG002", "price": 1.0}, After: table.Row{"item_id": "SG002", "price": 2.0}, Fields: []string{"price"}})
+	return r
+}
+
+// An update's after is stored as its fields alone only when every update's after is its before
+// but for its fields; an after so stored that holds other fields, or lacks one, is damage, named.
+func TestUpdateAftersAreStoredOnce(t *testing.T) {
+	r := fieldsRecord()
+	raw, err := r.encodeStored()
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"updates_after_fields":true`)
+	assert.Contains(t, string(raw), `"after":{"price":2},"fields":["price"]`)
+	assert.Equal(t, table.Row{"item_id": "SG002", "price": 2.0}, r.Changes["inventory"].Updated[1].After, "the record's own changes are left whole")
+	for name, change := range map[string]func(u *table.Update){
+		"a changed field not named":  func(u *table.Update) { u.After["item_id"] = "X" },
+		"a field added":              func(u *table.Update) { u.After["new"] = 1.0; u.Fields = []string{"new", "price"} },
+		"a field dropped":            func(u *table.Update) { delete(u.After, "price") },
+		"fields out of order":        func(u *table.Update) { u.Fields = []string{"price", "item_id"}; u.After["item_id"] = "X" },
+		"a field twice":              func(u *table.Update) { u.Fields = []string{"price", "price"} },
+		"no fields":                  func(u *table.Update) { u.Fields = nil; u.After["price"] = 1.0 },
+		"a field named, not changed": func(u *table.Update) { u.Fields = []string{"item_id", "price"} },
+		"nil before":                 func(u *table.Update) { u.Before = nil },
+		"a name the after lacks only": func(u *table.Update) {
+			u.After["x"] = 1.0
+			delete(u.After, "item_id")
+			u.Fields = []string{"price", "x"}
+		},
+	} {
+		r := fieldsRecord()
+		change(&r.Changes["inventory"].Updated[1])
+		raw, err := r.encodeStored()
+		require.NoError(t, err)
+		back, err := decodeStored(raw)
+		require.NoError(t, err)
+		got, err := back.restore()
+		require.NoError(t, err)
+		if name == "a field named, not changed" { // still its before but for its fields
+			assert.Contains(t, string(raw), `updates_after_fields`, name)
+		} else {
+			assert.NotContains(t, string(raw), `updates_after_fields`, name)
+		}
+		assert.Equal(t, fmt.Sprint(r.Changes["inventory"].Updated[1]), fmt.Sprint(got.Changes["inventory"].Updated[1]), name)
+	}
+	for what, bad := range map[string]string{
+		"more":  strings.Replace(string(raw), `"after":{"price":2}`, `"after":{"price":2,"x":1}`, 1),
+		"fewer": strings.Replace(string(raw), `"after":{"price":2}`, `"after":{"x":2}`, 1),
+	} {
+		require.NotEqual(t, string(raw), bad)
+		require.ErrorContains(t, CheckRecord([]byte(bad)), "update 2 of inventory (key SG002) is stored with its after as its fields, which it does not hold alone", what)
+	}
 }
 
 // A record reads back as the RunRecord that was written, from its stored form as from the form
@@ -103,7 +216,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 // same rows and program again, kinds included, and the writes do not share the change set's maps.
 func TestStoredRecordReadsBackAsWritten(t *testing.T) {
 	e, _ := newEngine(t)
-	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }()} {
+	for name, r := range map[string]*RunRecord{"full": fullRecord(), "bare program": func() *RunRecord { r := fullRecord(); r.Program = r.Reply; return r }(), "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord()} {
 		old, err := json.Marshal(r) // how every record was stored before
 		require.NoError(t, err)
 		raw, err := r.encodeStored()
@@ -266,4 +379,30 @@ func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
 	back.seal()
 	assert.Equal(t, stored, back.Hash, "an entry whose name held an invalid byte does not verify")
 	assert.Equal(t, "bob\uFFFD", back.By)
+}
+
+// appendJSONString writes every string as encoding/json does, whichever of its bytes fall in the
+// eight-byte steps: each byte value at each place of a block, and random text.
+func TestAppendJSONStringIsEncodingJSON(t *testing.T) {
+	check := func(s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(appendJSONString(nil, s)), "%q", s)
+	}
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 17; at++ {
+			b := []byte(strings.Repeat("abcdefgh", 3))
+			b[at] = byte(c)
+			check(string(b))
+		}
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", " ", "\"", "\\", "<", ">", "&", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "日", "\xff", "\xe2\x80"}
+	for range 2000 {
+		var sb strings.Builder
+		for range rnd.IntN(40) {
+			sb.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		check(sb.String())
+	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 
+	"github.com/starplan/starplan/sandbox/pycompat"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -22,6 +25,12 @@ import (
 //     of applying writes it reads without their rows.
 //   - A bare program is its reply: when Program equals Reply, "program" is stored empty and
 //     "program_is_reply": true says where it is.
+//   - A Python rewrite's before is a line of the program: when every rewrite's is one line, the
+//     program's line Line, they are stored empty and "rewrites_before_in_program": true says
+//     where they are (an older starplan shows those rewrites without their before).
+//   - An update's after is its before but for its fields: when every update's is, each after is
+//     stored as its fields alone and "updates_after_fields": true says so (an older starplan
+//     shows those afters cut to their changed fields).
 //
 // Records written before this (every field whole, neither mark) read as they always did, and a
 // record reads back as the RunRecord that was written: the documents every reader prints are
@@ -32,6 +41,12 @@ type storedRecord struct {
 	RunRecord
 	// ProgramIsReply says that the program is the reply (stored as "program": "").
 	ProgramIsReply bool `json:"program_is_reply,omitempty"`
+	// BeforesInProgram says that every rewrite's Before is its line of the program (stored as
+	// "before": "").
+	BeforesInProgram bool `json:"rewrites_before_in_program,omitempty"`
+	// AftersAsFields says that every update of Changes is stored with its After cut to its
+	// Fields: the rest is its Before.
+	AftersAsFields bool `json:"updates_after_fields,omitempty"`
 	// Writes shadows RunRecord.Writes: the writes when none names its rows in Changes.
 	Writes *storedPending `json:"writes,omitempty"`
 	// WritesOnce holds the writes instead when some name their rows in Changes: under a name an
@@ -79,6 +94,17 @@ func (r *RunRecord) stored() *storedRecord {
 	if r.Program != "" && r.Program == r.Reply {
 		s.Program, s.ProgramIsReply = "", true
 	}
+	if beforesInProgram(r.Rewrites, r.Program) {
+		rw := make([]pycompat.Rewrite, len(r.Rewrites))
+		for i, w := range r.Rewrites {
+			w.Before = ""
+			rw[i] = w
+		}
+		s.Rewrites, s.BeforesInProgram = rw, true
+	}
+	if cs, ok := aftersAsFields(r.Changes); ok {
+		s.Changes, s.AftersAsFields = cs, true
+	}
 	if r.Writes != nil {
 		rows := rowChanges(r.Changes)
 		p := &storedPending{Domain: r.Writes.Domain, Reads: r.Writes.Reads}
@@ -103,6 +129,126 @@ func (r *RunRecord) stored() *storedRecord {
 		}
 	}
 	return s
+}
+
+// aftersAsFields returns cs with every update's After cut to its Fields, when there is an
+// update and every update's After is its Before but for its Fields (the same names, each field
+// once, every field in both): a copy, cs is not changed.
+func aftersAsFields(cs table.ChangeSet) (table.ChangeSet, bool) {
+	found := false
+	for _, tc := range cs {
+		if tc == nil {
+			continue
+		}
+		for _, u := range tc.Updated {
+			if !afterIsBeforeButFields(u) {
+				return nil, false
+			}
+			found = true
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	out := make(table.ChangeSet, len(cs))
+	for name, tc := range cs {
+		if tc == nil || len(tc.Updated) == 0 {
+			out[name] = tc
+			continue
+		}
+		c := *tc
+		c.Updated = make([]table.Update, len(tc.Updated))
+		for i, u := range tc.Updated {
+			after := make(table.Row, len(u.Fields))
+			for _, f := range u.Fields {
+				after[f] = u.After[f]
+			}
+			u.After = after
+			c.Updated[i] = u
+		}
+		out[name] = &c
+	}
+	return out, true
+}
+
+// afterIsBeforeButFields reports whether u.After is u.Before with u.Fields' values put in: the
+// same names, each of Fields once and in both, every other value the same.
+func afterIsBeforeButFields(u table.Update) bool {
+	if u.Before == nil || u.After == nil || len(u.After) != len(u.Before) || len(u.Fields) == 0 {
+		return false
+	}
+	for i, f := range u.Fields {
+		if i > 0 && u.Fields[i-1] >= f { // sorted, each once
+			return false
+		}
+		if _, ok := u.Before[f]; !ok {
+			return false
+		}
+		if _, ok := u.After[f]; !ok {
+			return false
+		}
+	}
+	for k, av := range u.After {
+		if _, changed := slices.BinarySearch(u.Fields, k); changed {
+			continue
+		}
+		bv, ok := u.Before[k]
+		if !ok || !sameValue(av, bv) {
+			return false
+		}
+	}
+	return true
+}
+
+// beforesInProgram reports whether every rewrite (there is one at least) has for Before its line
+// of program, whole and not empty.
+func beforesInProgram(rw []pycompat.Rewrite, program string) bool {
+	if len(rw) == 0 {
+		return false
+	}
+	lines := programLines(program, rw)
+	for _, w := range rw {
+		if line, ok := lines.at(w.Line); !ok || w.Before == "" || line != w.Before {
+			return false
+		}
+	}
+	return true
+}
+
+// lineIndex finds lines of a program by number.
+type lineIndex struct {
+	text   string
+	starts []int // of lines 1, 2, ... up to the last asked for
+}
+
+// programLines indexes program's lines up to the greatest Line of rw.
+func programLines(program string, rw []pycompat.Rewrite) lineIndex {
+	last := 0
+	for _, w := range rw {
+		last = max(last, w.Line)
+	}
+	x := lineIndex{text: program, starts: make([]int, 0, min(last, 1024))}
+	for at := 0; len(x.starts) < last; {
+		x.starts = append(x.starts, at)
+		i := strings.IndexByte(program[at:], '\n')
+		if i < 0 {
+			break
+		}
+		at += i + 1
+	}
+	return x
+}
+
+// at is line n (from 1), without its line end, and whether the program has it.
+func (x lineIndex) at(n int) (string, bool) {
+	if n < 1 || n > len(x.starts) {
+		return "", false
+	}
+	line := x.text[x.starts[n-1]:]
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	return line, true
 }
 
 // rowRef names a row of a change set: its table and its key (rowKey).
@@ -164,23 +310,25 @@ func sameRow(a, b table.Row) bool {
 	if (a == nil) != (b == nil) || len(a) != len(b) {
 		return false
 	}
+	if a == nil || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		return true // one map (a write's rows are often its change's)
+	}
 	for k, av := range a {
 		bv, ok := b[k]
-		if !ok {
+		if !ok || !sameValue(av, bv) {
 			return false
-		}
-		switch av.(type) {
-		case string, int64, float64, bool, nil:
-			if av != bv {
-				return false
-			}
-		default:
-			if !reflect.DeepEqual(av, bv) {
-				return false
-			}
 		}
 	}
 	return true
+}
+
+// sameValue reports whether two values of rows are the same.
+func sameValue(a, b any) bool {
+	switch a.(type) {
+	case string, int64, float64, bool, nil:
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // restore makes the stored record the RunRecord it was: the program from the reply, the rows of
@@ -190,6 +338,47 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 	r := s.RunRecord
 	if s.ProgramIsReply {
 		r.Program = r.Reply
+	}
+	if s.BeforesInProgram {
+		lines := programLines(r.Program, r.Rewrites)
+		rw := make([]pycompat.Rewrite, len(r.Rewrites))
+		for i, w := range r.Rewrites {
+			line, ok := lines.at(w.Line)
+			if !ok || w.Before != "" {
+				return nil, fmt.Errorf("rewrite %d (line %d) is stored with its before in the program, which has no line %d or it is stored there too", i+1, w.Line, w.Line)
+			}
+			w.Before = line
+			rw[i] = w
+		}
+		r.Rewrites = rw
+	}
+	if s.AftersAsFields {
+		cs := make(table.ChangeSet, len(r.Changes))
+		for name, tc := range r.Changes {
+			if tc == nil || len(tc.Updated) == 0 {
+				cs[name] = tc
+				continue
+			}
+			c := *tc
+			c.Updated = make([]table.Update, len(tc.Updated))
+			for i, u := range tc.Updated {
+				if u.Before == nil || len(u.After) != len(u.Fields) {
+					return nil, fmt.Errorf("update %d of %s (key %v) is stored with its after as its fields, which it does not hold alone", i+1, name, u.Key)
+				}
+				after := copyRow(u.Before)
+				for _, f := range u.Fields {
+					v, ok := u.After[f]
+					if !ok {
+						return nil, fmt.Errorf("update %d of %s (key %v) is stored with its after as its fields, which it does not hold alone", i+1, name, u.Key)
+					}
+					after[f] = v
+				}
+				u.After = after
+				c.Updated[i] = u
+			}
+			cs[name] = &c
+		}
+		r.Changes = cs
 	}
 	r.Writes = nil
 	if s.Writes != nil && s.WritesOnce != nil {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"slices"
@@ -25,7 +27,7 @@ type recordEncoder struct {
 }
 
 func (s *storedRecord) encode() ([]byte, error) {
-	e := recordEncoder{b: make([]byte, 0, 4096)}
+	e := recordEncoder{b: make([]byte, 0, 8192)} // most records fit
 	r := &s.RunRecord
 	e.raw(`{"run_id":`)
 	e.str(r.ID)
@@ -145,6 +147,12 @@ func (s *storedRecord) encode() ([]byte, error) {
 	if s.ProgramIsReply {
 		e.raw(`,"program_is_reply":true`)
 	}
+	if s.BeforesInProgram {
+		e.raw(`,"rewrites_before_in_program":true`)
+	}
+	if s.AftersAsFields {
+		e.raw(`,"updates_after_fields":true`)
+	}
 	e.pending(`,"writes":{"domain":`, s.Writes)
 	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
 	e.raw("}")
@@ -194,8 +202,7 @@ func (e *recordEncoder) write(w *storedWrite) {
 	e.raw("}")
 }
 
-// reads writes a pending run's reads; a predicate's Where is written by encoding/json (it
-// compacts the raw JSON it holds).
+// reads writes a pending run's reads.
 func (e *recordEncoder) reads(rs []store.PendingRead) {
 	if rs == nil {
 		e.raw("null")
@@ -220,7 +227,7 @@ func (e *recordEncoder) reads(rs []store.PendingRead) {
 		e.optStr(`,"pred":`, r.Pred)
 		if len(r.Where) > 0 {
 			e.raw(`,"where":`)
-			e.json(r.Where)
+			e.rawJSON(r.Where)
 		}
 		if r.From != nil {
 			e.raw(`,"from":`)
@@ -444,6 +451,24 @@ func (e *recordEncoder) time(t time.Time) {
 	e.b = append(e.b, b...)
 }
 
+// rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
+// compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
+func (e *recordEncoder) rawJSON(raw json.RawMessage) {
+	start := len(e.b)
+	buf := bytes.NewBuffer(e.b)
+	if err := json.Compact(buf, raw); err != nil {
+		e.b = e.b[:start]
+		e.json(raw)
+		return
+	}
+	e.b = buf.Bytes()
+	if bytes.ContainsAny(e.b[start:], "<>&\u2028\u2029") {
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, e.b[start:])
+		e.b = append(e.b[:start], esc.Bytes()...)
+	}
+}
+
 // json writes v by encoding/json.
 func (e *recordEncoder) json(v any) {
 	b, err := json.Marshal(v)
@@ -454,6 +479,18 @@ func (e *recordEncoder) json(v any) {
 		return
 	}
 	e.b = append(e.b, b...)
+}
+
+// plainJSON8 reports whether the eight bytes of x are ASCII that encoding/json writes as they
+// are (jsonSafe): none below 0x20, at or above 0x80, nor '"', '\\', '<', '>', '&'.
+func plainJSON8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	if x&highs != 0 {
+		return false
+	}
+	has := func(v uint64) bool { return (v-ones)&^v&highs != 0 } // a zero byte
+	return (x-ones*0x20)&^x&highs == 0 &&                        // a byte below 0x20 (x holds none of 0x80 and above)
+		!has(x^(ones*'"')) && !has(x^(ones*'\\')) && !has(x^(ones*'<')) && !has(x^(ones*'>')) && !has(x^(ones*'&'))
 }
 
 const hexDigits = "0123456789abcdef"
@@ -472,6 +509,13 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look (issue 32: the audit record's text).
+		for i+8 <= len(s) && plainJSON8(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if jsonSafe[c] {
 				i++

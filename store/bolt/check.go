@@ -363,9 +363,17 @@ func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDige
 			}
 			id, _ := doc.Get("id").(string)
 			raw, _ := doc.Get("json").(string)
+			want, legacy := sysDocKeys(coll, id)
+			seq := sequencedKey(tx, coll, id) // where the index puts it, if stored in sequence
 			switch {
-			case id == "" || sysDocID(coll, id) != key:
+			case id == "" || (key != want && key != legacy && key != seq):
 				rep.Add(store.CheckSystem, coll, "%s %s/%s does not carry the id it is stored under", what, coll, key)
+			case key == seq && b.Get(append(docPrefix(coll), want...)) != nil:
+				// Where a starplan before sequences stored it too.
+				rep.Add(store.CheckSystem, coll, "%s %s of %s is stored twice, under %s and %s", what, id, coll, key, want)
+			case key == want && legacy != "" && b.Get(append(docPrefix(coll), legacy...)) != nil:
+				// Where a starplan before sysDocKeys stored it too: a lookup finds this one.
+				rep.Add(store.CheckSystem, coll, "%s %s of %s is stored twice, under %s and %s", what, id, coll, key, legacy)
 			case !json.Valid([]byte(raw)):
 				rep.Add(store.CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
 			case records[coll[1:]] != nil:
@@ -386,7 +394,7 @@ func checkKeptSeed(rep *store.CheckReport, tx *bbolt.Tx, dom *store.Domain) {
 		return
 	}
 	raw, err := assembleSeed(func(id string) (json.RawMessage, bool, error) {
-		v := b.Get(append(docPrefix(c), sysDocID(c, id)...))
+		_, v := sysDocAt(b, c, id)
 		if v == nil {
 			return nil, false, nil
 		}

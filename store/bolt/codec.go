@@ -43,6 +43,86 @@ func sysDocID(collection string, id string) string {
 	return formatUUID(u)
 }
 
+// sysDocKeys returns the clover id under which a new system document id of collection is
+// stored (key), and where a starplan before 2026-11-29 stored it when that differs (legacy; ""
+// when it does not). A numbered id (numberedID: the audit chain's entries, "%016d") is stored
+// under numberedDocID: entries numbered in order are then stored in order, and bbolt appends
+// each batch of them to its tree instead of rewriting a page at a random place of it for each
+// (issue 32: that rewriting was a seventh of the audit write). Such an id was stored under
+// sysDocID before, which every lookup tries second; any other id is stored under sysDocID, as
+// it always was. Both are functions of the id alone, so db check still knows where each
+// document must be (check.go).
+func sysDocKeys(collection, id string) (key, legacy string) {
+	n, ok := numberedID(id)
+	if !ok {
+		return sysDocID(collection, id), ""
+	}
+	return numberedDocID(n, len(id)), sysDocID(collection, id)
+}
+
+// numberedID reports whether id is numbered (sysDocKeys) and its number: 1 to 20 decimal
+// digits, of a value below 2^48.
+func numberedID(id string) (uint64, bool) {
+	if id == "" || len(id) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(id[i]-'0')
+		if n >= 1<<48 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// numberedDocID is the clover id of a numbered system document: a version-8 (custom) UUID of
+// its number (48 bits, big-endian, first, so ids of one length sort by number) and its length
+// (so "7" and "007" differ), marked apart from a row's (rowDocID) in its eighth byte. A
+// system document's other ids are version 5 (sysDocID): the two never meet.
+func numberedDocID(n uint64, length int) string {
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[0:8], n<<16) // 48 bits of n
+	u[6] = 0x80                               // version 8
+	u[7] = byte(length)
+	u[8], u[9] = 0x80, 0x5d // RFC 4122 variant; a numbered system document
+	return formatUUID(u)
+}
+
+// sequencedDocID is the clover id of the n-th document of an indexed system collection (the
+// audit log's records) stored since its index was made: a version-8 (custom) UUID of n (48 bits,
+// big-endian, first, so documents stored later sort later), marked apart from a row's and a
+// numbered document's in its tenth byte. A document so stored is found through its entry in the
+// collection's index (sysEntry.Key): a batch of records is appended to bbolt's tree, instead of
+// each rewriting a page of records at a random place of it (issue 32: the largest part of the
+// audit write's commit).
+func sequencedDocID(n uint64) string {
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[0:8], n<<16) // 48 bits of n
+	u[6] = 0x80                               // version 8
+	u[8], u[9] = 0x80, 0x5e                   // RFC 4122 variant; a sequenced system document
+	return formatUUID(u)
+}
+
+// sequencedNumber is the n of sequencedDocID(n), and whether uuid is one.
+func sequencedNumber(uuid string) (uint64, bool) {
+	if len(uuid) != 36 || uuid[14:18] != "8000" || uuid[19:23] != "805e" || uuid[24:] != "000000000000" {
+		return 0, false
+	}
+	var u [8]byte
+	if _, err := hex.Decode(u[0:4], []byte(uuid[0:8])); err != nil {
+		return 0, false
+	}
+	if _, err := hex.Decode(u[4:6], []byte(uuid[9:13])); err != nil {
+		return 0, false
+	}
+	n := binary.BigEndian.Uint64(u[:]) >> 16
+	return n, sequencedDocID(n) == uuid
+}
+
 // rowDocID is the clover document id of a row inserted by commit seq as its n-th insert: a
 // version-8 (custom) UUID holding seq and n big-endian, so ids increase with every insert. bbolt
 // keeps documents in id order, which makes them insertion order: new rows are appended to the

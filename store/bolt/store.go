@@ -824,22 +824,28 @@ type sysBatch struct {
 type sysBatchDoc struct {
 	id  string
 	raw []byte
+	// key is where the document goes when its collection's index says (indexSysLocked); fresh:
+	// the collection holds no document of its id (a new one).
+	key   string
+	fresh bool
 }
 
-func (b *sysBatch) add(coll, id string, raw []byte) {
+// add adds a document to the batch; a later version of one it holds replaces that one's JSON
+// and keeps its place.
+func (b *sysBatch) add(coll, id string, raw []byte, key string, fresh bool) {
 	if b.docs == nil {
 		b.docs, b.at = map[string][]sysBatchDoc{}, map[string]int{}
 	}
-	key := coll + "\x00" + id
-	if i, ok := b.at[key]; ok {
+	at := coll + "\x00" + id
+	if i, ok := b.at[at]; ok {
 		b.docs[coll][i].raw = raw
 		return
 	}
 	if _, ok := b.docs[coll]; !ok {
 		b.colls = append(b.colls, coll)
 	}
-	b.at[key] = len(b.docs[coll])
-	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id, raw})
+	b.at[at] = len(b.docs[coll])
+	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id: id, raw: raw, key: key, fresh: fresh})
 }
 
 func (b *sysBatch) has(coll, id string) bool {
@@ -864,7 +870,11 @@ func (b *sysBatch) write(s *Store) error {
 		}
 		var fresh []sysBatchDoc
 		for _, d := range b.docs[coll] {
-			if root != nil && root.Get(append(docPrefix(coll), sysDocID(coll, d.id)...)) != nil {
+			if d.fresh {
+				fresh = append(fresh, d)
+				continue
+			}
+			if uuid, _ := sysDocAt(root, coll, d.id); uuid != "" {
 				if err := s.putSysRawLocked(coll, d.id, d.raw); err != nil {
 					return err
 				}
@@ -899,15 +909,28 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		cdocs := make([]*cloverDoc, len(docs))
 		for i, d := range docs {
 			cdocs[i] = newCloverDoc()
-			cdocs[i].Set(idField, sysDocID(coll, d.id))
+			key := d.key
+			if key == "" {
+				key, _ = sysDocKeys(coll, d.id)
+			}
+			cdocs[i].Set(idField, key)
 			cdocs[i].Set("id", d.id)
 			cdocs[i].Set("json", string(d.raw))
 		}
 		return s.db.Insert(coll, cdocs...)
 	}
 	prefix := docPrefix(coll)
+	// Numbered documents (the audit chain's entries) and those of an indexed collection (the
+	// audit log's records) are appended in order (sysDocKeys, sequencedDocID): bbolt, which
+	// splits a page half full by default, is told to fill it, as in insertNew.
+	b.FillPercent = 1.0
 	for _, d := range docs {
-		uuid := sysDocID(coll, d.id)
+		uuid := d.key
+		if uuid == "" {
+			uuid, _ = sysDocKeys(coll, d.id)
+		} else if b.Get(append(docPrefix(coll), uuid...)) != nil {
+			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
+		}
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
 		doc := appendSysDoc(make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32), uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
@@ -985,7 +1008,7 @@ func (s *Store) getSysLocked(coll, id string, v any) (bool, error) {
 	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
 		return false, err
 	}
-	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	doc, err := s.findSysLocked(coll, id)
 	if err != nil || doc == nil {
 		return false, err
 	}
@@ -1019,18 +1042,21 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
 	}
 	if d.Create { // one look at its key: a document there is one of this id
-		if root := s.bolt.group.Bucket([]byte(rootBucket)); root != nil && root.Get(append(docPrefix(c), sysDocID(c, d.ID)...)) != nil {
-			return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
+		if root := s.bolt.group.Bucket([]byte(rootBucket)); root != nil {
+			if uuid, _ := sysDocAt(root, c, d.ID); uuid != "" {
+				return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)
+			}
 		}
 	}
 	raw, err := store.EncodeSys(d.Value)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
 	}
-	if err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false); err != nil {
+	key, fresh, err := s.indexSysLocked(c, d.ID, d.Index, int64(len(raw)), false)
+	if err != nil {
 		return err
 	}
-	b.add(c, d.ID, raw)
+	b.add(c, d.ID, raw, key, fresh || d.Create) // a Create found none above
 	return nil
 }
 
@@ -1057,18 +1083,93 @@ func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
 			return err
 		}
 	}
-	doc := newCloverDoc()
-	doc.Set(idField, sysDocID(coll, id))
-	doc.Set("id", id)
-	doc.Set("json", string(raw))
-	old, err := s.db.FindById(coll, doc.ObjectId())
+	old, err := s.findSysLocked(coll, id)
 	if err != nil {
 		return err
 	}
+	doc := newCloverDoc()
+	doc.Set("id", id)
+	doc.Set("json", string(raw))
 	if old == nil {
+		key, _ := sysDocKeys(coll, id)
+		doc.Set(idField, key)
 		return s.db.Insert(coll, doc)
 	}
+	doc.Set(idField, old.ObjectId()) // replaced where it is (sysDocKeys)
 	return s.db.ReplaceById(coll, doc.ObjectId(), doc)
+}
+
+// findSysLocked is clover's FindById of the document id of the system collection coll, wherever
+// it is stored (sysDocAt): nil when there is none.
+func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
+	var uuid string
+	find := func(tx *bbolt.Tx) error {
+		if root := tx.Bucket([]byte(rootBucket)); root != nil {
+			uuid, _ = sysDocAt(root, coll, id)
+		}
+		return nil
+	}
+	var err error
+	if tx := s.bolt.group; tx != nil {
+		err = find(tx)
+	} else {
+		err = s.bolt.db.View(find)
+	}
+	if err != nil || uuid == "" {
+		return nil, err
+	}
+	return s.db.FindById(coll, uuid)
+}
+
+// sysDocAt returns the clover id under which root, clover's bucket, holds the document id of the
+// system collection coll, and the stored document; "" and nil when it holds none. It looks where
+// the collection's index puts it (a document stored in sequence: sequencedDocID), then where
+// sysDocKeys does.
+func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
+	if key := sequencedKey(root.Tx(), coll, id); key != "" {
+		if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+			return key, v
+		}
+	}
+	key, legacy := sysDocKeys(coll, id)
+	if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+		return key, v
+	}
+	if legacy != "" {
+		if v := root.Get(append(docPrefix(coll), legacy...)); v != nil {
+			return legacy, v
+		}
+	}
+	return "", nil
+}
+
+// sequencedKey is the clover id the index of coll in tx gives document id (sysEntry.Key): ""
+// when it has no index, no entry of id, or one without a key.
+func sequencedKey(tx *bbolt.Tx, coll, id string) string {
+	b := sysIndexOf(tx, coll)
+	if b == nil {
+		return ""
+	}
+	ids := b.Bucket(sysIdxIDs)
+	if ids == nil {
+		return ""
+	}
+	raw := ids.Get([]byte(id))
+	// The entry's JSON ends in its key when it has one, a UUID (nothing to unescape): `"k":"` can
+	// only be the key's name, since a quote inside a JSON string is escaped.
+	i := bytes.LastIndex(raw, []byte(`"k":"`))
+	if i < 0 {
+		return ""
+	}
+	k := raw[i+len(`"k":"`):]
+	if j := bytes.IndexByte(k, '"'); j == 36 && bytes.IndexByte(k[:j], '\\') < 0 {
+		return string(k[:j])
+	}
+	var e sysEntry // anything else: as JSON
+	if json.Unmarshal(raw, &e) != nil {
+		return ""
+	}
+	return e.Key
 }
 
 // write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn

@@ -51,7 +51,7 @@ func (s *Store) oldestSysLocked(coll, before string) (docs []*cloverDoc, ok bool
 		ids = append(ids, string(k[i+1:]))
 	}
 	for _, id := range ids {
-		d, err := s.db.FindById(coll, sysDocID(coll, id))
+		d, err := s.findSysLocked(coll, id)
 		if err != nil {
 			return nil, false, err
 		}
@@ -105,7 +105,7 @@ func (s *Store) pruneSys(ctx context.Context, coll, before string, drop func(sto
 			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
 				return err
 			}
-			if err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
+			if _, _, err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
 				return err
 			}
 			out.IDs = append(out.IDs, id)
@@ -133,7 +133,7 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 	if ok, err := s.db.HasCollection(coll); err != nil || !ok {
 		return 0, err
 	}
-	doc, err := s.db.FindById(coll, sysDocID(coll, id))
+	doc, err := s.findSysLocked(coll, id)
 	if err != nil || doc == nil {
 		return 0, err
 	}
@@ -141,5 +141,6 @@ func (s *Store) deleteSysLocked(coll, id string) (int64, error) {
 	if err := s.db.DeleteById(coll, doc.ObjectId()); err != nil {
 		return 0, err
 	}
-	return int64(len(raw)), s.indexSysLocked(coll, id, nil, 0, true)
+	_, _, err = s.indexSysLocked(coll, id, nil, 0, true)
+	return int64(len(raw)), err
 }

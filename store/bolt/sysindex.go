@@ -20,16 +20,17 @@ import (
 
 // Ordered indexes of system collections.
 //
-// System documents are clover documents keyed by a hash of their id (sysDocID), so a
-// collection has no order a reader could walk a part of: listing the newest runs meant reading
-// every record. A collection whose writers give each document a SysIndex (the audit log) gets
+// System documents are clover documents keyed by a hash of their id (sysDocID), or, since
+// 2026-11-29, by the order they were written in (sysDocKeys, sequencedDocID): neither is an
+// order a reader could walk a part of, and listing the newest runs meant reading every record. A collection whose writers give each document a SysIndex (the audit log) gets
 // an index that the store keeps in bbolt buckets of its own, in the same transaction as the
 // documents, so the two cannot drift:
 //
 //	sysIndexBucket/<collection>/
 //	  "digest" → the collection's count and digest (digest.go) the index was last kept with
 //	  stats/   group → how many documents, and the bytes of their JSON (two big-endian uint64)
-//	  ids/     id → the document's entry: order, group and bytes
+//	  ids/     id → the document's entry: order, group, bytes and, for a document stored in
+//	           sequence, its clover id (sysEntry.Key; the bucket's sequence numbers them)
 //	  order/   order \x00 id → group
 //	  groups/<group>/  order \x00 id → nothing
 //
@@ -60,6 +61,9 @@ type sysEntry struct {
 	Order string `json:"o"`
 	Group string `json:"g"`
 	Bytes int64  `json:"b"`
+	// Key is the clover id the document is stored under when it was stored in sequence
+	// (sequencedDocID); empty: where sysDocKeys says, as every document was before.
+	Key string `json:"k,omitempty"`
 }
 
 func (e sysEntry) key(id string) []byte { return []byte(e.Order + "\x00" + id) }
@@ -212,64 +216,81 @@ func readSysStats(b *bbolt.Bucket) (map[string]store.SysGroup, error) {
 // it out), replacing its entries. It runs inside a group, before the document is written (the
 // first entry of an empty collection makes its index); it does nothing to an index that is not
 // current, and refuses a write without entry to a collection that keeps one.
-func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, deleted bool) error {
+//
+// It returns where the document is stored when its index says (sysEntry.Key): for a document
+// the index had, its place; for a new one, a place in sequence (sequencedDocID), fresh. An empty
+// key: where sysDocKeys says (a document stored before sequences, or a collection whose index
+// is not current).
+func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, deleted bool) (key string, fresh bool, err error) {
 	tx := s.bolt.group
 	if tx == nil {
-		return errors.New("store: index written outside a write group")
+		return "", false, errors.New("store: index written outside a write group")
 	}
 	ready, err := s.sysIndexReadyLocked(tx, coll, x != nil)
 	if err != nil || !ready {
-		return err
+		return "", false, err
 	}
 	if x == nil && !deleted {
-		return fmt.Errorf("system collection %s keeps an index: its document %s must be written with its entry (SysDoc.Index)", coll[1:], id)
+		return "", false, fmt.Errorf("system collection %s keeps an index: its document %s must be written with its entry (SysDoc.Index)", coll[1:], id)
 	}
 	if x != nil {
 		if err := x.Valid(); err != nil {
-			return fmt.Errorf("system document %s/%s: %w", coll[1:], id, err)
+			return "", false, fmt.Errorf("system document %s/%s: %w", coll[1:], id, err)
 		}
 	}
 	b := sysIndexOf(tx, coll)
 	ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+	fresh = true
 	if raw := ids.Get([]byte(id)); raw != nil {
 		var old sysEntry
 		if err := json.Unmarshal(raw, &old); err != nil {
-			return fmt.Errorf("the index of %s: the entry of %s does not read back: %w", coll[1:], id, err)
+			return "", false, fmt.Errorf("the index of %s: the entry of %s does not read back: %w", coll[1:], id, err)
 		}
+		key, fresh = old.Key, false
 		if err := order.Delete(old.key(id)); err != nil {
-			return err
+			return "", false, err
 		}
 		if g := groups.Bucket([]byte(old.Group)); g != nil {
 			if err := g.Delete(old.key(id)); err != nil {
-				return err
+				return "", false, err
 			}
 		}
 		if err := addSysGroup(stats, old.Group, -1, -old.Bytes); err != nil {
-			return err
+			return "", false, err
 		}
 		if err := ids.Delete([]byte(id)); err != nil {
-			return err
+			return "", false, err
 		}
 	}
-	if x != nil {
-		e := sysEntry{Order: x.Order, Group: x.Group, Bytes: size}
-		raw, _ := json.Marshal(e)
-		if err := ids.Put([]byte(id), raw); err != nil {
-			return err
-		}
-		if err := order.Put(e.key(id), []byte(e.Group)); err != nil {
-			return err
-		}
-		g, err := groups.CreateBucketIfNotExists([]byte(e.Group))
+	if x == nil {
+		return "", false, nil
+	}
+	if fresh {
+		n, err := b.NextSequence()
 		if err != nil {
-			return err
+			return "", false, err
 		}
-		if err := g.Put(e.key(id), nil); err != nil {
-			return err
+		if n >= 1<<48 {
+			return "", false, fmt.Errorf("the index of %s: its sequence is spent (%d documents)", coll[1:], n)
 		}
-		return addSysGroup(stats, e.Group, 1, size)
+		key = sequencedDocID(n)
 	}
-	return nil
+	e := sysEntry{Order: x.Order, Group: x.Group, Bytes: size, Key: key}
+	raw, _ := json.Marshal(e)
+	if err := ids.Put([]byte(id), raw); err != nil {
+		return "", false, err
+	}
+	if err := order.Put(e.key(id), []byte(e.Group)); err != nil {
+		return "", false, err
+	}
+	g, err := groups.CreateBucketIfNotExists([]byte(e.Group))
+	if err != nil {
+		return "", false, err
+	}
+	if err := g.Put(e.key(id), nil); err != nil {
+		return "", false, err
+	}
+	return key, fresh, addSysGroup(stats, e.Group, 1, size)
 }
 
 // syncSysIndexesLocked records, at the end of a write group, the collections' digests
@@ -329,6 +350,7 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			e  sysEntry
 		}
 		entries := make([]entry, 0, len(docs))
+		var last uint64 // the greatest sequence number a document is stored under
 		for _, doc := range docs {
 			id, _ := doc.Get("id").(string)
 			raw, _ := doc.Get("json").(string)
@@ -339,13 +361,21 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			if err := x.Valid(); err != nil {
 				return fmt.Errorf("system document %s/%s: %w", coll, id, err)
 			}
-			entries = append(entries, entry{id, sysEntry{Order: x.Order, Group: x.Group, Bytes: int64(len(raw))}})
+			e := sysEntry{Order: x.Order, Group: x.Group, Bytes: int64(len(raw))}
+			if seq, ok := sequencedNumber(doc.ObjectId()); ok { // stored in sequence: found through its entry
+				e.Key = doc.ObjectId()
+				last = max(last, seq)
+			}
+			entries = append(entries, entry{id, e})
 			n++
 		}
 		// The index is new and empty: each bucket is filled in its own key order, so that bbolt
 		// appends to its nodes. Put in the documents' order (a hash of their ids), a log of
 		// 100,000 runs took 76 s, nearly all of it bbolt moving keys within its nodes.
 		b := sysIndexOf(tx, c)
+		if err := b.SetSequence(last); err != nil { // the next new document is stored after them
+			return err
+		}
 		ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
 		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 		for _, en := range entries {
@@ -500,7 +530,7 @@ func (s *Store) ScanSys(coll string, opts store.SysScan) ([]store.SysEntry, erro
 			}
 			take, more := opts.Next(e)
 			if take {
-				raw := root.Get(append(docPrefix(c), sysDocID(c, e.ID)...))
+				_, raw := sysDocAt(root, c, e.ID)
 				doc, err := decodeSysDoc(raw)
 				if err != nil {
 					return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("the index of %s names document %s, which %v; starplan db check reports the damage", coll, e.ID, err)}
@@ -568,7 +598,13 @@ func checkSysIndexes(rep *store.CheckReport, tx *bbolt.Tx, m *metaRecord, found 
 				rep.Add(CheckSysIndex, coll, "%s: the entry of %s does not read back: %v", what, id, err)
 				return nil
 			}
-			js, err := decodeSysDoc(docs.Get(append(docPrefix(coll), sysDocID(coll, string(id))...)))
+			var doc []byte
+			if e.Key != "" { // stored in sequence: there, and nowhere else
+				doc = docs.Get(append(docPrefix(coll), e.Key...))
+			} else {
+				_, doc = sysDocAt(docs, coll, string(id))
+			}
+			js, err := decodeSysDoc(doc)
 			switch {
 			case err != nil:
 				rep.Add(CheckSysIndex, coll, "%s names document %s, which %v", what, id, err)
