@@ -284,7 +284,7 @@ func (t *PredReads) Pending(name string) (reads []PendingRead, all bool, allVer 
 		return nil, false, 0
 	}
 	// Every filter is encoded into one buffer, sliced once it has stopped growing.
-	var buf []byte
+	buf := make([]byte, 0, 48*len(t.Preds)) // most filters are one field's condition
 	ends := make([]int, len(t.Preds))
 	reads = make([]PendingRead, len(t.Preds))
 	for i, p := range t.Preds {
