@@ -2,7 +2,7 @@ package store
 
 import (
 	"reflect"
-	"sort"
+	"slices"
 
 	"github.com/starplan/starplan/table"
 )
@@ -21,7 +21,7 @@ func ChangedFields(a, b table.Row) []string {
 			out = append(out, k)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 

@@ -617,14 +617,15 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 	if err := t.sg.call(); err != nil {
 		return nil, err
 	}
-	r := maps.Clone(row)
-	if r == nil {
-		r = table.Row{}
-	}
+	r := row // ValidateRow copies it into a row of the schema's field names
 	if r[t.s.Key] == nil && t.s.KeyPrefix != "" {
 		n, err := t.nextNum()
 		if err != nil {
 			return nil, err
+		}
+		r = maps.Clone(row)
+		if r == nil {
+			r = table.Row{}
 		}
 		r[t.s.Key] = t.s.FormatKey(n)
 	}
@@ -761,9 +762,10 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 	}
 	changes := make([]change, 0, len(cs))
 	for _, c := range cs {
-		merged := maps.Clone(c.row)
+		merged := make(table.Row, len(c.row)+len(fields))
+		maps.Copy(merged, c.row)
 		maps.Copy(merged, fields)
-		v, err := t.s.ValidateRow(merged)
+		v, err := t.s.ValidateOwned(merged) // merged is the run's own: validated in place
 		if err != nil {
 			return 0, err
 		}
