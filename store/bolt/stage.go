@@ -757,8 +757,9 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		return 0, err
 	}
 	type change struct {
-		c   cand
-		row table.Row
+		c    cand
+		row  table.Row
+		same bool // row stores what c.row does
 	}
 	changes := make([]change, 0, len(cs))
 	for _, c := range cs {
@@ -779,11 +780,11 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 				return 0, &table.FieldError{Table: t.s.Name, Key: c.key, Field: name, Value: fields[name], Rule: rule}
 			}
 		}
-		changes = append(changes, change{c, v})
+		changes = append(changes, change{c, v, store.EqualRows(v, c.row)})
 	}
 	var grow int64
 	for _, ch := range changes {
-		if !store.EqualRows(ch.row, ch.c.row) {
+		if !ch.same {
 			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
@@ -791,7 +792,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, ch := range changes {
-		if store.EqualRows(ch.row, ch.c.row) {
+		if ch.same {
 			if !ch.c.own {
 				t.noteRead(ch.c.key, ch.c.ver)
 			}
