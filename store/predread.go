@@ -115,6 +115,9 @@ func (t *PredReads) Note(p PredRead) {
 			return // a plan asking the same question again (get_current_balance in a loop)
 		}
 	}
+	if t.Preds == nil {
+		t.Preds = make([]PredRead, 0, 4) // a plan's reads of a table are a few
+	}
 	t.Preds = append(t.Preds, p)
 }
 
