@@ -59,6 +59,9 @@ func stockDelta(before, after any) (delta float64, changed, ok bool) {
 		if bi == ai {
 			return 0, false, true
 		}
+		if d := bi - ai; (bi^ai)&(bi^d) >= 0 {
+			return float64(d), true, true // exact in int64: one rounding, as big.Float's
+		}
 		d, _ := new(big.Float).Sub(new(big.Float).SetInt64(bi), new(big.Float).SetInt64(ai)).Float64()
 		return d, true, true
 	}

@@ -159,18 +159,19 @@ func buildNonNegative(ps *params) checkFunc {
 		if t == nil {
 			return nil
 		}
-		check := func(key string, v any) {
+		// The key is rendered for the message only (a run writes many rows that pass).
+		check := func(key func() string, v any) {
 			if x, ok := toFloat(v); ok && x < 0 {
 				p.reportf(CodeNegativeValue, fmt.Sprintf("check %s before writing: if there is not enough, write nothing and set STATUS accordingly", field),
-					"the plan sets %s of %s row %s to %s; it must stay >= 0", field, tbl, key, formatExact(v))
+					"the plan sets %s of %s row %s to %s; it must stay >= 0", field, tbl, key(), formatExact(v))
 			}
 		}
 		for _, r := range t.Inserted {
-			check(rowKey(t, r), r[field])
+			check(func() string { return rowKey(t, r) }, r[field])
 		}
 		for _, u := range t.Updated {
 			if containsString(u.Fields, field) {
-				check(table.FormatValue(u.Key), u.After[field])
+				check(func() string { return table.FormatValue(u.Key) }, u.After[field])
 			}
 		}
 		return nil

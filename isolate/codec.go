@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/starplan/starplan/table"
 )
 
 // The wire format. Every message is one frame: a 4-byte little-endian payload length, then the
@@ -676,6 +678,8 @@ type conn struct {
 	rows []map[string]any
 	// dec is the decoder of the frame recv read last; each recv reuses it.
 	dec decoder
+	// shapes are the row shapes of the schemas this connection's runs read (pool side).
+	shapes map[*table.Schema][]string
 }
 
 func newConn(r io.Reader, w io.Writer, max int) *conn {

@@ -618,7 +618,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job sandbox.Request, program 
 			if c.op == opInsert || c.op == opUpdate || c.op == opRemove {
 				w.c.sent.wrote = true
 			}
-			if err := w.c.reply(c.op, serve(job.View, c)); err != nil {
+			if err := w.c.reply(c.op, serve(job.View, c, w.c)); err != nil {
 				return p.failed(w, program, m, err, budget, timeout)
 			}
 		case msgDone:
@@ -682,7 +682,7 @@ func (c *conn) replyError(err error) error {
 
 // serve answers one table call from the run's view. A panic of the view becomes the call's
 // error, as it would be a failed run in process.
-func serve(v table.View, c *call) (a *answer) {
+func serve(v table.View, c *call, cn *conn) (a *answer) {
 	a = &answer{}
 	defer func() {
 		if r := recover(); r != nil {
@@ -700,7 +700,7 @@ func serve(v table.View, c *call) (a *answer) {
 		a.n = t.Len()
 	case opFind:
 		a.rows, a.err = t.Find(q)
-		a.shape = shapeOf(t.Schema())
+		a.shape = cn.shapeOf(t.Schema())
 	case opCount:
 		a.n, a.err = t.Count(q)
 	case opGet:
@@ -720,6 +720,23 @@ func serve(v table.View, c *call) (a *answer) {
 	}
 	return a
 }
+
+// shapeOf is shapeOf(s), made once per schema for the connection's life (a few entries: the
+// tables of the domains its runs used).
+func (c *conn) shapeOf(s *table.Schema) []string {
+	if sh, ok := c.shapes[s]; ok {
+		return sh
+	}
+	if c.shapes == nil || len(c.shapes) >= maxShapes {
+		c.shapes = map[*table.Schema][]string{}
+	}
+	sh := shapeOf(s)
+	c.shapes[s] = sh
+	return sh
+}
+
+// maxShapes bounds a connection's shapes; past it they are made again.
+const maxShapes = 64
 
 // shapeOf is the field order a table's rows are sent in: the key when the schema does not
 // declare it as a field, then the fields.

@@ -2,7 +2,7 @@ package store
 
 import (
 	"reflect"
-	"sort"
+	"slices"
 
 	"github.com/starplan/starplan/table"
 )
@@ -21,12 +21,25 @@ func ChangedFields(a, b table.Row) []string {
 			out = append(out, k)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
-// EqualRows reports whether rows a and b store the same values (see ChangedFields).
-func EqualRows(a, b table.Row) bool { return len(ChangedFields(a, b)) == 0 }
+// EqualRows reports whether rows a and b store the same values (see ChangedFields), without
+// listing what changed.
+func EqualRows(a, b table.Row) bool {
+	for k, v := range b {
+		if !EqualValue(a[k], v) {
+			return false
+		}
+	}
+	for k, v := range a {
+		if _, ok := b[k]; !ok && v != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // EqualValue compares stored values; rows are normalised by the schema, so kinds match.
 func EqualValue(a, b any) bool {

@@ -115,6 +115,9 @@ func (t *PredReads) Note(p PredRead) {
 			return // a plan asking the same question again (get_current_balance in a loop)
 		}
 	}
+	if t.Preds == nil {
+		t.Preds = make([]PredRead, 0, 4) // a plan's reads of a table are a few
+	}
 	t.Preds = append(t.Preds, p)
 }
 
@@ -156,9 +159,87 @@ func whereEqual(a, b map[string]any) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	switch sameValue(a, b) {
+	case 1:
+		return true
+	case 0:
+		return false
+	}
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// sameValue compares two filter values without encoding them: 1 when they encode to the same
+// JSON, 0 when they do not, -1 when it cannot tell (kinds other than a filter's usual ones, or
+// different kinds: whereEqual then compares their JSON, as it always did).
+func sameValue(a, b any) int {
+	switch x := a.(type) {
+	case nil:
+		if b == nil {
+			return 1
+		}
+	case string:
+		if y, ok := b.(string); ok {
+			return boolInt(x == y)
+		}
+	case bool:
+		if y, ok := b.(bool); ok {
+			return boolInt(x == y)
+		}
+	case int64:
+		if y, ok := b.(int64); ok {
+			return boolInt(x == y)
+		}
+	case float64:
+		if y, ok := b.(float64); ok && x == x && y == y && x != 0 && y != 0 {
+			return boolInt(x == y) // NaN (unencodable) and zeros (0 and -0 differ) go to JSON
+		}
+	case map[string]any:
+		if y, ok := b.(map[string]any); ok && x != nil && y != nil {
+			if len(x) != len(y) {
+				return 0
+			}
+			res := 1
+			for k, xv := range x {
+				yv, ok := y[k]
+				if !ok {
+					return 0
+				}
+				switch sameValue(xv, yv) {
+				case 0:
+					return 0
+				case -1:
+					res = -1
+				}
+			}
+			return res
+		}
+	case []any:
+		if y, ok := b.([]any); ok && x != nil && y != nil {
+			if len(x) != len(y) {
+				return 0
+			}
+			res := 1
+			for i := range x {
+				switch sameValue(x[i], y[i]) {
+				case 0:
+					return 0
+				case -1:
+					res = -1
+				}
+			}
+			return res
+		}
+	}
+	return -1
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ReadDigest is an order-independent digest of (key, version) pairs: the sum of their FNV-1a
@@ -202,19 +283,35 @@ func (t *PredReads) Pending(name string) (reads []PendingRead, all bool, allVer 
 	if t.All {
 		return nil, true, t.AllVer
 	}
-	for _, p := range t.Preds {
+	if len(t.Preds) == 0 {
+		return nil, false, 0
+	}
+	// Every filter is encoded into one buffer, sliced once it has stopped growing.
+	buf := make([]byte, 0, 48*len(t.Preds)) // most filters are one field's condition
+	ends := make([]int, len(t.Preds))
+	reads = make([]PendingRead, len(t.Preds))
+	for i, p := range t.Preds {
 		r := PendingRead{Table: name, Version: p.Ver, Pred: p.Kind, From: p.From, To: p.To, N: p.N}
 		if p.Kind == PredRows {
 			r.Digest = strconv.FormatUint(p.Digest, 16)
 		}
+		start := len(buf)
 		if len(p.Where) > 0 {
-			raw, err := json.Marshal(p.Where)
-			if err != nil || len(raw) > MaxWhereJSON {
+			var err error
+			buf, err = AppendMarshal(buf, p.Where)
+			if err != nil || len(buf)-start > MaxWhereJSON {
 				return nil, true, t.minVer(p.Ver)
 			}
-			r.Where = raw
 		}
-		reads = append(reads, r)
+		ends[i] = len(buf)
+		reads[i] = r
+	}
+	start := 0
+	for i := range reads {
+		if ends[i] > start {
+			reads[i].Where = json.RawMessage(buf[start:ends[i]:ends[i]])
+		}
+		start = ends[i]
 	}
 	return reads, false, 0
 }

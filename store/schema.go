@@ -758,11 +758,29 @@ var timestampLayouts = []string{
 // (T or a space between them) with optional seconds, fraction and zone (Z or ±hh:mm).
 func isTimestamp(s string) bool {
 	for _, layout := range timestampLayouts {
+		if !mayParse(layout, s) {
+			continue // time.Parse would fail (and allocate its error)
+		}
 		if _, err := time.Parse(layout, s); err == nil {
 			return true
 		}
 	}
 	return false
+}
+
+// mayParse is false when time.Parse(layout, s) must fail, by the shape of s alone: the date alone
+// is 10 bytes; a time needs the layout's separator (T or a space) at byte 10; a zone (Z or
+// ±hh:mm) ends s exactly when the layout has one. It is only a filter: time.Parse decides.
+func mayParse(layout, s string) bool {
+	if len(layout) == 10 {
+		return len(s) == 10
+	}
+	if len(s) <= 10 || s[10] != layout[10] {
+		return false
+	}
+	n := len(s)
+	zoned := s[n-1] == 'Z' || (n >= 6 && (s[n-6] == '+' || s[n-6] == '-') && s[n-3] == ':')
+	return zoned == strings.HasSuffix(layout, "Z07:00")
 }
 
 func quoteAll(ss []string) []string {

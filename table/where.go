@@ -2,7 +2,6 @@ package table
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -722,7 +721,8 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 	if depth > MaxWhereDepth {
 		return c.errorf("", "the filter nests $or/$and more than %d deep; simplify it or use a function: lambda row: ...", MaxWhereDepth)
 	}
-	for _, key := range slices.Sorted(maps.Keys(where)) {
+	var kbuf [8]string // a filter names a few fields: their names sorted without allocating
+	for _, key := range sortedNames(kbuf[:0], where) {
 		val := where[key]
 		if strings.HasPrefix(key, "$") {
 			if err := c.logical(g, key, val, depth); err != nil {
@@ -742,7 +742,8 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 			if len(ops) == 0 {
 				return c.errorf("", "field %q has an empty operator dict; write a value, or an operator such as {%q: {\"$eq\": ...}}", key, key)
 			}
-			for _, name := range slices.Sorted(maps.Keys(ops)) {
+			var obuf [4]string
+			for _, name := range sortedNames(obuf[:0], ops) {
 				o, err := c.op(f, key, name, ops[name])
 				if err != nil {
 					return err
@@ -759,6 +760,15 @@ func (c *compiler) group(g *group, where map[string]any, depth int) error {
 		g.fields = append(g.fields, fc)
 	}
 	return nil
+}
+
+// sortedNames appends m's keys to into, sorted.
+func sortedNames(into []string, m map[string]any) []string {
+	for k := range m {
+		into = append(into, k)
+	}
+	slices.Sort(into)
+	return into
 }
 
 func (c *compiler) logical(g *group, key string, val any, depth int) error {

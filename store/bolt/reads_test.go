@@ -100,6 +100,25 @@ func TestPredicateReadConflicts(t *testing.T) {
 			conflict: func(t *testing.T, v table.View) { update(t, v, "SG005", table.Row{"price": 150}) },
 		},
 		{
+			// A table's walks share one record (stageTable.readObs): each is noted whole.
+			name: "the first of two walks of a table, the later one shorter",
+			read: func(t *testing.T, v table.View) {
+				assert.Len(t, find(t, tbl(t, v, "inventory"), table.Query{Where: map[string]any{"price": map[string]any{"$gt": 100}}}), 2)
+				assert.Empty(t, find(t, tbl(t, v, "inventory"), table.Query{Where: where("name", "Pilot")}))
+			},
+			conflict: func(t *testing.T, v table.View) { update(t, v, "SG004", table.Row{"price": 50}) },
+			harmless: func(t *testing.T, v table.View) { update(t, v, "SG001", table.Row{"quantity_in_stock": 1}) },
+		},
+		{
+			name: "the first of two walks of a table, the later one longer",
+			read: func(t *testing.T, v table.View) {
+				assert.Empty(t, find(t, tbl(t, v, "inventory"), table.Query{Where: where("name", "Pilot")}))
+				assert.Len(t, find(t, tbl(t, v, "inventory"), table.Query{Where: map[string]any{"price": map[string]any{"$gt": 100}}}), 2)
+			},
+			conflict: func(t *testing.T, v table.View) { insertItemNamed(t, v, "SG007", "Pilot") },
+			harmless: func(t *testing.T, v table.View) { update(t, v, "SG001", table.Row{"quantity_in_stock": 1}) },
+		},
+		{
 			name: "a function filter reads every candidate",
 			read: func(t *testing.T, v table.View) {
 				q := table.Query{Where: where("name", "Moon"), Match: func(r table.Row) (bool, error) { return r["price"].(float64) > 1000, nil }}

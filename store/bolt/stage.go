@@ -85,14 +85,11 @@ func (s *Store) Stage() *Stage {
 	seq := s.seq
 	s.mu.RUnlock()
 	sg := &Stage{st: s, tables: make(map[string]*stageTable, len(s.names)), startSeq: seq}
-	for _, name := range s.names {
-		sg.tables[name] = &stageTable{
-			st:     s,
-			sg:     sg,
-			s:      s.schemas[name],
-			writes: map[any]*write{},
-			reads:  map[any]int64{},
-		}
+	ts := make([]stageTable, len(s.names)) // one allocation for every table
+	for i, name := range s.names {
+		// writes and reads are made with the table's first write and read by key.
+		ts[i] = stageTable{st: s, sg: sg, s: s.schemas[name]}
+		sg.tables[name] = &ts[i]
 	}
 	return sg
 }
@@ -120,6 +117,15 @@ type stageTable struct {
 	newKeys []any
 	reads   map[any]int64   // key -> version seen (0: absent), first read only
 	preds   store.PredReads // what the run's reads depend on beyond their rows
+	obs     store.ReadObs   // the walk being recorded (see readObs)
+}
+
+// readObs starts recording a walk. The record is the table's, reused by its next walk (its
+// keys' room too): a walk is noted (PredReads.NoteWalk) before anything can call back into the
+// run, which could walk again.
+func (t *stageTable) readObs(countOnly bool) *store.ReadObs {
+	t.obs = store.ReadObs{CountOnly: countOnly, Keys: t.obs.Keys[:0]}
+	return &t.obs
 }
 
 // write is the run's state of one row.
@@ -442,7 +448,7 @@ func (t *stageTable) query(q table.Query, limit int) ([]cand, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &store.ReadObs{}
+	o := t.readObs(false)
 	var out []cand
 	if q.Match == nil {
 		ver, err := t.visit(m, q.Where, q.Reverse, limit <= 0, o, func(c cand) bool {
@@ -499,7 +505,7 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 		return nil, err
 	}
 	var rows []table.Row
-	o := &store.ReadObs{}
+	o := t.readObs(false)
 	ver, err := t.visit(m, q.Where, q.Reverse, q.Limit <= 0, o, func(c cand) bool {
 		if len(rows) == cap(rows) {
 			// Doubled: append grows a large slice by a quarter, so a read of many rows would
@@ -521,6 +527,9 @@ func (t *stageTable) Find(q table.Query) ([]table.Row, error) {
 
 func (t *stageTable) noteRead(key any, ver int64) {
 	if _, ok := t.reads[key]; !ok {
+		if t.reads == nil {
+			t.reads = map[any]int64{}
+		}
 		t.reads[key] = ver
 	}
 }
@@ -542,7 +551,7 @@ func (t *stageTable) Count(q table.Query) (int, error) {
 		return 0, err
 	}
 	n := 0
-	o := &store.ReadObs{CountOnly: true}
+	o := t.readObs(true)
 	ver, err := t.visit(m, q.Where, false, true, o, func(cand) bool { n++; return true })
 	if err != nil {
 		return 0, err
@@ -608,14 +617,15 @@ func (t *stageTable) Insert(row table.Row) (any, error) {
 	if err := t.sg.call(); err != nil {
 		return nil, err
 	}
-	r := maps.Clone(row)
-	if r == nil {
-		r = table.Row{}
-	}
+	r := row // ValidateRow copies it into a row of the schema's field names
 	if r[t.s.Key] == nil && t.s.KeyPrefix != "" {
 		n, err := t.nextNum()
 		if err != nil {
 			return nil, err
+		}
+		r = maps.Clone(row)
+		if r == nil {
+			r = table.Row{}
 		}
 		r[t.s.Key] = t.s.FormatKey(n)
 	}
@@ -713,6 +723,9 @@ func (t *stageTable) stage(k any, row table.Row) error {
 			i, _ := slices.BinarySearchFunc(t.newKeys, k, table.CompareKeys)
 			t.newKeys = slices.Insert(t.newKeys, i, k)
 		}
+		if t.writes == nil {
+			t.writes = map[any]*write{}
+		}
 		t.writes[k] = w
 	}
 	w.row = row
@@ -744,14 +757,16 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		return 0, err
 	}
 	type change struct {
-		c   cand
-		row table.Row
+		c    cand
+		row  table.Row
+		same bool // row stores what c.row does
 	}
 	changes := make([]change, 0, len(cs))
 	for _, c := range cs {
-		merged := maps.Clone(c.row)
+		merged := make(table.Row, len(c.row)+len(fields))
+		maps.Copy(merged, c.row)
 		maps.Copy(merged, fields)
-		v, err := t.s.ValidateRow(merged)
+		v, err := t.s.ValidateOwned(merged) // merged is the run's own: validated in place
 		if err != nil {
 			return 0, err
 		}
@@ -765,11 +780,11 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 				return 0, &table.FieldError{Table: t.s.Name, Key: c.key, Field: name, Value: fields[name], Rule: rule}
 			}
 		}
-		changes = append(changes, change{c, v})
+		changes = append(changes, change{c, v, store.EqualRows(v, c.row)})
 	}
 	var grow int64
 	for _, ch := range changes {
-		if !store.EqualRows(ch.row, ch.c.row) {
+		if !ch.same {
 			grow += store.RowSize(ch.row) - t.ownSize(ch.c.key)
 		}
 	}
@@ -777,7 +792,7 @@ func (t *stageTable) Update(fields table.Row, q table.Query) (int, error) {
 		return 0, err
 	}
 	for _, ch := range changes {
-		if store.EqualRows(ch.row, ch.c.row) {
+		if ch.same {
 			if !ch.c.own {
 				t.noteRead(ch.c.key, ch.c.ver)
 			}
