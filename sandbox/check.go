@@ -123,9 +123,12 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 // it against e's names: the steps every Starlark file starplan runs goes through (a plan, a
 // domain's helpers, its invariants).
 func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.List) {
-	f, err := fileOptions.Parse(name, src, 0)
-	if err != nil {
-		return nil, nil, syntaxDiagnostics(err)
+	f, ok := fastParse(name, src)
+	if !ok {
+		var err error
+		if f, err = fileOptions.Parse(name, src, 0); err != nil {
+			return nil, nil, syntaxDiagnostics(err)
+		}
 	}
 	var seen *builtins.NumericNames // what the guard rewrite needs, gathered on the check's walk
 	if !e.unguarded {
