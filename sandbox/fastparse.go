@@ -75,6 +75,24 @@ type fparser struct {
 	toks  []ftok
 	i     int // the current token
 	depth int
+
+	// The most frequent nodes are cut from slabs sized by the scan's counts: one allocation for
+	// all of a kind instead of one each. The slabs are the caller's with the tree (never pooled).
+	nIdent, nLit, nBin, nDot, nCall int
+	idents                          []syntax.Ident
+	lits                            []syntax.Literal
+	bins                            []syntax.BinaryExpr
+	dots                            []syntax.DotExpr
+	calls                           []syntax.CallExpr
+}
+
+// slab returns the next element of *s, allocating a slab of n (at least 8) when it is full.
+func slab[T any](s *[]T, n int) *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, max(n, 8))
+	}
+	*s = (*s)[:len(*s)+1]
+	return &(*s)[len(*s)-1]
 }
 
 var fparserPool = sync.Pool{New: func() any { return &fparser{toks: make([]ftok, 0, 512)} }}
@@ -282,6 +300,20 @@ func (p *fparser) scan(src string) bool {
 		}
 	}
 	p.toks = toks
+	for _, t := range toks {
+		switch {
+		case t.tok == syntax.IDENT:
+			p.nIdent++
+		case t.tok == syntax.INT || t.tok == syntax.FLOAT || t.tok == syntax.STRING:
+			p.nLit++
+		case t.tok == syntax.DOT:
+			p.nDot++
+		case t.tok == syntax.LPAREN:
+			p.nCall++
+		case precOf(t.tok) >= 0 || t.tok == syntax.EQ:
+			p.nBin++
+		}
+	}
 	return true
 }
 
@@ -549,14 +581,14 @@ func (p *fparser) consume(t syntax.Token) syntax.Position {
 	return p.next()
 }
 
+// enter counts a level of recursion (go.starlark.net's parser.enter); the caller decrements
+// depth when it returns (no defer: a bail-out drops the parser).
 func (p *fparser) enter() {
 	p.depth++
 	if p.depth > maxFastDepth {
 		bail()
 	}
 }
-
-func (p *fparser) leave() { p.depth-- }
 
 func (p *fparser) text() string {
 	t := &p.toks[p.i]
@@ -706,7 +738,12 @@ func (p *fparser) parseSmallStmt() syntax.Stmt {
 
 func (p *fparser) parseSuite() []syntax.Stmt {
 	p.enter()
-	defer p.leave()
+	x := p.parseSuiteIn()
+	p.depth--
+	return x
+}
+
+func (p *fparser) parseSuiteIn() []syntax.Stmt {
 	if p.tok() == syntax.NEWLINE {
 		p.next()
 		p.consume(syntax.INDENT)
@@ -724,7 +761,8 @@ func (p *fparser) parseIdent() *syntax.Ident {
 	if p.tok() != syntax.IDENT {
 		bail()
 	}
-	id := &syntax.Ident{NamePos: p.pos(), Name: p.text()}
+	id := slab(&p.idents, p.nIdent)
+	id.NamePos, id.Name = p.pos(), p.text()
 	p.next()
 	return id
 }
@@ -752,7 +790,9 @@ func (p *fparser) parseParams() []syntax.Expr {
 		if p.tok() == syntax.EQ {
 			eq := p.next()
 			dflt := p.parseTest()
-			params = append(params, &syntax.BinaryExpr{X: id, OpPos: eq, Op: syntax.EQ, Y: dflt})
+			b := slab(&p.bins, p.nBin)
+			*b = syntax.BinaryExpr{X: id, OpPos: eq, Op: syntax.EQ, Y: dflt}
+			params = append(params, b)
 			continue
 		}
 		params = append(params, id)
@@ -784,7 +824,12 @@ func (p *fparser) parseExprs(exprs []syntax.Expr, allowTrailingComma bool) []syn
 
 func (p *fparser) parseTest() syntax.Expr {
 	p.enter()
-	defer p.leave()
+	x := p.parseTestIn()
+	p.depth--
+	return x
+}
+
+func (p *fparser) parseTestIn() syntax.Expr {
 	if p.tok() == syntax.LAMBDA {
 		return p.parseLambda(true)
 	}
@@ -811,7 +856,12 @@ func (p *fparser) parseTestNoCond() syntax.Expr {
 
 func (p *fparser) parseLambda(allowCond bool) syntax.Expr {
 	p.enter()
-	defer p.leave()
+	x := p.parseLambdaIn(allowCond)
+	p.depth--
+	return x
+}
+
+func (p *fparser) parseLambdaIn(allowCond bool) syntax.Expr {
 	lambda := p.next()
 	var params []syntax.Expr
 	if p.tok() != syntax.COLON {
@@ -862,7 +912,12 @@ func precOf(t syntax.Token) int {
 // parseTestPrec parses an expression whose binary operators all have precedence prec or more.
 func (p *fparser) parseTestPrec(prec int) syntax.Expr {
 	p.enter()
-	defer p.leave()
+	x := p.parseTestPrecIn(prec)
+	p.depth--
+	return x
+}
+
+func (p *fparser) parseTestPrecIn(prec int) syntax.Expr {
 	var x syntax.Expr
 	if prec <= precNot && p.tok() == syntax.NOT {
 		pos := p.next()
@@ -895,7 +950,9 @@ func (p *fparser) parseTestPrec(prec int) syntax.Expr {
 		op := p.tok()
 		pos := p.next()
 		y := p.parseTestPrec(opprec + 1)
-		x = &syntax.BinaryExpr{OpPos: pos, Op: op, X: x, Y: y}
+		b := slab(&p.bins, p.nBin)
+		*b = syntax.BinaryExpr{OpPos: pos, Op: op, X: x, Y: y}
+		x = b
 	}
 }
 
@@ -906,7 +963,9 @@ func (p *fparser) parsePrimaryWithSuffix() syntax.Expr {
 		case syntax.DOT:
 			dot := p.next()
 			id := p.parseIdent()
-			x = &syntax.DotExpr{Dot: dot, X: x, Name: id}
+			d := slab(&p.dots, p.nDot)
+			*d = syntax.DotExpr{Dot: dot, X: x, Name: id}
+			x = d
 		case syntax.LBRACK:
 			x = p.parseSliceSuffix(x)
 		case syntax.LPAREN:
@@ -954,7 +1013,9 @@ func (p *fparser) parseCallSuffix(fn syntax.Expr) syntax.Expr {
 		args = p.parseArgs()
 		rparen = p.consume(syntax.RPAREN)
 	}
-	return &syntax.CallExpr{Fn: fn, Lparen: lparen, Args: args, Rparen: rparen}
+	call := slab(&p.calls, p.nCall)
+	*call = syntax.CallExpr{Fn: fn, Lparen: lparen, Args: args, Rparen: rparen}
+	return call
 }
 
 func (p *fparser) parseArgs() []syntax.Expr {
@@ -980,7 +1041,9 @@ func (p *fparser) parseArgs() []syntax.Expr {
 			}
 			eq := p.next()
 			y := p.parseTest()
-			x = &syntax.BinaryExpr{X: x, OpPos: eq, Op: syntax.EQ, Y: y}
+			b := slab(&p.bins, p.nBin)
+			*b = syntax.BinaryExpr{X: x, OpPos: eq, Op: syntax.EQ, Y: y}
+			x = b
 		}
 		args = append(args, x)
 	}
@@ -989,7 +1052,12 @@ func (p *fparser) parseArgs() []syntax.Expr {
 
 func (p *fparser) parsePrimary() syntax.Expr {
 	p.enter()
-	defer p.leave()
+	x := p.parsePrimaryIn()
+	p.depth--
+	return x
+}
+
+func (p *fparser) parsePrimaryIn() syntax.Expr {
 	switch p.tok() {
 	case syntax.IDENT:
 		return p.parseIdent()
@@ -1014,7 +1082,9 @@ func (p *fparser) parsePrimary() syntax.Expr {
 			val = stringValue(raw)
 		}
 		pos := p.next()
-		return &syntax.Literal{Token: tok, TokenPos: pos, Raw: raw, Value: val}
+		lit := slab(&p.lits, p.nLit)
+		*lit = syntax.Literal{Token: tok, TokenPos: pos, Raw: raw, Value: val}
+		return lit
 	case syntax.LBRACK:
 		return p.parseList()
 	case syntax.LBRACE:
