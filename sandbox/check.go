@@ -101,18 +101,23 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 			Hint:    "a plan should be a short program: query with where filters instead of spelling data out",
 		}}
 	}
-	lx := lex(src)
-	if lx.maxDepth > limits.MaxNesting {
-		return nil, diag.List{{
-			Stage: diag.StageCheck, Code: CodeTooDeep, Line: lx.depthAt.line, Col: lx.depthAt.col,
-			Message: fmt.Sprintf("brackets and blocks are nested %d deep; at most %d are accepted", lx.maxDepth, limits.MaxNesting),
-			Hint:    "flatten the expression: compute parts into variables first",
-		}}
+	// A program fastParse takes is scanned once: its tokens say what lex would find, and lex
+	// runs only to report it.
+	f, fl, fast := fastParse(planFile, src)
+	if !fast || fl.maxDepth > limits.MaxNesting || fl.needLex {
+		lx := lex(src)
+		if lx.maxDepth > limits.MaxNesting {
+			return nil, diag.List{{
+				Stage: diag.StageCheck, Code: CodeTooDeep, Line: lx.depthAt.line, Col: lx.depthAt.col,
+				Message: fmt.Sprintf("brackets and blocks are nested %d deep; at most %d are accepted", lx.maxDepth, limits.MaxNesting),
+				Hint:    "flatten the expression: compute parts into variables first",
+			}}
+		}
+		if ds := findPythonisms(lx.tokens); len(ds) > 0 {
+			return nil, ds
+		}
 	}
-	if ds := findPythonisms(lx.tokens); len(ds) > 0 {
-		return nil, ds
-	}
-	_, prog, ds := e.compile(planFile, src)
+	_, prog, ds := e.compileFile(planFile, src, f)
 	if len(ds) > 0 {
 		return nil, ds
 	}
@@ -123,8 +128,13 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 // it against e's names: the steps every Starlark file starplan runs goes through (a plan, a
 // domain's helpers, its invariants).
 func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.List) {
-	f, ok := fastParse(name, src)
-	if !ok {
+	f, _, _ := fastParse(name, src)
+	return e.compileFile(name, src, f)
+}
+
+// compileFile is compile with src already parsed into f by fastParse; nil: parse it here.
+func (e *Env) compileFile(name, src string, f *syntax.File) (*syntax.File, *starlark.Program, diag.List) {
+	if f == nil {
 		var err error
 		if f, err = fileOptions.Parse(name, src, 0); err != nil {
 			return nil, nil, syntaxDiagnostics(err)

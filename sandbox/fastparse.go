@@ -23,9 +23,9 @@ import (
 // error with its wording and position. So it can only ever be slower than necessary, never accept
 // what the parser rejects: every rule below mirrors syntax/scan.go and syntax/parse.go, and any
 // doubt is a bail-out.
-func fastParse(name, src string) (f *syntax.File, ok bool) {
+func fastParse(name, src string) (f *syntax.File, fl fastLex, ok bool) {
 	if len(src) > maxFastParse {
-		return nil, false
+		return nil, fastLex{}, false
 	}
 	p := fparserPool.Get().(*fparser)
 	defer func() {
@@ -33,19 +33,32 @@ func fastParse(name, src string) (f *syntax.File, ok bool) {
 			if r != errBail {
 				panic(r)
 			}
-			f, ok = nil, false
+			f, fl, ok = nil, fastLex{}, false
 		}
 		p.reset()
 		fparserPool.Put(p)
 	}()
 	p.file = &name
 	if !p.scan(src) {
-		return nil, false
+		return nil, fastLex{}, false
 	}
 	f = p.parseFile()
 	f.Path = name
 	f.Options = fileOptions
-	return f, true
+	return f, p.lex, true
+}
+
+// fastLex is what lex would find in a text that fastParse took, measured on fastParse's tokens
+// so that a plan is scanned once (TestFastParseMatchesParse compares it with lex's).
+type fastLex struct {
+	// maxDepth is lex's maxDepth: the deepest nesting of brackets plus indented blocks.
+	maxDepth int
+	// needLex is true when lex could find a Python-only construct that parses as Starlark (an
+	// assert(...) call at the start of a line, ** anywhere but after ( or ,), or when a line
+	// starts with an opening bracket (lex, counting the bracket first, then leaves the line's
+	// indentation out of its depth): the caller runs lex. Every other construct findPythonisms
+	// reports is a reserved word or a character fastParse declines.
+	needLex bool
 }
 
 // maxFastParse is the largest text fastParse takes (a plan is at most DefaultMaxProgram; larger
@@ -75,6 +88,7 @@ type fparser struct {
 	toks  []ftok
 	i     int // the current token
 	depth int
+	lex   fastLex
 
 	// The most frequent nodes are cut from slabs sized by the scan's counts: one allocation for
 	// all of a kind instead of one each. The slabs are the caller's with the tree (never pooled).
@@ -112,11 +126,33 @@ func (p *fparser) scan(src string) bool {
 	var indents [64]int
 	stk := indents[:1] // indentation stack, as sc.indentstk
 	line, col := int32(1), int32(1)
-	depth := 0        // bracket nesting
-	lineStart := true // at the start of a line: measure its indentation
-	dents := 0        // INDENTs (>0) or OUTDENTs (<0) to emit
+	depth := 0               // bracket nesting
+	lineStart := true        // at the start of a line: measure its indentation
+	dents := 0               // INDENTs (>0) or OUTDENTs (<0) to emit
+	atLineStart := true      // the next token is the first of a logical line
+	prev := syntax.Token(-1) // the token before, NEWLINE, INDENT and OUTDENT aside
 	emit := func(t syntax.Token, off, end int) {
 		toks = append(toks, ftok{tok: t, line: line, col: col, off: int32(off), end: int32(end)})
+		switch t {
+		case syntax.NEWLINE:
+			atLineStart = true
+			return
+		case syntax.INDENT, syntax.OUTDENT, syntax.EOF:
+			return
+		}
+		// What lex measures and looks for (see fastLex).
+		if d := depth + len(stk) - 1; d > p.lex.maxDepth {
+			p.lex.maxDepth = d
+		}
+		switch {
+		case t == syntax.IDENT && atLineStart && src[off:end] == "assert":
+			p.lex.needLex = true
+		case t == syntax.STARSTAR && prev != syntax.LPAREN && prev != syntax.COMMA:
+			p.lex.needLex = true
+		case atLineStart && (t == syntax.LPAREN || t == syntax.LBRACK || t == syntax.LBRACE):
+			p.lex.needLex = true
+		}
+		atLineStart, prev = false, t
 	}
 	i := 0
 	for {
@@ -536,6 +572,9 @@ func punct(s string) (syntax.Token, int) {
 		}
 		return syntax.SLASH, 1
 	case ':':
+		if next == '=' {
+			return syntax.ILLEGAL, 0 // lex reads := as one token: left to the slow path
+		}
 		return syntax.COLON, 1
 	case ';':
 		return syntax.SEMI, 1

@@ -70,10 +70,15 @@ func parseCorpus(t *testing.T) map[string]string {
 // sameParse checks that fastParse, when it takes src, returns the tree go.starlark.net's parser
 // returns, which compiles to the same bytes; it reports whether fastParse took src.
 func sameParse(t *testing.T, name, src string) bool {
-	fast, ok := fastParse(planFile, src)
+	fast, fl, ok := fastParse(planFile, src)
 	slow, err := fileOptions.Parse(planFile, src, 0)
 	if !ok {
 		return false
+	}
+	// Unless fastParse asks for lex, lex finds the same depth and no Python-ism.
+	if lx := lex(src); !fl.needLex {
+		assert.Equal(t, lx.maxDepth, fl.maxDepth, "%s: nesting depth", name)
+		assert.Empty(t, findPythonisms(lx.tokens), "%s: a Python-ism fastParse does not flag", name)
 	}
 	if !assert.NoError(t, err, "%s: fastParse accepted a text go.starlark.net rejects:\n%s", name, src) {
 		return true
@@ -111,8 +116,8 @@ func TestFastParseMatchesParse(t *testing.T) {
 		plan := (strings.Contains(name, "testdata/examples/") || strings.Contains(name, "testdata/bench/")) && strings.HasSuffix(name, "(rewritten)")
 		helpers := strings.Contains(name, "domains/") && strings.HasSuffix(name, ".star")
 		if plan || helpers {
-			_, ok := fastParse(planFile, src)
-			assert.True(t, ok, "%s takes the fast path", name)
+			_, fl, ok := fastParse(planFile, src)
+			assert.True(t, ok && (helpers || !fl.needLex), "%s takes the fast path", name)
 		}
 	}
 	t.Logf("fastParse took %d of %d texts", taken, len(corpus))
@@ -146,5 +151,6 @@ func FuzzFastParse(f *testing.F) {
 	}
 	f.Add("x = [a for a in b if not a in c]\ny = a if b else -c[1:2:3]\n")
 	f.Add("def f(a, b=1, *c, **d):\n    return lambda x: x.y(*a, **b)\n")
+	f.Add("assert(x)\ny = lambda **kw: 1\nif x:\n    z = [(1,\n  2)]\n")
 	f.Fuzz(func(t *testing.T, src string) { sameParse(t, "fuzz", src) })
 }
