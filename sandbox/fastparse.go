@@ -92,12 +92,40 @@ type fparser struct {
 
 	// The most frequent nodes are cut from slabs sized by the scan's counts: one allocation for
 	// all of a kind instead of one each. The slabs are the caller's with the tree (never pooled).
-	nIdent, nLit, nBin, nDot, nCall int
-	idents                          []syntax.Ident
-	lits                            []syntax.Literal
-	bins                            []syntax.BinaryExpr
-	dots                            []syntax.DotExpr
-	calls                           []syntax.CallExpr
+	nIdent, nLit, nBin, nDot, nCall, nAssign, nEntry, nIndex int
+	idents                                                   []syntax.Ident
+	lits                                                     []syntax.Literal
+	bins                                                     []syntax.BinaryExpr
+	dots                                                     []syntax.DotExpr
+	calls                                                    []syntax.CallExpr
+	assigns                                                  []syntax.AssignStmt
+	entries                                                  []syntax.DictEntry
+	indexes                                                  []syntax.IndexExpr
+
+	// Lists of expressions (arguments, parameters, elements, entries) are gathered on stack,
+	// a scratch that stays with the parser, and copied to arena, which goes with the tree.
+	stack []syntax.Expr
+	arena []syntax.Expr
+}
+
+// push adds x to the list being gathered on the stack.
+func (p *fparser) push(x syntax.Expr) { p.stack = append(p.stack, x) }
+
+// take returns the list gathered on the stack since mark (nil for none, as go.starlark.net's
+// parser leaves an empty list) in the arena, with no room to grow, and pops it.
+func (p *fparser) take(mark int) []syntax.Expr {
+	n := len(p.stack) - mark
+	if n == 0 {
+		return nil
+	}
+	if cap(p.arena)-len(p.arena) < n {
+		p.arena = make([]syntax.Expr, 0, max(n, len(p.toks)/4))
+	}
+	l := len(p.arena)
+	p.arena = append(p.arena, p.stack[mark:]...)
+	clear(p.stack[mark:])
+	p.stack = p.stack[:mark]
+	return p.arena[l : l+n : l+n]
 }
 
 // slab returns the next element of *s, allocating a slab of n (at least 8) when it is full.
@@ -115,7 +143,8 @@ func (p *fparser) reset() {
 	if cap(p.toks) > 1<<14 {
 		p.toks = make([]ftok, 0, 512)
 	}
-	*p = fparser{toks: p.toks[:0]}
+	clear(p.stack)
+	*p = fparser{toks: p.toks[:0], stack: p.stack[:0]}
 }
 
 // scan splits src into tokens as go.starlark.net's scanner does (NEWLINE, INDENT and OUTDENT
@@ -346,8 +375,17 @@ func (p *fparser) scan(src string) bool {
 			p.nDot++
 		case t.tok == syntax.LPAREN:
 			p.nCall++
-		case precOf(t.tok) >= 0 || t.tok == syntax.EQ:
+		case t.tok == syntax.LBRACK:
+			p.nIndex++
+		case t.tok == syntax.COLON:
+			p.nEntry++
+		case precOf(t.tok) >= 0:
 			p.nBin++
+		case t.tok == syntax.EQ:
+			p.nBin++ // a keyword argument or a default
+			p.nAssign++
+		case t.tok >= syntax.PLUS_EQ && t.tok <= syntax.GTGT_EQ:
+			p.nAssign++
 		}
 	}
 	return true
@@ -719,15 +757,16 @@ func (p *fparser) parseForLoopVariables() syntax.Expr {
 	if p.tok() != syntax.COMMA {
 		return v
 	}
-	list := []syntax.Expr{v}
+	mark := len(p.stack)
+	p.push(v)
 	for p.tok() == syntax.COMMA {
 		p.next()
 		if terminatesExprList(p.tok()) {
 			break
 		}
-		list = append(list, p.parsePrimaryWithSuffix())
+		p.push(p.parsePrimaryWithSuffix())
 	}
-	return &syntax.TupleExpr{List: list}
+	return &syntax.TupleExpr{List: p.take(mark)}
 }
 
 func (p *fparser) parseSimpleStmt(stmts []syntax.Stmt) []syntax.Stmt {
@@ -770,7 +809,9 @@ func (p *fparser) parseSmallStmt() syntax.Stmt {
 		op := p.tok()
 		pos := p.next()
 		rhs := p.parseExpr(false)
-		return &syntax.AssignStmt{OpPos: pos, Op: op, LHS: x, RHS: rhs}
+		a := slab(&p.assigns, p.nAssign)
+		*a = syntax.AssignStmt{OpPos: pos, Op: op, LHS: x, RHS: rhs}
+		return a
 	}
 	return &syntax.ExprStmt{X: x}
 }
@@ -807,9 +848,9 @@ func (p *fparser) parseIdent() *syntax.Ident {
 }
 
 func (p *fparser) parseParams() []syntax.Expr {
-	var params []syntax.Expr
+	mark := len(p.stack)
 	for p.tok() != syntax.RPAREN && p.tok() != syntax.COLON && p.tok() != syntax.EOF {
-		if len(params) > 0 {
+		if len(p.stack) > mark {
 			p.consume(syntax.COMMA)
 		}
 		if p.tok() == syntax.RPAREN {
@@ -822,7 +863,7 @@ func (p *fparser) parseParams() []syntax.Expr {
 			if op == syntax.STARSTAR || p.tok() == syntax.IDENT {
 				x = p.parseIdent()
 			}
-			params = append(params, &syntax.UnaryExpr{OpPos: pos, Op: op, X: x})
+			p.push(&syntax.UnaryExpr{OpPos: pos, Op: op, X: x})
 			continue
 		}
 		id := p.parseIdent()
@@ -831,12 +872,12 @@ func (p *fparser) parseParams() []syntax.Expr {
 			dflt := p.parseTest()
 			b := slab(&p.bins, p.nBin)
 			*b = syntax.BinaryExpr{X: id, OpPos: eq, Op: syntax.EQ, Y: dflt}
-			params = append(params, b)
+			p.push(b)
 			continue
 		}
-		params = append(params, id)
+		p.push(id)
 	}
-	return params
+	return p.take(mark)
 }
 
 func (p *fparser) parseExpr(inParens bool) syntax.Expr {
@@ -844,10 +885,14 @@ func (p *fparser) parseExpr(inParens bool) syntax.Expr {
 	if p.tok() != syntax.COMMA {
 		return x
 	}
-	return &syntax.TupleExpr{List: p.parseExprs([]syntax.Expr{x}, inParens)}
+	mark := len(p.stack)
+	p.push(x)
+	p.parseExprs(inParens)
+	return &syntax.TupleExpr{List: p.take(mark)}
 }
 
-func (p *fparser) parseExprs(exprs []syntax.Expr, allowTrailingComma bool) []syntax.Expr {
+// parseExprs pushes the rest of a list whose first element is on the stack.
+func (p *fparser) parseExprs(allowTrailingComma bool) {
 	for p.tok() == syntax.COMMA {
 		p.next()
 		if terminatesExprList(p.tok()) {
@@ -856,9 +901,8 @@ func (p *fparser) parseExprs(exprs []syntax.Expr, allowTrailingComma bool) []syn
 			}
 			break
 		}
-		exprs = append(exprs, p.parseTest())
+		p.push(p.parseTest())
 	}
-	return exprs
 }
 
 func (p *fparser) parseTest() syntax.Expr {
@@ -1022,7 +1066,9 @@ func (p *fparser) parseSliceSuffix(x syntax.Expr) syntax.Expr {
 		y := p.parseExpr(false)
 		if p.tok() == syntax.RBRACK {
 			rbrack := p.next()
-			return &syntax.IndexExpr{X: x, Lbrack: lbrack, Y: y, Rbrack: rbrack}
+			ix := slab(&p.indexes, p.nIndex)
+			*ix = syntax.IndexExpr{X: x, Lbrack: lbrack, Y: y, Rbrack: rbrack}
+			return ix
 		}
 		lo = y
 	}
@@ -1058,9 +1104,9 @@ func (p *fparser) parseCallSuffix(fn syntax.Expr) syntax.Expr {
 }
 
 func (p *fparser) parseArgs() []syntax.Expr {
-	var args []syntax.Expr
+	mark := len(p.stack)
 	for p.tok() != syntax.RPAREN && p.tok() != syntax.EOF {
-		if len(args) > 0 {
+		if len(p.stack) > mark {
 			p.consume(syntax.COMMA)
 		}
 		if p.tok() == syntax.RPAREN {
@@ -1070,7 +1116,7 @@ func (p *fparser) parseArgs() []syntax.Expr {
 			op := p.tok()
 			pos := p.next()
 			x := p.parseTest()
-			args = append(args, &syntax.UnaryExpr{OpPos: pos, Op: op, X: x})
+			p.push(&syntax.UnaryExpr{OpPos: pos, Op: op, X: x})
 			continue
 		}
 		x := p.parseTest()
@@ -1084,9 +1130,9 @@ func (p *fparser) parseArgs() []syntax.Expr {
 			*b = syntax.BinaryExpr{X: x, OpPos: eq, Op: syntax.EQ, Y: y}
 			x = b
 		}
-		args = append(args, x)
+		p.push(x)
 	}
-	return args
+	return p.take(mark)
 }
 
 func (p *fparser) parsePrimary() syntax.Expr {
@@ -1190,12 +1236,13 @@ func (p *fparser) parseList() syntax.Expr {
 	if p.tok() == syntax.FOR {
 		return p.parseComprehensionSuffix(lbrack, x, syntax.RBRACK)
 	}
-	exprs := []syntax.Expr{x}
+	mark := len(p.stack)
+	p.push(x)
 	if p.tok() == syntax.COMMA {
-		exprs = p.parseExprs(exprs, true)
+		p.parseExprs(true)
 	}
 	rbrack := p.consume(syntax.RBRACK)
-	return &syntax.ListExpr{Lbrack: lbrack, List: exprs, Rbrack: rbrack}
+	return &syntax.ListExpr{Lbrack: lbrack, List: p.take(mark), Rbrack: rbrack}
 }
 
 func (p *fparser) parseDict() syntax.Expr {
@@ -1208,23 +1255,26 @@ func (p *fparser) parseDict() syntax.Expr {
 	if p.tok() == syntax.FOR {
 		return p.parseComprehensionSuffix(lbrace, x, syntax.RBRACE)
 	}
-	entries := []syntax.Expr{x}
+	mark := len(p.stack)
+	p.push(x)
 	for p.tok() == syntax.COMMA {
 		p.next()
 		if p.tok() == syntax.RBRACE {
 			break
 		}
-		entries = append(entries, p.parseDictEntry())
+		p.push(p.parseDictEntry())
 	}
 	rbrace := p.consume(syntax.RBRACE)
-	return &syntax.DictExpr{Lbrace: lbrace, List: entries, Rbrace: rbrace}
+	return &syntax.DictExpr{Lbrace: lbrace, List: p.take(mark), Rbrace: rbrace}
 }
 
 func (p *fparser) parseDictEntry() *syntax.DictEntry {
 	k := p.parseTest()
 	colon := p.consume(syntax.COLON)
 	v := p.parseTest()
-	return &syntax.DictEntry{Key: k, Colon: colon, Value: v}
+	e := slab(&p.entries, p.nEntry)
+	*e = syntax.DictEntry{Key: k, Colon: colon, Value: v}
+	return e
 }
 
 func (p *fparser) parseComprehensionSuffix(lbrace syntax.Position, body syntax.Expr, endBrace syntax.Token) syntax.Expr {
