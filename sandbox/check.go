@@ -206,7 +206,8 @@ func syntaxHint(msg string) string {
 
 // checkTree applies the rules that need the syntax tree: no load, no rebinding of the helpers,
 // no use of the sandbox's reserved names; and it asks the helpers to check their calls. It shows
-// every node to seen, when not nil, so that the guard rewrite needs no walk of its own.
+// every node to seen, when not nil, so that the guard rewrite needs no walk of its own (walkTree
+// shows them in syntax.Walk's order, as GuardTreeSeen asks).
 func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 	var ds diag.List
 	topLevelBindings(f.Stmts, func(id *syntax.Ident) {
@@ -236,7 +237,7 @@ func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 			bound[id.Name] = true
 		}
 	}
-	syntax.Walk(f, func(n syntax.Node) bool {
+	walkTree(f, func(n syntax.Node) {
 		if seen != nil {
 			seen.Visit(n)
 		}
@@ -274,7 +275,6 @@ func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 				})
 			}
 		}
-		return true
 	})
 	for _, f := range found {
 		if !bound[f.name] {

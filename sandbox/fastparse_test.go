@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 	"golang.org/x/tools/txtar"
 
 	"github.com/starplan/starplan/internal/testtier"
@@ -153,4 +154,23 @@ func FuzzFastParse(f *testing.F) {
 	f.Add("def f(a, b=1, *c, **d):\n    return lambda x: x.y(*a, **b)\n")
 	f.Add("assert(x)\ny = lambda **kw: 1\nif x:\n    z = [(1,\n  2)]\n")
 	f.Fuzz(func(t *testing.T, src string) { sameParse(t, "fuzz", src) })
+}
+
+// TestWalkTreeMatchesWalk: walkTree visits the nodes syntax.Walk visits, in the same order.
+func TestWalkTreeMatchesWalk(t *testing.T) {
+	for name, src := range parseCorpus(t) {
+		f, err := fileOptions.Parse(planFile, src, 0)
+		if err != nil {
+			continue
+		}
+		var want, got []syntax.Node
+		syntax.Walk(f, func(n syntax.Node) bool {
+			if n != nil {
+				want = append(want, n)
+			}
+			return true
+		})
+		walkTree(f, func(n syntax.Node) { got = append(got, n) })
+		assert.Equal(t, want, got, name)
+	}
 }
