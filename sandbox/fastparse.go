@@ -365,28 +365,24 @@ func (p *fparser) scan(src string) bool {
 		}
 	}
 	p.toks = toks
+	var n [syntax.WHILE + 1]int // tokens of each kind
 	for _, t := range toks {
-		switch {
-		case t.tok == syntax.IDENT:
-			p.nIdent++
-		case t.tok == syntax.INT || t.tok == syntax.FLOAT || t.tok == syntax.STRING:
-			p.nLit++
-		case t.tok == syntax.DOT:
-			p.nDot++
-		case t.tok == syntax.LPAREN:
-			p.nCall++
-		case t.tok == syntax.LBRACK:
-			p.nIndex++
-		case t.tok == syntax.COLON:
-			p.nEntry++
-		case precOf(t.tok) >= 0:
-			p.nBin++
-		case t.tok == syntax.EQ:
-			p.nBin++ // a keyword argument or a default
-			p.nAssign++
-		case t.tok >= syntax.PLUS_EQ && t.tok <= syntax.GTGT_EQ:
-			p.nAssign++
+		if int(t.tok) < len(n) {
+			n[t.tok]++
 		}
+	}
+	p.nIdent = n[syntax.IDENT]
+	p.nLit = n[syntax.INT] + n[syntax.FLOAT] + n[syntax.STRING]
+	p.nDot, p.nCall, p.nIndex, p.nEntry = n[syntax.DOT], n[syntax.LPAREN], n[syntax.LBRACK], n[syntax.COLON]
+	p.nBin = n[syntax.EQ] // keyword arguments and defaults
+	for t, prec := range fastPrec {
+		if prec >= 0 {
+			p.nBin += n[t]
+		}
+	}
+	p.nAssign = n[syntax.EQ]
+	for t := syntax.PLUS_EQ; t <= syntax.GTGT_EQ; t++ {
+		p.nAssign += n[t]
 	}
 	return true
 }
@@ -394,23 +390,24 @@ func (p *fparser) scan(src string) bool {
 // advance moves line and col over s, a literal's text; false when it holds a character the
 // fast path leaves to go.starlark.net (CR, NUL, a byte that is not UTF-8).
 func advance(s string, line, col *int32) bool {
+	l, c, ascii := *line, *col, true
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\n':
-			*line, *col = *line+1, 1
-		case c == '\r' || c == 0:
+		switch b := s[i]; {
+		case b == '\n':
+			l, c = l+1, 1
+		case b == '\r' || b == 0:
 			return false
-		case c < utf8.RuneSelf:
-			*col++
-		case c&0xC0 != 0x80:
-			*col++
+		case b < utf8.RuneSelf:
+			c++
+		default:
+			ascii = false
+			if b&0xC0 != 0x80 {
+				c++ // one column per rune: its first byte
+			}
 		}
 	}
-	if !utf8.ValidString(s) {
-		return false
-	}
-	return true
+	*line, *col = l, c
+	return ascii || utf8.ValidString(s)
 }
 
 // scanFastString returns the end of the string literal whose opening quote is src[i]. In a
