@@ -101,18 +101,23 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 			Hint:    "a plan should be a short program: query with where filters instead of spelling data out",
 		}}
 	}
-	lx := lex(src)
-	if lx.maxDepth > limits.MaxNesting {
-		return nil, diag.List{{
-			Stage: diag.StageCheck, Code: CodeTooDeep, Line: lx.depthAt.line, Col: lx.depthAt.col,
-			Message: fmt.Sprintf("brackets and blocks are nested %d deep; at most %d are accepted", lx.maxDepth, limits.MaxNesting),
-			Hint:    "flatten the expression: compute parts into variables first",
-		}}
+	// A program fastParse takes is scanned once: its tokens say what lex would find, and lex
+	// runs only to report it.
+	f, fl, fast := fastParse(planFile, src)
+	if !fast || fl.maxDepth > limits.MaxNesting || fl.needLex {
+		lx := lex(src)
+		if lx.maxDepth > limits.MaxNesting {
+			return nil, diag.List{{
+				Stage: diag.StageCheck, Code: CodeTooDeep, Line: lx.depthAt.line, Col: lx.depthAt.col,
+				Message: fmt.Sprintf("brackets and blocks are nested %d deep; at most %d are accepted", lx.maxDepth, limits.MaxNesting),
+				Hint:    "flatten the expression: compute parts into variables first",
+			}}
+		}
+		if ds := findPythonisms(lx.tokens); len(ds) > 0 {
+			return nil, ds
+		}
 	}
-	if ds := findPythonisms(lx.tokens); len(ds) > 0 {
-		return nil, ds
-	}
-	_, prog, ds := e.compile(planFile, src)
+	_, prog, ds := e.compileFile(planFile, src, f)
 	if len(ds) > 0 {
 		return nil, ds
 	}
@@ -123,9 +128,17 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 // it against e's names: the steps every Starlark file starplan runs goes through (a plan, a
 // domain's helpers, its invariants).
 func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.List) {
-	f, err := fileOptions.Parse(name, src, 0)
-	if err != nil {
-		return nil, nil, syntaxDiagnostics(err)
+	f, _, _ := fastParse(name, src)
+	return e.compileFile(name, src, f)
+}
+
+// compileFile is compile with src already parsed into f by fastParse; nil: parse it here.
+func (e *Env) compileFile(name, src string, f *syntax.File) (*syntax.File, *starlark.Program, diag.List) {
+	if f == nil {
+		var err error
+		if f, err = fileOptions.Parse(name, src, 0); err != nil {
+			return nil, nil, syntaxDiagnostics(err)
+		}
 	}
 	var seen *builtins.NumericNames // what the guard rewrite needs, gathered on the check's walk
 	if !e.unguarded {
@@ -193,7 +206,8 @@ func syntaxHint(msg string) string {
 
 // checkTree applies the rules that need the syntax tree: no load, no rebinding of the helpers,
 // no use of the sandbox's reserved names; and it asks the helpers to check their calls. It shows
-// every node to seen, when not nil, so that the guard rewrite needs no walk of its own.
+// every node to seen, when not nil, so that the guard rewrite needs no walk of its own (walkTree
+// shows them in syntax.Walk's order, as GuardTreeSeen asks).
 func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 	var ds diag.List
 	topLevelBindings(f.Stmts, func(id *syntax.Ident) {
@@ -223,7 +237,7 @@ func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 			bound[id.Name] = true
 		}
 	}
-	syntax.Walk(f, func(n syntax.Node) bool {
+	walkTree(f, func(n syntax.Node) {
 		if seen != nil {
 			seen.Visit(n)
 		}
@@ -261,7 +275,6 @@ func (e *Env) checkTree(f *syntax.File, seen *builtins.NumericNames) diag.List {
 				})
 			}
 		}
-		return true
 	})
 	for _, f := range found {
 		if !bound[f.name] {

@@ -9,6 +9,12 @@
 // result's Program is exactly the text that was checked and then run, after its recorded
 // rewrites.
 //
+// The parse has a fast path (fastParse) for the plain programs plans are made of: one scan of
+// the text gives the tokens, what the Python-ism scanner (lex) would measure, and a tree
+// identical to go.starlark.net's (tests compare trees and compiled bytes over the test corpus,
+// its one-edit variants and a fuzz target). Anything else, every error included, goes to
+// go.starlark.net's parser and lex, so a diagnostic keeps its wording and position.
+//
 // The check also asks the helpers about their own calls (builtins.Helper.Check): every call
 // name(...) or name.method(...) of a predeclared helper that has a check, where no function,
 // lambda or comprehension of the program binds that name, is handed to it. The table helpers
