@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.starlark.net/starlark"
 
 	"github.com/starplan/starplan/table"
 )
@@ -24,4 +26,26 @@ func TestBudgetLeavesOutSharedMemory(t *testing.T) {
 	later := &Budget{Limit: 100, shared: table.Shared()}
 	later.baseline.Store(1500)
 	assert.Equal(t, int64(20), later.Growth(1520), "a run that began after the load is charged from there")
+}
+
+// A result that stops growing between two of its meter's questions is asked about as a whole
+// before the plan gets it. Without a budget the cap is NoBudgetCap: a result asked about at 60
+// MiB is next asked about at 75 MiB, so one that ends at 70 MiB was let through unasked (and
+// TestReChargesResults' 2 MB re.sub passed a 1 MiB budget whenever the run held nothing when
+// it was first asked about at 1 MiB).
+func TestMeterSettlesTheFinishedSize(t *testing.T) {
+	thread := new(starlark.Thread)
+	m := newMeter(thread, "test result")
+	require.NoError(t, m.grow(60<<20))
+	require.NoError(t, m.grow(70<<20), "between two questions")
+	err := m.settle(70 << 20)
+	var me *MemoryError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, int64(70<<20), me.Bytes)
+	assert.Equal(t, int64(NoBudgetCap), me.Limit)
+
+	m = newMeter(thread, "test result")
+	require.NoError(t, m.grow(60<<20))
+	assert.NoError(t, m.settle(60<<20), "the size last asked about is not asked again")
+	assert.NoError(t, m.settle(63<<20), "a finished size under the cap")
 }

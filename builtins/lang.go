@@ -132,11 +132,14 @@ func (p *pacer) step() error {
 
 // meter asks the run's budget about a result that grows piece by piece (a re.sub output, a
 // json.dumps document, a findall list): Charge is consulted with the whole size each time it has
-// grown by a quarter (and at least CheckThreshold) since the last question.
+// grown by a quarter (and at least CheckThreshold) since the last question, and once more with
+// the finished size (settle): between two questions a result may grow unasked, but it is never
+// handed to the plan without its whole size asked about.
 type meter struct {
 	thread *starlark.Thread
 	op     string
 	next   int64 // the size at which to ask again
+	asked  int64 // the size last asked about
 }
 
 func newMeter(thread *starlark.Thread, op string) *meter {
@@ -151,7 +154,22 @@ func (m *meter) grow(total int64) error {
 	if err := Charge(m.thread, m.op, total); err != nil {
 		return err
 	}
+	m.asked = total
 	m.next = total + max(total/4, CheckThreshold)
+	return nil
+}
+
+// settle asks about the finished result's total bytes unless that was the last question: a
+// result that stopped growing between two questions (1.0 MiB asked, 1.9 MiB made) is refused
+// as its whole size, not let through as the part asked about.
+func (m *meter) settle(total int64) error {
+	if total <= m.asked {
+		return nil
+	}
+	if err := Charge(m.thread, m.op, total); err != nil {
+		return err
+	}
+	m.asked = total
 	return nil
 }
 

@@ -843,7 +843,7 @@ func chargeIndent(thread *starlark.Thread, name string, args starlark.Tuple, kwa
 			break
 		}
 	}
-	return newMeter(thread, name).grow(size)
+	return newMeter(thread, name).settle(size)
 }
 
 // jsonWalk bounds the work of encoding v before the upstream encoder runs: nesting deeper than
@@ -904,6 +904,9 @@ func jsonWalk(thread *starlark.Thread, name string, v starlark.Value) error {
 		if err := pc.step(); err != nil {
 			return err
 		}
+	}
+	if err := m.settle(size); err != nil {
+		return err
 	}
 	if work > 0 {
 		return ChargeWork(thread, name+" of big integers", workSteps(work))
@@ -967,6 +970,9 @@ func jsonDumps(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 			return nil, err
 		}
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
+	}
+	if err := e.meter.settle(int64(e.buf.Len())); err != nil {
+		return nil, err
 	}
 	return starlark.String(e.buf.String()), nil
 }

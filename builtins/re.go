@@ -1063,6 +1063,9 @@ func (p *rePattern) findAll(thread *starlark.Thread, s, text string, pos int, it
 	if err != nil {
 		return nil, err
 	}
+	if err := m.settle(int64(len(out)) * per); err != nil {
+		return nil, err
+	}
 	return starlark.NewList(out), nil
 }
 
@@ -1089,6 +1092,9 @@ func (p *rePattern) split(thread *starlark.Thread, s string, maxsplit int) (star
 		return nil, err
 	}
 	out = append(out, starlark.String(s[last:]))
+	if err := m.settle(int64(len(out)+ng+1) * 32); err != nil {
+		return nil, err
+	}
 	return starlark.NewList(out), nil
 }
 
@@ -1254,7 +1260,7 @@ func (p *rePattern) sub(thread *starlark.Thread, repl starlark.Value, s string, 
 		return nil, err
 	}
 	out.WriteString(s[last:])
-	if err := m.grow(int64(out.Len())); err != nil {
+	if err := m.settle(int64(out.Len())); err != nil {
 		return nil, err
 	}
 	result := starlark.String(out.String())
