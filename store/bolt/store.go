@@ -1127,7 +1127,9 @@ func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
 // sysDocKeys does.
 func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
 	if key := sequencedKey(root.Tx(), coll, id); key != "" {
-		if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+		// Only if it is the document of id: an entry naming another (damage) is not followed, so
+		// a lookup does not read, nor a write replace, another run's record (sysDocCarries).
+		if v := root.Get(append(docPrefix(coll), key...)); v != nil && sysDocCarries(v, key, id) {
 			return key, v
 		}
 	}

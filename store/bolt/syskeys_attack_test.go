@@ -1,0 +1,56 @@
+package bolt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/starplan/starplan/store"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
+)
+
+// pointEntryAt edits, as damage would, the index entry of id in coll so that its "k" names key.
+func pointEntryAt(t *testing.T, s *Store, coll, id, key string) {
+	t.Helper()
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error {
+		ids := sysIndexOf(tx, coll).Bucket(sysIdxIDs)
+		raw := string(ids.Get([]byte(id)))
+		i := strings.LastIndex(raw, `"k":"`)
+		require.Positive(t, i, raw)
+		return ids.Put([]byte(id), []byte(raw[:i+5]+key+`"}`))
+	}))
+}
+
+// An index entry whose key names another document (a damaged or edited store) must not make a
+// lookup of its id read, or a write of its id overwrite, that other document: a record found
+// through its entry is the record of the id asked for, or the lookup names the damage.
+func TestASequencedEntryNamingAnotherDocumentIsNotFollowed(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "pending"), idxDoc("b", "2", "pending")))
+	pointEntryAt(t, s, "_runs", "a", sequencedDocID(2)) // b's place
+
+	var v map[string]string
+	ok, err := s.GetSys("runs", "a", &v)
+	if err == nil && ok {
+		assert.Equal(t, "a", v["id"], "GetSys(a) read another run's record")
+	}
+	page, err := s.ScanSys("runs", store.SysScan{Next: func(store.SysEntry) (bool, bool) { return true, true }})
+	var damaged *store.DamagedError
+	if err == nil {
+		for _, e := range page {
+			assert.Contains(t, string(e.JSON), `"id":"`+e.ID+`"`, "ScanSys gave entry %s another record", e.ID)
+		}
+	} else {
+		assert.ErrorAs(t, err, &damaged)
+	}
+	// A write of a must not replace b: it is refused as damage.
+	err = s.PutSysDocs(bg, store.SysDoc{Collection: "runs", ID: "a", Value: map[string]string{"id": "a", "group": "done"}, Index: &store.SysIndex{Order: "3", Group: "done"}})
+	assert.ErrorAs(t, err, &damaged)
+	v = nil
+	ok, err = s.GetSys("runs", "b", &v)
+	require.NoError(t, err)
+	require.True(t, ok, "b is gone")
+	assert.Equal(t, "b", v["id"], "a write of a overwrote b's record")
+}
