@@ -54,3 +54,41 @@ func TestASequencedEntryNamingAnotherDocumentIsNotFollowed(t *testing.T) {
 	require.True(t, ok, "b is gone")
 	assert.Equal(t, "b", v["id"], "a write of a overwrote b's record")
 }
+
+// entryOfANamingB makes a store whose record a is where a starplan before sequences stored it,
+// record b (of a's size) in sequence, and a's index entry naming b's place (damage).
+func entryOfANamingB(t *testing.T, dir string) *Store {
+	s := openAt(t, dir)
+	putLegacySys(t, s, "runs", "a", `{"group":"done","id":"a"}`)
+	_, err := s.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		return store.SysIndex{Order: "1", Group: "done"}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("b", "2", "done")))
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error {
+		ids := sysIndexOf(tx, "_runs").Bucket(sysIdxIDs)
+		raw := string(ids.Get([]byte("a")))
+		return ids.Put([]byte("a"), []byte(strings.TrimSuffix(raw, "}")+`,"k":"`+sequencedDocID(1)+`"}`))
+	}))
+	return s
+}
+
+// Such an entry is not followed: a lookup of a reads a's record.
+func TestALegacyRecordIsFoundPastAnEntryNamingAnother(t *testing.T) {
+	s := entryOfANamingB(t, t.TempDir())
+	var v map[string]string
+	ok, err := s.GetSys("runs", "a", &v)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "a", v["id"])
+}
+
+// db check reports such an entry (no document is out of place, the counts agree and the two
+// records are of one size: only the entry's key is wrong).
+func TestCheckReportsAnEntryNamingAnotherDocument(t *testing.T) {
+	t.Skip("finding for audit4 (store/bolt/sysindex.go, checkSysIndexes follows e.Key without checking the document's id): db check passes this store")
+	dir := t.TempDir()
+	require.NoError(t, entryOfANamingB(t, dir).Close())
+	rep := checkOf(t, dir, store.CheckOptions{})
+	assert.False(t, rep.OK(), "db check passes an index whose entry of a names b's record")
+}
