@@ -6,6 +6,8 @@ import (
 
 	"github.com/starplan/starplan/store"
 
+	d "github.com/ostafen/clover/v2/document"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
@@ -91,4 +93,23 @@ func TestCheckReportsAnEntryNamingAnotherDocument(t *testing.T) {
 	require.NoError(t, entryOfANamingB(t, dir).Close())
 	rep := checkOf(t, dir, store.CheckOptions{})
 	assert.False(t, rep.OK(), "db check passes an index whose entry of a names b's record")
+}
+
+// sysDocCarries knows a document's id in each form it is written in, and tells another's apart.
+func TestSysDocCarries(t *testing.T) {
+	key := sequencedDocID(1)
+	mine := appendSysDoc(nil, key, "a", []byte(`{}`))
+	assert.True(t, sysDocCarries(mine, key, "a"))
+	assert.False(t, sysDocCarries(mine, key, "b"))
+	assert.False(t, sysDocCarries(mine, key, ""))
+	assert.False(t, sysDocCarries(mine, key, "a\x00"))
+	doc := newCloverDoc()
+	doc.Set(idField, key)
+	doc.Set("id", "a")
+	doc.Set("json", "{}")
+	raw, err := d.Encode(doc)
+	require.NoError(t, err)
+	assert.True(t, sysDocCarries(raw, key, "a"))
+	assert.False(t, sysDocCarries(raw, key, "ab"))
+	assert.False(t, sysDocCarries([]byte("junk"), key, "a"))
 }
