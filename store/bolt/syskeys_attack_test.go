@@ -113,3 +113,38 @@ func TestSysDocCarries(t *testing.T) {
 	assert.False(t, sysDocCarries(raw, key, "ab"))
 	assert.False(t, sysDocCarries([]byte("junk"), key, "a"))
 }
+
+// An index rebuilt by a starplan before sequences (entries without keys, its bucket's sequence
+// at 0; README: "an index it rebuilds forgets where they are") must not leave this version
+// unable to write: found with the base binary (1a282d1), every later audit write of this one
+// failed with "the index is behind its documents" and runs show of its records answered "there
+// is no run with this id".
+func TestAnIndexRebuiltByAnEarlierStarplanIsRecovered(t *testing.T) {
+	t.Skip("finding for audit4 (store/bolt/store.go insertSys, sysindex.go): every audit write is refused after a downgrade's index rebuild")
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done"), idxDoc("b", "2", "done")))
+	_, err := s.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		return store.SysIndex{Order: r.ID, Group: "done"}, nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error { // as the earlier rebuild left it
+		b := sysIndexOf(tx, "_runs")
+		ids := b.Bucket(sysIdxIDs)
+		for _, id := range []string{"a", "b"} {
+			raw := string(ids.Get([]byte(id)))
+			if i := strings.Index(raw, `,"k":`); i > 0 {
+				raw = raw[:i] + "}"
+			}
+			if err := ids.Put([]byte(id), []byte(raw)); err != nil {
+				return err
+			}
+		}
+		return b.SetSequence(0)
+	}))
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("c", "3", "done")), "a new record is written")
+	for _, id := range []string{"a", "b", "c"} {
+		ok, err := s.GetSys("runs", id, &map[string]string{})
+		require.NoError(t, err)
+		assert.True(t, ok, "%s is found", id)
+	}
+}
