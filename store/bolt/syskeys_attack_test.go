@@ -38,8 +38,10 @@ func TestASequencedEntryNamingAnotherDocumentIsNotFollowed(t *testing.T) {
 	if err == nil && ok {
 		assert.Equal(t, "a", v["id"], "GetSys(a) read another run's record")
 	}
-	page, err := s.ScanSys("runs", store.SysScan{Next: func(store.SysEntry) (bool, bool) { return true, true }})
 	var damaged *store.DamagedError
+	require.ErrorAs(t, err, &damaged, "a lookup of a names the damage")
+	assert.Contains(t, err.Error(), "the index of runs names for document a the place "+sequencedDocID(2)+", which holds another document")
+	page, err := s.ScanSys("runs", store.SysScan{Next: func(store.SysEntry) (bool, bool) { return true, true }})
 	if err == nil {
 		for _, e := range page {
 			assert.Contains(t, string(e.JSON), `"id":"`+e.ID+`"`, "ScanSys gave entry %s another record", e.ID)
