@@ -638,3 +638,25 @@ func (r *mpReader) skip() error {
 type cloverDoc = d.Document
 
 func newCloverDoc() *cloverDoc { return d.NewDocument() }
+
+// sysDocCarries reports whether v, the stored system document under clover id uuid, is the
+// document of id: at once when it starts as appendSysDoc or clover writes one, else by decoding
+// it. A document is found through its index entry's key (sysDocAt), which, unlike a key
+// computed from the id, can name another document when the file is damaged.
+func sysDocCarries(v []byte, uuid, id string) bool {
+	var buf [128]byte
+	head := appendMPStr(appendMPStr(appendMPStr(appendMPStr(appendMPLen(buf[:0], 0x80, 0xde, 0xdf, 3), idField), uuid), "id"), id)
+	if bytes.HasPrefix(v, head) {
+		return true
+	}
+	// As clover writes one (a document rewritten where it is): "id" first.
+	if head = appendMPStr(appendMPStr(appendMPLen(buf[:0], 0x80, 0xde, 0xdf, 3), "id"), id); bytes.HasPrefix(v, head) {
+		return true
+	}
+	doc, err := d.Decode(v)
+	if err != nil {
+		return false
+	}
+	got, _ := doc.Get("id").(string)
+	return got == id
+}

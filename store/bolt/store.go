@@ -1102,10 +1102,15 @@ func (s *Store) putSysRawLocked(coll, id string, raw []byte) error {
 // findSysLocked is clover's FindById of the document id of the system collection coll, wherever
 // it is stored (sysDocAt): nil when there is none.
 func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
-	var uuid string
+	var uuid, other string
 	find := func(tx *bbolt.Tx) error {
 		if root := tx.Bucket([]byte(rootBucket)); root != nil {
-			uuid, _ = sysDocAt(root, coll, id)
+			if uuid, _ = sysDocAt(root, coll, id); uuid == "" {
+				// Not found, though its index entry names a place holding a document: another's.
+				if k := sequencedKey(tx, coll, id); k != "" && root.Get(append(docPrefix(coll), k...)) != nil {
+					other = k
+				}
+			}
 		}
 		return nil
 	}
@@ -1114,6 +1119,9 @@ func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
 		err = find(tx)
 	} else {
 		err = s.bolt.db.View(find)
+	}
+	if other != "" {
+		return nil, &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("the index of %s names for document %s the place %s, which holds another document; starplan db check reports the damage", coll[1:], id, other)}
 	}
 	if err != nil || uuid == "" {
 		return nil, err
@@ -1127,7 +1135,9 @@ func (s *Store) findSysLocked(coll, id string) (*cloverDoc, error) {
 // sysDocKeys does.
 func sysDocAt(root *bbolt.Bucket, coll, id string) (uuid string, doc []byte) {
 	if key := sequencedKey(root.Tx(), coll, id); key != "" {
-		if v := root.Get(append(docPrefix(coll), key...)); v != nil {
+		// Only if it is the document of id: an entry naming another (damage) is not followed, so
+		// a lookup does not read, nor a write replace, another run's record (sysDocCarries).
+		if v := root.Get(append(docPrefix(coll), key...)); v != nil && sysDocCarries(v, key, id) {
 			return key, v
 		}
 	}
