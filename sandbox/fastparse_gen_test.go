@@ -2,8 +2,12 @@ package sandbox
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
+
+	"go.starlark.net/syntax"
 
 	"github.com/starplan/starplan/internal/testtier"
 )
@@ -515,4 +519,47 @@ func FuzzFastParseGenerated(f *testing.F) {
 func genClean(seed uint64) bool {
 	g := &genProg{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	return g.r.IntN(4) != 0
+}
+
+// TestFastParseConcurrent: parses running at once (the pooled parsers) give each its own tree,
+// which stays go.starlark.net's after other parses ran (run it with -race).
+func TestFastParseConcurrent(t *testing.T) {
+	var srcs []string
+	for i := uint64(0); len(srcs) < 64; i++ {
+		src := genProgram(i)
+		if _, _, ok := fastParse(planFile, src); ok {
+			srcs = append(srcs, src)
+		}
+	}
+	type parsed struct {
+		src string
+		f   *syntax.File
+	}
+	var wg sync.WaitGroup
+	results := make([][]parsed, 4)
+	for w := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < testtier.Size(100, 2000); k++ {
+				src := srcs[(k*7+w*13)%len(srcs)]
+				if k%5 == 0 {
+					src += "\n)" // declined: a bail-out returns its parser to the pool too
+				}
+				f, _, ok := fastParse(planFile, src)
+				if ok {
+					results[w] = append(results[w], parsed{src, f})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, rs := range results {
+		for _, r := range rs {
+			want, err := fileOptions.Parse(planFile, r.src, 0)
+			if err != nil || !reflect.DeepEqual(want, r.f) {
+				t.Fatalf("a tree changed after other parses:\n%s", r.src)
+			}
+		}
+	}
 }
