@@ -160,6 +160,9 @@ func FuzzFastParse(f *testing.F) {
 	f.Add("x = [a for a in b if not a in c]\ny = a if b else -c[1:2:3]\n")
 	f.Add("def f(a, b=1, *c, **d):\n    return lambda x: x.y(*a, **b)\n")
 	f.Add("assert(x)\ny = lambda **kw: 1\nif x:\n    z = [(1,\n  2)]\n")
+	for _, s := range fastParseEdges {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, src string) { sameParse(t, "fuzz", src) })
 }
 
