@@ -78,7 +78,14 @@ func sameParse(t *testing.T, name, src string) bool {
 	}
 	// Unless fastParse asks for lex, lex finds the same depth and no Python-ism.
 	if lx := lex(src); !fl.needLex {
-		assert.Equal(t, lx.maxDepth, fl.maxDepth, "%s: nesting depth", name)
+		// lex under-counts after a triple-quoted string that spans lines (it takes the string's line
+		// break for the start of a logical line and drops the indentation): fastParse never measures
+		// less than lex, and the same elsewhere.
+		if strings.Contains(src, `"""`) || strings.Contains(src, "'''") {
+			assert.GreaterOrEqual(t, fl.maxDepth, lx.maxDepth, "%s: nesting depth:\n%s", name, src)
+		} else {
+			assert.Equal(t, lx.maxDepth, fl.maxDepth, "%s: nesting depth:\n%s", name, src)
+		}
 		assert.Empty(t, findPythonisms(lx.tokens), "%s: a Python-ism fastParse does not flag", name)
 	}
 	if !assert.NoError(t, err, "%s: fastParse accepted a text go.starlark.net rejects:\n%s", name, src) {
@@ -153,6 +160,9 @@ func FuzzFastParse(f *testing.F) {
 	f.Add("x = [a for a in b if not a in c]\ny = a if b else -c[1:2:3]\n")
 	f.Add("def f(a, b=1, *c, **d):\n    return lambda x: x.y(*a, **b)\n")
 	f.Add("assert(x)\ny = lambda **kw: 1\nif x:\n    z = [(1,\n  2)]\n")
+	for _, s := range fastParseEdges {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, src string) { sameParse(t, "fuzz", src) })
 }
 
