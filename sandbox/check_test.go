@@ -247,3 +247,15 @@ func TestCheckLeavesShadowedAndOtherCallsAlone(t *testing.T) {
 		assert.NotContains(t, codes(c), CodeWrongArguments, src)
 	}
 }
+
+// A line end inside a triple-quoted string is not a line start: lex counted the token after
+// such a string as the start of a line and dropped every enclosing block from its depth, so a
+// plan could nest past MaxNesting by closing a multi-line string at each level (found by
+// review: depth 11 counted as 8). Both the fast parse's scan and lex's must see the depth.
+func TestNestingAfterAMultiLineString(t *testing.T) {
+	src := "x = 1\nif x:\n if x:\n  if x:\n   if x:\n    y = '''\n''' + 1\n    if x:\n     if x:\n      if x:\n       if x:\n        y = [[[1]]]\n"
+	assert.Equal(t, []string{CodeTooDeep}, codes(testEnv().Check(src, Limits{MaxNesting: 8})), "fast path")
+	slow := strings.Replace(src, "y = '''", "y = \\\n'''", 1) // a continuation: the fast path declines
+	assert.Equal(t, []string{CodeTooDeep}, codes(testEnv().Check(slow, Limits{MaxNesting: 8})), "lex")
+	assert.Empty(t, codes(testEnv().Check(src, Limits{MaxNesting: 11})))
+}

@@ -78,14 +78,7 @@ func sameParse(t *testing.T, name, src string) bool {
 	}
 	// Unless fastParse asks for lex, lex finds the same depth and no Python-ism.
 	if lx := lex(src); !fl.needLex {
-		// lex under-counts after a triple-quoted string that spans lines (it takes the string's line
-		// break for the start of a logical line and drops the indentation): fastParse never measures
-		// less than lex, and the same elsewhere.
-		if strings.Contains(src, `"""`) || strings.Contains(src, "'''") {
-			assert.GreaterOrEqual(t, fl.maxDepth, lx.maxDepth, "%s: nesting depth:\n%s", name, src)
-		} else {
-			assert.Equal(t, lx.maxDepth, fl.maxDepth, "%s: nesting depth:\n%s", name, src)
-		}
+		assert.Equal(t, lx.maxDepth, fl.maxDepth, "%s: nesting depth:\n%s", name, src)
 		assert.Empty(t, findPythonisms(lx.tokens), "%s: a Python-ism fastParse does not flag", name)
 	}
 	if !assert.NoError(t, err, "%s: fastParse accepted a text go.starlark.net rejects:\n%s", name, src) {

@@ -77,6 +77,10 @@ func lex(src string) lexResult {
 			lineStart, indent = true, 0
 		}
 	}
+	// A line end inside a string moves the position on, but the line goes on: the token after
+	// the string does not start a line (counting it as one dropped every enclosing block from
+	// the depth).
+	strLine := func(at int) { line, lineOff = line+1, at+1 }
 	for i := 0; i < len(src); {
 		c := src[i]
 		switch {
@@ -112,14 +116,14 @@ func lex(src string) lexResult {
 			}
 			if j < len(src) && (src[j] == '"' || src[j] == '\'') && isStringPrefix(src[i:j]) {
 				emit(tokOther, i, j)
-				i = skipString(src, j, newline)
+				i = skipString(src, j, strLine)
 				continue
 			}
 			emit(tokName, i, j)
 			i = j
 		case c == '"' || c == '\'':
 			emit(tokOther, i, i+1)
-			i = skipString(src, i, newline)
+			i = skipString(src, i, strLine)
 		case c >= '0' && c <= '9':
 			j := i
 			for j < len(src) && (isIdentPart(src[j]) || src[j] == '.') {
@@ -151,7 +155,7 @@ func lex(src string) lexResult {
 }
 
 // skipString returns the offset just past the string literal whose opening quote is at src[i],
-// calling newline for each line end inside it.
+// calling newline for each line end inside it (which moves the position on, not the line).
 func skipString(src string, i int, newline func(int)) int {
 	q := src[i]
 	triple := i+2 < len(src) && src[i+1] == q && src[i+2] == q
