@@ -253,7 +253,8 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 		return
 	}
 	e.raw("{")
-	for i, name := range sortedKeys(cs) {
+	var names [8]string
+	for i, name := range sortedKeysIn(cs, names[:0]) {
 		if i > 0 {
 			e.raw(",")
 		}
@@ -313,7 +314,12 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 }
 
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return sortedKeysIn(m, make([]string, 0, len(m)))
+}
+
+// sortedKeysIn is sortedKeys appending to keys: a caller's array on its stack holds a row's
+// few names without an allocation (a record writes a dozen rows; issue 32).
+func sortedKeysIn[V any](m map[string]V, keys []string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -346,7 +352,8 @@ func (e *recordEncoder) row(row table.Row) {
 
 func (e *recordEncoder) object(m map[string]any) {
 	e.raw("{")
-	for i, k := range sortedKeys(m) {
+	var names [16]string
+	for i, k := range sortedKeysIn(m, names[:0]) {
 		if i > 0 {
 			e.raw(",")
 		}
