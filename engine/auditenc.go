@@ -26,8 +26,12 @@ type recordEncoder struct {
 	err error
 }
 
-func (s *storedRecord) encode() ([]byte, error) {
-	e := recordEncoder{b: make([]byte, 0, 8192)} // most records fit
+func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
+
+// encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
+// (store.RoomEncoded).
+func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
+	e := recordEncoder{b: make([]byte, room, room+8192)} // most records fit
 	r := &s.RunRecord
 	e.raw(`{"run_id":`)
 	e.str(r.ID)

@@ -330,6 +330,21 @@ func (l *lazyRecord) EncodeJSON() ([]byte, error) {
 	return b, nil
 }
 
+// EncodeJSONRoom implements store.RoomEncoded when the record does (its room the store's header's).
+func (l *lazyRecord) EncodeJSONRoom() ([]byte, int, error) {
+	r, ok := l.v.(store.RoomEncoded)
+	if !ok {
+		b, err := l.EncodeJSON()
+		return b, 0, err
+	}
+	buf, room, err := r.EncodeJSONRoom()
+	if err != nil {
+		return nil, 0, err
+	}
+	l.sum = sha256Hex(buf[room:])
+	return buf, room, nil
+}
+
 type lazyEntry struct {
 	e    *ChainEntry
 	seal func()
