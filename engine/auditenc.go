@@ -24,6 +24,8 @@ import (
 type recordEncoder struct {
 	b   []byte
 	err error
+	// fieldsOnly writes each update's after as its fields alone (storedRecord.AftersAsFields).
+	fieldsOnly bool
 }
 
 func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
@@ -82,7 +84,9 @@ func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
 	e.raw(`,"status":`)
 	e.str(r.Status)
 	e.raw(`,"changes":`)
+	e.fieldsOnly = s.AftersAsFields
 	e.changes(r.Changes)
+	e.fieldsOnly = false
 	e.raw(`,"changed_rows":`)
 	e.int(int64(r.ChangedRows))
 	e.raw(`,"outcome":`)
@@ -287,7 +291,11 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 				e.raw(`,"before":`)
 				e.row(u.Before)
 				e.raw(`,"after":`)
-				e.row(u.After)
+				if e.fieldsOnly {
+					e.fields(u.After, u.Fields)
+				} else {
+					e.row(u.After)
+				}
 				e.raw(`,"fields":`)
 				e.strs(u.Fields)
 				if len(u.Paths) > 0 {
@@ -352,6 +360,21 @@ func (e *recordEncoder) row(row table.Row) {
 		return
 	}
 	e.object(row)
+}
+
+// fields writes row cut to names (sorted, each once, each in row: afterIsBeforeButFields), as
+// object writes that cut's copy.
+func (e *recordEncoder) fields(row table.Row, names []string) {
+	e.raw("{")
+	for i, k := range names {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(k)
+		e.raw(":")
+		e.value(row[k])
+	}
+	e.raw("}")
 }
 
 func (e *recordEncoder) object(m map[string]any) {
