@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -517,14 +518,17 @@ func (e *recordEncoder) json(v any) {
 
 // plainJSON8 reports whether the eight bytes of x are ASCII that encoding/json writes as they
 // are (jsonSafe): none below 0x20, at or above 0x80, nor '"', '\\', '<', '>', '&'.
-func plainJSON8(x uint64) bool {
+func plainJSON8(x uint64) bool { return special8(x) == 0 }
+
+// special8 marks, in the high bit of each byte of x (little-endian), the bytes that need a look;
+// its lowest mark is the first such byte exactly (the marks above it may be false: the
+// subtractions borrow upwards only).
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	if x&highs != 0 {
-		return false
-	}
-	has := func(v uint64) bool { return (v-ones)&^v&highs != 0 } // a zero byte
-	return (x-ones*0x20)&^x&highs == 0 &&                        // a byte below 0x20 (x holds none of 0x80 and above)
-		!has(x^(ones*'"')) && !has(x^(ones*'\\')) && !has(x^(ones*'<')) && !has(x^(ones*'>')) && !has(x^(ones*'&'))
+	eq := func(c uint64) uint64 { v := x ^ (ones * c); return (v - ones) &^ v & highs } // a byte c
+	return x&highs |                                                                    // 0x80 and above
+		(x-ones*0x20)&^x&highs | // below 0x20
+		eq('"') | eq('\\') | eq('<') | eq('>') | eq('&')
 }
 
 const hexDigits = "0123456789abcdef"
@@ -544,7 +548,12 @@ func appendJSONString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// Eight bytes at a time while none needs a look (issue 32: the audit record's text).
-		for i+8 <= len(s) && plainJSON8(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
+		for i+8 <= len(s) {
+			m := special8(binary.LittleEndian.Uint64([]byte(s[i : i+8])))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3 // to the first that needs one
+				break
+			}
 			i += 8
 		}
 		if i >= len(s) {
