@@ -88,7 +88,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
 		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
 		s := r.stored()
-		want, err := json.Marshal(s.cutAfters())
+		want, err := json.Marshal(s.cut())
 		require.NoError(t, err, name)
 		got, err := s.encode()
 		require.NoError(t, err, name)

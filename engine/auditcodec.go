@@ -94,16 +94,10 @@ func (r *RunRecord) stored() *storedRecord {
 	if r.Program != "" && r.Program == r.Reply {
 		s.Program, s.ProgramIsReply = "", true
 	}
-	if beforesInProgram(r.Rewrites, r.Program) {
-		rw := make([]pycompat.Rewrite, len(r.Rewrites))
-		for i, w := range r.Rewrites {
-			w.Before = ""
-			rw[i] = w
-		}
-		s.Rewrites, s.BeforesInProgram = rw, true
-	}
-	// The encoder cuts each after to its fields as it writes it (fieldsOnly), without a copy of
-	// the change set; cutAfters makes the copy encoding/json would need.
+	// The encoder writes those befores empty, and cuts each after to its fields (fieldsOnly), as
+	// it writes them, without copies of the rewrites and the change set; cut makes the copies
+	// encoding/json would need.
+	s.BeforesInProgram = beforesInProgram(r.Rewrites, r.Program)
 	s.AftersAsFields = aftersAreFields(r.Changes)
 	if r.Writes != nil {
 		rows := rowChangesOf(r.Changes, len(r.Writes.Writes))
@@ -177,10 +171,18 @@ func aftersAreFields(cs table.ChangeSet) bool {
 	return found
 }
 
-// cutAfters is s with its Changes as stored when AftersAsFields (aftersAsFields' copy), as
-// encoding/json would write it: what encode writes without the copy.
-func (s *storedRecord) cutAfters() *storedRecord {
+// cut is s with its rewrites and Changes as stored (empty befores when BeforesInProgram,
+// aftersAsFields' copy when AftersAsFields), as encoding/json would write it: what encode
+// writes without the copies.
+func (s *storedRecord) cut() *storedRecord {
 	c := *s
+	if s.BeforesInProgram {
+		c.Rewrites = make([]pycompat.Rewrite, len(s.Rewrites))
+		for i, w := range s.Rewrites {
+			w.Before = ""
+			c.Rewrites[i] = w
+		}
+	}
 	if cs, ok := aftersAsFields(s.Changes); ok && s.AftersAsFields {
 		c.Changes = cs
 	}

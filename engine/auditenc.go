@@ -67,7 +67,11 @@ func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
 			e.raw(`,"rule":`)
 			e.str(w.Rule)
 			e.raw(`,"before":`)
-			e.str(w.Before)
+			if s.BeforesInProgram {
+				e.raw(`""`) // its line of the program
+			} else {
+				e.str(w.Before)
+			}
 			e.raw(`,"after":`)
 			e.str(w.After)
 			e.raw("}")
