@@ -34,7 +34,7 @@ func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
 // encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
 // (store.RoomEncoded).
 func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
-	e := recordEncoder{b: make([]byte, room, room+8192)} // most records fit
+	e := recordEncoder{b: make([]byte, room, max(8192, 2*room))} // most records fit (8 KiB: a size class of its own)
 	r := &s.RunRecord
 	e.raw(`{"run_id":`)
 	e.str(r.ID)
