@@ -601,14 +601,24 @@ func newAuditLog(st store.Store, c *chain) *auditLog {
 type queuedRecord struct {
 	rec  *RunRecord
 	once sync.Once
-	raw  []byte
+	buf  []byte // store.SysDocRoom, then the JSON
 	err  error
 }
 
 // EncodeJSON implements store.SelfEncoded.
 func (q *queuedRecord) EncodeJSON() ([]byte, error) {
-	q.once.Do(func() { q.raw, q.err = q.rec.encodeStored() })
-	return q.raw, q.err
+	buf, room, err := q.EncodeJSONRoom()
+	if err != nil {
+		return nil, err
+	}
+	return buf[room:], nil
+}
+
+// EncodeJSONRoom implements store.RoomEncoded: the store writes its header before the JSON
+// instead of copying it (issue 32).
+func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
+	q.once.Do(func() { q.buf, q.err = q.rec.stored().encodeAfter(store.SysDocRoom) })
+	return q.buf, store.SysDocRoom, q.err
 }
 
 // add queues a copy of r: the caller may go on changing its own (ApplyWith's record after an

@@ -88,7 +88,7 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
 		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
 		s := r.stored()
-		want, err := json.Marshal(s)
+		want, err := json.Marshal(s.cut())
 		require.NoError(t, err, name)
 		got, err := s.encode()
 		require.NoError(t, err, name)
@@ -404,5 +404,26 @@ func TestAppendJSONStringIsEncodingJSON(t *testing.T) {
 			sb.WriteString(alphabet[rnd.IntN(len(alphabet))])
 		}
 		check(sb.String())
+	}
+}
+
+// A write's change found by a walk of a small change set is the one rowChanges' index finds.
+func TestRowChangesOfIsRowChanges(t *testing.T) {
+	for _, r := range []*RunRecord{fullRecord(), fieldsRecord(), {Changes: table.ChangeSet{"t": {Key: "k",
+		Inserted: []table.Row{{"k": int64(1)}, {"k": "1"}},
+		Updated:  []table.Update{{Key: 1.0, Before: table.Row{"k": int64(1)}, After: table.Row{"k": int64(1), "v": 2}}},
+		Deleted:  []table.Row{{"k": "1"}}}}}} {
+		index := rowChanges(r.Changes)
+		walk := rowChangesOf(r.Changes, 1)
+		require.NotEmpty(t, index)
+		for ref, want := range index {
+			got, ok := walk(ref)
+			require.True(t, ok, "%v", ref)
+			require.Equal(t, want, got, "%v", ref)
+		}
+		_, ok := walk(rowRef{"t", "none"})
+		require.False(t, ok)
+		_, ok = walk(rowRef{"no table", "1"})
+		require.False(t, ok)
 	}
 }

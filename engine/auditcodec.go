@@ -94,26 +94,20 @@ func (r *RunRecord) stored() *storedRecord {
 	if r.Program != "" && r.Program == r.Reply {
 		s.Program, s.ProgramIsReply = "", true
 	}
-	if beforesInProgram(r.Rewrites, r.Program) {
-		rw := make([]pycompat.Rewrite, len(r.Rewrites))
-		for i, w := range r.Rewrites {
-			w.Before = ""
-			rw[i] = w
-		}
-		s.Rewrites, s.BeforesInProgram = rw, true
-	}
-	if cs, ok := aftersAsFields(r.Changes); ok {
-		s.Changes, s.AftersAsFields = cs, true
-	}
+	// The encoder writes those befores empty, and cuts each after to its fields (fieldsOnly), as
+	// it writes them, without copies of the rewrites and the change set; cut makes the copies
+	// encoding/json would need.
+	s.BeforesInProgram = beforesInProgram(r.Rewrites, r.Program)
+	s.AftersAsFields = aftersAreFields(r.Changes)
 	if r.Writes != nil {
-		rows := rowChanges(r.Changes)
+		rows := rowChangesOf(r.Changes, len(r.Writes.Writes))
 		p := &storedPending{Domain: r.Writes.Domain, Reads: r.Writes.Reads}
 		if r.Writes.Writes != nil {
 			p.Writes = make([]storedWrite, len(r.Writes.Writes))
 		}
 		once := false
 		for i, w := range r.Writes.Writes {
-			c, ok := rows[rowRef{w.Table, rowKey(w.Key)}]
+			c, ok := rows(rowRef{w.Table, rowKey(w.Key)})
 			if ok && sameRow(w.Before, c.before) && sameRow(w.Row, c.after) {
 				w.Before, w.Row = nil, nil
 				p.Writes[i] = storedWrite{PendingWrite: w, InChanges: true}
@@ -135,19 +129,7 @@ func (r *RunRecord) stored() *storedRecord {
 // update and every update's After is its Before but for its Fields (the same names, each field
 // once, every field in both): a copy, cs is not changed.
 func aftersAsFields(cs table.ChangeSet) (table.ChangeSet, bool) {
-	found := false
-	for _, tc := range cs {
-		if tc == nil {
-			continue
-		}
-		for _, u := range tc.Updated {
-			if !afterIsBeforeButFields(u) {
-				return nil, false
-			}
-			found = true
-		}
-	}
-	if !found {
+	if !aftersAreFields(cs) {
 		return nil, false
 	}
 	out := make(table.ChangeSet, len(cs))
@@ -169,6 +151,42 @@ func aftersAsFields(cs table.ChangeSet) (table.ChangeSet, bool) {
 		out[name] = &c
 	}
 	return out, true
+}
+
+// aftersAreFields reports whether cs has an update and every update's After is its Before but
+// for its Fields (aftersAsFields).
+func aftersAreFields(cs table.ChangeSet) bool {
+	found := false
+	for _, tc := range cs {
+		if tc == nil {
+			continue
+		}
+		for _, u := range tc.Updated {
+			if !afterIsBeforeButFields(u) {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// cut is s with its rewrites and Changes as stored (empty befores when BeforesInProgram,
+// aftersAsFields' copy when AftersAsFields), as encoding/json would write it: what encode
+// writes without the copies.
+func (s *storedRecord) cut() *storedRecord {
+	c := *s
+	if s.BeforesInProgram {
+		c.Rewrites = make([]pycompat.Rewrite, len(s.Rewrites))
+		for i, w := range s.Rewrites {
+			w.Before = ""
+			c.Rewrites[i] = w
+		}
+	}
+	if cs, ok := aftersAsFields(s.Changes); ok && s.AftersAsFields {
+		c.Changes = cs
+	}
+	return &c
 }
 
 // afterIsBeforeButFields reports whether u.After is u.Before with u.Fields' values put in: the
@@ -259,6 +277,44 @@ type rowRef struct {
 
 // rowChange is a row's change: before (nil for an insert) and after (nil for a delete).
 type rowChange struct{ before, after table.Row }
+
+// rowChangesOf is the change of each of a pending run's writes (n of them) in cs: found by a
+// walk of cs for each when both are small, else through rowChanges' index.
+func rowChangesOf(cs table.ChangeSet, n int) func(rowRef) (rowChange, bool) {
+	rows := 0
+	for _, tc := range cs {
+		if tc != nil {
+			rows += len(tc.Inserted) + len(tc.Updated) + len(tc.Deleted)
+		}
+	}
+	if n*rows > 256 {
+		index := rowChanges(cs)
+		return func(ref rowRef) (rowChange, bool) { c, ok := index[ref]; return c, ok }
+	}
+	return func(ref rowRef) (c rowChange, found bool) {
+		tc := cs[ref.table]
+		if tc == nil {
+			return rowChange{}, false
+		}
+		// The last of a key wins, as in rowChanges' index: inserted, updated, then deleted.
+		for _, row := range tc.Inserted {
+			if rowKey(row[tc.Key]) == ref.key {
+				c, found = rowChange{after: row}, true
+			}
+		}
+		for _, u := range tc.Updated {
+			if rowKey(u.Key) == ref.key {
+				c, found = rowChange{before: u.Before, after: u.After}, true
+			}
+		}
+		for _, row := range tc.Deleted {
+			if rowKey(row[tc.Key]) == ref.key {
+				c, found = rowChange{before: row}, true
+			}
+		}
+		return c, found
+	}
+}
 
 // rowChanges indexes cs by row.
 func rowChanges(cs table.ChangeSet) map[rowRef]rowChange {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -24,10 +25,16 @@ import (
 type recordEncoder struct {
 	b   []byte
 	err error
+	// fieldsOnly writes each update's after as its fields alone (storedRecord.AftersAsFields).
+	fieldsOnly bool
 }
 
-func (s *storedRecord) encode() ([]byte, error) {
-	e := recordEncoder{b: make([]byte, 0, 8192)} // most records fit
+func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
+
+// encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
+// (store.RoomEncoded).
+func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
+	e := recordEncoder{b: make([]byte, room, max(8192, 2*room))} // most records fit (8 KiB: a size class of its own)
 	r := &s.RunRecord
 	e.raw(`{"run_id":`)
 	e.str(r.ID)
@@ -60,7 +67,11 @@ func (s *storedRecord) encode() ([]byte, error) {
 			e.raw(`,"rule":`)
 			e.str(w.Rule)
 			e.raw(`,"before":`)
-			e.str(w.Before)
+			if s.BeforesInProgram {
+				e.raw(`""`) // its line of the program
+			} else {
+				e.str(w.Before)
+			}
 			e.raw(`,"after":`)
 			e.str(w.After)
 			e.raw("}")
@@ -78,7 +89,9 @@ func (s *storedRecord) encode() ([]byte, error) {
 	e.raw(`,"status":`)
 	e.str(r.Status)
 	e.raw(`,"changes":`)
+	e.fieldsOnly = s.AftersAsFields
 	e.changes(r.Changes)
+	e.fieldsOnly = false
 	e.raw(`,"changed_rows":`)
 	e.int(int64(r.ChangedRows))
 	e.raw(`,"outcome":`)
@@ -253,7 +266,8 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 		return
 	}
 	e.raw("{")
-	for i, name := range sortedKeys(cs) {
+	var names [8]string
+	for i, name := range sortedKeysIn(cs, names[:0]) {
 		if i > 0 {
 			e.raw(",")
 		}
@@ -282,7 +296,11 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 				e.raw(`,"before":`)
 				e.row(u.Before)
 				e.raw(`,"after":`)
-				e.row(u.After)
+				if e.fieldsOnly {
+					e.fields(u.After, u.Fields)
+				} else {
+					e.row(u.After)
+				}
 				e.raw(`,"fields":`)
 				e.strs(u.Fields)
 				if len(u.Paths) > 0 {
@@ -313,7 +331,12 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 }
 
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return sortedKeysIn(m, make([]string, 0, len(m)))
+}
+
+// sortedKeysIn is sortedKeys appending to keys: a caller's array on its stack holds a row's
+// few names without an allocation (a record writes a dozen rows; issue 32).
+func sortedKeysIn[V any](m map[string]V, keys []string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -344,9 +367,25 @@ func (e *recordEncoder) row(row table.Row) {
 	e.object(row)
 }
 
+// fields writes row cut to names (sorted, each once, each in row: afterIsBeforeButFields), as
+// object writes that cut's copy.
+func (e *recordEncoder) fields(row table.Row, names []string) {
+	e.raw("{")
+	for i, k := range names {
+		if i > 0 {
+			e.raw(",")
+		}
+		e.str(k)
+		e.raw(":")
+		e.value(row[k])
+	}
+	e.raw("}")
+}
+
 func (e *recordEncoder) object(m map[string]any) {
 	e.raw("{")
-	for i, k := range sortedKeys(m) {
+	var names [16]string
+	for i, k := range sortedKeysIn(m, names[:0]) {
 		if i > 0 {
 			e.raw(",")
 		}
@@ -483,14 +522,17 @@ func (e *recordEncoder) json(v any) {
 
 // plainJSON8 reports whether the eight bytes of x are ASCII that encoding/json writes as they
 // are (jsonSafe): none below 0x20, at or above 0x80, nor '"', '\\', '<', '>', '&'.
-func plainJSON8(x uint64) bool {
+func plainJSON8(x uint64) bool { return special8(x) == 0 }
+
+// special8 marks, in the high bit of each byte of x (little-endian), the bytes that need a look;
+// its lowest mark is the first such byte exactly (the marks above it may be false: the
+// subtractions borrow upwards only).
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	if x&highs != 0 {
-		return false
-	}
-	has := func(v uint64) bool { return (v-ones)&^v&highs != 0 } // a zero byte
-	return (x-ones*0x20)&^x&highs == 0 &&                        // a byte below 0x20 (x holds none of 0x80 and above)
-		!has(x^(ones*'"')) && !has(x^(ones*'\\')) && !has(x^(ones*'<')) && !has(x^(ones*'>')) && !has(x^(ones*'&'))
+	eq := func(c uint64) uint64 { v := x ^ (ones * c); return (v - ones) &^ v & highs } // a byte c
+	return x&highs |                                                                    // 0x80 and above
+		(x-ones*0x20)&^x&highs | // below 0x20
+		eq('"') | eq('\\') | eq('<') | eq('>') | eq('&')
 }
 
 const hexDigits = "0123456789abcdef"
@@ -510,7 +552,12 @@ func appendJSONString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// Eight bytes at a time while none needs a look (issue 32: the audit record's text).
-		for i+8 <= len(s) && plainJSON8(binary.LittleEndian.Uint64([]byte(s[i:i+8]))) {
+		for i+8 <= len(s) {
+			m := special8(binary.LittleEndian.Uint64([]byte(s[i : i+8])))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3 // to the first that needs one
+				break
+			}
 			i += 8
 		}
 		if i >= len(s) {

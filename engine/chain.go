@@ -97,11 +97,15 @@ func (c *ChainEntry) seal() {
 // without reflection (the audit log writes an entry per run): its canonical bytes end in
 // `"sha256":""}`, so the stored bytes are those with the hash put in.
 // TestChainEntryEncoderIsEncodingJSON holds it to seal and json.Marshal.
-func (c *ChainEntry) sealed() ([]byte, error) {
+func (c *ChainEntry) sealed() ([]byte, error) { return c.sealedAfter(0) }
+
+// sealedAfter is sealed's JSON after room zero bytes, which a store may write its header into
+// (store.RoomEncoded).
+func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 	// Names are made valid UTF-8 before they are hashed: JSON stores an invalid byte as \ufffd,
 	// which reads back as U+FFFD, so an entry hashed over the invalid byte could never verify.
 	c.RunID, c.By = strings.ToValidUTF8(c.RunID, "\uFFFD"), strings.ToValidUTF8(c.By, "\uFFFD")
-	e := recordEncoder{b: make([]byte, 0, 512)}
+	e := recordEncoder{b: make([]byte, room, room+512)}
 	e.raw(`{"seq":`)
 	e.int(c.Seq)
 	e.raw(`,"time":`)
@@ -127,10 +131,8 @@ func (c *ChainEntry) sealed() ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	c.Hash = sha256Hex(e.b)
-	out := make([]byte, 0, len(e.b)+len(c.Hash))
-	out = append(out, e.b[:len(e.b)-2]...)
-	out = append(out, c.Hash...)
+	c.Hash = sha256Hex(e.b[room:])
+	out := append(e.b[:len(e.b)-2], c.Hash...) // in place: the canonical bytes are not kept
 	return append(out, `"}`...), nil
 }
 
@@ -330,6 +332,21 @@ func (l *lazyRecord) EncodeJSON() ([]byte, error) {
 	return b, nil
 }
 
+// EncodeJSONRoom implements store.RoomEncoded when the record does (its room the store's header's).
+func (l *lazyRecord) EncodeJSONRoom() ([]byte, int, error) {
+	r, ok := l.v.(store.RoomEncoded)
+	if !ok {
+		b, err := l.EncodeJSON()
+		return b, 0, err
+	}
+	buf, room, err := r.EncodeJSONRoom()
+	if err != nil {
+		return nil, 0, err
+	}
+	l.sum = sha256Hex(buf[room:])
+	return buf, room, nil
+}
+
 type lazyEntry struct {
 	e    *ChainEntry
 	seal func()
@@ -341,6 +358,14 @@ func (l *lazyEntry) MarshalJSON() ([]byte, error) { return l.EncodeJSON() }
 func (l *lazyEntry) EncodeJSON() ([]byte, error) {
 	l.seal()
 	return l.e.sealed()
+}
+
+// EncodeJSONRoom implements store.RoomEncoded: the store writes its header in front of the
+// entry instead of copying it.
+func (l *lazyEntry) EncodeJSONRoom() ([]byte, int, error) {
+	l.seal()
+	b, err := l.e.sealedAfter(store.SysDocRoom)
+	return b, store.SysDocRoom, err
 }
 
 type lazyHead struct{ w *chainWrite }

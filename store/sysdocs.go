@@ -51,6 +51,33 @@ func EncodeSys(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
+// RoomEncoded is a SelfEncoded value that can write its JSON after room of its own: buf[room:]
+// is the JSON EncodeJSON returns, and a backend that stores the JSON behind a header of its own
+// may write the header into buf[:room] instead of copying the JSON behind it (the audit log's
+// records; issue 32). Nothing else writes buf[:room]; nothing changes buf[room:].
+type RoomEncoded interface {
+	SelfEncoded
+	EncodeJSONRoom() (buf []byte, room int, err error)
+}
+
+// SysDocRoom is the room a RoomEncoded value leaves: enough for a backend's header of a
+// document whose id is at most 32 bytes long (bbolt's msgpack map of "_id", "id" and "json").
+const SysDocRoom = 96
+
+// EncodeSysRoom is EncodeSys, with the value's room before the JSON when it has one
+// (RoomEncoded): raw is the JSON; buf[:room] is free, buf[room:] is raw.
+func EncodeSysRoom(v any) (raw, buf []byte, room int, err error) {
+	if e, ok := v.(RoomEncoded); ok {
+		buf, room, err = e.EncodeJSONRoom()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		return buf[room:], buf, room, nil
+	}
+	raw, err = EncodeSys(v)
+	return raw, nil, 0, err
+}
+
 // SysRecord is a stored system document: its id and its JSON.
 type SysRecord struct {
 	ID   string

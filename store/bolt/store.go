@@ -3,10 +3,12 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -687,10 +689,29 @@ func (s *Store) putCollMeta(b *bbolt.Bucket, coll string, m collMeta) error {
 // appendSysDoc appends a system document as clover writes it: the msgpack map of its clover id,
 // its id and its JSON.
 func appendSysDoc(dst []byte, uuid, id string, raw []byte) []byte {
+	return append(appendSysDocHeader(dst, uuid, id, len(raw)), raw...)
+}
+
+// appendSysDocHeader appends what appendSysDoc writes before the JSON, of n bytes.
+func appendSysDocHeader(dst []byte, uuid, id string, n int) []byte {
 	dst = appendMPLen(dst, 0x80, 0xde, 0xdf, 3)
 	dst = appendMPStr(appendMPStr(dst, idField), uuid)
 	dst = appendMPStr(appendMPStr(dst, "id"), id)
-	return appendMPStr(appendMPStr(dst, "json"), raw)
+	return appendMPStrHeader(appendMPStr(dst, "json"), n)
+}
+
+// sysDocIn is appendSysDoc's document: written into buf, where raw is buf's tail and the room
+// before it holds the header (store.RoomEncoded), else a new one.
+func sysDocIn(buf []byte, uuid, id string, raw []byte) []byte {
+	var hdr [store.SysDocRoom]byte
+	h := appendSysDocHeader(hdr[:0], uuid, id, len(raw))
+	room := len(buf) - len(raw)
+	if buf == nil || len(h) > room {
+		return appendSysDoc(make([]byte, 0, len(h)+len(raw)), uuid, id, raw)
+	}
+	doc := buf[room-len(h):]
+	copy(doc, h)
+	return doc
 }
 
 // cloverCollectionKey prefixes the bbolt key of clover's record of a collection (db.go,
@@ -824,6 +845,9 @@ type sysBatch struct {
 type sysBatchDoc struct {
 	id  string
 	raw []byte
+	// buf, when set, is room free for the stored document's header, then raw
+	// (store.RoomEncoded): the header is written there, raw is not copied.
+	buf []byte
 	// key is where the document goes when its collection's index says (indexSysLocked); fresh:
 	// the collection holds no document of its id (a new one).
 	key   string
@@ -832,20 +856,20 @@ type sysBatchDoc struct {
 
 // add adds a document to the batch; a later version of one it holds replaces that one's JSON
 // and keeps its place.
-func (b *sysBatch) add(coll, id string, raw []byte, key string, fresh bool) {
+func (b *sysBatch) add(coll, id string, raw, buf []byte, key string, fresh bool) {
 	if b.docs == nil {
 		b.docs, b.at = map[string][]sysBatchDoc{}, map[string]int{}
 	}
 	at := coll + "\x00" + id
 	if i, ok := b.at[at]; ok {
-		b.docs[coll][i].raw = raw
+		b.docs[coll][i].raw, b.docs[coll][i].buf = raw, buf
 		return
 	}
 	if _, ok := b.docs[coll]; !ok {
 		b.colls = append(b.colls, coll)
 	}
 	b.at[at] = len(b.docs[coll])
-	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id: id, raw: raw, key: key, fresh: fresh})
+	b.docs[coll] = append(b.docs[coll], sysBatchDoc{id: id, raw: raw, buf: buf, key: key, fresh: fresh})
 }
 
 func (b *sysBatch) has(coll, id string) bool {
@@ -932,7 +956,7 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
 		}
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
-		doc := appendSysDoc(make([]byte, 0, len(d.raw)+len(uuid)+len(d.id)+32), uuid, d.id, d.raw)
+		doc := sysDocIn(d.buf, uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
 			return err
 		}
@@ -1048,7 +1072,7 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 			}
 		}
 	}
-	raw, err := store.EncodeSys(d.Value)
+	raw, buf, _, err := store.EncodeSysRoom(d.Value)
 	if err != nil {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, err)
 	}
@@ -1056,7 +1080,7 @@ func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
 	if err != nil {
 		return err
 	}
-	b.add(c, d.ID, raw, key, fresh || d.Create) // a Create found none above
+	b.add(c, d.ID, raw, buf, key, fresh || d.Create) // a Create found none above
 	return nil
 }
 
@@ -1207,3 +1231,16 @@ var (
 
 	_ store.PartialImport = (*ImportErrors)(nil)
 )
+
+// appendMPStrHeader appends the header appendMPStr writes before a string of n bytes.
+func appendMPStrHeader(dst []byte, n int) []byte {
+	switch {
+	case n < 32:
+		return append(dst, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		return append(dst, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/starplan/starplan/store"
@@ -67,6 +68,36 @@ type sysEntry struct {
 }
 
 func (e sysEntry) key(id string) []byte { return []byte(e.Order + "\x00" + id) }
+
+// marshal is json.Marshal(e), without its reflection where no string needs escaping (every
+// write of an indexed document writes its entry; issue 32). TestSysEntryMarshalIsEncodingJSON
+// holds it to json.Marshal.
+func (e sysEntry) marshal() []byte {
+	if !plainJSONString(e.Order) || !plainJSONString(e.Group) || !plainJSONString(e.Key) {
+		raw, _ := json.Marshal(e) // strings and a number: it always encodes
+		return raw
+	}
+	b := make([]byte, 0, 24+len(e.Order)+len(e.Group)+len(e.Key)+20)
+	b = append(append(append(b, `{"o":"`...), e.Order...), `","g":"`...)
+	b = append(append(b, e.Group...), `","b":`...)
+	b = strconv.AppendInt(b, e.Bytes, 10)
+	if e.Key != "" {
+		b = append(append(append(b, `,"k":"`...), e.Key...), '"')
+	}
+	return append(b, '}')
+}
+
+// plainJSONString reports whether encoding/json writes s as it is between quotes: printable
+// ASCII without a quote, a backslash or a character it escapes for HTML.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
 
 // sysIndexOf returns the index bucket of the system collection coll (its "_" name) in tx, or nil.
 func sysIndexOf(tx *bbolt.Tx, coll string) *bbolt.Bucket {
@@ -276,7 +307,7 @@ func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, d
 		key = sequencedDocID(n)
 	}
 	e := sysEntry{Order: x.Order, Group: x.Group, Bytes: size, Key: key}
-	raw, _ := json.Marshal(e)
+	raw := e.marshal()
 	if err := ids.Put([]byte(id), raw); err != nil {
 		return "", false, err
 	}

@@ -283,3 +283,20 @@ func TestPruneSysBeforeReadsTheOldestOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"b", "c", "d", "e"}, seen)
 }
+
+// An index entry is written as encoding/json writes it, whatever its strings hold.
+func TestSysEntryMarshalIsEncodingJSON(t *testing.T) {
+	strs := []string{"", "2026-11-29T06:00:00.000001Z", "pending", "a\"b", `a\b`, "<&>", "\x01", "é", "\u2028", "\x7f", "0000000a-0001-8000-805e-000000000000"}
+	for _, o := range strs {
+		for _, g := range strs {
+			for _, k := range strs {
+				for _, n := range []int64{0, 5686, -1} {
+					e := sysEntry{Order: o, Group: g, Bytes: n, Key: k}
+					want, err := json.Marshal(e)
+					require.NoError(t, err)
+					require.Equal(t, string(want), string(e.marshal()), "%#v", e)
+				}
+			}
+		}
+	}
+}

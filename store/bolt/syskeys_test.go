@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/starplan/starplan/store"
@@ -263,4 +264,20 @@ func TestASpentSequenceIsRefused(t *testing.T) {
 	ok, err := s.GetSys("runs", "b", &map[string]string{})
 	require.NoError(t, err)
 	assert.True(t, ok)
+}
+
+// A document whose JSON came with room before it (store.RoomEncoded) is stored as one whose
+// JSON is copied behind its header, whatever the lengths; without room enough it is copied.
+func TestSysDocInRoomIsAppendSysDoc(t *testing.T) {
+	uuid := sequencedDocID(7)
+	for _, id := range []string{"r_0123456789", "0000000000000042", strings.Repeat("i", 40), strings.Repeat("j", 300)} {
+		for _, n := range []int{0, 1, 31, 32, 255, 256, 65535, 65536} {
+			raw := []byte(strings.Repeat("x", n))
+			want := appendSysDoc(nil, uuid, id, raw)
+			buf := append(make([]byte, store.SysDocRoom), raw...)
+			got := sysDocIn(buf, uuid, id, buf[store.SysDocRoom:])
+			require.Equal(t, want, got, "id %d bytes, json %d bytes", len(id), n)
+			require.Equal(t, want, sysDocIn(nil, uuid, id, raw))
+		}
+	}
 }
