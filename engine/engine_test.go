@@ -77,7 +77,7 @@ func TestRunReadOnlyPlan(t *testing.T) {
 	assert.True(t, res.Changes.Empty())
 	assert.False(t, res.Pending)
 	assert.False(t, res.Applied)
-	assert.Regexp(t, `^r_[0-9a-f]{10}$`, res.RunID)
+	assert.Regexp(t, `^r_[0-9a-f]{24}$`, res.RunID)
 }
 
 func TestRunStagesThenApplies(t *testing.T) {
@@ -595,4 +595,23 @@ func TestResultReportsScans(t *testing.T) {
 	assert.Equal(t, "inventory", res.Scans[0].Table)
 	assert.Equal(t, []string{"price"}, res.Scans[0].Fields)
 	assert.Positive(t, res.Scans[0].Rows)
+}
+
+// Run ids are unique past a million runs and sort by the time they were made (the audit index's
+// ids are appended): 48 bits of milliseconds, then 48 random bits.
+func TestRunIDsSortByTimeAndDoNotRepeat(t *testing.T) {
+	at := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	prev := ""
+	for i := range 20_000 {
+		id := runIDAt(at.Add(time.Duration(i/100) * time.Millisecond))
+		require.Regexp(t, `^r_[0-9a-f]{24}$`, id)
+		require.False(t, seen[id], "id %s made twice", id)
+		seen[id] = true
+		if i%100 == 0 {
+			require.Greater(t, id, prev, "a later millisecond sorts after")
+		}
+		prev = id
+	}
+	assert.Equal(t, fmt.Sprintf("r_%012x", at.UnixMilli()), runIDAt(at)[:14])
 }

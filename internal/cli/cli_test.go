@@ -185,7 +185,7 @@ func TestExecNotInteractiveLeavesThePendingRunID(t *testing.T) {
 	ios := IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb, OutTTY: true, InTTY: false, Getenv: func(string) string { return "" }}
 	code := Main([]string{"--db", s.dir, "exec", example("03_two_item_order.star")}, ios)
 	require.Equal(t, ExitOK, code, errb.String())
-	assert.Regexp(t, `pending: starplan apply r_[0-9a-f]{10}\n`, out.String())
+	assert.Regexp(t, `pending: starplan apply r_[0-9a-f]{24}\n`, out.String())
 	assert.Contains(t, out.String(), "\x1b[", "colour on a terminal without NO_COLOR")
 }
 

@@ -316,8 +316,8 @@ func TestRunsRequestColumnFollowsTheTerminalWidth(t *testing.T) {
 		require.Equal(t, ExitOK, Main([]string{"--db", s.dir, "--color", "never", "runs"}, ios), errb.String())
 		return out.String()
 	}
-	wide := runs(250)
-	assert.Contains(t, wide, request, "a 250-column terminal shows the whole request")
+	wide := runs(270)
+	assert.Contains(t, wide, request, "a 270-column terminal shows the whole request")
 	narrow := runs(120)
 	assert.NotContains(t, narrow, request)
 	assert.Contains(t, narrow, "…")
