@@ -55,7 +55,18 @@ var (
 	sysIdxIDs       = []byte("ids")
 	sysIdxOrder     = []byte("order")
 	sysIdxGroups    = []byte("groups")
+	// sysIdxLayoutKey marks an index this version made or kept that knows where documents stored
+	// in sequence are (entries with keys). An earlier starplan's rebuild makes the index afresh
+	// without it (and without keys), while the mark of the collection in the root bucket
+	// (sequencedMark), which it does not touch, says such documents exist: that index is not
+	// current (sysIndexCurrent), and this version rebuilds it at open.
+	sysIdxLayoutKey = []byte("layout")
+	sysIdxLayout    = []byte("sequenced")
 )
+
+// sequencedMark is the root index bucket's key saying that coll holds documents stored in
+// sequence (written with their first one).
+func sequencedMark(coll string) []byte { return []byte("sequenced:" + coll) }
 
 // sysEntry is an indexed document's entry in the ids bucket.
 type sysEntry struct {
@@ -110,7 +121,7 @@ func sysIndexOf(tx *bbolt.Tx, coll string) *bbolt.Bucket {
 
 // sysIndexCurrent reports whether b is the current index of coll, by the digests of the
 // store's record m.
-func sysIndexCurrent(b *bbolt.Bucket, digests map[string]collDigest, coll string) bool {
+func sysIndexCurrent(tx *bbolt.Tx, b *bbolt.Bucket, digests map[string]collDigest, coll string) bool {
 	if b == nil {
 		return false
 	}
@@ -118,7 +129,15 @@ func sysIndexCurrent(b *bbolt.Bucket, digests map[string]collDigest, coll string
 	if err := json.Unmarshal(b.Get(sysIdxDigestKey), &kept); err != nil {
 		return false
 	}
-	return kept == digests[coll]
+	if kept != digests[coll] {
+		return false
+	}
+	if b.Get(sysIdxLayoutKey) == nil { // made by an earlier starplan: current unless it lost keys
+		if root := tx.Bucket([]byte(sysIndexBucket)); root != nil && root.Get(sequencedMark(coll)) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // sysIndexState is what a write group knows of an indexed collection: whether its index is
@@ -155,7 +174,7 @@ func (s *Store) sysIndexReadyLocked(tx *bbolt.Tx, coll string, create bool) (boo
 	if m == nil {
 		m = &liveRecord{}
 	}
-	ready := sysIndexCurrent(b, m.Digests, coll)
+	ready := sysIndexCurrent(tx, b, m.Digests, coll)
 	if ready {
 		if s.sysIdxCurrent == nil {
 			s.sysIdxCurrent = map[string]bool{}
@@ -204,6 +223,9 @@ func newSysIndex(tx *bbolt.Tx, coll string, digest collDigest) error {
 		if _, err := b.CreateBucket(name); err != nil {
 			return err
 		}
+	}
+	if err := b.Put(sysIdxLayoutKey, sysIdxLayout); err != nil {
+		return err
 	}
 	dg, _ := json.Marshal(digest)
 	return b.Put(sysIdxDigestKey, dg)
@@ -305,6 +327,11 @@ func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, d
 			return "", false, fmt.Errorf("the index of %s: its sequence is spent (%d documents)", coll[1:], n)
 		}
 		key = sequencedDocID(n)
+		if tx.Bucket([]byte(sysIndexBucket)).Get(sequencedMark(coll)) == nil { // the first in coll
+			if err := markSequenced(tx, b, coll); err != nil {
+				return "", false, err
+			}
+		}
 	}
 	e := sysEntry{Order: x.Order, Group: x.Group, Bytes: size, Key: key}
 	raw := e.marshal()
@@ -322,6 +349,15 @@ func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, d
 		return "", false, err
 	}
 	return key, fresh, addSysGroup(stats, e.Group, 1, size)
+}
+
+// markSequenced records that coll holds documents stored in sequence: in its index (b), which
+// an earlier starplan's rebuild drops, and in the root bucket, which it keeps.
+func markSequenced(tx *bbolt.Tx, b *bbolt.Bucket, coll string) error {
+	if err := b.Put(sysIdxLayoutKey, sysIdxLayout); err != nil {
+		return err
+	}
+	return tx.Bucket([]byte(sysIndexBucket)).Put(sequencedMark(coll), []byte{1})
 }
 
 // syncSysIndexesLocked records, at the end of a write group, the collections' digests
@@ -407,6 +443,11 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 		if err := b.SetSequence(last); err != nil { // the next new document is stored after them
 			return err
 		}
+		if last > 0 {
+			if err := markSequenced(tx, b, c); err != nil {
+				return err
+			}
+		}
 		ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
 		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 		for _, en := range entries {
@@ -484,7 +525,7 @@ func (s *Store) viewSysIndex(coll string, fn func(tx *bbolt.Tx, b *bbolt.Bucket)
 				if err != nil {
 					return &store.DamagedError{Path: s.bolt.path, Problem: "the store's own record does not read back: " + err.Error(), Err: err}
 				}
-				if !found || !sysIndexCurrent(b, m.Digests, coll) {
+				if !found || !sysIndexCurrent(tx, b, m.Digests, coll) {
 					return store.ErrNoSysIndex
 				}
 				if s.sysIdxCurrent == nil {
@@ -611,7 +652,7 @@ func checkSysIndexes(rep *store.CheckReport, tx *bbolt.Tx, m *metaRecord, found 
 	_ = root.ForEachBucket(func(name []byte) error {
 		coll := string(name)
 		b := root.Bucket(name)
-		if !sysIndexCurrent(b, m.Digests, coll) || docs == nil {
+		if !sysIndexCurrent(tx, b, m.Digests, coll) || docs == nil {
 			return nil
 		}
 		what := "the index of " + strings.TrimPrefix(coll, "_")
@@ -637,6 +678,8 @@ func checkSysIndexes(rep *store.CheckReport, tx *bbolt.Tx, m *metaRecord, found 
 			}
 			js, err := decodeSysDoc(doc)
 			switch {
+			case err == nil && e.Key != "" && !sysDocCarries(doc, e.Key, string(id)):
+				rep.Add(CheckSysIndex, coll, "%s names %s as the place of document %s, which holds another document", what, e.Key, id)
 			case err != nil:
 				rep.Add(CheckSysIndex, coll, "%s names document %s, which %v", what, id, err)
 			case int64(len(js)) != e.Bytes:
