@@ -393,6 +393,9 @@ func sameValue(a, b any) bool {
 func (s *storedRecord) restore() (*RunRecord, error) {
 	r := s.RunRecord
 	if s.ProgramIsReply {
+		if r.Program != "" {
+			return nil, fmt.Errorf("the record is stored with its program as its reply (program_is_reply) and holds a program too")
+		}
 		r.Program = r.Reply
 	}
 	if s.BeforesInProgram {
@@ -457,6 +460,9 @@ func (s *storedRecord) restore() (*RunRecord, error) {
 		var rows map[rowRef]rowChange
 		for i, w := range sw.Writes {
 			if w.InChanges {
+				if w.Before != nil || w.Row != nil {
+					return nil, fmt.Errorf("write %d (table %s, key %v) names its rows in the record's changes and holds rows too", i+1, w.Table, w.Key)
+				}
 				if rows == nil {
 					rows = rowChanges(r.Changes)
 				}
