@@ -86,16 +86,25 @@ func (r *rejection) answer(d *Decision, recorded bool, err error) {
 }
 
 // rejectQueuedLocked decides every queued rejection: those that need a commit in one group
-// (commitRejections), each after the checks of a rejection alone (rejectCheck). A rejection of
-// a run already rejected in this group goes back to the queue, for the next. The caller holds
-// applyMu.
+// (commitRejections). The caller holds applyMu.
 func (e *Engine) rejectQueuedLocked() {
+	e.commitRejections(e.takeRejectionsLocked(""))
+}
+
+// takeRejectionsLocked takes the queued rejections, answers those that write nothing and
+// returns the others, each checked as a rejection alone is (rejectCheck), for one commit. A
+// rejection of a run already taken, or of run except, stays queued, for the next group. The
+// caller holds applyMu.
+func (e *Engine) takeRejectionsLocked(except string) []*rejection {
 	e.rejections.mu.Lock()
 	queued := e.rejections.queue
 	e.rejections.queue = nil
 	e.rejections.mu.Unlock()
 	var group, later []*rejection
 	taken := map[string]bool{}
+	if except != "" {
+		taken[except] = true
+	}
 	for _, r := range queued {
 		if taken[r.runID] {
 			later = append(later, r)
@@ -111,7 +120,7 @@ func (e *Engine) rejectQueuedLocked() {
 		e.rejections.queue = append(later, e.rejections.queue...)
 		e.rejections.mu.Unlock()
 	}
-	e.commitRejections(group)
+	return group
 }
 
 // rejectCheck is a rejection's checks before its commit: it answers r and returns false when
@@ -156,20 +165,29 @@ func (e *Engine) commitRejections(group []*rejection) {
 	if len(group) == 0 {
 		return
 	}
-	decisions := make([]store.SysDoc, len(group))
-	links := make([]link, len(group))
-	for i, r := range group {
-		decisions[i] = store.SysDoc{Collection: decisionCollection, ID: r.runID, Value: r.d}
-		// The record is written again even when unchanged: its index entry moves to
-		// "rejected" in the transaction of the decision.
-		by := r.by
-		links[i] = link{doc: recordDoc(r.rec, true), event: ChainRejected, by: func() string { return by }}
-	}
+	links, decisions := rejectionDocs(group)
 	// The commit is the group's, not one caller's to cancel: each was checked as it was taken.
 	ctx := context.WithoutCancel(group[0].ctx)
 	err := e.audit.writeWith(group[len(group)-1].d.Time, links, func(chained []store.SysDoc) error {
 		return e.st.PutSysDocs(ctx, append(decisions, chained...)...)
 	})
+	e.answerRejections(group, err)
+}
+
+// rejectionDocs are the chained records and the decisions that group's commit writes.
+func rejectionDocs(group []*rejection) (links []link, decisions []store.SysDoc) {
+	for _, r := range group {
+		decisions = append(decisions, store.SysDoc{Collection: decisionCollection, ID: r.runID, Value: r.d})
+		// The record is written again even when unchanged: its index entry moves to
+		// "rejected" in the transaction of the decision.
+		by := r.by
+		links = append(links, link{doc: recordDoc(r.rec, true), event: ChainRejected, by: func() string { return by }})
+	}
+	return links, decisions
+}
+
+// answerRejections answers each rejection of a group whose commit returned err.
+func (e *Engine) answerRejections(group []*rejection, err error) {
 	for _, r := range group {
 		if err != nil {
 			r.answer(nil, false, fmt.Errorf("recording the rejection of run %s: %w", r.runID, err))

@@ -87,8 +87,27 @@ func TestRejectBoundsTheFeedback(t *testing.T) {
 type sysPuts struct {
 	store.Store
 	mu        sync.Mutex
-	decisions int
+	decisions int // PutSysDocs calls that write a decision
+	applies   int // ApplyPending calls
+	carried   int // ApplyPending calls that write a decision
 	fail      error
+}
+
+func (s *sysPuts) ApplyPending(ctx context.Context, p *store.Pending, verify store.Verify, extra ...store.SysDoc) error {
+	s.mu.Lock()
+	fail := s.fail
+	s.applies++
+	for _, d := range extra {
+		if d.Collection == decisionCollection {
+			s.carried++
+			break
+		}
+	}
+	s.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
+	return s.Store.ApplyPending(ctx, p, verify, extra...)
 }
 
 func (s *sysPuts) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error {
@@ -212,4 +231,99 @@ func TestAFailedRejectionGroupFailsEveryMember(t *testing.T) {
 	rep, err := e.VerifyChain()
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// queue queues a rejection of each of ids, as RejectWith does before it waits for the apply lock.
+func queue(e *Engine, ids ...string) []*rejection {
+	var out []*rejection
+	e.rejections.mu.Lock()
+	defer e.rejections.mu.Unlock()
+	for _, id := range ids {
+		r := &rejection{ctx: context.Background(), runID: id, opts: RejectOptions{Feedback: "no", Origin: "test"}}
+		e.rejections.queue = append(e.rejections.queue, r)
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestAnApplyCarriesQueuedRejections: rejections queued when an apply takes the lock are
+// written in its commit, and a rejection of the run being applied is not: it waits, and then
+// finds the run applied (the serial outcome; both succeeded when it rode along).
+func TestAnApplyCarriesQueuedRejections(t *testing.T) {
+	e, _ := newEngine(t)
+	ids := pendingRuns(t, e, 3)
+	puts := &sysPuts{Store: e.st}
+	e.st = puts
+	rs := queue(e, ids[1], ids[0], ids[2])
+	res, err := e.Apply(context.Background(), ids[0])
+	require.NoError(t, err)
+	require.True(t, res.Applied)
+	assert.Equal(t, 1, puts.applies)
+	assert.Equal(t, 1, puts.carried, "the rejections ride in the apply's commit")
+	assert.Equal(t, 0, puts.decisions)
+	for _, r := range []*rejection{rs[0], rs[2]} {
+		require.True(t, r.done)
+		require.NoError(t, r.err)
+		assert.True(t, r.recorded)
+	}
+	require.False(t, rs[1].done, "the rejection of the run applied waits for the next group")
+	e.applyMu.Lock()
+	e.rejectQueuedLocked()
+	e.applyMu.Unlock()
+	require.True(t, rs[1].done)
+	var re *RunError
+	require.True(t, errors.As(rs[1].err, &re), "%v", rs[1].err)
+	assert.Contains(t, re.Problem, "already applied")
+	all, err := e.Decisions()
+	require.NoError(t, err)
+	assert.Len(t, all, 2)
+	assert.Nil(t, all[ids[0]])
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// TestRejectionsOfAnApplyThatWritesNothing: an apply that conflicts writes nothing, and the
+// rejections it took commit on their own; one whose commit fails fails them all too, and
+// changes nothing.
+func TestRejectionsOfAnApplyThatWritesNothing(t *testing.T) {
+	e, _ := newEngine(t)
+	ids := pendingRuns(t, e, 6)
+	_, err := e.Apply(context.Background(), ids[4]) // the others now conflict: they buy the same row
+	require.NoError(t, err)
+	stock := row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"]
+	puts := &sysPuts{Store: e.st}
+	e.st = puts
+	rs := queue(e, ids[1])
+	res, err := e.Apply(context.Background(), ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, OutcomeConflict, res.Outcome)
+	require.True(t, rs[0].done)
+	require.NoError(t, rs[0].err)
+	assert.True(t, rs[0].recorded)
+	assert.Equal(t, 1, puts.carried, "tried in the apply's commit")
+	assert.Equal(t, 1, puts.decisions, "then committed on their own")
+
+	puts.carried, puts.decisions, puts.fail = 0, 0, errors.New("disk full")
+	rs = queue(e, ids[3], ids[5])
+	_, err = e.Apply(context.Background(), ids[2])
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "disk full")
+	for i := range rs {
+		require.True(t, rs[i].done)
+		require.Error(t, rs[i].err)
+		assert.Contains(t, rs[i].err.Error(), "disk full")
+	}
+	assert.Equal(t, 1, puts.carried, "tried in the apply's commit")
+	assert.Equal(t, 1, puts.decisions, "then on their own")
+	puts.fail = nil
+	all, err := e.Decisions()
+	require.NoError(t, err)
+	assert.Len(t, all, 1, "the failed group wrote nothing")
+	assert.Equal(t, stock, row(t, e.Store(), "inventory", "SG002")["quantity_in_stock"])
+	for _, id := range []string{ids[2], ids[3], ids[5]} {
+		rec, err := e.Record(id)
+		require.NoError(t, err)
+		assert.True(t, rec.Pending, id)
+	}
 }
