@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/starplan/starplan/store"
@@ -61,9 +62,20 @@ func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOption
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	for !r.done { // taken by an earlier holder of the lock, or left for the next group
+		if !e.rejectionQueued(r) {
+			// Taken by a holder that never answered it: it panicked (a server goes on).
+			return nil, false, fmt.Errorf("rejecting run %s: the rejection was taken for a commit that stopped with a panic; nothing was recorded by it, try again", runID)
+		}
 		e.rejectQueuedLocked()
 	}
 	return r.d, r.recorded, r.err
+}
+
+// rejectionQueued reports whether r waits in the queue, not taken for a group yet.
+func (e *Engine) rejectionQueued(r *rejection) bool {
+	e.rejections.mu.Lock()
+	defer e.rejections.mu.Unlock()
+	return slices.Contains(e.rejections.queue, r)
 }
 
 // rejection is a RejectWith waiting in the engine's queue (Engine.rejections). Its answer is

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,6 +93,17 @@ type sysPuts struct {
 	applies   int // ApplyPending calls
 	carried   int // ApplyPending calls that write a decision
 	fail      error
+	panics    bool // GetSys panics (a rejection's check)
+}
+
+func (s *sysPuts) GetSys(coll, id string, v any) (bool, error) {
+	s.mu.Lock()
+	panics := s.panics
+	s.mu.Unlock()
+	if panics && coll == decisionCollection {
+		panic("injected")
+	}
+	return s.Store.GetSys(coll, id, v)
 }
 
 func (s *sysPuts) ApplyPending(ctx context.Context, p *store.Pending, verify store.Verify, extra ...store.SysDoc) error {
@@ -326,4 +339,47 @@ func TestRejectionsOfAnApplyThatWritesNothing(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, rec.Pending, id)
 	}
+}
+
+// TestRejectionsTakenByAPanickingHolder: a rejection taken for a group whose holder of the apply
+// lock panicked is answered with an error, not waited for forever (the queue no longer holds
+// it, so no later holder would answer it).
+func TestRejectionsTakenByAPanickingHolder(t *testing.T) {
+	e, _ := newEngine(t)
+	ids := pendingRuns(t, e, 1)
+	puts := &sysPuts{Store: e.st, panics: true}
+	e.st = puts
+	answer := make(chan error, 1)
+	e.applyMu.Lock()
+	go func() {
+		_, _, err := e.RejectWith(context.Background(), ids[0], RejectOptions{Feedback: "no"})
+		answer <- err
+	}()
+	for !slices.ContainsFunc(queueOf(e), func(r *rejection) bool { return r.runID == ids[0] }) {
+		runtime.Gosched()
+	}
+	func() { // a holder of the lock takes it and panics in its check
+		defer func() { require.NotNil(t, recover()) }()
+		e.rejectQueuedLocked()
+	}()
+	puts.mu.Lock()
+	puts.panics = false
+	puts.mu.Unlock()
+	e.applyMu.Unlock()
+	select {
+	case err := <-answer:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "panic")
+	case <-time.After(30 * time.Second): // only a hang: the waiter never returns
+		t.Fatal("the rejection waits forever for a group that panicked")
+	}
+	_, recorded, err := e.RejectWith(context.Background(), ids[0], RejectOptions{Feedback: "no"})
+	require.NoError(t, err, "made again, it goes through")
+	assert.True(t, recorded)
+}
+
+func queueOf(e *Engine) []*rejection {
+	e.rejections.mu.Lock()
+	defer e.rejections.mu.Unlock()
+	return slices.Clone(e.rejections.queue)
 }
