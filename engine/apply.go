@@ -156,14 +156,26 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
 	var steps store.ApplySteps // the store's steps, timed for the observers (telemetry's spans)
-	err := e.audit.writeWith(at, []link{{doc: recordDoc(rec, false), event: event, by: who}}, func(docs []store.SysDoc) error {
+	// The rejections waiting for the apply lock ride in this apply's commit (one sync for all:
+	// issue 32), each checked first as it would be alone; they concern other runs, so they and
+	// the apply are decided as in either order one at a time. When the apply writes nothing,
+	// they commit on their own.
+	rejections := e.takeRejectionsLocked(rec.ID)
+	links, decisions := rejectionDocs(rejections)
+	links = append([]link{{doc: recordDoc(rec, false), event: event, by: who}}, links...)
+	err := e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
 		steps.Steps = steps.Steps[:0] // the last attempt's (see chain.write)
 		actx := ctx
 		if e.observed() {
 			actx = store.WithApplySteps(ctx, &steps)
 		}
-		return e.st.ApplyPending(actx, writes, verify, docs...)
+		return e.st.ApplyPending(actx, writes, verify, append(decisions, docs...)...)
 	})
+	if err == nil {
+		e.answerRejections(rejections, nil)
+	} else {
+		e.commitRejections(rejections)
+	}
 	if err == nil {
 		res.Pending, res.Applied = false, true
 		res.Who = rec.Who

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/starplan/starplan/store"
@@ -43,43 +44,173 @@ func (e *Engine) Reject(ctx context.Context, runID, feedback, origin string) (d 
 // RejectWith is Reject by opts.By (the local user when zero), whom the decision and the run's
 // record name (rejected_by). Which principals may reject which runs is the caller's to check
 // (access.Propose for one's own run, access.Approve for any).
+//
+// Rejections commit in groups (issue 32: one commit, and one disk sync, per rejection made
+// every decision of a busy server wait in line for the apply lock): a rejection queues itself,
+// then takes the apply lock; whoever holds it takes every rejection queued, checks each in
+// turn against the log as the earlier ones leave it, and writes them all in one transaction,
+// answering none before that commit (its sync) is done. So each rejection is decided exactly
+// as it would be alone, in the order they were taken: a second rejection of a run in the same
+// group waits for the next group, where it finds the first's decision. A commit that fails
+// fails every rejection of its group and writes none of them.
 func (e *Engine) RejectWith(ctx context.Context, runID string, opts RejectOptions) (d *Decision, recorded bool, err error) {
-	feedback, origin, by := opts.Feedback, opts.Origin, orLocal(opts.By)
+	r := &rejection{ctx: ctx, runID: runID, opts: opts}
+	e.rejections.mu.Lock()
+	e.rejections.queue = append(e.rejections.queue, r)
+	e.rejections.mu.Unlock()
 	// Under the apply lock: a rejection and an apply of the same run must not both succeed.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
+	for !r.done { // taken by an earlier holder of the lock, or left for the next group
+		if !e.rejectionQueued(r) {
+			// Taken by a holder that never answered it: it panicked (a server goes on).
+			return nil, false, fmt.Errorf("rejecting run %s: the rejection was taken for a commit that stopped with a panic; nothing was recorded by it, try again", runID)
+		}
+		e.rejectQueuedLocked()
+	}
+	return r.d, r.recorded, r.err
+}
+
+// rejectionQueued reports whether r waits in the queue, not taken for a group yet.
+func (e *Engine) rejectionQueued(r *rejection) bool {
+	e.rejections.mu.Lock()
+	defer e.rejections.mu.Unlock()
+	return slices.Contains(e.rejections.queue, r)
+}
+
+// rejection is a RejectWith waiting in the engine's queue (Engine.rejections). Its answer is
+// set, and done, under the apply lock.
+type rejection struct {
+	ctx   context.Context
+	runID string
+	opts  RejectOptions
+	rec   *RunRecord // the run's record as the rejection writes it (rejectCheck)
+	by    string
+
+	done     bool
+	d        *Decision
+	recorded bool
+	err      error
+}
+
+func (r *rejection) answer(d *Decision, recorded bool, err error) {
+	r.d, r.recorded, r.err, r.done = d, recorded, err, true
+}
+
+// rejectQueuedLocked decides every queued rejection: those that need a commit in one group
+// (commitRejections). The caller holds applyMu.
+func (e *Engine) rejectQueuedLocked() {
+	e.commitRejections(e.takeRejectionsLocked(""))
+}
+
+// takeRejectionsLocked takes the queued rejections, answers those that write nothing and
+// returns the others, each checked as a rejection alone is (rejectCheck), for one commit. A
+// rejection of a run already taken, or of run except, stays queued, for the next group. The
+// caller holds applyMu.
+func (e *Engine) takeRejectionsLocked(except string) []*rejection {
+	e.rejections.mu.Lock()
+	queued := e.rejections.queue
+	e.rejections.queue = nil
+	e.rejections.mu.Unlock()
+	var group, later []*rejection
+	taken := map[string]bool{}
+	if except != "" {
+		taken[except] = true
+	}
+	for _, r := range queued {
+		if taken[r.runID] {
+			later = append(later, r)
+			continue
+		}
+		if e.rejectCheck(r) {
+			group = append(group, r)
+			taken[r.runID] = true
+		}
+	}
+	if len(later) > 0 {
+		e.rejections.mu.Lock()
+		e.rejections.queue = append(later, e.rejections.queue...)
+		e.rejections.mu.Unlock()
+	}
+	return group
+}
+
+// rejectCheck is a rejection's checks before its commit: it answers r and returns false when
+// the rejection writes nothing (an unknown run, one applied, one rejected already); otherwise
+// it makes r's decision and record and returns true. The caller holds applyMu.
+func (e *Engine) rejectCheck(r *rejection) bool {
+	if err := r.ctx.Err(); err != nil {
+		r.answer(nil, false, err)
+		return false
+	}
+	runID, feedback, by := r.runID, r.opts.Feedback, orLocal(r.opts.By)
 	rec, err := e.readRecord(runID) // its last version: the rejection's commit writes the queue first
 	if err != nil {
-		return nil, false, err
+		r.answer(nil, false, err)
+		return false
 	}
 	if d, ok, err := e.Decision(runID); err != nil || ok {
-		return d, false, err
+		r.answer(d, false, err)
+		return false
 	}
 	if rec.Applied {
-		return nil, false, &RunError{ID: runID, Problem: fmt.Sprintf("was already applied at %s; it cannot be rejected", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + runID}
+		r.answer(nil, false, &RunError{ID: runID, Problem: fmt.Sprintf("was already applied at %s; it cannot be rejected", rec.AppliedAt.Format("2006-01-02 15:04:05")), Hint: "starplan runs show " + runID})
+		return false
 	}
 	if len(feedback) > MaxFeedback {
 		feedback = clipped(feedback, MaxFeedback)
 	}
-	d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: origin, By: by.Name, Time: e.opts.Now()}
+	r.d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: r.opts.Origin, By: by.Name, Time: e.opts.Now()}
 	rec.RejectedBy = by.Name
 	if rec.Pending {
 		rec.Pending, rec.Writes = false, nil
 		rec.ApplyError = "rejected by the reviewer"
 	}
-	// The record is written again even when unchanged: its index entry moves to "rejected" in
-	// the transaction of the decision.
-	err = e.audit.writeWith(d.Time, []link{{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }}}, func(chained []store.SysDoc) error {
-		return e.st.PutSysDocs(ctx, append([]store.SysDoc{{Collection: decisionCollection, ID: runID, Value: d}}, chained...)...)
+	r.rec, r.by = rec, by.Name
+	return true
+}
+
+// commitRejections writes the decisions and records of group, rejections checked by
+// rejectCheck, in one transaction, and answers each: all recorded, or all failed with the
+// commit's error. The caller holds applyMu.
+func (e *Engine) commitRejections(group []*rejection) {
+	if len(group) == 0 {
+		return
+	}
+	links, decisions := rejectionDocs(group)
+	// The commit is the group's, not one caller's to cancel: each was checked as it was taken.
+	ctx := context.WithoutCancel(group[0].ctx)
+	err := e.audit.writeWith(group[len(group)-1].d.Time, links, func(chained []store.SysDoc) error {
+		return e.st.PutSysDocs(ctx, append(decisions, chained...)...)
 	})
-	if err != nil {
-		return nil, false, fmt.Errorf("recording the rejection of run %s: %w", runID, err)
+	e.answerRejections(group, err)
+}
+
+// rejectionDocs are the chained records and the decisions that group's commit writes.
+func rejectionDocs(group []*rejection) (links []link, decisions []store.SysDoc) {
+	for _, r := range group {
+		decisions = append(decisions, store.SysDoc{Collection: decisionCollection, ID: r.runID, Value: r.d})
+		// The record is written again even when unchanged: its index entry moves to
+		// "rejected" in the transaction of the decision.
+		by := r.by
+		links = append(links, link{doc: recordDoc(r.rec, true), event: ChainRejected, by: func() string { return by }})
 	}
-	if e.observed() {
-		e.emit(ctx, Event{Type: EventRejected, Time: d.Time, RunID: runID, Origin: origin, Outcome: rec.Outcome, State: StateRejected,
-			RowsWritten: rec.ChangedRows, Feedback: d.Feedback, By: by.Name})
+	return links, decisions
+}
+
+// answerRejections answers each rejection of a group whose commit returned err.
+func (e *Engine) answerRejections(group []*rejection, err error) {
+	for _, r := range group {
+		if err != nil {
+			r.answer(nil, false, fmt.Errorf("recording the rejection of run %s: %w", r.runID, err))
+			continue
+		}
+		if e.observed() {
+			e.emit(r.ctx, Event{Type: EventRejected, Time: r.d.Time, RunID: r.runID, Origin: r.opts.Origin, Outcome: r.rec.Outcome, State: StateRejected,
+				RowsWritten: r.rec.ChangedRows, Feedback: r.d.Feedback, By: r.by})
+		}
+		r.answer(r.d, true, nil)
 	}
-	return d, true, nil
 }
 
 // Decision returns the reviewer's decision on a run, if one was recorded.

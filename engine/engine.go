@@ -48,6 +48,11 @@ type Engine struct {
 	chain     *chain // the audit log's hash chain (chain.go)
 	// applyMu serialises applies (see Apply); runs go on concurrently.
 	applyMu sync.Mutex
+	// rejections are the rejections waiting to be decided in one group (RejectWith).
+	rejections struct {
+		mu    sync.Mutex
+		queue []*rejection
+	}
 	// indexBuilt is how many records New read to build the audit log's index (runindex.go).
 	indexBuilt int
 	// decodes counts the records a listing or a prune decoded (for tests: they are O(their page,
