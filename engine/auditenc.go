@@ -2,14 +2,11 @@ package engine
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/starplan/starplan/store"
 
@@ -438,7 +435,7 @@ func (e *recordEncoder) value(v any) {
 func (e *recordEncoder) raw(s string) { e.b = append(e.b, s...) }
 func (e *recordEncoder) int(n int64)  { e.b = strconv.AppendInt(e.b, n, 10) }
 func (e *recordEncoder) bool(v bool)  { e.b = strconv.AppendBool(e.b, v) }
-func (e *recordEncoder) str(s string) { e.b = appendJSONString(e.b, s) }
+func (e *recordEncoder) str(s string) { e.b = store.AppendJSONString(e.b, s) }
 func (e *recordEncoder) strs(l []string) {
 	if l == nil {
 		e.raw("null")
@@ -468,17 +465,7 @@ func (e *recordEncoder) float(f float64) {
 		e.json(f) // encoding/json's error
 		return
 	}
-	abs, format := math.Abs(f), byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	e.b = strconv.AppendFloat(e.b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(e.b); n >= 4 && e.b[n-4] == 'e' && e.b[n-3] == '-' && e.b[n-2] == '0' {
-			e.b[n-2] = e.b[n-1]
-			e.b = e.b[:n-1]
-		}
-	}
+	e.b = store.AppendJSONFloat(e.b, f)
 }
 
 func (e *recordEncoder) time(t time.Time) {
@@ -518,94 +505,4 @@ func (e *recordEncoder) json(v any) {
 		return
 	}
 	e.b = append(e.b, b...)
-}
-
-// plainJSON8 reports whether the eight bytes of x are ASCII that encoding/json writes as they
-// are (jsonSafe): none below 0x20, at or above 0x80, nor '"', '\\', '<', '>', '&'.
-func plainJSON8(x uint64) bool { return special8(x) == 0 }
-
-// special8 marks, in the high bit of each byte of x (little-endian), the bytes that need a look;
-// its lowest mark is the first such byte exactly (the marks above it may be false: the
-// subtractions borrow upwards only).
-func special8(x uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	eq := func(c uint64) uint64 { v := x ^ (ones * c); return (v - ones) &^ v & highs } // a byte c
-	return x&highs |                                                                    // 0x80 and above
-		(x-ones*0x20)&^x&highs | // below 0x20
-		eq('"') | eq('\\') | eq('<') | eq('>') | eq('&')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe holds the ASCII bytes encoding/json writes as they are (with HTML escaping).
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s as encoding/json writes a string (HTML characters escaped, invalid
-// UTF-8 as \ufffd, U+2028 and U+2029 escaped).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a look (issue 32: the audit record's text).
-		for i+8 <= len(s) {
-			m := special8(binary.LittleEndian.Uint64([]byte(s[i : i+8])))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3 // to the first that needs one
-				break
-			}
-			i += 8
-		}
-		if i >= len(s) {
-			break
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

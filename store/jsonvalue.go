@@ -1,8 +1,10 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -29,7 +31,7 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			break
 		}
-		return appendJSONFloat(b, v), nil
+		return AppendJSONFloat(b, v), nil
 	case map[string]any:
 		if v == nil {
 			return append(b, "null"...), nil
@@ -76,9 +78,9 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 	return append(b, raw...), nil
 }
 
-// appendJSONFloat writes a finite f as encoding/json does (its floatEncoder): 'f' format, or 'e'
+// AppendJSONFloat writes a finite f as encoding/json does (its floatEncoder): 'f' format, or 'e'
 // for very small and very large magnitudes, with a one-digit negative exponent.
-func appendJSONFloat(b []byte, f float64) []byte {
+func AppendJSONFloat(b []byte, f float64) []byte {
 	abs, format := math.Abs(f), byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -91,6 +93,17 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// special8 marks, in the high bit of each byte of x (little-endian), the bytes that need a look;
+// its lowest mark is the first such byte exactly (the marks above it may be false: the
+// subtractions borrow upwards only).
+func special8(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	eq := func(c uint64) uint64 { v := x ^ (ones * c); return (v - ones) &^ v & highs } // a byte c
+	return x&highs |                                                                    // 0x80 and above
+		(x-ones*0x20)&^x&highs | // below 0x20
+		eq('"') | eq('\\') | eq('<') | eq('>') | eq('&')
 }
 
 const hexDigits = "0123456789abcdef"
@@ -109,6 +122,18 @@ func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look (issue 32: the audit record's text).
+		for i+8 <= len(s) {
+			m := special8(binary.LittleEndian.Uint64([]byte(s[i : i+8])))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3 // to the first that needs one
+				break
+			}
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if jsonSafe[c] {
 				i++

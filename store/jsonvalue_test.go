@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,31 @@ func TestWhereEqualIsJSONEquality(t *testing.T) {
 			jb, _ := json.Marshal(b)
 			assert.Equal(t, string(ja) == string(jb), whereEqual(a, b), "%s vs %s", ja, jb)
 		}
+	}
+}
+
+// AppendJSONString writes every string as encoding/json does, whichever of its bytes fall in the
+// eight-byte steps: each byte value at each place of a block, and random text.
+func TestAppendJSONStringIsEncodingJSON(t *testing.T) {
+	check := func(s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(AppendJSONString(nil, s)), "%q", s)
+	}
+	for c := 0; c < 256; c++ {
+		for at := 0; at < 17; at++ {
+			b := []byte(strings.Repeat("abcdefgh", 3))
+			b[at] = byte(c)
+			check(string(b))
+		}
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", " ", "\"", "\\", "<", ">", "&", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "日", "\xff", "\xe2\x80"}
+	for range 2000 {
+		var sb strings.Builder
+		for range rnd.IntN(40) {
+			sb.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		check(sb.String())
 	}
 }
