@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -312,7 +313,7 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 		e.rows(tc.Deleted)
 		if len(tc.Via) > 0 {
 			e.raw(`,"via":{`)
-			for j, k := range sortedKeys(tc.Via) {
+			for j, k := range slices.Sorted(maps.Keys(tc.Via)) {
 				if j > 0 {
 					e.raw(",")
 				}
@@ -327,11 +328,7 @@ func (e *recordEncoder) changes(cs table.ChangeSet) {
 	e.raw("}")
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	return sortedKeysIn(m, make([]string, 0, len(m)))
-}
-
-// sortedKeysIn is sortedKeys appending to keys: a caller's array on its stack holds a row's
+// sortedKeysIn is slices.Sorted(maps.Keys(m)) appending to keys: a caller's array on its stack holds a row's
 // few names without an allocation (a record writes a dozen rows; issue 32).
 func sortedKeysIn[V any](m map[string]V, keys []string) []string {
 	for k := range m {

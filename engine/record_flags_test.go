@@ -17,7 +17,9 @@ func TestAProgramStoredBesideProgramIsReplyIsDamage(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"program":""`)
 	bad := strings.Replace(string(raw), `"program":""`, `"program":"import os\n"`, 1)
-	require.Error(t, CheckRecord([]byte(bad)))
+	err = CheckRecord([]byte(bad))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "holds a program too")
 }
 
 // A write stored as named in the record's changes (in_changes) that holds rows too is damage:

@@ -516,11 +516,6 @@ func FuzzFastParseGenerated(f *testing.F) {
 	})
 }
 
-func genClean(seed uint64) bool {
-	g := &genProg{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	return g.r.IntN(4) != 0
-}
-
 // TestFastParseConcurrent: parses running at once (the pooled parsers) give each its own tree,
 // which stays go.starlark.net's after other parses ran (run it with -race).
 func TestFastParseConcurrent(t *testing.T) {

@@ -952,10 +952,11 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 		uuid := d.key
 		if uuid == "" {
 			uuid, _ = sysDocKeys(coll, d.id)
-		} else if b.Get(append(docPrefix(coll), uuid...)) != nil {
-			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
 		}
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
+		if d.key != "" && b.Get(key) != nil {
+			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
+		}
 		doc := sysDocIn(d.buf, uuid, d.id, d.raw)
 		if err := s.bolt.tracked(tx, coll, key, nil, doc); err != nil {
 			return err
