@@ -32,300 +32,305 @@ func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
 // encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
 // (store.RoomEncoded).
 func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
-	e := recordEncoder{b: make([]byte, room, max(8192, 2*room))} // most records fit (8 KiB: a size class of its own)
+	var e recordEncoder
+	b := make([]byte, room, max(8192, 2*room)) // most records fit (8 KiB: a size class of its own)
 	r := &s.RunRecord
-	e.raw(`{"run_id":`)
-	e.str(r.ID)
-	e.raw(`,"time":`)
-	e.time(r.Time)
-	e.raw(`,"origin":`)
-	e.str(r.Origin)
-	e.raw(`,"request":`)
-	e.str(r.Request)
-	e.optStr(`,"subject":`, r.Subject)
-	e.optStr(`,"trace_id":`, r.TraceID)
-	e.raw(`,"reply":`)
-	e.str(r.Reply)
-	e.raw(`,"reply_bytes":`)
-	e.int(int64(r.ReplyBytes))
-	e.optStr(`,"reply_sha256":`, r.ReplySHA256)
-	e.raw(`,"program":`)
-	e.str(r.Program)
-	e.raw(`,"rewrites":`)
+	b = e.raw(b, `{"run_id":`)
+	b = e.str(b, r.ID)
+	b = e.raw(b, `,"time":`)
+	b = e.time(b, r.Time)
+	b = e.raw(b, `,"origin":`)
+	b = e.str(b, r.Origin)
+	b = e.raw(b, `,"request":`)
+	b = e.str(b, r.Request)
+	b = e.optStr(b, `,"subject":`, r.Subject)
+	b = e.optStr(b, `,"trace_id":`, r.TraceID)
+	b = e.raw(b, `,"reply":`)
+	b = e.str(b, r.Reply)
+	b = e.raw(b, `,"reply_bytes":`)
+	b = e.int(b, int64(r.ReplyBytes))
+	b = e.optStr(b, `,"reply_sha256":`, r.ReplySHA256)
+	b = e.raw(b, `,"program":`)
+	b = e.str(b, r.Program)
+	b = e.raw(b, `,"rewrites":`)
 	if r.Rewrites == nil {
-		e.raw("null")
+		b = e.raw(b, "null")
 	} else {
-		e.raw("[")
+		b = e.raw(b, "[")
 		for i, w := range r.Rewrites {
 			if i > 0 {
-				e.raw(",")
+				b = e.raw(b, ",")
 			}
-			e.raw(`{"line":`)
-			e.int(int64(w.Line))
-			e.raw(`,"rule":`)
-			e.str(w.Rule)
-			e.raw(`,"before":`)
+			b = e.raw(b, `{"line":`)
+			b = e.int(b, int64(w.Line))
+			b = e.raw(b, `,"rule":`)
+			b = e.str(b, w.Rule)
+			b = e.raw(b, `,"before":`)
 			if s.BeforesInProgram {
-				e.raw(`""`) // its line of the program
+				b = e.raw(b, `""`) // its line of the program
 			} else {
-				e.str(w.Before)
+				b = e.str(b, w.Before)
 			}
-			e.raw(`,"after":`)
-			e.str(w.After)
-			e.raw("}")
+			b = e.raw(b, `,"after":`)
+			b = e.str(b, w.After)
+			b = e.raw(b, "}")
 		}
-		e.raw("]")
+		b = e.raw(b, "]")
 	}
-	e.raw(`,"diagnostics":`)
-	e.json(r.Diagnostics)
-	e.raw(`,"stdout":`)
-	e.str(r.Stdout)
-	e.raw(`,"stdout_truncated":`)
-	e.bool(r.StdoutTruncated)
-	e.raw(`,"answer_text":`)
-	e.str(r.AnswerText)
-	e.raw(`,"status":`)
-	e.str(r.Status)
-	e.raw(`,"changes":`)
+	b = e.raw(b, `,"diagnostics":`)
+	b = e.json(b, r.Diagnostics)
+	b = e.raw(b, `,"stdout":`)
+	b = e.str(b, r.Stdout)
+	b = e.raw(b, `,"stdout_truncated":`)
+	b = e.bool(b, r.StdoutTruncated)
+	b = e.raw(b, `,"answer_text":`)
+	b = e.str(b, r.AnswerText)
+	b = e.raw(b, `,"status":`)
+	b = e.str(b, r.Status)
+	b = e.raw(b, `,"changes":`)
 	e.fieldsOnly = s.AftersAsFields
-	e.changes(r.Changes)
+	b = e.changes(b, r.Changes)
 	e.fieldsOnly = false
-	e.raw(`,"changed_rows":`)
-	e.int(int64(r.ChangedRows))
-	e.raw(`,"outcome":`)
-	e.str(string(r.Outcome))
-	e.optStr(`,"limit":`, string(r.Limit))
-	e.raw(`,"steps":`)
-	e.b = strconv.AppendUint(e.b, r.Steps, 10)
-	e.raw(`,"duration_ms":`)
-	e.float(r.DurationMS)
-	e.raw(`,"pending":`)
-	e.bool(r.Pending)
-	e.raw(`,"applied":`)
-	e.bool(r.Applied)
+	b = e.raw(b, `,"changed_rows":`)
+	b = e.int(b, int64(r.ChangedRows))
+	b = e.raw(b, `,"outcome":`)
+	b = e.str(b, string(r.Outcome))
+	b = e.optStr(b, `,"limit":`, string(r.Limit))
+	b = e.raw(b, `,"steps":`)
+	b = strconv.AppendUint(b, r.Steps, 10)
+	b = e.raw(b, `,"duration_ms":`)
+	b = e.float(b, r.DurationMS)
+	b = e.raw(b, `,"pending":`)
+	b = e.bool(b, r.Pending)
+	b = e.raw(b, `,"applied":`)
+	b = e.bool(b, r.Applied)
 	if r.AppliedAt != nil {
-		e.raw(`,"applied_at":`)
-		e.time(*r.AppliedAt)
+		b = e.raw(b, `,"applied_at":`)
+		b = e.time(b, *r.AppliedAt)
 	}
-	e.optStr(`,"apply_error":`, r.ApplyError)
+	b = e.optStr(b, `,"apply_error":`, r.ApplyError)
 	if r.ConflictAt != nil {
-		e.raw(`,"conflict_at":`)
-		e.time(*r.ConflictAt)
+		b = e.raw(b, `,"conflict_at":`)
+		b = e.time(b, *r.ConflictAt)
 	}
-	e.optStr(`,"apply_origin":`, r.ApplyOrigin)
+	b = e.optStr(b, `,"apply_origin":`, r.ApplyOrigin)
 	if r.Model != nil {
-		e.raw(`,"model":`)
-		e.json(r.Model)
+		b = e.raw(b, `,"model":`)
+		b = e.json(b, r.Model)
 	}
 	if r.Limits != nil {
-		e.raw(`,"limits":`)
-		e.json(r.Limits)
+		b = e.raw(b, `,"limits":`)
+		b = e.json(b, r.Limits)
 	}
 	if len(r.Truncated) > 0 {
-		e.raw(`,"truncated":`)
-		e.strs(r.Truncated)
+		b = e.raw(b, `,"truncated":`)
+		b = e.strs(b, r.Truncated)
 	}
-	e.raw(`,"proposed_by":`)
-	e.str(r.ProposedBy)
+	b = e.raw(b, `,"proposed_by":`)
+	b = e.str(b, r.ProposedBy)
 	if len(r.ApprovedBy) > 0 {
-		e.raw(`,"approved_by":`)
-		e.strs(r.ApprovedBy)
+		b = e.raw(b, `,"approved_by":`)
+		b = e.strs(b, r.ApprovedBy)
 	}
-	e.optStr(`,"rejected_by":`, r.RejectedBy)
-	e.optStr(`,"auto_approved_by_rule":`, r.AutoApprovedByRule)
+	b = e.optStr(b, `,"rejected_by":`, r.RejectedBy)
+	b = e.optStr(b, `,"auto_approved_by_rule":`, r.AutoApprovedByRule)
 	if r.ApprovalsNeeded != 0 {
-		e.raw(`,"approvals_needed":`)
-		e.int(int64(r.ApprovalsNeeded))
+		b = e.raw(b, `,"approvals_needed":`)
+		b = e.int(b, int64(r.ApprovalsNeeded))
 	}
 	if len(r.Scans) > 0 {
-		e.raw(`,"scans":[`)
+		b = e.raw(b, `,"scans":[`)
 		for i, sc := range r.Scans {
 			if i > 0 {
-				e.raw(",")
+				b = e.raw(b, ",")
 			}
-			e.raw(`{"table":`)
-			e.str(sc.Table)
-			e.raw(`,"fields":`)
-			e.strs(sc.Fields)
-			e.raw(`,"calls":`)
-			e.int(int64(sc.Calls))
-			e.raw(`,"rows_examined":`)
-			e.int(sc.Rows)
-			e.raw("}")
+			b = e.raw(b, `{"table":`)
+			b = e.str(b, sc.Table)
+			b = e.raw(b, `,"fields":`)
+			b = e.strs(b, sc.Fields)
+			b = e.raw(b, `,"calls":`)
+			b = e.int(b, int64(sc.Calls))
+			b = e.raw(b, `,"rows_examined":`)
+			b = e.int(b, sc.Rows)
+			b = e.raw(b, "}")
 		}
-		e.raw("]")
+		b = e.raw(b, "]")
 	}
 	if s.ProgramIsReply {
-		e.raw(`,"program_is_reply":true`)
+		b = e.raw(b, `,"program_is_reply":true`)
 	}
 	if s.BeforesInProgram {
-		e.raw(`,"rewrites_before_in_program":true`)
+		b = e.raw(b, `,"rewrites_before_in_program":true`)
 	}
 	if s.AftersAsFields {
-		e.raw(`,"updates_after_fields":true`)
+		b = e.raw(b, `,"updates_after_fields":true`)
 	}
-	e.pending(`,"writes":{"domain":`, s.Writes)
-	e.pending(`,"apply_writes":{"domain":`, s.WritesOnce)
-	e.raw("}")
-	return e.b, e.err
+	b = e.pending(b, `,"writes":{"domain":`, s.Writes)
+	b = e.pending(b, `,"apply_writes":{"domain":`, s.WritesOnce)
+	b = e.raw(b, "}")
+	return b, e.err
 }
 
 // pending writes a record's writes under name (which opens the object), if there are any.
-func (e *recordEncoder) pending(name string, p *storedPending) {
+func (e *recordEncoder) pending(b []byte, name string, p *storedPending) []byte {
 	if p != nil {
-		e.raw(name)
-		e.str(p.Domain)
-		e.raw(`,"writes":`)
+		b = e.raw(b, name)
+		b = e.str(b, p.Domain)
+		b = e.raw(b, `,"writes":`)
 		if p.Writes == nil {
-			e.raw("null")
+			b = e.raw(b, "null")
 		} else {
-			e.raw("[")
+			b = e.raw(b, "[")
 			for i, w := range p.Writes {
 				if i > 0 {
-					e.raw(",")
+					b = e.raw(b, ",")
 				}
-				e.write(&w)
+				b = e.write(b, &w)
 			}
-			e.raw("]")
+			b = e.raw(b, "]")
 		}
-		e.raw(`,"reads":`)
-		e.reads(p.Reads)
-		e.raw("}")
+		b = e.raw(b, `,"reads":`)
+		b = e.reads(b, p.Reads)
+		b = e.raw(b, "}")
 	}
+	return b
 }
 
-func (e *recordEncoder) write(w *storedWrite) {
-	e.raw(`{"table":`)
-	e.str(w.Table)
-	e.raw(`,"key":`)
-	e.value(w.Key)
-	e.raw(`,"base":`)
-	e.int(w.Base)
+func (e *recordEncoder) write(b []byte, w *storedWrite) []byte {
+	b = e.raw(b, `{"table":`)
+	b = e.str(b, w.Table)
+	b = e.raw(b, `,"key":`)
+	b = e.value(b, w.Key)
+	b = e.raw(b, `,"base":`)
+	b = e.int(b, w.Base)
 	if len(w.Before) > 0 {
-		e.raw(`,"before":`)
-		e.row(w.Before)
+		b = e.raw(b, `,"before":`)
+		b = e.row(b, w.Before)
 	}
-	e.raw(`,"row":`)
-	e.row(w.Row)
+	b = e.raw(b, `,"row":`)
+	b = e.row(b, w.Row)
 	if w.InChanges {
-		e.raw(`,"in_changes":true`)
+		b = e.raw(b, `,"in_changes":true`)
 	}
-	e.raw("}")
+	b = e.raw(b, "}")
+	return b
 }
 
 // reads writes a pending run's reads.
-func (e *recordEncoder) reads(rs []store.PendingRead) {
+func (e *recordEncoder) reads(b []byte, rs []store.PendingRead) []byte {
 	if rs == nil {
-		e.raw("null")
-		return
+		b = e.raw(b, "null")
+		return b
 	}
-	e.raw("[")
+	b = e.raw(b, "[")
 	for i, r := range rs {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.raw(`{"table":`)
-		e.str(r.Table)
+		b = e.raw(b, `{"table":`)
+		b = e.str(b, r.Table)
 		if r.Key != nil {
-			e.raw(`,"key":`)
-			e.value(r.Key)
+			b = e.raw(b, `,"key":`)
+			b = e.value(b, r.Key)
 		}
 		if r.All {
-			e.raw(`,"all":true`)
+			b = e.raw(b, `,"all":true`)
 		}
-		e.raw(`,"version":`)
-		e.int(r.Version)
-		e.optStr(`,"pred":`, r.Pred)
+		b = e.raw(b, `,"version":`)
+		b = e.int(b, r.Version)
+		b = e.optStr(b, `,"pred":`, r.Pred)
 		if len(r.Where) > 0 {
-			e.raw(`,"where":`)
-			e.rawJSON(r.Where)
+			b = e.raw(b, `,"where":`)
+			b = e.rawJSON(b, r.Where)
 		}
 		if r.From != nil {
-			e.raw(`,"from":`)
-			e.value(r.From)
+			b = e.raw(b, `,"from":`)
+			b = e.value(b, r.From)
 		}
 		if r.To != nil {
-			e.raw(`,"to":`)
-			e.value(r.To)
+			b = e.raw(b, `,"to":`)
+			b = e.value(b, r.To)
 		}
 		if r.N != 0 {
-			e.raw(`,"n":`)
-			e.int(r.N)
+			b = e.raw(b, `,"n":`)
+			b = e.int(b, r.N)
 		}
-		e.optStr(`,"digest":`, r.Digest)
-		e.raw("}")
+		b = e.optStr(b, `,"digest":`, r.Digest)
+		b = e.raw(b, "}")
 	}
-	e.raw("]")
+	b = e.raw(b, "]")
+	return b
 }
 
-func (e *recordEncoder) changes(cs table.ChangeSet) {
+func (e *recordEncoder) changes(b []byte, cs table.ChangeSet) []byte {
 	if cs == nil {
-		e.raw("null")
-		return
+		b = e.raw(b, "null")
+		return b
 	}
-	e.raw("{")
+	b = e.raw(b, "{")
 	var names [8]string
 	for i, name := range sortedKeysIn(cs, names[:0]) {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.str(name)
-		e.raw(":")
+		b = e.str(b, name)
+		b = e.raw(b, ":")
 		tc := cs[name]
 		if tc == nil {
-			e.raw("null")
+			b = e.raw(b, "null")
 			continue
 		}
-		e.raw(`{"key":`)
-		e.str(tc.Key)
-		e.raw(`,"inserted":`)
-		e.rows(tc.Inserted)
-		e.raw(`,"updated":`)
+		b = e.raw(b, `{"key":`)
+		b = e.str(b, tc.Key)
+		b = e.raw(b, `,"inserted":`)
+		b = e.rows(b, tc.Inserted)
+		b = e.raw(b, `,"updated":`)
 		if tc.Updated == nil {
-			e.raw("null")
+			b = e.raw(b, "null")
 		} else {
-			e.raw("[")
+			b = e.raw(b, "[")
 			for j, u := range tc.Updated {
 				if j > 0 {
-					e.raw(",")
+					b = e.raw(b, ",")
 				}
-				e.raw(`{"key":`)
-				e.value(u.Key)
-				e.raw(`,"before":`)
-				e.row(u.Before)
-				e.raw(`,"after":`)
+				b = e.raw(b, `{"key":`)
+				b = e.value(b, u.Key)
+				b = e.raw(b, `,"before":`)
+				b = e.row(b, u.Before)
+				b = e.raw(b, `,"after":`)
 				if e.fieldsOnly {
-					e.fields(u.After, u.Fields)
+					b = e.fields(b, u.After, u.Fields)
 				} else {
-					e.row(u.After)
+					b = e.row(b, u.After)
 				}
-				e.raw(`,"fields":`)
-				e.strs(u.Fields)
+				b = e.raw(b, `,"fields":`)
+				b = e.strs(b, u.Fields)
 				if len(u.Paths) > 0 {
-					e.raw(`,"paths":`)
-					e.strs(u.Paths)
+					b = e.raw(b, `,"paths":`)
+					b = e.strs(b, u.Paths)
 				}
-				e.raw("}")
+				b = e.raw(b, "}")
 			}
-			e.raw("]")
+			b = e.raw(b, "]")
 		}
-		e.raw(`,"deleted":`)
-		e.rows(tc.Deleted)
+		b = e.raw(b, `,"deleted":`)
+		b = e.rows(b, tc.Deleted)
 		if len(tc.Via) > 0 {
-			e.raw(`,"via":{`)
+			b = e.raw(b, `,"via":{`)
 			for j, k := range slices.Sorted(maps.Keys(tc.Via)) {
 				if j > 0 {
-					e.raw(",")
+					b = e.raw(b, ",")
 				}
-				e.str(k)
-				e.raw(":")
-				e.str(tc.Via[k])
+				b = e.str(b, k)
+				b = e.raw(b, ":")
+				b = e.str(b, tc.Via[k])
 			}
-			e.raw("}")
+			b = e.raw(b, "}")
 		}
-		e.raw("}")
+		b = e.raw(b, "}")
 	}
-	e.raw("}")
+	b = e.raw(b, "}")
+	return b
 }
 
 // sortedKeysIn is slices.Sorted(maps.Keys(m)) appending to keys: a caller's array on its stack holds a row's
@@ -338,168 +343,176 @@ func sortedKeysIn[V any](m map[string]V, keys []string) []string {
 	return keys
 }
 
-func (e *recordEncoder) rows(rows []table.Row) {
+func (e *recordEncoder) rows(b []byte, rows []table.Row) []byte {
 	if rows == nil {
-		e.raw("null")
-		return
+		b = e.raw(b, "null")
+		return b
 	}
-	e.raw("[")
+	b = e.raw(b, "[")
 	for i, row := range rows {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.row(row)
+		b = e.row(b, row)
 	}
-	e.raw("]")
+	b = e.raw(b, "]")
+	return b
 }
 
-func (e *recordEncoder) row(row table.Row) {
+func (e *recordEncoder) row(b []byte, row table.Row) []byte {
 	if row == nil {
-		e.raw("null")
-		return
+		b = e.raw(b, "null")
+		return b
 	}
-	e.object(row)
+	b = e.object(b, row)
+	return b
 }
 
 // fields writes row cut to names (sorted, each once, each in row: afterIsBeforeButFields), as
 // object writes that cut's copy.
-func (e *recordEncoder) fields(row table.Row, names []string) {
-	e.raw("{")
+func (e *recordEncoder) fields(b []byte, row table.Row, names []string) []byte {
+	b = e.raw(b, "{")
 	for i, k := range names {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.str(k)
-		e.raw(":")
-		e.value(row[k])
+		b = e.str(b, k)
+		b = e.raw(b, ":")
+		b = e.value(b, row[k])
 	}
-	e.raw("}")
+	b = e.raw(b, "}")
+	return b
 }
 
-func (e *recordEncoder) object(m map[string]any) {
-	e.raw("{")
+func (e *recordEncoder) object(b []byte, m map[string]any) []byte {
+	b = e.raw(b, "{")
 	var names [16]string
 	for i, k := range sortedKeysIn(m, names[:0]) {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.str(k)
-		e.raw(":")
-		e.value(m[k])
+		b = e.str(b, k)
+		b = e.raw(b, ":")
+		b = e.value(b, m[k])
 	}
-	e.raw("}")
+	b = e.raw(b, "}")
+	return b
 }
 
 // value writes a row's value: the kinds rows hold by hand, anything else by encoding/json.
-func (e *recordEncoder) value(v any) {
+func (e *recordEncoder) value(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:
-		e.raw("null")
+		b = e.raw(b, "null")
 	case string:
-		e.str(v)
+		b = e.str(b, v)
 	case int64:
-		e.int(v)
+		b = e.int(b, v)
 	case int:
-		e.int(int64(v))
+		b = e.int(b, int64(v))
 	case float64:
-		e.float(v)
+		b = e.float(b, v)
 	case bool:
-		e.bool(v)
+		b = e.bool(b, v)
 	case map[string]any:
 		if v == nil {
-			e.raw("null")
-			return
+			b = e.raw(b, "null")
+			return b
 		}
-		e.object(v)
+		b = e.object(b, v)
 	case []any:
 		if v == nil {
-			e.raw("null")
-			return
+			b = e.raw(b, "null")
+			return b
 		}
-		e.raw("[")
+		b = e.raw(b, "[")
 		for i, x := range v {
 			if i > 0 {
-				e.raw(",")
+				b = e.raw(b, ",")
 			}
-			e.value(x)
+			b = e.value(b, x)
 		}
-		e.raw("]")
+		b = e.raw(b, "]")
 	default:
-		e.json(v)
+		b = e.json(b, v)
 	}
+	return b
 }
 
-func (e *recordEncoder) raw(s string) { e.b = append(e.b, s...) }
-func (e *recordEncoder) int(n int64)  { e.b = strconv.AppendInt(e.b, n, 10) }
-func (e *recordEncoder) bool(v bool)  { e.b = strconv.AppendBool(e.b, v) }
-func (e *recordEncoder) str(s string) { e.b = store.AppendJSONString(e.b, s) }
-func (e *recordEncoder) strs(l []string) {
+func (e *recordEncoder) raw(b []byte, s string) []byte { return append(b, s...) }
+func (e *recordEncoder) int(b []byte, n int64) []byte  { return strconv.AppendInt(b, n, 10) }
+func (e *recordEncoder) bool(b []byte, v bool) []byte  { return strconv.AppendBool(b, v) }
+func (e *recordEncoder) str(b []byte, s string) []byte { return store.AppendJSONString(b, s) }
+func (e *recordEncoder) strs(b []byte, l []string) []byte {
 	if l == nil {
-		e.raw("null")
-		return
+		b = e.raw(b, "null")
+		return b
 	}
-	e.raw("[")
+	b = e.raw(b, "[")
 	for i, s := range l {
 		if i > 0 {
-			e.raw(",")
+			b = e.raw(b, ",")
 		}
-		e.str(s)
+		b = e.str(b, s)
 	}
-	e.raw("]")
+	b = e.raw(b, "]")
+	return b
 }
 
-func (e *recordEncoder) optStr(name, s string) {
+func (e *recordEncoder) optStr(b []byte, name, s string) []byte {
 	if s != "" {
-		e.raw(name)
-		e.str(s)
+		b = e.raw(b, name)
+		b = e.str(b, s)
 	}
+	return b
 }
 
 // float writes f as encoding/json does (its floatEncoder): 'f' format, or 'e' for very small and
 // very large magnitudes with a one-digit negative exponent; NaN and infinities are errors.
-func (e *recordEncoder) float(f float64) {
+func (e *recordEncoder) float(b []byte, f float64) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		e.json(f) // encoding/json's error
-		return
+		return e.json(b, f) // encoding/json's error
 	}
-	e.b = store.AppendJSONFloat(e.b, f)
+	b = store.AppendJSONFloat(b, f)
+	return b
 }
 
-func (e *recordEncoder) time(t time.Time) {
-	b, err := t.MarshalJSON()
+func (e *recordEncoder) time(b []byte, t time.Time) []byte {
+	start := len(b)
+	b, err := t.AppendText(append(b, '"')) // MarshalJSON's bytes, without its copy
 	if err != nil {
-		e.json(t) // encoding/json's error
-		return
+		return e.json(b[:start], t) // encoding/json's error
 	}
-	e.b = append(e.b, b...)
+	return append(b, '"')
 }
 
 // rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
 // compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
-func (e *recordEncoder) rawJSON(raw json.RawMessage) {
-	start := len(e.b)
-	buf := bytes.NewBuffer(e.b)
+func (e *recordEncoder) rawJSON(b []byte, raw json.RawMessage) []byte {
+	start := len(b)
+	buf := bytes.NewBuffer(b)
 	if err := json.Compact(buf, raw); err != nil {
-		e.b = e.b[:start]
-		e.json(raw)
-		return
+		b = b[:start]
+		b = e.json(b, raw)
+		return b
 	}
-	e.b = buf.Bytes()
-	if bytes.ContainsAny(e.b[start:], "<>&\u2028\u2029") {
+	b = buf.Bytes()
+	if bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
 		var esc bytes.Buffer
-		json.HTMLEscape(&esc, e.b[start:])
-		e.b = append(e.b[:start], esc.Bytes()...)
+		json.HTMLEscape(&esc, b[start:])
+		b = append(b[:start], esc.Bytes()...)
 	}
+	return b
 }
 
 // json writes v by encoding/json.
-func (e *recordEncoder) json(v any) {
-	b, err := json.Marshal(v)
+func (e *recordEncoder) json(b []byte, v any) []byte {
+	raw, err := json.Marshal(v)
 	if err != nil {
 		if e.err == nil {
 			e.err = err
 		}
-		return
+		return b
 	}
-	e.b = append(e.b, b...)
+	return append(b, raw...)
 }

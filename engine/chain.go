@@ -105,34 +105,35 @@ func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 	// Names are made valid UTF-8 before they are hashed: JSON stores an invalid byte as \ufffd,
 	// which reads back as U+FFFD, so an entry hashed over the invalid byte could never verify.
 	c.RunID, c.By = strings.ToValidUTF8(c.RunID, "\uFFFD"), strings.ToValidUTF8(c.By, "\uFFFD")
-	e := recordEncoder{b: make([]byte, room, room+512)}
-	e.raw(`{"seq":`)
-	e.int(c.Seq)
-	e.raw(`,"time":`)
-	e.time(c.Time)
-	e.optStr(`,"run_id":`, c.RunID)
-	e.raw(`,"event":`)
-	e.str(c.Event)
-	e.optStr(`,"by":`, c.By)
-	e.optStr(`,"record_sha256":`, c.Record)
+	var e recordEncoder
+	b := make([]byte, room, room+512)
+	b = e.raw(b, `{"seq":`)
+	b = e.int(b, c.Seq)
+	b = e.raw(b, `,"time":`)
+	b = e.time(b, c.Time)
+	b = e.optStr(b, `,"run_id":`, c.RunID)
+	b = e.raw(b, `,"event":`)
+	b = e.str(b, c.Event)
+	b = e.optStr(b, `,"by":`, c.By)
+	b = e.optStr(b, `,"record_sha256":`, c.Record)
 	if c.PrunedThrough != 0 {
-		e.raw(`,"pruned_through":`)
-		e.int(c.PrunedThrough)
+		b = e.raw(b, `,"pruned_through":`)
+		b = e.int(b, c.PrunedThrough)
 	}
-	e.optStr(`,"pruned_sha256":`, c.PrunedSHA256)
+	b = e.optStr(b, `,"pruned_sha256":`, c.PrunedSHA256)
 	if c.Since != nil {
-		e.raw(`,"chain_since":`)
-		e.time(*c.Since)
+		b = e.raw(b, `,"chain_since":`)
+		b = e.time(b, *c.Since)
 	}
-	e.optStr(`,"definition_sha256":`, c.Definition)
-	e.raw(`,"prev_sha256":`)
-	e.str(c.Prev)
-	e.raw(`,"sha256":""}`)
+	b = e.optStr(b, `,"definition_sha256":`, c.Definition)
+	b = e.raw(b, `,"prev_sha256":`)
+	b = e.str(b, c.Prev)
+	b = e.raw(b, `,"sha256":""}`)
 	if e.err != nil {
 		return nil, e.err
 	}
-	c.Hash = sha256Hex(e.b[room:])
-	out := append(e.b[:len(e.b)-2], c.Hash...) // in place: the canonical bytes are not kept
+	c.Hash = sha256Hex(b[room:])
+	out := append(b[:len(b)-2], c.Hash...) // in place: the canonical bytes are not kept
 	return append(out, `"}`...), nil
 }
 
