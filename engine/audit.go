@@ -721,7 +721,7 @@ func (a *auditLog) writeWith(now time.Time, own []link, write func(docs []store.
 		}
 		doc := recordDoc(r, false)
 		doc.Value = q // its bytes, if a listing encoded it already
-		links = append(links, link{doc: doc, event: event, by: func() string { return by }})
+		links = append(links, link{doc: doc, event: event, by: func() string { return by }, fold: true})
 	}
 	err := a.chain.write(now, write, append(links, own...)...)
 	a.mu.Lock()

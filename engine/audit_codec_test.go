@@ -352,12 +352,14 @@ func TestOldAndNewRecordsInOneLog(t *testing.T) {
 func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
 	since := fixedNow.Add(-time.Hour)
 	full := ChainEntry{Seq: 7, Time: fixedNow.Add(123456789), RunID: "r_1<>", Event: ChainCheckpoint, By: "a&b \u2028",
-		Record: "r", PrunedThrough: 5, PrunedSHA256: "p", Since: &since, Definition: "d", Prev: "prev", Hash: "stale"}
+		Record: "r", PrunedThrough: 5, PrunedSHA256: "p", Since: &since, Definition: "d", Prev: "prev", Hash: "stale",
+		Records: []ChainRecord{{RunID: "r_2\u2029", Event: ChainProposed, By: "<c>", Record: "s2"}, {RunID: "r_3", Event: ChainRecorded, Record: "s3"}}}
 	v := reflect.ValueOf(full)
 	for i := 0; i < v.NumField(); i++ {
 		require.False(t, v.Field(i).IsZero(), "the test leaves ChainEntry.%s zero: set it, and write it in sealed", v.Type().Field(i).Name)
 	}
-	for _, c := range []ChainEntry{full, {Seq: 1, Time: fixedNow, Event: ChainProposed}} {
+	batch := ChainEntry{Seq: 9, Time: fixedNow, Event: ChainBatch, Prev: "p", Records: []ChainRecord{{RunID: "r_4", Event: ChainProposed, By: "b", Record: "s"}}}
+	for _, c := range []ChainEntry{full, {Seq: 1, Time: fixedNow, Event: ChainProposed}, batch} {
 		want := c
 		want.seal()
 		wantJSON, err := json.Marshal(want)
@@ -378,6 +380,17 @@ func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
 	back.seal()
 	assert.Equal(t, stored, back.Hash, "an entry whose name held an invalid byte does not verify")
 	assert.Equal(t, "bob\uFFFD", back.By)
+
+	// So is one in a batch entry's record writes.
+	odd = ChainEntry{Seq: 3, Time: fixedNow, Event: ChainBatch, Prev: "p", Records: []ChainRecord{{RunID: "r\xfe", Event: ChainProposed, By: "b\xff", Record: "s"}}}
+	raw, err = odd.sealed()
+	require.NoError(t, err)
+	back = ChainEntry{}
+	require.NoError(t, json.Unmarshal(raw, &back))
+	stored = back.Hash
+	back.seal()
+	assert.Equal(t, stored, back.Hash, "a batch entry whose name held an invalid byte does not verify")
+	assert.Equal(t, "b\uFFFD", back.Records[0].By)
 }
 
 // A write's change found by a walk of a small change set is the one rowChanges' index finds.

@@ -54,6 +54,7 @@ const (
 	ChainRecorded     = "recorded"      // the record was written again, unchanged in substance
 	ChainCheckpoint   = "checkpoint"    // a prune removed the entries up to PrunedThrough
 	ChainDomain       = "domain"        // the store's domain definition was replaced (Definition names it)
+	ChainBatch        = "batch"         // several record writes of one commit (Records lists them)
 )
 
 // ChainEntry is one entry of the audit log's hash chain.
@@ -76,8 +77,20 @@ type ChainEntry struct {
 	// Definition is, on a ChainDomain entry, the SHA-256 of the definition recorded from then
 	// on (DefinitionDigest).
 	Definition string `json:"definition_sha256,omitempty"`
-	Prev       string `json:"prev_sha256"`
-	Hash       string `json:"sha256"`
+	// Records are, on a ChainBatch entry, the record writes it chains, in the order they were
+	// written: what one entry each would say (run, event, by, the record's hash), in one entry
+	// for a batch of queued records (issue 32).
+	Records []ChainRecord `json:"records,omitempty"`
+	Prev    string        `json:"prev_sha256"`
+	Hash    string        `json:"sha256"`
+}
+
+// ChainRecord is one record write of a ChainBatch entry.
+type ChainRecord struct {
+	RunID  string `json:"run_id"`
+	Event  string `json:"event"`
+	By     string `json:"by,omitempty"`
+	Record string `json:"record_sha256"`
 }
 
 // chainHead is the stored head of the chain.
@@ -126,6 +139,25 @@ func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 		b = e.time(b, *c.Since)
 	}
 	b = e.optStr(b, `,"definition_sha256":`, c.Definition)
+	if len(c.Records) > 0 {
+		b = e.raw(b, `,"records":[`)
+		for i := range c.Records {
+			r := &c.Records[i]
+			r.RunID, r.By = strings.ToValidUTF8(r.RunID, "\uFFFD"), strings.ToValidUTF8(r.By, "\uFFFD")
+			if i > 0 {
+				b = e.raw(b, ",")
+			}
+			b = e.raw(b, `{"run_id":`)
+			b = e.str(b, r.RunID)
+			b = e.raw(b, `,"event":`)
+			b = e.str(b, r.Event)
+			b = e.optStr(b, `,"by":`, r.By)
+			b = e.raw(b, `,"record_sha256":`)
+			b = e.str(b, r.Record)
+			b = e.raw(b, "}")
+		}
+		b = e.raw(b, "]")
+	}
 	b = e.raw(b, `,"prev_sha256":`)
 	b = e.str(b, c.Prev)
 	b = e.raw(b, `,"sha256":""}`)
@@ -181,6 +213,9 @@ type link struct {
 	by    func() string // read when the record is written: an apply learns its rule in verify
 	// definition is set on an entry that chains no record (doc is zero): a ChainDomain entry.
 	definition string
+	// fold: consecutive links that fold, two or more, share one ChainBatch entry (the audit
+	// log's queued records: one entry per batch, not per record; issue 32).
+	fold bool
 }
 
 // chainWrite is a batch of chained writes in the making. Its documents marshal lazily, in the
@@ -192,8 +227,9 @@ type chainWrite struct {
 	last    chainHead
 }
 
-// begin locks the chain and returns the documents to write for links: each record, its entry,
-// then the head. Call done with the write's error, which unlocks and, on success, moves the head.
+// begin locks the chain and returns the documents to write for links: each record, its entry
+// (after the records of a batch, its one entry: link.fold), then the head. Call done with the
+// write's error, which unlocks and, on success, moves the head.
 func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc) {
 	c.mu.Lock()
 	w := &chainWrite{c: c, last: c.head}
@@ -201,31 +237,60 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 	if c.start != nil && len(links) > 0 { // the chain's first write: its start goes with it
 		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(c.start.Seq), Value: c.start, Create: true})
 	}
-	for i, l := range links {
-		e := &ChainEntry{Seq: c.head.Seq + int64(i) + 1, Time: now.UTC(), RunID: l.doc.ID, Event: l.event}
+	for i := 0; i < len(links); {
+		n := 1
+		for links[i].fold && i+n < len(links) && links[i+n].fold {
+			n++
+		}
+		group := links[i : i+n]
+		i += n
+		e := &ChainEntry{Seq: c.head.Seq + int64(len(w.entries)) + 1, Time: now.UTC()}
 		var before *ChainEntry // sealed before e: the store writes the documents in order
-		if i > 0 {
-			before = w.entries[i-1]
+		if k := len(w.entries); k > 0 {
+			before = w.entries[k-1]
 		}
 		w.entries = append(w.entries, e)
-		rec := &lazyRecord{v: l.doc.Value}
-		if l.doc.Value != nil {
-			d := l.doc
-			d.Value = rec
-			docs = append(docs, d)
-		} else {
-			e.Definition = l.definition
+		recs := make([]*lazyRecord, len(group))
+		for k, l := range group {
+			recs[k] = &lazyRecord{v: l.doc.Value}
+			if l.doc.Value != nil {
+				d := l.doc
+				d.Value = recs[k]
+				docs = append(docs, d)
+			}
 		}
-		by := l.by
-		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Create: true, Value: &lazyEntry{e: e, seal: func() {
-			e.Record, e.Prev = rec.sum, w.last.Hash
+		prev := func() string {
 			if before != nil {
-				e.Prev = before.Hash
+				return before.Hash
 			}
-			if by != nil {
-				e.By = by()
+			return w.last.Hash
+		}
+		var seal func()
+		if len(group) == 1 {
+			l := group[0]
+			e.RunID, e.Event = l.doc.ID, l.event
+			if l.doc.Value == nil {
+				e.Definition = l.definition
 			}
-		}}})
+			seal = func() {
+				e.Record, e.Prev = recs[0].sum, prev()
+				if l.by != nil {
+					e.By = l.by()
+				}
+			}
+		} else {
+			e.Event = ChainBatch
+			seal = func() {
+				e.Records, e.Prev = make([]ChainRecord, len(group)), prev()
+				for k, l := range group {
+					e.Records[k] = ChainRecord{RunID: l.doc.ID, Event: l.event, Record: recs[k].sum}
+					if l.by != nil {
+						e.Records[k].By = l.by()
+					}
+				}
+			}
+		}
+		docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainID(e.Seq), Create: true, Value: &lazyEntry{e: e, seal: seal}})
 	}
 	docs = append(docs, store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: &lazyHead{w: w}})
 	return w, docs
@@ -512,7 +577,17 @@ func (v *ChainVerifier) Report() *ChainReport {
 		case e.Prev != es[i-1].Hash:
 			bad(e.Seq, e.RunID, "chain entry %d does not link to entry %d before it", e.Seq, es[i-1].Seq)
 		}
-		if e.RunID != "" && e.Event != ChainCheckpoint {
+		switch {
+		case e.Event == ChainBatch:
+			if msg := batchProblem(e); msg != "" {
+				bad(e.Seq, "", "chain entry %d %s", e.Seq, msg)
+			}
+			for _, r := range e.Records {
+				last[r.RunID] = &ChainEntry{Seq: e.Seq, RunID: r.RunID, Event: r.Event, By: r.By, Record: r.Record}
+			}
+		case len(e.Records) > 0:
+			bad(e.Seq, e.RunID, "chain entry %d lists records, but it is not a batch entry (%q)", e.Seq, e.Event)
+		case e.RunID != "" && e.Event != ChainCheckpoint:
 			last[e.RunID] = e
 		}
 	}
@@ -557,6 +632,23 @@ func (v *ChainVerifier) Report() *ChainReport {
 		rep.Problems = []ChainProblem{}
 	}
 	return rep
+}
+
+// batchProblem says what is wrong with the form of e, a ChainBatch entry, or "": it names no
+// run and no record of its own, and lists record writes, each with its run, event and hash.
+func batchProblem(e *ChainEntry) string {
+	switch {
+	case e.RunID != "" || e.Record != "":
+		return "is a batch entry but names a run or record of its own"
+	case len(e.Records) == 0:
+		return "is a batch entry that lists no record writes"
+	}
+	for i, r := range e.Records {
+		if r.RunID == "" || r.Event == "" || r.Record == "" {
+			return fmt.Sprintf("is a batch entry whose record write %d lacks its run, event or hash", i+1)
+		}
+	}
+	return ""
 }
 
 // VerifyChain verifies the audit log's hash chain against the records (see ChainVerifier).
@@ -629,15 +721,26 @@ func (c *chain) prune(ctx context.Context, now time.Time) error {
 	var since *time.Time
 	for i := range es {
 		e := &es[i]
-		if e.RunID != "" {
+		runs := []string{e.RunID}
+		for _, r := range e.Records { // a batch entry's: it goes when every one of them has
+			runs = append(runs, r.RunID)
+		}
+		kept := false
+		for _, id := range runs {
+			if id == "" {
+				continue
+			}
 			var raw json.RawMessage
-			ok, err := c.st.GetSys(auditCollection, e.RunID, &raw)
+			ok, err := c.st.GetSys(auditCollection, id, &raw)
 			if err != nil {
 				return err
 			}
-			if ok {
-				break // the run is still in the log: its entries stay, and all after them
+			if kept = ok; kept {
+				break
 			}
+		}
+		if kept {
+			break // a run is still in the log: its entries stay, and all after them
 		}
 		if e.Since != nil && (since == nil || e.Since.Before(*since)) {
 			since = e.Since
