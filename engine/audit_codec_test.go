@@ -413,3 +413,20 @@ func TestRowChangesOfIsRowChanges(t *testing.T) {
 		require.False(t, ok)
 	}
 }
+
+// A raw filter is written as encoding/json writes a json.RawMessage, by the fast path (compact
+// ASCII) and the slow one alike; invalid JSON is encoding/json's error.
+func TestRawJSONIsEncodingJSON(t *testing.T) {
+	for _, raw := range []string{`{"a":1}`, `{"name":{"$ieq":"Classic"}}`, `{ "a" : [1, 2] }`, `{"a":"<b>&"}`,
+		`{"a":"x\u2028y"}`, "{\"a\":\"\u2028\"}", `["é"]`, `{"a":1`, `{"a":1}}`, `nul`, `"x"`, `1e5`, `{"a":"b c"}`} {
+		want, wantErr := json.Marshal(json.RawMessage(raw))
+		var e recordEncoder
+		got := e.rawJSON([]byte("x"), json.RawMessage(raw))
+		if wantErr != nil {
+			assert.Error(t, e.err, raw)
+			continue
+		}
+		require.NoError(t, e.err, raw)
+		assert.Equal(t, "x"+string(want), string(got), raw)
+	}
+}

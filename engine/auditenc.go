@@ -489,6 +489,9 @@ func (e *recordEncoder) time(b []byte, t time.Time) []byte {
 // rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
 // compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
 func (e *recordEncoder) rawJSON(b []byte, raw json.RawMessage) []byte {
+	if compactASCII(raw) && json.Valid(raw) { // what Compact and HTMLEscape leave as it is
+		return append(b, raw...)
+	}
 	start := len(b)
 	buf := bytes.NewBuffer(b)
 	if err := json.Compact(buf, raw); err != nil {
@@ -503,6 +506,18 @@ func (e *recordEncoder) rawJSON(b []byte, raw json.RawMessage) []byte {
 		b = append(b[:start], esc.Bytes()...)
 	}
 	return b
+}
+
+// compactASCII reports whether raw holds no byte that json.Compact removes (white space) or
+// json.HTMLEscape changes (< > &, and U+2028 and U+2029, which are not ASCII): a predicate's
+// filter as store.AppendMarshal writes it, unless it holds a space.
+func compactASCII(raw []byte) bool {
+	for _, c := range raw {
+		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // json writes v by encoding/json.
