@@ -572,7 +572,8 @@ type auditLog struct {
 	once     sync.Once
 	err      error        // the first error of a background write, returned by close
 	commits  atomic.Int64 // batches written, for the benchmarks
-	// around, when set (by benchmarks), runs each batch's write: it measures the write's CPU.
+	// around, when set (by benchmarks), runs each flush: it measures the CPU of a batch's write,
+	// its records' encoding included.
 	around func(write func() error) error
 }
 
@@ -602,6 +603,7 @@ type queuedRecord struct {
 	rec  *RunRecord
 	once sync.Once
 	buf  []byte // store.SysDocRoom, then the JSON
+	sum  string // the hex SHA-256 of the JSON, which the hash chain takes (lazyRecord)
 	err  error
 }
 
@@ -617,8 +619,27 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 // EncodeJSONRoom implements store.RoomEncoded: the store writes its header before the JSON
 // instead of copying it (issue 32).
 func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
-	q.once.Do(func() { q.buf, q.err = q.rec.stored().encodeAfter(store.SysDocRoom) })
+	q.once.Do(func() {
+		if q.buf, q.err = q.rec.stored().encodeAfter(store.SysDocRoom); q.err == nil {
+			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
+		}
+	})
 	return q.buf, store.SysDocRoom, q.err
+}
+
+// recordSum implements summedRecord: the chain takes the hash made with the JSON.
+func (q *queuedRecord) recordSum() string { return q.sum }
+
+// encode encodes the records queued now, outside the writer's lock (writeMu): a decision that
+// writes after a batch waits for its commit, not for its records' encoding too. Records are not
+// changed once queued, and each is encoded once (the rest take its bytes).
+func (a *auditLog) encode() {
+	a.mu.Lock()
+	queued := slices.Clip(a.queue)
+	a.mu.Unlock()
+	for _, q := range queued {
+		q.EncodeJSONRoom() // an error is the write's, again, where it is stored
+	}
 }
 
 // add queues a copy of r: the caller may go on changing its own (ApplyWith's record after an
@@ -682,13 +703,17 @@ func (a *auditLog) loop() {
 // flush writes every queued record in one transaction. A batch that cannot be written goes back
 // to the front of the queue, so the next flush tries it again.
 func (a *auditLog) flush() error {
-	err := a.writeWith(time.Now(), nil, func(docs []store.SysDoc) error {
-		write := func() error { return a.st.PutSysDocs(context.Background(), docs...) }
-		if a.around != nil {
-			return a.around(write)
-		}
-		return write()
-	})
+	write := func() error {
+		return a.writeWith(time.Now(), nil, func(docs []store.SysDoc) error {
+			return a.st.PutSysDocs(context.Background(), docs...)
+		})
+	}
+	var err error
+	if a.around != nil {
+		err = a.around(write)
+	} else {
+		err = write()
+	}
 	if err != nil {
 		return fmt.Errorf("writing the audit log: %w", err)
 	}
@@ -701,6 +726,7 @@ func (a *auditLog) flush() error {
 // not one for the queue and one for itself. When write fails, the queued records go back to the
 // front of the queue. With nothing queued and nothing of its own, it writes nothing.
 func (a *auditLog) writeWith(now time.Time, own []link, write func(docs []store.SysDoc) error) error {
+	a.encode()
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	a.mu.Lock()

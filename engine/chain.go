@@ -409,9 +409,17 @@ func (l *lazyRecord) EncodeJSONRoom() ([]byte, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	l.sum = sha256Hex(buf[room:])
+	if s, ok := l.v.(summedRecord); ok && s.recordSum() != "" {
+		l.sum = s.recordSum()
+	} else {
+		l.sum = sha256Hex(buf[room:])
+	}
 	return buf, room, nil
 }
+
+// summedRecord is a record value that hashed its JSON when it encoded it (queuedRecord: outside
+// the writer's lock); recordSum is "" when it has not.
+type summedRecord interface{ recordSum() string }
 
 type lazyEntry struct {
 	e    *ChainEntry
