@@ -20,18 +20,22 @@ import (
 // The audit log is hash-chained.
 //
 // Run records are rewritten as a run moves on (pending, approved, applied, rejected), so the
-// chain is kept beside them, in the system collection ChainCollection: one entry for every
-// write of a run record, appended in the same transaction as the record. An entry names the
-// run, what happened (ChainProposed, ChainApproved, ...) and by whom, and carries the SHA-256
-// of the record's bytes as written, the SHA-256 of the entry before it and its own (over its
-// canonical bytes: its JSON with "sha256" empty). A document "head" names the last entry.
+// chain is kept beside them, in the system collection ChainCollection: every write of a run
+// record is chained in the same transaction as the record. An entry names the run, what
+// happened (ChainProposed, ChainApproved, ...) and by whom, and carries the SHA-256 of the
+// record's bytes as written, the SHA-256 of the entry before it and its own (over its
+// canonical bytes: its JSON with "sha256" empty). A batch of queued records (dry runs, mostly:
+// auditLog) is chained by one ChainBatch entry that lists, in order, what an entry each would
+// say (ChainRecord: run, event, by, the record's hash): one entry, one hash and one stored
+// document per batch instead of per record (issue 32). A decision's record gets an entry of
+// its own. A document "head" names the last entry.
 //
 // VerifyChain walks the entries in order and the records beside them, and names the first that
 // does not match: an entry whose hash or link is wrong, a record whose bytes are not those its
-// last entry chained (edited after it was written), a record with no entry, or an entry whose
-// record is missing. Prune removes the entries of a prefix of the chain that only concerns
-// removed runs and appends a checkpoint entry with the hash of the last entry it removed, so the
-// rest still verifies.
+// last entry (or batch entry's record write) chained (edited after it was written), a record
+// with no entry, an entry whose record is missing, or a batch entry of the wrong form. Prune removes the entries of a prefix of the chain that only concerns
+// removed runs (a batch entry: every run it names removed) and appends a checkpoint entry with
+// the hash of the last entry it removed, so the rest still verifies.
 //
 // The hashes are not keyed: whoever can write the store can rewrite the whole chain after an
 // edit. The chain makes an edit through the store's API, or a removed record, show; keeping the
