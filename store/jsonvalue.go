@@ -100,10 +100,12 @@ func AppendJSONFloat(b []byte, f float64) []byte {
 // subtractions borrow upwards only).
 func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	eq := func(c uint64) uint64 { v := x ^ (ones * c); return (v - ones) &^ v & highs } // a byte c
-	return x&highs |                                                                    // 0x80 and above
-		(x-ones*0x20)&^x&highs | // below 0x20
-		eq('"') | eq('\\') | eq('<') | eq('>') | eq('&')
+	// A byte c of x is 0 in x^(ones*c), which v-ones&^v marks (written out, no closure, so that
+	// special8 is inlined in AppendJSONString's loop).
+	q, bs, lt, gt, am := x^(ones*'"'), x^(ones*'\\'), x^(ones*'<'), x^(ones*'>'), x^(ones*'&')
+	return (x | // 0x80 and above
+		(x-ones*0x20)&^x | // below 0x20
+		(q-ones)&^q | (bs-ones)&^bs | (lt-ones)&^lt | (gt-ones)&^gt | (am-ones)&^am) & highs
 }
 
 const hexDigits = "0123456789abcdef"
