@@ -620,7 +620,9 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 // instead of copying it (issue 32).
 func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
 	q.once.Do(func() {
-		if q.buf, q.err = q.rec.stored().encodeAfter(store.SysDocRoom); q.err == nil {
+		var s storedRecord
+		q.rec.storeInto(&s)
+		if q.buf, q.err = s.encodeAfter(store.SysDocRoom); q.err == nil {
 			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -429,4 +430,54 @@ func TestRawJSONIsEncodingJSON(t *testing.T) {
 		require.NoError(t, e.err, raw)
 		assert.Equal(t, "x"+string(want), string(got), raw)
 	}
+}
+
+// beforesInProgram's walk of the lines says what programLines' index of them says.
+func TestBeforesInProgramIsLineIndex(t *testing.T) {
+	byIndex := func(rw []pycompat.Rewrite, program string) bool {
+		if len(rw) == 0 {
+			return false
+		}
+		lines := programLines(program, rw)
+		for _, w := range rw {
+			if line, ok := lines.at(w.Line); !ok || w.Before == "" || line != w.Before {
+				return false
+			}
+		}
+		return true
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	programs := []string{"", "a", "a\n", "a\nb", "a\nb\n", "\n\n", "x = 1\ny = 2\n\nz = 3", "a\r\nb"}
+	befores := []string{"", "a", "b", "x = 1", "y = 2", "z = 3", "a\r"}
+	for range 5000 {
+		p := programs[rnd.IntN(len(programs))]
+		rw := make([]pycompat.Rewrite, rnd.IntN(4))
+		for i := range rw {
+			rw[i] = pycompat.Rewrite{Line: rnd.IntN(6) - 1, Before: befores[rnd.IntN(len(befores))]}
+		}
+		require.Equal(t, byIndex(rw, p), beforesInProgram(rw, p), "%q %+v", p, rw)
+	}
+}
+
+// Objects written in the order of a shape (the sorted names of an earlier object) are what
+// encoding/json writes, whether the names match, half match (written again from the start), or
+// a value's own objects change the shapes on the way.
+func TestRecordEncoderShapes(t *testing.T) {
+	var e recordEncoder
+	objects := []map[string]any{
+		{"b": 1, "a": "x"}, {"a": 2, "b": nil}, {"a": 3, "c": 4}, {"c": 5, "a": 6},
+		{"a": map[string]any{"a": 1, "c": 2}, "b": map[string]any{"z": 1, "y": 2}},
+		{"a": map[string]any{"b": 1, "a": 2}, "c": []any{map[string]any{"c": 1, "a": 2}}},
+		{"only": 1}, {"x": 1, "y": 2, "z": 3}, {"x": 1, "y": 2, "w": 3}, {"b": "<&>", "a": 1.5},
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		m := objects[rnd.IntN(len(objects))]
+		want, err := json.Marshal(m)
+		require.NoError(t, err)
+		got := e.object([]byte("["), m)
+		require.NoError(t, e.err)
+		require.Equal(t, "["+string(want), string(got))
+	}
+	assert.Positive(t, e.nshape)
 }

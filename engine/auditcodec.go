@@ -89,7 +89,15 @@ func (r *RunRecord) encodeStored() ([]byte, error) {
 
 // stored is the record in its stored form. It shares r's rows; r is not changed.
 func (r *RunRecord) stored() *storedRecord {
-	s := &storedRecord{RunRecord: *r}
+	s := new(storedRecord)
+	r.storeInto(s)
+	return s
+}
+
+// storeInto is stored, into s: a caller's own, which need not be on the heap (every queued
+// record is encoded from one; issue 32).
+func (r *RunRecord) storeInto(s *storedRecord) {
+	*s = storedRecord{RunRecord: *r}
 	s.RunRecord.Writes = nil // shadowed
 	if r.Program != "" && r.Program == r.Reply {
 		s.Program, s.ProgramIsReply = "", true
@@ -122,7 +130,6 @@ func (r *RunRecord) stored() *storedRecord {
 			s.Writes = p
 		}
 	}
-	return s
 }
 
 // aftersAsFields returns cs with every update's After cut to its Fields, when there is an
@@ -224,9 +231,28 @@ func beforesInProgram(rw []pycompat.Rewrite, program string) bool {
 	if len(rw) == 0 {
 		return false
 	}
-	lines := programLines(program, rw)
+	// A walk of the program's lines, forward while the rewrites go forward (they are in line
+	// order), without an index of them (every record asks; issue 32); programLines' lines.
+	n, at := 1, 0 // line n starts at at
 	for _, w := range rw {
-		if line, ok := lines.at(w.Line); !ok || w.Before == "" || line != w.Before {
+		if w.Before == "" || w.Line < 1 {
+			return false
+		}
+		if w.Line < n {
+			n, at = 1, 0
+		}
+		for ; n < w.Line; n++ {
+			i := strings.IndexByte(program[at:], '\n')
+			if i < 0 {
+				return false // the program has no line w.Line
+			}
+			at += i + 1
+		}
+		line := program[at:]
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		if line != w.Before {
 			return false
 		}
 	}

@@ -21,10 +21,14 @@ import (
 // (issue 32). Small parts that are rare or short (diagnostics, model, limits, scans, reads) are
 // left to encoding/json.
 type recordEncoder struct {
-	b   []byte
 	err error
 	// fieldsOnly writes each update's after as its fields alone (storedRecord.AftersAsFields).
 	fieldsOnly bool
+	// shapes are the sorted names of the last objects of several names written: a record's rows
+	// are a few tables' rows, each of its table's names, and an object with a shape's names is
+	// written in its order without listing and sorting its own (issue 32).
+	shapes [4][]string
+	nshape int
 }
 
 func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
@@ -385,15 +389,43 @@ func (e *recordEncoder) fields(b []byte, row table.Row, names []string) []byte {
 }
 
 func (e *recordEncoder) object(b []byte, m map[string]any) []byte {
+	start := len(b)
+shapes:
+	for _, names := range e.shapes { // a copy: a value's own objects may change them
+		if len(names) != len(m) || len(names) < 2 {
+			continue
+		}
+		// m has as many names as the shape and each of the shape's: the same names.
+		b = append(b, '{')
+		for i, k := range names {
+			v, ok := m[k]
+			if !ok {
+				b = b[:start]
+				continue shapes
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.str(b, k)
+			b = append(b, ':')
+			b = e.value(b, v)
+		}
+		return append(b, '}')
+	}
 	b = e.raw(b, "{")
-	var names [16]string
-	for i, k := range sortedKeysIn(m, names[:0]) {
+	var buf [16]string
+	names := sortedKeysIn(m, buf[:0])
+	for i, k := range names {
 		if i > 0 {
 			b = e.raw(b, ",")
 		}
 		b = e.str(b, k)
 		b = e.raw(b, ":")
 		b = e.value(b, m[k])
+	}
+	if len(names) >= 2 {
+		e.shapes[e.nshape%len(e.shapes)] = slices.Clone(names)
+		e.nshape++
 	}
 	b = e.raw(b, "}")
 	return b
