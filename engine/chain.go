@@ -123,7 +123,7 @@ func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 	// which reads back as U+FFFD, so an entry hashed over the invalid byte could never verify.
 	c.RunID, c.By = strings.ToValidUTF8(c.RunID, "\uFFFD"), strings.ToValidUTF8(c.By, "\uFFFD")
 	var e recordEncoder
-	b := make([]byte, room, room+512)
+	b := make([]byte, room, room+512+160*len(c.Records)) // a batch entry: about 150 bytes a record
 	b = e.raw(b, `{"seq":`)
 	b = e.int(b, c.Seq)
 	b = e.raw(b, `,"time":`)
