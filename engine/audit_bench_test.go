@@ -15,8 +15,9 @@ import (
 // distinct text each run, as in BenchmarkNewPlan), each recorded in the audit log of a bbolt
 // store on disk; listed=1/10 lists the newest page of runs after every tenth run, as a reviewer's
 // screen does, which writes what is queued first. It reports commits/run, the audit log's commits
-// per run, and audit-cpu-%, the CPU its writes took (each measured on its own OS thread: the
-// records' encoding, the store's documents, index and digests, the commit) as a share of the
+// per run, and audit-cpu-%, the CPU its writes took (each flush measured on its own OS thread:
+// the records' encoding and hashing, done before the writer's lock, the chain, the store's
+// documents, index and digests, the commit) as a share of the
 // process's CPU over the stream, and record-B, the size of a record as stored. Issue 32's target: audit-cpu-% ≤ 10. With listings, a record
 // a listing showed before its batch was written was encoded by the listing, and that part (about
 // a third of a record's cost) counts as the listing's: read listed=none for the audit's share.
