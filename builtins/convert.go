@@ -69,21 +69,6 @@ func (c *converter) toGo(v starlark.Value, depth int) (any, error) {
 		}
 		sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
 		return out, nil
-	case *starlark.Dict:
-		// Entries walks the dict in place (Items would copy every pair first); same order.
-		out := make(map[string]any, v.Len())
-		for k, x := range v.Entries() {
-			ks, ok := k.(starlark.String)
-			if !ok {
-				return nil, fmt.Errorf("dict key %s is a %s; only string keys are allowed here", k, k.Type())
-			}
-			g, err := c.toGo(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[string(ks)] = g
-		}
-		return out, nil
 	case starlark.IterableMapping:
 		items := v.Items()
 		out := make(map[string]any, len(items))

@@ -42,31 +42,3 @@ func TestBudgetBaselineFollowsTheLowestHeap(t *testing.T) {
 	assert.Equal(t, int64(0), b.Growth(400), "the heap fell below the start")
 	assert.Equal(t, int64(100), b.Growth(500), "growth counts from the lowest heap seen")
 }
-
-// mappingOnly is a dict seen only as a starlark.IterableMapping: ToGo's general path.
-type mappingOnly struct{ *starlark.Dict }
-
-// TestToGoDictMatchesTheMappingPath: a dict converted by walking its entries in place is what
-// the general mapping path (Items) makes of it, errors included.
-func TestToGoDictMatchesTheMappingPath(t *testing.T) {
-	inner := starlark.NewDict(2)
-	require.NoError(t, inner.SetKey(starlark.String("$ieq"), starlark.String("Classic")))
-	require.NoError(t, inner.SetKey(starlark.String("n"), starlark.Float(2.5)))
-	d := starlark.NewDict(4)
-	require.NoError(t, d.SetKey(starlark.String("name"), inner))
-	require.NoError(t, d.SetKey(starlark.String("qty"), starlark.MakeInt(3)))
-	require.NoError(t, d.SetKey(starlark.String("tags"), starlark.NewList([]starlark.Value{starlark.None, starlark.True})))
-	got, err := ToGo(d)
-	require.NoError(t, err)
-	want, err := ToGo(mappingOnly{d})
-	require.NoError(t, err)
-	assert.Equal(t, want, got)
-	assert.Equal(t, map[string]any{"name": map[string]any{"$ieq": "Classic", "n": 2.5}, "qty": int64(3), "tags": []any{nil, true}}, got)
-
-	require.NoError(t, d.SetKey(starlark.MakeInt(7), starlark.String("x")))
-	_, err = ToGo(d)
-	_, werr := ToGo(mappingOnly{d})
-	require.Error(t, err)
-	assert.Equal(t, werr.Error(), err.Error())
-	assert.Contains(t, err.Error(), "dict key 7 is a int")
-}
