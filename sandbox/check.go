@@ -107,7 +107,13 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 	}
 	// A program fastParse takes is scanned once: its tokens say what lex would find, and lex
 	// runs only to report it.
-	f, fl, fast := fastParse(planFile, src)
+	f, fl, fast, slabs := fastParsePooled(planFile, src)
+	if e.freshTrees {
+		f, fl, fast = fastParse(planFile, src)
+	}
+	// Nothing refers to the tree once the check returns: the compiled program keeps positions,
+	// names and constants, the diagnostics positions and text. Its slabs go to the next plan.
+	defer slabs.release()
 	if !fast || fl.maxDepth > limits.MaxNesting || fl.needLex {
 		lx := lex(src)
 		if lx.maxDepth > limits.MaxNesting {

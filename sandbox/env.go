@@ -27,6 +27,7 @@ type Env struct {
 	calls       map[string]builtins.CallCheck // helper name → the static check of its calls
 	unguarded   bool                          // benchmarks only: no guard rewrite and no watchdog
 	wholeEnv    bool                          // tests only: every run's predeclared is the whole environment
+	freshTrees  bool                          // tests only: a check's tree is cut from new slabs
 	checks      *checkCache                   // recently checked programs; nil: none kept
 	// shared returns the identities of the values reachable from predeclared, which no run's
 	// memory measure counts; computed the first time a run measures.
