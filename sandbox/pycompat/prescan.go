@@ -131,7 +131,7 @@ func mayNeedRewrite(src string) bool {
 				count[depth] = 0
 			}
 			afterString = false
-			if opLen(src[i:]) == 0 {
+			if i+1 < len(src) && src[i+1]&0xC0 == 0x80 && opLen(src[i:]) == 0 {
 				// Not an operator: the tokenizer reads the byte and the UTF-8 continuation
 				// bytes after it as one error token (so a continuation byte there does not
 				// start a name, as it would alone: "$\x80f''" holds an f-string).
