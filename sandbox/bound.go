@@ -17,9 +17,9 @@ import (
 // thread's own values when several threads run at once), and the time limit by the clock.
 type bounds struct {
 	reason    stopReason
-	watch     *watched // nil when the heap is not watched (an unguarded Env)
-	stopAfter func() bool
-	cancel    context.CancelFunc
+	watch     *watched    // nil when the heap is not watched (an unguarded Env)
+	clock     *time.Timer // the time limit
+	stopAfter func() bool // stops watching the caller's context; nil when it cannot end
 }
 
 // bind holds thread to limits (with their defaults applied) until end. shared returns the values
@@ -54,15 +54,23 @@ func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared fu
 			watch.checkpoint(t)
 		}
 	}
-	ctx, b.cancel = context.WithTimeout(ctx, limits.Timeout)
-	b.stopAfter = context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			b.reason.set(LimitTime)
-			thread.Cancel(fmt.Sprintf("time limit of %s exceeded", limits.Timeout))
-			return
-		}
-		thread.Cancel("the run was cancelled")
-	})
+	// The time limit is a timer of its own, and the caller's context is watched only when it can
+	// end: what a context derived with the limit as its timeout did, without deriving one (a
+	// deadline of the caller's that passes first is the time limit too, as it was there).
+	timeUp := func() {
+		b.reason.set(LimitTime)
+		thread.Cancel(fmt.Sprintf("time limit of %s exceeded", limits.Timeout))
+	}
+	b.clock = time.AfterFunc(limits.Timeout, timeUp)
+	if ctx.Done() != nil {
+		b.stopAfter = context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				timeUp()
+				return
+			}
+			thread.Cancel("the run was cancelled")
+		})
+	}
 	if watch != nil {
 		heapWatchdog.watch(watch)
 	}
@@ -85,8 +93,10 @@ func (b *bounds) end(globals starlark.StringDict) {
 		b.watch.finished(globals)
 		heapWatchdog.unwatch(b.watch)
 	}
-	b.stopAfter()
-	b.cancel()
+	b.clock.Stop()
+	if b.stopAfter != nil {
+		b.stopAfter()
+	}
 }
 
 // LimitError is the error of a domain file's code (LoadModule's top level, a Call) stopped by

@@ -89,6 +89,10 @@ type Program struct {
 	// rewrites. Diagnostics refer to its lines, which are the extracted program's lines.
 	Source string
 	prog   *starlark.Program
+	// uses are the environment's names the program refers to (the resolver's predeclared
+	// bindings): the only ones its code can look up, so a run's predeclared dict holds only
+	// them (runPredeclared) instead of a copy of the whole environment.
+	uses []string
 }
 
 // check parses, validates and compiles src against env. It returns the compiled program, or the
@@ -103,7 +107,13 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 	}
 	// A program fastParse takes is scanned once: its tokens say what lex would find, and lex
 	// runs only to report it.
-	f, fl, fast := fastParse(planFile, src)
+	f, fl, fast, slabs := fastParsePooled(planFile, src)
+	if e.freshTrees {
+		f, fl, fast = fastParse(planFile, src)
+	}
+	// Nothing refers to the tree once the check returns: the compiled program keeps positions,
+	// names and constants, the diagnostics positions and text. Its slabs go to the next plan.
+	defer slabs.release()
 	if !fast || fl.maxDepth > limits.MaxNesting || fl.needLex {
 		lx := lex(src)
 		if lx.maxDepth > limits.MaxNesting {
@@ -117,11 +127,13 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 			return nil, ds
 		}
 	}
-	_, prog, ds := e.compileFile(planFile, src, f)
+	p := &Program{Source: src, uses: make([]string, 0, 16)} // plans name a dozen or so
+	var ds diag.List
+	_, p.prog, ds = e.compileFile(planFile, src, f, &p.uses)
 	if len(ds) > 0 {
 		return nil, ds
 	}
-	return &Program{Source: src, prog: prog}, nil
+	return p, nil
 }
 
 // compile parses src as the file name, checks its tree, installs the memory guards and compiles
@@ -129,11 +141,12 @@ func (e *Env) check(src string, limits Limits) (*Program, diag.List) {
 // domain's helpers, its invariants).
 func (e *Env) compile(name, src string) (*syntax.File, *starlark.Program, diag.List) {
 	f, _, _ := fastParse(name, src)
-	return e.compileFile(name, src, f)
+	return e.compileFile(name, src, f, nil)
 }
 
-// compileFile is compile with src already parsed into f by fastParse; nil: parse it here.
-func (e *Env) compileFile(name, src string, f *syntax.File) (*syntax.File, *starlark.Program, diag.List) {
+// compileFile is compile with src already parsed into f by fastParse; nil: parse it here. When
+// uses is not nil, it is given the environment's names the resolver binds (each once).
+func (e *Env) compileFile(name, src string, f *syntax.File, uses *[]string) (*syntax.File, *starlark.Program, diag.List) {
 	if f == nil {
 		var err error
 		if f, err = fileOptions.Parse(name, src, 0); err != nil {
@@ -150,7 +163,19 @@ func (e *Env) compileFile(name, src string, f *syntax.File) (*syntax.File, *star
 	if seen != nil {
 		guardTree(f, seen)
 	}
-	prog, err := starlark.FileProgram(f, e.isPredeclared)
+	isPredeclared := e.isPredeclared
+	if uses != nil {
+		// The resolver asks once per name (it remembers the answer for the file), and every
+		// name it binds as predeclared is one it asked about and was told yes.
+		isPredeclared = func(name string) bool {
+			ok := e.isPredeclared(name)
+			if ok {
+				*uses = append(*uses, name)
+			}
+			return ok
+		}
+	}
+	prog, err := starlark.FileProgram(f, isPredeclared)
 	if err != nil {
 		return nil, nil, e.resolveDiagnostics(err)
 	}

@@ -26,6 +26,8 @@ type Env struct {
 	modules     map[string][]string           // module name → member names, for pycompat
 	calls       map[string]builtins.CallCheck // helper name → the static check of its calls
 	unguarded   bool                          // benchmarks only: no guard rewrite and no watchdog
+	wholeEnv    bool                          // tests only: every run's predeclared is the whole environment
+	freshTrees  bool                          // tests only: a check's tree is cut from new slabs
 	checks      *checkCache                   // recently checked programs; nil: none kept
 	// shared returns the identities of the values reachable from predeclared, which no run's
 	// memory measure counts; computed the first time a run measures.
@@ -114,18 +116,35 @@ func (e *Env) isPredeclared(name string) bool {
 	return ok || e.inputs[name]
 }
 
-// runPredeclared returns the predeclared names of one run: the shared values plus the run's
+// runPredeclared returns the predeclared names of one run of p: the shared values plus the run's
 // inputs, converted from plain Go values and frozen. Inputs the environment does not declare are
-// ignored; declared inputs the run does not supply are None.
-func (e *Env) runPredeclared(inputs map[string]any) starlark.StringDict {
+// ignored; declared inputs the run does not supply are None. Only the names p uses are in it
+// (Program.uses): its code looks up no other.
+func (e *Env) runPredeclared(p *Program, inputs map[string]any) starlark.StringDict {
 	if len(e.inputs) == 0 {
 		return e.predeclared
 	}
-	d := maps.Clone(e.predeclared)
-	for name := range e.inputs {
-		v := builtins.FromGo(inputs[name])
-		v.Freeze()
-		d[name] = v
+	if p.uses == nil || e.wholeEnv {
+		d := maps.Clone(e.predeclared)
+		for name := range e.inputs {
+			d[name] = inputValue(inputs[name])
+		}
+		return d
+	}
+	d := make(starlark.StringDict, len(p.uses))
+	for _, name := range p.uses {
+		if e.inputs[name] {
+			d[name] = inputValue(inputs[name])
+		} else {
+			d[name] = e.predeclared[name]
+		}
 	}
 	return d
+}
+
+// inputValue is a run's input as a frozen Starlark value.
+func inputValue(v any) starlark.Value {
+	s := builtins.FromGo(v)
+	s.Freeze()
+	return s
 }

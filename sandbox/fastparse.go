@@ -24,16 +24,35 @@ import (
 // what the parser rejects: every rule below mirrors syntax/scan.go and syntax/parse.go, and any
 // doubt is a bail-out.
 func fastParse(name, src string) (f *syntax.File, fl fastLex, ok bool) {
+	return fastParseWith(name, src, nil)
+}
+
+// fastParsePooled is fastParse cutting the tree's most frequent nodes from slabs that an earlier
+// tree left (ts). The caller calls ts.release() once nothing refers to the tree any more (also
+// when ok is false): its nodes are cleared and given to a later parse.
+func fastParsePooled(name, src string) (f *syntax.File, fl fastLex, ok bool, ts *treeSlabs) {
+	ts = slabPool.Get().(*treeSlabs)
+	f, fl, ok = fastParseWith(name, src, ts)
+	return f, fl, ok, ts
+}
+
+// fastParseWith is fastParse; with ts, the slabs come from ts when they are large enough, and
+// ts holds the ones the tree was cut from when it returns.
+func fastParseWith(name, src string, ts *treeSlabs) (f *syntax.File, fl fastLex, ok bool) {
 	if len(src) > maxFastParse {
 		return nil, fastLex{}, false
 	}
 	p := fparserPool.Get().(*fparser)
+	lent := false
 	defer func() {
 		if r := recover(); r != nil {
 			if r != errBail {
 				panic(r)
 			}
 			f, fl, ok = nil, fastLex{}, false
+		}
+		if lent {
+			ts.keep(p)
 		}
 		p.reset()
 		fparserPool.Put(p)
@@ -42,10 +61,82 @@ func fastParse(name, src string) (f *syntax.File, fl fastLex, ok bool) {
 	if !p.scan(src) {
 		return nil, fastLex{}, false
 	}
+	if ts != nil {
+		ts.lend(p)
+		lent = true
+	}
 	f = p.parseFile()
 	f.Path = name
 	f.Options = fileOptions
 	return f, p.lex, true
+}
+
+// treeSlabs are the slabs of one tree's most frequent nodes and the last chunk of its lists,
+// kept for a later parse once nothing refers to the tree (a plan's tree is dead once it is
+// compiled: the compiled program keeps positions, names and constants, never a node). A parse
+// takes a slab only when it is at least as large as the one it would allocate, so pooled or not,
+// a tree is cut from the same number of slabs.
+type treeSlabs struct {
+	idents  []syntax.Ident
+	lits    []syntax.Literal
+	bins    []syntax.BinaryExpr
+	dots    []syntax.DotExpr
+	calls   []syntax.CallExpr
+	assigns []syntax.AssignStmt
+	entries []syntax.DictEntry
+	indexes []syntax.IndexExpr
+	arena   []syntax.Expr
+}
+
+var slabPool = sync.Pool{New: func() any { return new(treeSlabs) }}
+
+// maxPooledSlab is the largest slab (in nodes) kept for reuse: a plan's are a few hundred.
+const maxPooledSlab = 4096
+
+// lend gives p the slabs of ts that are large enough for the counts p's scan made.
+func (ts *treeSlabs) lend(p *fparser) {
+	p.idents, p.lits, p.bins = lendSlab(ts.idents, p.nIdent), lendSlab(ts.lits, p.nLit), lendSlab(ts.bins, p.nBin)
+	p.dots, p.calls, p.assigns = lendSlab(ts.dots, p.nDot), lendSlab(ts.calls, p.nCall), lendSlab(ts.assigns, p.nAssign)
+	p.entries, p.indexes = lendSlab(ts.entries, p.nEntry), lendSlab(ts.indexes, p.nIndex)
+	p.arena = lendSlab(ts.arena, len(p.toks)/4)
+	*ts = treeSlabs{}
+}
+
+// lendSlab returns s, emptied, when it can hold what slab would allocate for n nodes; else nil.
+func lendSlab[T any](s []T, n int) []T {
+	if cap(s) >= max(n, 8) {
+		return s[:0]
+	}
+	return nil
+}
+
+// keep takes the slabs p cut the tree from last (earlier ones, when a count fell short, stay
+// with the tree and the collector).
+func (ts *treeSlabs) keep(p *fparser) {
+	*ts = treeSlabs{p.idents, p.lits, p.bins, p.dots, p.calls, p.assigns, p.entries, p.indexes, p.arena}
+}
+
+// release clears the slabs, so that they hold no node or value of the old tree, and pools them.
+func (ts *treeSlabs) release() {
+	ts.idents = clearSlab(ts.idents)
+	ts.lits = clearSlab(ts.lits)
+	ts.bins = clearSlab(ts.bins)
+	ts.dots = clearSlab(ts.dots)
+	ts.calls = clearSlab(ts.calls)
+	ts.assigns = clearSlab(ts.assigns)
+	ts.entries = clearSlab(ts.entries)
+	ts.indexes = clearSlab(ts.indexes)
+	ts.arena = clearSlab(ts.arena)
+	slabPool.Put(ts)
+}
+
+// clearSlab zeroes s up to its capacity and returns it empty; a slab too large to keep is dropped.
+func clearSlab[T any](s []T) []T {
+	if cap(s) > maxPooledSlab {
+		return nil
+	}
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // fastLex is what lex would find in a text that fastParse took, measured on fastParse's tokens
@@ -91,7 +182,8 @@ type fparser struct {
 	lex   fastLex
 
 	// The most frequent nodes are cut from slabs sized by the scan's counts: one allocation for
-	// all of a kind instead of one each. The slabs are the caller's with the tree (never pooled).
+	// all of a kind instead of one each. The slabs are the caller's with the tree (pooled only
+	// through fastParsePooled, whose caller says when the tree is dead).
 	nIdent, nLit, nBin, nDot, nCall, nAssign, nEntry, nIndex int
 	idents                                                   []syntax.Ident
 	lits                                                     []syntax.Literal

@@ -257,7 +257,7 @@ func (e *Env) exec(ctx context.Context, p *Program, req Request, limits Limits, 
 	if req.View != nil {
 		tables.Bind(thread, req.View, req.Now)
 	}
-	globals, err := initProgram(p.prog, thread, e.runPredeclared(req.Inputs))
+	globals, err := initProgram(p.prog, thread, e.runPredeclared(p, req.Inputs))
 	b.end(globals)
 	// Builtins charge their work in steps (builtins.ChargeWork), so the count can pass the limit
 	// by the charge that reached it: the run used its whole allowance.

@@ -89,6 +89,23 @@ func TestRunCancelledByCaller(t *testing.T) {
 	assert.Equal(t, CodeCancelled, res.Diagnostics[0].Code)
 }
 
+// A deadline of the caller's that passes before the run's time limit stops the run as the time
+// limit does; a caller's context that has already ended cancels the run at once.
+func TestRunStoppedByTheCallersDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	res := testEnv().Run(ctx, Request{Reply: "while True:\n    pass\n", Limits: Limits{MaxSteps: 1 << 62, Timeout: time.Hour}})
+	assert.Equal(t, OutcomeLimitExceeded, res.Outcome)
+	assert.Equal(t, LimitTime, res.Limit)
+
+	ended, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	res = testEnv().Run(ended, Request{Reply: "while True:\n    pass\n", Limits: Limits{MaxSteps: 1 << 62, Timeout: time.Hour}})
+	assert.Equal(t, OutcomeRuntimeError, res.Outcome)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Equal(t, CodeCancelled, res.Diagnostics[0].Code)
+}
+
 func TestRunOutputIsCapped(t *testing.T) {
 	res := run(t, "for i in range(1000):\n    print('0123456789')\n", Limits{MaxOutput: 100})
 	assert.Equal(t, OutcomeOK, res.Outcome)

@@ -1,6 +1,7 @@
 package pycompat
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,9 @@ func FuzzTranslate(f *testing.F) {
 		}
 		if len(r.Rewrites) == 0 && r.Source != src {
 			t.Fatalf("output changed without a rewrite\ninput: %q\noutput: %q", src, r.Source)
+		}
+		if full := translate(src, testOpts, false); !reflect.DeepEqual(r, full) {
+			t.Fatalf("rendering the flagged lines differs from rendering every token\ninput: %q\nlines: %#v\nfull: %#v", src, r, full)
 		}
 		if !hasLoneCR(src) && !mayNeedRewrite(src) && len(r.Rewrites)+len(r.Diagnostics) > 0 {
 			t.Fatalf("the pre-scan missed a rewrite\ninput: %q", src)

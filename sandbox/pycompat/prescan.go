@@ -37,6 +37,8 @@ func mayNeedRewrite(src string) bool {
 			}
 			if i < len(src) && src[i] == '\n' {
 				i++
+			} else {
+				i = skipContinuation(src, i) // an error token, as the tokenizer reads it
 			}
 		case c == '#':
 			for i < len(src) && src[i] != '\n' {
@@ -129,10 +131,26 @@ func mayNeedRewrite(src string) bool {
 				count[depth] = 0
 			}
 			afterString = false
+			if i+1 < len(src) && src[i+1]&0xC0 == 0x80 && opLen(src[i:]) == 0 {
+				// Not an operator: the tokenizer reads the byte and the UTF-8 continuation
+				// bytes after it as one error token (so a continuation byte there does not
+				// start a name, as it would alone: "$\x80f''" holds an f-string).
+				i = skipContinuation(src, i+1)
+				continue
+			}
 			i++
 		}
 	}
 	return false
+}
+
+// skipContinuation returns the offset of the first byte from i that is not a UTF-8
+// continuation byte.
+func skipContinuation(src string, i int) int {
+	for i < len(src) && src[i]&0xC0 == 0x80 {
+		i++
+	}
+	return i
 }
 
 // skipString returns the offset after the string literal whose opening quote is at q (or the

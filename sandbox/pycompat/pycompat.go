@@ -127,7 +127,12 @@ const maxNest = 100
 
 // Translate rewrites src (a whole program) and returns the result. It never fails: a construct
 // it cannot translate exactly is left untouched and reported.
-func Translate(src string, opts Options) (res Result) {
+func Translate(src string, opts Options) Result { return translate(src, opts, true) }
+
+// translate is Translate; byLine renders only the logical lines the pre-scan flags (see
+// renderLines), otherwise every token goes through the renderer (the reference the tests compare
+// with).
+func translate(src string, opts Options, byLine bool) (res Result) {
 	orig := src
 	if i := strings.IndexByte(src, '\r'); i >= 0 && hasLoneCR(src[i:]) {
 		// Starlark (like Python) ends a line at a lone CR. Reading it as LF keeps every offset
@@ -159,7 +164,11 @@ func Translate(src string, opts Options) (res Result) {
 	}
 	b := writer{src: src, hint: len(src) + len(src)/4 + 64}
 	b.copy(0, toks[0].start)
-	t.render(&b, toks, 0, len(toks), 0, true)
+	if byLine {
+		t.renderLines(&b, toks)
+	} else {
+		t.render(&b, toks, 0, len(toks), 0, true)
+	}
 	b.copy(toks[len(toks)-1].end, len(src))
 	out := b.String()
 	if len(t.rewrites) == 0 {

@@ -199,6 +199,48 @@ func (t *translator) render(b *writer, toks []token, lo, hi, lvl int, top bool) 
 	}
 }
 
+// renderLines writes the program's tokens as render(b, toks, 0, len(toks), 0, true) does, but
+// renders only the logical lines that the pre-scan (mayNeedRewrite) says may need a rewrite and
+// copies the others as they are: in a typical plan most lines have no Python-ism, and the
+// renderer costs more than the copy. It is the same output, rewrites and diagnostics:
+//   - a logical line is the tokens up to and including a kNewline token, which the tokenizer
+//     emits only outside brackets, so no bracket group spans two lines; and at the top level
+//     every rule reads tokens within one line (a chain, an import and a %-operand end at a
+//     kNewline; an `is`, a string's % or .format and a call's '(' look at their neighbours, and
+//     a newline token is no neighbour any rule acts on), so rendering a line alone, with the
+//     newline that ends it, writes what rendering it among the others writes;
+//   - a line the pre-scan passes has no rule to apply: read alone it is a program of one line,
+//     with the same tokens (it starts outside brackets and strings; a budget-bound f-string
+//     scan is not among its tokens, since any f-string makes the pre-scan say yes), and the
+//     pre-scan reports false only when Translate of such a program rewrites and reports
+//     nothing; the renderer copies a line it does not rewrite exactly (gaps verbatim at the
+//     top level).
+//
+// Diagnostics and rewrites are recorded in another order (a line's chains before its atoms,
+// line by line, not every chain first), which changes nothing: both are sorted by position, and
+// two at one position are on one line, where the order is the same.
+// TestTranslateByLineMatchesFull and FuzzTranslate compare the two.
+func (t *translator) renderLines(b *writer, toks []token) {
+	for lo := 0; lo < len(toks); {
+		hi := lo
+		for hi < len(toks) && toks[hi].kind != kNewline {
+			hi++
+		}
+		if hi < len(toks) {
+			hi++ // the newline that ends the line
+		}
+		if lo > 0 {
+			t.gapBefore(b, toks, lo)
+		}
+		if mayNeedRewrite(t.src[toks[lo].start:toks[hi-1].end]) {
+			t.render(b, toks, lo, hi, 0, true)
+		} else {
+			b.copy(toks[lo].start, toks[hi-1].end)
+		}
+		lo = hi
+	}
+}
+
 // renderString renders toks[lo:hi] into a new string.
 func (t *translator) renderString(toks []token, lo, hi, lvl int) string {
 	b := writer{src: t.src}
@@ -418,7 +460,12 @@ func (t *translator) findChains(toks []token, lo, hi int) []chain {
 		tk := toks[i]
 		n, boundary := 0, false
 		switch tk.kind {
-		case kNewline, kError:
+		case kNewline:
+			// A logical line ends a for clause too: a `for` whose `in` never came (a syntax
+			// error) does not make the next line's first `in` its own. So no state crosses a
+			// line end, as renderLines needs.
+			boundary, pendingFor = true, false
+		case kError:
 			boundary = true
 		case kOp:
 			switch s := t.text(tk); s {
