@@ -572,6 +572,10 @@ type auditLog struct {
 	once     sync.Once
 	err      error        // the first error of a background write, returned by close
 	commits  atomic.Int64 // batches written, for the benchmarks
+	// deciding counts the decisions (writeWith with records of their own) on their way to
+	// writeMu: the background writer leaves the queue to them (they commit it with their own
+	// records) rather than make them wait for a batch's commit and sync.
+	deciding atomic.Int32
 	// around, when set (by benchmarks), runs each flush: it measures the CPU of a batch's write,
 	// its records' encoding included.
 	around func(write func() error) error
@@ -692,9 +696,9 @@ func (a *auditLog) loop() {
 			case <-a.stop:
 			}
 			t.Stop()
-			a.background(a.flush())
+			a.background(a.flushUnlessDeciding())
 		case <-a.full: // a batch filled while the last was being written
-			a.background(a.flush())
+			a.background(a.flushUnlessDeciding())
 		case <-a.stop:
 			a.background(a.flush())
 			return
@@ -704,11 +708,19 @@ func (a *auditLog) loop() {
 
 // flush writes every queued record in one transaction. A batch that cannot be written goes back
 // to the front of the queue, so the next flush tries it again.
-func (a *auditLog) flush() error {
+func (a *auditLog) flush() error { return a.flushQueue(false) }
+
+// flushUnlessDeciding is the background writer's flush: it writes nothing while a decision is
+// on its way to the writer's lock (deciding), which then commits the queue with its own
+// records, and the writer looks again after its linger (a decision whose write fails puts the
+// queue back). Readers and close flush whatever comes.
+func (a *auditLog) flushUnlessDeciding() error { return a.flushQueue(true) }
+
+func (a *auditLog) flushQueue(yield bool) error {
 	write := func() error {
-		return a.writeWith(time.Now(), nil, func(docs []store.SysDoc) error {
+		return a.write(time.Now(), nil, func(docs []store.SysDoc) error {
 			return a.st.PutSysDocs(context.Background(), docs...)
-		})
+		}, yield)
 	}
 	var err error
 	if a.around != nil {
@@ -728,9 +740,27 @@ func (a *auditLog) flush() error {
 // not one for the queue and one for itself. When write fails, the queued records go back to the
 // front of the queue. With nothing queued and nothing of its own, it writes nothing.
 func (a *auditLog) writeWith(now time.Time, own []link, write func(docs []store.SysDoc) error) error {
+	return a.write(now, own, write, false)
+}
+
+// write is writeWith; yield writes nothing when a decision is on its way (flushUnlessDeciding).
+func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysDoc) error, yield bool) error {
+	if len(own) > 0 {
+		a.deciding.Add(1)
+	}
 	a.encode()
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
+	if len(own) > 0 {
+		a.deciding.Add(-1)
+	}
+	if yield && a.deciding.Load() > 0 {
+		select { // look again after the linger
+		case a.wake <- struct{}{}:
+		default:
+		}
+		return nil
+	}
 	a.mu.Lock()
 	batch := a.queue
 	a.queue, a.inflight = nil, batch

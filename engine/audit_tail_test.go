@@ -152,3 +152,29 @@ func TestDecisionsWriteTheQueueFirst(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, rep.OK(), "%+v", rep.Problems)
 }
+
+// The background writer leaves the queue to a decision on its way to the writer's lock (which
+// commits the queue with its own record), rather than make it wait for a batch's commit; a
+// reader's flush writes whatever comes, and with no decision on its way the writer writes.
+func TestTheWriterLeavesTheQueueToADecision(t *testing.T) {
+	e := tailEngine(t)
+	ctx := context.Background()
+	_, err := e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
+	require.NoError(t, err)
+	require.Len(t, e.audit.tail(), 1)
+	commits := e.audit.commits.Load()
+
+	e.audit.deciding.Add(1) // a decision on its way
+	require.NoError(t, e.audit.flushUnlessDeciding())
+	assert.Len(t, e.audit.tail(), 1, "the writer wrote the queue a decision was on its way to take")
+	assert.Equal(t, commits, e.audit.commits.Load())
+	require.NoError(t, e.audit.flush())
+	assert.Empty(t, e.audit.tail(), "a reader's flush waited for the decision")
+	e.audit.deciding.Add(-1)
+
+	_, err = e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
+	require.NoError(t, err)
+	require.NoError(t, e.audit.flushUnlessDeciding())
+	assert.Empty(t, e.audit.tail())
+	assert.Equal(t, commits+2, e.audit.commits.Load())
+}
