@@ -76,7 +76,7 @@ func TestTranslateByLineMatchesFull(t *testing.T) {
 	corpus := byLineCorpus(t)
 	require.Greater(t, len(corpus), 200, "the corpus was not found")
 	// Positions tried per text: every one in the long tier, a spread in the normal one.
-	positions := testtier.Size(3, 64)
+	positions := testtier.Size(2, 64)
 	n := 0
 	for _, src := range corpus {
 		same(src)
