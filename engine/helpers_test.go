@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,6 +89,7 @@ def broken():
 
 // A helpers file is checked as a plan is, and every helper needs its docstring.
 func TestHelpersFileProblems(t *testing.T) {
+	t.Cleanup(sandbox.LiftModuleTime(10 * time.Minute)) // the step limit, not the time, must stop the endless loop
 	dom := store.Inventory()
 	for src, want := range map[string]string{
 		"def f(:\n":                "plan.star", // replaced below: the file's own name
