@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -151,4 +152,31 @@ func TestRvchainPruneWholeBatch(t *testing.T) {
 		_, err := e.Record(id)
 		require.NoError(t, err)
 	}
+}
+
+// Two versions of one run in one batch, on bbolt (records stored in sequence, a batch appended):
+// db check finds one record of the run, not a second left under its earlier place, and the
+// listing shows the run once.
+func TestRvchainTwoVersionsInOneBatchDBCheck(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	e, err := New(st, Options{Now: func() time.Time { return fixedNow }})
+	require.NoError(t, err)
+	e.audit.linger = time.Hour
+	_, rec, err := e.run(context.Background(), Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	for i := range 3 {
+		again := *rec
+		again.ApplyOrigin = fmt.Sprint("try ", i)
+		again.chainEvent, again.chainBy = ChainRecorded, bob.Name
+		e.audit.add(&again)
+	}
+	require.NoError(t, e.audit.flush())
+	runs, err := e.Runs()
+	require.NoError(t, err)
+	assert.Len(t, runs, 1)
+	assert.Contains(t, string(rvRaw(t, e, rec.ID)), `"apply_origin":"try 2"`)
+	verify, check := rvVerifyAndCheck(t, e, dir)
+	assert.Equal(t, "[]", verify)
+	assert.Equal(t, "[]", check)
 }
