@@ -57,7 +57,7 @@ func rvValue(rnd *rand.Rand, depth int) any {
 func TestRvchainObjectShapesRandom(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(21, 22))
 	var e recordEncoder
-	for range testtier.Size(20_000, 2_000_000) {
+	for range testtier.Size(5_000, 2_000_000) {
 		m := rvObject(rnd, 0)
 		want, err := json.Marshal(m)
 		require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestRvchainRawJSONRandomFilters(t *testing.T) {
 		}
 		return pieces[rnd.IntN(len(pieces))]
 	}
-	for i := range testtier.Size(20_000, 1_000_000) {
+	for i := range testtier.Size(8_000, 1_000_000) {
 		raw := gen(0)
 		if i%5 == 0 {
 			raw = strings.ReplaceAll(raw, ",", " , ")

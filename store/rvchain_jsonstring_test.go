@@ -60,7 +60,7 @@ func TestRvchainSpecial8FirstMarkIsFirstSpecial(t *testing.T) {
 		}
 	}
 	rnd := rand.New(rand.NewPCG(11, 12))
-	for range testtier.Size(200_000, 20_000_000) {
+	for range testtier.Size(30_000, 20_000_000) {
 		x := rnd.Uint64()
 		if rnd.IntN(2) == 0 { // mostly plain text, a few edge bytes
 			for k := range w {
