@@ -534,14 +534,31 @@ func (v *ChainVerifier) AddEntry(raw []byte) error {
 	return nil
 }
 
-// AddRecord adds a stored audit record. It returns why the record does not decode.
-func (v *ChainVerifier) AddRecord(raw []byte) error {
+// AddRecord adds a stored audit record. It returns why the record does not decode. Prefer
+// AddRecordAs: without the id the record is stored under, two records swapped between runs
+// verify.
+func (v *ChainVerifier) AddRecord(raw []byte) error { return v.AddRecordAs("", raw) }
+
+// AddRecordAs is AddRecord of the record stored under the id stored: a record is checked as the
+// run whose id it carries, so one stored under another run's id (two swapped) or a second copy of
+// one (under a new id) would otherwise match its entry.
+func (v *ChainVerifier) AddRecordAs(stored string, raw []byte) error {
 	var r struct {
-		ID   string    `json:"run_id"`
-		Time time.Time `json:"time"`
+		ID     string    `json:"run_id"`
+		Legacy string    `json:"id"` // records written before run_id was the one name
+		Time   time.Time `json:"time"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
+	}
+	if r.ID == "" {
+		r.ID = r.Legacy
+	}
+	if stored != "" && r.ID != stored {
+		v.bad = append(v.bad, ChainProblem{RunID: stored, Message: fmt.Sprintf("the record stored as run %s carries the id of run %s: records were swapped or copied between runs", stored, r.ID)})
+	}
+	if _, ok := v.records[r.ID]; ok && r.ID != "" {
+		v.bad = append(v.bad, ChainProblem{RunID: r.ID, Message: fmt.Sprintf("run %s has more than one record: one is a copy, stored under another id", r.ID)})
 	}
 	v.records[r.ID] = recordSum{sum: sha256Hex(raw), time: r.Time}
 	return nil
@@ -686,7 +703,7 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 		return nil, err
 	}
 	for _, d := range recs {
-		if err := v.AddRecord(d.JSON); err != nil {
+		if err := v.AddRecordAs(d.ID, d.JSON); err != nil {
 			v.bad = append(v.bad, ChainProblem{RunID: d.ID, Message: fmt.Sprintf("audit record %s does not decode: %v", d.ID, err)})
 		}
 	}

@@ -83,4 +83,7 @@ type CheckOptions struct {
 	// each gets every document's JSON and returns why it does not decode. A collection without
 	// one is checked as JSON only.
 	Records map[string]func(raw []byte) error
+	// RecordIDs are Records that get the id each document is stored under too (the audit log's
+	// records must carry theirs); a collection named here is checked by it, not by Records.
+	RecordIDs map[string]func(id string, raw []byte) error
 }

@@ -373,14 +373,14 @@ func runDBCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOp
 	}
 	chain := engine.NewChainVerifier()
 	rep, err := ios.storeOpener().Check(ctx, target, store.CheckOptions{Invariants: stateInvariants,
-		Records: map[string]func([]byte) error{
-			engine.AuditCollection: func(raw []byte) error {
+		Records: map[string]func([]byte) error{engine.ChainCollection: chain.AddEntry},
+		RecordIDs: map[string]func(string, []byte) error{
+			engine.AuditCollection: func(id string, raw []byte) error {
 				if err := engine.CheckRecord(raw); err != nil {
 					return err
 				}
-				return chain.AddRecord(raw)
+				return chain.AddRecordAs(id, raw)
 			},
-			engine.ChainCollection: chain.AddEntry,
 		}})
 	if err != nil {
 		return storeError(opener.Redact(target), err)

@@ -129,7 +129,7 @@ func Check(dir string, opts store.CheckOptions) (*store.CheckReport, error) {
 			if records == nil {
 				records = map[string]func([]byte) error{}
 			}
-			checkSystem(rep, tx, found, records)
+			checkSystem(rep, tx, found, records, opts.RecordIDs)
 			checkKeptSeed(rep, tx, dom)
 			checkSysIndexes(rep, tx, &m, found)
 			checkCollections(rep, tx)
@@ -334,8 +334,8 @@ func checkCollections(rep *store.CheckReport, tx *bbolt.Tx) {
 
 // checkSystem decodes every document of every system collection the file holds (found, from
 // scanDigests): each must be a clover document whose id field names it and whose JSON parses,
-// and decode with the collection's entry in records when there is one.
-func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDigest, records map[string]func([]byte) error) {
+// and decode with the collection's entry in withIDs (given its id too), else in records, when there is one.
+func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDigest, records map[string]func([]byte) error, withIDs map[string]func(string, []byte) error) {
 	b := tx.Bucket([]byte(rootBucket))
 	if b == nil {
 		return
@@ -376,6 +376,10 @@ func checkSystem(rep *store.CheckReport, tx *bbolt.Tx, found map[string]collDige
 				rep.Add(store.CheckSystem, coll, "%s %s of %s is stored twice, under %s and %s", what, id, coll, key, legacy)
 			case !json.Valid([]byte(raw)):
 				rep.Add(store.CheckSystem, coll, "%s %s of %s is unreadable: its JSON does not parse", what, id, coll)
+			case withIDs[coll[1:]] != nil:
+				if err := withIDs[coll[1:]](id, []byte(raw)); err != nil {
+					rep.Add(store.CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)
+				}
 			case records[coll[1:]] != nil:
 				if err := records[coll[1:]]([]byte(raw)); err != nil {
 					rep.Add(store.CheckSystem, coll, "%s %s of %s is unreadable: %v", what, id, coll, err)

@@ -106,6 +106,10 @@ func (s *Store) Check(ctx context.Context, opts store.CheckOptions) (*store.Chec
 			}
 			if !json.Valid([]byte(raw)) {
 				rep.Add(store.CheckSystem, "", "system document %s/%s is not JSON", coll, id)
+			} else if dec := opts.RecordIDs[coll]; dec != nil {
+				if err := dec(id, []byte(raw)); err != nil {
+					rep.Add(store.CheckSystem, "", "system document %s/%s: %v", coll, id, err)
+				}
 			} else if dec := opts.Records[coll]; dec != nil {
 				if err := dec([]byte(raw)); err != nil {
 					rep.Add(store.CheckSystem, "", "system document %s/%s: %v", coll, id, err)
