@@ -26,8 +26,8 @@ func waitDone(t *testing.T, done <-chan struct{}, what string) {
 
 // TestAConflictIsAnsweredWithoutTheAuditWriter: an apply whose data moved is answered with its
 // conflict while the audit writer is busy (the test holds its lock, as a batch's commit does),
-// found by the store's check before the commit's turn; its record is written afterwards, and an
-// apply that does not conflict still waits for the writer (its record is in its commit).
+// found by the store's check before the commit's turn; its record is written afterwards, with
+// the commit of the next apply (which does not conflict, and commits once the writer is free).
 func TestAConflictIsAnsweredWithoutTheAuditWriter(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
