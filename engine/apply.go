@@ -156,25 +156,34 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		event, who = ChainAutoApproved, func() string { return rec.AutoApprovedByRule }
 	}
 	var steps store.ApplySteps // the store's steps, timed for the observers (telemetry's spans)
-	// The rejections waiting for the apply lock ride in this apply's commit (one sync for all:
-	// issue 32), each checked first as it would be alone; they concern other runs, so they and
-	// the apply are decided as in either order one at a time. When the apply writes nothing,
-	// they commit on their own.
-	rejections := e.takeRejectionsLocked(rec.ID)
-	links, decisions := rejectionDocs(rejections)
-	links = append([]link{{doc: recordDoc(rec, false), event: event, by: who}}, links...)
-	err := e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
+	stepsCtx := func() context.Context {
 		steps.Steps = steps.Steps[:0] // the last attempt's (see chain.write)
-		actx := ctx
 		if e.observed() {
-			actx = store.WithApplySteps(ctx, &steps)
+			return store.WithApplySteps(ctx, &steps)
 		}
-		return e.st.ApplyPending(actx, writes, verify, append(decisions, docs...)...)
-	})
+		return ctx
+	}
+	// A run whose data moved is answered before the commit's turn: the store's check finds the
+	// conflict its commit would (under applyMu no other apply commits meanwhile), and a
+	// conflict writes nothing, so it needs neither the audit writer nor a commit. On a busy
+	// ledger most applies conflict, and each waited for the commits under way (issue 32).
+	err := e.conflicts(stepsCtx(), writes)
 	if err == nil {
-		e.answerRejections(rejections, nil)
-	} else {
-		e.commitRejections(rejections)
+		// The rejections waiting for the apply lock ride in this apply's commit (one sync for
+		// all: issue 32), each checked first as it would be alone; they concern other runs, so
+		// they and the apply are decided as in either order one at a time. When the apply
+		// writes nothing, they commit on their own.
+		rejections := e.takeRejectionsLocked(rec.ID)
+		links, decisions := rejectionDocs(rejections)
+		links = append([]link{{doc: recordDoc(rec, false), event: event, by: who}}, links...)
+		err = e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
+			return e.st.ApplyPending(stepsCtx(), writes, verify, append(decisions, docs...)...)
+		})
+		if err == nil {
+			e.answerRejections(rejections, nil)
+		} else {
+			e.commitRejections(rejections)
+		}
 	}
 	if err == nil {
 		res.Pending, res.Applied = false, true
@@ -231,6 +240,20 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 	if e.observed() {
 		e.emit(ctx, Event{Type: EventConflict, RunID: rec.ID, Origin: rec.ApplyOrigin, Outcome: OutcomeConflict, State: StateConflict,
 			Duration: time.Since(began), RowsWritten: rec.ChangedRows, Codes: codes(ds), Message: firstMessage(ds), ApplySteps: applySteps(began, steps.Steps)})
+	}
+	return nil
+}
+
+// conflicts is the store's conflict check of writes before an apply commits
+// (store.ConflictChecker): the *ConflictError the apply would find, or nil (nothing found,
+// another error, or a store that cannot check apart: the apply checks everything itself).
+func (e *Engine) conflicts(ctx context.Context, writes *store.Pending) error {
+	cc, ok := e.st.(store.ConflictChecker)
+	if !ok {
+		return nil
+	}
+	if err := cc.Conflicts(ctx, writes); errors.Is(err, store.ErrConflict) {
+		return err
 	}
 	return nil
 }

@@ -269,18 +269,30 @@ func (e *Engine) listRuns(opts ListOptions) (*RunPage, error) {
 	return page, nil
 }
 
-// newRuns returns the audit log's queued records (auditLog.tail) when each is the first record
-// of a new run, as a dry run's is: a listing can then show them beside the store's without a
-// commit. ok is false when one is a run's record written again (an apply that failed or found
-// a conflict), whose stored version is in the store's counts and index.
+// newRuns returns the audit log's queued records (auditLog.tail) of new runs, each run's last
+// version, when each run's first record is queued too (a dry run's: no chain event of its own),
+// so that the store holds nothing of it: a listing can then show them beside the store's
+// without a commit. ok is false when one is a stored run's record written again (an apply that
+// failed or found a conflict), whose stored version is in the store's counts and index. A run
+// whose dry run and conflict are both queued is one new run, in its last state (issue 32: on a
+// busy ledger most applies conflict, and each conflict made the next listing commit the queue).
 func (e *Engine) newRuns() (tail []*queuedRecord, ok bool) {
-	tail = e.audit.tail()
-	seen := make(map[string]bool, len(tail))
-	for _, q := range tail {
-		if q.rec.chainEvent != "" || seen[q.rec.ID] {
+	all := e.audit.tail()
+	last := make(map[string]int, len(all))
+	for i, q := range all {
+		if _, seen := last[q.rec.ID]; !seen && q.rec.chainEvent != "" {
 			return nil, false
 		}
-		seen[q.rec.ID] = true
+		last[q.rec.ID] = i
+	}
+	if len(last) == len(all) {
+		return all, true
+	}
+	tail = make([]*queuedRecord, 0, len(last))
+	for i, q := range all {
+		if last[q.rec.ID] == i {
+			tail = append(tail, q)
+		}
 	}
 	return tail, true
 }

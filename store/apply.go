@@ -5,6 +5,7 @@ package store
 // an apply reports (AddChange, AddPredConflicts). Each backend reads, locks and writes its own.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -161,4 +162,16 @@ func AddPredConflicts(conflicts, preds []Conflict) []Conflict {
 		}
 	}
 	return conflicts
+}
+
+// ConflictChecker is a Store that can tell, without writing anything or waiting for a commit
+// under way, whether ApplyPending of p would find a conflict now: the *ConflictError it would
+// return, nil when nothing p depended on has moved (ApplyPending still checks everything again,
+// and may still conflict), or another error, such as p not fitting the schemas, which the
+// caller leaves to ApplyPending. An apply that conflicts writes nothing, so its caller may
+// answer the conflict found here, as of this check, without waiting for its turn to commit
+// (issue 32: most applies of a busy ledger conflict, and each waited for the commits before it).
+// When ctx carries an *ApplySteps, the check is appended to it (StepCheck).
+type ConflictChecker interface {
+	Conflicts(ctx context.Context, p *Pending) error
 }

@@ -150,6 +150,25 @@ func (s *Store) ApplyPending(ctx context.Context, p *store.Pending, verify store
 	return err
 }
 
+// Conflicts implements store.ConflictChecker: the conflict check of ApplyPending, under the read
+// lock only, so that it waits for no commit under way (a commit of the audit log's records holds
+// the write lock of the files, not this one's).
+func (s *Store) Conflicts(ctx context.Context, p *store.Pending) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	steps := store.ApplyStepsOf(ctx)
+	began := steps.Begin()
+	ops, reads, err := s.normalize(p)
+	if err == nil {
+		s.mu.RLock()
+		err = s.validateLocked(ops, reads)
+		s.mu.RUnlock()
+	}
+	steps.Done(store.StepCheck, began, err)
+	return err
+}
+
 // verifyUnlocked checks the changes and makes their change set under the read lock, then runs
 // verify on it with no lock held. It returns the reader, which knows which tables verify read
 // at which versions, with verify's error; no reader when the changes conflict. steps times the
@@ -487,3 +506,5 @@ func (s *Store) advanceRecord(m *liveRecord, seq int64, touched map[string]bool)
 		}
 	}
 }
+
+var _ store.ConflictChecker = (*Store)(nil)

@@ -66,8 +66,11 @@ type Store struct {
 	// since (afterCommitLocked); guarded by bolt.mu. hashed counts the documents verifySysLocked
 	// hashed, for tests.
 	verified map[string]collDigest
-	hashed   int64
-	created  bool
+	// verifiedMu guards verified too, for GetSys's reads without bolt.mu (getSysUnlocked):
+	// writers hold both.
+	verifiedMu sync.Mutex
+	hashed     int64
+	created    bool
 
 	bolt *boltStore
 	db   *clover.DB
@@ -452,6 +455,12 @@ func (s *Store) recordDigests() (m struct{ Digests map[string]collDigest }, foun
 		return m, false, err
 	}
 	raw, _ := doc.Get("json").(string)
+	return s.digestsOf(raw)
+}
+
+// digestsOf is the digests of the store's record whose JSON is raw, decoded once per version of
+// the record (digestMemo).
+func (s *Store) digestsOf(raw string) (m struct{ Digests map[string]collDigest }, found bool, err error) {
 	s.digestMemo.mu.Lock()
 	defer s.digestMemo.mu.Unlock()
 	if s.digestMemo.raw != raw || s.digestMemo.digests == nil {
@@ -502,6 +511,8 @@ func (s *Store) verifySysLocked(coll string) error {
 		return err
 	}
 	s.hashed += got.Rows
+	s.verifiedMu.Lock()
+	defer s.verifiedMu.Unlock()
 	if msg := digestMismatch(coll, want, got); msg != "" {
 		delete(s.verified, coll)
 		return &store.DamagedError{Path: s.bolt.path, Problem: msg}
@@ -517,6 +528,8 @@ func (s *Store) verifySysLocked(coll string) error {
 // afterCommit): the documents the commit changed, hashed as they were and as they are.
 func (s *Store) afterCommitLocked(delta map[string]*collDigest) {
 	s.recordCommittedLocked()
+	s.verifiedMu.Lock()
+	defer s.verifiedMu.Unlock()
 	for coll, d := range delta {
 		if v, ok := s.verified[coll]; ok {
 			v.Rows += d.Rows
@@ -977,6 +990,15 @@ func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if raw, found, ok := s.getSysUnlocked(c, id); ok {
+		if !found {
+			return false, nil
+		}
+		if json.Unmarshal([]byte(raw), v) == nil {
+			return true, nil
+		}
+		// It does not decode: the locked read says so, having verified its collection.
+	}
 	s.bolt.mu.Lock()
 	defer s.bolt.mu.Unlock()
 	var found bool
@@ -991,6 +1013,64 @@ func (s *Store) GetSys(coll, id string, v any) (bool, error) {
 		return err
 	})
 	return found, err
+}
+
+// getSysUnlocked is GetSys's read of document id of the system collection coll (its "_" name)
+// in a read transaction of its own, without bolt.mu: bbolt's readers do not wait for its
+// writer, so a look at a run does not wait for a commit under way, its disk sync included (the
+// commits of the audit log's batches, applies and rejections held every read of a busy server;
+// issue 32). It reads the last committed state. ok is false when it cannot answer alone, and
+// GetSys then reads under bolt.mu, as before: the store's own record (its reads are counted
+// under bolt.mu), a document that does not decode, an index entry that names another
+// document (damage), and a miss in a collection not verified against the record as that
+// transaction holds it. A miss is answered only when the digests the transaction's record
+// holds for coll equal what verifySysLocked verified and the commits since moved
+// (s.verified): equal digests are the same documents, so the miss needs no hashing, as under
+// the lock. A commit racing this read makes them differ (the record and verified move at
+// different instants), and the read falls back to the lock.
+func (s *Store) getSysUnlocked(coll, id string) (raw string, found, ok bool) {
+	if coll == metaCollection {
+		return "", false, false
+	}
+	err := guard(s.bolt.path, func() error {
+		return s.bolt.db.View(func(tx *bbolt.Tx) error {
+			root := tx.Bucket([]byte(rootBucket))
+			if root == nil {
+				return nil
+			}
+			if uuid, doc := sysDocAt(root, coll, id); uuid != "" {
+				js, err := decodeSysDoc(doc)
+				if err == nil {
+					raw, found, ok = js, true, true
+				}
+				return nil
+			}
+			if k := sequencedKey(tx, coll, id); k != "" && root.Get(append(docPrefix(coll), k...)) != nil {
+				return nil // an entry naming another's place: findSysLocked reports it
+			}
+			doc := root.Get(append(docPrefix(metaCollection), sysDocID(metaCollection, metaID)...))
+			if doc == nil {
+				return nil
+			}
+			js, err := decodeSysDoc(doc)
+			if err != nil {
+				return nil
+			}
+			m, found, err := s.digestsOf(js)
+			if err != nil || !found || m.Digests == nil {
+				return nil
+			}
+			s.verifiedMu.Lock()
+			v, verified := s.verified[coll]
+			s.verifiedMu.Unlock()
+			ok = verified && v == m.Digests[coll]
+			return nil
+		})
+	})
+	if err != nil {
+		return "", false, false
+	}
+	return raw, found, ok
 }
 
 // ListSys returns every document of the system collection coll, sorted by id, after checking
@@ -1207,14 +1287,16 @@ func sequencedKey(tx *bbolt.Tx, coll, id string) string {
 	return e.Key
 }
 
-// write runs fn in one atomic bbolt transaction, holding the committed state's write lock; fn
-// may call clover freely. It is for writes that do not change tables.
+// write runs fn in one atomic bbolt transaction; fn may call clover freely. It is for writes
+// that do not change tables, so it holds the committed tables' lock for reading only: runs
+// start and applies check their conflicts while a batch of the audit log commits (issue 32:
+// each dry run waited for the batch's disk sync). bolt.mu orders it with every other write.
 func (s *Store) write(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed {
 		return errors.New("store is closed")
 	}
