@@ -90,7 +90,7 @@ func mayNeedRewrite(src string) bool {
 					return true
 				}
 			case '.':
-				if afterString && strings.HasPrefix(strings.TrimLeft(src[i+1:min(i+16, len(src))], " \t"), "format") {
+				if afterString && strings.HasPrefix(src[skipGap(src, i+1):], "format") {
 					return true
 				}
 			case '(', '[', '{':
@@ -142,6 +142,25 @@ func mayNeedRewrite(src string) bool {
 		}
 	}
 	return false
+}
+
+// skipGap returns the offset of the first byte from i that is not in a gap between two tokens
+// (spaces, tabs, form feeds, line ends, comments, backslash continuations): the renderer's rules
+// read the next token whatever gap comes before it (tryStrFormat's `.` and `format`).
+func skipGap(src string, i int) int {
+	for i < len(src) {
+		switch c := src[i]; {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\n' || c == '\\':
+			i++
+		case c == '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // skipContinuation returns the offset of the first byte from i that is not a UTF-8
