@@ -80,7 +80,8 @@ func mayNeedRewrite(src string) bool {
 			case "and", "or", "if", "else", "lambda", "elif", "while", "return", "assert":
 				count[depth] = 0
 			}
-		case isDigit(c):
+		case isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
+			// A number as the tokenizer reads it: .0x1f is .0 and the name x1f, not . and 0x1f.
 			i = scanNumber(src, i, len(src))
 			afterString = false
 		default:

@@ -41,3 +41,18 @@ func TestRvfrontPrescanSeesFormatAfterGap(t *testing.T) {
 		require.NotEmpty(t, Translate(line, testOpts).Rewrites, "%q", line)
 	}
 }
+
+// TestRvfrontPrescanReadsNumbersAsTheTokenizer: the tokenizer reads .0band as the number .0 and
+// the name band; a pre-scan reading . and 0b and the keyword and would end the comparison there
+// and pass a line whose chain the renderer splits (only in a text that does not parse, since two
+// operands meet, but by-line and full rendering must still agree).
+func TestRvfrontPrescanReadsNumbersAsTheTokenizer(t *testing.T) {
+	for _, line := range []string{
+		"ok = a < .0band < c\n",
+		"ok = a in .0x1freturn == b\n",
+	} {
+		require.True(t, mayNeedRewrite(line), "%q", line)
+		src := "a = f\"{x:>3}\"\n" + line
+		require.Equal(t, translate(src, testOpts, false), translate(src, testOpts, true), "%q", src)
+	}
+}
