@@ -133,3 +133,35 @@ func TestRvfrontPooledTreesUnderConcurrentChecks(t *testing.T) {
 	require.Greater(t, n, 50, "too few programs compiled")
 	t.Logf("%d programs, %d checks kept and compared", len(names), n)
 }
+
+// FuzzRvfrontPooledCheck: a check whose tree is cut from the slabs the previous input's tree
+// left gives what a check with new slabs gives: the same diagnostics, rewrites and compiled
+// bytes, and so does the previous input's program still.
+func FuzzRvfrontPooledCheck(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Add("x = [a.b(c[d], {e: f}) for a in g if h + i]\ny = j(k=l, *m, **n)\n")
+	pooled := testEnv()
+	fresh := *pooled
+	pooled.checks, fresh.checks = nil, nil
+	fresh.freshTrees = true
+	encode := func(t *testing.T, c Checked) []byte {
+		if c.Program == nil {
+			return nil
+		}
+		var buf bytes.Buffer
+		require.NoError(t, c.Program.prog.Write(&buf))
+		return buf.Bytes()
+	}
+	var prev Checked
+	var prevBytes []byte
+	f.Fuzz(func(t *testing.T, src string) {
+		a, b := pooled.CheckProgram(src, Limits{}), fresh.CheckProgram(src, Limits{})
+		require.Equal(t, b.Diagnostics, a.Diagnostics)
+		require.Equal(t, b.Rewrites, a.Rewrites)
+		require.Equal(t, encode(t, b), encode(t, a))
+		require.Equal(t, prevBytes, encode(t, prev), "the previous input's program changed")
+		prev, prevBytes = a, encode(t, a)
+	})
+}
