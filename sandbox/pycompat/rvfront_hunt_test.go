@@ -34,7 +34,10 @@ func TestRvfrontHunt(t *testing.T) {
 			}
 		}
 		line := sb.String()
-		src := "a = f\"{x:>3}\"\n" + line
+		src := line
+		if rng.IntN(2) == 0 {
+			src = "a = f\"{x:>3}\"\n" + line
+		}
 		if !reflect.DeepEqual(translate(src, testOpts, true), translate(src, testOpts, false)) {
 			t.Errorf("differs: %q", src)
 			n++
