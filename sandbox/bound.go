@@ -58,6 +58,9 @@ func bind(ctx context.Context, thread *starlark.Thread, limits Limits, shared fu
 	// end: what a context derived with the limit as its timeout did, without deriving one (a
 	// deadline of the caller's that passes first is the time limit too, as it was there).
 	timeUp := func() {
+		if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return // the caller cancelled the run first (the derived context ended for good)
+		}
 		b.reason.set(LimitTime)
 		thread.Cancel(fmt.Sprintf("time limit of %s exceeded", limits.Timeout))
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.starlark.net/resolve"
@@ -371,9 +372,11 @@ func (e *Env) documentedNames() []string {
 			names = append(names, h.Name)
 		}
 	}
+	n := len(names)
 	for name := range starlark.Universe {
 		names = append(names, name)
 	}
+	slices.Sort(names[n:]) // the universe is a map: of equally near names, the same one wins every time
 	return names
 }
 

@@ -80,7 +80,8 @@ func mayNeedRewrite(src string) bool {
 			case "and", "or", "if", "else", "lambda", "elif", "while", "return", "assert":
 				count[depth] = 0
 			}
-		case isDigit(c):
+		case isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
+			// A number as the tokenizer reads it: .0x1f is .0 and the name x1f, not . and 0x1f.
 			i = scanNumber(src, i, len(src))
 			afterString = false
 		default:
@@ -90,7 +91,7 @@ func mayNeedRewrite(src string) bool {
 					return true
 				}
 			case '.':
-				if afterString && strings.HasPrefix(strings.TrimLeft(src[i+1:min(i+16, len(src))], " \t"), "format") {
+				if afterString && strings.HasPrefix(src[skipGap(src, i+1):], "format") {
 					return true
 				}
 			case '(', '[', '{':
@@ -142,6 +143,25 @@ func mayNeedRewrite(src string) bool {
 		}
 	}
 	return false
+}
+
+// skipGap returns the offset of the first byte from i that is not in a gap between two tokens
+// (spaces, tabs, form feeds, line ends, comments, backslash continuations): the renderer's rules
+// read the next token whatever gap comes before it (tryStrFormat's `.` and `format`).
+func skipGap(src string, i int) int {
+	for i < len(src) {
+		switch c := src[i]; {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\n' || c == '\\':
+			i++
+		case c == '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // skipContinuation returns the offset of the first byte from i that is not a UTF-8

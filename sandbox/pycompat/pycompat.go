@@ -138,8 +138,8 @@ func translate(src string, opts Options, byLine bool) (res Result) {
 		// Starlark (like Python) ends a line at a lone CR. Reading it as LF keeps every offset
 		// and every line number, and lets the rest of the package know one line end.
 		src = strings.NewReplacer("\r\n", "\r\n", "\r", "\n").Replace(src)
-	} else if !mayNeedRewrite(src) {
-		return Result{Source: src}
+	} else if byLine && !mayNeedRewrite(src) {
+		return Result{Source: src} // (the reference renders every token, so it checks the pre-scan too)
 	}
 	defer func() {
 		if r := recover(); r != nil {
