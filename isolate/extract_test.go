@@ -19,6 +19,7 @@ import (
 // (SIGSTOP), so a run sent to it could only end at the time limit and cost a second
 // extraction in the parent; the result must be the extraction's own.
 func TestAReplyWithoutOneProgramSpendsNoWorker(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	p := newPool(t, Options{Warm: 1, MaxWorkers: 1, KillGrace: 100 * time.Millisecond})
 	w := onlyWorker(t, p)
 	require.NoError(t, syscall.Kill(w.cmd.Process.Pid, syscall.SIGSTOP))
@@ -47,6 +48,7 @@ func TestAReplyWithoutOneProgramSpendsNoWorker(t *testing.T) {
 // program) whose worker dies mid-run reports that program. failure and limitFailure take the
 // program Run extracted and never see the reply, so the parent cannot extract twice.
 func TestAFailedRunReportsTheProgramExtractedBeforeIt(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
 	reply := strings.Repeat("<execute_python>\n"+spin+"</execute_python>\n", 10_000)
 	w, out := busyWorker(t, p, reply, sandbox.Limits{MaxSteps: 1 << 60, Timeout: 30 * time.Second})

@@ -247,6 +247,7 @@ func helper(t *testing.T, mode string) (string, int) {
 // TestDataLimitIsHard: past RLIMIT_DATA the kernel refuses memory and the Go runtime dies with
 // the error the pool reads as the memory limit.
 func TestDataLimitIsHard(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	out, code := helper(t, "rlimit-data")
 	assert.NotEqual(t, 0, code, out)
 	assert.NotContains(t, out, "allocated")
@@ -256,6 +257,7 @@ func TestDataLimitIsHard(t *testing.T) {
 // TestDataLimitIsHardRunAfterRun: a worker's later run whose data limit differs from the one
 // before it gets its own limit (the worker calls the kernel only when a limit changes).
 func TestDataLimitIsHardRunAfterRun(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	out, code := helper(t, "rlimit-data-again")
 	assert.NotEqual(t, 0, code, out)
 	assert.NotContains(t, out, "allocated")
@@ -278,6 +280,7 @@ func TestMemoryWatch(t *testing.T) {
 // alone says which happened, however loaded the machine (a bound on the clock did not: a busy
 // machine gives the helper a sliver of a processor).
 func TestCPULimit(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	out, code := helper(t, "rlimit-cpu")
 	assert.Equal(t, exitCPU, code, out)
 }
@@ -286,6 +289,7 @@ func TestCPULimit(t *testing.T) {
 // socket, open or stat a file, exec, fork, map executable memory, or reach another process; new
 // threads, timers, its own limits and its open descriptors still work.
 func TestSyscallsDenied(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	out, code := helper(t, "seccomp")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "denied")
@@ -449,6 +453,7 @@ func unprivilegedPool() int {
 // own network namespace (inside a user namespace) and no capability, even in their bounding
 // set, and runs plans, or says why not.
 func TestUnprivilegedPool(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	if os.Geteuid() != 0 {
 		t.Skip("the other tests already run unprivileged; switching users needs root")
 	}

@@ -129,3 +129,10 @@ func statusField(path, name string) int64 {
 	}
 	return parseStatusField(b, name)
 }
+
+// Which tests overlap: those marked t.Parallel() spend most of their time waiting for another
+// process (a helper spinning into its processor limit, a stopped worker, a kill's grace
+// period, a copy of the binary run as another user) and measure nothing of this one. The tests
+// that read this process's heap, allocations or peak resident set (TestRowCostEstimate,
+// TestAdversarial, the decoder's claim test) stay sequential: Go starts the parallel tests only
+// after every sequential one has ended, so nothing runs beside those.

@@ -143,6 +143,7 @@ func TestWorkerKilledFromOutside(t *testing.T) {
 // builtin that never returns to the interpreter would be) is killed KillGrace after the run's
 // timeout, and the run ends at the time limit.
 func TestDeadlineKillsAStuckWorker(t *testing.T) {
+	t.Parallel() // waits for another process (main_test.go: which tests overlap)
 	p := newPool(t, Options{Warm: 1, MaxWorkers: 1, KillGrace: 100 * time.Millisecond})
 	start := time.Now()
 	w, out := busyWorker(t, p, spin, sandbox.Limits{MaxSteps: 1 << 60, Timeout: 500 * time.Millisecond})

@@ -62,7 +62,13 @@ func TestLifecycle(t *testing.T) {
 		t.Run(dom.name, func(t *testing.T) {
 			t.Parallel() // most of a step is starting a process: the domains overlap well
 			for _, mode := range dom.modes {
-				t.Run(string(mode), func(t *testing.T) { newLifecycle(t, bin, dom).sequence(mode) })
+				t.Run(string(mode), func(t *testing.T) {
+					// Each mode has a working directory and stores of its own: the modes overlap
+					// too. (Parallel subtests start after every top-level test: one domain's
+					// three modes in a row were the package's last seconds, on one processor.)
+					t.Parallel()
+					newLifecycle(t, bin, dom).sequence(mode)
+				})
 			}
 		})
 	}

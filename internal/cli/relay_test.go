@@ -547,13 +547,18 @@ func TestAStoreHeldByAServerNamesIt(t *testing.T) {
 	}
 	require.Contains(t, f.errb.String(), "listening on "+addr+" ")
 
+	// Both at once: each waits out the store's lock timeout before it looks for the server.
+	var wg sync.WaitGroup
 	for _, args := range [][]string{{"db", "check"}, {"db", "init"}} {
-		o := f.runOut(args...)
-		assert.Equal(t, ExitInternal, o.code, args)
-		assert.Contains(t, o.err, fmt.Sprintf("Error: the store at %s is held by `starplan serve` (pid %d, serving %s)\n", f.dir, os.Getpid(), addr), args)
-		assert.Contains(t, o.err, fmt.Sprintf("Try: stop the server (Ctrl-C where it runs, or kill %d), then run this command again", os.Getpid()), args)
-		assert.NotContains(t, o.err, "wait for the other starplan command", args)
+		wg.Go(func() {
+			o := f.runOut(args...)
+			assert.Equal(t, ExitInternal, o.code, args)
+			assert.Contains(t, o.err, fmt.Sprintf("Error: the store at %s is held by `starplan serve` (pid %d, serving %s)\n", f.dir, os.Getpid(), addr), args)
+			assert.Contains(t, o.err, fmt.Sprintf("Try: stop the server (Ctrl-C where it runs, or kill %d), then run this command again", os.Getpid()), args)
+			assert.NotContains(t, o.err, "wait for the other starplan command", args)
+		})
 	}
+	wg.Wait()
 
 	require.Equal(t, ExitOK, f.shutdown(), f.errb.String())
 	_, err := os.Stat(filepath.Join(f.dir, ServeInfoName))

@@ -110,22 +110,29 @@ func starplanBinary(t *testing.T) string {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build the binary with")
 	}
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "starplan-cli-test-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		binDir = dir
-		built.path = filepath.Join(dir, "starplan")
-		built.out, built.err = exec.Command("go", "build", "-o", built.path, "github.com/starplan/starplan/cmd/starplan").CombinedOutput()
-	})
+	built.once.Do(buildStarplan)
 	require.NoError(t, built.err, "%s", built.out)
 	return built.path
 }
 
+// buildStarplan builds cmd/starplan into a new binDir, once (built.once): at a test's first
+// starplanBinary, or earlier from TestMain (prebuild).
+func buildStarplan() {
+	dir, err := os.MkdirTemp("", "starplan-cli-test-")
+	if err != nil {
+		built.err = err
+		return
+	}
+	binDir = dir
+	built.path = filepath.Join(dir, "starplan")
+	cmd := exec.Command("go", "build", "-o", built.path, "github.com/starplan/starplan/cmd/starplan")
+	cmd.Dir = built.dir // not the process's directory: a test may have moved it (t.Chdir) by now
+	built.out, built.err = cmd.CombinedOutput()
+}
+
 // built is the starplan binary the package's tests share, built on first use.
 var built struct {
+	dir  string // the package's directory, where the build runs ("": the process's own)
 	once sync.Once
 	path string
 	out  []byte

@@ -17,6 +17,7 @@ import (
 // constraints let through (a key inserted without its _ord, a system document that does not
 // decode), and the domain's rules over the rows.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s, err := Create(bg, dsn, storetest.Domain(), Options{})
 	require.NoError(t, err)

@@ -24,12 +24,14 @@ func createFresh(t testing.TB, dom *store.Domain) store.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, createFresh)
 }
 
 // The PostgreSQL store passes the conformance suite's upgrade part; a store is opened again by
 // its DSN alone, with the definition it recorded.
 func TestUpgradeConformance(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	dsns := map[store.Store]string{}
 	open := func(t testing.TB, dom *store.Domain) store.Store {

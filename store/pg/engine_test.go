@@ -34,6 +34,7 @@ else:
 // The engine runs on a PostgreSQL store as on bbolt: a dry run on one server (engine and store),
 // reviewed and applied on another, once; the audit log is in the database for both.
 func TestEngineDryRunHereApplyThere(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	sa, err := Create(bg, dsn, store.Inventory(), Options{})
 	require.NoError(t, err)
@@ -83,6 +84,7 @@ func items2(t *testing.T, st store.Store, tbl string, key any) (map[string]any, 
 // are written once, its record says applied, and the losing engine neither overwrites that
 // record with a conflict nor answers other than a later apply would ("already applied").
 func TestEngineSameRunAppliedOnTwoServersAtOnce(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	sa, err := Create(bg, dsn, store.Inventory(), Options{})
 	require.NoError(t, err)

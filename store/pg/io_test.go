@@ -21,6 +21,7 @@ import (
 // bad record imports nothing and is named; a run that read the table before the import
 // conflicts at apply.
 func TestDumpImportSeed(t *testing.T) {
+	t.Parallel()
 	a, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{})
 	require.NoError(t, err)
 	defer a.Close()
@@ -77,6 +78,7 @@ func TestDumpImportSeed(t *testing.T) {
 
 // An import in batches is refused with what to do, and nothing is written.
 func TestBatchesAreRefused(t *testing.T) {
+	t.Parallel()
 	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{NoSeed: true})
 	require.NoError(t, err)
 	defer s.Close()
@@ -115,6 +117,7 @@ func exports(t *testing.T, st interface {
 // byte-order mark. A bbolt store's CSV export imports into PostgreSQL as the same bytes too,
 // for the map domain's nested values.
 func TestCSVImportExportMatchesBolt(t *testing.T) {
+	t.Parallel()
 	csv := "\ufeffitem_id;name;description;quantity_in_stock;price\n" +
 		"SG010;\"Aviator; gold\";\"says \"\"hi\"\"\nand more\";+5;80\n" +
 		"SG002;Tiny;;007;0.0000001\n" +
@@ -157,6 +160,7 @@ func TestCSVImportExportMatchesBolt(t *testing.T) {
 // cells by record, line, column and field, every one; a key that comes twice by both records.
 // The table is as it was after each.
 func TestCSVImportRefusesBrokenFiles(t *testing.T) {
+	t.Parallel()
 	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{})
 	require.NoError(t, err)
 	defer s.Close()
@@ -218,6 +222,7 @@ func indexDefs(t *testing.T, s *Store) []string {
 // the copy, there again) or not; each bad record is named, those after the first too. A good
 // file's rows are all there, with the table's indexes made again as they were.
 func TestImportStreamsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	n := testtier.Size(3*importBatch+7, 50_000)
 	s, err := Create(bg, pgtest.DSN(t), store.Inventory(), Options{NoSeed: true})
 	require.NoError(t, err)

@@ -82,6 +82,7 @@ func pgConnect(t testing.TB, dsn string) *pgx.Conn {
 // error, each naming the table, the column, what it found and what to change, and creates
 // nothing.
 func TestMappingMismatchesListed(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	conn := pgConnect(t, dsn)
 	sqlExec(t, conn, `CREATE TABLE public.bad (
@@ -176,6 +177,7 @@ func TestMappingMismatchesListed(t *testing.T) {
 // plain SQL is a concurrent change (conflict at apply); db check finds nothing wrong; export
 // reads the rows; a second store cannot adopt it again.
 func TestMappedTableAdopted(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	conn := pgConnect(t, dsn)
 	sqlExec(t, conn, ordersSQL)
@@ -321,6 +323,7 @@ func mustFind(t testing.TB, tb table.Table, q table.Query) []table.Row {
 // b), which must make it conflict; a run whose reads the other program does not touch (rows 3
 // and 4, kind b) must apply, its table's version moved or not.
 func TestMappedTableWithAnotherWriter(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	conn := pgConnect(t, dsn)
 	sqlExec(t, conn, `CREATE TABLE public.accts (id bigint PRIMARY KEY, bal bigint NOT NULL, kind text NOT NULL)`)
@@ -485,6 +488,7 @@ func mappedOpener(t testing.TB, dom *store.Domain) store.Store {
 }
 
 func TestConformanceMapped(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, mappedOpener)
 }
 
@@ -494,6 +498,7 @@ func TestConformanceMapped(t *testing.T) {
 // refused; a store whose schema was dropped leaves _version and _ord on the table, and a new
 // store adopts it again.
 func TestMappedTableTools(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	conn := pgConnect(t, dsn)
 	sqlExec(t, conn, ordersSQL)
@@ -589,6 +594,7 @@ func waitForLockWaiters(t *testing.T, dsn string, n int, ends ...<-chan error) {
 // AFTER the statement, the UPDATE held the row and waited for the version row: a deadlock,
 // which ended the apply — a conflict on its retry — or the other program's statement.)
 func TestOtherProgramsStatementWaitsForApply(t *testing.T) {
+	t.Parallel()
 	for _, mapped := range []bool{true, false} {
 		t.Run(map[bool]string{true: "mapped", false: "own"}[mapped], func(t *testing.T) { testStatementWaitsForApply(t, mapped) })
 	}
@@ -649,6 +655,7 @@ func testStatementWaitsForApply(t *testing.T, mapped bool) {
 // A table the connection's role does not own (adoption alters it) is a mismatch the catalog
 // check lists, not an SQL error halfway through; nothing is created.
 func TestMappingNeedsTheTablesOwner(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	conn := pgConnect(t, dsn)
 	var db, super string

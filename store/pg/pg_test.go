@@ -33,6 +33,7 @@ func where(k string, v any) table.Query { return table.Query{Where: map[string]a
 // Open by DSN alone finds the store's schema and rebuilds its domain from the record; a
 // database without a store, a second Create and the wrong domain are refused.
 func TestOpenByDSN(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	_, err := Open(bg, dsn, Options{})
 	require.ErrorIs(t, err, store.ErrNoStore)
@@ -83,6 +84,7 @@ func TestOpenByDSN(t *testing.T) {
 // A domain of every field type: rows read back with the kinds they were written with (floats
 // inside lists stay floats, whole numbers where no type is declared stay ints).
 func TestRoundTripOfEveryType(t *testing.T) {
+	t.Parallel()
 	dom := &store.Domain{Name: "kinds", Tables: []*table.Schema{{
 		Name: "things", Key: "id", KeyPrefix: "T", KeyDigits: 3,
 		Fields: []table.Field{
@@ -121,6 +123,7 @@ func TestRoundTripOfEveryType(t *testing.T) {
 // by the database; and its write of a row is a change a run's apply sees as a conflict (the
 // row's version moved, by the trigger).
 func TestSQLConstraintsAndOtherWriters(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s, err := Create(bg, dsn, storetest.Domain(), Options{})
 	require.NoError(t, err)
@@ -182,6 +185,7 @@ func plan(t *testing.T, conn *pgx.Conn, sql string, args []any) string {
 // A get, and a find by an indexed field, is one SQL statement that the database answers from
 // an index, not a walk of the table (on a table large enough that a walk would show).
 func TestIndexedReadsAreIndexedSelects(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	tr := &countingTracer{}
 	dom := storetest.Domain()
@@ -242,6 +246,7 @@ func TestIndexedReadsAreIndexedSelects(t *testing.T) {
 // which reads what the first committed, is a conflict. Without the lock on the tables' version
 // rows the second would check the rows before the first committed and write too.
 func TestConcurrentAppliersOneWins(t *testing.T) {
+	t.Parallel()
 	dsn, a, b := twoServers(t)
 
 	for _, tc := range []struct {
@@ -325,6 +330,7 @@ func waitForLockWait(t *testing.T, dsn string, second <-chan error) (err error, 
 // Many rounds of two servers applying conflicting runs at the same moment: every round exactly
 // one applies, and the counter they both increment moves by one per round.
 func TestConcurrentAppliersStress(t *testing.T) {
+	t.Parallel()
 	_, a, b := twoServers(t)
 	const rounds = 20
 	for i := range rounds {
@@ -368,6 +374,7 @@ func TestConcurrentAppliersStress(t *testing.T) {
 // A stage's Pending applies on another store of the same database (a dry run on one server,
 // the apply on another), once: the same pending change again is a conflict.
 func TestApplyOnAnotherServerOnce(t *testing.T) {
+	t.Parallel()
 	_, a, b := twoServers(t)
 	var err error
 	sg := a.StageFor(bg, store.RunLimits{})
@@ -392,6 +399,7 @@ func TestApplyOnAnotherServerOnce(t *testing.T) {
 // Rows come back in natural key order ("k9" before "k10"), which SQL orders by _ord, also when
 // the limit is pushed down and with the run's own rows merged in; an int key orders by value.
 func TestNaturalOrder(t *testing.T) {
+	t.Parallel()
 	dom := &store.Domain{Name: "order", Tables: []*table.Schema{
 		{Name: "s", Key: "k", Indexes: []string{"g"}, Fields: []table.Field{{Name: "k", Type: table.TypeString}, {Name: "g", Type: table.TypeString}}},
 		{Name: "n", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeInt}}},
@@ -457,6 +465,7 @@ func TestNaturalOrder(t *testing.T) {
 // A payload notified on one store reaches the listeners of every store on the same schema, in
 // order; a store of another schema hears nothing.
 func TestNotifyReachesEveryListener(t *testing.T) {
+	t.Parallel()
 	dsn, a, b := twoServers(t)
 	other, err := Create(bg, dsn, storetest.Domain(), Options{Schema: "elsewhere"})
 	require.NoError(t, err)
@@ -490,6 +499,7 @@ func TestNotifyReachesEveryListener(t *testing.T) {
 
 // A domain that gained a table since its store was made opens with the table added, empty.
 func TestOpenAddsNewTables(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s, err := Create(bg, dsn, storetest.Domain(), Options{})
 	require.NoError(t, err)
@@ -516,6 +526,7 @@ func items2lenExtra(t *testing.T, s store.Store) int {
 // A declared index holds values of any length a schema allows (a hash index: a B-tree entry is
 // limited to about 2,700 bytes), and is still what a find by that field uses.
 func TestLongIndexedValue(t *testing.T) {
+	t.Parallel()
 	dom := &store.Domain{Name: "long", Tables: []*table.Schema{{Name: "docs", Key: "id", Indexes: []string{"body"},
 		Fields: []table.Field{{Name: "id", Type: table.TypeString}, {Name: "body", Type: table.TypeString, MaxLen: 8000}}}}}
 	s, err := Create(bg, pgtest.DSN(t), dom, Options{})
@@ -545,6 +556,10 @@ func TestLongIndexedValue(t *testing.T) {
 // after the checks, before the commit) leaves the store as it was, its audit record unwritten;
 // the same pending change then applies, once.
 func TestApplyKilledMidwayWritesNothing(t *testing.T) {
+	// Not parallel: the kill finds the apply's backend by its lock in pg_locks, which lists every
+	// database's locks (and relation ids of another database may match this one's pg_class).
+	// The package's other tests each have a database of their own (pgtest.DSN) and run in
+	// parallel, after the sequential ones.
 	dsn := pgtest.DSN(t)
 	s, err := Create(bg, dsn, storetest.Domain(), Options{})
 	require.NoError(t, err)
@@ -590,6 +605,7 @@ func TestApplyKilledMidwayWritesNothing(t *testing.T) {
 // strict comparison, an int compared with a float beyond 2^53 (float8 rounds both), strings in
 // byte order whatever the database's collation.
 func TestPushedDownComparisons(t *testing.T) {
+	t.Parallel()
 	dom := &store.Domain{Name: "cmp", Tables: []*table.Schema{{Name: "v", Key: "k", Fields: []table.Field{
 		{Name: "k", Type: table.TypeString}, {Name: "n", Type: table.TypeInt}, {Name: "f", Type: table.TypeFloat}, {Name: "s", Type: table.TypeString}}}}}
 	dom.Seed = map[string][]table.Row{"v": {
@@ -630,6 +646,7 @@ func TestPushedDownComparisons(t *testing.T) {
 // Another program's INSERT without _ord, or UPDATE of a key, gets the _ord starplan would
 // write (computed by a trigger in SQL, the same encoding as in Go), so its rows sort in place.
 func TestOtherWritersGetOrd(t *testing.T) {
+	t.Parallel()
 	dom := &store.Domain{Name: "ord", Tables: []*table.Schema{
 		{Name: "s", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeString}}},
 		{Name: "n", Key: "k", Fields: []table.Field{{Name: "k", Type: table.TypeInt}}},
@@ -672,6 +689,7 @@ func TestOtherWritersGetOrd(t *testing.T) {
 // trigger wants the table's version row, which the apply holds). The apply is the one ended;
 // its second attempt waits for the other to commit and then applies.
 func TestApplyRetriesAfterDeadlock(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s, err := Create(bg, dsn, storetest.Domain(), Options{})
 	require.NoError(t, err)
@@ -714,6 +732,7 @@ func TestApplyRetriesAfterDeadlock(t *testing.T) {
 // would): the second waits until the first unlocks. (A process that dies holding it loses it
 // with its connection: the two-server kill tests, TestKillServerMidApply, would hang otherwise.)
 func TestLockSysExcludesAnotherStore(t *testing.T) {
+	t.Parallel()
 	_, a, b := twoServers(t)
 
 	unlock, err := a.LockSys(bg, "audit_chain")

@@ -17,6 +17,7 @@ import (
 // does not, and a field no row holds a value in is dropped with its column (which the bbolt
 // store refuses, see storetest's DropsAndRemakesEmptyOnes).
 func TestUpgradeChangesTheSQLObjects(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	zero, ten := 0.0, 10.0
 	first := storetest.Domain()
@@ -72,6 +73,7 @@ func TestUpgradeChangesTheSQLObjects(t *testing.T) {
 // An upgrade by a process that opened the store before another upgraded it is refused: its
 // schemas are not the store's any more.
 func TestUpgradeRefusesAStaleDefinition(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a, err := Create(bg, dsn, storetest.Defined(t, storetest.Domain()), Options{})
 	require.NoError(t, err)
@@ -91,6 +93,7 @@ func TestUpgradeRefusesAStaleDefinition(t *testing.T) {
 // it: its schemas are not the store's any more (ErrUpgraded, nothing written), even for a run it
 // made before. Opened again, it applies.
 func TestUpgradeStopsStaleWriters(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a, err := Create(bg, dsn, storetest.Defined(t, storetest.Domain()), Options{})
 	require.NoError(t, err)
