@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +19,6 @@ import (
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
 )
-
-// rvOpen skips a test of a finding that is not fixed yet (the rvchain report says what a fix
-// takes) unless STARPLAN_RVCHAIN_OPEN=1: it fails on ecc7f15 and after.
-func rvOpen(t *testing.T) {
-	if os.Getenv("STARPLAN_RVCHAIN_OPEN") == "" {
-		t.Skip("an open finding of the rvchain review (not fixed): STARPLAN_RVCHAIN_OPEN=1 runs it, and it fails")
-	}
-}
 
 // rvRaw reads the stored bytes of run id's record.
 func rvRaw(t *testing.T, e *Engine, id string) json.RawMessage {
@@ -141,7 +132,6 @@ func openStoreAgain(t *testing.T, dir string) *bolt.Store {
 // prune's checkpoint, and the verifier forgives every missing record whose last entry is before
 // the last checkpoint: the removal does not show.
 func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
-	rvOpen(t)
 	e, clk := clockedEngine(t)
 	ctx := context.Background()
 	old, err := e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
@@ -173,7 +163,6 @@ func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
 // edited writes and chains the edited bytes, and the chain verifies again: the edit left no
 // trace, and the store holds data nobody proposed.
 func TestRvchainEditBeforeDecisionShows(t *testing.T) {
-	rvOpen(t)
 	e := domainEngine(t, stockDomain(t, "", ""))
 	res := propose(t, e, agent, setQty(1, "A"))
 	require.NoError(t, e.audit.flush())
