@@ -33,9 +33,15 @@ import (
 // VerifyChain walks the entries in order and the records beside them, and names the first that
 // does not match: an entry whose hash or link is wrong, a record whose bytes are not those its
 // last entry (or batch entry's record write) chained (edited after it was written), a record
-// with no entry, an entry whose record is missing, or a batch entry of the wrong form. Prune removes the entries of a prefix of the chain that only concerns
-// removed runs (a batch entry: every run it names removed) and appends a checkpoint entry with
-// the hash of the last entry it removed, so the rest still verifies.
+// with no entry, an entry whose record is missing, or a batch entry of the wrong form. A
+// decision's entry carries the hash of the record the decision read (Read), which must be the
+// one the run's last entry chained: a record edited before a decision otherwise became the
+// decision's own, and the chain verified again. Prune removes the entries of a prefix of the
+// chain that only concerns runs a prune removed (a batch entry: every run it names removed) and
+// appends a checkpoint entry with the hash of the last entry it removed, so the rest still
+// verifies, and the count and hash of the runs prunes removed that the entries before it name
+// (PrunedRuns): the only missing records the verifier excuses. Entries carry Form chainForm;
+// those of an older starplan (Form 0) carry neither field and are checked as they were.
 //
 // The hashes are not keyed: whoever can write the store can rewrite the whole chain after an
 // edit. The chain makes an edit through the store's API, or a removed record, show; keeping the

@@ -129,8 +129,9 @@ func openStoreAgain(t *testing.T, dir string) *bolt.Store {
 }
 
 // After a prune, a record that the prune kept is removed. Its last chain entry is older than the
-// prune's checkpoint, and the verifier forgives every missing record whose last entry is before
-// the last checkpoint: the removal does not show.
+// prune's checkpoint; the verifier forgave every missing record whose last entry was before the
+// last checkpoint (c6f994b), so the removal did not show. The checkpoint now names (count and
+// hash) the runs prunes removed that the entries before it name, and only those are excused.
 func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
 	e, clk := clockedEngine(t)
 	ctx := context.Background()
@@ -160,8 +161,9 @@ func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
 // A pending run's record is edited after its batch and before its decision (the stored change
 // and the writes it applies: quantity 1 becomes 999). While pending, runs verify reports the
 // edit. Then an approver applies the run: the decision reads the edited record, applies the
-// edited writes and chains the edited bytes, and the chain verifies again: the edit left no
-// trace, and the store holds data nobody proposed.
+// edited writes and chains the edited bytes; the chain verified again (c6f994b): the edit left
+// no trace, and the store held data nobody proposed. The decision's entry now carries the hash
+// of the record it read (read_sha256), which is not the one the run's last entry chained.
 func TestRvchainEditBeforeDecisionShows(t *testing.T) {
 	e := domainEngine(t, stockDomain(t, "", ""))
 	res := propose(t, e, agent, setQty(1, "A"))
