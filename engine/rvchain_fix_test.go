@@ -92,6 +92,7 @@ func TestChainfixOnBothStores(t *testing.T) {
 				clk := &clock{now: fixedNow}
 				e, err := New(b.open(t), Options{Now: clk.Now})
 				require.NoError(t, err)
+				t.Cleanup(func() { e.Close() }) // before the store's (bbolt's check closes both first)
 				return e, clk
 			}
 			run := func(t *testing.T, e *Engine, name string) *Result {
