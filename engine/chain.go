@@ -662,7 +662,7 @@ func (v *ChainVerifier) Report() *ChainReport {
 					readUnchained[run] = e.Seq
 				}
 			case prev.Record != read:
-				bad(e.Seq, run, "run %s: the decision chained at entry %d read a record that is not the one chained at entry %d: the record was edited before the decision", run, e.Seq, prev.Seq)
+				bad(e.Seq, run, "run %s: the decision chained at entry %d read a record that is not the one chained at entry %d: the record was edited before the decision (or, on a store several servers share, another server's decision on the run came between its read and its write)", run, e.Seq, prev.Seq)
 			}
 		}
 		last[run] = &ChainEntry{Seq: e.Seq, RunID: run, Event: event, By: by, Record: record}
