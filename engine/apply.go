@@ -40,7 +40,7 @@ func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions)
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	rec, err := e.readRecord(runID) // its last version: the apply's commit writes the queue first
+	rec, err := e.decisionRecord(runID) // its last version: the apply's commit writes the queue first
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		// writes nothing, they commit on their own.
 		rejections := e.takeRejectionsLocked(rec.ID)
 		links, decisions := rejectionDocs(rejections)
-		links = append([]link{{doc: recordDoc(rec, false), event: event, by: who}}, links...)
+		links = append([]link{{doc: recordDoc(rec, false), event: event, by: who, read: rec.chainRead}}, links...)
 		err = e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
 			return e.st.ApplyPending(stepsCtx(), writes, verify, append(decisions, docs...)...)
 		})

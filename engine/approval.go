@@ -176,7 +176,7 @@ func (e *Engine) autoCheck(cs table.ChangeSet) (string, error) {
 // writeRecord writes rec again (its decision changed) with its chain entry, under the apply
 // lock the caller holds.
 func (e *Engine) writeRecord(ctx context.Context, rec *RunRecord, rejected bool, event, by string) error {
-	err := e.audit.writeWith(e.opts.Now(), []link{{doc: recordDoc(rec, rejected), event: event, by: func() string { return by }}}, func(docs []store.SysDoc) error {
+	err := e.audit.writeWith(e.opts.Now(), []link{{doc: recordDoc(rec, rejected), event: event, by: func() string { return by }, read: rec.chainRead}}, func(docs []store.SysDoc) error {
 		return e.st.PutSysDocs(ctx, docs...)
 	})
 	if err != nil {

@@ -81,6 +81,10 @@ type RunRecord struct {
 	// chainEvent and chainBy are what the record's next queued write adds to the hash chain
 	// (chain.go); empty: ChainProposed by its proposer.
 	chainEvent, chainBy string
+	// chainRead is the hash of the record's bytes as a decision read them (decisionRecord),
+	// which the decision's chain entry carries (ChainEntry.Read); empty on a record not read
+	// for a decision.
+	chainRead string
 
 	// Scans are the run's reads that no index answered (Result.Scans): at most store.MaxScans.
 	Scans []store.Scan `json:"scans,omitempty"`
@@ -427,7 +431,15 @@ func (e *Engine) Record(id string) (*RunRecord, error) {
 // readRecord is Record for a reader: a record still queued is read from the queue, without a
 // commit (a reader of a run that was just made, as a review page is, would otherwise cost a
 // disk sync).
-func (e *Engine) readRecord(id string) (*RunRecord, error) {
+func (e *Engine) readRecord(id string) (*RunRecord, error) { return e.readRecordFor(id, false) }
+
+// decisionRecord is readRecord for a decision (an apply, an approval, a rejection): the record
+// comes with the hash of the bytes read (RunRecord.chainRead), which the decision's chain entry
+// carries, so that runs verify tells a record edited before the decision (the decision would
+// otherwise chain the edit as its own) from the one the run's last entry chained.
+func (e *Engine) decisionRecord(id string) (*RunRecord, error) { return e.readRecordFor(id, true) }
+
+func (e *Engine) readRecordFor(id string, decision bool) (*RunRecord, error) {
 	tail := e.audit.tail()
 	for i := len(tail) - 1; i >= 0; i-- { // the newest version
 		if tail[i].rec.ID == id {
@@ -435,14 +447,21 @@ func (e *Engine) readRecord(id string) (*RunRecord, error) {
 			if err != nil {
 				return nil, err
 			}
-			return e.decodeRecord(raw)
+			rec, err := e.decodeRecord(raw)
+			if err == nil && decision {
+				rec.chainRead = tail[i].sum // the hash the queue's write chains (after EncodeJSON)
+			}
+			return rec, err
 		}
 	}
-	return e.storedRecord(id)
+	return e.storedRecordFor(id, decision)
 }
 
 // storedRecord reads a run's record from the store.
-func (e *Engine) storedRecord(id string) (*RunRecord, error) {
+func (e *Engine) storedRecord(id string) (*RunRecord, error) { return e.storedRecordFor(id, false) }
+
+// storedRecordFor is storedRecord, with the hash of its bytes for a decision (decisionRecord).
+func (e *Engine) storedRecordFor(id string, decision bool) (*RunRecord, error) {
 	var raw json.RawMessage
 	ok, err := e.st.GetSys(auditCollection, id, &raw)
 	if err != nil {
@@ -454,6 +473,9 @@ func (e *Engine) storedRecord(id string) (*RunRecord, error) {
 	r, err := e.decodeRecord(raw)
 	if err != nil {
 		return nil, &UnreadableError{IDs: []string{id}, Err: err}
+	}
+	if decision {
+		r.chainRead = sha256Hex(raw)
 	}
 	return r, nil
 }
@@ -526,7 +548,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	}
 	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
 	if rep.Removed > 0 {
-		if err := e.chain.prune(ctx, e.opts.Now()); err != nil {
+		if err := e.chain.prune(ctx, e.opts.Now(), pruned.IDs); err != nil {
 			return rep, fmt.Errorf("pruning the audit log's hash chain: %w", err)
 		}
 	}
@@ -779,7 +801,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 		}
 		doc := recordDoc(r, false)
 		doc.Value = q // its bytes, if a listing encoded it already
-		links = append(links, link{doc: doc, event: event, by: func() string { return by }, fold: true})
+		links = append(links, link{doc: doc, event: event, by: func() string { return by }, fold: true, read: r.chainRead})
 	}
 	err := a.chain.write(now, write, append(links, own...)...)
 	a.mu.Lock()

@@ -275,7 +275,7 @@ func TestOldAndNewRecordsInOneLog(t *testing.T) {
 	oldBytes, err := json.Marshal(want) // the old encoder
 	require.NoError(t, err)
 	require.NoError(t, e.chain.write(e.opts.Now(), func(docs []store.SysDoc) error { return e.st.PutSysDocs(ctx, docs...) },
-		link{doc: store.SysDoc{Collection: auditCollection, ID: want.ID, Value: json.RawMessage(oldBytes), Index: recordIndex(want, false)}, event: ChainRecorded}))
+		link{doc: store.SysDoc{Collection: auditCollection, ID: want.ID, Value: json.RawMessage(oldBytes), Index: recordIndex(want, false)}, event: ChainRecorded, read: rvReadSum(t, e, want.ID)}))
 
 	var stored json.RawMessage
 	_, err = e.st.GetSys(auditCollection, older.RunID, &stored)
@@ -353,8 +353,8 @@ func TestOldAndNewRecordsInOneLog(t *testing.T) {
 func TestChainEntryEncoderIsEncodingJSON(t *testing.T) {
 	since := fixedNow.Add(-time.Hour)
 	full := ChainEntry{Seq: 7, Time: fixedNow.Add(123456789), RunID: "r_1<>", Event: ChainCheckpoint, By: "a&b \u2028",
-		Record: "r", PrunedThrough: 5, PrunedSHA256: "p", Since: &since, Definition: "d", Prev: "prev", Hash: "stale",
-		Records: []ChainRecord{{RunID: "r_2\u2029", Event: ChainProposed, By: "<c>", Record: "s2"}, {RunID: "r_3", Event: ChainRecorded, Record: "s3"}}}
+		Record: "r", Read: "rd", PrunedThrough: 5, PrunedSHA256: "p", PrunedRuns: 3, PrunedRunsSHA256: "pr", Since: &since, Definition: "d", Form: chainForm, Prev: "prev", Hash: "stale",
+		Records: []ChainRecord{{RunID: "r_2\u2029", Event: ChainProposed, By: "<c>", Record: "s2"}, {RunID: "r_3", Event: ChainRecorded, Record: "s3", Read: "s2"}}}
 	v := reflect.ValueOf(full)
 	for i := 0; i < v.NumField(); i++ {
 		require.False(t, v.Field(i).IsZero(), "the test leaves ChainEntry.%s zero: set it, and write it in sealed", v.Type().Field(i).Name)

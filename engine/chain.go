@@ -33,9 +33,15 @@ import (
 // VerifyChain walks the entries in order and the records beside them, and names the first that
 // does not match: an entry whose hash or link is wrong, a record whose bytes are not those its
 // last entry (or batch entry's record write) chained (edited after it was written), a record
-// with no entry, an entry whose record is missing, or a batch entry of the wrong form. Prune removes the entries of a prefix of the chain that only concerns
-// removed runs (a batch entry: every run it names removed) and appends a checkpoint entry with
-// the hash of the last entry it removed, so the rest still verifies.
+// with no entry, an entry whose record is missing, or a batch entry of the wrong form. A
+// decision's entry carries the hash of the record the decision read (Read), which must be the
+// one the run's last entry chained: a record edited before a decision otherwise became the
+// decision's own, and the chain verified again. Prune removes the entries of a prefix of the
+// chain that only concerns runs a prune removed (a batch entry: every run it names removed) and
+// appends a checkpoint entry with the hash of the last entry it removed, so the rest still
+// verifies, and the count and hash of the runs prunes removed that the entries before it name
+// (PrunedRuns): the only missing records the verifier excuses. Entries carry Form chainForm;
+// those of an older starplan (Form 0) carry neither field and are checked as they were.
 //
 // The hashes are not keyed: whoever can write the store can rewrite the whole chain after an
 // edit. The chain makes an edit through the store's API, or a removed record, show; keeping the
@@ -71,10 +77,20 @@ type ChainEntry struct {
 	By string `json:"by,omitempty"`
 	// Record is the hex SHA-256 of the run record's bytes as this write stored them.
 	Record string `json:"record_sha256,omitempty"`
+	// Read is, on a decision's entry (chainDecision), the hex SHA-256 of the record's bytes as
+	// the decision read them: the hash its run's last entry chained, unless the record was
+	// changed in between (an edit the decision would otherwise make its own). Empty on the
+	// first entry of a run decided as it ran (Request.Apply), which read no record.
+	Read string `json:"read_sha256,omitempty"`
 	// PrunedThrough and PrunedSHA256 are, on a checkpoint, the seq and hash of the last entry
 	// the prune removed.
 	PrunedThrough int64  `json:"pruned_through,omitempty"`
 	PrunedSHA256  string `json:"pruned_sha256,omitempty"`
+	// PrunedRuns and PrunedRunsSHA256 are, on a checkpoint, how many runs the entries before it
+	// name whose records prunes removed, and the SHA-256 of their sorted ids (runSetSum): the
+	// only missing records the chain excuses (the rest were removed outside a prune).
+	PrunedRuns       int    `json:"pruned_runs,omitempty"`
+	PrunedRunsSHA256 string `json:"pruned_runs_sha256,omitempty"`
 	// Since is, on the start and on checkpoints, when the chain began: records older than it
 	// were written before starplan chained them.
 	Since *time.Time `json:"chain_since,omitempty"`
@@ -85,9 +101,16 @@ type ChainEntry struct {
 	// written: what one entry each would say (run, event, by, the record's hash), in one entry
 	// for a batch of queued records (issue 32).
 	Records []ChainRecord `json:"records,omitempty"`
-	Prev    string        `json:"prev_sha256"`
-	Hash    string        `json:"sha256"`
+	// Form is the form of the entry: chainForm on those this starplan writes, 0 (absent) on
+	// those of a starplan before Read and PrunedRuns, which need not carry them.
+	Form int    `json:"form,omitempty"`
+	Prev string `json:"prev_sha256"`
+	Hash string `json:"sha256"`
 }
+
+// chainForm is the form of the entries this starplan writes: a decision's entry carries Read,
+// a checkpoint PrunedRunsSHA256.
+const chainForm = 2
 
 // ChainRecord is one record write of a ChainBatch entry.
 type ChainRecord struct {
@@ -95,6 +118,7 @@ type ChainRecord struct {
 	Event  string `json:"event"`
 	By     string `json:"by,omitempty"`
 	Record string `json:"record_sha256"`
+	Read   string `json:"read_sha256,omitempty"` // as ChainEntry.Read
 }
 
 // chainHead is the stored head of the chain.
@@ -133,11 +157,17 @@ func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 	b = e.str(b, c.Event)
 	b = e.optStr(b, `,"by":`, c.By)
 	b = e.optStr(b, `,"record_sha256":`, c.Record)
+	b = e.optStr(b, `,"read_sha256":`, c.Read)
 	if c.PrunedThrough != 0 {
 		b = e.raw(b, `,"pruned_through":`)
 		b = e.int(b, c.PrunedThrough)
 	}
 	b = e.optStr(b, `,"pruned_sha256":`, c.PrunedSHA256)
+	if c.PrunedRuns != 0 {
+		b = e.raw(b, `,"pruned_runs":`)
+		b = e.int(b, int64(c.PrunedRuns))
+	}
+	b = e.optStr(b, `,"pruned_runs_sha256":`, c.PrunedRunsSHA256)
 	if c.Since != nil {
 		b = e.raw(b, `,"chain_since":`)
 		b = e.time(b, *c.Since)
@@ -158,9 +188,14 @@ func (c *ChainEntry) sealedAfter(room int) ([]byte, error) {
 			b = e.optStr(b, `,"by":`, r.By)
 			b = e.raw(b, `,"record_sha256":`)
 			b = e.str(b, r.Record)
+			b = e.optStr(b, `,"read_sha256":`, r.Read)
 			b = e.raw(b, "}")
 		}
 		b = e.raw(b, "]")
+	}
+	if c.Form != 0 {
+		b = e.raw(b, `,"form":`)
+		b = e.int(b, int64(c.Form))
 	}
 	b = e.raw(b, `,"prev_sha256":`)
 	b = e.str(b, c.Prev)
@@ -204,7 +239,7 @@ func loadChain(ctx context.Context, st store.Store, now time.Time) (*chain, erro
 		return c, nil
 	}
 	since := now.UTC()
-	start := &ChainEntry{Seq: 1, Time: since, Event: ChainStart, Since: &since}
+	start := &ChainEntry{Seq: 1, Time: since, Event: ChainStart, Since: &since, Form: chainForm}
 	start.seal()
 	c.start, c.head = start, chainHead{Seq: 1, Hash: start.Hash}
 	return c, nil
@@ -220,6 +255,19 @@ type link struct {
 	// fold: consecutive links that fold, two or more, share one ChainBatch entry (the audit
 	// log's queued records: one entry per batch, not per record; issue 32).
 	fold bool
+	// read is, for a decision's write (chainDecision), the hash of the record as the decision
+	// read it (RunRecord.chainRead): ChainEntry.Read.
+	read string
+}
+
+// chainDecision reports whether event is a decision's, made on a record it read: its entry
+// carries the read record's hash (ChainEntry.Read).
+func chainDecision(event string) bool {
+	switch event {
+	case ChainApproved, ChainAutoApproved, ChainConflict, ChainRejected, ChainRecorded:
+		return true
+	}
+	return false
 }
 
 // chainWrite is a batch of chained writes in the making. Its documents marshal lazily, in the
@@ -248,7 +296,7 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 		}
 		group := links[i : i+n]
 		i += n
-		e := &ChainEntry{Seq: c.head.Seq + int64(len(w.entries)) + 1, Time: now.UTC()}
+		e := &ChainEntry{Seq: c.head.Seq + int64(len(w.entries)) + 1, Time: now.UTC(), Form: chainForm}
 		var before *ChainEntry // sealed before e: the store writes the documents in order
 		if k := len(w.entries); k > 0 {
 			before = w.entries[k-1]
@@ -272,7 +320,7 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 		var seal func()
 		if len(group) == 1 {
 			l := group[0]
-			e.RunID, e.Event = l.doc.ID, l.event
+			e.RunID, e.Event, e.Read = l.doc.ID, l.event, l.read
 			if l.doc.Value == nil {
 				e.Definition = l.definition
 			}
@@ -287,7 +335,7 @@ func (c *chain) begin(now time.Time, links ...link) (*chainWrite, []store.SysDoc
 			seal = func() {
 				e.Records, e.Prev = make([]ChainRecord, len(group)), prev()
 				for k, l := range group {
-					e.Records[k] = ChainRecord{RunID: l.doc.ID, Event: l.event, Record: recs[k].sum}
+					e.Records[k] = ChainRecord{RunID: l.doc.ID, Event: l.event, Record: recs[k].sum, Read: l.read}
 					if l.by != nil {
 						e.Records[k].By = l.by()
 					}
@@ -581,18 +629,44 @@ func (v *ChainVerifier) Report() *ChainReport {
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
 	pruned := map[int64]string{} // checkpoints: the seq after the removed entries -> the hash before
-	var lastCheckpoint int64
+	var checkpoint *ChainEntry   // the last
 	var start time.Time
-	for _, e := range es {
+	for i := range es {
+		e := &es[i]
 		if e.Event == ChainCheckpoint {
-			pruned[e.PrunedThrough+1] = e.PrunedSHA256
-			lastCheckpoint = e.Seq
+			if e.PrunedThrough != 0 {
+				pruned[e.PrunedThrough+1] = e.PrunedSHA256
+			}
+			checkpoint = e
+			if e.Form >= chainForm && e.PrunedRunsSHA256 == "" {
+				bad(e.Seq, "", "chain entry %d is a prune's checkpoint that does not name the runs prunes removed (pruned_runs_sha256): the entry is damaged", e.Seq)
+			}
 		}
 		if e.Since != nil && (start.IsZero() || e.Since.Before(start)) {
 			start = *e.Since
 		}
 	}
 	last := map[string]*ChainEntry{}
+	// readUnchained: runs a decision was made on with no entry before it (the seq of the first):
+	// their records must be older than the chain.
+	readUnchained := map[string]int64{}
+	write := func(e *ChainEntry, run, event, by, record, read string) {
+		if chainDecision(event) {
+			prev := last[run]
+			switch {
+			case read == "" && e.Form >= chainForm && prev != nil:
+				bad(e.Seq, run, "chain entry %d chains a decision on run %s without the hash of the record it read (read_sha256): the entry is damaged", e.Seq, run)
+			case read == "": // an older starplan's, or a run decided as it ran (its first entry: no record read)
+			case prev == nil:
+				if _, ok := readUnchained[run]; !ok {
+					readUnchained[run] = e.Seq
+				}
+			case prev.Record != read:
+				bad(e.Seq, run, "run %s: the decision chained at entry %d read a record that is not the one chained at entry %d: the record was edited before the decision (or, on a store several servers share, another server's decision on the run came between its read and its write)", run, e.Seq, prev.Seq)
+			}
+		}
+		last[run] = &ChainEntry{Seq: e.Seq, RunID: run, Event: event, By: by, Record: record}
+	}
 	for i := range es {
 		e := &es[i]
 		switch {
@@ -612,12 +686,12 @@ func (v *ChainVerifier) Report() *ChainReport {
 				bad(e.Seq, "", "chain entry %d %s", e.Seq, msg)
 			}
 			for _, r := range e.Records {
-				last[r.RunID] = &ChainEntry{Seq: e.Seq, RunID: r.RunID, Event: r.Event, By: r.By, Record: r.Record}
+				write(e, r.RunID, r.Event, r.By, r.Record, r.Read)
 			}
 		case len(e.Records) > 0:
 			bad(e.Seq, e.RunID, "chain entry %d lists records, but it is not a batch entry (%q)", e.Seq, e.Event)
 		case e.RunID != "" && e.Event != ChainCheckpoint:
-			last[e.RunID] = e
+			write(e, e.RunID, e.Event, e.By, e.Record, e.Read)
 		}
 	}
 	if n := len(es); n > 0 {
@@ -644,10 +718,36 @@ func (v *ChainVerifier) Report() *ChainReport {
 		case e.Record != r.sum:
 			bad(e.Seq, id, "run %s: its record does not match the hash chained at entry %d: it was edited after it was written", id, e.Seq)
 		}
+		if seq, ok := readUnchained[id]; ok && (start.IsZero() || !r.time.Before(start)) {
+			bad(seq, id, "run %s: the decision chained at entry %d read a record that no entry before it chains, and the run is not older than the chain: the record was added outside starplan", id, seq)
+		}
 	}
-	for id, e := range last {
-		if _, ok := v.records[id]; !ok && e.Seq > lastCheckpoint {
+	// A missing record is excused only as one a prune removed: its run's last entry comes
+	// before the last checkpoint, which names (count and hash) the runs whose records prunes
+	// removed that the entries before it still name (chain.prune). A checkpoint of an older
+	// starplan names none: every run before it is excused, as that starplan did.
+	var missing []string // runs whose last entry is before the last checkpoint
+	named := make([]string, 0, len(last))
+	for id := range last {
+		named = append(named, id)
+	}
+	sort.Strings(named)
+	for _, id := range named {
+		e := last[id]
+		if _, ok := v.records[id]; ok {
+			continue
+		}
+		if checkpoint == nil || e.Seq > checkpoint.Seq {
 			bad(e.Seq, id, "run %s: its record is missing, and no prune removed it", id)
+			continue
+		}
+		missing = append(missing, id)
+	}
+	if checkpoint != nil && checkpoint.PrunedRunsSHA256 != "" {
+		sort.Strings(missing)
+		if len(missing) != checkpoint.PrunedRuns || runSetSum(missing) != checkpoint.PrunedRunsSHA256 {
+			bad(checkpoint.Seq, "", "the records of %d runs named by the entries before the prune's checkpoint (entry %d) are missing, where the prunes removed %d: a record was removed outside a prune (or one was put back); the runs missing: %s",
+				len(missing), checkpoint.Seq, checkpoint.PrunedRuns, someIDs(missing, 20))
 		}
 	}
 	sort.SliceStable(rep.Problems, func(i, j int) bool {
@@ -661,6 +761,24 @@ func (v *ChainVerifier) Report() *ChainReport {
 		rep.Problems = []ChainProblem{}
 	}
 	return rep
+}
+
+// runSetSum is the hex SHA-256 of a set of run ids, sorted: each id and a newline.
+func runSetSum(ids []string) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// someIDs lists ids, the first max of them and how many more.
+func someIDs(ids []string, max int) string {
+	if len(ids) <= max {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:max], ", "), len(ids)-max)
 }
 
 // batchProblem says what is wrong with the form of e, a ChainBatch entry, or "": it names no
@@ -712,12 +830,24 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 
 // prune removes the entries of the chain's longest prefix that concerns no run still in the log
 // (after Prune removed runs) and appends a checkpoint with the seq and hash of the last entry
-// removed, so the rest still verifies. The caller holds applyMu, after a flush.
+// removed, so the rest still verifies. The caller holds applyMu, after a flush; removed are the
+// runs Prune just removed.
+//
+// The checkpoint names the runs whose records prunes removed that the entries before it still
+// name (PrunedRuns, PrunedRunsSHA256: a count and a hash, not the ids, which a log with an old
+// run kept pending would carry by the million in every checkpoint): the verifier excuses those
+// missing records and no others. The set carries over: it is the runs removed now and those
+// the last checkpoint named (the missing records of runs whose last entry is before it, when
+// they match its count and hash; when they do not, a record went outside a prune, and none of
+// them is excused again, nor are its entries removed, so the removal keeps showing). An
+// older starplan's checkpoint names no runs; those before it are taken as it took them. Only
+// entries of runs so accounted for are removed.
 //
 // The checkpoint is written before the entries go: a prune stopped between the two leaves
 // entries a later prune removes; one stopped before the checkpoint (after the runs went) leaves
-// entries whose records are missing, which VerifyChain reports.
-func (c *chain) prune(ctx context.Context, now time.Time) error {
+// entries whose records are missing, which VerifyChain reports (and goes on reporting: the
+// chain cannot tell them from records removed outside a prune).
+func (c *chain) prune(ctx context.Context, now time.Time, removed []string) error {
 	unlock, shared, err := c.lockShared()
 	if err != nil {
 		return err
@@ -746,42 +876,66 @@ func (c *chain) prune(ctx context.Context, now time.Time) error {
 		es = append(es, e)
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+	last := map[string]int64{} // the runs the entries name -> the seq of the last
+	var checkpoint *ChainEntry
+	for i := range es {
+		for _, id := range entryRuns(&es[i]) {
+			last[id] = es[i].Seq
+		}
+		if es[i].Event == ChainCheckpoint {
+			checkpoint = &es[i]
+		}
+	}
+	held, err := c.heldRuns(last)
+	if err != nil {
+		return err
+	}
+	accounted := make(map[string]bool, len(removed))
+	for _, id := range removed {
+		accounted[id] = true
+	}
+	var before []string // missing before this prune, last named before the last checkpoint
+	for id, seq := range last {
+		if !held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
+			before = append(before, id)
+		}
+	}
+	sort.Strings(before)
+	if checkpoint != nil && (checkpoint.PrunedRunsSHA256 == "" ||
+		len(before) == checkpoint.PrunedRuns && runSetSum(before) == checkpoint.PrunedRunsSHA256) {
+		for _, id := range before {
+			accounted[id] = true
+		}
+	}
 	var through *ChainEntry
 	var since *time.Time
 	for i := range es {
 		e := &es[i]
-		runs := []string{e.RunID}
-		for _, r := range e.Records { // a batch entry's: it goes when every one of them has
-			runs = append(runs, r.RunID)
+		gone := true
+		for _, id := range entryRuns(e) {
+			gone = gone && accounted[id]
 		}
-		kept := false
-		for _, id := range runs {
-			if id == "" {
-				continue
-			}
-			var raw json.RawMessage
-			ok, err := c.st.GetSys(auditCollection, id, &raw)
-			if err != nil {
-				return err
-			}
-			if kept = ok; kept {
-				break
-			}
-		}
-		if kept {
-			break // a run is still in the log: its entries stay, and all after them
+		if !gone {
+			break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
 		}
 		if e.Since != nil && (since == nil || e.Since.Before(*since)) {
 			since = e.Since
 		}
 		through = e
 	}
-	if through == nil {
-		return nil
+	var set []string // the runs removed by prunes that the entries kept name
+	for id, seq := range last {
+		if accounted[id] && (through == nil || seq > through.Seq) {
+			set = append(set, id)
+		}
 	}
+	sort.Strings(set)
 	for attempt := 1; ; attempt++ {
-		cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash,
-			PrunedThrough: through.Seq, PrunedSHA256: through.Hash, Since: since}
+		cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash, Since: since,
+			PrunedRuns: len(set), PrunedRunsSHA256: runSetSum(set), Form: chainForm}
+		if through != nil {
+			cp.PrunedThrough, cp.PrunedSHA256 = through.Seq, through.Hash
+		}
 		cp.seal()
 		head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
 		err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
@@ -798,6 +952,9 @@ func (c *chain) prune(ctx context.Context, now time.Time) error {
 		c.head, c.start = head, nil
 		break
 	}
+	if through == nil {
+		return nil
+	}
 	cut := chainID(through.Seq)
 	_, err = c.st.PruneSys(ctx, ChainCollection, func(d store.SysRecord) (bool, error) {
 		return d.ID != chainHeadID && d.ID <= cut, nil
@@ -806,4 +963,40 @@ func (c *chain) prune(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("removing the pruned runs' chain entries: %w", err)
 	}
 	return nil
+}
+
+// entryRuns are the runs an entry names: its own, or a batch entry's records'.
+func entryRuns(e *ChainEntry) []string {
+	var ids []string
+	if e.RunID != "" && e.Event != ChainCheckpoint {
+		ids = append(ids, e.RunID)
+	}
+	for _, r := range e.Records {
+		ids = append(ids, r.RunID)
+	}
+	return ids
+}
+
+// heldRuns reports which of the runs named have a record in the log: from the log's index, ids
+// only, or a read of each where the store has no index.
+func (c *chain) heldRuns(named map[string]int64) (map[string]bool, error) {
+	held := make(map[string]bool, len(named))
+	_, err := c.st.ScanSys(auditCollection, store.SysScan{Next: func(e store.SysEntry) (bool, bool) {
+		if _, ok := named[e.ID]; ok {
+			held[e.ID] = true
+		}
+		return false, true
+	}})
+	if !errors.Is(err, store.ErrNoSysIndex) {
+		return held, err
+	}
+	for id := range named {
+		var raw json.RawMessage
+		ok, err := c.st.GetSys(auditCollection, id, &raw)
+		if err != nil {
+			return nil, err
+		}
+		held[id] = ok
+	}
+	return held, nil
 }

@@ -144,7 +144,7 @@ func (e *Engine) rejectCheck(r *rejection) bool {
 		return false
 	}
 	runID, feedback, by := r.runID, r.opts.Feedback, orLocal(r.opts.By)
-	rec, err := e.readRecord(runID) // its last version: the rejection's commit writes the queue first
+	rec, err := e.decisionRecord(runID) // its last version: the rejection's commit writes the queue first
 	if err != nil {
 		r.answer(nil, false, err)
 		return false
@@ -193,7 +193,7 @@ func rejectionDocs(group []*rejection) (links []link, decisions []store.SysDoc) 
 		// The record is written again even when unchanged: its index entry moves to
 		// "rejected" in the transaction of the decision.
 		by := r.by
-		links = append(links, link{doc: recordDoc(r.rec, true), event: ChainRejected, by: func() string { return by }})
+		links = append(links, link{doc: recordDoc(r.rec, true), event: ChainRejected, by: func() string { return by }, read: r.rec.chainRead})
 	}
 	return links, decisions
 }

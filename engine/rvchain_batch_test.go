@@ -32,6 +32,16 @@ func rvQueued(t *testing.T, e *Engine, plan string) *RunRecord {
 	return rec
 }
 
+// rvReadSum is the hash of run id's record as a decision reads it (its newest version, queued or
+// stored), which the decision's chain entry carries.
+func rvReadSum(t *testing.T, e *Engine, id string) string {
+	t.Helper()
+	rec, err := e.decisionRecord(id)
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.chainRead)
+	return rec.chainRead
+}
+
 // Two versions of one run's record in one batch (its proposal, then a failed apply's record
 // queued again, as applyRecord does): the batch entry lists both, in order, with each one's
 // hash; the store keeps the last; the chain verifies; and the first version put back in its
@@ -41,6 +51,7 @@ func TestRvchainTwoVersionsInOneBatch(t *testing.T) {
 	other := rvQueued(t, e, setQty(2, "B"))
 	rec := rvQueued(t, e, setQty(1, "A"))
 	again := *rec
+	again.chainRead = rvReadSum(t, e, rec.ID) // as a decision reads it
 	again.ApplyError, again.ApplyOrigin = "", "rvchain"
 	again.chainEvent, again.chainBy = ChainRecorded, bob.Name
 	e.audit.add(&again)
@@ -77,7 +88,7 @@ func TestRvchainBatchThenDecisionInOneCommit(t *testing.T) {
 	// What a decision writes (writeWith with its own link), with the queue in the same commit.
 	d := *decided
 	d.RejectedBy = bob.Name
-	err := e.audit.writeWith(fixedNow, []link{{doc: recordDoc(&d, true), event: ChainRejected, by: func() string { return bob.Name }}},
+	err := e.audit.writeWith(fixedNow, []link{{doc: recordDoc(&d, true), event: ChainRejected, by: func() string { return bob.Name }, read: rvReadSum(t, e, d.ID)}},
 		func(docs []store.SysDoc) error { return e.Store().PutSysDocs(ctx, docs...) })
 	require.NoError(t, err)
 	batch, own := batchEntry(t, e, 3), batchEntry(t, e, 4)
@@ -167,6 +178,7 @@ func TestRvchainTwoVersionsInOneBatchDBCheck(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 3 {
 		again := *rec
+		again.chainRead = rvReadSum(t, e, rec.ID)
 		again.ApplyOrigin = fmt.Sprint("try ", i)
 		again.chainEvent, again.chainBy = ChainRecorded, bob.Name
 		e.audit.add(&again)

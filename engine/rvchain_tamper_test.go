@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +19,6 @@ import (
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
 )
-
-// rvOpen skips a test of a finding that is not fixed yet (the rvchain report says what a fix
-// takes) unless STARPLAN_RVCHAIN_OPEN=1: it fails on ecc7f15 and after.
-func rvOpen(t *testing.T) {
-	if os.Getenv("STARPLAN_RVCHAIN_OPEN") == "" {
-		t.Skip("an open finding of the rvchain review (not fixed): STARPLAN_RVCHAIN_OPEN=1 runs it, and it fails")
-	}
-}
 
 // rvRaw reads the stored bytes of run id's record.
 func rvRaw(t *testing.T, e *Engine, id string) json.RawMessage {
@@ -138,10 +129,10 @@ func openStoreAgain(t *testing.T, dir string) *bolt.Store {
 }
 
 // After a prune, a record that the prune kept is removed. Its last chain entry is older than the
-// prune's checkpoint, and the verifier forgives every missing record whose last entry is before
-// the last checkpoint: the removal does not show.
+// prune's checkpoint; the verifier forgave every missing record whose last entry was before the
+// last checkpoint (c6f994b), so the removal did not show. The checkpoint now names (count and
+// hash) the runs prunes removed that the entries before it name, and only those are excused.
 func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
-	rvOpen(t)
 	e, clk := clockedEngine(t)
 	ctx := context.Background()
 	old, err := e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
@@ -170,10 +161,10 @@ func TestRvchainPruneThenRemoveKeptRecordShows(t *testing.T) {
 // A pending run's record is edited after its batch and before its decision (the stored change
 // and the writes it applies: quantity 1 becomes 999). While pending, runs verify reports the
 // edit. Then an approver applies the run: the decision reads the edited record, applies the
-// edited writes and chains the edited bytes, and the chain verifies again: the edit left no
-// trace, and the store holds data nobody proposed.
+// edited writes and chains the edited bytes; the chain verified again (c6f994b): the edit left
+// no trace, and the store held data nobody proposed. The decision's entry now carries the hash
+// of the record it read (read_sha256), which is not the one the run's last entry chained.
 func TestRvchainEditBeforeDecisionShows(t *testing.T) {
-	rvOpen(t)
 	e := domainEngine(t, stockDomain(t, "", ""))
 	res := propose(t, e, agent, setQty(1, "A"))
 	require.NoError(t, e.audit.flush())

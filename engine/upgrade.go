@@ -89,7 +89,10 @@ func (e *Engine) UpgradeDomain(ctx context.Context, dom *store.Domain, opts Upgr
 	var docs []store.SysDoc
 	var links []link
 	for _, id := range rep.Expired {
-		rec, err := e.Record(id)
+		if err := e.audit.flush(); err != nil { // as Record: the record as stored
+			return nil, err
+		}
+		rec, err := e.storedRecordFor(id, true)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +101,7 @@ func (e *Engine) UpgradeDomain(ctx context.Context, dom *store.Domain, opts Upgr
 		rec.RejectedBy, rec.Pending, rec.Writes = by.Name, false, nil
 		rec.ApplyError = "expired by the domain upgrade"
 		docs = append(docs, store.SysDoc{Collection: decisionCollection, ID: id, Value: d})
-		links = append(links, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }})
+		links = append(links, link{doc: recordDoc(rec, true), event: ChainRejected, by: func() string { return by.Name }, read: rec.chainRead})
 	}
 	links = append(links, link{event: ChainDomain, by: func() string { return by.Name }, definition: rep.Definition})
 	err = e.chain.write(now, func(chained []store.SysDoc) error { return up.UpgradeDomain(ctx, dom, append(docs, chained...)...) }, links...)
