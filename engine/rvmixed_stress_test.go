@@ -101,6 +101,16 @@ func (s *runSet) pick(r *rand.Rand) (string, bool) {
 	return s.ids[r.IntN(len(s.ids))], true
 }
 
+// newest is the run added last.
+func (s *runSet) newest() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return "", false
+	}
+	return s.ids[len(s.ids)-1], true
+}
+
 func (s *runSet) all() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -146,8 +156,11 @@ func TestRvmixedDecisionsBesideReads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(a), 1))
-			for range runs / 2 {
+			for i := range runs / 2 {
 				id, ok := made.pick(r)
+				if i%2 == 0 { // the newest: an apply that can commit
+					id, ok = made.newest()
+				}
 				if !ok {
 					time.Sleep(time.Millisecond)
 					continue
