@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"sort"
 	"testing"
 	"time"
@@ -183,6 +182,3 @@ func TestRvmixedPagingAcrossAFlushWithAQueuedConflict(t *testing.T) {
 	assert.Equal(t, StateConflict, seen[ids[5]])
 	assert.Equal(t, StatePending, seen[ids[4]])
 }
-
-// rvmixedOpen reports whether the open findings' tests run (STARPLAN_RVMIXED_OPEN=1).
-func rvmixedOpen() bool { return os.Getenv("STARPLAN_RVMIXED_OPEN") == "1" }
