@@ -81,18 +81,6 @@ func TestRvmixedTwoEnginesApplyTheSameRuns(t *testing.T) {
 	rvmixedVerifyAndCheck(t, a, dir)
 }
 
-// sharedBolt is a bbolt store that says several processes share it (store.SysSerializer), as
-// servers share a PostgreSQL database: its LockSys is one lock for every engine over it.
-type sharedBolt struct {
-	*bolt.Store
-	mu *sync.Mutex
-}
-
-func (s sharedBolt) LockSys(context.Context, string) (func(), error) {
-	s.mu.Lock()
-	return s.mu.Unlock, nil
-}
-
 // TestRvmixedTwoEnginesApplyAndRejectTheSameRun: on a store several engines share, one engine
 // rejects a run while the other applies it. An apply and a rejection of one run must not both
 // succeed (RejectWith), though each engine's apply lock orders only its own decisions: each
@@ -103,7 +91,7 @@ func (s sharedBolt) LockSys(context.Context, string) (func(), error) {
 func TestRvmixedTwoEnginesApplyAndRejectTheSameRun(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
-	shared := sharedBolt{st, &sync.Mutex{}}
+	shared := sharedStore{st, &sync.Mutex{}} // as servers share a PostgreSQL database (approval_test.go)
 	var engines [2]*Engine
 	for i := range engines {
 		e, err := New(shared, Options{Now: func() time.Time { return fixedNow }})
@@ -169,4 +157,58 @@ func TestRvmixedTwoEnginesApplyAndRejectTheSameRun(t *testing.T) {
 	rep, err := a.VerifyChain()
 	require.NoError(t, err)
 	assert.True(t, rep.OK(), "%v", rep.Problems)
+}
+
+// TestRvmixedTwoEnginesApproveAndRejectTheSameRun: on a store several engines share, one
+// engine records the first of two approvals of a run while the other rejects it. The approval
+// must not write the run back as pending over the rejection (a later apply would then find it
+// pending): it answers as a later one would, the rejection's record standing.
+func TestRvmixedTwoEnginesApproveAndRejectTheSameRun(t *testing.T) {
+	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: stockDomain(t, `{"required_approvals": 2}`, "")})
+	require.NoError(t, err)
+	shared := sharedStore{st, &sync.Mutex{}}
+	var engines [2]*Engine
+	for i := range engines {
+		e, err := New(shared, Options{Now: func() time.Time { return fixedNow }})
+		require.NoError(t, err)
+		engines[i] = e
+	}
+	t.Cleanup(func() {
+		for _, e := range engines {
+			e.Close()
+		}
+		st.Close()
+	})
+	a, b := engines[0], engines[1]
+	ctx := context.Background()
+	lost := 0
+	for range testtier.Size(12, 200) {
+		res := propose(t, a, agent, setQty(1, "A"))
+		require.NoError(t, a.audit.flush())
+		var wg sync.WaitGroup
+		var rejected bool
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := applyBy(b, res.RunID, bob) // the first of two approvals
+			var re *RunError
+			if err != nil {
+				assert.True(t, errors.As(err, &re), "%v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			_, rec, err := a.RejectWith(ctx, res.RunID, RejectOptions{Feedback: "no", By: carol})
+			rejected = err == nil && rec
+		}()
+		wg.Wait()
+		require.True(t, rejected, "a rejection of a run waiting for approvals is recorded")
+		require.NoError(t, b.audit.flush())
+		rec, err := a.Record(res.RunID)
+		require.NoError(t, err)
+		if rec.Pending {
+			lost++ // the approval wrote the run back as pending over the rejection
+		}
+	}
+	assert.Zero(t, lost, "rejections lost under an approval")
 }
