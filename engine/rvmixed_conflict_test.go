@@ -100,7 +100,9 @@ func TestRvmixedConflictRecordedAsWithoutTheCheck(t *testing.T) {
 	require.Len(t, fastChain, 2)
 	assert.Equal(t, "conflict "+orLocal(access.Principal{}).Name, fastChain[1])
 	assert.Equal(t, slowChain, fastChain)
-	assert.Equal(t, slowStats, fastStats)
+	// Counts only: the records' bytes differ with the dry run's measured duration_ms.
+	assert.Equal(t, slowStats[StateConflict].Count, fastStats[StateConflict].Count)
+	assert.Len(t, fastStats, len(slowStats))
 	assert.Equal(t, 1, fastStats[StateConflict].Count)
 }
 
