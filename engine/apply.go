@@ -173,10 +173,20 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		// all: issue 32), each checked first as it would be alone; they concern other runs, so
 		// they and the apply are decided as in either order one at a time. When the apply
 		// writes nothing, they commit on their own.
-		rejections := e.takeRejectionsLocked(rec.ID)
+		// On a store several servers share, rejections do not ride: one another server decided
+		// meanwhile would fail the apply with it (decidedElsewhere).
+		var rejections []*rejection
+		if !e.sharedStore() {
+			rejections = e.takeRejectionsLocked(rec.ID)
+		}
 		links, decisions := rejectionDocs(rejections)
 		links = append([]link{{doc: recordDoc(rec, false), event: event, by: who, read: rec.chainRead}}, links...)
 		err = e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
+			// A rejection on another server, committed before this commit took the chain's
+			// lock: the run is not applied (settledElsewhere answers with its record below).
+			if err := e.decidedElsewhere(rec.ID, false); err != nil {
+				return err
+			}
 			return e.st.ApplyPending(stepsCtx(), writes, verify, append(decisions, docs...)...)
 		})
 		if err == nil {

@@ -177,8 +177,17 @@ func (e *Engine) autoCheck(cs table.ChangeSet) (string, error) {
 // lock the caller holds.
 func (e *Engine) writeRecord(ctx context.Context, rec *RunRecord, rejected bool, event, by string) error {
 	err := e.audit.writeWith(e.opts.Now(), []link{{doc: recordDoc(rec, rejected), event: event, by: func() string { return by }, read: rec.chainRead}}, func(docs []store.SysDoc) error {
+		// Another server's decision since this one read the run pending: its record stands.
+		if err := e.decidedElsewhere(rec.ID, true); err != nil {
+			return err
+		}
 		return e.st.PutSysDocs(ctx, docs...)
 	})
+	if errors.Is(err, errDecidedElsewhere) {
+		if serr := e.settledElsewhere(rec.ID); serr != nil {
+			return serr
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("recording run %s: %w", rec.ID, err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -86,6 +87,10 @@ type rejection struct {
 	opts  RejectOptions
 	rec   *RunRecord // the run's record as the rejection writes it (rejectCheck)
 	by    string
+	// wasPending: rejectCheck read the run pending (decidedElsewhere); tries: the times its
+	// group was found decided elsewhere
+	wasPending bool
+	tries      int
 
 	done     bool
 	d        *Decision
@@ -162,11 +167,12 @@ func (e *Engine) rejectCheck(r *rejection) bool {
 	}
 	r.d = &Decision{RunID: runID, Decision: DecisionRejected, Feedback: feedback, Origin: r.opts.Origin, By: by.Name, Time: e.opts.Now()}
 	rec.RejectedBy = by.Name
+	wasPending := rec.Pending
 	if rec.Pending {
 		rec.Pending, rec.Writes = false, nil
 		rec.ApplyError = "rejected by the reviewer"
 	}
-	r.rec, r.by = rec, by.Name
+	r.rec, r.by, r.wasPending = rec, by.Name, wasPending
 	return true
 }
 
@@ -181,9 +187,77 @@ func (e *Engine) commitRejections(group []*rejection) {
 	// The commit is the group's, not one caller's to cancel: each was checked as it was taken.
 	ctx := context.WithoutCancel(group[0].ctx)
 	err := e.audit.writeWith(group[len(group)-1].d.Time, links, func(chained []store.SysDoc) error {
+		for _, r := range group {
+			if err := e.decidedElsewhere(r.runID, r.wasPending); err != nil {
+				return err
+			}
+		}
 		return e.st.PutSysDocs(ctx, append(decisions, chained...)...)
 	})
+	tries := 0
+	for _, r := range group {
+		tries = max(tries, r.tries)
+	}
+	if errors.Is(err, errDecidedElsewhere) && tries < maxDecideTries {
+		// Another server settled a run of the group after its checks: the group goes back to
+		// the front of the queue, to be checked again, as if taken after that decision (a few
+		// times: a record this engine still queues may keep differing from the store's).
+		for _, r := range group {
+			r.tries++
+		}
+		e.rejections.mu.Lock()
+		e.rejections.queue = append(slices.Clone(group), e.rejections.queue...)
+		e.rejections.mu.Unlock()
+		return
+	}
 	e.answerRejections(group, err)
+}
+
+// maxDecideTries is how many times a rejection group is checked again after another server
+// decided one of its runs (errDecidedElsewhere) before its rejections fail with that error.
+const maxDecideTries = 3
+
+// errDecidedElsewhere is a decision's commit refused because another engine on a store that
+// several share decided the run after this one checked it.
+var errDecidedElsewhere = errors.New("the run was decided by another server meanwhile")
+
+// sharedStore reports whether other processes may decide runs on the store too (servers that
+// share a PostgreSQL database: store.SysSerializer). Their decisions are ordered by the lock
+// on the audit log's chain, which every decision's commit holds (chain.write), not by applyMu.
+func (e *Engine) sharedStore() bool {
+	_, ok := e.st.(store.SysSerializer)
+	return ok
+}
+
+// decidedElsewhere is errDecidedElsewhere when, on a shared store, run id was rejected (a
+// decision is stored) or applied since this engine read it, or, when it read the run pending
+// (wasPending), settled in any way: another server's decision, committed before this one's
+// commit took the chain's lock. It runs inside a decision's chained write, under that lock, so
+// no other server decides between this read and the commit (issue 32 review: an apply on one
+// server and a rejection on another of the same run both succeeded). nil on a store one
+// process holds alone, and for a run the store holds nothing of yet.
+func (e *Engine) decidedElsewhere(id string, wasPending bool) error {
+	if !e.sharedStore() {
+		return nil
+	}
+	if _, ok, err := e.Decision(id); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return errDecidedElsewhere
+	}
+	stored, err := e.storedRecord(id)
+	var re *RunError
+	if errors.As(err, &re) {
+		return nil // not in the store: this engine's own, still queued
+	}
+	if err != nil {
+		return err
+	}
+	if stored.Applied || (wasPending && !stored.Pending) {
+		return errDecidedElsewhere
+	}
+	return nil
 }
 
 // rejectionDocs are the chained records and the decisions that group's commit writes.

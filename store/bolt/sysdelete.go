@@ -15,7 +15,7 @@ import (
 // PruneSys removes, in one atomic transaction, every document of the system collection coll for
 // which drop returns true, and with it the documents of the same id in the companion
 // collections with (a run's decision goes with its record). drop sees each document's id and
-// JSON under the store's write lock, so nothing changes between its verdict and the removal; it
+// JSON under the file's write lock (no other write commits meanwhile), so nothing changes between its verdict and the removal; it
 // must not call the store. An error from drop, or from the store, removes nothing.
 //
 // bbolt never shrinks its file: the pages freed here are reused by later writes, so the store

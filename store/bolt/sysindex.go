@@ -381,7 +381,7 @@ func (s *Store) syncSysIndexesLocked(tx *bbolt.Tx, digests map[string]collDigest
 }
 
 // RebuildSysIndex builds the index of the system collection coll afresh, in one transaction:
-// index gives each document's entry, seeing its id and JSON under the store's write lock (it
+// index gives each document's entry, seeing its id and JSON under the file's write lock (no other write commits meanwhile; it
 // must not call the store). It returns how many documents it indexed. An error from index, or
 // from the store, changes nothing.
 func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(store.SysRecord) (store.SysIndex, error)) (int, error) {
