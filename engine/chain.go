@@ -875,6 +875,11 @@ func (c *chain) prune(ctx context.Context, now time.Time, removed []string) erro
 		}
 		es = append(es, e)
 	}
+	if len(es) == 0 {
+		// The chain has not begun (its start is written with its first entry): no entry names a
+		// removed run, and a checkpoint here would be a first entry that is not the start.
+		return nil
+	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
 	last := map[string]int64{} // the runs the entries name -> the seq of the last
 	var checkpoint *ChainEntry

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
 )
 
 // clock is a test clock that can be moved on.
@@ -124,4 +127,47 @@ func ids(t *testing.T, e *Engine) []string {
 		out = append(out, r.ID)
 	}
 	return out
+}
+
+// A prune of a log whose runs were all recorded before the chain existed (an older starplan's,
+// unchained) leaves a log that verifies: the chain has no entry naming a removed run, so the
+// prune writes none, and the chain's first entry stays its start when a later run begins it.
+// (A checkpoint written there named a start never written: runs verify and db check reported
+// "not the start of the chain" and every kept record as "added outside starplan".)
+func TestPruneOfAnUnchainedLogVerifies(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	var docs []store.SysDoc
+	for i := range 6 {
+		r := &RunRecord{ID: fmt.Sprintf("old_%d", i), Time: fixedNow.Add(-time.Duration(100-i) * 24 * time.Hour),
+			Request: "an old run", Program: "answer_text = 'ok'\nSTATUS = 'success'\n", Outcome: OutcomeOK, Status: "success", Pending: i%3 == 0}
+		docs = append(docs, store.SysDoc{Collection: AuditCollection, ID: r.ID, Value: r})
+	}
+	require.NoError(t, st.PutSysDocs(context.Background(), docs...))
+	clk := &clock{now: fixedNow}
+	e, err := New(st, Options{Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, e.Close())
+		assert.NoError(t, st.Close())
+	})
+	rep, err := e.VerifyChain()
+	require.NoError(t, err)
+	require.Empty(t, rep.Problems)
+	require.Equal(t, 6, rep.Unchained)
+
+	pr, err := e.Prune(context.Background(), PruneOptions{OlderThan: 30 * 24 * time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 4, pr.Removed)
+	rep, err = e.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems, "after the prune")
+	assert.Equal(t, 2, rep.Unchained)
+
+	_, err = e.Run(context.Background(), Request{Reply: example(t, "01_round_under_100.star")})
+	require.NoError(t, err)
+	rep, err = e.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems, "after a run began the chain")
+	assert.Equal(t, 2, rep.Unchained)
 }
