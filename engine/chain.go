@@ -582,6 +582,21 @@ func (v *ChainVerifier) AddEntry(raw []byte) error {
 	return nil
 }
 
+// CheckOptions are what a store's Check needs to verify the audit log into v, as db check does:
+// each chain entry added to v, and each run record checked (CheckRecord) and added as the id it
+// is stored under. v's Report is the chain's once the check has read every document.
+func (v *ChainVerifier) CheckOptions() store.CheckOptions {
+	return store.CheckOptions{
+		Records: map[string]func([]byte) error{ChainCollection: v.AddEntry},
+		RecordIDs: map[string]func(string, []byte) error{AuditCollection: func(id string, raw []byte) error {
+			if err := CheckRecord(raw); err != nil {
+				return err
+			}
+			return v.AddRecordAs(id, raw)
+		}},
+	}
+}
+
 // AddRecord adds a stored audit record. It returns why the record does not decode. Prefer
 // AddRecordAs: without the id the record is stored under, two records swapped between runs
 // verify.

@@ -67,14 +67,7 @@ func rvVerifyAndCheck(t *testing.T, e *Engine, dir string) (verify, check string
 	require.NoError(t, e.Close())
 	require.NoError(t, e.Store().Close())
 	chain := NewChainVerifier()
-	crep, err := bolt.Check(dir, store.CheckOptions{
-		Records: map[string]func([]byte) error{ChainCollection: chain.AddEntry},
-		RecordIDs: map[string]func(string, []byte) error{AuditCollection: func(id string, raw []byte) error {
-			if err := CheckRecord(raw); err != nil {
-				return err
-			}
-			return chain.AddRecordAs(id, raw)
-		}}})
+	crep, err := bolt.Check(dir, chain.CheckOptions())
 	require.NoError(t, err)
 	require.True(t, crep.OK(), "%v", crep.Problems)
 	return fmt.Sprint(rep.Problems), fmt.Sprint(chain.Report().Problems)

@@ -54,14 +54,7 @@ func rvmixedVerifyAndCheck(t *testing.T, e *Engine, dir string) {
 	require.NoError(t, e.Close())
 	require.NoError(t, e.Store().Close())
 	chain := NewChainVerifier()
-	crep, err := bolt.Check(dir, store.CheckOptions{
-		Records: map[string]func([]byte) error{ChainCollection: chain.AddEntry},
-		RecordIDs: map[string]func(string, []byte) error{AuditCollection: func(id string, raw []byte) error {
-			if err := CheckRecord(raw); err != nil {
-				return err
-			}
-			return chain.AddRecordAs(id, raw)
-		}}})
+	crep, err := bolt.Check(dir, chain.CheckOptions())
 	require.NoError(t, err)
 	assert.True(t, crep.OK(), "db check: %v", crep.Problems)
 	assert.True(t, chain.Report().OK(), "db check's chain: %v", chain.Report().Problems)

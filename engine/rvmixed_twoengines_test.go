@@ -91,20 +91,7 @@ func TestRvmixedTwoEnginesApplyTheSameRuns(t *testing.T) {
 func TestRvmixedTwoEnginesApplyAndRejectTheSameRun(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
-	shared := sharedStore{st, &sync.Mutex{}} // as servers share a PostgreSQL database (approval_test.go)
-	var engines [2]*Engine
-	for i := range engines {
-		e, err := New(shared, Options{Now: func() time.Time { return fixedNow }})
-		require.NoError(t, err)
-		engines[i] = e
-	}
-	t.Cleanup(func() {
-		for _, e := range engines {
-			e.Close()
-		}
-		st.Close()
-	})
-	a, b := engines[0], engines[1]
+	a, b := twoSharedEngines(t, st)
 	ctx := context.Background()
 	moveWayfarer(t, st, 100000) // stock for every purchase
 	reply := example(t, "02_purchase_wayfarer.star")
@@ -166,20 +153,7 @@ func TestRvmixedTwoEnginesApplyAndRejectTheSameRun(t *testing.T) {
 func TestRvmixedTwoEnginesApproveAndRejectTheSameRun(t *testing.T) {
 	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: stockDomain(t, `{"required_approvals": 2}`, "")})
 	require.NoError(t, err)
-	shared := sharedStore{st, &sync.Mutex{}}
-	var engines [2]*Engine
-	for i := range engines {
-		e, err := New(shared, Options{Now: func() time.Time { return fixedNow }})
-		require.NoError(t, err)
-		engines[i] = e
-	}
-	t.Cleanup(func() {
-		for _, e := range engines {
-			e.Close()
-		}
-		st.Close()
-	})
-	a, b := engines[0], engines[1]
+	a, b := twoSharedEngines(t, st)
 	ctx := context.Background()
 	lost := 0
 	for range testtier.Size(12, 200) {
@@ -211,4 +185,24 @@ func TestRvmixedTwoEnginesApproveAndRejectTheSameRun(t *testing.T) {
 		}
 	}
 	assert.Zero(t, lost, "rejections lost under an approval")
+}
+
+// twoSharedEngines are two engines over st shared as servers share a PostgreSQL database
+// (sharedStore, approval_test.go), closed with st at the test's end.
+func twoSharedEngines(t *testing.T, st *bolt.Store) (a, b *Engine) {
+	t.Helper()
+	shared := sharedStore{st, &sync.Mutex{}}
+	var engines [2]*Engine
+	for i := range engines {
+		e, err := New(shared, Options{Now: func() time.Time { return fixedNow }})
+		require.NoError(t, err)
+		engines[i] = e
+	}
+	t.Cleanup(func() {
+		for _, e := range engines {
+			e.Close()
+		}
+		st.Close()
+	})
+	return engines[0], engines[1]
 }

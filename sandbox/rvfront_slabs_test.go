@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -29,13 +30,7 @@ func TestRvfrontPooledTreesUnderConcurrentChecks(t *testing.T) {
 	fresh.freshTrees = true
 	corpus := parseCorpus(t)
 	var names []string
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for name := range corpus {
-			if !yield(name) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(corpus)) {
 		if len(corpus[name]) <= 64<<10 {
 			names = append(names, name)
 		}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -20,13 +21,7 @@ func TestPooledTreesMatchFreshOnes(t *testing.T) {
 	pooled.checks, fresh.checks = nil, nil // every check parses
 	fresh.freshTrees = true
 	corpus := parseCorpus(t)
-	names := slices.Sorted(func(yield func(string) bool) {
-		for name := range corpus {
-			if !yield(name) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(corpus))
 	type checkedPair struct {
 		name string
 		a, b Checked

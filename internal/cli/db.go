@@ -372,16 +372,9 @@ func runDBCheck(ctx context.Context, ios IOStreams, g *globalOptions, opts *dbOp
 		return err
 	}
 	chain := engine.NewChainVerifier()
-	rep, err := ios.storeOpener().Check(ctx, target, store.CheckOptions{Invariants: stateInvariants,
-		Records: map[string]func([]byte) error{engine.ChainCollection: chain.AddEntry},
-		RecordIDs: map[string]func(string, []byte) error{
-			engine.AuditCollection: func(id string, raw []byte) error {
-				if err := engine.CheckRecord(raw); err != nil {
-					return err
-				}
-				return chain.AddRecordAs(id, raw)
-			},
-		}})
+	copts := chain.CheckOptions() // the audit log's records and hash chain
+	copts.Invariants = stateInvariants
+	rep, err := ios.storeOpener().Check(ctx, target, copts)
 	if err != nil {
 		return storeError(opener.Redact(target), err)
 	}
