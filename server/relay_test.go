@@ -17,7 +17,11 @@ import (
 	"github.com/starplan/starplan/store/pg"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	stopChromium() // the review page's tests share one (browser_test.go)
+	os.Exit(code)
+}
 
 // pgFixture is a server over a PostgreSQL store in the database dsn names (created when create).
 func pgFixture(t *testing.T, dsn string, create bool) *fixture {
