@@ -186,6 +186,7 @@ func (b *browser) shot(name string) {
 func js(s string) string { return strconv.Quote(s) }
 
 func TestReviewPageInARealBrowser(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	// A hostile request: markup, and a bidi override that would show "Alice alive" reversed.
@@ -386,6 +387,7 @@ func (b *browser) openRun(f *fixture, id string) {
 const atAGlance390 = 2800
 
 func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	four := f.run(example(t, "03_two_item_order.star"), "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses.")
@@ -506,6 +508,7 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 // Who may approve, in the page: a proposer's token cannot sign in, and the page says why; an
 // approver signs in, sees who proposed the run, approves it, and the decision names the approver.
 func TestReviewPageApproverApprovesAProposersRun(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	agent, alice := f.token("agent", access.Proposer, 0), f.token("alice", access.Approver, 0)

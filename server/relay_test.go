@@ -60,6 +60,7 @@ func pgFixture(t *testing.T, dsn string, create bool) *fixture {
 // events; the same run applied on A and B at once applies once, and both answer applied; of
 // two conflicting runs applied at once on A and B one wins and the other is a conflict.
 func TestTwoServersOnOneDatabase(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a := pgFixture(t, dsn, true)
 	b := pgFixture(t, dsn, false)
