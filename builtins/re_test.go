@@ -81,9 +81,11 @@ func TestReChargesResults(t *testing.T) {
 		fn   string
 		args starlark.Tuple
 	}{
-		{"findall", starlark.Tuple{starlark.String(""), s}},                           // 250,001 empty matches
-		{"split", starlark.Tuple{starlark.String(""), s}},                             // as many pieces
-		{"sub", starlark.Tuple{starlark.String("a"), starlark.String("bbbbbbbb"), s}}, // 2 MB
+		{"findall", starlark.Tuple{starlark.String(""), s}}, // 250,001 empty matches
+		{"split", starlark.Tuple{starlark.String(""), s}},   // as many pieces
+		// 16 MB: a long replacement passes CheckThreshold (1 MiB, below which nothing is
+		// checked) after 16,384 matches, where 8 bytes took 131,072.
+		{"sub", starlark.Tuple{starlark.String("a"), starlark.String(strings.Repeat("b", 64)), s}},
 		{"finditer", starlark.Tuple{starlark.String("a"), s}},
 	} {
 		fn, _ := re.Attr(c.fn)

@@ -82,6 +82,7 @@ func (f *fixture) applyAs(token string, doc *RunDocument) response {
 // Four eyes over HTTP: an approver cannot apply what it proposed (403 approval-required, nothing
 // written), another approver can; the admin may apply its own run unless four_eyes is "always".
 func TestFourEyesOverHTTP(t *testing.T) {
+	t.Parallel()
 	f, _ := approvalFixture(t, `{}`)
 	alice, bob := f.token("alice", access.Approver, 0), f.token("bob", access.Approver, 0)
 	stock := f.committed("inventory", "SG002")["quantity_in_stock"]
@@ -112,6 +113,7 @@ func TestFourEyesOverHTTP(t *testing.T) {
 // required_approvals 2: the first approval is recorded and the run waits (nothing written); the
 // same approver does not count twice; the second applies it.
 func TestTwoApprovalsOverHTTP(t *testing.T) {
+	t.Parallel()
 	f, _ := approvalFixture(t, `{"required_approvals": 2}`)
 	agent := f.token("agent", access.Proposer, 0)
 	alice, bob := f.token("alice", access.Approver, 0), f.token("bob", access.Approver, 0)
@@ -141,6 +143,7 @@ func TestTwoApprovalsOverHTTP(t *testing.T) {
 // An auto rule lets a proposer apply a small change (the answer names the rule) and not a larger
 // one, judged on the change set committed; without auto rules a proposer is refused at once.
 func TestAutoRuleLetsAProposerApplySmallChanges(t *testing.T) {
+	t.Parallel()
 	f, _ := approvalFixture(t, `{"auto": [{"name": "small_sale", "doc": "at most two rows", "kind": "auto_apply", "params": {"max_rows_written": 2, "tables": ["inventory", "transactions"]}}]}`)
 	agent := f.token("agent", access.Proposer, 0)
 
@@ -175,6 +178,7 @@ func TestAutoRuleLetsAProposerApplySmallChanges(t *testing.T) {
 // A run older than pending_ttl answers 403 run-expired and shows as expired; it can still be
 // rejected.
 func TestExpiredRunOverHTTP(t *testing.T) {
+	t.Parallel()
 	f, clk := approvalFixture(t, `{"pending_ttl": "24h"}`)
 	agent, bob := f.token("agent", access.Proposer, 0), f.token("bob", access.Approver, 0)
 	run := f.proposeAs(agent, 1)
@@ -198,6 +202,7 @@ func TestExpiredRunOverHTTP(t *testing.T) {
 // the server had proposed it (review: it was recorded as local:<user>, and the approver applied
 // it); a pinned agent's replanned run keeps the agent and its subject.
 func TestAReplannedRunKeepsItsProposer(t *testing.T) {
+	t.Parallel()
 	f, _ := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	bob, _, err := f.srv.tokens.CreateFor(context.Background(), "bob", access.Approver, 0, "")
 	require.NoError(t, err)
@@ -241,6 +246,7 @@ func TestAReplannedRunKeepsItsProposer(t *testing.T) {
 // Four eyes over MCP, as over HTTP: an approver's apply_run of its own run is a tool error with
 // approval-required and writes nothing; another approver's applies it.
 func TestFourEyesOverMCP(t *testing.T) {
+	t.Parallel()
 	f, _ := approvalFixture(t, `{}`)
 	alice, bob := f.token("alice", access.Approver, 0), f.token("bob", access.Approver, 0)
 	stock := f.committed("inventory", "SG002")["quantity_in_stock"]

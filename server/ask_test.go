@@ -30,6 +30,7 @@ func tagged(program string) string { return "<execute_python>\n" + program + "\n
 // POST /v1/ask has the model plan; a rejection with feedback asks it again, in the background,
 // and the new run arrives on the event stream linked to the rejected one.
 func TestAskThenRejectReplans(t *testing.T) {
+	t.Parallel()
 	f, model := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	events := f.subscribe(testContext(t), nil)
 	events.untilSubscribed()
@@ -66,6 +67,7 @@ func TestAskThenRejectReplans(t *testing.T) {
 // POST /v1/ask answers with every model round (attempts), as `starplan ask --json` prints
 // them: the same engine.Attempt documents, the last one the answered run.
 func TestAskReturnsTheAttempts(t *testing.T) {
+	t.Parallel()
 	f, _ := modelFixture(t, llmtest.Reply(tagged("answer_text = nope")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	r := f.call("POST", "/v1/ask", AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."})
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -91,6 +93,7 @@ func TestAskReturnsTheAttempts(t *testing.T) {
 }
 
 func TestAskWithoutAModel(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("POST", "/v1/ask", AskRequest{Request: "hi"})
 	assert.Equal(t, http.StatusNotImplemented, r.status)
@@ -106,6 +109,7 @@ func TestAskWithoutAModel(t *testing.T) {
 
 // The model that cannot be reached is a 502 with the model's code, and the stream says failed.
 func TestAskModelUnavailable(t *testing.T) {
+	t.Parallel()
 	f, _ := modelFixture(t, llmtest.Always(llmtest.Status(401)))
 	r := f.call("POST", "/v1/ask", AskRequest{Request: "hi"})
 	assert.Equal(t, http.StatusBadGateway, r.status)
@@ -115,6 +119,7 @@ func TestAskModelUnavailable(t *testing.T) {
 
 // reject_run through the SDK's MCP client replans a run the model wrote, as the HTTP API does.
 func TestMCPRejectReplans(t *testing.T) {
+	t.Parallel()
 	f, _ := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	events := f.subscribe(testContext(t), nil)
 	events.untilSubscribed()
@@ -137,6 +142,7 @@ func TestMCPRejectReplans(t *testing.T) {
 
 // A rejection after Drain records, and starts nothing that would outlive the server.
 func TestNoReplanAfterDrain(t *testing.T) {
+	t.Parallel()
 	f, model := modelFixture(t, llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	doc, err := f.srv.Ask(testContext(t), AskRequest{Request: "Purchase 3 Wayfarer sunglasses for customer Alice."}, OriginHTTP)
 	require.NoError(t, err)

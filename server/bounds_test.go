@@ -18,6 +18,7 @@ import (
 // A model endpoint that answers with a 3.5 MiB error message: the answer to /v1/ask, the failed
 // event every subscriber gets and the event the backlog keeps are each cut to a few KiB.
 func TestAModelsHugeErrorIsCutEverywhereItGoes(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("the model is down; ", (7<<19)/19) // 3.5 MiB
 	body, err := json.Marshal(map[string]any{"error": map[string]any{"message": huge, "type": "invalid_request_error"}})
 	require.NoError(t, err)
@@ -52,6 +53,7 @@ func TestAModelsHugeErrorIsCutEverywhereItGoes(t *testing.T) {
 
 // The backlog is bounded in bytes as well as in events, and an event's text is cut.
 func TestBrokerBacklogIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
 	b := newBroker(brokerLimits{Events: 1024, Bytes: 64 << 10}, time.Now)
 	feedback := strings.Repeat("no. ", 1<<18) // 1 MiB, as a reviewer may send (Options.MaxBody)
 	for i := 0; i < 200; i++ {
@@ -76,6 +78,7 @@ func TestBrokerBacklogIsBoundedInBytes(t *testing.T) {
 
 // Beyond MaxSubscribers an event stream is refused with 503 and a hint; closing one makes room.
 func TestEventStreamsAreBoundedInNumber(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{MaxSubscribers: 2})
 	ctx, cancel := context.WithCancel(testContext(t))
 	first := f.subscribe(ctx, nil)

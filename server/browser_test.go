@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,21 +45,59 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// chromiumProcess is the package's one Chromium: started by the first test that opens a
+// browser, stopped by TestMain (stopChromium). A Chromium per test cost each browser test its
+// start, seconds on a busy machine; each test still has a tab of its own in a browser context
+// of its own (cookies, storage and cache as a fresh browser's: the tests' servers share a host,
+// and cookies do not keep to a port).
+var chromiumProcess struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, open while the tests run
+	err  error
+	stop func()
+}
+
+// sharedChromium starts the package's Chromium at path, once, and returns its first tab.
+func sharedChromium(path string) (context.Context, error) {
+	p := &chromiumProcess
+	p.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path),
+			chromedp.WindowSize(1280, 900),
+			chromedp.Flag("disable-gpu", true),
+		)
+		if os.Geteuid() == 0 {
+			opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run its sandbox as root
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		p.stop = func() { cancel(); cancelAlloc() }
+		if p.err = chromedp.Do(ctx, chromedp.Navigate("about:blank")); p.err != nil {
+			p.err = fmt.Errorf("starting %s: %w", path, p.err)
+			return
+		}
+		p.ctx = ctx
+	})
+	return p.ctx, p.err
+}
+
+// stopChromium stops the package's Chromium, if a test started it.
+func stopChromium() {
+	if p := &chromiumProcess; p.stop != nil {
+		p.stop()
+	}
+}
+
+// newBrowser opens a tab of width×height CSS pixels in a new browser context of the package's
+// Chromium, closed when t ends.
 func newBrowser(t *testing.T, path string, width, height int) *browser {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.WindowSize(width, height),
-		chromedp.Flag("disable-gpu", true),
-	)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run its sandbox as root
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	parent, err := sharedChromium(path)
+	require.NoError(t, err)
+	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
 	b := &browser{t: t, ctx: ctx}
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")), "starting %s", path)
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))), "opening a tab in %s", path)
 	messages := chromedp.Console(ctx)
 	go func() {
 		for m, err := range messages {
@@ -147,6 +186,7 @@ func (b *browser) shot(name string) {
 func js(s string) string { return strconv.Quote(s) }
 
 func TestReviewPageInARealBrowser(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	// A hostile request: markup, and a bidi override that would show "Alice alive" reversed.
@@ -347,6 +387,7 @@ func (b *browser) openRun(f *fixture, id string) {
 const atAGlance390 = 2800
 
 func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	four := f.run(example(t, "03_two_item_order.star"), "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses.")
@@ -467,6 +508,7 @@ func TestReviewPageShowsTheChangeAtAGlance(t *testing.T) {
 // Who may approve, in the page: a proposer's token cannot sign in, and the page says why; an
 // approver signs in, sees who proposed the run, approves it, and the decision names the approver.
 func TestReviewPageApproverApprovesAProposersRun(t *testing.T) {
+	t.Parallel()
 	path := chromium(t)
 	f := newFixture(t, Options{})
 	agent, alice := f.token("agent", access.Proposer, 0), f.token("alice", access.Approver, 0)

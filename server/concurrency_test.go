@@ -22,6 +22,7 @@ import (
 // every applied run is in the data exactly once, every other one is reported as a conflict, the
 // ledger's balance chain holds, and the event stream has one applied or failed event per run.
 func TestConcurrentClientsApplyEachRunAtMostOnce(t *testing.T) {
+	t.Parallel()
 	const clients, rounds = 16, 2
 	f := newFixture(t, Options{})
 	ctx := testContext(t)

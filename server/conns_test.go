@@ -57,6 +57,7 @@ func serveLimited(t *testing.T, f *fixture) string {
 // make room, ends a connection whose request carried no credential, and says so in its log, a
 // line per interval rather than a line per connection.
 func TestStrangersConnectionsLeaveRoomForTheTokenHolder(t *testing.T) {
+	t.Parallel()
 	logs := &lockedBuffer{}
 	const maxUnauth, perAddr, total = 4, 3, 8
 	f := newFixture(t, Options{MaxConns: total, MaxUnauthConns: maxUnauth, MaxUnauthConnsPerAddr: perAddr, Log: log.New(logs, "", 0)})
@@ -154,6 +155,7 @@ func isReset(err error) bool {
 // When every slot is held by connections that carried the token, a new one is refused at once,
 // and the refusal is logged.
 func TestConnectionsBeyondMaxConnsAreRefused(t *testing.T) {
+	t.Parallel()
 	logs := &lockedBuffer{}
 	f := newFixture(t, Options{MaxConns: 2, MaxUnauthConns: 2, MaxUnauthConnsPerAddr: 2, Log: log.New(logs, "", 0)})
 	f.srv.conns.every = 50 * time.Millisecond
@@ -190,6 +192,7 @@ func TestConnectionsBeyondMaxConnsAreRefused(t *testing.T) {
 // connection from 127.0.0.1 closed the token holder's, the oldest, and a stranger who kept the
 // accept queue full locked the token holder out.)
 func TestLocalStrangersConnectionsDoNotCloseTheTokenHoldersBeforeItsRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	addr := serveLimited(t, f)
 
@@ -267,6 +270,7 @@ func isClosed(l *connLimiter, c *limitedConn) bool {
 // server found silent instead, and while only unread ones stand in the way, the next is admitted
 // once the server has read from one of them.
 func TestAConnectionNotYetReadIsNotClosedToMakeRoom(t *testing.T) {
+	t.Parallel()
 	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 2, MaxUnauthConnsPerAddr: 2})
 	holder, _ := pipeConn(t, l) // accepted; its goroutine has not read yet
 	stranger, _ := pipeConn(t, l)
@@ -297,6 +301,7 @@ func TestAConnectionNotYetReadIsNotClosedToMakeRoom(t *testing.T) {
 // silent connections, and before a connection whose request started arriving after his: the
 // longest stalled goes first (and HeaderTimeout ends it anyway).
 func TestAStalledRequestIsClosedAfterSilentConnectionsLongestStalledFirst(t *testing.T) {
+	t.Parallel()
 	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 3, MaxUnauthConnsPerAddr: 3})
 	later, laterClient := pipeConn(t, l) // arrives first, starts its request last
 	staller, stallerClient := pipeConn(t, l)
@@ -325,6 +330,7 @@ func TestAStalledRequestIsClosedAfterSilentConnectionsLongestStalledFirst(t *tes
 // A connection waiting for the server to read another (Accept waits for room) is closed, and
 // Accept ends, when the listener closes.
 func TestAConnectionWaitingForRoomIsClosedWithTheListener(t *testing.T) {
+	t.Parallel()
 	l := newConnLimiter(Options{MaxConns: 8, MaxUnauthConns: 1, MaxUnauthConnsPerAddr: 1})
 	pipeConn(t, l) // unread: the next admit waits
 	ln := &limitedListener{Listener: closedListener{}, l: l}

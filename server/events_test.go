@@ -13,6 +13,7 @@ import (
 )
 
 func TestEventsStreamARunsLifecycle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	ctx := testContext(t)
 	events := f.subscribe(ctx, nil)
@@ -73,6 +74,7 @@ func TestEventsStreamARunsLifecycle(t *testing.T) {
 }
 
 func TestEventsEndWhenTheServerDrains(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	events := f.subscribe(testContext(t), nil)
 	events.untilSubscribed()
@@ -89,6 +91,7 @@ func TestEventsEndWhenTheServerDrains(t *testing.T) {
 }
 
 func TestEventsRefuseABadLastEventID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("GET", "/v1/events?last_event_id=soon", nil)
 	assert.Equal(t, http.StatusBadRequest, r.status)
@@ -96,6 +99,7 @@ func TestEventsRefuseABadLastEventID(t *testing.T) {
 }
 
 func TestBrokerCutsOffASlowSubscriberAndKeepsABoundedBacklog(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	b := newBroker(brokerLimits{Events: 10, Bytes: DefaultEventBacklogBytes}, func() time.Time { return now })
 	slow, missed, err := b.subscribe(0)

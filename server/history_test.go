@@ -15,6 +15,7 @@ import (
 // A run's recorded history is what the event stream said about it, and it is kept with the
 // run: another server over the same store, after the first has gone, shows the same events.
 func TestRunsKeepTheirEventsAcrossARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	open := func() (*Server, func()) {
@@ -108,6 +109,7 @@ func types(evs []Event) []string {
 // The history is in the order things happened, also for a run that conflicted and was then
 // rejected, and a conflict recorded before its time was kept still shows.
 func TestHistoryOrderAndOldConflicts(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	at := func(s int) *time.Time { v := t0.Add(time.Duration(s) * time.Second); return &v }
 	rec := &engine.RunRecord{ID: "r_1", Time: t0, Origin: "exec", Outcome: engine.OutcomeConflict, ChangedRows: 2,

@@ -14,6 +14,7 @@ import (
 )
 
 func TestDryRunThenApplyOnceWithTheDigest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	assert.Equal(t, engine.OutcomeOK, doc.Outcome)
@@ -67,6 +68,7 @@ func TestDryRunThenApplyOnceWithTheDigest(t *testing.T) {
 }
 
 func TestApplyConflictIsA409WithTheRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	a := f.run(purchase("Aviator", 1, "Ann"), "one Aviator")
 	b := f.run(purchase("Aviator", 1, "Bob"), "one Aviator")
@@ -94,6 +96,7 @@ func TestApplyConflictIsA409WithTheRun(t *testing.T) {
 }
 
 func TestRejectRecordsTheDecisionAndBlocksApply(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 
@@ -134,6 +137,7 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 func TestListRunsByState(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	pending := f.run(purchase("Aviator", 1, "Ann"), "")
 	applied := f.run(purchase("Wayfarer", 1, "Bob"), "")
@@ -208,6 +212,7 @@ func TestListRunsByState(t *testing.T) {
 }
 
 func TestCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("POST", "/v1/check", CheckRequest{Program: example(t, "02_purchase_wayfarer.star")})
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -229,6 +234,7 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 }
 
 func TestDescribeCarriesWhatAPlannerNeeds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("GET", "/v1/describe", nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -264,6 +270,7 @@ func TestDescribeCarriesWhatAPlannerNeeds(t *testing.T) {
 }
 
 func TestErrorsHaveOneShapeAndTheirStatus(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{MaxBody: 4 << 10})
 	cases := []struct {
 		name   string
@@ -312,6 +319,7 @@ func TestErrorsHaveOneShapeAndTheirStatus(t *testing.T) {
 }
 
 func TestLowerLimitsApply(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run("n = 0\nfor i in range(100000):\n    n += i\nanswer_text = 'x'\nSTATUS = 'success'\n", "")
 	require.Equal(t, engine.OutcomeOK, doc.Outcome, "%v", doc.Diagnostics)
@@ -324,6 +332,7 @@ func TestLowerLimitsApply(t *testing.T) {
 }
 
 func TestLoopbackServerRefusesForeignHostNames(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	req, err := http.NewRequest("GET", f.web.URL+"/v1/describe", nil)
 	require.NoError(t, err)
@@ -344,6 +353,7 @@ func TestLoopbackServerRefusesForeignHostNames(t *testing.T) {
 // A field declaration is recursive (a list's items, an object's fields), which jsonschema-go
 // cannot infer: describe's output schema is derived with the nested declarations left open.
 func TestDescriptionSchemaDescribesNestedFields(t *testing.T) {
+	t.Parallel()
 	sc, err := descriptionSchema()
 	require.NoError(t, err)
 	raw, err := json.Marshal(sc)

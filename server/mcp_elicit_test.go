@@ -52,6 +52,7 @@ func dryRunPurchase(t *testing.T, cs *mcp.ClientSession, request string) RunDocu
 }
 
 func TestMCPApplyAsksThePersonFirst(t *testing.T) {
+	t.Parallel()
 	for _, version := range protocols {
 		for _, overHTTP := range []bool{false, true} {
 			t.Run(label(version)+map[bool]string{false: "/pipe", true: "/http"}[overHTTP], func(t *testing.T) {
@@ -86,6 +87,7 @@ func TestMCPApplyAsksThePersonFirst(t *testing.T) {
 }
 
 func TestMCPApplyNotConfirmedWritesNothing(t *testing.T) {
+	t.Parallel()
 	// Each protocol version on both transports; the answer alternates so that a decline and a
 	// cancel each cross both transports (the full product is twice the time for no other path).
 	for v, version := range protocols {
@@ -126,6 +128,7 @@ func TestMCPApplyNotConfirmedWritesNothing(t *testing.T) {
 // A client without elicitation keeps the digest as the approval; so does a server that turned the
 // question off.
 func TestMCPApplyWithoutElicitationAppliesOnTheDigest(t *testing.T) {
+	t.Parallel()
 	for _, version := range protocols {
 		t.Run(label(version), func(t *testing.T) {
 			f := newFixture(t, Options{})
@@ -185,6 +188,7 @@ func TestMCPApplyWithoutElicitationAppliesOnTheDigest(t *testing.T) {
 // The question is one line whatever the request holds: a control character the client planted
 // in the customer's request is shown escaped, not sent raw to the person's screen.
 func TestMCPApplyQuestionEscapesTheRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	p := &person{answers: []string{"decline"}}
 	cs := mcpClientWith(t, f, false, &mcp.ClientOptions{ElicitationHandler: p.handler}, "")
@@ -201,6 +205,7 @@ func TestMCPApplyQuestionEscapesTheRequest(t *testing.T) {
 // An answer counts only for the question it answers: one the client sends unasked, or one given
 // about another run, does not approve an apply.
 func TestMCPApplyAnswerIsBoundToItsQuestion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	p := &person{answers: []string{"decline", "decline"}}
 	cs := mcpClientWith(t, f, false, &mcp.ClientOptions{ElicitationHandler: p.handler}, "")
@@ -221,6 +226,7 @@ func TestMCPApplyAnswerIsBoundToItsQuestion(t *testing.T) {
 // A proposer's request cannot pass for starplan's words in the question: starplan's own words
 // come first, and the request follows its label as one quoted string that ends where it ends.
 func TestMCPConfirmationQuotesAHostileRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	hostile := "Purchase 3 Wayfarer\": no changes, nothing will be written (digest sha256:0000…)? Yes is safe.\n" +
 		"Apply run r_0: no changes, nothing will be written … Yes is safe \u202e\"x"

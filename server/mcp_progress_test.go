@@ -57,6 +57,7 @@ func callWithToken(t *testing.T, cs *mcp.ClientSession, tool string, args any, t
 }
 
 func TestMCPRunAndApplyReportProgress(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		version  string
 		overHTTP bool
@@ -102,6 +103,7 @@ func TestMCPRunAndApplyReportProgress(t *testing.T) {
 // session; its notifications must be the first to arrive, as notifications reach the client in
 // the order they are sent and the first call's would have been sent before its result.
 func TestMCPNoProgressWithoutAToken(t *testing.T) {
+	t.Parallel()
 	ctx := testContext(t)
 	f := newFixture(t, Options{})
 	log := make(progressLog, 64)
@@ -125,6 +127,7 @@ func TestMCPNoProgressWithoutAToken(t *testing.T) {
 // A progress message is one line: an event's message (an error, a plan's diagnostic, which may
 // quote data) is escaped and cut.
 func TestProgressMessageIsOneLine(t *testing.T) {
+	t.Parallel()
 	msg := progressMessage(Event{Type: EventFailed, RunID: "r_1", State: StateConflict, Code: "conflict",
 		Message: "row SG002 moved: \x1b]0;owned\x07\nname " + strings.Repeat("x", 300)})
 	assert.True(t, strings.HasPrefix(msg, `failed r_1: state conflict, code conflict, row SG002 moved: \x1b]0;owned\x07\nname xxx`), msg)

@@ -91,16 +91,19 @@ func text(res *mcp.CallToolResult) string {
 }
 
 func TestMCPOverStdioPipe(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	mcpFlow(t, f, mcpClient(t, f, false))
 }
 
 func TestMCPOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	mcpFlow(t, f, mcpClient(t, f, true))
 }
 
 func TestMCPOverHTTPNeedsTheToken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, nil)
 	_, err := client.Connect(testContext(t), &mcp.StreamableClientTransport{
@@ -213,6 +216,7 @@ func mcpFlow(t *testing.T, f *fixture, cs *mcp.ClientSession) {
 
 // run_plan takes a JSON step plan through the SDK's own client too.
 func TestMCPRunPlanJSON(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	cs := mcpClient(t, f, false)
 	var doc RunDocument

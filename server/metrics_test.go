@@ -116,6 +116,7 @@ next:
 // and in the JSON log (each line an object with the expected fields, and never a token, a
 // program or a row's value).
 func TestMetricsAndLogsOfRuns(t *testing.T) {
+	t.Parallel()
 	f, m, logs := telemetryFixture(t)
 	proposer := f.token("agent-1", access.Proposer, 0)
 	approver := f.token("alice", access.Approver, 0)

@@ -22,6 +22,7 @@ var updateREADME = flag.Bool("update", false, "rewrite the README's API table fr
 
 // The rights each operation declares (TEAM.md's table): a change here is a decision, not a typo.
 func TestOperationRights(t *testing.T) {
+	t.Parallel()
 	want := map[string]access.Right{
 		"describe": access.Read, "list": access.Read, "show": access.Read, "events": access.Read,
 		"check": access.Propose, "run": access.Propose, "ask": access.Propose, "reject": access.Propose,
@@ -38,6 +39,7 @@ func TestOperationRights(t *testing.T) {
 // table: the /v1 routes are exactly the table's (a path answers its methods, and 405 with Allow
 // for the others), the MCP tools are exactly the table's.
 func TestOperationParity(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	h := f.srv.Handler()
@@ -120,6 +122,7 @@ func TestOperationParity(t *testing.T) {
 
 // The README's API table is APITable's output, and the README names every MCP tool.
 func TestREADMEAPITable(t *testing.T) {
+	t.Parallel()
 	const begin, end = "<!-- api table: server.APITable; go test ./server -run TestREADMEAPITable -update rewrites it -->\n", "<!-- end of api table -->\n"
 	raw, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
@@ -143,6 +146,7 @@ func TestREADMEAPITable(t *testing.T) {
 // keeps to one type per property: no boolean schema but as additionalProperties, no type
 // arrays, nothing that constrains nothing, no remote $ref; every input property says what it is.
 func TestToolSchemasAreStrict(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	tools, err := mcpClient(t, f, false).ListTools(testContext(t), nil)
 	require.NoError(t, err)
@@ -244,6 +248,7 @@ func constrains(n map[string]any) bool {
 // The lint finds what main's schemas had: a bare true property, a nullable type list, an
 // untyped property, an undescribed input property.
 func TestStrictLintFindsTheOldSchemas(t *testing.T) {
+	t.Parallel()
 	var old any
 	require.NoError(t, json.Unmarshal([]byte(`{"type": "object", "properties": {
 		"key": true,
@@ -260,6 +265,7 @@ func TestStrictLintFindsTheOldSchemas(t *testing.T) {
 // A tool's output leaves null members out, at every depth, keeping the order of the others,
 // their numbers' digits, and HTML characters as they are.
 func TestDropNulls(t *testing.T) {
+	t.Parallel()
 	type inner struct {
 		B []int          `json:"b"`
 		A map[string]any `json:"a"`
@@ -278,6 +284,7 @@ func TestDropNulls(t *testing.T) {
 
 // Errors over MCP name the tools to call next, never HTTP paths; over HTTP they keep the paths.
 func TestMCPErrorsHintAtTools(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	cs := mcpClient(t, f, false)
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
@@ -305,6 +312,7 @@ func TestMCPErrorsHintAtTools(t *testing.T) {
 
 // replay_run answers as POST /v1/runs/{id}/replay does.
 func TestMCPReplayRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	var overMCP, overHTTP map[string]any

@@ -17,7 +17,11 @@ import (
 	"github.com/starplan/starplan/store/pg"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	stopChromium() // the review page's tests share one (browser_test.go)
+	os.Exit(code)
+}
 
 // pgFixture is a server over a PostgreSQL store in the database dsn names (created when create).
 func pgFixture(t *testing.T, dsn string, create bool) *fixture {
@@ -56,6 +60,7 @@ func pgFixture(t *testing.T, dsn string, create bool) *fixture {
 // events; the same run applied on A and B at once applies once, and both answer applied; of
 // two conflicting runs applied at once on A and B one wins and the other is a conflict.
 func TestTwoServersOnOneDatabase(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a := pgFixture(t, dsn, true)
 	b := pgFixture(t, dsn, false)

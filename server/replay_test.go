@@ -14,6 +14,7 @@ import (
 // POST /v1/runs/{id}/replay runs a recorded run again and says whether it gives the recorded
 // result; an unknown run is a 404, and a replay writes nothing.
 func TestReplayOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "02_purchase_wayfarer.star"), "Purchase 3 Wayfarer sunglasses for customer Alice.")
 	ledger := f.count("transactions")
@@ -40,6 +41,7 @@ func TestReplayOverHTTP(t *testing.T) {
 // A JSON step plan is accepted where a reply or a program is: checked, run as a dry run with its
 // digest, and applied like any run; the compiled program comes back as the run's program.
 func TestPlanJSONOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	plan := map[string]any{"steps": []any{
 		map[string]any{"id": "item", "tool": "inventory_tbl.get", "args": []any{map[string]any{"name": map[string]any{"$ieq": "aviator"}}}},
@@ -80,6 +82,7 @@ func TestPlanJSONOverHTTP(t *testing.T) {
 // A damaged audit record does not take the run list down: the others list, and the damaged one is
 // named apart.
 func TestListNamesUnreadableRecordsApart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(example(t, "01_round_under_100.star"), "round?")
 	require.NoError(t, f.st.PutSysDocs(testContext(t), store.SysDoc{Collection: engine.AuditCollection, ID: "r_bad",
@@ -95,6 +98,7 @@ func TestListNamesUnreadableRecordsApart(t *testing.T) {
 
 // A plan_json's numbers reach the compiler as the client wrote them.
 func TestPlanJSONKeepsNumbers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	body := `{"plan_json": {"steps": [{"id": "a", "tool": "inventory_tbl.search", "args": [{"price": {"$in": [10.0, 9007199254740993, 1e2]}}]},
 	  {"id": "done", "tool": "respond", "args": {"status": "success", "answer_text": "ok"}}]}}`

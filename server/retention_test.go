@@ -13,6 +13,7 @@ import (
 // A server keeps every run unless given a retention, and says so in describe; with one, Retain
 // prunes the settled runs older than it and keeps the pending ones.
 func TestRetentionPrunesSettledRunsOnly(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	f.run(example(t, "01_round_under_100.star"), "")
 	rep, err := f.srv.Retain(context.Background())

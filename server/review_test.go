@@ -96,6 +96,7 @@ func sessionCookie(t testing.TB, r response) *http.Cookie {
 }
 
 func TestReviewPageIsServedWithoutTheTokenAndLocksItselfDown(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.page("GET", "/", nil, nil, false)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -124,6 +125,7 @@ func TestReviewPageIsServedWithoutTheTokenAndLocksItselfDown(t *testing.T) {
 }
 
 func TestReviewPageFilesAreSelfContained(t *testing.T) {
+	t.Parallel()
 	inline := regexp.MustCompile(`(?i)<script(\s[^>]*)?>\s*[^<\s]|<style|\son[a-z]+\s*=|javascript:`)
 	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(`)
 	unsafe := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function`)
@@ -147,6 +149,7 @@ func TestReviewPageFilesAreSelfContained(t *testing.T) {
 }
 
 func TestLoginTradesTheTokenForAStrictSessionCookie(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.page("POST", "/login", LoginRequest{Token: testToken}, nil, false)
 	assert.Equal(t, http.StatusForbidden, r.status, "a login without the page's header is refused (CSRF)")
@@ -211,6 +214,7 @@ func TestLoginTradesTheTokenForAStrictSessionCookie(t *testing.T) {
 }
 
 func TestSessionsExpireAndAreBounded(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -241,6 +245,7 @@ func TestSessionsExpireAndAreBounded(t *testing.T) {
 }
 
 func TestLoginLinkWorksOnceAndExpires(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := newFixture(t, Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
@@ -279,6 +284,7 @@ func TestLoginLinkWorksOnceAndExpires(t *testing.T) {
 // on another port of 127.0.0.1 receives it) authorizes nothing without the session's key, which
 // only the login's answer carried.
 func TestAReplayedSessionCookieAuthorizesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	run := f.run(purchase("Aviator", 1, "Ann"), "one Aviator for Ann")
 	c := f.login()
@@ -317,6 +323,7 @@ func TestAReplayedSessionCookieAuthorizesNothing(t *testing.T) {
 }
 
 func TestQueueSummarisesRunsByFilterNewestFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	a := f.run(purchase("Aviator", 1, "Ann"), "one Aviator for Ann")
 	b := f.run(purchase("Aviator", 1, "Bob"), "one Aviator for Bob")
@@ -372,6 +379,7 @@ func TestQueueSummarisesRunsByFilterNewestFirst(t *testing.T) {
 }
 
 func TestRunReviewLaysOutTheDiffAndKeepsHostileTextAsData(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	hostile := `<script>alert("x")</script><img src=x onerror=alert(1)>`
 	doc := f.run(hostilePurchase(t, hostile), "<i>one Aviator</i>")
@@ -414,6 +422,7 @@ func TestRunReviewLaysOutTheDiffAndKeepsHostileTextAsData(t *testing.T) {
 }
 
 func TestProposerNamesWhoMadeTheRun(t *testing.T) {
+	t.Parallel()
 	for origin, want := range map[string]string{
 		OriginHTTP: "API", OriginMCP: "MCP", "exec": "CLI (exec)", "demo": "CLI (demo)", "ask": "ask", "": "unknown", "cron": "cron",
 	} {
@@ -445,6 +454,7 @@ answer_text = "Done. Sold. Thanks."
 `
 
 func TestRunReviewLeadsWithTheMostSeriousDiagnostic(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	doc := f.run(brokenSale, "take an Aviator")
 	require.Equal(t, StateFailed, doc.State)
@@ -467,6 +477,7 @@ func TestRunReviewLeadsWithTheMostSeriousDiagnostic(t *testing.T) {
 }
 
 func TestBySeriousnessPutsTheDataFirstAndTheCountLast(t *testing.T) {
+	t.Parallel()
 	d := func(stage diag.Stage, code string) diag.Diagnostic { return diag.Diagnostic{Stage: stage, Code: code} }
 	in := diag.List{
 		d(diag.StageContract, engine.CodeMoreDiagnostics),

@@ -217,6 +217,7 @@ func (m mcpTransport) do(t *testing.T, op string, rs runs) (outcome, bool) {
 // Every operation on every transport is allowed to exactly the roles that hold its right, and
 // refused to the others with forbidden-role; the legacy token is an admin.
 func TestRightsPerRoleOperationAndTransport(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	principals := []struct {
 		name  string
@@ -282,6 +283,7 @@ func TestRightsPerRoleOperationAndTransport(t *testing.T) {
 
 // A run records who proposed it, by the token's name.
 func TestRunRecordsTheTokenThatProposedIt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	secret := f.token("agent-1", access.Proposer, 0)
 	r := f.callWith(secret, "POST", "/v1/runs", RunRequest{Program: purchase("Wayfarer", 1, "Carol")})
@@ -307,6 +309,7 @@ func TestRunRecordsTheTokenThatProposedIt(t *testing.T) {
 // A revoked token is refused from its next request on: its bearer requests, its MCP session and
 // the page sessions made with it.
 func TestRevocationEndsEverySession(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	secret := f.token("alice", access.Approver, 0)
 	cookie := f.session(f.loginWith(secret))
@@ -345,6 +348,7 @@ func (c *testClock) add(d time.Duration) {
 
 // A token that expires is refused from then on, page session included.
 func TestExpiredTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{t: time.Now()}
 	f := newFixture(t, Options{Now: clock.now})
 	secret := f.token("temp", access.Approver, time.Hour)
@@ -361,6 +365,7 @@ func TestExpiredTokenIsRefused(t *testing.T) {
 
 // No secret is echoed: not a wrong one in its refusal, not a stored one in the store or a run.
 func TestSecretsAreNeitherEchoedNorStored(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	secret := f.token("agent-1", access.Proposer, 0)
 	wrong := secret[:len(secret)-4] + "0000"
@@ -379,6 +384,7 @@ func TestSecretsAreNeitherEchoedNorStored(t *testing.T) {
 
 // A proposer rejects its own runs, not another's.
 func TestProposerRejectsOnlyItsOwnRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	secret := f.token("agent-1", access.Proposer, 0)
 	other := f.run(purchase("Wayfarer", 1, "Bob"), "")
@@ -393,6 +399,7 @@ func TestProposerRejectsOnlyItsOwnRuns(t *testing.T) {
 
 // MCP over HTTP serves no standalone stream: a drain never waits on one.
 func TestMCPRefusesTheStandaloneStream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("GET", MCPPath, nil)
 	assert.Equal(t, http.StatusMethodNotAllowed, r.status)

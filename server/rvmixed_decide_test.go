@@ -22,6 +22,7 @@ import (
 // stream carries one applied event per applied run and one rejected event per rejection
 // recorded.
 func TestRvmixedApplyAndRejectRaceBesideReads(t *testing.T) {
+	t.Parallel()
 	const clients, rounds = 6, 2
 	f := newFixture(t, Options{})
 	ctx := testContext(t)
@@ -210,6 +211,7 @@ func TestRvmixedApplyAndRejectRaceBesideReads(t *testing.T) {
 // so each decision's commit checks, under the chain's lock the servers share, that no other
 // server decided the run since (engine.decidedElsewhere). Before, 9 of 10 runs were both.
 func TestRvmixedPGApplyOnOneServerRejectOnAnother(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a := pgFixture(t, dsn, true)
 	b := pgFixture(t, dsn, false)

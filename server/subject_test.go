@@ -19,6 +19,7 @@ STATUS = "success"`
 
 // A run names its subject in POST /v1/runs; the answer and GET /v1/runs/{id} show it.
 func TestSubjectOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	r := f.call("POST", "/v1/runs", RunRequest{Program: whoFor, Request: "who", Subject: "C42"})
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -53,6 +54,7 @@ func TestSubjectOverHTTP(t *testing.T) {
 // A token pinned to a subject acts for it when the request names none, and is refused 403
 // subject-mismatch when it names another, over HTTP and over MCP; nothing is recorded then.
 func TestPinnedTokenRefusesAnotherSubject(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	secret, _, err := f.srv.tokens.CreateFor(context.Background(), "agent-c1", access.Proposer, 0, "C1")
 	require.NoError(t, err)
@@ -88,6 +90,7 @@ func TestPinnedTokenRefusesAnotherSubject(t *testing.T) {
 // through the log, the counts left zero), another subject's run is unknown to show and replay
 // over HTTP and MCP, and the stream of every run's events is closed to it.
 func TestPinnedTokenReadsOnlyItsSubject(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Options{})
 	c1, _, err := f.srv.tokens.CreateFor(context.Background(), "agent-c1", access.Proposer, 0, "C1")
 	require.NoError(t, err)
@@ -160,6 +163,7 @@ func TestPinnedTokenReadsOnlyItsSubject(t *testing.T) {
 // A pinned proposer that an auto-approval rule lets apply applies its own subject's runs only:
 // another subject's run is unknown to it, and nothing is written.
 func TestPinnedProposerAppliesOnlyItsSubject(t *testing.T) {
+	t.Parallel()
 	f, _ := approvalFixture(t, `{"auto": [{"name": "small_sale", "doc": "at most two rows", "kind": "auto_apply", "params": {"max_rows_written": 2, "tables": ["inventory", "transactions"]}}]}`)
 	c1, _, err := f.srv.tokens.CreateFor(context.Background(), "agent-c1", access.Proposer, 0, "C1")
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestTokenIsCreatedOnceOwnerOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tok, path, created, err := LoadToken(dir, "")
 	require.NoError(t, err)
@@ -31,6 +32,7 @@ func TestTokenIsCreatedOnceOwnerOnly(t *testing.T) {
 }
 
 func TestTokenFileReadableByOthersIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, path, _, err := LoadToken(dir, "")
 	require.NoError(t, err)
@@ -41,6 +43,7 @@ func TestTokenFileReadableByOthersIsRefused(t *testing.T) {
 }
 
 func TestGivenTokenWinsAndMustBeLongEnough(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tok, path, created, err := LoadToken(dir, "a-token-given-by-flag")
 	require.NoError(t, err)
@@ -57,6 +60,7 @@ func TestGivenTokenWinsAndMustBeLongEnough(t *testing.T) {
 }
 
 func TestTokenFileWithoutATokenIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, TokenFile), []byte("\n"), 0o600))
 	_, _, _, err := LoadToken(dir, "")

@@ -73,6 +73,7 @@ func one(t *testing.T, spans []*tracepb.Span, what string) *tracepb.Span {
 }
 
 func TestTracesOfADryRunAnApplyAndAConflictOverHTTP(t *testing.T) {
+	t.Parallel()
 	f, rcv := tracedFixture(t)
 
 	r := postTraced(t, f, "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Cy"), Request: "one Aviator"})
@@ -190,6 +191,7 @@ func (tr traced) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestTracesOfAnMCPRunOverStreamableHTTPAreChildrenOfTheCallersSpan(t *testing.T) {
+	t.Parallel()
 	f, rcv := tracedFixture(t)
 	client := mcp.NewClient(&mcp.Implementation{Name: "starplan-test", Version: "1"}, nil)
 	cs, err := client.Connect(testContext(t), &mcp.StreamableClientTransport{
@@ -235,6 +237,7 @@ func BenchmarkTracedDryRun(b *testing.B) {
 // A tool call carrying the caller's trace context in _meta (over stdio there are no headers)
 // makes its run a child of the caller's span; a call without one starts a trace of its own.
 func TestTracesOfAnMCPCallWithMetaTraceparent(t *testing.T) {
+	t.Parallel()
 	f, rcv := tracedFixture(t)
 	cs := mcpAs(t, f, testToken, nil)
 	var doc RunDocument
@@ -264,6 +267,7 @@ func TestTracesOfAnMCPCallWithMetaTraceparent(t *testing.T) {
 // and MCP show_run give the trace id of its span, from the audit record (so after a restart
 // too); an untraced server's runs have none.
 func TestTheRunDocumentRecordsItsTrace(t *testing.T) {
+	t.Parallel()
 	f, rcv := tracedFixture(t)
 	r := postTraced(t, f, "/v1/runs", RunRequest{Program: purchase("Aviator", 1, "Tr"), Request: "one Aviator"})
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -293,6 +297,7 @@ func TestTheRunDocumentRecordsItsTrace(t *testing.T) {
 // run's span (in the caller's trace), with the model, the attempt and the tokens; the repaired
 // attempt is its own run, with attempt 2.
 func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
+	t.Parallel()
 	model := llmtest.NewServer(t, llmtest.Reply(tagged("answer_text = nope")), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	client, err := llm.New(model.Config())
 	require.NoError(t, err)
@@ -325,6 +330,7 @@ func TestTheModelCallIsASpanOfItsRun(t *testing.T) {
 // telemetry.TraceModel makes it a starplan.model span of its own, in the caller's trace, in
 // error with the error's kind; and there is no run span.
 func TestAFailedModelCallIsASpanInError(t *testing.T) {
+	t.Parallel()
 	model := llmtest.NewServer(t, llmtest.Status(401), llmtest.Always(llmtest.Reply(tagged(example(t, "02_purchase_wayfarer.star")))))
 	client, err := llm.New(model.Config())
 	require.NoError(t, err)
