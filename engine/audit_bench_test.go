@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
 )
 
 // BenchmarkDryRunStream is a stream of dry runs of new plans (the two-item order at 100 rows, a
@@ -89,4 +91,73 @@ func BenchmarkDryRunStream(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAuditEncode is the engine's side of a dry-run stream's audit write, without the
+// store's: the records of a batch of 200 dry runs (BenchmarkDryRunStream's, as they were queued)
+// encoded and hashed, their batch's chain entry sealed, and each document's bytes asked for as
+// a store asks (store.EncodeSysRoom), nothing committed. ns/record is its cost per record.
+//
+//	go test ./engine -run '^$' -bench AuditEncode -benchtime 200x -count 6 | tee new.txt; benchstat new.txt
+func BenchmarkAuditEncode(b *testing.B) {
+	e := newPlanEngine(b, nil)
+	ctx := context.Background()
+	req := Request{UserRequest: "I want to buy 3 pairs of classic sunglasses and 1 pair of aviator sunglasses."}
+	// The records as queued (the run's own rows, not copies read back): a linger longer than
+	// the benchmark keeps them in the queue (set before the writer first reads it, on a run's signal).
+	e.audit.linger = time.Hour
+	const batch = 200 // about a stream's batch (commits/run)
+	for n := range batch {
+		req.Reply = newPlanText(b, n)
+		res, err := e.Run(ctx, req)
+		require.NoError(b, err)
+		require.True(b, res.Pending, res.Diagnostics.String())
+	}
+	var recs []*RunRecord
+	for _, q := range e.audit.tail() {
+		recs = append(recs, q.rec)
+	}
+	require.Len(b, recs, batch)
+	require.NoError(b, e.audit.flush())
+	for _, r := range recs {
+		var raw json.RawMessage
+		_, err := e.st.GetSys(auditCollection, r.ID, &raw)
+		require.NoError(b, err)
+		got, err := r.encodeStored()
+		require.NoError(b, err)
+		require.Equal(b, string(raw), string(got), "the benchmark encodes the records the stream stored")
+	}
+	a := newAuditLog(nil, &chain{head: chainHead{Seq: 1, Hash: "0"}})
+	defer a.close()
+	var stored int
+	put := func(docs []store.SysDoc) error {
+		for _, d := range docs {
+			raw, _, _, err := store.EncodeSysRoom(d.Value)
+			if err != nil {
+				return err
+			}
+			stored += len(raw)
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0, _ := threadCPU()
+	for b.Loop() {
+		a.mu.Lock()
+		for _, r := range recs {
+			a.queue = append(a.queue, &queuedRecord{rec: r})
+		}
+		a.mu.Unlock()
+		if err := a.writeWith(fixedNow, nil, put); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu1, ok := threadCPU()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+	if ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N*len(recs)), "cpu-ns/record")
+	}
+	b.ReportMetric(float64(stored)/float64(b.N*len(recs)), "B/record")
 }
