@@ -440,16 +440,25 @@ func (e *Engine) readRecord(id string) (*RunRecord, error) { return e.readRecord
 func (e *Engine) decisionRecord(id string) (*RunRecord, error) { return e.readRecordFor(id, true) }
 
 func (e *Engine) readRecordFor(id string, decision bool) (*RunRecord, error) {
-	tail := e.audit.tail()
+	return e.readRecordIn(e.audit.tail(), id, decision)
+}
+
+// readRecordIn is readRecordFor with tail, the audit log's tail as it was read: a record of it
+// whose batch has committed since is read from the store.
+func (e *Engine) readRecordIn(tail []*queuedRecord, id string, decision bool) (*RunRecord, error) {
 	for i := len(tail) - 1; i >= 0; i-- { // the newest version
-		if tail[i].rec.ID == id {
-			raw, err := tail[i].EncodeJSON()
+		if q := tail[i]; q.rec.ID == id {
+			if !q.pin() {
+				break // its batch committed since tail: the store has it (or a later version)
+			}
+			defer q.unpin()
+			raw, err := q.EncodeJSON()
 			if err != nil {
 				return nil, err
 			}
 			rec, err := e.decodeRecord(raw)
 			if err == nil && decision {
-				rec.chainRead = tail[i].sum // the hash the queue's write chains (after EncodeJSON)
+				rec.chainRead = q.sum // the hash the queue's write chains (after EncodeJSON)
 			}
 			return rec, err
 		}
@@ -625,12 +634,62 @@ func newAuditLog(st store.Store, c *chain) *auditLog {
 // queuedRecord is a record waiting in the audit log's queue, with its JSON once encoded: a
 // listing that shows it before it is written encodes it, and the write stores those bytes.
 // A record is not changed once queued.
+//
+// Its bytes are encoded into a buffer of recordBufs, which goes back there once the batch that
+// wrote it has committed (release): a new zeroed buffer per record, and the garbage it made,
+// were a sixth of the engine's side of the audit write (issue 32). Nothing reads them then: the
+// store keeps no bytes of a write after it (store.RoomEncoded); a listing reads queued records
+// under the writer's read lock (listRuns), so never one of a batch being written; a reader
+// without it (readRecordFor) pins the bytes while it reads them, and a pinned record's buffer is
+// left to the garbage collector.
 type queuedRecord struct {
 	rec  *RunRecord
 	once sync.Once
 	buf  []byte // store.SysDocRoom, then the JSON
 	sum  string // the hex SHA-256 of the JSON, which the hash chain takes (lazyRecord)
 	err  error
+	// pooled is buf's place in recordBufs, which release returns it to.
+	pooled *[]byte
+	// pins counts the readers of buf outside the writer's lock (pin); -1 once released: buf is
+	// gone, and the record is in the store.
+	pins atomic.Int32
+}
+
+// recordBufs are the buffers records are encoded into (queuedRecord).
+var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, recordBufSize); return &b }}
+
+// maxPooledBuf is the largest buffer that goes back to recordBufs: a rare large record's is left
+// to the garbage collector rather than kept for records a fraction of its size.
+const maxPooledBuf = 64 << 10
+
+// pin keeps buf from being released until unpin; false when it was released already (the
+// record is in the store: read it there).
+func (q *queuedRecord) pin() bool {
+	for {
+		n := q.pins.Load()
+		if n < 0 {
+			return false
+		}
+		if q.pins.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (q *queuedRecord) unpin() { q.pins.Add(-1) }
+
+// release returns buf to recordBufs, unless a reader has it pinned. The caller holds the
+// writer's lock, and the batch that wrote the record has committed: the record has left the
+// tail, and no listing reads it.
+func (q *queuedRecord) release() {
+	if q.pooled == nil || !q.pins.CompareAndSwap(0, -1) {
+		return
+	}
+	if cap(q.buf) <= maxPooledBuf {
+		*q.pooled = q.buf[:0]
+		recordBufs.Put(q.pooled)
+	}
+	q.buf, q.pooled = nil, nil
 }
 
 // EncodeJSON implements store.SelfEncoded.
@@ -645,14 +704,27 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 // EncodeJSONRoom implements store.RoomEncoded: the store writes its header before the JSON
 // instead of copying it (issue 32).
 func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
+	q.encode()
+	return q.buf, store.SysDocRoom, q.err
+}
+
+// encode encodes the record, once. It reads nothing of the record's bytes afterwards: the
+// encoder of a batch that another writer commits meanwhile (auditLog.encode) may see them
+// released.
+func (q *queuedRecord) encode() {
 	q.once.Do(func() {
 		var s storedRecord
 		q.rec.storeInto(&s)
-		if q.buf, q.err = s.encodeAfter(store.SysDocRoom); q.err == nil {
+		p := recordBufs.Get().(*[]byte)
+		b := *p
+		if cap(b) < store.SysDocRoom {
+			b = make([]byte, 0, recordBufSize)
+		}
+		if q.buf, q.err = s.encodeInto(b[:store.SysDocRoom]); q.err == nil { // the room's bytes are free
 			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
+			q.pooled = p
 		}
 	})
-	return q.buf, store.SysDocRoom, q.err
 }
 
 // recordSum implements summedRecord: the chain takes the hash made with the JSON.
@@ -666,7 +738,7 @@ func (a *auditLog) encode() {
 	queued := slices.Clip(a.queue)
 	a.mu.Unlock()
 	for _, q := range queued {
-		q.EncodeJSONRoom() // an error is the write's, again, where it is stored
+		q.encode() // an error is the write's, again, where it is stored
 	}
 }
 
@@ -812,6 +884,9 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {
 		a.commits.Add(1)
+		for _, q := range batch {
+			q.release()
+		}
 	}
 	return err
 }

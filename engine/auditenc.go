@@ -36,8 +36,16 @@ func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
 // encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
 // (store.RoomEncoded).
 func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
+	return s.encodeInto(make([]byte, room, max(recordBufSize, 2*room)))
+}
+
+// recordBufSize is the capacity of a new record's buffer: most records fit (8 KiB: a size
+// class of its own).
+const recordBufSize = 8192
+
+// encodeInto appends the record's JSON to b.
+func (s *storedRecord) encodeInto(b []byte) ([]byte, error) {
 	var e recordEncoder
-	b := make([]byte, room, max(8192, 2*room)) // most records fit (8 KiB: a size class of its own)
 	r := &s.RunRecord
 	b = e.raw(b, `{"run_id":`)
 	b = e.str(b, r.ID)
