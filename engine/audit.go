@@ -704,14 +704,15 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 // EncodeJSONRoom implements store.RoomEncoded: the store writes its header before the JSON
 // instead of copying it (issue 32).
 func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
-	q.encode()
+	var e recordEncoder
+	q.encode(&e)
 	return q.buf, store.SysDocRoom, q.err
 }
 
-// encode encodes the record, once. It reads nothing of the record's bytes afterwards: the
-// encoder of a batch that another writer commits meanwhile (auditLog.encode) may see them
+// encode encodes the record with e, once. It reads nothing of the record's bytes afterwards:
+// the encoder of a batch that another writer commits meanwhile (auditLog.encode) may see them
 // released.
-func (q *queuedRecord) encode() {
+func (q *queuedRecord) encode(e *recordEncoder) {
 	q.once.Do(func() {
 		var s storedRecord
 		q.rec.storeInto(&s)
@@ -720,7 +721,7 @@ func (q *queuedRecord) encode() {
 		if cap(b) < store.SysDocRoom {
 			b = make([]byte, 0, recordBufSize)
 		}
-		if q.buf, q.err = s.encodeInto(b[:store.SysDocRoom]); q.err == nil { // the room's bytes are free
+		if q.buf, q.err = e.record(b[:store.SysDocRoom], &s); q.err == nil { // the room's bytes are free
 			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
 			q.pooled = p
 		}
@@ -737,8 +738,9 @@ func (a *auditLog) encode() {
 	a.mu.Lock()
 	queued := slices.Clip(a.queue)
 	a.mu.Unlock()
+	var e recordEncoder // one for the batch: its records' rows have the same few shapes
 	for _, q := range queued {
-		q.encode() // an error is the write's, again, where it is stored
+		q.encode(&e) // an error is the write's, again, where it is stored
 	}
 }
 

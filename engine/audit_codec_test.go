@@ -84,15 +84,21 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	}
 	bare := fullRecord()
 	bare.Program = bare.Reply
-	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
-		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
-		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
-		s := r.stored()
-		want, err := json.Marshal(s.cut())
-		require.NoError(t, err, name)
-		got, err := s.encode()
-		require.NoError(t, err, name)
-		require.Equal(t, string(want), string(got), name)
+	var batch recordEncoder // one encoder for several records, as a batch's (auditLog.encode)
+	for range 2 {
+		for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
+			"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
+			"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
+			s := r.stored()
+			want, err := json.Marshal(s.cut())
+			require.NoError(t, err, name)
+			got, err := s.encode()
+			require.NoError(t, err, name)
+			require.Equal(t, string(want), string(got), name)
+			got, err = batch.record([]byte("room"), s)
+			require.NoError(t, err, name)
+			require.Equal(t, "room"+string(want), string(got), name+", by a batch's encoder")
+		}
 	}
 	nan := fullRecord()
 	nan.DurationMS = math.NaN()

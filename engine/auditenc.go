@@ -26,9 +26,32 @@ type recordEncoder struct {
 	fieldsOnly bool
 	// shapes are the sorted names of the last objects of several names written: a record's rows
 	// are a few tables' rows, each of its table's names, and an object with a shape's names is
-	// written in its order without listing and sorting its own (issue 32).
-	shapes [4][]string
+	// written in its order without listing and sorting its own, nor encoding the names again
+	// (issue 32). An encoder that writes several records (a batch's: auditLog.encode) keeps
+	// them from one to the next.
+	shapes [4]shape
 	nshape int
+}
+
+// shape is the sorted names of an object, and each as the object's JSON has it: `"name":`,
+// with the comma before it after the first.
+type shape struct {
+	names []string
+	keys  []string
+}
+
+func newShape(names []string) shape {
+	sh := shape{names: slices.Clone(names), keys: make([]string, len(names))}
+	var b []byte
+	for i, k := range names {
+		b = b[:0]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(store.AppendJSONString(b, k), ':')
+		sh.keys[i] = string(b)
+	}
+	return sh
 }
 
 func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
@@ -46,6 +69,12 @@ const recordBufSize = 8192
 // encodeInto appends the record's JSON to b.
 func (s *storedRecord) encodeInto(b []byte) ([]byte, error) {
 	var e recordEncoder
+	return e.record(b, s)
+}
+
+// record appends s's JSON to b.
+func (e *recordEncoder) record(b []byte, s *storedRecord) ([]byte, error) {
+	e.err, e.fieldsOnly = nil, false
 	r := &s.RunRecord
 	b = e.raw(b, `{"run_id":`)
 	b = e.str(b, r.ID)
@@ -399,23 +428,20 @@ func (e *recordEncoder) fields(b []byte, row table.Row, names []string) []byte {
 func (e *recordEncoder) object(b []byte, m map[string]any) []byte {
 	start := len(b)
 shapes:
-	for _, names := range e.shapes { // a copy: a value's own objects may change them
-		if len(names) != len(m) || len(names) < 2 {
+	for i := range e.shapes {
+		sh := e.shapes[i] // a copy: a value's own objects may change them
+		if len(sh.names) != len(m) || len(sh.names) < 2 {
 			continue
 		}
 		// m has as many names as the shape and each of the shape's: the same names.
 		b = append(b, '{')
-		for i, k := range names {
+		for j, k := range sh.names {
 			v, ok := m[k]
 			if !ok {
 				b = b[:start]
 				continue shapes
 			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = e.str(b, k)
-			b = append(b, ':')
+			b = append(b, sh.keys[j]...)
 			b = e.value(b, v)
 		}
 		return append(b, '}')
@@ -432,7 +458,7 @@ shapes:
 		b = e.value(b, m[k])
 	}
 	if len(names) >= 2 {
-		e.shapes[e.nshape%len(e.shapes)] = slices.Clone(names)
+		e.shapes[e.nshape%len(e.shapes)] = newShape(names)
 		e.nshape++
 	}
 	b = e.raw(b, "}")
