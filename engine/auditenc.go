@@ -119,7 +119,14 @@ func (e *recordEncoder) record(b []byte, s *storedRecord) ([]byte, error) {
 		b = e.raw(b, "]")
 	}
 	b = e.raw(b, `,"diagnostics":`)
-	b = e.json(b, r.Diagnostics)
+	switch {
+	case r.Diagnostics == nil:
+		b = e.raw(b, "null")
+	case len(r.Diagnostics) == 0: // most runs': not worth encoding/json's reflection
+		b = e.raw(b, "[]")
+	default:
+		b = e.json(b, r.Diagnostics)
+	}
 	b = e.raw(b, `,"stdout":`)
 	b = e.str(b, r.Stdout)
 	b = e.raw(b, `,"stdout_truncated":`)
