@@ -562,7 +562,7 @@ func (e *recordEncoder) time(b []byte, t time.Time) []byte {
 // rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
 // compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
 func (e *recordEncoder) rawJSON(b []byte, raw json.RawMessage) []byte {
-	if compactASCII(raw) && json.Valid(raw) { // what Compact and HTMLEscape leave as it is
+	if compactASCII(raw) && (plainValid(raw) || json.Valid(raw)) { // what Compact and HTMLEscape leave as it is
 		return append(b, raw...)
 	}
 	start := len(b)
@@ -590,6 +590,130 @@ func compactASCII(raw []byte) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// plainValid reports whether raw, which compactASCII accepts, is surely valid JSON: a value of
+// objects, lists, strings without escapes, numbers, true, false and null, nested at most
+// maxPlainDepth deep, and nothing after it. False is not sure: json.Valid says (issue 32: it was
+// most of the cost of a record's reads, each filter AppendMarshal's plain form).
+func plainValid(raw []byte) bool {
+	p := plainJSON{b: raw}
+	return p.value(0) && p.i == len(raw)
+}
+
+const maxPlainDepth = 32
+
+// plainJSON reads plainValid's JSON.
+type plainJSON struct {
+	b []byte
+	i int
+}
+
+func (p *plainJSON) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *plainJSON) value(depth int) bool {
+	if p.i >= len(p.b) || depth > maxPlainDepth {
+		return false
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		p.i++
+		if p.eat('}') {
+			return true
+		}
+		for {
+			if !p.str() || !p.eat(':') || !p.value(depth+1) {
+				return false
+			}
+			if !p.eat(',') {
+				return p.eat('}')
+			}
+		}
+	case c == '[':
+		p.i++
+		if p.eat(']') {
+			return true
+		}
+		for {
+			if !p.value(depth + 1) {
+				return false
+			}
+			if !p.eat(',') {
+				return p.eat(']')
+			}
+		}
+	case c == '"':
+		return p.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.word("true")
+	case c == 'f':
+		return p.word("false")
+	case c == 'n':
+		return p.word("null")
+	}
+	return false
+}
+
+// str reads a string without escapes (compactASCII leaves no control character in it).
+func (p *plainJSON) str() bool {
+	if !p.eat('"') {
+		return false
+	}
+	for ; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case '"':
+			p.i++
+			return true
+		case '\\':
+			return false
+		}
+	}
+	return false
+}
+
+func (p *plainJSON) digits() bool {
+	start := p.i
+	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+		p.i++
+	}
+	return p.i > start
+}
+
+// number reads a number as JSON writes it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *plainJSON) number() bool {
+	p.eat('-')
+	if !p.eat('0') {
+		if p.i >= len(p.b) || p.b[p.i] < '1' || p.b[p.i] > '9' {
+			return false
+		}
+		p.digits()
+	}
+	if p.eat('.') && !p.digits() {
+		return false
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		return p.digits()
+	}
+	return true
+}
+
+func (p *plainJSON) word(w string) bool {
+	if len(p.b)-p.i < len(w) || string(p.b[p.i:p.i+len(w)]) != w {
+		return false
+	}
+	p.i += len(w)
 	return true
 }
 
