@@ -607,6 +607,8 @@ type auditLog struct {
 	// writeMu: the background writer leaves the queue to them (they commit it with their own
 	// records) rather than make them wait for a batch's commit and sync.
 	deciding atomic.Int32
+	// bufs are the buffers of records whose batches committed, for the next to encode into.
+	bufs recordBufs
 	// around, when set (by benchmarks), runs each flush: it measures the CPU of a batch's write,
 	// its records' encoding included.
 	around func(write func() error) error
@@ -635,32 +637,66 @@ func newAuditLog(st store.Store, c *chain) *auditLog {
 // listing that shows it before it is written encodes it, and the write stores those bytes.
 // A record is not changed once queued.
 //
-// Its bytes are encoded into a buffer of recordBufs, which goes back there once the batch that
-// wrote it has committed (release): a new zeroed buffer per record, and the garbage it made,
-// were a sixth of the engine's side of the audit write (issue 32). Nothing reads them then: the
-// store keeps no bytes of a write after it (store.RoomEncoded); a listing reads queued records
-// under the writer's read lock (listRuns), so never one of a batch being written; a reader
-// without it (readRecordFor) pins the bytes while it reads them, and a pinned record's buffer is
-// left to the garbage collector.
+// Its bytes are encoded into a buffer of its log's (recordBufs), which goes back there once the
+// batch that wrote it has committed (release): a new zeroed buffer per record, and the garbage
+// it made, were a sixth of the engine's side of the audit write (issue 32). Nothing reads them
+// then: the store keeps no bytes of a write after it (store.SelfEncoded); a listing reads
+// queued records under the writer's read lock (listRuns), so never one of a batch being
+// written; a reader without it (readRecordFor) pins the bytes while it reads them, and a pinned
+// record's buffer is left to the garbage collector.
 type queuedRecord struct {
 	rec  *RunRecord
 	once sync.Once
 	buf  []byte // store.SysDocRoom, then the JSON
 	sum  string // the hex SHA-256 of the JSON, which the hash chain takes (lazyRecord)
 	err  error
-	// pooled is buf's place in recordBufs, which release returns it to.
-	pooled *[]byte
+	// bufs is where buf comes from and goes back to (nil: a buffer of its own).
+	bufs *recordBufs
 	// pins counts the readers of buf outside the writer's lock (pin); -1 once released: buf is
 	// gone, and the record is in the store.
 	pins atomic.Int32
 }
 
-// recordBufs are the buffers records are encoded into (queuedRecord).
-var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, recordBufSize); return &b }}
+// recordBufs are an audit log's buffers for its records' bytes, free for the next records to
+// encode into: at most maxFreeBufs, each of at most maxPooledBuf bytes (a rare large record's is
+// left to the garbage collector rather than kept for records a fraction of its size), about a
+// batch's worth. Not a sync.Pool: the collector empties one in a cycle or two, and a stream's
+// batch is committed a linger or a batch apart, after as many cycles again.
+type recordBufs struct {
+	mu   sync.Mutex
+	free [][]byte
+}
 
-// maxPooledBuf is the largest buffer that goes back to recordBufs: a rare large record's is left
-// to the garbage collector rather than kept for records a fraction of its size.
-const maxPooledBuf = 64 << 10
+const (
+	maxFreeBufs  = 320
+	maxPooledBuf = 16 << 10
+)
+
+// get returns a free buffer, or a new one.
+func (p *recordBufs) get() []byte {
+	if p != nil {
+		p.mu.Lock()
+		if n := len(p.free); n > 0 {
+			b := p.free[n-1]
+			p.free = p.free[:n-1]
+			p.mu.Unlock()
+			return b[:0]
+		}
+		p.mu.Unlock()
+	}
+	return make([]byte, 0, recordBufSize)
+}
+
+// put frees bufs.
+func (p *recordBufs) put(bufs ...[]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range bufs {
+		if len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
+			p.free = append(p.free, b)
+		}
+	}
+}
 
 // pin keeps buf from being released until unpin; false when it was released already (the
 // record is in the store: read it there).
@@ -678,18 +714,16 @@ func (q *queuedRecord) pin() bool {
 
 func (q *queuedRecord) unpin() { q.pins.Add(-1) }
 
-// release returns buf to recordBufs, unless a reader has it pinned. The caller holds the
-// writer's lock, and the batch that wrote the record has committed: the record has left the
-// tail, and no listing reads it.
-func (q *queuedRecord) release() {
-	if q.pooled == nil || !q.pins.CompareAndSwap(0, -1) {
-		return
+// release gives up buf, unless a reader has it pinned, and returns it (nil when pinned or
+// not q.bufs'): its batch has committed, so the record has left the tail, and the caller
+// holds the writer's lock, so no listing reads it.
+func (q *queuedRecord) release() []byte {
+	if q.bufs == nil || q.buf == nil || !q.pins.CompareAndSwap(0, -1) {
+		return nil
 	}
-	if cap(q.buf) <= maxPooledBuf {
-		*q.pooled = q.buf[:0]
-		recordBufs.Put(q.pooled)
-	}
-	q.buf, q.pooled = nil, nil
+	b := q.buf
+	q.buf = nil
+	return b
 }
 
 // EncodeJSON implements store.SelfEncoded.
@@ -716,14 +750,8 @@ func (q *queuedRecord) encode(e *recordEncoder) {
 	q.once.Do(func() {
 		var s storedRecord
 		q.rec.storeInto(&s)
-		p := recordBufs.Get().(*[]byte)
-		b := *p
-		if cap(b) < store.SysDocRoom {
-			b = make([]byte, 0, recordBufSize)
-		}
-		if q.buf, q.err = e.record(b[:store.SysDocRoom], &s); q.err == nil { // the room's bytes are free
+		if q.buf, q.err = e.record(q.bufs.get()[:store.SysDocRoom], &s); q.err == nil { // the room's bytes are free
 			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
-			q.pooled = p
 		}
 	})
 }
@@ -750,7 +778,7 @@ func (a *auditLog) encode() {
 func (a *auditLog) add(r *RunRecord) {
 	cp := *r
 	a.mu.Lock()
-	a.queue = append(a.queue, &queuedRecord{rec: &cp})
+	a.queue = append(a.queue, &queuedRecord{rec: &cp, bufs: &a.bufs})
 	n := len(a.queue)
 	now := a.closed || n >= maxQueued
 	a.mu.Unlock()
@@ -886,9 +914,13 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {
 		a.commits.Add(1)
+		free := make([][]byte, 0, len(batch))
 		for _, q := range batch {
-			q.release()
+			if b := q.release(); b != nil {
+				free = append(free, b)
+			}
 		}
+		a.bufs.put(free...)
 	}
 	return err
 }

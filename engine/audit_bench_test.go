@@ -147,7 +147,7 @@ func BenchmarkAuditEncode(b *testing.B) {
 	for b.Loop() {
 		a.mu.Lock()
 		for _, r := range recs {
-			a.queue = append(a.queue, &queuedRecord{rec: r})
+			a.queue = append(a.queue, &queuedRecord{rec: r, bufs: &a.bufs})
 		}
 		a.mu.Unlock()
 		if err := a.writeWith(fixedNow, nil, put); err != nil {
