@@ -590,6 +590,10 @@ type auditLog struct {
 	chain *chain
 	mu    sync.Mutex
 	queue []*queuedRecord
+	// encoded is how many records at the queue's head are encoded (auditLog.encode); gen counts
+	// the queue's replacements (a batch taken, or put back), which set it to 0.
+	encoded int
+	gen     uint64
 	// inflight is the batch being written: with queue, what readers see that the store may not
 	// hold yet (tail).
 	inflight []*queuedRecord
@@ -759,17 +763,23 @@ func (q *queuedRecord) encode(e *recordEncoder) {
 // recordSum implements summedRecord: the chain takes the hash made with the JSON.
 func (q *queuedRecord) recordSum() string { return q.sum }
 
-// encode encodes the records queued now, outside the writer's lock (writeMu): a decision that
-// writes after a batch waits for its commit, not for its records' encoding too. Records are not
-// changed once queued, and each is encoded once (the rest take its bytes).
-func (a *auditLog) encode() {
+// encode encodes the records queued now with e, outside the writer's lock (writeMu): a decision
+// that writes after a batch waits for its commit, not for its records' encoding too. Records
+// are not changed once queued, and each is encoded once (the rest take its bytes); those the
+// queue's head holds encoded already (encoded) are not looked at again.
+func (a *auditLog) encode(e *recordEncoder) {
 	a.mu.Lock()
-	queued := slices.Clip(a.queue)
+	gen, start := a.gen, a.encoded
+	queued := slices.Clip(a.queue[start:])
 	a.mu.Unlock()
-	var e recordEncoder // one for the batch: its records' rows have the same few shapes
 	for _, q := range queued {
-		q.encode(&e) // an error is the write's, again, where it is stored
+		q.encode(e) // an error is the write's, again, where it is stored
 	}
+	a.mu.Lock()
+	if a.gen == gen && a.encoded == start {
+		a.encoded = start + len(queued)
+	}
+	a.mu.Unlock()
 }
 
 // add queues a copy of r: the caller may go on changing its own (ApplyWith's record after an
@@ -810,14 +820,24 @@ func (a *auditLog) background(err error) {
 
 func (a *auditLog) loop() {
 	defer close(a.done)
+	var e recordEncoder // the writer's, for the records it encodes as they come: its shapes carry on
 	for {
 		select {
 		case <-a.wake:
+			a.encodeNew(&e)
 			t := time.NewTimer(a.linger)
-			select {
-			case <-t.C:
-			case <-a.full:
-			case <-a.stop:
+		linger:
+			for {
+				select {
+				case <-t.C:
+					break linger
+				case <-a.full:
+					break linger
+				case <-a.stop:
+					break linger
+				case <-a.wake:
+					a.encodeNew(&e)
+				}
 			}
 			t.Stop()
 			a.background(a.flushUnlessDeciding())
@@ -828,6 +848,20 @@ func (a *auditLog) loop() {
 			return
 		}
 	}
+}
+
+// encodeNew encodes the records queued since it last did, while the background writer
+// lingers for its batch to fill: as the runs queue them, while their rows and texts may still
+// be in a cache, not a linger later for the whole batch at once, after the runs in between
+// pushed them out (issue 32: the same encoding cost a third more then). It is the writer's
+// work, on the writer's goroutine, as the batch's write encoding them would be; a benchmark
+// measures it as part of the write (around).
+func (a *auditLog) encodeNew(e *recordEncoder) {
+	if a.around != nil {
+		a.around(func() error { a.encode(e); return nil })
+		return
+	}
+	a.encode(e)
 }
 
 // flush writes every queued record in one transaction. A batch that cannot be written goes back
@@ -872,7 +906,8 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	if len(own) > 0 {
 		a.deciding.Add(1)
 	}
-	a.encode()
+	var e recordEncoder // one for the batch: its records' rows have the same few shapes
+	a.encode(&e)
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	if len(own) > 0 {
@@ -888,6 +923,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Lock()
 	batch := a.queue
 	a.queue, a.inflight = nil, batch
+	a.gen, a.encoded = a.gen+1, 0
 	a.mu.Unlock()
 	if len(batch) == 0 && len(own) == 0 {
 		return nil
@@ -910,6 +946,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.inflight = nil // in the store now, or back in the queue
 	if err != nil {
 		a.queue = append(batch, a.queue...)
+		a.gen, a.encoded = a.gen+1, 0
 	}
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {

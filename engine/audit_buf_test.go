@@ -66,7 +66,7 @@ func TestAReaderOfAWrittenBatchReadsTheStore(t *testing.T) {
 		_, err := e.Run(ctx, Request{Reply: example(t, "03_two_item_order.star"), UserRequest: fmt.Sprint("after ", i)})
 		require.NoError(t, err)
 	}
-	e.audit.encode()
+	e.audit.encode(new(recordEncoder))
 	rec, err := e.readRecordIn(tail, res.RunID, true)
 	require.NoError(t, err)
 	require.Equal(t, res.RunID, rec.ID)
