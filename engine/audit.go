@@ -451,19 +451,24 @@ func (e *Engine) readRecordIn(tail []*queuedRecord, id string, decision bool) (*
 			if !q.pin() {
 				break // its batch committed since tail: the store has it (or a later version)
 			}
-			defer q.unpin()
-			raw, err := q.EncodeJSON()
-			if err != nil {
-				return nil, err
-			}
-			rec, err := e.decodeRecord(raw)
-			if err == nil && decision {
-				rec.chainRead = q.sum // the hash the queue's write chains (after EncodeJSON)
-			}
-			return rec, err
+			return e.readQueued(q, decision)
 		}
 	}
 	return e.storedRecordFor(id, decision)
+}
+
+// readQueued decodes q's bytes, which the caller pinned.
+func (e *Engine) readQueued(q *queuedRecord, decision bool) (*RunRecord, error) {
+	defer q.unpin()
+	raw, err := q.EncodeJSON()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := e.decodeRecord(raw)
+	if err == nil && decision {
+		rec.chainRead = q.sum // the hash the queue's write chains (after EncodeJSON)
+	}
+	return rec, err
 }
 
 // storedRecord reads a run's record from the store.

@@ -33,23 +33,26 @@ type recordEncoder struct {
 	nshape int
 }
 
-// shape is the sorted names of an object, and each as the object's JSON has it: `"name":`,
-// with the comma before it after the first.
+// shape is the sorted names of an object, and the names as the object's JSON has them:
+// keys[ends[i-1]:ends[i]] is name i's `"name":`, with the comma before it after the first.
 type shape struct {
 	names []string
-	keys  []string
+	keys  []byte
+	ends  []int
 }
 
 func newShape(names []string) shape {
-	sh := shape{names: slices.Clone(names), keys: make([]string, len(names))}
-	var b []byte
+	n := 0
+	for _, k := range names {
+		n += len(k) + 4 // quotes, colon, comma: names that need no escape
+	}
+	sh := shape{names: slices.Clone(names), keys: make([]byte, 0, n), ends: make([]int, len(names))}
 	for i, k := range names {
-		b = b[:0]
 		if i > 0 {
-			b = append(b, ',')
+			sh.keys = append(sh.keys, ',')
 		}
-		b = append(store.AppendJSONString(b, k), ':')
-		sh.keys[i] = string(b)
+		sh.keys = append(store.AppendJSONString(sh.keys, k), ':')
+		sh.ends[i] = len(sh.keys)
 	}
 	return sh
 }
@@ -442,13 +445,15 @@ shapes:
 		}
 		// m has as many names as the shape and each of the shape's: the same names.
 		b = append(b, '{')
+		at := 0
 		for j, k := range sh.names {
 			v, ok := m[k]
 			if !ok {
 				b = b[:start]
 				continue shapes
 			}
-			b = append(b, sh.keys[j]...)
+			b = append(b, sh.keys[at:sh.ends[j]]...)
+			at = sh.ends[j]
 			b = e.value(b, v)
 		}
 		return append(b, '}')
