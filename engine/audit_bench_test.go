@@ -22,7 +22,7 @@ import (
 // before the writer's lock, the chain, the store's documents, index and digests, the commit)
 // as a share of the process's CPU over the stream, cpu-µs/run, all of the process's CPU per
 // run, and record-B, the size of a record as stored. Issue 32's target: audit-cpu-% ≤ 10. With listings, a record
-// a listing showed before its batch was written was encoded by the listing, and that part (about
+// a listing showed before the writer encoded it was encoded by the listing, and that part (about
 // a third of a record's cost) counts as the listing's: read listed=none for the audit's share.
 // A profile agrees:
 //
