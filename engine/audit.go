@@ -440,21 +440,35 @@ func (e *Engine) readRecord(id string) (*RunRecord, error) { return e.readRecord
 func (e *Engine) decisionRecord(id string) (*RunRecord, error) { return e.readRecordFor(id, true) }
 
 func (e *Engine) readRecordFor(id string, decision bool) (*RunRecord, error) {
-	tail := e.audit.tail()
+	return e.readRecordIn(e.audit.tail(), id, decision)
+}
+
+// readRecordIn is readRecordFor with tail, the audit log's tail as it was read: a record of it
+// whose batch has committed since is read from the store.
+func (e *Engine) readRecordIn(tail []*queuedRecord, id string, decision bool) (*RunRecord, error) {
 	for i := len(tail) - 1; i >= 0; i-- { // the newest version
-		if tail[i].rec.ID == id {
-			raw, err := tail[i].EncodeJSON()
-			if err != nil {
-				return nil, err
+		if q := tail[i]; q.rec.ID == id {
+			if !q.pin() {
+				break // its batch committed since tail: the store has it (or a later version)
 			}
-			rec, err := e.decodeRecord(raw)
-			if err == nil && decision {
-				rec.chainRead = tail[i].sum // the hash the queue's write chains (after EncodeJSON)
-			}
-			return rec, err
+			return e.readQueued(q, decision)
 		}
 	}
 	return e.storedRecordFor(id, decision)
+}
+
+// readQueued decodes q's bytes, which the caller pinned.
+func (e *Engine) readQueued(q *queuedRecord, decision bool) (*RunRecord, error) {
+	defer q.unpin()
+	raw, err := q.EncodeJSON()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := e.decodeRecord(raw)
+	if err == nil && decision {
+		rec.chainRead = q.sum // the hash the queue's write chains (after EncodeJSON)
+	}
+	return rec, err
 }
 
 // storedRecord reads a run's record from the store.
@@ -581,6 +595,10 @@ type auditLog struct {
 	chain *chain
 	mu    sync.Mutex
 	queue []*queuedRecord
+	// encoded is how many records at the queue's head are encoded (auditLog.encode); gen counts
+	// the queue's replacements (a batch taken, or put back), which set it to 0.
+	encoded int
+	gen     uint64
 	// inflight is the batch being written: with queue, what readers see that the store may not
 	// hold yet (tail).
 	inflight []*queuedRecord
@@ -598,6 +616,8 @@ type auditLog struct {
 	// writeMu: the background writer leaves the queue to them (they commit it with their own
 	// records) rather than make them wait for a batch's commit and sync.
 	deciding atomic.Int32
+	// bufs are the buffers of records whose batches committed, for the next to encode into.
+	bufs recordBufs
 	// around, when set (by benchmarks), runs each flush: it measures the CPU of a batch's write,
 	// its records' encoding included.
 	around func(write func() error) error
@@ -625,12 +645,94 @@ func newAuditLog(st store.Store, c *chain) *auditLog {
 // queuedRecord is a record waiting in the audit log's queue, with its JSON once encoded: a
 // listing that shows it before it is written encodes it, and the write stores those bytes.
 // A record is not changed once queued.
+//
+// Its bytes are encoded into a buffer of its log's (recordBufs), which goes back there once the
+// batch that wrote it has committed (release): a new zeroed buffer per record, and the garbage
+// it made, were a sixth of the engine's side of the audit write (issue 32). Nothing reads them
+// then: the store keeps no bytes of a write after it (store.SelfEncoded); a listing reads
+// queued records under the writer's read lock (listRuns), so never one of a batch being
+// written; a reader without it (readRecordFor) pins the bytes while it reads them, and a pinned
+// record's buffer is left to the garbage collector.
 type queuedRecord struct {
 	rec  *RunRecord
 	once sync.Once
 	buf  []byte // store.SysDocRoom, then the JSON
 	sum  string // the hex SHA-256 of the JSON, which the hash chain takes (lazyRecord)
 	err  error
+	// bufs is where buf comes from and goes back to (nil: a buffer of its own).
+	bufs *recordBufs
+	// pins counts the readers of buf outside the writer's lock (pin); -1 once released: buf is
+	// gone, and the record is in the store.
+	pins atomic.Int32
+}
+
+// recordBufs are an audit log's buffers for its records' bytes, free for the next records to
+// encode into: at most maxFreeBufs, each of at most maxPooledBuf bytes (a rare large record's is
+// left to the garbage collector rather than kept for records a fraction of its size), about a
+// batch's worth. Not a sync.Pool: the collector empties one in a cycle or two, and a stream's
+// batch is committed a linger or a batch apart, after as many cycles again.
+type recordBufs struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+const (
+	maxFreeBufs  = 320
+	maxPooledBuf = 16 << 10
+)
+
+// get returns a free buffer, or a new one.
+func (p *recordBufs) get() []byte {
+	if p != nil {
+		p.mu.Lock()
+		if n := len(p.free); n > 0 {
+			b := p.free[n-1]
+			p.free = p.free[:n-1]
+			p.mu.Unlock()
+			return b[:0]
+		}
+		p.mu.Unlock()
+	}
+	return make([]byte, 0, recordBufSize)
+}
+
+// put frees bufs.
+func (p *recordBufs) put(bufs ...[]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range bufs {
+		if len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
+			p.free = append(p.free, b)
+		}
+	}
+}
+
+// pin keeps buf from being released until unpin; false when it was released already (the
+// record is in the store: read it there).
+func (q *queuedRecord) pin() bool {
+	for {
+		n := q.pins.Load()
+		if n < 0 {
+			return false
+		}
+		if q.pins.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (q *queuedRecord) unpin() { q.pins.Add(-1) }
+
+// release gives up buf, unless a reader has it pinned, and returns it (nil when pinned or
+// not q.bufs'): its batch has committed, so the record has left the tail, and the caller
+// holds the writer's lock, so no listing reads it.
+func (q *queuedRecord) release() []byte {
+	if q.bufs == nil || q.buf == nil || !q.pins.CompareAndSwap(0, -1) {
+		return nil
+	}
+	b := q.buf
+	q.buf = nil
+	return b
 }
 
 // EncodeJSON implements store.SelfEncoded.
@@ -645,29 +747,44 @@ func (q *queuedRecord) EncodeJSON() ([]byte, error) {
 // EncodeJSONRoom implements store.RoomEncoded: the store writes its header before the JSON
 // instead of copying it (issue 32).
 func (q *queuedRecord) EncodeJSONRoom() ([]byte, int, error) {
+	var e recordEncoder
+	q.encode(&e)
+	return q.buf, store.SysDocRoom, q.err
+}
+
+// encode encodes the record with e, once. It reads nothing of the record's bytes afterwards:
+// the encoder of a batch that another writer commits meanwhile (auditLog.encode) may see them
+// released.
+func (q *queuedRecord) encode(e *recordEncoder) {
 	q.once.Do(func() {
 		var s storedRecord
 		q.rec.storeInto(&s)
-		if q.buf, q.err = s.encodeAfter(store.SysDocRoom); q.err == nil {
+		if q.buf, q.err = e.record(q.bufs.get()[:store.SysDocRoom], &s); q.err == nil { // the room's bytes are free
 			q.sum = sha256Hex(q.buf[store.SysDocRoom:])
 		}
 	})
-	return q.buf, store.SysDocRoom, q.err
 }
 
 // recordSum implements summedRecord: the chain takes the hash made with the JSON.
 func (q *queuedRecord) recordSum() string { return q.sum }
 
-// encode encodes the records queued now, outside the writer's lock (writeMu): a decision that
-// writes after a batch waits for its commit, not for its records' encoding too. Records are not
-// changed once queued, and each is encoded once (the rest take its bytes).
-func (a *auditLog) encode() {
+// encode encodes the records queued now with e, outside the writer's lock (writeMu): a decision
+// that writes after a batch waits for its commit, not for its records' encoding too. Records
+// are not changed once queued, and each is encoded once (the rest take its bytes); those the
+// queue's head holds encoded already (encoded) are not looked at again.
+func (a *auditLog) encode(e *recordEncoder) {
 	a.mu.Lock()
-	queued := slices.Clip(a.queue)
+	gen, start := a.gen, a.encoded
+	queued := slices.Clip(a.queue[start:])
 	a.mu.Unlock()
 	for _, q := range queued {
-		q.EncodeJSONRoom() // an error is the write's, again, where it is stored
+		q.encode(e) // an error is the write's, again, where it is stored
 	}
+	a.mu.Lock()
+	if a.gen == gen && a.encoded == start {
+		a.encoded = start + len(queued)
+	}
+	a.mu.Unlock()
 }
 
 // add queues a copy of r: the caller may go on changing its own (ApplyWith's record after an
@@ -676,7 +793,7 @@ func (a *auditLog) encode() {
 func (a *auditLog) add(r *RunRecord) {
 	cp := *r
 	a.mu.Lock()
-	a.queue = append(a.queue, &queuedRecord{rec: &cp})
+	a.queue = append(a.queue, &queuedRecord{rec: &cp, bufs: &a.bufs})
 	n := len(a.queue)
 	now := a.closed || n >= maxQueued
 	a.mu.Unlock()
@@ -708,14 +825,24 @@ func (a *auditLog) background(err error) {
 
 func (a *auditLog) loop() {
 	defer close(a.done)
+	var e recordEncoder // the writer's, for the records it encodes as they come: its shapes carry on
 	for {
 		select {
 		case <-a.wake:
+			a.encodeNew(&e)
 			t := time.NewTimer(a.linger)
-			select {
-			case <-t.C:
-			case <-a.full:
-			case <-a.stop:
+		linger:
+			for {
+				select {
+				case <-t.C:
+					break linger
+				case <-a.full:
+					break linger
+				case <-a.stop:
+					break linger
+				case <-a.wake:
+					a.encodeNew(&e)
+				}
 			}
 			t.Stop()
 			a.background(a.flushUnlessDeciding())
@@ -726,6 +853,20 @@ func (a *auditLog) loop() {
 			return
 		}
 	}
+}
+
+// encodeNew encodes the records queued since it last did, while the background writer
+// lingers for its batch to fill: as the runs queue them, while their rows and texts may still
+// be in a cache, not a linger later for the whole batch at once, after the runs in between
+// pushed them out (issue 32: the same encoding cost a third more then). It is the writer's
+// work, on the writer's goroutine, as the batch's write encoding them would be; a benchmark
+// measures it as part of the write (around).
+func (a *auditLog) encodeNew(e *recordEncoder) {
+	if a.around != nil {
+		a.around(func() error { a.encode(e); return nil })
+		return
+	}
+	a.encode(e)
 }
 
 // flush writes every queued record in one transaction. A batch that cannot be written goes back
@@ -770,7 +911,8 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	if len(own) > 0 {
 		a.deciding.Add(1)
 	}
-	a.encode()
+	var e recordEncoder // one for the batch: its records' rows have the same few shapes
+	a.encode(&e)
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	if len(own) > 0 {
@@ -786,6 +928,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Lock()
 	batch := a.queue
 	a.queue, a.inflight = nil, batch
+	a.gen, a.encoded = a.gen+1, 0
 	a.mu.Unlock()
 	if len(batch) == 0 && len(own) == 0 {
 		return nil
@@ -808,10 +951,18 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.inflight = nil // in the store now, or back in the queue
 	if err != nil {
 		a.queue = append(batch, a.queue...)
+		a.gen, a.encoded = a.gen+1, 0
 	}
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {
 		a.commits.Add(1)
+		free := make([][]byte, 0, len(batch))
+		for _, q := range batch {
+			if b := q.release(); b != nil {
+				free = append(free, b)
+			}
+		}
+		a.bufs.put(free...)
 	}
 	return err
 }

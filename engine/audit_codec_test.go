@@ -84,15 +84,21 @@ func TestRecordEncoderIsEncodingJSON(t *testing.T) {
 	}
 	bare := fullRecord()
 	bare.Program = bare.Reply
-	for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
-		"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
-		"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
-		s := r.stored()
-		want, err := json.Marshal(s.cut())
-		require.NoError(t, err, name)
-		got, err := s.encode()
-		require.NoError(t, err, name)
-		require.Equal(t, string(want), string(got), name)
+	var batch recordEncoder // one encoder for several records, as a batch's (auditLog.encode)
+	for range 2 {
+		for name, r := range map[string]*RunRecord{"full": full, "zero": {}, "bare program": bare, "befores in the program": rewrittenRecord(), "afters as fields": fieldsRecord(),
+			"a nil table": {Changes: table.ChangeSet{"nothing": nil}},
+			"empty lists": {Rewrites: []pycompat.Rewrite{}, Diagnostics: diag.List{}, Changes: table.ChangeSet{}, Truncated: []string{}, Writes: &store.Pending{Writes: []store.PendingWrite{}}}} {
+			s := r.stored()
+			want, err := json.Marshal(s.cut())
+			require.NoError(t, err, name)
+			got, err := s.encode()
+			require.NoError(t, err, name)
+			require.Equal(t, string(want), string(got), name)
+			got, err = batch.record([]byte("room"), s)
+			require.NoError(t, err, name)
+			require.Equal(t, "room"+string(want), string(got), name+", by a batch's encoder")
+		}
 	}
 	nan := fullRecord()
 	nan.DurationMS = math.NaN()
@@ -480,4 +486,59 @@ func TestRecordEncoderShapes(t *testing.T) {
 		require.Equal(t, "["+string(want), string(got))
 	}
 	assert.Positive(t, e.nshape)
+}
+
+// plainValid never calls JSON valid that json.Valid refuses (rawJSON would store it unchecked):
+// random values of plain pieces, cut, spliced and with bytes changed; and it does call valid
+// the filters a run records (store.AppendMarshal's form), which is what it is for.
+func TestPlainValidIsSure(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	pieces := []string{`"a"`, `""`, `"$ieq"`, `0`, `-0`, `01`, `1.5`, `1.`, `.5`, `-`, `1e5`, `1E+5`, `1e-`, `2e`, `-12.50e-3`,
+		`true`, `tru`, `false`, `null`, `nul`, `"x\"y"`, `"\\"`, `{}`, `[]`, `{`, `]`, `,`, `:`, `"`}
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		switch k := rnd.IntN(5); {
+		case k == 0 && depth < 40:
+			var parts []string
+			for range rnd.IntN(3) {
+				parts = append(parts, pieces[rnd.IntN(3)]+":"+gen(depth+1))
+			}
+			return "{" + strings.Join(parts, ",") + "}"
+		case k == 1 && depth < 40:
+			var parts []string
+			for range rnd.IntN(3) {
+				parts = append(parts, gen(depth+1))
+			}
+			return "[" + strings.Join(parts, ",") + "]"
+		}
+		return pieces[rnd.IntN(len(pieces))]
+	}
+	plain := 0
+	for range 200_000 {
+		raw := []byte(gen(0))
+		switch rnd.IntN(4) {
+		case 0:
+			raw = raw[:rnd.IntN(len(raw)+1)]
+		case 1:
+			if len(raw) > 0 {
+				raw[rnd.IntN(len(raw))] = "{}[],:\"0-.eE+tfn1a\\"[rnd.IntN(19)]
+			}
+		case 2:
+			raw = append(raw, gen(0)...)
+		}
+		if !compactASCII(raw) {
+			continue
+		}
+		if plainValid(raw) {
+			plain++
+			require.True(t, json.Valid(raw), "plainValid calls %q valid", raw)
+		}
+	}
+	require.Greater(t, plain, 10_000)
+	for _, v := range []any{map[string]any{"name": map[string]any{"$ieq": "Classic"}}, map[string]any{"item_id": "SG005"},
+		map[string]any{"transaction_id": map[string]any{"$regex": "^TXN[0-9]+$"}}, map[string]any{"$or": []any{map[string]any{"a": -1.5e-7}, map[string]any{"b": nil, "c": true}}}} {
+		raw, err := store.AppendMarshal(nil, v)
+		require.NoError(t, err)
+		require.True(t, plainValid(raw), "%s", raw)
+	}
 }

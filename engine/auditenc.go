@@ -26,9 +26,35 @@ type recordEncoder struct {
 	fieldsOnly bool
 	// shapes are the sorted names of the last objects of several names written: a record's rows
 	// are a few tables' rows, each of its table's names, and an object with a shape's names is
-	// written in its order without listing and sorting its own (issue 32).
-	shapes [4][]string
+	// written in its order without listing and sorting its own, nor encoding the names again
+	// (issue 32). An encoder that writes several records (a batch's: auditLog.encode) keeps
+	// them from one to the next.
+	shapes [4]shape
 	nshape int
+}
+
+// shape is the sorted names of an object, and the names as the object's JSON has them:
+// keys[ends[i-1]:ends[i]] is name i's `"name":`, with the comma before it after the first.
+type shape struct {
+	names []string
+	keys  []byte
+	ends  []int
+}
+
+func newShape(names []string) shape {
+	n := 0
+	for _, k := range names {
+		n += len(k) + 4 // quotes, colon, comma: names that need no escape
+	}
+	sh := shape{names: slices.Clone(names), keys: make([]byte, 0, n), ends: make([]int, len(names))}
+	for i, k := range names {
+		if i > 0 {
+			sh.keys = append(sh.keys, ',')
+		}
+		sh.keys = append(store.AppendJSONString(sh.keys, k), ':')
+		sh.ends[i] = len(sh.keys)
+	}
+	return sh
 }
 
 func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
@@ -36,8 +62,22 @@ func (s *storedRecord) encode() ([]byte, error) { return s.encodeAfter(0) }
 // encodeAfter is encode's JSON after room zero bytes, which a store may write its header into
 // (store.RoomEncoded).
 func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
+	return s.encodeInto(make([]byte, room, max(recordBufSize, 2*room)))
+}
+
+// recordBufSize is the capacity of a new record's buffer: most records fit (8 KiB: a size
+// class of its own).
+const recordBufSize = 8192
+
+// encodeInto appends the record's JSON to b.
+func (s *storedRecord) encodeInto(b []byte) ([]byte, error) {
 	var e recordEncoder
-	b := make([]byte, room, max(8192, 2*room)) // most records fit (8 KiB: a size class of its own)
+	return e.record(b, s)
+}
+
+// record appends s's JSON to b.
+func (e *recordEncoder) record(b []byte, s *storedRecord) ([]byte, error) {
+	e.err, e.fieldsOnly = nil, false
 	r := &s.RunRecord
 	b = e.raw(b, `{"run_id":`)
 	b = e.str(b, r.ID)
@@ -82,7 +122,14 @@ func (s *storedRecord) encodeAfter(room int) ([]byte, error) {
 		b = e.raw(b, "]")
 	}
 	b = e.raw(b, `,"diagnostics":`)
-	b = e.json(b, r.Diagnostics)
+	switch {
+	case r.Diagnostics == nil:
+		b = e.raw(b, "null")
+	case len(r.Diagnostics) == 0: // most runs': not worth encoding/json's reflection
+		b = e.raw(b, "[]")
+	default:
+		b = e.json(b, r.Diagnostics)
+	}
 	b = e.raw(b, `,"stdout":`)
 	b = e.str(b, r.Stdout)
 	b = e.raw(b, `,"stdout_truncated":`)
@@ -391,23 +438,22 @@ func (e *recordEncoder) fields(b []byte, row table.Row, names []string) []byte {
 func (e *recordEncoder) object(b []byte, m map[string]any) []byte {
 	start := len(b)
 shapes:
-	for _, names := range e.shapes { // a copy: a value's own objects may change them
-		if len(names) != len(m) || len(names) < 2 {
+	for i := range e.shapes {
+		sh := e.shapes[i] // a copy: a value's own objects may change them
+		if len(sh.names) != len(m) || len(sh.names) < 2 {
 			continue
 		}
 		// m has as many names as the shape and each of the shape's: the same names.
 		b = append(b, '{')
-		for i, k := range names {
+		at := 0
+		for j, k := range sh.names {
 			v, ok := m[k]
 			if !ok {
 				b = b[:start]
 				continue shapes
 			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = e.str(b, k)
-			b = append(b, ':')
+			b = append(b, sh.keys[at:sh.ends[j]]...)
+			at = sh.ends[j]
 			b = e.value(b, v)
 		}
 		return append(b, '}')
@@ -424,7 +470,7 @@ shapes:
 		b = e.value(b, m[k])
 	}
 	if len(names) >= 2 {
-		e.shapes[e.nshape%len(e.shapes)] = slices.Clone(names)
+		e.shapes[e.nshape%len(e.shapes)] = newShape(names)
 		e.nshape++
 	}
 	b = e.raw(b, "}")
@@ -521,7 +567,7 @@ func (e *recordEncoder) time(b []byte, t time.Time) []byte {
 // rawJSON writes raw as encoding/json writes a json.RawMessage, without its reflection:
 // compacted, HTML characters escaped; JSON that is not valid is encoding/json's error.
 func (e *recordEncoder) rawJSON(b []byte, raw json.RawMessage) []byte {
-	if compactASCII(raw) && json.Valid(raw) { // what Compact and HTMLEscape leave as it is
+	if compactASCII(raw) && (plainValid(raw) || json.Valid(raw)) { // what Compact and HTMLEscape leave as it is
 		return append(b, raw...)
 	}
 	start := len(b)
@@ -549,6 +595,130 @@ func compactASCII(raw []byte) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// plainValid reports whether raw, which compactASCII accepts, is surely valid JSON: a value of
+// objects, lists, strings without escapes, numbers, true, false and null, nested at most
+// maxPlainDepth deep, and nothing after it. False is not sure: json.Valid says (issue 32: it was
+// most of the cost of a record's reads, each filter AppendMarshal's plain form).
+func plainValid(raw []byte) bool {
+	p := plainJSON{b: raw}
+	return p.value(0) && p.i == len(raw)
+}
+
+const maxPlainDepth = 32
+
+// plainJSON reads plainValid's JSON.
+type plainJSON struct {
+	b []byte
+	i int
+}
+
+func (p *plainJSON) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *plainJSON) value(depth int) bool {
+	if p.i >= len(p.b) || depth > maxPlainDepth {
+		return false
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		p.i++
+		if p.eat('}') {
+			return true
+		}
+		for {
+			if !p.str() || !p.eat(':') || !p.value(depth+1) {
+				return false
+			}
+			if !p.eat(',') {
+				return p.eat('}')
+			}
+		}
+	case c == '[':
+		p.i++
+		if p.eat(']') {
+			return true
+		}
+		for {
+			if !p.value(depth + 1) {
+				return false
+			}
+			if !p.eat(',') {
+				return p.eat(']')
+			}
+		}
+	case c == '"':
+		return p.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.word("true")
+	case c == 'f':
+		return p.word("false")
+	case c == 'n':
+		return p.word("null")
+	}
+	return false
+}
+
+// str reads a string without escapes (compactASCII leaves no control character in it).
+func (p *plainJSON) str() bool {
+	if !p.eat('"') {
+		return false
+	}
+	for ; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case '"':
+			p.i++
+			return true
+		case '\\':
+			return false
+		}
+	}
+	return false
+}
+
+func (p *plainJSON) digits() bool {
+	start := p.i
+	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+		p.i++
+	}
+	return p.i > start
+}
+
+// number reads a number as JSON writes it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *plainJSON) number() bool {
+	p.eat('-')
+	if !p.eat('0') {
+		if p.i >= len(p.b) || p.b[p.i] < '1' || p.b[p.i] > '9' {
+			return false
+		}
+		p.digits()
+	}
+	if p.eat('.') && !p.digits() {
+		return false
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		return p.digits()
+	}
+	return true
+}
+
+func (p *plainJSON) word(w string) bool {
+	if len(p.b)-p.i < len(w) || string(p.b[p.i:p.i+len(w)]) != w {
+		return false
+	}
+	p.i += len(w)
 	return true
 }
 

@@ -81,6 +81,12 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 // AppendJSONFloat writes a finite f as encoding/json does (its floatEncoder): 'f' format, or 'e'
 // for very small and very large magnitudes, with a one-digit negative exponent.
 func AppendJSONFloat(b []byte, f float64) []byte {
+	// A whole number below 2^53 (a price, a count, a stock read as a float) is its integer's
+	// digits: every integer there is exact and the next float is at most 1 away, so no shorter
+	// digits round to it. Not -0, which is written "-0".
+	if i := int64(f); float64(i) == f && i > -1<<53 && i < 1<<53 && (i != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(b, i, 10)
+	}
 	abs, format := math.Abs(f), byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'

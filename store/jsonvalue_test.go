@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,33 @@ func TestAppendMarshalIsJSONMarshal(t *testing.T) {
 		_, err := AppendMarshal(nil, v)
 		assert.Error(t, want)
 		assert.Error(t, err, "%#v", v)
+	}
+}
+
+// AppendJSONFloat writes whole numbers by their integer's digits (its shortcut) as
+// encoding/json writes them: around 2^53, where the shortcut ends, around zero, and at random.
+func TestAppendJSONFloatWholeNumbers(t *testing.T) {
+	check := func(f float64) {
+		want, err := json.Marshal(f)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(AppendJSONFloat(nil, f)), "%v", f)
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1, 80, 1e15, 1e16, 1e20, 1e21, 1e22, 123456789012345680, math.MaxInt64, math.MinInt64} {
+		check(f)
+	}
+	for _, edge := range []float64{1 << 53, -(1 << 53), 1 << 63, 1 << 52} {
+		for d := -4.0; d <= 4; d++ {
+			check(edge + d)
+			check(edge + d/2)
+		}
+	}
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for range 100_000 {
+		f := float64(rnd.Int64N(1<<55) - 1<<54)
+		if rnd.IntN(3) == 0 {
+			f = math.Trunc(rnd.NormFloat64() * math.Pow(10, float64(rnd.IntN(25))))
+		}
+		check(f)
 	}
 }
 
@@ -80,5 +108,26 @@ func TestAppendJSONStringIsEncodingJSON(t *testing.T) {
 			sb.WriteString(alphabet[rnd.IntN(len(alphabet))])
 		}
 		check(sb.String())
+	}
+}
+
+// BenchmarkAppendJSONString writes the text of a plan (the audit record's reply: quotes and line
+// ends to escape every few words) and a row's plain description.
+//
+//	go test ./store -run '^$' -bench AppendJSONString -count 6 | tee new.txt; benchstat new.txt
+func BenchmarkAppendJSONString(b *testing.B) {
+	plan, err := os.ReadFile("../testdata/examples/03_two_item_order.star")
+	require.NoError(b, err)
+	for _, c := range []struct{ name, s string }{
+		{"plan", string(plan)},
+		{"plain", "Classic round profile with minimalist metal frames, offering a timeless and versatile style that fits both casual and formal wear."},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 2*len(c.s)+2)
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				buf = AppendJSONString(buf[:0], c.s)
+			}
+		})
 	}
 }

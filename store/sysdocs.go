@@ -38,7 +38,9 @@ type SysSerializer interface {
 // SelfEncoded is a SysDoc.Value that writes its own JSON (compact, valid; a backend stores the
 // bytes as they are, without encoding/json's second pass over a Marshaler's output). Values are
 // encoded in the order of the documents given to one write, so one may depend on the bytes of
-// the one before (the audit log's hash chain does).
+// the one before (the audit log's hash chain does). The bytes stay the value's: a backend keeps
+// no reference to them once the write that asked for them returns (the audit log encodes later
+// records into them; a backend that holds them longer copies them).
 type SelfEncoded interface {
 	EncodeJSON() ([]byte, error)
 }
