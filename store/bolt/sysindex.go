@@ -456,6 +456,7 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			}
 		}
 		ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+		ids.FillPercent, order.FillPercent = 1.0, 1.0 // appended: full pages, as indexSysLocked's
 		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 		for _, en := range entries {
 			raw, _ := json.Marshal(en.e)
@@ -478,6 +479,7 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			if err != nil {
 				return err
 			}
+			g.FillPercent = 1.0
 			if err := g.Put(key, nil); err != nil {
 				return err
 			}
