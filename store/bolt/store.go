@@ -852,8 +852,14 @@ func (s *Store) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error {
 type sysBatch struct {
 	colls []string                 // in first-seen order
 	docs  map[string][]sysBatchDoc // by collection
-	at    map[string]int           // collection \x00 id -> index in docs: a later version replaces it
+	at    map[sysBatchAt]int       // index in docs: a later version replaces it
+	// name and coll are the last collection named and its "_" name (sysCollection), which the
+	// documents of a batch mostly share.
+	name, coll string
 }
+
+// sysBatchAt is a document of a batch: its collection and id.
+type sysBatchAt struct{ coll, id string }
 
 type sysBatchDoc struct {
 	id  string
@@ -871,9 +877,9 @@ type sysBatchDoc struct {
 // and keeps its place.
 func (b *sysBatch) add(coll, id string, raw, buf []byte, key string, fresh bool) {
 	if b.docs == nil {
-		b.docs, b.at = map[string][]sysBatchDoc{}, map[string]int{}
+		b.docs, b.at = map[string][]sysBatchDoc{}, map[sysBatchAt]int{}
 	}
-	at := coll + "\x00" + id
+	at := sysBatchAt{coll, id}
 	if i, ok := b.at[at]; ok {
 		b.docs[coll][i].raw, b.docs[coll][i].buf = raw, buf
 		return
@@ -886,7 +892,7 @@ func (b *sysBatch) add(coll, id string, raw, buf []byte, key string, fresh bool)
 }
 
 func (b *sysBatch) has(coll, id string) bool {
-	_, ok := b.at[coll+"\x00"+id]
+	_, ok := b.at[sysBatchAt{coll, id}]
 	return ok
 }
 
@@ -961,13 +967,14 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 	// audit log's records) are appended in order (sysDocKeys, sequencedDocID): bbolt, which
 	// splits a page half full by default, is told to fill it, as in insertNew.
 	b.FillPercent = 1.0
+	look := placesTaken(b, prefix, docs)
 	for _, d := range docs {
 		uuid := d.key
 		if uuid == "" {
 			uuid, _ = sysDocKeys(coll, d.id)
 		}
 		key := append(append(make([]byte, 0, len(prefix)+len(uuid)), prefix...), uuid...)
-		if d.key != "" && b.Get(key) != nil {
+		if d.key != "" && look && b.Get(key) != nil {
 			return &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("%s holds a document at %s, the place its index's sequence gives new document %s: the index is behind its documents; starplan db check reports it", coll[1:], uuid, d.id)}
 		}
 		doc := sysDocIn(d.buf, uuid, d.id, d.raw)
@@ -980,6 +987,33 @@ func (s *Store) insertSys(coll string, docs []sysBatchDoc) error {
 	}
 	meta.Size += len(docs)
 	return s.putCollMeta(b, coll, meta)
+}
+
+// placesTaken reports whether root, clover's bucket, may hold a document at a place the index
+// gave one of docs (sysBatchDoc.key; prefix is their collection's): whether it holds any key
+// from the least of them to the greatest. A batch's places are the next numbers of its
+// collection's sequence, past every document stored in sequence, so one seek answers for the
+// batch rather than a lookup per document; only when it finds a key in the range (a sequence
+// behind its documents, or a document stored under a hashed id that falls there) does
+// insertSys look at each.
+func placesTaken(root *bbolt.Bucket, prefix []byte, docs []sysBatchDoc) bool {
+	var lo, hi string
+	for _, d := range docs {
+		if d.key == "" {
+			continue
+		}
+		if lo == "" || d.key < lo {
+			lo = d.key
+		}
+		if d.key > hi {
+			hi = d.key
+		}
+	}
+	if lo == "" {
+		return false
+	}
+	k, _ := root.Cursor().Seek(append(slices.Clip(prefix), lo...))
+	return k != nil && bytes.HasPrefix(k, prefix) && string(k[len(prefix):]) <= hi
 }
 
 // GetSys decodes the document id of the system collection coll into v, reporting whether it
@@ -1139,9 +1173,13 @@ func (s *Store) putSysDoc(d store.SysDoc) error {
 // putSysDocIn encodes and indexes one system document and adds it to b, which writes it; it
 // runs inside a group.
 func (s *Store) putSysDocIn(d store.SysDoc, b *sysBatch) error {
-	c, err := sysCollection(d.Collection)
-	if err != nil {
-		return err
+	c := b.coll
+	if d.Collection != b.name || c == "" {
+		var err error
+		if c, err = sysCollection(d.Collection); err != nil {
+			return err
+		}
+		b.name, b.coll = d.Collection, c
 	}
 	if d.Create && b.has(c, d.ID) {
 		return fmt.Errorf("system document %s/%s: %w", c, d.ID, store.ErrSysExists)

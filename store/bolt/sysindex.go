@@ -293,6 +293,9 @@ func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, d
 	}
 	b := sysIndexOf(tx, coll)
 	ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+	// New entries are appended (ids and orders follow time): bbolt, which splits a page half full
+	// by default, is told to fill it, as the documents' bucket is (insertSys).
+	ids.FillPercent, order.FillPercent = 1.0, 1.0
 	fresh = true
 	if raw := ids.Get([]byte(id)); raw != nil {
 		var old sysEntry
@@ -338,14 +341,18 @@ func (s *Store) indexSysLocked(coll, id string, x *store.SysIndex, size int64, d
 	if err := ids.Put([]byte(id), raw); err != nil {
 		return "", false, err
 	}
-	if err := order.Put(e.key(id), []byte(e.Group)); err != nil {
+	ek := e.key(id) // bbolt copies the keys it keeps
+	if err := order.Put(ek, []byte(e.Group)); err != nil {
 		return "", false, err
 	}
-	g, err := groups.CreateBucketIfNotExists([]byte(e.Group))
-	if err != nil {
-		return "", false, err
+	g := groups.Bucket([]byte(e.Group)) // the transaction keeps it: no seek after the first
+	if g == nil {
+		if g, err = groups.CreateBucket([]byte(e.Group)); err != nil {
+			return "", false, err
+		}
 	}
-	if err := g.Put(e.key(id), nil); err != nil {
+	g.FillPercent = 1.0
+	if err := g.Put(ek, nil); err != nil {
 		return "", false, err
 	}
 	return key, fresh, addSysGroup(stats, e.Group, 1, size)
@@ -449,6 +456,7 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			}
 		}
 		ids, order, groups, stats := b.Bucket(sysIdxIDs), b.Bucket(sysIdxOrder), b.Bucket(sysIdxGroups), b.Bucket(sysIdxStats)
+		ids.FillPercent, order.FillPercent = 1.0, 1.0 // appended: full pages, as indexSysLocked's
 		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 		for _, en := range entries {
 			raw, _ := json.Marshal(en.e)
@@ -471,6 +479,7 @@ func (s *Store) RebuildSysIndex(ctx context.Context, coll string, index func(sto
 			if err != nil {
 				return err
 			}
+			g.FillPercent = 1.0
 			if err := g.Put(key, nil); err != nil {
 				return err
 			}

@@ -300,3 +300,44 @@ func TestSysEntryMarshalIsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSysIndexAppendsFillPages: the entries of records written in time order are appended, and
+// bbolt, told nothing, splits each page it appends to half full, so the index took twice the
+// pages (and the audit log's batches twice the page writes) it needs. They fill their pages, as
+// written and as rebuilt.
+func TestSysIndexAppendsFillPages(t *testing.T) {
+	s := openTemp(t)
+	for n := 0; n < 3000; n += 250 {
+		docs := make([]store.SysDoc, 0, 250)
+		for i := n; i < n+250; i++ {
+			docs = append(docs, idxDoc(fmt.Sprintf("r%08d", i), fmt.Sprintf("2026-01-01T00:%08d", i), "pending"))
+		}
+		require.NoError(t, s.PutSysDocs(bg, docs...))
+	}
+	filled := func(how string) {
+		require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) error {
+			b := sysIndexOf(tx, "_runs")
+			require.NotNil(t, b)
+			buckets := map[string]*bbolt.Bucket{"ids": b.Bucket(sysIdxIDs), "order": b.Bucket(sysIdxOrder),
+				"group": b.Bucket(sysIdxGroups).Bucket([]byte("pending"))}
+			for name, bk := range buckets {
+				st := bk.Stats()
+				require.Greater(t, st.LeafPageN, 4, name)
+				fill := float64(st.LeafInuse) / float64(st.LeafPageN*tx.DB().Info().PageSize)
+				assert.Greater(t, fill, 0.85, "%s %s: leaf pages %d, %.0f %% used", how, name, st.LeafPageN, 100*fill)
+			}
+			return nil
+		}))
+	}
+	filled("written")
+	n, err := s.RebuildSysIndex(bg, "runs", func(r store.SysRecord) (store.SysIndex, error) {
+		var v map[string]string
+		if err := json.Unmarshal(r.JSON, &v); err != nil {
+			return store.SysIndex{}, err
+		}
+		return store.SysIndex{Order: "2026-01-01T00:" + r.ID[1:], Group: v["group"]}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3000, n)
+	filled("rebuilt")
+}

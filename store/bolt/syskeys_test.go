@@ -281,3 +281,26 @@ func TestSysDocInRoomIsAppendSysDoc(t *testing.T) {
 		}
 	}
 }
+
+// A batch's places are checked as a range (placesTaken): a document at its last place, the
+// first being free, is found too, and the batch writes nothing.
+func TestASequenceBehindItsDocumentsIsRefusedAtABatchsLastPlace(t *testing.T) {
+	s := openTemp(t)
+	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done"), idxDoc("b", "2", "done")))
+	require.NoError(t, s.bolt.db.Update(func(tx *bbolt.Tx) error {
+		root := tx.Bucket([]byte(rootBucket))
+		if err := root.Delete(append(docPrefix("_runs"), sequencedDocID(1)...)); err != nil {
+			return err
+		}
+		return sysIndexOf(tx, "_runs").SetSequence(0)
+	}))
+	err := s.PutSysDocs(bg, idxDoc("x", "3", "done"), idxDoc("y", "4", "done"))
+	var damaged *store.DamagedError
+	require.ErrorAs(t, err, &damaged)
+	assert.Contains(t, err.Error(), "behind its documents")
+	assert.Contains(t, err.Error(), "document y")
+	require.NoError(t, s.bolt.db.View(func(tx *bbolt.Tx) error {
+		assert.Nil(t, tx.Bucket([]byte(rootBucket)).Get(append(docPrefix("_runs"), sequencedDocID(1)...)), "x not written")
+		return nil
+	}))
+}
