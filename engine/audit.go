@@ -499,11 +499,21 @@ type PruneReport struct {
 	Bytes int64 `json:"bytes"`
 	// KeptPending counts the pending runs older than Before that were kept.
 	KeptPending int `json:"kept_pending"`
+	// Steps is how many transactions removed them, oldest first, each with the hash chain's
+	// checkpoint that excuses its runs (at most pruneBatch runs a step).
+	Steps int `json:"steps"`
 }
 
 // Prune removes from the audit log the runs older than opts.OlderThan (by the engine's clock),
-// with the reviewers' decisions about them, in one transaction. Pending runs are kept unless
-// opts.Pending is set: they are what a later apply needs. A non-positive age is an error.
+// with the reviewers' decisions about them. Pending runs are kept unless opts.Pending is set:
+// they are what a later apply needs. A non-positive age is an error.
+//
+// It removes the oldest runs first, in steps of at most pruneBatch runs, each one transaction
+// that removes its runs and writes the hash chain's checkpoint that excuses them (chain.prune):
+// a prune stopped or failed part way has removed the runs of its completed steps, each a whole
+// prune of its own that verifies, and nothing of the rest. The report then says what the
+// completed steps removed, with the error. One transaction per step bounds the memory a prune
+// takes (bbolt holds a transaction's changed pages until it commits) whatever the log's size.
 func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
 	if opts.OlderThan <= 0 {
 		return nil, fmt.Errorf("prune runs older than %s: the age must be positive", opts.OlderThan)
@@ -516,6 +526,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		return nil, err
 	}
 	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
+	kept := map[string]bool{} // the old pending runs kept: a step may be offered one again when the store runs its transaction again
 	drop := func(doc store.SysRecord) (bool, error) {
 		e.decodes.Add(1)
 		var r struct {
@@ -535,25 +546,39 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		case !last.Before(rep.Before):
 			return false, nil
 		case r.Pending && !opts.Pending:
-			rep.KeptPending++
+			kept[doc.ID] = true
 			return false, nil
 		}
 		return true, nil
 	}
 	// Only runs before the cut can be removed (a run's last step is never before its time):
 	// through the index, the prune reads those records and not the rest of the log.
-	pruned, err := e.st.PruneSysBefore(ctx, auditCollection, orderKey(rep.Before), drop, decisionCollection)
-	if err != nil {
-		return nil, fmt.Errorf("pruning the audit log: %w", err)
-	}
-	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
-	if rep.Removed > 0 {
-		if err := e.chain.prune(ctx, e.opts.Now(), pruned.IDs); err != nil {
-			return rep, fmt.Errorf("pruning the audit log's hash chain: %w", err)
+	p := store.SysPrune{Coll: auditCollection, Before: orderKey(rep.Before), Max: e.pruneBatch, Drop: drop, With: []string{decisionCollection}}
+	for {
+		pruned, err := e.chain.prune(ctx, e.opts.Now(), func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
+			p.Then = then
+			return e.st.PruneSysOldest(ctx, p)
+		})
+		rep.KeptPending = len(kept)
+		if err != nil {
+			return rep, fmt.Errorf("pruning the audit log: %w", err)
 		}
+		rep.Removed += len(pruned.IDs)
+		rep.Bytes += pruned.Bytes
+		if len(pruned.IDs) > 0 {
+			rep.Steps++
+		}
+		if !pruned.More {
+			return rep, nil
+		}
+		p.After = pruned.Cursor
 	}
-	return rep, nil
 }
+
+// pruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
+// bbolt holds a transaction's changed pages in memory until it commits: at 100k runs (a fifth
+// of them pending, kept) one step of ... TODO figures.
+const pruneBatch = 20_000
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
 // apply.

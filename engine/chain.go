@@ -843,10 +843,14 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 	return v.Report(), nil
 }
 
-// prune removes the entries of the chain's longest prefix that concerns no run still in the log
-// (after Prune removed runs) and appends a checkpoint with the seq and hash of the last entry
-// removed, so the rest still verifies. The caller holds applyMu, after a flush; removed are the
-// runs Prune just removed.
+// prune makes one step of a prune (Engine.Prune) under the chain's lock: step removes runs
+// from the log in one store transaction (Store.PruneSysOldest) and calls there the function it
+// is given with the runs it removes, which returns the chain's writes for that same commit: the
+// removal of the entries of the chain's longest prefix that concerns no run still in the log,
+// and a checkpoint with the seq and hash of the last entry removed, so the rest still verifies.
+// The records and the checkpoint that excuses them go together or not at all: a prune stopped
+// or failed (killed, disk full) leaves the log as it was, never records missing that no
+// checkpoint excuses. The caller holds applyMu, after a flush.
 //
 // The checkpoint names the runs whose records prunes removed that the entries before it still
 // name (PrunedRuns, PrunedRunsSHA256: a count and a hash, not the ids, which a log with an old
@@ -858,26 +862,51 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 // older starplan's checkpoint names no runs; those before it are taken as it took them. Only
 // entries of runs so accounted for are removed.
 //
-// The checkpoint is written before the entries go: a prune stopped between the two leaves
-// entries a later prune removes; one stopped before the checkpoint (after the runs went) leaves
-// entries whose records are missing, which VerifyChain reports (and goes on reporting: the
-// chain cannot tell them from records removed outside a prune).
-func (c *chain) prune(ctx context.Context, now time.Time, removed []string) error {
+// The chain is read before the step's transaction, under the chain's lock (and the store's,
+// store.SysSerializer), which every record write holds: neither the chain nor the records can
+// change before the step commits. A chain not begun (a log older than the chain) gets no
+// checkpoint: no entry names a removed run, and a checkpoint there would be a first entry that
+// is not the start.
+func (c *chain) prune(ctx context.Context, now time.Time, step func(then func(removed []string) (store.SysAfter, error)) (store.SysPruned, error)) (store.SysPruned, error) {
 	unlock, shared, err := c.lockShared()
 	if err != nil {
-		return err
+		return store.SysPruned{}, err
 	}
 	defer unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if shared {
-		if err := c.reloadLocked(); err != nil {
-			return fmt.Errorf("reading the audit log's hash chain: %w", err)
+	for attempt := 1; ; attempt++ {
+		if shared || attempt > 1 {
+			if err := c.reloadLocked(); err != nil {
+				return store.SysPruned{}, fmt.Errorf("reading the audit log's hash chain: %w", err)
+			}
 		}
+		then, head, err := c.pruneWrites(now)
+		if err != nil {
+			return store.SysPruned{}, err
+		}
+		pruned, err := step(then)
+		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
+			continue
+		}
+		if err != nil {
+			return store.SysPruned{}, err
+		}
+		if *head != (chainHead{}) {
+			c.head, c.start = *head, nil
+		}
+		return pruned, nil
 	}
+}
+
+// pruneWrites reads the chain and returns the function that gives a prune step's chain writes
+// for the runs it removes (nil when the chain has not begun), and where the head is once they
+// are written (zero until then). The caller holds c.mu.
+func (c *chain) pruneWrites(now time.Time) (then func(removed []string) (store.SysAfter, error), head *chainHead, err error) {
+	head = &chainHead{}
 	docs, err := c.st.ListSys(ChainCollection)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var es []ChainEntry
 	for _, d := range docs {
@@ -886,14 +915,12 @@ func (c *chain) prune(ctx context.Context, now time.Time, removed []string) erro
 		}
 		var e ChainEntry
 		if err := json.Unmarshal(d.JSON, &e); err != nil {
-			return fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
+			return nil, nil, fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
 		}
 		es = append(es, e)
 	}
 	if len(es) == 0 {
-		// The chain has not begun (its start is written with its first entry): no entry names a
-		// removed run, and a checkpoint here would be a first entry that is not the start.
-		return nil
+		return nil, head, nil
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
 	last := map[string]int64{} // the runs the entries name -> the seq of the last
@@ -906,83 +933,68 @@ func (c *chain) prune(ctx context.Context, now time.Time, removed []string) erro
 			checkpoint = &es[i]
 		}
 	}
+	// Held before the step: the runs it removes are held now and accounted for below, so the
+	// runs missing before it are the same.
 	held, err := c.heldRuns(last)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	accounted := make(map[string]bool, len(removed))
-	for _, id := range removed {
-		accounted[id] = true
-	}
-	var before []string // missing before this prune, last named before the last checkpoint
-	for id, seq := range last {
-		if !held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
-			before = append(before, id)
-		}
-	}
-	sort.Strings(before)
-	if checkpoint != nil && (checkpoint.PrunedRunsSHA256 == "" ||
-		len(before) == checkpoint.PrunedRuns && runSetSum(before) == checkpoint.PrunedRunsSHA256) {
-		for _, id := range before {
+	prev := c.head
+	then = func(removed []string) (store.SysAfter, error) {
+		accounted := make(map[string]bool, len(removed))
+		for _, id := range removed {
 			accounted[id] = true
 		}
-	}
-	var through *ChainEntry
-	var since *time.Time
-	for i := range es {
-		e := &es[i]
-		gone := true
-		for _, id := range entryRuns(e) {
-			gone = gone && accounted[id]
+		var before []string // missing before this prune, last named before the last checkpoint
+		for id, seq := range last {
+			if !held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
+				before = append(before, id)
+			}
 		}
-		if !gone {
-			break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
+		sort.Strings(before)
+		if checkpoint != nil && (checkpoint.PrunedRunsSHA256 == "" ||
+			len(before) == checkpoint.PrunedRuns && runSetSum(before) == checkpoint.PrunedRunsSHA256) {
+			for _, id := range before {
+				accounted[id] = true
+			}
 		}
-		if e.Since != nil && (since == nil || e.Since.Before(*since)) {
-			since = e.Since
+		var through *ChainEntry
+		var since *time.Time
+		var after store.SysAfter
+		for i := range es {
+			e := &es[i]
+			gone := true
+			for _, id := range entryRuns(e) {
+				gone = gone && accounted[id]
+			}
+			if !gone {
+				break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
+			}
+			if e.Since != nil && (since == nil || e.Since.Before(*since)) {
+				since = e.Since
+			}
+			through = e
+			after.Remove = append(after.Remove, store.SysKey{Collection: ChainCollection, ID: chainID(e.Seq)})
 		}
-		through = e
-	}
-	var set []string // the runs removed by prunes that the entries kept name
-	for id, seq := range last {
-		if accounted[id] && (through == nil || seq > through.Seq) {
-			set = append(set, id)
+		var set []string // the runs removed by prunes that the entries kept name
+		for id, seq := range last {
+			if accounted[id] && (through == nil || seq > through.Seq) {
+				set = append(set, id)
+			}
 		}
-	}
-	sort.Strings(set)
-	for attempt := 1; ; attempt++ {
-		cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash, Since: since,
+		sort.Strings(set)
+		cp := &ChainEntry{Seq: prev.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: prev.Hash, Since: since,
 			PrunedRuns: len(set), PrunedRunsSHA256: runSetSum(set), Form: chainForm}
 		if through != nil {
 			cp.PrunedThrough, cp.PrunedSHA256 = through.Seq, through.Hash
 		}
 		cp.seal()
-		head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
-		err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
-			store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: head})
-		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
-			if err := c.reloadLocked(); err != nil {
-				return fmt.Errorf("reading the audit log's hash chain again: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("writing the chain's checkpoint: %w", err)
-		}
-		c.head, c.start = head, nil
-		break
+		*head = chainHead{Seq: cp.Seq, Hash: cp.Hash}
+		after.Put = []store.SysDoc{{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
+			{Collection: ChainCollection, ID: chainHeadID, Value: *head}}
+		return after, nil
 	}
-	if through == nil {
-		return nil
-	}
-	cut := chainID(through.Seq)
-	_, err = c.st.PruneSys(ctx, ChainCollection, func(d store.SysRecord) (bool, error) {
-		return d.ID != chainHeadID && d.ID <= cut, nil
-	})
-	if err != nil {
-		return fmt.Errorf("removing the pruned runs' chain entries: %w", err)
-	}
-	return nil
+	return then, head, nil
 }
 
 // entryRuns are the runs an entry names: its own, or a batch entry's records'.
