@@ -500,7 +500,7 @@ type PruneReport struct {
 	// KeptPending counts the pending runs older than Before that were kept.
 	KeptPending int `json:"kept_pending"`
 	// Steps is how many transactions removed them, oldest first, each with the hash chain's
-	// checkpoint that excuses its runs (at most pruneBatch runs a step).
+	// checkpoint that excuses its runs (at most PruneBatch runs a step).
 	Steps int `json:"steps"`
 }
 
@@ -508,7 +508,7 @@ type PruneReport struct {
 // with the reviewers' decisions about them. Pending runs are kept unless opts.Pending is set:
 // they are what a later apply needs. A non-positive age is an error.
 //
-// It removes the oldest runs first, in steps of at most pruneBatch runs, each one transaction
+// It removes the oldest runs first, in steps of at most PruneBatch runs, each one transaction
 // that removes its runs and writes the hash chain's checkpoint that excuses them (chain.prune):
 // a prune stopped or failed part way has removed the runs of its completed steps, each a whole
 // prune of its own that verifies, and nothing of the rest. The report then says what the
@@ -560,6 +560,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 			return e.st.PruneSysOldest(ctx, p)
 		})
 		rep.KeptPending = len(kept)
+		if err != nil && rep.Removed > 0 {
+			return rep, fmt.Errorf("pruning the audit log (the steps done stand, each whole: runs removed %d, in steps %d): %w", rep.Removed, rep.Steps, err)
+		}
 		if err != nil {
 			return rep, fmt.Errorf("pruning the audit log: %w", err)
 		}
@@ -575,10 +578,10 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	}
 }
 
-// pruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
+// PruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
 // bbolt holds a transaction's changed pages in memory until it commits: at 100k runs (a fifth
 // of them pending, kept) one step of ... TODO figures.
-const pruneBatch = 20_000
+const PruneBatch = 20_000
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
 // apply.

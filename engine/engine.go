@@ -58,7 +58,7 @@ type Engine struct {
 	// decodes counts the records a listing or a prune decoded (for tests: they are O(their page,
 	// their cut), not O(the log)).
 	decodes atomic.Int64
-	// pruneBatch is the most runs one step of a prune removes (pruneBatch; tests make it small).
+	// pruneBatch is the most runs one step of a prune removes (PruneBatch; tests make it small).
 	pruneBatch int
 	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
 	retention atomic.Int64
@@ -103,7 +103,7 @@ func New(st store.Store, opts Options) (*Engine, error) {
 		audit:   newAuditLog(st, chain),
 		chain:   chain,
 
-		pruneBatch: pruneBatch,
+		pruneBatch: PruneBatch,
 	}
 	if opts.Observe != nil {
 		e.Observe(opts.Observe)

@@ -114,6 +114,7 @@ func TestPruneIsAllOrNothing(t *testing.T) {
 			rep, err = e.Prune(ctx, month)
 			require.ErrorIs(t, err, errDiskFull)
 			assert.Equal(t, 2, rep.Removed, "the report says what the completed step removed")
+			assert.ErrorContains(t, err, "the steps done stand, each whole: runs removed 2, in steps 1")
 			assert.Equal(t, 1, rep.Steps)
 			assert.ElementsMatch(t, append([]string{fresh.RunID}, old[2:]...), ids(t, e), "the oldest two removed")
 			verify("after a prune that failed at its second step")
