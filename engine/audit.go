@@ -554,8 +554,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	// Only runs before the cut can be removed (a run's last step is never before its time):
 	// through the index, the prune reads those records and not the rest of the log.
 	p := store.SysPrune{Coll: auditCollection, Before: orderKey(rep.Before), Max: e.pruneBatch, Drop: drop, With: []string{decisionCollection}}
+	var known chainPrune // the chain, read by the first step and kept by the next
 	for {
-		pruned, err := e.chain.prune(ctx, e.opts.Now(), func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
+		pruned, err := e.chain.prune(ctx, e.opts.Now(), &known, func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
 			p.Then = then
 			return e.st.PruneSysOldest(ctx, p)
 		})
@@ -573,6 +574,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		}
 		if !pruned.More {
 			return rep, nil
+		}
+		if e.pruneStepped != nil {
+			e.pruneStepped()
 		}
 		p.After = pruned.Cursor
 	}

@@ -867,7 +867,7 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 // change before the step commits. A chain not begun (a log older than the chain) gets no
 // checkpoint: no entry names a removed run, and a checkpoint there would be a first entry that
 // is not the start.
-func (c *chain) prune(ctx context.Context, now time.Time, step func(then func(removed []string) (store.SysAfter, error)) (store.SysPruned, error)) (store.SysPruned, error) {
+func (c *chain) prune(ctx context.Context, now time.Time, known *chainPrune, step func(then func(removed []string) (store.SysAfter, error)) (store.SysPruned, error)) (store.SysPruned, error) {
 	unlock, shared, err := c.lockShared()
 	if err != nil {
 		return store.SysPruned{}, err
@@ -881,73 +881,132 @@ func (c *chain) prune(ctx context.Context, now time.Time, step func(then func(re
 				return store.SysPruned{}, fmt.Errorf("reading the audit log's hash chain: %w", err)
 			}
 		}
-		then, head, err := c.pruneWrites(now)
-		if err != nil {
+		if attempt > 1 {
+			*known = chainPrune{} // read it all again
+		}
+		if err := known.catchUp(c); err != nil {
 			return store.SysPruned{}, err
 		}
+		then, done := known.writes(now)
 		pruned, err := step(then)
 		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
 			continue
 		}
 		if err != nil {
+			*known = chainPrune{} // the step may have been written, its answer lost: read it all again
 			return store.SysPruned{}, err
 		}
-		if *head != (chainHead{}) {
-			c.head, c.start = *head, nil
+		if head, ok := done(pruned.IDs); ok {
+			c.head, c.start = head, nil
 		}
 		return pruned, nil
 	}
 }
 
-// pruneWrites reads the chain and returns the function that gives a prune step's chain writes
-// for the runs it removes (nil when the chain has not begun), and where the head is once they
-// are written (zero until then). The caller holds c.mu.
-func (c *chain) pruneWrites(now time.Time) (then func(removed []string) (store.SysAfter, error), head *chainHead, err error) {
-	head = &chainHead{}
+// chainPrune is what a prune knows of the chain from one step to the next: the entries and
+// which of the runs they name are held, read once (a read of the whole chain and of the log's
+// index each step made a prune in steps quadratic), then kept by each step's own writes and by
+// reading only the entries others appended between two steps (catchUp).
+type chainPrune struct {
+	read bool
+	head chainHead       // the head es ends at
+	es   []ChainEntry    // the entries, in order
+	held map[string]bool // the runs the entries name -> whether the log holds a record of it
+}
+
+// catchUp brings p to the chain as its head c.head says: the entries appended since p.head
+// (others' records and decisions, which hold their runs), or all of it read again when that is
+// not all that happened (another prune's checkpoint, a chain begun since). The caller holds c.mu.
+func (p *chainPrune) catchUp(c *chain) error {
+	if p.read && c.head == p.head {
+		return nil
+	}
+	if p.read && len(p.es) > 0 && c.start == nil && c.head.Seq > p.head.Seq {
+		var add []ChainEntry
+		prev, ok := p.head.Hash, true
+		for seq := p.head.Seq + 1; ok && seq <= c.head.Seq; seq++ {
+			var e ChainEntry
+			found, err := c.st.GetSys(ChainCollection, chainID(seq), &e)
+			if err != nil {
+				return err
+			}
+			ok = found && e.Seq == seq && e.Event != ChainCheckpoint && e.Prev == prev
+			prev = e.Hash
+			add = append(add, e)
+		}
+		if ok && prev == c.head.Hash {
+			for i := range add {
+				for _, id := range entryRuns(&add[i]) {
+					p.held[id] = true // its record was written with the entry, and only a prune removes it
+				}
+			}
+			p.es, p.head = append(p.es, add...), c.head
+			return nil
+		}
+	}
+	*p = chainPrune{read: true, head: c.head}
 	docs, err := c.st.ListSys(ChainCollection)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	var es []ChainEntry
 	for _, d := range docs {
 		if d.ID == chainHeadID {
 			continue
 		}
 		var e ChainEntry
 		if err := json.Unmarshal(d.JSON, &e); err != nil {
-			return nil, nil, fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
+			*p = chainPrune{}
+			return fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
 		}
-		es = append(es, e)
+		p.es = append(p.es, e)
 	}
-	if len(es) == 0 {
-		return nil, head, nil
+	sort.Slice(p.es, func(i, j int) bool { return p.es[i].Seq < p.es[j].Seq })
+	named := map[string]int64{}
+	for i := range p.es {
+		for _, id := range entryRuns(&p.es[i]) {
+			named[id] = p.es[i].Seq
+		}
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+	if p.held, err = c.heldRuns(named); err != nil {
+		*p = chainPrune{}
+		return err
+	}
+	return nil
+}
+
+// writes returns the function that gives a prune step's chain writes for the runs it removes
+// (nil when the chain has not begun: no entry names a removed run, and a checkpoint there would
+// be a first entry that is not the start), and done, which the caller calls once the step is
+// committed with the runs it removed: it brings p past the step and returns the new head (false:
+// nothing written).
+func (p *chainPrune) writes(now time.Time) (then func(removed []string) (store.SysAfter, error), done func(removed []string) (chainHead, bool)) {
+	if len(p.es) == 0 {
+		return nil, func([]string) (chainHead, bool) { return chainHead{}, false }
+	}
 	last := map[string]int64{} // the runs the entries name -> the seq of the last
 	var checkpoint *ChainEntry
-	for i := range es {
-		for _, id := range entryRuns(&es[i]) {
-			last[id] = es[i].Seq
+	for i := range p.es {
+		for _, id := range entryRuns(&p.es[i]) {
+			last[id] = p.es[i].Seq
 		}
-		if es[i].Event == ChainCheckpoint {
-			checkpoint = &es[i]
+		if p.es[i].Event == ChainCheckpoint {
+			checkpoint = &p.es[i]
 		}
 	}
-	// Held before the step: the runs it removes are held now and accounted for below, so the
-	// runs missing before it are the same.
-	held, err := c.heldRuns(last)
-	if err != nil {
-		return nil, nil, err
-	}
-	prev := c.head
+	var (
+		cp   *ChainEntry // the step's checkpoint
+		gone int         // how many of es it removes
+	)
 	then = func(removed []string) (store.SysAfter, error) {
+		// The runs removed are held until the step commits, and accounted for below: the runs
+		// missing before it are those not held.
 		accounted := make(map[string]bool, len(removed))
 		for _, id := range removed {
 			accounted[id] = true
 		}
 		var before []string // missing before this prune, last named before the last checkpoint
 		for id, seq := range last {
-			if !held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
+			if !p.held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
 				before = append(before, id)
 			}
 		}
@@ -961,19 +1020,20 @@ func (c *chain) pruneWrites(now time.Time) (then func(removed []string) (store.S
 		var through *ChainEntry
 		var since *time.Time
 		var after store.SysAfter
-		for i := range es {
-			e := &es[i]
-			gone := true
+		gone = 0
+		for i := range p.es {
+			e := &p.es[i]
+			all := true
 			for _, id := range entryRuns(e) {
-				gone = gone && accounted[id]
+				all = all && accounted[id]
 			}
-			if !gone {
+			if !all {
 				break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
 			}
 			if e.Since != nil && (since == nil || e.Since.Before(*since)) {
 				since = e.Since
 			}
-			through = e
+			through, gone = e, i+1
 			after.Remove = append(after.Remove, store.SysKey{Collection: ChainCollection, ID: chainID(e.Seq)})
 		}
 		var set []string // the runs removed by prunes that the entries kept name
@@ -983,18 +1043,33 @@ func (c *chain) pruneWrites(now time.Time) (then func(removed []string) (store.S
 			}
 		}
 		sort.Strings(set)
-		cp := &ChainEntry{Seq: prev.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: prev.Hash, Since: since,
+		cp = &ChainEntry{Seq: p.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: p.head.Hash, Since: since,
 			PrunedRuns: len(set), PrunedRunsSHA256: runSetSum(set), Form: chainForm}
 		if through != nil {
 			cp.PrunedThrough, cp.PrunedSHA256 = through.Seq, through.Hash
 		}
 		cp.seal()
-		*head = chainHead{Seq: cp.Seq, Hash: cp.Hash}
 		after.Put = []store.SysDoc{{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
-			{Collection: ChainCollection, ID: chainHeadID, Value: *head}}
+			{Collection: ChainCollection, ID: chainHeadID, Value: chainHead{Seq: cp.Seq, Hash: cp.Hash}}}
 		return after, nil
 	}
-	return then, head, nil
+	done = func(removed []string) (chainHead, bool) {
+		if cp == nil || len(removed) == 0 {
+			return chainHead{}, false
+		}
+		for _, id := range removed {
+			p.held[id] = false
+		}
+		for _, e := range p.es[:gone] { // their runs are named no more
+			for _, id := range entryRuns(&e) {
+				delete(p.held, id)
+			}
+		}
+		p.es = append(slices.Clip(p.es[gone:]), *cp)
+		p.head = chainHead{Seq: cp.Seq, Hash: cp.Hash}
+		return p.head, true
+	}
+	return then, done
 }
 
 // entryRuns are the runs an entry names: its own, or a batch entry's records'.

@@ -60,6 +60,8 @@ type Engine struct {
 	decodes atomic.Int64
 	// pruneBatch is the most runs one step of a prune removes (PruneBatch; tests make it small).
 	pruneBatch int
+	// pruneStepped, when set (by tests), runs between two steps of a prune, the chain unlocked.
+	pruneStepped func()
 	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
 	retention atomic.Int64
 	// obs are the observers of the runs' lifecycle (lifecycle.go).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/internal/pgtest"
 	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/pg"
 )
 
 // errDiskFull is the fault checkpointFault injects.
@@ -134,6 +137,84 @@ func TestPruneIsAllOrNothing(t *testing.T) {
 			require.NoError(t, e.Close())
 			e, err = New(raw, Options{Now: clk.Now})
 			require.NoError(t, err)
+			assert.Equal(t, "[]", rvBoth(t, b, e))
+		})
+	}
+}
+
+// Between two steps of a prune, others append to the chain: this engine's dry runs and, on
+// PostgreSQL, another server's runs and its rejection of an old pending run, which a later step
+// then removes. The next step reads only what they appended (chainPrune.catchUp), and the log
+// verifies after the prune.
+func TestPruneStepsFollowWritesBetweenThem(t *testing.T) {
+	for _, b := range rvBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			var st, st2 store.Store
+			if b.name == "pg" { // and another server on the same database
+				if os.Getenv(pgtest.EnvDSN) == "" {
+					t.Skip("no PostgreSQL: .ci/run go test ./engine -run PruneSteps runs it")
+				}
+				dsn := pgtest.DSN(t)
+				ps, err := pg.Create(ctx, dsn, store.Inventory(), pg.Options{})
+				require.NoError(t, err)
+				t.Cleanup(func() { ps.Close() })
+				st = ps
+				ps2, err := pg.Open(ctx, dsn, pg.Options{})
+				require.NoError(t, err)
+				t.Cleanup(func() { ps2.Close() })
+				st2 = ps2
+			} else {
+				st = b.open(t)
+			}
+			clk := &clock{now: fixedNow}
+			e, err := New(st, Options{Now: clk.Now})
+			require.NoError(t, err)
+			defer func() { e.Close() }()
+			other := e
+			if st2 != nil {
+				other, err = New(st2, Options{Now: clk.Now})
+				require.NoError(t, err)
+				defer other.Close()
+			}
+			run := func(e *Engine, name string) *Result {
+				t.Helper()
+				res, err := e.Run(ctx, Request{Reply: example(t, name)})
+				require.NoError(t, err)
+				require.NoError(t, e.audit.flush())
+				return res
+			}
+			var pending []string
+			for i := range 6 {
+				if i%3 == 1 {
+					pending = append(pending, run(e, "02_purchase_wayfarer.star").RunID)
+				} else {
+					run(e, "01_round_under_100.star")
+				}
+			}
+			clk.advance(40 * 24 * time.Hour)
+			between := 0
+			e.pruneBatch = 1
+			e.pruneStepped = func() {
+				between++
+				run(other, "01_round_under_100.star")
+				if between == 1 && other != e { // the run the next step offers: the chain's prefix goes past it
+					_, _, err := other.RejectWith(ctx, pending[0], RejectOptions{Feedback: "no", By: alice})
+					require.NoError(t, err)
+				}
+			}
+			rep, err := e.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour})
+			require.NoError(t, err)
+			want := 4
+			if other != e {
+				want = 5 // the run rejected between two steps, with its decision
+			}
+			assert.Equal(t, want, rep.Removed)
+			assert.Equal(t, want, rep.Steps)
+			assert.Equal(t, want, between)
+			if other != e {
+				require.NoError(t, other.Close())
+			}
 			assert.Equal(t, "[]", rvBoth(t, b, e))
 		})
 	}
