@@ -583,8 +583,9 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 }
 
 // PruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
-// bbolt holds a transaction's changed pages in memory until it commits: at 100k runs (a fifth
-// of them pending, kept) one step of ... TODO figures.
+// bbolt holds a transaction's changed pages in memory until it commits: removing 833k runs of a
+// 1M-run log (BenchmarkMixedLoad's seed) in one transaction peaked at 6.2 GB RSS; in steps of
+// 20k at 2.4 GB, most of it the 2 GB file bbolt maps (steps of 100k: 3.5 GB).
 const PruneBatch = 20_000
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
