@@ -584,9 +584,10 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 
 // PruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
 // bbolt holds a transaction's changed pages in memory until it commits: removing 833k runs of a
-// 1M-run log (BenchmarkMixedLoad's seed) in one transaction peaked at 6.2 GB RSS; in steps of
-// 20k at 2.4 GB, most of it the 2 GB file bbolt maps (steps of 100k: 3.5 GB).
-const PruneBatch = 20_000
+// 1M-run log (BenchmarkMixedLoad's seed) in one transaction peaked at 6.2 GB RSS (47 s); in
+// steps of 50k at 2.7 GB (67-79 s), most of it the 2 GB file bbolt maps; steps of 20k took 2.4 GB
+// but 108 s (each commit writes its pages and searches bbolt's freelist), of 100k 3.5 GB.
+const PruneBatch = 50_000
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
 // apply.
