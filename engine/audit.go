@@ -513,11 +513,21 @@ type PruneReport struct {
 	Bytes int64 `json:"bytes"`
 	// KeptPending counts the pending runs older than Before that were kept.
 	KeptPending int `json:"kept_pending"`
+	// Steps is how many transactions removed them, oldest first, each with the hash chain's
+	// checkpoint that excuses its runs (at most PruneBatch runs a step).
+	Steps int `json:"steps"`
 }
 
 // Prune removes from the audit log the runs older than opts.OlderThan (by the engine's clock),
-// with the reviewers' decisions about them, in one transaction. Pending runs are kept unless
-// opts.Pending is set: they are what a later apply needs. A non-positive age is an error.
+// with the reviewers' decisions about them. Pending runs are kept unless opts.Pending is set:
+// they are what a later apply needs. A non-positive age is an error.
+//
+// It removes the oldest runs first, in steps of at most PruneBatch runs, each one transaction
+// that removes its runs and writes the hash chain's checkpoint that excuses them (chain.prune):
+// a prune stopped or failed part way has removed the runs of its completed steps, each a whole
+// prune of its own that verifies, and nothing of the rest. The report then says what the
+// completed steps removed, with the error. One transaction per step bounds the memory a prune
+// takes (bbolt holds a transaction's changed pages until it commits) whatever the log's size.
 func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
 	if opts.OlderThan <= 0 {
 		return nil, fmt.Errorf("prune runs older than %s: the age must be positive", opts.OlderThan)
@@ -530,6 +540,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		return nil, err
 	}
 	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
+	kept := map[string]bool{} // the old pending runs kept: a step may be offered one again when the store runs its transaction again
 	drop := func(doc store.SysRecord) (bool, error) {
 		e.decodes.Add(1)
 		var r struct {
@@ -549,25 +560,48 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		case !last.Before(rep.Before):
 			return false, nil
 		case r.Pending && !opts.Pending:
-			rep.KeptPending++
+			kept[doc.ID] = true
 			return false, nil
 		}
 		return true, nil
 	}
 	// Only runs before the cut can be removed (a run's last step is never before its time):
 	// through the index, the prune reads those records and not the rest of the log.
-	pruned, err := e.st.PruneSysBefore(ctx, auditCollection, orderKey(rep.Before), drop, decisionCollection)
-	if err != nil {
-		return nil, fmt.Errorf("pruning the audit log: %w", err)
-	}
-	rep.Removed, rep.Bytes = len(pruned.IDs), pruned.Bytes
-	if rep.Removed > 0 {
-		if err := e.chain.prune(ctx, e.opts.Now(), pruned.IDs); err != nil {
-			return rep, fmt.Errorf("pruning the audit log's hash chain: %w", err)
+	p := store.SysPrune{Coll: auditCollection, Before: orderKey(rep.Before), Max: e.pruneBatch, Drop: drop, With: []string{decisionCollection}}
+	var known chainPrune // the chain, read by the first step and kept by the next
+	for {
+		pruned, err := e.chain.prune(ctx, e.opts.Now(), &known, func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
+			p.Then = then
+			return e.st.PruneSysOldest(ctx, p)
+		})
+		rep.KeptPending = len(kept)
+		if err != nil && rep.Removed > 0 {
+			return rep, fmt.Errorf("pruning the audit log (the steps done stand, each whole: runs removed %d, in steps %d): %w", rep.Removed, rep.Steps, err)
 		}
+		if err != nil {
+			return rep, fmt.Errorf("pruning the audit log: %w", err)
+		}
+		rep.Removed += len(pruned.IDs)
+		rep.Bytes += pruned.Bytes
+		if len(pruned.IDs) > 0 {
+			rep.Steps++
+		}
+		if !pruned.More {
+			return rep, nil
+		}
+		if e.pruneStepped != nil {
+			e.pruneStepped()
+		}
+		p.After = pruned.Cursor
 	}
-	return rep, nil
 }
+
+// PruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).
+// bbolt holds a transaction's changed pages in memory until it commits: removing 833k runs of a
+// 1M-run log (BenchmarkMixedLoad's seed) in one transaction peaked at 6.2 GB RSS (47 s); in
+// steps of 50k at 2.7 GB (67-79 s), most of it the 2 GB file bbolt maps; steps of 20k took 2.4 GB
+// but 108 s (each commit writes its pages and searches bbolt's freelist), of 100k 3.5 GB.
+const PruneBatch = 50_000
 
 // RunError is a request about a run that cannot be served: unknown, already applied, nothing to
 // apply.

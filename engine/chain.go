@@ -843,10 +843,14 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 	return v.Report(), nil
 }
 
-// prune removes the entries of the chain's longest prefix that concerns no run still in the log
-// (after Prune removed runs) and appends a checkpoint with the seq and hash of the last entry
-// removed, so the rest still verifies. The caller holds applyMu, after a flush; removed are the
-// runs Prune just removed.
+// prune makes one step of a prune (Engine.Prune) under the chain's lock: step removes runs
+// from the log in one store transaction (Store.PruneSysOldest) and calls there the function it
+// is given with the runs it removes, which returns the chain's writes for that same commit: the
+// removal of the entries of the chain's longest prefix that concerns no run still in the log,
+// and a checkpoint with the seq and hash of the last entry removed, so the rest still verifies.
+// The records and the checkpoint that excuses them go together or not at all: a prune stopped
+// or failed (killed, disk full) leaves the log as it was, never records missing that no
+// checkpoint excuses. The caller holds applyMu, after a flush.
 //
 // The checkpoint names the runs whose records prunes removed that the entries before it still
 // name (PrunedRuns, PrunedRunsSHA256: a count and a hash, not the ids, which a log with an old
@@ -858,131 +862,214 @@ func (e *Engine) VerifyChain() (*ChainReport, error) {
 // older starplan's checkpoint names no runs; those before it are taken as it took them. Only
 // entries of runs so accounted for are removed.
 //
-// The checkpoint is written before the entries go: a prune stopped between the two leaves
-// entries a later prune removes; one stopped before the checkpoint (after the runs went) leaves
-// entries whose records are missing, which VerifyChain reports (and goes on reporting: the
-// chain cannot tell them from records removed outside a prune).
-func (c *chain) prune(ctx context.Context, now time.Time, removed []string) error {
+// The chain is read before the step's transaction, under the chain's lock (and the store's,
+// store.SysSerializer), which every record write holds: neither the chain nor the records can
+// change before the step commits. A chain not begun (a log older than the chain) gets no
+// checkpoint: no entry names a removed run, and a checkpoint there would be a first entry that
+// is not the start.
+func (c *chain) prune(ctx context.Context, now time.Time, known *chainPrune, step func(then func(removed []string) (store.SysAfter, error)) (store.SysPruned, error)) (store.SysPruned, error) {
 	unlock, shared, err := c.lockShared()
 	if err != nil {
-		return err
+		return store.SysPruned{}, err
 	}
 	defer unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if shared {
-		if err := c.reloadLocked(); err != nil {
-			return fmt.Errorf("reading the audit log's hash chain: %w", err)
+	for attempt := 1; ; attempt++ {
+		if shared || attempt > 1 {
+			if err := c.reloadLocked(); err != nil {
+				return store.SysPruned{}, fmt.Errorf("reading the audit log's hash chain: %w", err)
+			}
+		}
+		if attempt > 1 {
+			*known = chainPrune{} // read it all again
+		}
+		if err := known.catchUp(c); err != nil {
+			return store.SysPruned{}, err
+		}
+		then, done := known.writes(now)
+		pruned, err := step(then)
+		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
+			continue
+		}
+		if err != nil {
+			*known = chainPrune{} // the step may have been written, its answer lost: read it all again
+			return store.SysPruned{}, err
+		}
+		if head, ok := done(pruned.IDs); ok {
+			c.head, c.start = head, nil
+		}
+		return pruned, nil
+	}
+}
+
+// chainPrune is what a prune knows of the chain from one step to the next: the entries and
+// which of the runs they name are held, read once (a read of the whole chain and of the log's
+// index each step made a prune in steps quadratic), then kept by each step's own writes and by
+// reading only the entries others appended between two steps (catchUp).
+type chainPrune struct {
+	read bool
+	head chainHead       // the head es ends at
+	es   []ChainEntry    // the entries, in order
+	held map[string]bool // the runs the entries name -> whether the log holds a record of it
+}
+
+// catchUp brings p to the chain as its head c.head says: the entries appended since p.head
+// (others' records and decisions, which hold their runs), or all of it read again when that is
+// not all that happened (another prune's checkpoint, a chain begun since). The caller holds c.mu.
+func (p *chainPrune) catchUp(c *chain) error {
+	if p.read && c.head == p.head {
+		return nil
+	}
+	if p.read && len(p.es) > 0 && c.start == nil && c.head.Seq > p.head.Seq {
+		var add []ChainEntry
+		prev, ok := p.head.Hash, true
+		for seq := p.head.Seq + 1; ok && seq <= c.head.Seq; seq++ {
+			var e ChainEntry
+			found, err := c.st.GetSys(ChainCollection, chainID(seq), &e)
+			if err != nil {
+				return err
+			}
+			ok = found && e.Seq == seq && e.Event != ChainCheckpoint && e.Prev == prev
+			prev = e.Hash
+			add = append(add, e)
+		}
+		if ok && prev == c.head.Hash {
+			for i := range add {
+				for _, id := range entryRuns(&add[i]) {
+					p.held[id] = true // its record was written with the entry, and only a prune removes it
+				}
+			}
+			p.es, p.head = append(p.es, add...), c.head
+			return nil
 		}
 	}
+	*p = chainPrune{read: true, head: c.head}
 	docs, err := c.st.ListSys(ChainCollection)
 	if err != nil {
 		return err
 	}
-	var es []ChainEntry
 	for _, d := range docs {
 		if d.ID == chainHeadID {
 			continue
 		}
 		var e ChainEntry
 		if err := json.Unmarshal(d.JSON, &e); err != nil {
+			*p = chainPrune{}
 			return fmt.Errorf("chain entry %s does not decode: %w", d.ID, err)
 		}
-		es = append(es, e)
+		p.es = append(p.es, e)
 	}
-	if len(es) == 0 {
-		// The chain has not begun (its start is written with its first entry): no entry names a
-		// removed run, and a checkpoint here would be a first entry that is not the start.
-		return nil
-	}
-	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
-	last := map[string]int64{} // the runs the entries name -> the seq of the last
-	var checkpoint *ChainEntry
-	for i := range es {
-		for _, id := range entryRuns(&es[i]) {
-			last[id] = es[i].Seq
-		}
-		if es[i].Event == ChainCheckpoint {
-			checkpoint = &es[i]
+	sort.Slice(p.es, func(i, j int) bool { return p.es[i].Seq < p.es[j].Seq })
+	named := map[string]int64{}
+	for i := range p.es {
+		for _, id := range entryRuns(&p.es[i]) {
+			named[id] = p.es[i].Seq
 		}
 	}
-	held, err := c.heldRuns(last)
-	if err != nil {
+	if p.held, err = c.heldRuns(named); err != nil {
+		*p = chainPrune{}
 		return err
 	}
-	accounted := make(map[string]bool, len(removed))
-	for _, id := range removed {
-		accounted[id] = true
+	return nil
+}
+
+// writes returns the function that gives a prune step's chain writes for the runs it removes
+// (nil when the chain has not begun: no entry names a removed run, and a checkpoint there would
+// be a first entry that is not the start), and done, which the caller calls once the step is
+// committed with the runs it removed: it brings p past the step and returns the new head (false:
+// nothing written).
+func (p *chainPrune) writes(now time.Time) (then func(removed []string) (store.SysAfter, error), done func(removed []string) (chainHead, bool)) {
+	if len(p.es) == 0 {
+		return nil, func([]string) (chainHead, bool) { return chainHead{}, false }
 	}
-	var before []string // missing before this prune, last named before the last checkpoint
-	for id, seq := range last {
-		if !held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
-			before = append(before, id)
+	last := map[string]int64{} // the runs the entries name -> the seq of the last
+	var checkpoint *ChainEntry
+	for i := range p.es {
+		for _, id := range entryRuns(&p.es[i]) {
+			last[id] = p.es[i].Seq
+		}
+		if p.es[i].Event == ChainCheckpoint {
+			checkpoint = &p.es[i]
 		}
 	}
-	sort.Strings(before)
-	if checkpoint != nil && (checkpoint.PrunedRunsSHA256 == "" ||
-		len(before) == checkpoint.PrunedRuns && runSetSum(before) == checkpoint.PrunedRunsSHA256) {
-		for _, id := range before {
+	var (
+		cp   *ChainEntry // the step's checkpoint
+		gone int         // how many of es it removes
+	)
+	then = func(removed []string) (store.SysAfter, error) {
+		// The runs removed are held until the step commits, and accounted for below: the runs
+		// missing before it are those not held.
+		accounted := make(map[string]bool, len(removed))
+		for _, id := range removed {
 			accounted[id] = true
 		}
-	}
-	var through *ChainEntry
-	var since *time.Time
-	for i := range es {
-		e := &es[i]
-		gone := true
-		for _, id := range entryRuns(e) {
-			gone = gone && accounted[id]
+		var before []string // missing before this prune, last named before the last checkpoint
+		for id, seq := range last {
+			if !p.held[id] && !accounted[id] && checkpoint != nil && seq < checkpoint.Seq {
+				before = append(before, id)
+			}
 		}
-		if !gone {
-			break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
+		sort.Strings(before)
+		if checkpoint != nil && (checkpoint.PrunedRunsSHA256 == "" ||
+			len(before) == checkpoint.PrunedRuns && runSetSum(before) == checkpoint.PrunedRunsSHA256) {
+			for _, id := range before {
+				accounted[id] = true
+			}
 		}
-		if e.Since != nil && (since == nil || e.Since.Before(*since)) {
-			since = e.Since
+		var through *ChainEntry
+		var since *time.Time
+		var after store.SysAfter
+		gone = 0
+		for i := range p.es {
+			e := &p.es[i]
+			all := true
+			for _, id := range entryRuns(e) {
+				all = all && accounted[id]
+			}
+			if !all {
+				break // a run still in the log (or one removed outside a prune): its entries stay, and all after them
+			}
+			if e.Since != nil && (since == nil || e.Since.Before(*since)) {
+				since = e.Since
+			}
+			through, gone = e, i+1
+			after.Remove = append(after.Remove, store.SysKey{Collection: ChainCollection, ID: chainID(e.Seq)})
 		}
-		through = e
-	}
-	var set []string // the runs removed by prunes that the entries kept name
-	for id, seq := range last {
-		if accounted[id] && (through == nil || seq > through.Seq) {
-			set = append(set, id)
+		var set []string // the runs removed by prunes that the entries kept name
+		for id, seq := range last {
+			if accounted[id] && (through == nil || seq > through.Seq) {
+				set = append(set, id)
+			}
 		}
-	}
-	sort.Strings(set)
-	for attempt := 1; ; attempt++ {
-		cp := &ChainEntry{Seq: c.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: c.head.Hash, Since: since,
+		sort.Strings(set)
+		cp = &ChainEntry{Seq: p.head.Seq + 1, Time: now.UTC(), Event: ChainCheckpoint, Prev: p.head.Hash, Since: since,
 			PrunedRuns: len(set), PrunedRunsSHA256: runSetSum(set), Form: chainForm}
 		if through != nil {
 			cp.PrunedThrough, cp.PrunedSHA256 = through.Seq, through.Hash
 		}
 		cp.seal()
-		head := chainHead{Seq: cp.Seq, Hash: cp.Hash}
-		err := c.st.PutSysDocs(ctx, store.SysDoc{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
-			store.SysDoc{Collection: ChainCollection, ID: chainHeadID, Value: head})
-		if errors.Is(err, store.ErrSysExists) && attempt < maxChainAttempts { // another process appended (see write)
-			if err := c.reloadLocked(); err != nil {
-				return fmt.Errorf("reading the audit log's hash chain again: %w", err)
+		after.Put = []store.SysDoc{{Collection: ChainCollection, ID: chainID(cp.Seq), Value: cp, Create: true},
+			{Collection: ChainCollection, ID: chainHeadID, Value: chainHead{Seq: cp.Seq, Hash: cp.Hash}}}
+		return after, nil
+	}
+	done = func(removed []string) (chainHead, bool) {
+		if cp == nil || len(removed) == 0 {
+			return chainHead{}, false
+		}
+		for _, id := range removed {
+			p.held[id] = false
+		}
+		for _, e := range p.es[:gone] { // their runs are named no more
+			for _, id := range entryRuns(&e) {
+				delete(p.held, id)
 			}
-			continue
 		}
-		if err != nil {
-			return fmt.Errorf("writing the chain's checkpoint: %w", err)
-		}
-		c.head, c.start = head, nil
-		break
+		p.es = append(slices.Clip(p.es[gone:]), *cp)
+		p.head = chainHead{Seq: cp.Seq, Hash: cp.Hash}
+		return p.head, true
 	}
-	if through == nil {
-		return nil
-	}
-	cut := chainID(through.Seq)
-	_, err = c.st.PruneSys(ctx, ChainCollection, func(d store.SysRecord) (bool, error) {
-		return d.ID != chainHeadID && d.ID <= cut, nil
-	})
-	if err != nil {
-		return fmt.Errorf("removing the pruned runs' chain entries: %w", err)
-	}
-	return nil
+	return then, done
 }
 
 // entryRuns are the runs an entry names: its own, or a batch entry's records'.

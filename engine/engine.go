@@ -58,6 +58,10 @@ type Engine struct {
 	// decodes counts the records a listing or a prune decoded (for tests: they are O(their page,
 	// their cut), not O(the log)).
 	decodes atomic.Int64
+	// pruneBatch is the most runs one step of a prune removes (PruneBatch; tests make it small).
+	pruneBatch int
+	// pruneStepped, when set (by tests), runs between two steps of a prune, the chain unlocked.
+	pruneStepped func()
 	// retention is how long a server prunes settled runs after (SetRetention); 0: never.
 	retention atomic.Int64
 	// obs are the observers of the runs' lifecycle (lifecycle.go).
@@ -100,6 +104,8 @@ func New(st store.Store, opts Options) (*Engine, error) {
 		opts:    opts,
 		audit:   newAuditLog(st, chain),
 		chain:   chain,
+
+		pruneBatch: PruneBatch,
 	}
 	if opts.Observe != nil {
 		e.Observe(opts.Observe)

@@ -46,9 +46,11 @@ type Store interface {
 	// true, and the documents of the same id in the collections with. drop must not call the
 	// store; its error removes nothing.
 	PruneSys(ctx context.Context, coll string, drop func(SysRecord) (bool, error), with ...string) (SysPruned, error)
-	// PruneSysBefore is PruneSys offering drop only the documents whose index Order sorts
-	// before before, when coll has a current index.
-	PruneSysBefore(ctx context.Context, coll, before string, drop func(SysRecord) (bool, error), with ...string) (SysPruned, error)
+	// PruneSysOldest makes one prune p of the oldest documents of the indexed collection
+	// p.Coll, in one atomic commit with the writes p.Then adds: documents are offered to p.Drop
+	// in index order, up to p.Max removals. A collection without a current index is pruned
+	// whole, in id order, in one commit (p.After and p.Max do not apply).
+	PruneSysOldest(ctx context.Context, p SysPrune) (SysPruned, error)
 	// RebuildSysIndex builds coll's ordered index afresh from index's entry for each document,
 	// in one commit, and returns how many it indexed.
 	RebuildSysIndex(ctx context.Context, coll string, index func(SysRecord) (SysIndex, error)) (int, error)

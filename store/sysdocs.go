@@ -131,12 +131,3 @@ type SysEntry struct {
 	Cursor string          // where a later scan starts after this entry
 	JSON   json.RawMessage // set on the entries taken
 }
-
-// SysPruned says what PruneSys removed.
-type SysPruned struct {
-	// IDs are the ids of the documents removed from the pruned collection, sorted.
-	IDs []string
-	// Bytes is the size of the JSON of every document removed, those of the companion
-	// collections included.
-	Bytes int64
-}

@@ -114,9 +114,14 @@ func newRunsPruneCmd(ios IOStreams, g *globalOptions) *cobra.Command {
 		Use:   "prune --older-than AGE",
 		Short: "Remove old runs from the audit log",
 		Long: `Remove from the audit log every run older than AGE (its apply, else its run, counts), with the
-reviewers' decisions about it, in one transaction. AGE is a number of days (30d) or a Go
+reviewers' decisions about it. AGE is a number of days (30d) or a Go
 duration (12h, 90m); it must be positive. Pending runs are kept, since applying them needs
 their record, unless --pending is given.
+
+The oldest runs go first, in steps of at most ` + fmt.Sprint(engine.PruneBatch) + ` runs: each step is one transaction that
+removes its runs and writes the audit log's checkpoint that excuses them, so a prune stopped
+part way (killed, disk full) leaves the steps done complete and nothing of the rest, and runs
+verify still passes.
 
 The store's file does not shrink: bbolt keeps the freed pages and reuses them for later
 records, so pruning stops the file from growing rather than making it smaller.`,
@@ -166,6 +171,14 @@ func runRunsPrune(ctx context.Context, ios IOStreams, g *globalOptions, opts *pr
 	return withEngine(ios, g, func(e *engine.Engine) error {
 		rep, err := e.Prune(ctx, engine.PruneOptions{OlderThan: age, Pending: opts.Pending})
 		if err != nil {
+			if rep != nil && rep.Removed > 0 { // the steps done stand: say what they removed
+				if opts.JSON || !ios.OutTTY {
+					writeJSON(ios.Out, rep)
+				} else {
+					fmt.Fprintf(ios.Out, "Removed %d %s older than %s before the error, in %d complete %s.\n", rep.Removed, plural(rep.Removed, "run", "runs"),
+						opts.OlderThan, rep.Steps, plural(rep.Steps, "step", "steps"))
+				}
+			}
 			return runsError(err)
 		}
 		if opts.JSON || !ios.OutTTY {

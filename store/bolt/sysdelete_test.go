@@ -3,6 +3,7 @@ package bolt
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/starplan/starplan/store"
@@ -72,4 +73,51 @@ func TestPruneSysIsAllOrNothing(t *testing.T) {
 
 	_, err = s.PruneSys(bg, "no such name!", func(store.SysRecord) (bool, error) { return true, nil })
 	assert.Error(t, err)
+}
+
+// PruneSysOldest reads the index a chunk at a time (pruneChunk entries), removing as it goes:
+// across chunks, and across prunes bounded by Max, every document before the cut is offered once,
+// in order, and only those.
+func TestPruneSysOldestAcrossChunks(t *testing.T) {
+	s := openTemp(t)
+	const n = 3*pruneChunk + 17
+	var docs []store.SysDoc
+	for i := range n {
+		group := "done"
+		if i%3 == 0 {
+			group = "pending" // kept
+		}
+		docs = append(docs, idxDoc(fmt.Sprintf("r%05d", i), fmt.Sprintf("%05d", i), group))
+	}
+	require.NoError(t, s.PutSysDocs(bg, docs...))
+	cut := fmt.Sprintf("%05d", n-5) // the last five stay
+	var offered []string
+	p := store.SysPrune{Coll: "runs", Before: cut, Max: pruneChunk + 100, Drop: func(r store.SysRecord) (bool, error) {
+		offered = append(offered, r.ID)
+		var v map[string]string
+		require.NoError(t, json.Unmarshal(r.JSON, &v))
+		return v["group"] == "done", nil
+	}}
+	removed, prunes := 0, 0
+	for {
+		got, err := s.PruneSysOldest(bg, p)
+		require.NoError(t, err)
+		prunes++
+		assert.LessOrEqual(t, len(got.IDs), p.Max)
+		removed += len(got.IDs)
+		if !got.More {
+			break
+		}
+		p.After = got.Cursor
+	}
+	var want []string
+	for i := range n - 5 {
+		want = append(want, fmt.Sprintf("r%05d", i))
+	}
+	assert.Equal(t, want, offered, "each once, in order")
+	assert.Equal(t, (n-5)-(n-5+2)/3, removed)
+	assert.Equal(t, 2, prunes, "2056 removed, at most 1124 a prune")
+	stats, err := s.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, n-removed, stats["pending"].Count+stats["done"].Count, "the index follows")
 }

@@ -259,15 +259,15 @@ func TestKillDuringIndexedBatches(t *testing.T) {
 	}
 }
 
-// PruneSysBefore offers drop only the documents the index orders before the cut.
+// PruneSysOldest offers drop only the documents the index orders before the cut.
 func TestPruneSysBeforeReadsTheOldestOnly(t *testing.T) {
 	s := openTemp(t)
 	require.NoError(t, s.PutSysDocs(bg, idxDoc("a", "1", "done"), idxDoc("b", "2", "pending"), idxDoc("c", "3", "done"), idxDoc("d", "4", "done")))
 	var seen []string
-	got, err := s.PruneSysBefore(bg, "runs", "3", func(r store.SysRecord) (bool, error) {
+	got, err := s.PruneSysOldest(bg, store.SysPrune{Coll: "runs", Before: "3", Drop: func(r store.SysRecord) (bool, error) {
 		seen = append(seen, r.ID)
 		return r.ID != "b", nil
-	})
+	}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, seen, "c and d sort at or after the cut")
 	assert.Equal(t, []string{"a"}, got.IDs)
@@ -276,10 +276,10 @@ func TestPruneSysBeforeReadsTheOldestOnly(t *testing.T) {
 	// Without a current index, every document is offered.
 	require.NoError(t, s.write(bg, func() error { return s.putSysLocked("_runs", "e", map[string]string{"id": "e"}) }))
 	seen = nil
-	_, err = s.PruneSysBefore(bg, "runs", "3", func(r store.SysRecord) (bool, error) {
+	_, err = s.PruneSysOldest(bg, store.SysPrune{Coll: "runs", Before: "3", Drop: func(r store.SysRecord) (bool, error) {
 		seen = append(seen, r.ID)
 		return false, nil
-	})
+	}})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"b", "c", "d", "e"}, seen)
 }

@@ -177,7 +177,7 @@ func TestIndexedSysDocsAreStoredInSequence(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "old"}, scanIDs(t, s, "", true, 2))
 
 	// A pruned document's number is not given again.
-	pruned, err := s.PruneSysBefore(bg, "runs", "3", func(store.SysRecord) (bool, error) { return true, nil })
+	pruned, err := s.PruneSysOldest(bg, store.SysPrune{Coll: "runs", Before: "3", Drop: func(store.SysRecord) (bool, error) { return true, nil }})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"old"}, pruned.IDs)
 	require.NoError(t, s.PutSysDocs(bg, idxDoc("c", "5", "pending")))

@@ -160,77 +160,128 @@ func collectRecords(rows pgx.Rows) ([]store.SysRecord, error) {
 // PruneSys removes, in one transaction, every document of coll for which drop returns true,
 // and the documents of the same id in the collections with.
 func (s *Store) PruneSys(ctx context.Context, coll string, drop func(store.SysRecord) (bool, error), with ...string) (store.SysPruned, error) {
-	return s.pruneSys(ctx, coll, "", drop, with)
+	return s.pruneSys(ctx, store.SysPrune{Coll: coll, Drop: drop, With: with}, false)
 }
 
-// PruneSysBefore is PruneSys offering drop only the documents whose index Order sorts before
-// before, when coll has a current index.
-func (s *Store) PruneSysBefore(ctx context.Context, coll, before string, drop func(store.SysRecord) (bool, error), with ...string) (store.SysPruned, error) {
-	if before == "" {
+// PruneSysOldest is PruneSys offering drop only the documents whose index Order sorts before
+// p.Before, after p.After, up to p.Max removals, when coll has a current index, and writing
+// p.Then's documents in the same transaction. The rows are read as they come (locked FOR
+// UPDATE), so the transaction holds the ids it removes, not every record before the cut.
+func (s *Store) PruneSysOldest(ctx context.Context, p store.SysPrune) (store.SysPruned, error) {
+	if p.Before == "" {
 		return store.SysPruned{}, nil
 	}
-	return s.pruneSys(ctx, coll, before, drop, with)
+	return s.pruneSys(ctx, p, true)
 }
 
-func (s *Store) pruneSys(ctx context.Context, coll, before string, drop func(store.SysRecord) (bool, error), with []string) (store.SysPruned, error) {
+func (s *Store) pruneSys(ctx context.Context, p store.SysPrune, oldest bool) (store.SysPruned, error) {
 	var out store.SysPruned
-	if err := sysName(coll); err != nil {
+	if err := sysName(p.Coll); err != nil {
 		return out, err
 	}
-	for _, w := range with {
+	for _, w := range p.With {
 		if err := sysName(w); err != nil {
 			return out, err
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = store.SysPruned{}
-		sql := "SELECT id, json FROM " + ident(s.schema, sysTable) + " WHERE coll = $1"
-		args := []any{coll}
-		if before != "" {
-			ready, err := s.sysIndexReadyTx(ctx, tx, coll, false)
+		sql := "SELECT id, json, coalesce(ord, '') FROM " + ident(s.schema, sysTable) + " WHERE coll = $1"
+		args := []any{p.Coll}
+		order := " ORDER BY id"
+		if oldest {
+			ready, err := s.sysIndexReadyTx(ctx, tx, p.Coll, false)
 			if err != nil {
 				return err
 			}
 			if ready {
 				sql += " AND ord < $2"
-				args = append(args, before)
+				args = append(args, p.Before)
+				if p.After != "" {
+					ord, id, _ := strings.Cut(p.After, "\x00")
+					sql += " AND (ord, id) > ($3, $4)"
+					args = append(args, ord, id)
+				}
+				order = " ORDER BY ord, id"
+			} else {
+				oldest = false // pruned whole: After and Max do not apply
 			}
 		}
-		rows, err := tx.Query(ctx, sql+" ORDER BY id FOR UPDATE", args...)
+		rows, err := tx.Query(ctx, sql+order+" FOR UPDATE", args...)
 		if err != nil {
 			return err
 		}
-		docs, err := collectRecords(rows)
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			ok, err := drop(d)
+		defer rows.Close()
+		for rows.Next() {
+			var id, raw, ord string
+			if err := rows.Scan(&id, &raw, &ord); err != nil {
+				return err
+			}
+			ok, err := p.Drop(store.SysRecord{ID: id, JSON: json.RawMessage(raw)})
 			if err != nil {
 				return err
 			}
 			if ok {
-				out.IDs = append(out.IDs, d.ID)
-				out.Bytes += int64(len(d.JSON))
+				out.IDs = append(out.IDs, id)
+				out.Bytes += int64(len(raw))
 			}
+			if oldest {
+				out.Cursor = ord + "\x00" + id
+				if p.Max > 0 && len(out.IDs) >= p.Max {
+					out.More = true
+					break
+				}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
 		}
 		if len(out.IDs) == 0 {
 			return nil
 		}
 		var n int64
 		err = tx.QueryRow(ctx, "WITH d AS (DELETE FROM "+ident(s.schema, sysTable)+" WHERE coll = ANY($1) AND id = ANY($2) AND NOT (coll = $3) RETURNING octet_length(json) AS b) SELECT coalesce(sum(b), 0) FROM d",
-			with, out.IDs, coll).Scan(&n)
+			p.With, out.IDs, p.Coll).Scan(&n)
 		if err != nil {
 			return err
 		}
 		out.Bytes += n
-		_, err = tx.Exec(ctx, "DELETE FROM "+ident(s.schema, sysTable)+" WHERE coll = $1 AND id = ANY($2)", coll, out.IDs)
-		return err
+		if _, err = tx.Exec(ctx, "DELETE FROM "+ident(s.schema, sysTable)+" WHERE coll = $1 AND id = ANY($2)", p.Coll, out.IDs); err != nil {
+			return err
+		}
+		slices.Sort(out.IDs)
+		if p.Then == nil {
+			return nil
+		}
+		after, err := p.Then(slices.Clone(out.IDs))
+		if err != nil {
+			return err
+		}
+		remove := map[string][]string{}
+		var colls []string
+		for _, k := range after.Remove {
+			if err := sysName(k.Collection); err != nil {
+				return err
+			}
+			if _, ok := remove[k.Collection]; !ok {
+				colls = append(colls, k.Collection)
+			}
+			remove[k.Collection] = append(remove[k.Collection], k.ID)
+		}
+		for _, c := range colls {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+ident(s.schema, sysTable)+" WHERE coll = $1 AND id = ANY($2)", c, remove[c]); err != nil {
+				return err
+			}
+		}
+		if len(after.Put) == 0 {
+			return nil
+		}
+		return s.putSysTx(ctx, tx, after.Put)
 	})
 	if err != nil {
 		return store.SysPruned{}, err
 	}
-	slices.Sort(out.IDs)
 	return out, nil
 }
 

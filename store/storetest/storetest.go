@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/starplan/starplan/store"
@@ -111,6 +112,7 @@ func Run(t *testing.T, open Opener) {
 		{"PendingJSONRoundTrip", testPendingJSON},
 		{"SystemDocuments", testSystemDocuments},
 		{"SystemIndex", testSystemIndex},
+		{"PruneOldest", testPruneOldest},
 		{"Limits", testLimits},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Domain())) })
@@ -673,10 +675,95 @@ func testSystemIndex(t *testing.T, st store.Store) {
 	assert.Equal(t, []string{"r2", "r3", "r1"}, ids(store.SysScan{Reverse: true}))
 	assert.Equal(t, []string{"r1", "r3"}, ids(store.SysScan{Group: "done"}))
 
-	pruned, err := st.PruneSysBefore(bg, "runs", "2025-01-03", func(store.SysRecord) (bool, error) { return true, nil })
+	pruned, err := st.PruneSysOldest(bg, store.SysPrune{Coll: "runs", Before: "2025-01-03", Drop: func(store.SysRecord) (bool, error) { return true, nil }})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"r1", "r3"}, pruned.IDs, "only the documents ordered before")
 	assert.Equal(t, []string{"r2"}, ids(store.SysScan{}))
+}
+
+// PruneSysOldest offers the oldest documents in order, stops at Max removals and goes on
+// after its cursor, and commits Then's writes with its removals, or nothing at all.
+func testPruneOldest(t *testing.T, st store.Store) {
+	put := func(id, order string, pending bool) store.SysDoc {
+		return store.SysDoc{Collection: "runs", ID: id, Value: map[string]bool{"pending": pending},
+			Index: &store.SysIndex{Order: order, Group: "g"}}
+	}
+	// r1..r7, in order by day; r2 and r5 are pending; r7 is not old enough.
+	var docs []store.SysDoc
+	for i := 1; i <= 7; i++ {
+		docs = append(docs, put(fmt.Sprintf("r%d", i), fmt.Sprintf("2025-01-0%d", i), i == 2 || i == 5),
+			store.SysDoc{Collection: "notes", ID: fmt.Sprintf("r%d", i), Value: map[string]int{"n": i}})
+	}
+	require.NoError(t, st.PutSysDocs(bg, docs...))
+	var offered []string
+	drop := func(r store.SysRecord) (bool, error) {
+		offered = append(offered, r.ID)
+		var v map[string]bool
+		if err := json.Unmarshal(r.JSON, &v); err != nil {
+			return false, err
+		}
+		return !v["pending"], nil
+	}
+	left := func(coll string) []string {
+		t.Helper()
+		list, err := st.ListSys(coll)
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range list {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	p := store.SysPrune{Coll: "runs", Before: "2025-01-07", Max: 2, Drop: drop, With: []string{"notes"}}
+
+	// Then's error, or a write of its that fails, removes nothing.
+	p.Then = func([]string) (store.SysAfter, error) { return store.SysAfter{}, errors.New("disk full") }
+	_, err := st.PruneSysOldest(bg, p)
+	require.ErrorContains(t, err, "disk full")
+	require.NoError(t, st.PutSysDocs(bg, store.SysDoc{Collection: "marks", ID: "taken", Value: 1}))
+	p.Then = func([]string) (store.SysAfter, error) {
+		return store.SysAfter{Put: []store.SysDoc{{Collection: "marks", ID: "taken", Value: 2, Create: true}}}, nil
+	}
+	_, err = st.PruneSysOldest(bg, p)
+	require.ErrorIs(t, err, store.ErrSysExists)
+	assert.Len(t, left("runs"), 7, "a failed prune removes nothing")
+	assert.Len(t, left("notes"), 7)
+
+	// Max bounds one prune; the next goes on after its cursor, and Then's writes and removals
+	// are committed with each.
+	var got [][]string
+	p.Then = func(removed []string) (store.SysAfter, error) {
+		got = append(got, removed)
+		return store.SysAfter{Remove: []store.SysKey{{Collection: "marks", ID: "taken"}},
+			Put: []store.SysDoc{{Collection: "marks", ID: strings.Join(removed, "+"), Value: len(removed), Create: true}}}, nil
+	}
+	offered = nil
+	pruned, err := st.PruneSysOldest(bg, p)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"r1", "r3"}, pruned.IDs, "two removed, the pending one kept")
+	assert.Equal(t, []string{"r1", "r2", "r3"}, offered)
+	assert.True(t, pruned.More)
+	assert.Equal(t, []string{"r1+r3"}, left("marks"), "Then's writes and removals committed with the prune")
+	offered = nil
+	p.After = pruned.Cursor
+	pruned, err = st.PruneSysOldest(bg, p)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"r4", "r6"}, pruned.IDs)
+	assert.Equal(t, []string{"r4", "r5", "r6"}, offered, "after the cursor: r2 is not offered again")
+	offered = nil
+	p.After = pruned.Cursor
+	pruned, err = st.PruneSysOldest(bg, p)
+	require.NoError(t, err)
+	assert.Empty(t, pruned.IDs)
+	assert.False(t, pruned.More)
+	assert.Empty(t, offered, "r7 is not old enough")
+	assert.Equal(t, [][]string{{"r1", "r3"}, {"r4", "r6"}}, got, "Then is called only when a prune removes something")
+	assert.Equal(t, []string{"r2", "r5", "r7"}, left("runs"))
+	assert.Equal(t, []string{"r2", "r5", "r7"}, left("notes"), "the companions went with them")
+	assert.Equal(t, []string{"r1+r3", "r4+r6"}, left("marks"))
+	stats, err := st.SysStats("runs")
+	require.NoError(t, err)
+	assert.Equal(t, 3, stats["g"].Count, "the index follows")
 }
 
 // A stage holds its run to its limits and says which it crossed.
