@@ -41,7 +41,7 @@ func bigDocs(prefix string, size int) []store.SysDoc {
 	var docs []store.SysDoc
 	for i := range max(size/each, 1) {
 		id := fmt.Sprintf("%s-%04d", prefix, i)
-		docs = append(docs, store.SysDoc{Collection: "runs", ID: id, Value: map[string]any{"pad": strings.Repeat("x", each)},
+		docs = append(docs, store.SysDoc{Collection: "runs", ID: id, Value: map[string]any{"v": 1, "pad": strings.Repeat("x", each)},
 			Index: &store.SysIndex{Order: id, Group: "done"}})
 	}
 	return docs
