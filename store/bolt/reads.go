@@ -40,11 +40,12 @@ func holds(pc *store.PredCheck, mt *committedTable) (bool, error) {
 
 // walkRange calls fn for each committed row in [from, to] (inclusive; nil bounds are open) that
 // m matches, until fn returns false. It uses the indexes and numeric columns as a run's reads
-// do. The rows come in key order, or in reverse key order when only from is set (the range a
-// reverse read walked before it stopped): either way the walk starts at the range's open end and
-// stops at its bounded one, so an index's candidates past the range are never read (a run's
-// "last row of this value" re-checks one row, not every row of the value). The set of rows fn
-// sees does not depend on the order. The caller holds the Store's lock.
+// do. An index's candidates are walked in reverse key order when only from is set (the range a
+// reverse read walked before it stopped), else in key order: from the range's open end, stopping
+// at its bounded one, so candidates past the range are never read (a run's "last row of this
+// value" re-checks one row, not every row of the value). Other walks read the range alone, in
+// key order. The set of rows fn sees does not depend on the order. The caller holds the Store's
+// lock.
 func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from, to any, fn func(r *rec) bool) error {
 	var err error
 	reverse := from != nil && to == nil

@@ -58,7 +58,8 @@ func bigDocs(prefix string, size int) []store.SysDoc {
 // tables' lock and bolt.mu, and meanwhile every look at a run (GetSys), every walk from the file
 // and every apply waits too. Not a deadlock (the read ends by itself), a stall of the whole
 // store for as long as the read takes, each time the map grows (it doubles up to 1 GiB from
-// the file's size at Open, then grows by 1 GiB).
+// the file's size at Open, then grows by 1 GiB). So a file of mapAheadMin or more is mapped a
+// GiB past its end at Open (mapAhead): its commits do not grow the map until a GiB is written.
 func TestRvlockAGrowingCommitDoesNotWaitForAReadIntoMemory(t *testing.T) {
 	t.Parallel()
 	onDisk(t, 50)

@@ -37,7 +37,7 @@ func remapWaiting() bool {
 // waits for the whole walk, and while it waits no read transaction begins: every look at a run,
 // every other walk, and behind the batch's locks every apply and listing. The walk's table
 // cannot change while its caller holds the tables' lock (only system documents commit under the
-// read lock), so the walk can end its transaction every few thousand rows and go on from its
+// read lock), so the walk ends its transaction every walkChunk rows and goes on from its
 // last key in a new one: the commit then waits for a chunk, not for the walk.
 func TestRvlockAWalkOfTheFileLetsAGrowingCommitGoBetweenChunks(t *testing.T) {
 	t.Parallel()
