@@ -88,7 +88,7 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 	var db *bbolt.DB
 	err = guard(path, func() error {
 		var err error
-		db, err = bbolt.Open(path, 0o644, &bbolt.Options{Timeout: timeout,
+		db, err = bbolt.Open(path, 0o644, &bbolt.Options{Timeout: timeout, InitialMmapSize: mapAhead(path),
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
 				file = f

@@ -619,10 +619,23 @@ func (d *diskTable) rows(from, to any, reverse bool, errp *error) iter.Seq[*rec]
 	return d.walkBucket(func(tx *bbolt.Tx) *bbolt.Bucket { return tableKeys(tx, d.s.Name) }, nil, lo, hi, reverse, false, errp)
 }
 
+// walkChunk is how many entries a walk of the file reads in one bbolt read transaction before
+// it ends it and goes on in a new one (see walkBucket).
+const walkChunk = 1024
+
 // walkBucket walks a bucket of the table (its keys, or an index whose entries end with the
 // encoded key: viaIndex) over the entries that start with prefix and lie in [lo, hi] (nil:
 // open), forwards or backwards, loading each entry's row. Only the bucket's own steps and the
 // loads run under guard: a panic of the caller's loop body stays the caller's.
+//
+// The walk ends its read transaction every walkChunk entries and goes on in a new one from the
+// entry it stood at: a commit that must grow bbolt's map (which waits for every open read
+// transaction, while no new one begins) then waits for a chunk, not for the whole walk, which
+// may last a run's whole time limit. The walk is still of one state of the table: every caller
+// holds the Store's lock (s.mu) for as long as it walks, and what commits under that lock held
+// for reading (Store.write: system documents, their index buckets) writes no document, key or
+// index entry of a table, while every commit that does holds it for writing (commitLocked, the
+// staged import, an upgrade). An entry gone when the walk comes back to it is damage.
 func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo, hi []byte, reverse, viaIndex bool, errp *error) iter.Seq[*rec] {
 	return func(yield func(*rec) bool) {
 		fail := func(err error) {
@@ -635,7 +648,11 @@ func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo,
 			fail(err)
 			return
 		}
-		defer tx.Rollback()
+		defer func() {
+			if tx != nil {
+				tx.Rollback()
+			}
+		}()
 		var c *bbolt.Cursor
 		var keys, root *bbolt.Bucket
 		var k, v []byte
@@ -678,7 +695,31 @@ func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo,
 			fail(err)
 			return
 		}
-		for k != nil {
+		// again ends the transaction and begins a new one, with the cursor back at the entry k
+		// (copied first: it lies in the map, which a commit may move meanwhile).
+		again := func() error {
+			at := bytes.Clone(k)
+			tx.Rollback()
+			tx = nil
+			return guard(d.b.path, func() (err error) {
+				if tx, err = d.b.db.Begin(false); err != nil {
+					return err
+				}
+				if keys, root, err = d.buckets(tx); err != nil {
+					return err
+				}
+				b := bucket(tx)
+				if b == nil {
+					return d.damaged("table %s: a bucket a walk read is gone", d.s.Name)
+				}
+				c = b.Cursor()
+				if k, v = c.Seek(at); !bytes.Equal(k, at) {
+					return d.damaged("table %s: an entry a walk stood at is gone", d.s.Name)
+				}
+				return nil
+			})
+		}
+		for n := 1; k != nil; n++ {
 			if (prefix != nil && !bytes.HasPrefix(k, prefix)) ||
 				(!reverse && hi != nil && bytes.Compare(k, hi) > 0) || (reverse && lo != nil && bytes.Compare(k, lo) < 0) {
 				return
@@ -701,6 +742,12 @@ func (d *diskTable) walkBucket(bucket func(*bbolt.Tx) *bbolt.Bucket, prefix, lo,
 			}
 			if !yield(r) {
 				return
+			}
+			if n%walkChunk == 0 {
+				if err := again(); err != nil {
+					fail(err)
+					return
+				}
 			}
 			if err := guard(d.b.path, func() error { k, v = step(c, reverse); return nil }); err != nil {
 				fail(err)

@@ -39,17 +39,26 @@ func holds(pc *store.PredCheck, mt *committedTable) (bool, error) {
 }
 
 // walkRange calls fn for each committed row in [from, to] (inclusive; nil bounds are open) that
-// m matches, in key order, until fn returns false. It uses the indexes and numeric columns as a
-// run's reads do. The caller holds the Store's lock.
+// m matches, until fn returns false. It uses the indexes and numeric columns as a run's reads
+// do. An index's candidates are walked in reverse key order when only from is set (the range a
+// reverse read walked before it stopped), else in key order: from the range's open end, stopping
+// at its bounded one, so candidates past the range are never read (a run's "last row of this
+// value" re-checks one row, not every row of the value). Other walks read the range alone, in
+// key order. The set of rows fn sees does not depend on the order. The caller holds the Store's
+// lock.
 func (mt *committedTable) walkRange(m *table.Matcher, where map[string]any, from, to any, fn func(r *rec) bool) error {
 	var err error
-	cands, ok, err := mt.bestIndex(m, false, &err)
+	reverse := from != nil && to == nil
+	cands, ok, err := mt.bestIndex(m, reverse, &err)
 	if err != nil {
 		return err
 	}
 	if ok {
-		for r := range cands.all(false) {
-			in := (from == nil || table.CompareKeys(r.key, from) >= 0) && (to == nil || table.CompareKeys(r.key, to) <= 0)
+		for r := range cands.all(reverse) {
+			if reverse && table.CompareKeys(r.key, from) < 0 || !reverse && to != nil && table.CompareKeys(r.key, to) > 0 {
+				break // candidates come in key order: the rest are past the range
+			}
+			in := reverse || from == nil || table.CompareKeys(r.key, from) >= 0
 			if in && m.Match(r.row) && !fn(r) {
 				break
 			}
