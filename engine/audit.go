@@ -890,9 +890,9 @@ func (a *auditLog) loop() {
 }
 
 // encodeNew encodes the records queued since it last did, while the background writer
-// lingers for its batch to fill: as the runs queue them, while their rows and texts may still
-// be in a cache, not a linger later for the whole batch at once, after the runs in between
-// pushed them out (issue 32: the same encoding cost a third more then). It is the writer's
+// lingers for its batch to fill: as the runs queue them, beside the runs, not a linger later
+// for the whole batch at once in the batch's turn (the process's CPU is the same either way;
+// the stream's wall time per run is lower, ARCHITECTURE.md). It is the writer's
 // work, on the writer's goroutine, as the batch's write encoding them would be; a benchmark
 // measures it as part of the write (around).
 func (a *auditLog) encodeNew(e *recordEncoder) {
