@@ -67,6 +67,20 @@ func (s *rvbufStore) PutSysDocs(ctx context.Context, docs ...store.SysDoc) error
 	}
 }
 
+// ApplyPending fails as PutSysDocs does, the real store's failure coming after it wrote the
+// apply's rows in its transaction.
+func (s *rvbufStore) ApplyPending(ctx context.Context, p *store.Pending, verify store.Verify, extra ...store.SysDoc) error {
+	k, every := s.n.Add(1), s.every.Load()
+	if every <= 0 || k%every != 0 {
+		return s.Store.ApplyPending(ctx, p, verify, extra...)
+	}
+	s.failed.Add(1)
+	if (k/every)%2 == 0 {
+		return errRvbufDiskFull
+	}
+	return s.Store.ApplyPending(ctx, p, verify, append(slices.Clone(extra), store.SysDoc{Collection: "rvbufjunk", ID: "x", Value: rvbufBadValue{}})...)
+}
+
 // rvbufSeen is what the readers saw: each run's request, and the encodings of the records they
 // read (decoded and encoded again) and the hashes decisions would chain as read.
 type rvbufSeen struct {
@@ -321,6 +335,7 @@ func TestRvbufStreamWithFailingCommits(t *testing.T) {
 	e, st, dir := rvbufEngine(t, 5, time.Millisecond)
 	seen := rvbufStream(t, e, 3, 60)
 	require.Positive(t, st.failed.Load(), "no commit failed")
+	t.Logf("%d of %d commits failed; %d runs decided", st.failed.Load(), st.n.Load(), len(seen.decided))
 	st.every.Store(0)
 	require.NoError(t, e.audit.flush())
 	rvbufCheckStored(t, e, seen)
