@@ -329,10 +329,10 @@ func TestRvbufStreamWithReaders(t *testing.T) {
 	rvbufBoltCheck(t, e, dir)
 }
 
-// The same stream over a store whose commits fail, one in five, in the three ways: each failed
+// The same stream over a store whose commits fail, one in three, in the three ways: each failed
 // batch goes back to the queue with its bytes, and is written whole by a later commit.
 func TestRvbufStreamWithFailingCommits(t *testing.T) {
-	e, st, dir := rvbufEngine(t, 5, time.Millisecond)
+	e, st, dir := rvbufEngine(t, 3, time.Millisecond)
 	seen := rvbufStream(t, e, 3, 60)
 	require.Positive(t, st.failed.Load(), "no commit failed")
 	t.Logf("%d of %d commits failed; %d runs decided", st.failed.Load(), st.n.Load(), len(seen.decided))
