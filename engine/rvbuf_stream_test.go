@@ -381,3 +381,31 @@ func TestRvbufCloseWhileQueued(t *testing.T) {
 	rvbufCheckStored(t, e, seen)
 	rvbufBoltCheck(t, e, dir)
 }
+
+// Close over a store that fails every commit: Close says so, the records stay queued with their
+// bytes (readers still read them, encoded as they were), and once the store writes again a
+// flush stores exactly those bytes, the chain and db check agreeing.
+func TestRvbufCloseOverAFailingStore(t *testing.T) {
+	e, st, dir := rvbufEngine(t, 1, time.Hour)
+	ctx := context.Background()
+	seen := &rvbufSeen{request: map[string]string{}, decided: map[string]bool{}, reads: map[string][]string{}, sums: map[string][]string{}}
+	for i := range 30 {
+		req := fmt.Sprint("kept ", i)
+		res, err := e.Run(ctx, Request{Reply: example(t, []string{"02_purchase_wayfarer.star", "03_two_item_order.star"}[i%2]), UserRequest: req})
+		require.NoError(t, err)
+		seen.request[res.RunID] = req
+	}
+	require.ErrorIs(t, e.Close(), errRvbufDiskFull)
+	require.Len(t, e.audit.tail(), 30, "a failed write lost queued records")
+	for _, id := range seen.ids() {
+		rec, err := e.decisionRecord(id)
+		require.NoError(t, err)
+		seen.checkRecord("a read after a failed close", id, rec)
+	}
+	require.Empty(t, seen.errs)
+	st.every.Store(0)
+	require.NoError(t, e.audit.flush())
+	require.Empty(t, e.audit.tail())
+	rvbufCheckStored(t, e, seen)
+	rvbufBoltCheck(t, e, dir)
+}
