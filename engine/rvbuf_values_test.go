@@ -262,3 +262,42 @@ func TestRvbufPlainValidIsSure(t *testing.T) {
 		check(raw)
 	}
 }
+
+// Records larger than a pooled buffer (they grow out of it, and their buffer is not kept) among
+// small ones, batch after batch: every stored record is encoding/json's bytes of its record.
+func TestRvbufLargeRecordsAmongSmall(t *testing.T) {
+	e := tailEngine(t)
+	ctx := context.Background()
+	want := map[string]string{}
+	for round := range 4 {
+		for i := range 12 {
+			req := fmt.Sprint("small ", round, " ", i)
+			if i%3 == round%3 {
+				req = strings.Repeat(fmt.Sprintf("large %d %d <&> é. ", round, i), 1+(maxPooledBuf/10)*(i%4))
+			}
+			_, err := e.Run(ctx, Request{Reply: example(t, "03_two_item_order.star"), UserRequest: req})
+			require.NoError(t, err)
+		}
+		for _, q := range e.audit.tail() {
+			raw, err := json.Marshal(q.rec.stored().cut())
+			require.NoError(t, err)
+			want[q.rec.ID] = string(raw)
+		}
+		require.NoError(t, e.audit.flush())
+	}
+	require.Len(t, want, 48)
+	large := 0
+	for _, w := range want {
+		if len(w) > maxPooledBuf {
+			large++
+		}
+	}
+	require.Positive(t, large, "no record outgrew a pooled buffer")
+	for id, w := range want {
+		var raw json.RawMessage
+		_, err := e.st.GetSys(auditCollection, id, &raw)
+		require.NoError(t, err)
+		require.Equal(t, w, string(raw))
+	}
+	require.Equal(t, "[]", chainProblems(t, e))
+}
