@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -65,10 +66,11 @@ func rvbufObject(rnd *rand.Rand, names []string, depth int) map[string]any {
 // whose rows have the names of other records' rows in other orders, more of them, fewer, and
 // nested objects with the same names: every record is encoding/json's bytes.
 func TestRvbufOneEncoderAcrossChangingShapes(t *testing.T) {
+	t.Parallel()
 	names := []string{"item_id", "name", "price", "quantity_in_stock", "a\"b", "<tag>", "é", "x\u2028y", "", "a&b", "\\", "z"}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	var batch recordEncoder
-	for i := range 3000 {
+	for i := range testtier.Size(500, 3000) { // 17 s under -race at 3,000 on a busy CI machine
 		r := fullRecord()
 		r.Writes = nil
 		cs := table.ChangeSet{}
@@ -178,6 +180,7 @@ answer_text = "Done."`
 // plainValid never calls valid what json.Valid refuses, and what it calls valid is written as
 // encoding/json writes a json.RawMessage: random plain JSON, cut, spliced and mutated.
 func TestRvbufPlainValidIsSure(t *testing.T) {
+	t.Parallel()
 	rnd := rand.New(rand.NewPCG(5, 6))
 	alphabet := []byte(`{}[]":,-+.eE0123456789tfnrulasx\/<>&` + "\x7f \t")
 	var gen func(depth int) string
@@ -235,7 +238,7 @@ func TestRvbufPlainValidIsSure(t *testing.T) {
 	deep := strings.Repeat("[", maxPlainDepth+5) + strings.Repeat("]", maxPlainDepth+5)
 	check([]byte(deep))
 	check([]byte(deep[:len(deep)-1]))
-	for range 200_000 {
+	for range testtier.Size(30_000, 200_000) { // 11 s under -race at 200,000 on a busy CI machine
 		s := []byte(gen(0))
 		switch rnd.IntN(4) {
 		case 0:
