@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/internal/pgtest"
+	"github.com/starplan/starplan/store"
+	"github.com/starplan/starplan/store/pg"
+)
+
+// rvTwoServers opens two engines on one throw-away PostgreSQL database (servers that share it).
+func rvTwoServers(t *testing.T, clk *clock) (a, b *Engine) {
+	t.Helper()
+	if os.Getenv(pgtest.EnvDSN) == "" {
+		t.Skip("no PostgreSQL: .ci/run go test ./engine -run RvPrune runs it")
+	}
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	ps, err := pg.Create(ctx, dsn, store.Inventory(), pg.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { ps.Close() })
+	ps2, err := pg.Open(ctx, dsn, pg.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { ps2.Close() })
+	a, err = New(ps, Options{Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	b, err = New(ps2, Options{Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+// A server rejects an old pending run while another prunes with --pending: the rejection read
+// the run before the prune's step removed it and commits after. It must not write the run's
+// record back (a record the checkpoint counts as pruned, put back: runs verify and db check
+// then report the log damaged for good); it finds the run gone, as a rejection after the
+// prune would.
+func TestRvPruneRejectionAfterSharedPruneWritesNoRecordBack(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{now: fixedNow}
+	a, b := rvTwoServers(t, clk)
+	res, err := a.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	require.NoError(t, a.audit.flush())
+	_, err = a.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
+	require.NoError(t, err)
+	require.NoError(t, a.audit.flush())
+	clk.advance(40 * 24 * time.Hour)
+	_, err = a.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
+	require.NoError(t, err)
+	require.NoError(t, a.audit.flush())
+
+	// b checks its rejection (the run is pending), as RejectWith does, then a prunes.
+	r := &rejection{ctx: ctx, runID: res.RunID, opts: RejectOptions{Feedback: "no", By: alice}}
+	b.applyMu.Lock()
+	require.True(t, b.rejectCheck(r))
+	rep, err := a.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour, Pending: true})
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Removed)
+	b.commitRejections([]*rejection{r})
+	for !r.done && b.rejectionQueued(r) {
+		b.rejectQueuedLocked()
+	}
+	b.applyMu.Unlock()
+	require.True(t, r.done)
+	var re *RunError
+	assert.ErrorAs(t, r.err, &re, "the run is gone: its rejection finds no run")
+	var raw json.RawMessage
+	ok, err := a.st.GetSys(auditCollection, res.RunID, &raw)
+	require.NoError(t, err)
+	assert.False(t, ok, "the pruned run's record stays pruned")
+	vrep, err := a.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, vrep.Problems)
+}
