@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Between two steps of a prune, the engine's applies and rejections go on (the apply lock is a
+// step's, not the whole prune's: a server's every apply and rejection waited for the whole
+// prune, a minute at 1M runs). Each later step judges a run as its record then says: an old
+// pending run applied between steps stays (applied now), one rejected goes, and one whose apply
+// conflicted (its record queued by the apply, not yet written) goes with its conflict record,
+// which the step writes first (never after its run went). The log verifies, bbolt and
+// PostgreSQL, runs verify and db check.
+func TestRvPruneDecisionsBetweenSteps(t *testing.T) {
+	for _, b := range rvBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := &clock{now: fixedNow}
+			e, err := New(b.open(t), Options{Now: clk.Now})
+			require.NoError(t, err)
+			defer func() { e.Close() }()
+			e.audit.linger = time.Hour // before any record is queued: p[2]'s conflict record stays queued until a flush
+			run := func(name string) string {
+				t.Helper()
+				res, err := e.Run(ctx, Request{Reply: example(t, name)})
+				require.NoError(t, err)
+				require.NoError(t, e.audit.flush())
+				clk.advance(time.Second)
+				return res.RunID
+			}
+			var p, r [3]string
+			for i := range 3 {
+				p[i] = run("02_purchase_wayfarer.star") // pending; each buys the same row
+				r[i] = run("01_round_under_100.star")
+			}
+			clk.advance(40 * 24 * time.Hour)
+			fresh := run("01_round_under_100.star")
+			e.pruneBatch = 1
+			between := 0
+			e.pruneStepped = func() {
+				between++
+				if !e.applyMu.TryLock() {
+					t.Errorf("step %d: the apply lock is held between two steps of a prune", between)
+					return
+				}
+				e.applyMu.Unlock()
+				if between != 1 {
+					return
+				}
+				// The first step kept p[0] (read, passed) and removed r[0].
+				_, err := e.Apply(ctx, p[0])
+				assert.NoError(t, err)
+				_, _, err = e.RejectWith(ctx, p[1], RejectOptions{Feedback: "no", By: alice})
+				assert.NoError(t, err)
+				res, err := e.Apply(ctx, p[2])
+				assert.NoError(t, err)
+				assert.Equal(t, OutcomeConflict, res.Outcome)
+			}
+			rep, err := e.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, 5, rep.Removed, "r[0..2], p[1] rejected and p[2] in conflict")
+			assert.ElementsMatch(t, []string{p[0], fresh}, ids(t, e))
+			rec, err := e.Record(p[0])
+			require.NoError(t, err)
+			assert.True(t, rec.Applied)
+			assert.Equal(t, "[]", rvBoth(t, b, e))
+		})
+	}
+}
