@@ -81,3 +81,70 @@ func TestRvPruneRejectionAfterSharedPruneWritesNoRecordBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, vrep.Problems)
 }
+
+// Two servers on one PostgreSQL database prune at once, in steps of one run, each one's steps
+// interleaved with the other's whole prune and with its runs, rejections and applies; runs of
+// identical times straddle every step boundary (the cursor is the index entry, order and id).
+// Every old settled run goes once, no pending one goes, and the log verifies (runs verify and
+// db check).
+func TestRvPruneTwoServersPruneAtOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{now: fixedNow}
+	a, b := rvTwoServers(t, clk)
+	run := func(e *Engine, name string) string {
+		t.Helper()
+		res, err := e.Run(ctx, Request{Reply: example(t, name)})
+		require.NoError(t, err)
+		require.NoError(t, e.audit.flush())
+		return res.RunID
+	}
+	var settled, pending []string
+	for i := range 12 { // the clock stands still: every run has the same time
+		e := a
+		if i%2 == 1 {
+			e = b
+		}
+		if i%4 == 3 {
+			pending = append(pending, run(e, "02_purchase_wayfarer.star"))
+		} else {
+			settled = append(settled, run(e, "01_round_under_100.star"))
+		}
+	}
+	_, _, err := b.RejectWith(ctx, pending[0], RejectOptions{Feedback: "no", By: alice})
+	require.NoError(t, err)
+	settled, pending = append(settled, pending[0]), pending[1:]
+	clk.advance(40 * 24 * time.Hour)
+	month := PruneOptions{OlderThan: 30 * 24 * time.Hour}
+	a.pruneBatch, b.pruneBatch = 1, 1
+	var aSteps, bSteps int
+	var fresh []string
+	b.pruneStepped = func() {
+		bSteps++
+		fresh = append(fresh, run(a, "01_round_under_100.star"))
+	}
+	a.pruneStepped = func() {
+		aSteps++
+		switch aSteps {
+		case 1:
+			rep, err := b.Prune(ctx, month) // the rest, while a is between two steps
+			assert.NoError(t, err)
+			assert.NotZero(t, rep.Removed)
+		case 2:
+			_, err := b.Apply(ctx, pending[1]) // an old pending run applied: it stays
+			assert.NoError(t, err)
+		}
+		fresh = append(fresh, run(b, "01_round_under_100.star"))
+	}
+	rep, err := a.Prune(ctx, month)
+	require.NoError(t, err)
+	assert.NotZero(t, rep.Removed)
+	assert.NotZero(t, aSteps)
+	assert.NotZero(t, bSteps)
+	assert.ElementsMatch(t, append(append([]string{}, pending...), fresh...), ids(t, a),
+		"every old settled run pruned, once; the pending ones (one applied meanwhile) and the new ones kept")
+	rep, err = b.Prune(ctx, month)
+	require.NoError(t, err)
+	assert.Zero(t, rep.Removed)
+	require.NoError(t, b.Close())
+	assert.Equal(t, "[]", rvBoth(t, rvBackends()[1], a))
+}
