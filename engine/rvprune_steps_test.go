@@ -72,3 +72,34 @@ func TestRvPruneDecisionsBetweenSteps(t *testing.T) {
 		})
 	}
 }
+
+// A prune whose context ends between two steps stops there: the report says what the steps done
+// removed, with the context's error, the next step removed nothing, and the log verifies.
+func TestRvPruneCancelledBetweenSteps(t *testing.T) {
+	for _, b := range rvBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			clk := &clock{now: fixedNow}
+			e, err := New(b.open(t), Options{Now: clk.Now})
+			require.NoError(t, err)
+			defer func() { e.Close() }()
+			var old []string
+			for range 4 {
+				res, err := e.Run(context.Background(), Request{Reply: example(t, "01_round_under_100.star")})
+				require.NoError(t, err)
+				require.NoError(t, e.audit.flush())
+				old = append(old, res.RunID)
+			}
+			clk.advance(40 * 24 * time.Hour)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			e.pruneBatch = 2
+			e.pruneStepped = cancel
+			rep, err := e.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour})
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, 2, rep.Removed)
+			assert.Equal(t, 1, rep.Steps)
+			assert.Len(t, ids(t, e), 2, "the second step removed nothing")
+			assert.Equal(t, "[]", rvBoth(t, b, e))
+		})
+	}
+}
