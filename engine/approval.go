@@ -184,7 +184,7 @@ func (e *Engine) writeRecord(ctx context.Context, rec *RunRecord, rejected bool,
 		return e.st.PutSysDocs(ctx, docs...)
 	})
 	if errors.Is(err, errDecidedElsewhere) {
-		if serr := e.settledElsewhere(rec.ID); serr != nil {
+		if serr := e.settledElsewhere(rec.ID, rec.chainRead != ""); serr != nil {
 			return serr
 		}
 	}

@@ -188,3 +188,65 @@ func TestRvPruneQueuedConflictRecordAfterSharedPrune(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, vrep.Problems)
 }
+
+// pruneInConflictCheck is a PostgreSQL store whose conflict check before an apply's commit
+// (store.ConflictChecker) first runs during: the moment between the apply's read of its run and
+// its commit.
+type pruneInConflictCheck struct {
+	*pg.Store
+	during func()
+}
+
+func (s *pruneInConflictCheck) Conflicts(ctx context.Context, p *store.Pending) error {
+	if f := s.during; f != nil {
+		s.during = nil
+		f()
+	}
+	return nil
+}
+
+// A server applies an old pending run while another prunes with --pending: the prune removes
+// the run after the apply read it, before its commit. The apply fails, writes nothing, and
+// queues no record of the run to write later (its record back after the prune: the log then
+// verifies damaged for good).
+func TestRvPruneApplyAfterSharedPruneWritesNoRecordBack(t *testing.T) {
+	if os.Getenv(pgtest.EnvDSN) == "" {
+		t.Skip("no PostgreSQL: .ci/run go test ./engine -run RvPrune runs it")
+	}
+	ctx := context.Background()
+	clk := &clock{now: fixedNow}
+	dsn := pgtest.DSN(t)
+	ps, err := pg.Create(ctx, dsn, store.Inventory(), pg.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { ps.Close() })
+	ps2, err := pg.Open(ctx, dsn, pg.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { ps2.Close() })
+	a, err := New(ps, Options{Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	hook := &pruneInConflictCheck{Store: ps2}
+	b, err := New(hook, Options{Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+
+	res, err := a.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star")})
+	require.NoError(t, err)
+	require.NoError(t, a.audit.flush())
+	clk.advance(40 * 24 * time.Hour)
+	hook.during = func() {
+		rep, err := a.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour, Pending: true})
+		assert.NoError(t, err)
+		assert.Equal(t, 1, rep.Removed)
+	}
+	_, err = b.Apply(ctx, res.RunID)
+	assert.Error(t, err, "the run went while the apply was on its way")
+	require.NoError(t, b.audit.flush())
+	var raw json.RawMessage
+	ok, err := a.st.GetSys(auditCollection, res.RunID, &raw)
+	require.NoError(t, err)
+	assert.False(t, ok, "the pruned run's record stays pruned")
+	vrep, err := a.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, vrep.Problems)
+}
