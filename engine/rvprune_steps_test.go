@@ -103,3 +103,52 @@ func TestRvPruneCancelledBetweenSteps(t *testing.T) {
 		})
 	}
 }
+
+// Two prunes of one engine at once (serve's retention and runs prune through the server): the
+// apply lock is a step's, so their steps interleave. Each reads the chain again after the
+// other's checkpoint (chainPrune.catchUp), every old run goes once, and the log verifies.
+func TestRvPruneTwoPrunesOfOneEngineInterleave(t *testing.T) {
+	for _, b := range rvBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := &clock{now: fixedNow}
+			e, err := New(b.open(t), Options{Now: clk.Now})
+			require.NoError(t, err)
+			defer func() { e.Close() }()
+			var pending string
+			for i := range 9 {
+				name := "01_round_under_100.star"
+				if i == 4 {
+					name = "02_purchase_wayfarer.star"
+				}
+				res, err := e.Run(ctx, Request{Reply: example(t, name)})
+				require.NoError(t, err)
+				require.NoError(t, e.audit.flush())
+				if i == 4 {
+					pending = res.RunID
+				}
+			}
+			clk.advance(40 * 24 * time.Hour)
+			month := PruneOptions{OlderThan: 30 * 24 * time.Hour}
+			e.pruneBatch = 2
+			depth, inner := 0, 0
+			e.pruneStepped = func() {
+				if depth > 0 { // a step of the inner prune
+					inner++
+					return
+				}
+				depth++
+				rep, err := e.Prune(ctx, PruneOptions{OlderThan: 20 * 24 * time.Hour}) // another age
+				depth--
+				assert.NoError(t, err)
+				assert.NotZero(t, rep.Removed)
+			}
+			rep, err := e.Prune(ctx, month)
+			require.NoError(t, err)
+			assert.NotZero(t, rep.Removed)
+			assert.NotZero(t, inner, "the inner prune made several steps")
+			assert.Equal(t, []string{pending}, ids(t, e))
+			assert.Equal(t, "[]", rvBoth(t, b, e))
+		})
+	}
+}
