@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/starplan/starplan/store"
 )
 
 // Between two steps of a prune, the engine's applies and rejections go on (the apply lock is a
@@ -148,6 +151,57 @@ func TestRvPruneTwoPrunesOfOneEngineInterleave(t *testing.T) {
 			assert.NotZero(t, rep.Removed)
 			assert.NotZero(t, inner, "the inner prune made several steps")
 			assert.Equal(t, []string{pending}, ids(t, e))
+			assert.Equal(t, "[]", rvBoth(t, b, e))
+		})
+	}
+}
+
+// A log partly older than the chain, pruned in steps of one run: the first steps find the
+// chain not begun (no checkpoint), a run recorded between two steps begins it, and the later
+// steps and a second prune (another age, --pending) write checkpoints over the start and the
+// unchained records' removal. The log verifies after each prune.
+func TestRvPrunePartlyChainedLogInSteps(t *testing.T) {
+	for _, b := range rvBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := b.open(t)
+			var docs []store.SysDoc
+			for i := range 6 {
+				r := &RunRecord{ID: fmt.Sprintf("old_%d", i), Time: fixedNow.Add(-time.Duration(100-i) * 24 * time.Hour),
+					Request: "an old run", Program: "answer_text = 'ok'\nSTATUS = 'success'\n", Outcome: OutcomeOK, Status: "success", Pending: i%3 == 2}
+				docs = append(docs, store.SysDoc{Collection: AuditCollection, ID: r.ID, Value: r})
+			}
+			require.NoError(t, st.PutSysDocs(ctx, docs...))
+			clk := &clock{now: fixedNow}
+			e, err := New(st, Options{Now: clk.Now})
+			require.NoError(t, err)
+			defer func() { e.Close() }()
+			verify := func(what string) {
+				t.Helper()
+				rep, err := e.VerifyChain()
+				require.NoError(t, err)
+				assert.Empty(t, rep.Problems, what)
+			}
+			e.pruneBatch = 1
+			var chained []string
+			e.pruneStepped = func() {
+				if len(chained) < 2 {
+					res, err := e.Run(ctx, Request{Reply: example(t, "01_round_under_100.star")})
+					assert.NoError(t, err)
+					assert.NoError(t, e.audit.flush())
+					chained = append(chained, res.RunID)
+				}
+			}
+			rep, err := e.Prune(ctx, PruneOptions{OlderThan: 30 * 24 * time.Hour})
+			require.NoError(t, err)
+			assert.Equal(t, 4, rep.Removed)
+			verify("after the first prune")
+			clk.advance(40 * 24 * time.Hour)
+			e.pruneStepped = nil
+			rep, err = e.Prune(ctx, PruneOptions{OlderThan: 35 * 24 * time.Hour, Pending: true})
+			require.NoError(t, err)
+			assert.Equal(t, 4, rep.Removed, "the two old pending runs and the two chained ones")
+			assert.Empty(t, ids(t, e))
 			assert.Equal(t, "[]", rvBoth(t, b, e))
 		})
 	}
