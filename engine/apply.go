@@ -95,11 +95,20 @@ func settled(rec *RunRecord) error {
 // rejection (issue 32). Nor is it read while the queue still holds the run's first record:
 // nothing of the run is in the store for another engine to have applied, and a miss would
 // verify the whole audit log against its digest (bolt's GetSys, once per open).
-func (e *Engine) settledElsewhere(id string) error {
+//
+// A run whose record this engine read (read: rec.chainRead), neither in the store nor queued
+// here, was pruned by another server since (prune --pending): its *RunError, so that the apply
+// neither writes nor queues the record again (the prune's checkpoint counts it removed).
+func (e *Engine) settledElsewhere(id string, read bool) error {
 	if e.audit.unwritten(id) {
 		return nil
 	}
 	stored, err := e.storedRecord(id)
+	var re *RunError
+	if errors.As(err, &re) && read && e.sharedStore() && !e.queuedHere(id) {
+		re.Problem += " (pruned meanwhile)"
+		return re
+	}
 	if err != nil {
 		return nil
 	}
@@ -184,7 +193,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		err = e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
 			// A rejection on another server, committed before this commit took the chain's
 			// lock: the run is not applied (settledElsewhere answers with its record below).
-			if err := e.decidedElsewhere(rec.ID, false); err != nil {
+			if err := e.decidedElsewhere(rec.ID, false, rec.chainRead != ""); err != nil {
 				return err
 			}
 			return e.st.ApplyPending(stepsCtx(), writes, verify, append(decisions, docs...)...)
@@ -213,7 +222,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		return refused
 	}
 	ds, ok := applyDiagnostics(err)
-	if serr := e.settledElsewhere(rec.ID); serr != nil {
+	if serr := e.settledElsewhere(rec.ID, rec.chainRead != ""); serr != nil {
 		// Applied (or found in conflict) by another engine on the store while this one tried:
 		// its record stands, and this apply answers as any later one would.
 		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore

@@ -178,13 +178,13 @@ func (e *Engine) autoCheck(cs table.ChangeSet) (string, error) {
 func (e *Engine) writeRecord(ctx context.Context, rec *RunRecord, rejected bool, event, by string) error {
 	err := e.audit.writeWith(e.opts.Now(), []link{{doc: recordDoc(rec, rejected), event: event, by: func() string { return by }, read: rec.chainRead}}, func(docs []store.SysDoc) error {
 		// Another server's decision since this one read the run pending: its record stands.
-		if err := e.decidedElsewhere(rec.ID, true); err != nil {
+		if err := e.decidedElsewhere(rec.ID, true, rec.chainRead != ""); err != nil {
 			return err
 		}
 		return e.st.PutSysDocs(ctx, docs...)
 	})
 	if errors.Is(err, errDecidedElsewhere) {
-		if serr := e.settledElsewhere(rec.ID); serr != nil {
+		if serr := e.settledElsewhere(rec.ID, rec.chainRead != ""); serr != nil {
 			return serr
 		}
 	}

@@ -528,16 +528,10 @@ type PruneReport struct {
 // prune of its own that verifies, and nothing of the rest. The report then says what the
 // completed steps removed, with the error. One transaction per step bounds the memory a prune
 // takes (bbolt holds a transaction's changed pages until it commits) whatever the log's size.
+// Each step holds the apply lock (pruneStep); applies and decisions go on between steps.
 func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
 	if opts.OlderThan <= 0 {
 		return nil, fmt.Errorf("prune runs older than %s: the age must be positive", opts.OlderThan)
-	}
-	// Under the apply lock, so no apply reads a run as pending while it goes; after a flush,
-	// so the queued records are judged too.
-	e.applyMu.Lock()
-	defer e.applyMu.Unlock()
-	if err := e.audit.flush(); err != nil {
-		return nil, err
 	}
 	rep := &PruneReport{Before: e.opts.Now().Add(-opts.OlderThan)}
 	kept := map[string]bool{} // the old pending runs kept: a step may be offered one again when the store runs its transaction again
@@ -570,10 +564,7 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 	p := store.SysPrune{Coll: auditCollection, Before: orderKey(rep.Before), Max: e.pruneBatch, Drop: drop, With: []string{decisionCollection}}
 	var known chainPrune // the chain, read by the first step and kept by the next
 	for {
-		pruned, err := e.chain.prune(ctx, e.opts.Now(), &known, func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
-			p.Then = then
-			return e.st.PruneSysOldest(ctx, p)
-		})
+		pruned, err := e.pruneStep(ctx, &known, &p)
 		rep.KeptPending = len(kept)
 		if err != nil && rep.Removed > 0 {
 			return rep, fmt.Errorf("pruning the audit log (the steps done stand, each whole: runs removed %d, in steps %d): %w", rep.Removed, rep.Steps, err)
@@ -594,6 +585,24 @@ func (e *Engine) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, er
 		}
 		p.After = pruned.Cursor
 	}
+}
+
+// pruneStep makes one step of a prune p (Engine.Prune) under the apply lock, so that no apply
+// or decision reads a run as pending while it goes, after a flush, so that the queued records
+// (a decision's record an apply queued among them) are judged too and none is written after
+// its run went. The lock is the step's, not the prune's: between two steps applies and
+// decisions go on (a server's requests waited for the whole prune, a minute at 1M runs); a
+// run decided meanwhile is judged by the next step as its record then says.
+func (e *Engine) pruneStep(ctx context.Context, known *chainPrune, p *store.SysPrune) (store.SysPruned, error) {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	if err := e.audit.flush(); err != nil {
+		return store.SysPruned{}, err
+	}
+	return e.chain.prune(ctx, e.opts.Now(), known, func(then func([]string) (store.SysAfter, error)) (store.SysPruned, error) {
+		p.Then = then
+		return e.st.PruneSysOldest(ctx, *p)
+	})
 }
 
 // PruneBatch is the most runs one step of a prune removes (one transaction; Engine.Prune).

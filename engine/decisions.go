@@ -188,7 +188,7 @@ func (e *Engine) commitRejections(group []*rejection) {
 	ctx := context.WithoutCancel(group[0].ctx)
 	err := e.audit.writeWith(group[len(group)-1].d.Time, links, func(chained []store.SysDoc) error {
 		for _, r := range group {
-			if err := e.decidedElsewhere(r.runID, r.wasPending); err != nil {
+			if err := e.decidedElsewhere(r.runID, r.wasPending, true); err != nil {
 				return err
 			}
 		}
@@ -235,8 +235,13 @@ func (e *Engine) sharedStore() bool {
 // commit took the chain's lock. It runs inside a decision's chained write, under that lock, so
 // no other server decides between this read and the commit (issue 32 review: an apply on one
 // server and a rejection on another of the same run both succeeded). nil on a store one
-// process holds alone, and for a run the store holds nothing of yet.
-func (e *Engine) decidedElsewhere(id string, wasPending bool) error {
+// process holds alone, and for a run the store holds nothing of yet: this engine's own, still
+// queued (written in this very commit), or one decided as it runs (read false: it read no
+// record). A run whose record the decision read (read) that is neither stored nor queued here
+// was pruned by another server since: errDecidedElsewhere too, so that the decision does not
+// write its record back (the prune's checkpoint counts it removed: runs verify and db check
+// would report the log damaged for good) and finds the run gone when checked again.
+func (e *Engine) decidedElsewhere(id string, wasPending, read bool) error {
 	if !e.sharedStore() {
 		return nil
 	}
@@ -249,6 +254,9 @@ func (e *Engine) decidedElsewhere(id string, wasPending bool) error {
 	stored, err := e.storedRecord(id)
 	var re *RunError
 	if errors.As(err, &re) {
+		if read && !e.queuedHere(id) {
+			return errDecidedElsewhere // pruned by another server since it was read
+		}
 		return nil // not in the store: this engine's own, still queued
 	}
 	if err != nil {
@@ -258,6 +266,17 @@ func (e *Engine) decidedElsewhere(id string, wasPending bool) error {
 		return errDecidedElsewhere
 	}
 	return nil
+}
+
+// queuedHere reports whether this engine's audit log holds a record of run id not yet in the
+// store (the batch being written, or the queue: auditLog.tail).
+func (e *Engine) queuedHere(id string) bool {
+	for _, q := range e.audit.tail() {
+		if q.rec.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // rejectionDocs are the chained records and the decisions that group's commit writes.
