@@ -370,6 +370,14 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 		return err
 	}
 	defer unlock()
+	if shared {
+		if links, err = c.withoutPrunedRewrites(links); err != nil {
+			return fmt.Errorf("reading the audit log before writing it: %w", err)
+		}
+		if len(links) == 0 {
+			return nil // only rewrites of runs pruned meanwhile: nothing to write
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		if shared {
 			c.mu.Lock()
@@ -392,6 +400,43 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 		w.done(err)
 		return err
 	}
+}
+
+// withoutPrunedRewrites drops, on a store several servers share, the queued rewrites (a
+// conflict's, a recorded settlement's) of runs whose record is no longer stored and is not
+// written earlier in this same write: another server's prune (runs prune --pending) removed
+// the run after this engine queued its rewrite, and writing it would put back a record the
+// prune's checkpoint counts removed (runs verify and db check would report the log damaged for
+// good; rvprune's finding). It runs under the store's lock on the chain, which a prune's step
+// holds too, so no prune falls between the look and the write. One read per queued rewrite,
+// on shared stores only.
+func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
+	var kept []link
+	written := map[string]bool{}
+	for i, l := range links {
+		rewrite := l.fold && l.event != ChainProposed && l.doc.Collection == auditCollection
+		if rewrite && !written[l.doc.ID] {
+			var raw json.RawMessage
+			ok, err := c.st.GetSys(auditCollection, l.doc.ID, &raw)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				if kept == nil {
+					kept = append(make([]link, 0, len(links)), links[:i]...)
+				}
+				continue
+			}
+		}
+		written[l.doc.ID] = true
+		if kept != nil {
+			kept = append(kept, l)
+		}
+	}
+	if kept == nil {
+		return links, nil
+	}
+	return kept, nil
 }
 
 // lockShared takes the store's lock on the chain when other processes may append to it

@@ -149,16 +149,12 @@ func TestRvPruneTwoServersPruneAtOnce(t *testing.T) {
 	assert.Equal(t, "[]", rvBoth(t, rvBackends()[1], a))
 }
 
-// Open finding (skipped unless STARPLAN_RVPRUNE_OPEN=1; the fix is in the audit queue's write,
-// not the prune's): on a store servers share, an apply whose data moved queues its run's
-// conflict record (auditLog.add), written with a later batch without the decision checks; a
-// prune --pending on another server in between removes the run, still pending in the store, and
-// the batch then writes its record back: the checkpoint counts it pruned, and runs verify and
-// db check report the log damaged for good.
+// On a store servers share, an apply whose data moved queues its run's conflict record
+// (auditLog.add), written with a later batch without the decision checks; a prune --pending on
+// another server in between removes the run, still pending in the store. The batch wrote its
+// record back, which the checkpoint counts pruned: runs verify and db check reported the log
+// damaged for good. The batch now drops it (chain.withoutPrunedRewrites).
 func TestRvPruneQueuedConflictRecordAfterSharedPrune(t *testing.T) {
-	if os.Getenv("STARPLAN_RVPRUNE_OPEN") != "1" {
-		t.Skip("open finding: STARPLAN_RVPRUNE_OPEN=1 runs it")
-	}
 	ctx := context.Background()
 	clk := &clock{now: fixedNow}
 	a, b := rvTwoServers(t, clk)
