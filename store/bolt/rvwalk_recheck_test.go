@@ -256,5 +256,3 @@ func rvwalkCommitted(t *testing.T, s *Store, name string) []*rec {
 	}
 	return out
 }
-
-
