@@ -49,26 +49,30 @@ var (
 // text or float field or the key, with a filter besides, with and without the run's own writes
 // in the table) answers, after random commits, exactly what a look at every committed row in
 // the read's range answers: its count and digest of (key, version). On a table in memory and
-// on one read from the file; the read goes through JSON, as an audit record's reads do.
+// on one read from the file, and one read into memory by a walk; the read goes through JSON, as an audit record's reads do.
 func TestRvwalkRecheckAgreesWithEveryCommittedRow(t *testing.T) {
 	t.Parallel()
 	rounds := 40
 	if testing.Short() {
 		rounds = 10
 	}
-	for _, where := range []string{"file", "memory"} {
+	for _, where := range []string{"file", "memory", "promoted"} { // promoted: read into memory in the middle of a walk
 		for _, name := range []string{"s", "n"} {
 			t.Run(where+"/"+name, func(t *testing.T) {
 				t.Parallel()
 				res := &residency{open: -1, promote: math.MaxInt64}
-				if where == "memory" {
+				switch where {
+				case "memory":
 					res = &residency{open: 1 << 40, promote: math.MaxInt64}
+				case "promoted":
+					res = &residency{open: -1, promote: 20}
 				}
 				s, err := Open(t.TempDir(), Options{Domain: rvwalkDomain(t), NoSeed: true, residency: res})
 				require.NoError(t, err)
 				defer s.Close()
 				rng := rand.New(rand.NewPCG(uint64(len(where)), uint64(name[0])))
 				rvwalkDifferential(t, s, name, rng, rounds)
+				require.Equal(t, where != "file", s.tables[name].res.Load() != nil, "the table is in memory")
 			})
 		}
 	}
