@@ -3,6 +3,10 @@ package bolt
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"math"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,4 +164,70 @@ func TestRvwalkAWalkInChunksSeesOneStateBesideEverything(t *testing.T) {
 	require.Equal(t, int64(40), batches.Load())
 	rows := find(t, tbl(t, s.Stage(), "inventory"), table.Query{})
 	assert.Equal(t, wantAll, total(rows))
+}
+
+// Seams at the edges: an index value of exactly walkChunk rows (its last entry is where the walk
+// begins a new transaction, and the entry after it is another value's), the value after it of
+// walkChunk+1 (one row past a seam), each forwards and backwards; the whole table, whose last
+// entry lies one past its second seam; and a walk its caller stops at exactly walkChunk rows
+// (no new transaction is begun for nothing). Each walk yields the rows a walk in memory yields.
+func TestRvwalkSeamsAtTheEdgesOfAValue(t *testing.T) {
+	t.Parallel()
+	onDisk(t, -1)
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	var rows []string
+	for i := range 2*walkChunk + 1 {
+		name := "A"
+		if i >= walkChunk {
+			name = "B"
+		}
+		rows = append(rows, fmt.Sprintf(`{"item_id": "SG%06d", "name": %q, "quantity_in_stock": %d, "price": 1}`, 100+i, name, i))
+	}
+	_, err := s.Import(bg, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	copyDir := t.TempDir() // the same rows, read into memory
+	require.NoError(t, os.CopyFS(copyDir, os.DirFS(dir)))
+	s = openAt(t, dir)
+	mt := s.tables["inventory"]
+	require.Nil(t, mt.res.Load(), "the table is read from the file")
+	mem, err := Open(copyDir, Options{residency: &residency{open: 1 << 40, promote: math.MaxInt64}})
+	require.NoError(t, err)
+	defer mem.Close()
+	res := mem.tables["inventory"].res.Load()
+	require.NotNil(t, res)
+
+	want := func(name string, reverse bool) []any {
+		var out []any
+		for _, r := range res.walk(nil, nil, reverse, 0) {
+			if name == "" || r.row["name"] == name {
+				out = append(out, r.key)
+			}
+		}
+		return out
+	}
+	got := func(seq iter.Seq[*rec], errp *error, stopAt int) []any {
+		var out []any
+		for r := range seq {
+			out = append(out, r.key)
+			if len(out) == stopAt {
+				break
+			}
+		}
+		require.NoError(t, *errp)
+		return out
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, reverse := range []bool{false, true} {
+		var err error
+		a := want("A", reverse)
+		require.Len(t, a, walkChunk)
+		assert.Equal(t, a, got(mt.disk.lookup("name", "A", reverse, &err), &err, -1), "A reverse=%v", reverse)
+		assert.Equal(t, want("B", reverse), got(mt.disk.lookup("name", "B", reverse, &err), &err, -1), "B reverse=%v", reverse)
+		assert.Equal(t, want("", reverse), got(mt.disk.rows(nil, nil, reverse, &err), &err, -1), "every row reverse=%v", reverse)
+		assert.Equal(t, want("", reverse)[:walkChunk], got(mt.disk.rows(nil, nil, reverse, &err), &err, walkChunk), "stopped at a seam reverse=%v", reverse)
+		assert.Equal(t, a, got(mt.disk.lookup("name", "a", reverse, &err), &err, -1), "A folded reverse=%v", reverse)
+	}
 }
