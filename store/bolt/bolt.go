@@ -87,13 +87,22 @@ func openBolt(dir string, timeout time.Duration, create bool) (*boltStore, error
 	var file *os.File // bbolt's, so that a panic inside bbolt.Open does not leak it (and its lock)
 	var db *bbolt.DB
 	err = guard(path, func() error {
-		var err error
-		db, err = bbolt.Open(path, 0o644, &bbolt.Options{Timeout: timeout, InitialMmapSize: mapAhead(path),
-			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-				f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
-				file = f
-				return f, err
-			}})
+		open := func(mapSize int) (err error) {
+			db, err = bbolt.Open(path, 0o644, &bbolt.Options{Timeout: timeout, InitialMmapSize: mapSize,
+				OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+					f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+					file = f
+					return f, err
+				}})
+			return err
+		}
+		ahead := mapAhead(path)
+		err := open(ahead)
+		if err != nil && ahead > 0 && mapAheadRefused(err) {
+			// No address space for the map ahead (RLIMIT_AS): bbolt closed the file; map it
+			// as bbolt would, as large as the file.
+			err = open(0)
+		}
 		return err
 	})
 	if err != nil {

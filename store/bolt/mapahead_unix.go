@@ -3,8 +3,10 @@
 package bolt
 
 import (
+	"errors"
 	"math"
 	"os"
+	"syscall"
 )
 
 // mapAheadMin is the smallest file mapAhead maps ahead of: bbolt's AllocSize (16 MiB). bbolt
@@ -26,7 +28,9 @@ const mapAheadRoom = 1 << 30
 // space, not memory or disk: pages past the file's end are never touched (bbolt grows the file
 // before it writes there), and on unix mapping past a file's end does not grow it. On Windows
 // bbolt grows the file to the size it maps, so there (mapahead_other.go) it maps nothing ahead;
-// on a 32-bit system there is no address space to spare.
+// on a 32-bit system there is no address space to spare. A process whose address space is
+// limited (RLIMIT_AS: ulimit -v, systemd's LimitAS=) may have none to spare either: when the map
+// ahead is refused (mapAheadRefused), Open maps the file as bbolt does, no larger than it needs.
 func mapAhead(path string) int {
 	if math.MaxInt < math.MaxInt64 {
 		return 0
@@ -37,3 +41,7 @@ func mapAhead(path string) int {
 	}
 	return int(st.Size()) + mapAheadRoom
 }
+
+// mapAheadRefused reports whether bbolt.Open failed because the map ahead did not fit the
+// process's address space (mmap's ENOMEM), so that Open tries again without it.
+func mapAheadRefused(err error) bool { return errors.Is(err, syscall.ENOMEM) }
