@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/internal/hangdog"
 	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
@@ -26,72 +25,6 @@ import (
 
 // rvlock: an attacker's review of the store's locks and bbolt read transactions under
 // concurrent use, through the engine: the audit writer's batches, decisions, listings, prunes.
-
-// rvlockHang is how long one operation may take before the watchdog calls it a hang: far more
-// than any operation here takes on a loaded machine, far less than the test timeout.
-const rvlockHang = 60 * time.Second
-
-// rvlockDog turns a hang into a readable failure: each worker marks the operation it is in
-// (busy); when one has been in it for longer than rvlockHang, every goroutine's stack (pprof's
-// goroutine profile, debug=2) goes to stderr and to a file, and the process ends (a stuck test
-// would only end at go test's timeout, with less said). (store/bolt's rvlock test has its own.)
-type rvlockDog struct {
-	name  string
-	mu    sync.Mutex
-	since map[string]time.Time
-	what  map[string]string
-	ops   atomic.Int64
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-func newRvlockDog(t *testing.T) *rvlockDog {
-	d := &rvlockDog{name: t.Name(), since: map[string]time.Time{}, what: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go d.watch()
-	t.Cleanup(func() { close(d.stop); <-d.done })
-	return d
-}
-
-func (d *rvlockDog) busy(worker, op string) func() {
-	d.mu.Lock()
-	d.since[worker], d.what[worker] = time.Now(), op
-	d.mu.Unlock()
-	return func() {
-		d.mu.Lock()
-		delete(d.since, worker)
-		d.mu.Unlock()
-		d.ops.Add(1)
-	}
-}
-
-func (d *rvlockDog) watch() {
-	defer close(d.done)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-d.stop:
-			return
-		case <-tick.C:
-		}
-		d.mu.Lock()
-		var stuck []string
-		for w, at := range d.since {
-			if time.Since(at) > rvlockHang {
-				stuck = append(stuck, fmt.Sprintf("%s in %s for %s", w, d.what[w], time.Since(at).Round(time.Second)))
-			}
-		}
-		d.mu.Unlock()
-		if len(stuck) > 0 {
-			var b bytes.Buffer
-			pprof.Lookup("goroutine").WriteTo(&b, 2)
-			path := filepath.Join(os.TempDir(), fmt.Sprintf("rvlock-hang-%d.txt", os.Getpid()))
-			os.WriteFile(path, b.Bytes(), 0o644)
-			fmt.Fprintf(os.Stderr, "\n%s: HANG: %s (after %d operations); every goroutine (also in %s):\n\n%s\n", d.name, strings.Join(stuck, "; "), d.ops.Load(), path, b.Bytes())
-			os.Exit(3)
-		}
-	}
-}
 
 // rvlockStore makes a demo store in dir whose inventory holds rows more than bolt reads into
 // memory at Open (4,096), Wayfarer stock for every purchase, and reopens it: the table is read
@@ -138,11 +71,11 @@ func fileSize(t *testing.T, dir string) int64 {
 // memory may be under way. Each round is a fresh store whose file ends larger than bbolt mapped
 // it at Open (see the check): in the normal tier just past that, in the long tier more than
 // twice as large as it began, and in three times as many rounds. A hang of any
-// operation for rvlockHang fails with every goroutine's stack. Afterwards: the data holds
+// operation for hangdog.DefaultHang fails with every goroutine's stack. Afterwards: the data holds
 // exactly the purchases applied, runs verify and db check are clean.
 func TestRvlockEngineUnderGrowingBatchesAndLongReads(t *testing.T) {
 	t.Parallel()
-	dog := newRvlockDog(t)
+	dog := hangdog.New(t, 0)
 	ctx := context.Background()
 	rounds := testtier.Size(2, 6)
 	purchase := example(t, "02_purchase_wayfarer.star")
@@ -173,7 +106,7 @@ func TestRvlockEngineUnderGrowingBatchesAndLongReads(t *testing.T) {
 		var grown atomic.Bool
 		stop := make(chan struct{})
 		var wg, wgR sync.WaitGroup
-		busy := func(w, op string) func() { return dog.busy(fmt.Sprintf("r%d-%s", round, w), op) }
+		busy := func(w, op string) func() { return dog.Busy(fmt.Sprintf("r%d-%s", round, w), op) }
 		// Proposers and reporters: until the file is larger than past.
 		for p := range 4 {
 			wg.Add(1)
@@ -355,7 +288,7 @@ func TestRvlockEngineUnderGrowingBatchesAndLongReads(t *testing.T) {
 		end := fileSize(t, dir)
 		assert.Greater(t, end, past, "round %d: the file did not outgrow its map (%d bytes at Open)", round, start)
 		t.Logf("round %d: file %d KiB -> %d KiB; %d runs (%d reports, %d pending), %d applied, %d conflicts, %d rejections, %d listings, %d looks, %d prunes removed %d runs; %d operations",
-			round, start>>10, end>>10, runs.Load(), reports.Load(), len(made.all()), len(applied.all()), conflicts.Load(), rejections.Load(), listings.Load(), looks.Load(), prunes.Load(), pruned.Load(), dog.ops.Load())
+			round, start>>10, end>>10, runs.Load(), reports.Load(), len(made.all()), len(applied.all()), conflicts.Load(), rejections.Load(), listings.Load(), looks.Load(), prunes.Load(), pruned.Load(), dog.Ops())
 
 		n := int64(len(applied.all()))
 		assert.Equal(t, stockBefore-3*n, row(t, st, "inventory", "SG002")["quantity_in_stock"].(int64), "three units per apply answered")

@@ -1,13 +1,10 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,77 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/starplan/starplan/internal/hangdog"
 	"github.com/starplan/starplan/internal/testtier"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
-
-// rvlockHang is how long one operation may take before the watchdog calls it a hang: far more
-// than any operation of these tests takes on a loaded machine, far less than the test timeout.
-const rvlockHang = 60 * time.Second
-
-// watchdog turns a hang into a readable failure: each worker marks the operation it is in
-// (busy), and when one has been in the same operation for longer than rvlockHang the watchdog
-// writes every goroutine's stack (pprof's goroutine profile, debug=2) to stderr and to a file,
-// and ends the process; a stuck test would only end at go test's timeout.
-type watchdog struct {
-	t     testing.TB
-	mu    sync.Mutex
-	since map[string]time.Time // worker → when its operation began
-	what  map[string]string    // worker → the operation
-	stop  chan struct{}
-	done  chan struct{}
-	ops   atomic.Int64
-}
-
-func newWatchdog(t testing.TB) *watchdog {
-	w := &watchdog{t: t, since: map[string]time.Time{}, what: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go w.watch()
-	t.Cleanup(func() { close(w.stop); <-w.done })
-	return w
-}
-
-// busy marks worker as in op until the returned func is called.
-func (w *watchdog) busy(worker, op string) func() {
-	w.mu.Lock()
-	w.since[worker], w.what[worker] = time.Now(), op
-	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		delete(w.since, worker)
-		w.mu.Unlock()
-		w.ops.Add(1)
-	}
-}
-
-func (w *watchdog) watch() {
-	defer close(w.done)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
-		}
-		w.mu.Lock()
-		var stuck []string
-		for worker, at := range w.since {
-			if time.Since(at) > rvlockHang {
-				stuck = append(stuck, fmt.Sprintf("%s in %s for %s", worker, w.what[worker], time.Since(at).Round(time.Second)))
-			}
-		}
-		w.mu.Unlock()
-		if len(stuck) > 0 {
-			var b bytes.Buffer
-			pprof.Lookup("goroutine").WriteTo(&b, 2)
-			path := filepath.Join(os.TempDir(), fmt.Sprintf("rvlock-hang-%d.txt", os.Getpid()))
-			os.WriteFile(path, b.Bytes(), 0o644)
-			fmt.Fprintf(os.Stderr, "\n%s: HANG: %s (after %d operations); every goroutine (also in %s):\n\n%s\n", w.t.Name(), strings.Join(stuck, "; "), w.ops.Load(), path, b.Bytes())
-			os.Exit(3)
-		}
-	}
-}
 
 // The store under every kind of concurrent use at once, while its file outgrows bbolt's map of
 // it again and again (each remap waits for every open read transaction and holds up new ones):
@@ -97,7 +28,7 @@ func (w *watchdog) watch() {
 // batches of system documents (the audit log's: the tables' read lock while they commit), large
 // imports (which stop reads into memory), GetSys in read transactions of its own, listings
 // under bolt.mu, prunes, and Close while a read into memory and a batch are under way. A hang
-// of any operation for rvlockHang fails the test with every goroutine's stack (watchdog).
+// of any operation for hangdog.DefaultHang fails the test with every goroutine's stack (watchdog).
 // After each round: acknowledged documents are found, sales are serially equivalent, db check
 // is clean.
 //
@@ -108,7 +39,7 @@ func (w *watchdog) watch() {
 func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 	t.Parallel()
 	onDisk(t, -1) // the test's own residencies, per round
-	dog := newWatchdog(t)
+	dog := hangdog.New(t, 0)
 	rows := testtier.Size(3000, 12_000) // a file below mapAheadMin (an import of 20,000 rows reserves 16 MiB)
 	rounds := testtier.Size(2, 12)
 	salesPer, importsPer, batchesPast := testtier.Size(4, 8), testtier.Size(1, 2), testtier.Size(2, 4)
@@ -176,7 +107,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 				if n++; n > 256 || after > batchesPast {
 					return false
 				}
-				defer dog.busy(op, "PutSysDocs")()
+				defer dog.Busy(op, "PutSysDocs")()
 				id := fmt.Sprintf("r%d-w%d-%d", round, w, n)
 				docs := append(bigDocs(id, 1<<20), store.SysDoc{Collection: "decisions", ID: id, Value: map[string]any{"v": 1}})
 				before, walking := mapped(t, s), inWalk.Load() > 0
@@ -205,7 +136,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 				}
 				item := items[(a+n)%len(items)]
 				for {
-					done := dog.busy(op, "sale")
+					done := dog.Busy(op, "sale")
 					sg := s.Stage()
 					p, err := trySell(sg, item)
 					if err != nil && sg.Moved() {
@@ -251,7 +182,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 				for i := range bulkPut {
 					rows = append(rows, fmt.Sprintf(`{"item_id": "IMP%d-%d-%05d", "name": "N%d", "quantity_in_stock": 1, "price": 2}`, round, n, i, i%5))
 				}
-				defer dog.busy(op, "Import")()
+				defer dog.Busy(op, "Import")()
 				_, err := s.Import(ctx, "inventory", strings.NewReader("["+strings.Join(rows, ",")+"]"), JSON, Upsert)
 				if !assert.NoError(t, err) {
 					return false
@@ -264,7 +195,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 		// with a time limit; some limits end the run while its walk waits for a read into memory.
 		for w := range 2 {
 			worker(fmt.Sprintf("walk%d", w), &wg, func(op string) bool {
-				defer dog.busy(op, "walk")()
+				defer dog.Busy(op, "walk")()
 				inWalk.Add(1)
 				defer inWalk.Add(-1)
 				limit := 20 * time.Second
@@ -304,7 +235,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 					}
 					coll, id, _ := cut(key)
 					var v map[string]any
-					done := dog.busy(op, "GetSys "+key)
+					done := dog.Busy(op, "GetSys "+key)
 					ok, err := s.GetSys(coll, id, &v)
 					done()
 					if !assert.NoError(t, err, key) || !assert.True(t, ok, "%s was acknowledged before this read began", key) {
@@ -313,14 +244,14 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 					assert.GreaterOrEqual(t, int(v["v"].(float64)), min, key)
 				}
 				var v map[string]any
-				defer dog.busy(op, "GetSys miss")()
+				defer dog.Busy(op, "GetSys miss")()
 				ok, err := s.GetSys("runs", "never-written", &v)
 				return assert.NoError(t, err) && assert.False(t, ok)
 			})
 		}
 		// Listings under bolt.mu, and prunes of another collection.
 		worker("list", &wg, func(op string) bool {
-			defer dog.busy(op, "listing")()
+			defer dog.Busy(op, "listing")()
 			if _, err := s.SysStats("runs"); !assert.NoError(t, err) {
 				return false
 			}
@@ -357,7 +288,7 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 		<-started
 		cancel()
 		func() {
-			defer dog.busy("close", "Close")()
+			defer dog.Busy("close", "Close")()
 			require.NoError(t, s.Close())
 		}()
 		if err := <-batchErr; err != nil {
@@ -385,5 +316,5 @@ func TestRvlockStoreUnderGrowingCommitsAndLongReads(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	t.Logf("%d rounds, maps grown in %d (%d times by a batch that began and ended during walks), %d operations: %d walks, %d reads into memory begun, %d sales (%d conflicts), %d rows imported",
-		rounds, remaps.Load(), besideWalk.Load(), dog.ops.Load(), walks.Load(), loads.Load(), applied.Load(), conflicts.Load(), imported.Load())
+		rounds, remaps.Load(), besideWalk.Load(), dog.Ops(), walks.Load(), loads.Load(), applied.Load(), conflicts.Load(), imported.Load())
 }
