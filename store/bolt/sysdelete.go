@@ -93,28 +93,28 @@ func (s *Store) pruneSys(ctx context.Context, p store.SysPrune, oldest bool) (st
 		if ok, err := s.db.HasCollection(c); err != nil || !ok {
 			return err
 		}
-		offer := func(id string, d *cloverDoc) (bool, error) {
+		offer := func(id string, d *cloverDoc) error { // d goes when Drop says so
 			raw, _ := d.Get("json").(string)
 			ok, err := p.Drop(store.SysRecord{ID: id, JSON: json.RawMessage(raw)})
 			if err != nil || !ok {
-				return false, err
+				return err
 			}
 			if err := s.db.DeleteById(c, d.ObjectId()); err != nil {
-				return false, err
+				return err
 			}
 			if _, _, err := s.indexSysLocked(c, id, nil, 0, true); err != nil {
-				return false, err
+				return err
 			}
 			out.IDs = append(out.IDs, id)
 			out.Bytes += int64(len(raw))
 			for _, wc := range companions {
 				n, err := s.deleteSysLocked(wc, id)
 				if err != nil {
-					return false, err
+					return err
 				}
 				out.Bytes += n
 			}
-			return true, nil
+			return nil
 		}
 		indexed := false
 		if oldest {
@@ -128,7 +128,7 @@ func (s *Store) pruneSys(ctx context.Context, p store.SysPrune, oldest bool) (st
 					if d == nil {
 						return false, &store.DamagedError{Path: s.bolt.path, Problem: fmt.Sprintf("the index of %s names document %s, which is missing; starplan db check reports the damage", p.Coll, id)}
 					}
-					if _, err := offer(id, d); err != nil {
+					if err := offer(id, d); err != nil {
 						return false, err
 					}
 					out.Cursor = key
@@ -150,7 +150,7 @@ func (s *Store) pruneSys(ctx context.Context, p store.SysPrune, oldest bool) (st
 			}
 			for _, d := range docs {
 				id, _ := d.Get("id").(string)
-				if _, err := offer(id, d); err != nil {
+				if err := offer(id, d); err != nil {
 					return err
 				}
 			}
