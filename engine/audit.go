@@ -737,12 +737,12 @@ func (p *recordBufs) get() []byte {
 	return make([]byte, 0, recordBufSize)
 }
 
-// put frees bufs.
-func (p *recordBufs) put(bufs ...[]byte) {
+// put frees the buffers of batch's records, which has committed (queuedRecord.release).
+func (p *recordBufs) put(batch []*queuedRecord) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, b := range bufs {
-		if len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
+	for _, q := range batch {
+		if b := q.release(); b != nil && len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
 			p.free = append(p.free, b)
 		}
 	}
@@ -997,13 +997,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {
 		a.commits.Add(1)
-		free := make([][]byte, 0, len(batch))
-		for _, q := range batch {
-			if b := q.release(); b != nil {
-				free = append(free, b)
-			}
-		}
-		a.bufs.put(free...)
+		a.bufs.put(batch)
 	}
 	return err
 }
