@@ -702,7 +702,7 @@ type queuedRecord struct {
 	buf  []byte // store.SysDocRoom, then the JSON
 	sum  string // the hex SHA-256 of the JSON, which the hash chain takes (lazyRecord)
 	err  error
-	// bufs is where buf comes from and goes back to (nil: a buffer of its own).
+	// bufs is where buf comes from and goes back to: its log's.
 	bufs *recordBufs
 	// pins counts the readers of buf outside the writer's lock (pin); -1 once released: buf is
 	// gone, and the record is in the store.
@@ -726,25 +726,23 @@ const (
 
 // get returns a free buffer, or a new one.
 func (p *recordBufs) get() []byte {
-	if p != nil {
-		p.mu.Lock()
-		if n := len(p.free); n > 0 {
-			b := p.free[n-1]
-			p.free = p.free[:n-1]
-			p.mu.Unlock()
-			return b[:0]
-		}
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
 		p.mu.Unlock()
+		return b[:0]
 	}
+	p.mu.Unlock()
 	return make([]byte, 0, recordBufSize)
 }
 
-// put frees bufs.
-func (p *recordBufs) put(bufs ...[]byte) {
+// put frees the buffers of batch's records, which has committed (queuedRecord.release).
+func (p *recordBufs) put(batch []*queuedRecord) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, b := range bufs {
-		if len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
+	for _, q := range batch {
+		if b := q.release(); b != nil && len(p.free) < maxFreeBufs && cap(b) <= maxPooledBuf {
 			p.free = append(p.free, b)
 		}
 	}
@@ -767,10 +765,10 @@ func (q *queuedRecord) pin() bool {
 func (q *queuedRecord) unpin() { q.pins.Add(-1) }
 
 // release gives up buf, unless a reader has it pinned, and returns it (nil when pinned or
-// not q.bufs'): its batch has committed, so the record has left the tail, and the caller
-// holds the writer's lock, so no listing reads it.
+// none): its batch has committed, so the record has left the tail, and the caller holds the
+// writer's lock, so no listing reads it.
 func (q *queuedRecord) release() []byte {
-	if q.bufs == nil || q.buf == nil || !q.pins.CompareAndSwap(0, -1) {
+	if q.buf == nil || !q.pins.CompareAndSwap(0, -1) {
 		return nil
 	}
 	b := q.buf
@@ -999,13 +997,7 @@ func (a *auditLog) write(now time.Time, own []link, write func(docs []store.SysD
 	a.mu.Unlock()
 	if err == nil && len(batch) > 0 {
 		a.commits.Add(1)
-		free := make([][]byte, 0, len(batch))
-		for _, q := range batch {
-			if b := q.release(); b != nil {
-				free = append(free, b)
-			}
-		}
-		a.bufs.put(free...)
+		a.bufs.put(batch)
 	}
 	return err
 }

@@ -411,11 +411,14 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 // holds too, so no prune falls between the look and the write. One read per queued rewrite,
 // on shared stores only.
 func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
+	rewrite := func(l link) bool { return l.fold && l.event != ChainProposed && l.doc.Collection == auditCollection }
+	if !slices.ContainsFunc(links, rewrite) {
+		return links, nil // a batch of dry runs' records, or a decision's: no map of the ids it writes
+	}
 	var kept []link
 	written := map[string]bool{}
 	for i, l := range links {
-		rewrite := l.fold && l.event != ChainProposed && l.doc.Collection == auditCollection
-		if rewrite && !written[l.doc.ID] {
+		if rewrite(l) && !written[l.doc.ID] {
 			var raw json.RawMessage
 			ok, err := c.st.GetSys(auditCollection, l.doc.ID, &raw)
 			if err != nil {
