@@ -417,10 +417,13 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 //     and a chain entry that reads a record that is not the run's last (runs verify reports it).
 //
 // A rewrite that read no record (a run applied as it ran: link.read is empty) writes the run's
-// first record, which no other server can have seen: it is kept. It runs under the store's
-// lock on the chain, which every other server's record write and prune step holds too, so
-// nothing falls between the look and the write. One read per queued rewrite, on shared stores
-// only.
+// first record, which no other server can have seen: it is kept. A decision of this write (a
+// link of its own, after the queue) on a run whose rewrite is dropped read that rewrite's
+// record, which the log will not hold: the write fails with errDecidedElsewhere, writing
+// nothing, and the decision is checked again (the rewrite is dropped again by the next batch).
+// It runs under the store's lock on the chain, which every other server's record write and
+// prune step holds too, so nothing falls between the look and the write. One read per queued
+// rewrite, on shared stores only.
 func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
 	rewrite := func(l link) bool {
 		return l.fold && l.event != ChainProposed && l.read != "" && l.doc.Collection == auditCollection
@@ -429,8 +432,11 @@ func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
 		return links, nil // a batch of dry runs' records, or a decision's: no map of the ids it writes
 	}
 	var kept []link
-	written := map[string]bool{}
+	written, dropped := map[string]bool{}, map[string]bool{}
 	for i, l := range links {
+		if !l.fold && dropped[l.doc.ID] {
+			return nil, errDecidedElsewhere
+		}
 		if rewrite(l) && !written[l.doc.ID] {
 			var raw json.RawMessage
 			ok, err := c.st.GetSys(auditCollection, l.doc.ID, &raw)
@@ -441,6 +447,7 @@ func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
 				if kept == nil {
 					kept = append(make([]link, 0, len(links)), links[:i]...)
 				}
+				dropped[l.doc.ID] = true
 				continue
 			}
 		}
