@@ -246,7 +246,7 @@ func (e *Engine) sharedStore() bool {
 // no other server decides between this read and the commit (issue 32 review: an apply on one
 // server and a rejection on another of the same run both succeeded). nil on a store one
 // process holds alone, and for a run the store holds nothing of yet: this engine's own, still
-// queued (written in this very commit), or one decided as it runs (read false: it read no
+// queued (written in this very commit), or one decided as it runs (read empty: it read no
 // record; nor for a record read from this engine's queue, which this commit writes first). A
 // run whose record the decision read (read) that is neither stored nor queued here was pruned
 // by another server since: errDecidedElsewhere too, so that the decision does not
