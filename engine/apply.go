@@ -193,7 +193,7 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		err = e.audit.writeWith(at, links, func(docs []store.SysDoc) error {
 			// A rejection on another server, committed before this commit took the chain's
 			// lock: the run is not applied (settledElsewhere answers with its record below).
-			if err := e.decidedElsewhere(rec.ID, false, rec.chainRead != ""); err != nil {
+			if err := e.decidedElsewhere(rec.ID, false, rec.chainRead); err != nil {
 				return err
 			}
 			return e.st.ApplyPending(stepsCtx(), writes, verify, append(decisions, docs...)...)

@@ -178,7 +178,7 @@ func (e *Engine) autoCheck(cs table.ChangeSet) (string, error) {
 func (e *Engine) writeRecord(ctx context.Context, rec *RunRecord, rejected bool, event, by string) error {
 	err := e.audit.writeWith(e.opts.Now(), []link{{doc: recordDoc(rec, rejected), event: event, by: func() string { return by }, read: rec.chainRead}}, func(docs []store.SysDoc) error {
 		// Another server's decision since this one read the run pending: its record stands.
-		if err := e.decidedElsewhere(rec.ID, true, rec.chainRead != ""); err != nil {
+		if err := e.decidedElsewhere(rec.ID, true, rec.chainRead); err != nil {
 			return err
 		}
 		return e.st.PutSysDocs(ctx, docs...)

@@ -403,31 +403,51 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 }
 
 // withoutPrunedRewrites drops, on a store several servers share, the queued rewrites (a
-// conflict's, a recorded settlement's) of runs whose record is no longer stored and is not
-// written earlier in this same write: another server's prune (runs prune --pending) removed
-// the run after this engine queued its rewrite, and writing it would put back a record the
-// prune's checkpoint counts removed (runs verify and db check would report the log damaged for
-// good; rvprune's finding). It runs under the store's lock on the chain, which a prune's step
-// holds too, so no prune falls between the look and the write. One read per queued rewrite,
-// on shared stores only.
+// conflict's, a failed apply's: records an apply queues, written without a decision's checks)
+// of runs whose stored record is no longer the one the rewrite was made from (link.read) and
+// that are not written earlier in this same write:
+//
+//   - the record is gone: another server's prune (runs prune --pending) removed the run after
+//     this engine queued its rewrite, and writing it would put back a record the prune's
+//     checkpoint counts removed (runs verify and db check would report the log damaged for
+//     good; rvprune's finding);
+//   - the record moved on: another server decided the run since (rejected or applied it,
+//     recorded an approval, its own conflict), and writing it would put the stale record over
+//     that decision: a rejected or applied run pending again with its writes, an approval gone,
+//     and a chain entry that reads a record that is not the run's last (runs verify reports it).
+//
+// A rewrite that read no record (a run applied as it ran: link.read is empty) writes the run's
+// first record, which no other server can have seen: it is kept. A decision of this write (a
+// link of its own, after the queue) on a run whose rewrite is dropped read that rewrite's
+// record, which the log will not hold: the write fails with errDecidedElsewhere, writing
+// nothing, and the decision is checked again (the rewrite is dropped again by the next batch).
+// It runs under the store's lock on the chain, which every other server's record write and
+// prune step holds too, so nothing falls between the look and the write. One read per queued
+// rewrite, on shared stores only.
 func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
-	rewrite := func(l link) bool { return l.fold && l.event != ChainProposed && l.doc.Collection == auditCollection }
+	rewrite := func(l link) bool {
+		return l.fold && l.event != ChainProposed && l.read != "" && l.doc.Collection == auditCollection
+	}
 	if !slices.ContainsFunc(links, rewrite) {
 		return links, nil // a batch of dry runs' records, or a decision's: no map of the ids it writes
 	}
 	var kept []link
-	written := map[string]bool{}
+	written, dropped := map[string]bool{}, map[string]bool{}
 	for i, l := range links {
+		if !l.fold && dropped[l.doc.ID] {
+			return nil, errDecidedElsewhere
+		}
 		if rewrite(l) && !written[l.doc.ID] {
 			var raw json.RawMessage
 			ok, err := c.st.GetSys(auditCollection, l.doc.ID, &raw)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
+			if !ok || sha256Hex(raw) != l.read {
 				if kept == nil {
 					kept = append(make([]link, 0, len(links)), links[:i]...)
 				}
+				dropped[l.doc.ID] = true
 				continue
 			}
 		}

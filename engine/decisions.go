@@ -188,7 +188,7 @@ func (e *Engine) commitRejections(group []*rejection) {
 	ctx := context.WithoutCancel(group[0].ctx)
 	err := e.audit.writeWith(group[len(group)-1].d.Time, links, func(chained []store.SysDoc) error {
 		for _, r := range group {
-			if err := e.decidedElsewhere(r.runID, r.wasPending, true); err != nil {
+			if err := e.decidedElsewhere(r.runID, r.wasPending, r.rec.chainRead); err != nil {
 				return err
 			}
 		}
@@ -201,7 +201,14 @@ func (e *Engine) commitRejections(group []*rejection) {
 	if errors.Is(err, errDecidedElsewhere) && tries < maxDecideTries {
 		// Another server settled a run of the group after its checks: the group goes back to
 		// the front of the queue, to be checked again, as if taken after that decision (a few
-		// times: a record this engine still queues may keep differing from the store's).
+		// times: a record this engine still queues may keep differing from the store's). The
+		// queue is written first (a commit, in this rare case only): a record of it that the
+		// other's decision made stale is dropped there (chain.withoutPrunedRewrites), so the
+		// next check reads the run's record as the store holds it, not that one again.
+		if ferr := e.audit.flush(); ferr != nil {
+			e.answerRejections(group, ferr)
+			return
+		}
 		for _, r := range group {
 			r.tries++
 		}
@@ -231,17 +238,21 @@ func (e *Engine) sharedStore() bool {
 
 // decidedElsewhere is errDecidedElsewhere when, on a shared store, run id was rejected (a
 // decision is stored) or applied since this engine read it, or, when it read the run pending
-// (wasPending), settled in any way: another server's decision, committed before this one's
-// commit took the chain's lock. It runs inside a decision's chained write, under that lock, so
+// (wasPending), settled in any way, or its record is no longer the one this engine read (read:
+// the hash of its bytes, RunRecord.chainRead; another server's approval, conflict or failed
+// apply; the decision's entry would chain a read that is not the run's last, and its record
+// drop the other's): another server's decision, committed before this one's commit took the
+// chain's lock. It runs inside a decision's chained write, under that lock, so
 // no other server decides between this read and the commit (issue 32 review: an apply on one
 // server and a rejection on another of the same run both succeeded). nil on a store one
 // process holds alone, and for a run the store holds nothing of yet: this engine's own, still
-// queued (written in this very commit), or one decided as it runs (read false: it read no
-// record). A run whose record the decision read (read) that is neither stored nor queued here
-// was pruned by another server since: errDecidedElsewhere too, so that the decision does not
+// queued (written in this very commit), or one decided as it runs (read empty: it read no
+// record; nor for a record read from this engine's queue, which this commit writes first). A
+// run whose record the decision read (read) that is neither stored nor queued here was pruned
+// by another server since: errDecidedElsewhere too, so that the decision does not
 // write its record back (the prune's checkpoint counts it removed: runs verify and db check
 // would report the log damaged for good) and finds the run gone when checked again.
-func (e *Engine) decidedElsewhere(id string, wasPending, read bool) error {
+func (e *Engine) decidedElsewhere(id string, wasPending bool, read string) error {
 	if !e.sharedStore() {
 		return nil
 	}
@@ -251,10 +262,10 @@ func (e *Engine) decidedElsewhere(id string, wasPending, read bool) error {
 		}
 		return errDecidedElsewhere
 	}
-	stored, err := e.storedRecord(id)
+	stored, err := e.storedRecordFor(id, true)
 	var re *RunError
 	if errors.As(err, &re) {
-		if read && !e.queuedHere(id) {
+		if read != "" && !e.queuedHere(id) {
 			return errDecidedElsewhere // pruned by another server since it was read
 		}
 		return nil // not in the store: this engine's own, still queued
@@ -263,6 +274,9 @@ func (e *Engine) decidedElsewhere(id string, wasPending, read bool) error {
 		return err
 	}
 	if stored.Applied || (wasPending && !stored.Pending) {
+		return errDecidedElsewhere
+	}
+	if read != "" && stored.chainRead != read && !e.queuedHere(id) {
 		return errDecidedElsewhere
 	}
 	return nil
