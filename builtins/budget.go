@@ -19,6 +19,15 @@ const budgetKey = "starplan.budget"
 // the sandbox's heap watchdog bounds what many small values add up to.
 const CheckThreshold = 1 << 20
 
+// MidCharge is the smallest result, in bytes, that Charge adds up towards a check: results from
+// MidCharge to CheckThreshold are checked once every CheckThreshold of them. A loop that makes
+// each step a value of some KiB and drops the last (x = x << 500) makes garbage faster than the
+// heap watchdog samples a busy machine, and than its collector runs: 416 MiB of dead integers
+// under a 16 MiB budget, with the watchdog held up. The check forces the collection on the run's
+// own thread, so what it makes in between is bounded by the budget and CheckThreshold, whatever
+// the machine's speed.
+const MidCharge = 4 << 10
+
 // Budget is one run's memory allowance. Guarded operations (repetition, concatenation, join,
 // replace, materialising ranges, big pow results, ...) estimate the bytes of their result before
 // doing the work and ask Charge, which refuses a result that would not fit between the heap the
@@ -37,6 +46,9 @@ type Budget struct {
 	// shared is table.Shared() when the run began: memory the process took since for every run
 	// (a table read into memory) is not the run's.
 	shared int64
+	// mid adds up the results Charge let pass unchecked for their size (MidCharge up to
+	// CheckThreshold): once they reach CheckThreshold, the next is checked as a large one.
+	mid atomic.Int64
 }
 
 // NewBudget returns a budget of limit bytes measured from the heap in use now.
@@ -102,14 +114,21 @@ func BudgetOf(thread *starlark.Thread) *Budget {
 const NoBudgetCap = 64 << 20
 
 // Charge asks whether op may create a value of about n bytes on thread, and returns a
-// *MemoryError if not. Results under CheckThreshold are always allowed; larger ones must fit
-// between the heap the run already uses and its limit (a garbage collection is forced once
-// before refusing, so dead values do not count against the run).
+// *MemoryError if not. Results under CheckThreshold are allowed, but for one in every
+// CheckThreshold of those from MidCharge up; larger ones, and that one, must fit between the
+// heap the run already uses and its limit (a garbage collection is forced once before refusing,
+// so dead values do not count against the run).
 func Charge(thread *starlark.Thread, op string, n int64) error {
-	if n < CheckThreshold { // below NoBudgetCap too: every guarded call takes this path
+	if n < MidCharge { // below NoBudgetCap too: nearly every guarded call takes this path
 		return nil
 	}
 	b := BudgetOf(thread)
+	if n < CheckThreshold {
+		if b == nil || b.mid.Add(n) < CheckThreshold {
+			return nil
+		}
+		b.mid.Store(0)
+	}
 	if b == nil {
 		if n > NoBudgetCap {
 			return &MemoryError{Op: op, Bytes: n, Limit: NoBudgetCap}
