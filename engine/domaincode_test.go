@@ -31,11 +31,10 @@ func ordersWith(files map[string]string) fstest.MapFS {
 	return d
 }
 
-// manyMegabytes builds n MB in strings of 4,000 bytes, each under the size from which a guard
-// weighs its result against the budget, alone or added up (builtins.MidCharge): only a measure
-// of the heap sees them add up.
+// manyMegabytes builds strings of 1,000,000 bytes, each under the size from which a guard asks
+// the budget (builtins.CheckThreshold): only a measure of the heap sees them add up.
 func manyMegabytes(n int) string {
-	return fmt.Sprintf("[str(i %% 10) * 4000 for i in range(%d)]", n*250)
+	return fmt.Sprintf("[str(i %% 10) * 1000000 for i in range(%d)]", n)
 }
 
 // rulesPolicy is the orders policy with one starlark rule per function.
@@ -92,8 +91,8 @@ func TestRuleOverItsMemoryBudgetFailsItsRun(t *testing.T) {
 def grows_on_insert(changes):
     held = []
     for r in changes.get("orders", {}).get("inserted", []):
-        for i in range(17500):
-            held.append(str(i % 10) * 4000)
+        for i in range(70):
+            held.append(str(i % 10) * 1000000)
         a, b = "x" * 30000, "x" * 29999 + "x"
         while a == b:  # ever true, and slow enough that the limit of steps is not near
             pass

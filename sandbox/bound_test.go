@@ -10,13 +10,12 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// manyMegabytes builds 60,000 strings of 4,000 bytes (240 MB, if nothing stopped it): each is
-// under the size from which a guard weighs its result against the budget, alone or added up
-// (builtins.MidCharge), so only a measure of the heap sees them add up.
-const manyMegabytes = "[str(i % 10) * 4000 for i in range(60000)]"
+// manyMegabytes builds n strings of 1,000,000 bytes: each is under the size from which a guard
+// consults the budget (builtins.CheckThreshold), so only a measure of the heap sees them add up.
+const manyMegabytes = "[str(i % 10) * 1000000 for i in range(600)]"
 
-// A domain file's top level is held to its memory budget as a plan's run is: strings of 4 KB,
-// each too small for a guard to weigh, are stopped at the 64 MiB budget, and the
+// A domain file's top level is held to its memory budget as a plan's run is: 600 strings of
+// 1 MB, each too small for a guard to refuse, are stopped at the 64 MiB budget, and the
 // diagnostic names that limit.
 func TestModuleTopLevelHeldToItsMemoryBudget(t *testing.T) {
 	t.Cleanup(LiftModuleTime(10 * time.Minute)) // which limit fires must not depend on the machine's speed
