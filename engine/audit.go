@@ -646,10 +646,6 @@ type auditLog struct {
 	// hold yet (tail).
 	inflight []*queuedRecord
 	closed   bool         // after close, add writes at once
-	// lingering says that the background writer is waiting out its linger for a batch, which it
-	// writes then whatever add says: add wakes it only every auditEncodeEvery records, to encode
-	// what is queued (auditLog.encodeNew).
-	lingering bool
 	writeMu  sync.RWMutex // one batch at a time, so a later version of a record lands last; a listing read-locks it
 	wake     chan struct{}
 	full     chan struct{} // the queue holds a whole batch: write it without lingering
@@ -668,6 +664,10 @@ type auditLog struct {
 	// around, when set (by benchmarks), runs each flush: it measures the CPU of a batch's write,
 	// its records' encoding included.
 	around func(write func() error) error
+	// lingering says that the background writer is waiting out its linger for a batch, which it
+	// writes then whatever add says: add wakes it only every auditEncodeEvery records, to encode
+	// what is queued (auditLog.encodeNew).
+	lingering bool
 }
 
 // maxQueued is how many records may wait before add writes them itself.
