@@ -198,31 +198,35 @@ func (s *storedRecord) cut() *storedRecord {
 
 // afterIsBeforeButFields reports whether u.After is u.Before with u.Fields' values put in: the
 // same names, each of Fields once and in both, every other value the same.
+//
+// One walk of Before, a look-up in After each (issue 32: a dry-run stream's writer asks of every
+// update): every name of Before is in After, which has as many, so the two have the same names;
+// and Fields, sorted and each once, are all among them when as many of Before's names are
+// Fields as there are Fields.
 func afterIsBeforeButFields(u table.Update) bool {
 	if u.Before == nil || u.After == nil || len(u.After) != len(u.Before) || len(u.Fields) == 0 {
 		return false
 	}
-	for i, f := range u.Fields {
-		if i > 0 && u.Fields[i-1] >= f { // sorted, each once
-			return false
-		}
-		if _, ok := u.Before[f]; !ok {
-			return false
-		}
-		if _, ok := u.After[f]; !ok {
+	for i := 1; i < len(u.Fields); i++ {
+		if u.Fields[i-1] >= u.Fields[i] { // sorted, each once
 			return false
 		}
 	}
-	for k, av := range u.After {
+	fields := 0
+	for k, bv := range u.Before {
+		av, ok := u.After[k]
+		if !ok {
+			return false
+		}
 		if _, changed := slices.BinarySearch(u.Fields, k); changed {
+			fields++
 			continue
 		}
-		bv, ok := u.Before[k]
-		if !ok || !sameValue(av, bv) {
+		if !sameValue(av, bv) {
 			return false
 		}
 	}
-	return true
+	return fields == len(u.Fields)
 }
 
 // beforesInProgram reports whether every rewrite (there is one at least) has for Before its line
