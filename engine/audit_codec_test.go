@@ -189,7 +189,7 @@ func TestUpdateAftersAreStoredOnce(t *testing.T) {
 		"no fields":                  func(u *table.Update) { u.Fields = nil; u.After["price"] = 1.0 },
 		"a field named, not changed": func(u *table.Update) { u.Fields = []string{"item_id", "price"} },
 		"nil before":                 func(u *table.Update) { u.Before = nil },
-		"a field in neither row": func(u *table.Update) { u.Fields = []string{"price", "zzz"} },
+		"a field in neither row":     func(u *table.Update) { u.Fields = []string{"price", "zzz"} },
 		"a field only the before holds, one only the after": func(u *table.Update) {
 			u.Before["a"], u.After["b"] = 1.0, 1.0
 			u.Fields = []string{"a", "b", "price"}
