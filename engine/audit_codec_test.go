@@ -417,14 +417,21 @@ func TestRowChangesOfIsRowChanges(t *testing.T) {
 		walk := rowChangesOf(r.Changes, 1)
 		require.NotEmpty(t, index)
 		for ref, want := range index {
-			got, ok := walk(ref)
+			got, ok := walk.find(ref)
 			require.True(t, ok, "%v", ref)
 			require.Equal(t, want, got, "%v", ref)
 		}
-		_, ok := walk(rowRef{"t", "none"})
+		_, ok := walk.find(rowRef{"t", "none"})
 		require.False(t, ok)
-		_, ok = walk(rowRef{"no table", "1"})
+		_, ok = walk.find(rowRef{"no table", "1"})
 		require.False(t, ok)
+		for ref, want := range index { // again, each after a table with no changes
+			_, ok = walk.find(rowRef{"no table", "1"})
+			require.False(t, ok)
+			got, ok := walk.find(ref)
+			require.True(t, ok, "%v", ref)
+			require.Equal(t, want, got, "%v", ref)
+		}
 	}
 }
 
