@@ -265,3 +265,33 @@ func TestRvrace2DecisionThatKeepsLosingIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// a's apply failed (a lost connection) and its record of that waits in a's queue; b's apply
+// failed too, and b's record of it is stored. a's next apply reads the run from a's queue (its
+// last version as a knows it), and its commit finds that record stale (the batch drops it):
+// a decides again only after writing its queue, on the run as stored, and applies it.
+func TestRvrace2ApplyOnItsOwnStaleQueuedRecord(t *testing.T) {
+	for _, backend := range rvrejBackends {
+		t.Run(backend, func(t *testing.T) {
+			s, _, id := rvrace2Open(t, backend, "")
+			s.sa.failNext.Store(true)
+			_, err := applyBy(s.a, id, bob)
+			require.ErrorContains(t, err, "connection to the database was lost")
+			require.True(t, s.a.queuedHere(id))
+			s.sb.failNext.Store(true)
+			_, err = applyFrom(s.b, id, carol, "serve:http")
+			require.ErrorContains(t, err, "connection to the database was lost")
+			require.NoError(t, s.b.audit.flush())
+
+			res, err := applyBy(s.a, id, bob)
+			require.NoError(t, err)
+			assert.True(t, res.Applied)
+			rec := s.stored(t, id)
+			assert.True(t, rec.Applied)
+			assert.Equal(t, []string{"bob"}, rec.ApprovedBy)
+			assert.Equal(t, int64(1), row(t, s.sa, "items", "A")["qty"])
+			assert.Equal(t, []string{"proposed by agent", "recorded by carol", "approved by bob"}, rvrace2Events(t, s.a, id), "a's stale record dropped")
+			s.verified(t)
+		})
+	}
+}
