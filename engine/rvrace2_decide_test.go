@@ -295,3 +295,32 @@ func TestRvrace2ApplyOnItsOwnStaleQueuedRecord(t *testing.T) {
 		})
 	}
 }
+
+// The caller gave up (its context ended) while a's apply lost to b's approval: a does not
+// decide again, answers the context's error and has written and queued nothing.
+func TestRvrace2ApplyNotDecidedAgainForACallerGone(t *testing.T) {
+	for _, backend := range rvrejBackends {
+		t.Run(backend, func(t *testing.T) {
+			s, lock, id := rvrace2Open(t, backend, `{"required_approvals": 2}`)
+			_, err := applyBy(s.b, id, alice)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			lock.before(func() {
+				lock.before(nil)
+				s.sb.failNext.Store(true)
+				_, err := applyFrom(s.b, id, carol, "serve:http")
+				require.Error(t, err)
+				require.NoError(t, s.b.audit.flush())
+				cancel()
+			})
+			_, err = s.a.ApplyWith(ctx, id, ApplyOptions{Origin: "test", By: bob})
+			require.ErrorIs(t, err, context.Canceled)
+			assert.False(t, s.a.queuedHere(id))
+			rec := s.stored(t, id)
+			assert.True(t, rec.Pending, "not applied")
+			assert.Equal(t, []string{"alice"}, rec.ApprovedBy)
+			s.verified(t)
+		})
+	}
+}
