@@ -19,6 +19,15 @@ const budgetKey = "starplan.budget"
 // the sandbox's heap watchdog bounds what many small values add up to.
 const CheckThreshold = 1 << 20
 
+// MidCharge is the smallest result, in bytes, that Charge adds up: at every CheckThreshold of
+// results from MidCharge to CheckThreshold, the run's heap is looked at (Budget.collectIfOver).
+// A loop that makes each step a value of some KiB and drops the last (x = x << 500) makes
+// garbage faster than the heap watchdog samples a busy machine, and than its collector runs:
+// 416 MiB of dead integers under a 16 MiB budget, with the watchdog held up. The look forces the
+// collection on the run's own thread, so the garbage is bounded by the budget and
+// CheckThreshold, whatever the machine's speed.
+const MidCharge = 4 << 10
+
 // Budget is one run's memory allowance. Guarded operations (repetition, concatenation, join,
 // replace, materialising ranges, big pow results, ...) estimate the bytes of their result before
 // doing the work and ask Charge, which refuses a result that would not fit between the heap the
@@ -37,6 +46,25 @@ type Budget struct {
 	// shared is table.Shared() when the run began: memory the process took since for every run
 	// (a table read into memory) is not the run's.
 	shared int64
+	// mid adds up the results Charge lets pass for their size (MidCharge up to CheckThreshold):
+	// at every CheckThreshold of them it looks at the heap (collectIfOver). collected is the
+	// run's growth after the last collection that forced.
+	mid, collected atomic.Int64
+}
+
+// collectIfOver forces a collection, on the run's thread, when the heap has grown past the
+// budget and by a budget more since the last one it forced: garbage made fast is bounded by the
+// run's own steps, not by the watchdog's and the collector's pace. It refuses nothing: what the
+// run holds is the watchdog's to judge (by the run's own values when several runs share the
+// heap), and a heap another run's values keep over the budget costs a collection per budget of
+// growth, not one per call.
+func (b *Budget) collectIfOver() {
+	inUse := b.InUse()
+	if inUse <= b.Limit || inUse <= b.collected.Load()+b.Limit {
+		return
+	}
+	runtime.GC()
+	b.collected.Store(b.InUse())
 }
 
 // NewBudget returns a budget of limit bytes measured from the heap in use now.
@@ -102,14 +130,22 @@ func BudgetOf(thread *starlark.Thread) *Budget {
 const NoBudgetCap = 64 << 20
 
 // Charge asks whether op may create a value of about n bytes on thread, and returns a
-// *MemoryError if not. Results under CheckThreshold are always allowed; larger ones must fit
-// between the heap the run already uses and its limit (a garbage collection is forced once
-// before refusing, so dead values do not count against the run).
+// *MemoryError if not. Results under CheckThreshold are always allowed (those from MidCharge up
+// are added up, and may force a collection: MidCharge); larger ones must fit between the heap
+// the run already uses and its limit (a garbage collection is forced once before refusing, so
+// dead values do not count against the run).
 func Charge(thread *starlark.Thread, op string, n int64) error {
-	if n < CheckThreshold { // below NoBudgetCap too: every guarded call takes this path
+	if n < MidCharge { // below NoBudgetCap too: nearly every guarded call takes this path
 		return nil
 	}
 	b := BudgetOf(thread)
+	if n < CheckThreshold {
+		if b != nil && b.mid.Add(n) >= CheckThreshold {
+			b.mid.Store(0)
+			b.collectIfOver()
+		}
+		return nil
+	}
 	if b == nil {
 		if n > NoBudgetCap {
 			return &MemoryError{Op: op, Bytes: n, Limit: NoBudgetCap}

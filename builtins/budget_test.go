@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,4 +49,28 @@ func TestMeterSettlesTheFinishedSize(t *testing.T) {
 	require.NoError(t, m.grow(60<<20))
 	assert.NoError(t, m.settle(60<<20), "the size last asked about is not asked again")
 	assert.NoError(t, m.settle(63<<20), "a finished size under the cap")
+}
+
+// Mid-size results (MidCharge up to CheckThreshold) are never refused: over a heap that other
+// values keep past the budget (another run's, in one process), a run making them goes on, and
+// the collections its sums force are one per budget of growth, not one per sum.
+func TestMidSizeResultsAreNotRefusedAndCollectOncePerBudget(t *testing.T) {
+	thread := &starlark.Thread{}
+	runtime.GC() // the budget's baseline holds no garbage a collection below would free
+	b := NewBudget(1 << 20)
+	SetBudget(thread, b)
+	held := make([][]byte, 64) // 4 MiB that stay live: the budget's heap is over its limit
+	for i := range held {
+		held[i] = make([]byte, 64<<10)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 1024 { // 8 MiB of results of 8 KiB, made elsewhere: eight sums of CheckThreshold
+		require.NoError(t, Charge(thread, "repeating a string", 8<<10))
+	}
+	runtime.ReadMemStats(&after)
+	forced := after.NumForcedGC - before.NumForcedGC
+	assert.GreaterOrEqual(t, forced, uint32(1), "the first sum over the budget collects")
+	assert.LessOrEqual(t, forced, uint32(4), "then not again until the heap grows by a budget more (eight without that)")
+	runtime.KeepAlive(held)
 }

@@ -152,8 +152,12 @@ func guardShl(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple,
 	if a, ok := x.(starlark.Int); ok {
 		if n, ok := y.(starlark.Int); ok {
 			if k, ok := n.Int64(); ok && k > 0 && k < 512 {
-				if bytes := (int64(bitLen(a)) + k) / 8; bytes > MaxIntResultBytes {
+				bytes := (int64(bitLen(a)) + k) / 8
+				if bytes > MaxIntResultBytes {
 					return nil, &MemoryError{Op: "shifting an integer", Bytes: bytes, Limit: MaxIntResultBytes, Rule: intCapRule}
+				}
+				if err := Charge(thread, "shifting an integer", bytes); err != nil {
+					return nil, err
 				}
 			}
 		}

@@ -128,3 +128,48 @@ func TestReadersRaceTheBuffersOfWrittenBatches(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, readErr)
 }
+
+// A lingering writer is woken every auditEncodeEvery records, and encodes them then: not for each
+// record, which cost a run a wake of the writer's thread and the writer a sleep after it.
+func TestALingeringWriterWakesEverySixteenRecords(t *testing.T) {
+	e := tailEngine(t)
+	var mu sync.Mutex
+	var encoded []int // the records encoded after each of the writer's windows
+	e.audit.around = func(write func() error) error {
+		err := write()
+		e.audit.mu.Lock()
+		n := e.audit.encoded
+		e.audit.mu.Unlock()
+		mu.Lock()
+		encoded = append(encoded, n)
+		mu.Unlock()
+		return err
+	}
+	ctx := context.Background()
+	run := func(i int) {
+		_, err := e.Run(ctx, Request{Reply: example(t, "02_purchase_wayfarer.star"), UserRequest: fmt.Sprint("run ", i)})
+		require.NoError(t, err)
+	}
+	waitFor := func(cond func() bool) {
+		for !cond() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	run(0)
+	waitFor(func() bool { // the writer encoded the first and lingers
+		e.audit.mu.Lock()
+		defer e.audit.mu.Unlock()
+		return e.audit.lingering
+	})
+	for i := 1; i < auditEncodeEvery; i++ {
+		run(i)
+	}
+	waitFor(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(encoded) > 0 && encoded[len(encoded)-1] == auditEncodeEvery
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{1, auditEncodeEvery}, encoded, "the writer was woken for records in between")
+}

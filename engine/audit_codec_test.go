@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +189,11 @@ func TestUpdateAftersAreStoredOnce(t *testing.T) {
 		"no fields":                  func(u *table.Update) { u.Fields = nil; u.After["price"] = 1.0 },
 		"a field named, not changed": func(u *table.Update) { u.Fields = []string{"item_id", "price"} },
 		"nil before":                 func(u *table.Update) { u.Before = nil },
+		"a field in neither row":     func(u *table.Update) { u.Fields = []string{"price", "zzz"} },
+		"a field only the before holds, one only the after": func(u *table.Update) {
+			u.Before["a"], u.After["b"] = 1.0, 1.0
+			u.Fields = []string{"a", "b", "price"}
+		},
 		"a name the after lacks only": func(u *table.Update) {
 			u.After["x"] = 1.0
 			delete(u.After, "item_id")
@@ -410,14 +417,21 @@ func TestRowChangesOfIsRowChanges(t *testing.T) {
 		walk := rowChangesOf(r.Changes, 1)
 		require.NotEmpty(t, index)
 		for ref, want := range index {
-			got, ok := walk(ref)
+			got, ok := walk.find(ref)
 			require.True(t, ok, "%v", ref)
 			require.Equal(t, want, got, "%v", ref)
 		}
-		_, ok := walk(rowRef{"t", "none"})
+		_, ok := walk.find(rowRef{"t", "none"})
 		require.False(t, ok)
-		_, ok = walk(rowRef{"no table", "1"})
+		_, ok = walk.find(rowRef{"no table", "1"})
 		require.False(t, ok)
+		for ref, want := range index { // again, each after a table with no changes
+			_, ok = walk.find(rowRef{"no table", "1"})
+			require.False(t, ok)
+			got, ok := walk.find(ref)
+			require.True(t, ok, "%v", ref)
+			require.Equal(t, want, got, "%v", ref)
+		}
 	}
 }
 
@@ -541,4 +555,79 @@ func TestPlainValidIsSure(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, plainValid(raw), "%s", raw)
 	}
+}
+
+// afterIsBeforeButFields' one walk of the before says what a check of each part of its rule
+// says (each field in both rows, every other name of the after in the before with the same
+// value), over random small updates: rows of a few names, some shared, values that differ in
+// kind only, fields in and out of order, twice, in one row or neither.
+func TestAfterIsBeforeButFieldsIsItsRule(t *testing.T) {
+	byRule := func(u table.Update) bool {
+		if u.Before == nil || u.After == nil || len(u.After) != len(u.Before) || len(u.Fields) == 0 {
+			return false
+		}
+		for i, f := range u.Fields {
+			if i > 0 && u.Fields[i-1] >= f {
+				return false
+			}
+			if _, ok := u.Before[f]; !ok {
+				return false
+			}
+			if _, ok := u.After[f]; !ok {
+				return false
+			}
+		}
+		for k, av := range u.After {
+			if slices.Contains(u.Fields, k) {
+				continue
+			}
+			bv, ok := u.Before[k]
+			if !ok || !sameValue(av, bv) {
+				return false
+			}
+		}
+		return true
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	names := []string{"a", "b", "c", "d"}
+	values := []any{int64(1), 1.0, "1", nil, true, map[string]any{"x": 1.0}, []any{1.0}}
+	row := func() table.Row {
+		r := table.Row{}
+		for _, k := range names {
+			if rnd.IntN(3) > 0 {
+				r[k] = values[rnd.IntN(len(values))]
+			}
+		}
+		return r
+	}
+	agree, fieldsTrue := 0, 0
+	for range 20000 {
+		u := table.Update{Before: row()}
+		u.After = maps.Clone(u.Before)
+		for range rnd.IntN(3) { // changes, of values and of names
+			k := names[rnd.IntN(len(names))]
+			switch rnd.IntN(3) {
+			case 0:
+				delete(u.After, k)
+			default:
+				u.After[k] = values[rnd.IntN(len(values))]
+			}
+		}
+		for range rnd.IntN(4) {
+			u.Fields = append(u.Fields, names[rnd.IntN(len(names))])
+		}
+		if rnd.IntN(2) == 0 {
+			slices.Sort(u.Fields)
+		}
+		if rnd.IntN(20) == 0 {
+			u.Before = nil
+		}
+		want := byRule(u)
+		require.Equal(t, want, afterIsBeforeButFields(u), "%+v", u)
+		agree++
+		if want {
+			fieldsTrue++
+		}
+	}
+	require.Greater(t, fieldsTrue, agree/20, "the random updates hardly ever fit the rule")
 }

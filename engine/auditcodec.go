@@ -115,7 +115,7 @@ func (r *RunRecord) storeInto(s *storedRecord) {
 		}
 		once := false
 		for i, w := range r.Writes.Writes {
-			c, ok := rows(rowRef{w.Table, rowKey(w.Key)})
+			c, ok := rows.find(rowRef{w.Table, rowKey(w.Key)})
 			if ok && sameRow(w.Before, c.before) && sameRow(w.Row, c.after) {
 				w.Before, w.Row = nil, nil
 				p.Writes[i] = storedWrite{PendingWrite: w, InChanges: true}
@@ -198,31 +198,35 @@ func (s *storedRecord) cut() *storedRecord {
 
 // afterIsBeforeButFields reports whether u.After is u.Before with u.Fields' values put in: the
 // same names, each of Fields once and in both, every other value the same.
+//
+// One walk of Before, a look-up in After each (issue 32: a dry-run stream's writer asks of every
+// update): every name of Before is in After, which has as many, so the two have the same names;
+// and Fields, sorted and each once, are all among them when as many of Before's names are
+// Fields as there are Fields.
 func afterIsBeforeButFields(u table.Update) bool {
 	if u.Before == nil || u.After == nil || len(u.After) != len(u.Before) || len(u.Fields) == 0 {
 		return false
 	}
-	for i, f := range u.Fields {
-		if i > 0 && u.Fields[i-1] >= f { // sorted, each once
-			return false
-		}
-		if _, ok := u.Before[f]; !ok {
-			return false
-		}
-		if _, ok := u.After[f]; !ok {
+	for i := 1; i < len(u.Fields); i++ {
+		if u.Fields[i-1] >= u.Fields[i] { // sorted, each once
 			return false
 		}
 	}
-	for k, av := range u.After {
+	fields := 0
+	for k, bv := range u.Before {
+		av, ok := u.After[k]
+		if !ok {
+			return false
+		}
 		if _, changed := slices.BinarySearch(u.Fields, k); changed {
+			fields++
 			continue
 		}
-		bv, ok := u.Before[k]
-		if !ok || !sameValue(av, bv) {
+		if !sameValue(av, bv) {
 			return false
 		}
 	}
-	return true
+	return fields == len(u.Fields)
 }
 
 // beforesInProgram reports whether every rewrite (there is one at least) has for Before its line
@@ -304,42 +308,62 @@ type rowRef struct {
 // rowChange is a row's change: before (nil for an insert) and after (nil for a delete).
 type rowChange struct{ before, after table.Row }
 
-// rowChangesOf is the change of each of a pending run's writes (n of them) in cs: found by a
-// walk of cs for each when both are small, else through rowChanges' index.
-func rowChangesOf(cs table.ChangeSet, n int) func(rowRef) (rowChange, bool) {
+// rowChangesOf finds the change of each of a pending run's writes (n of them) in cs: by a walk
+// of cs for each when both are small, else through rowChanges' index.
+func rowChangesOf(cs table.ChangeSet, n int) rowFinder {
 	rows := 0
 	for _, tc := range cs {
 		if tc != nil {
 			rows += len(tc.Inserted) + len(tc.Updated) + len(tc.Deleted)
 		}
 	}
+	f := rowFinder{cs: cs}
 	if n*rows > 256 {
-		index := rowChanges(cs)
-		return func(ref rowRef) (rowChange, bool) { c, ok := index[ref]; return c, ok }
+		f.index = rowChanges(cs)
 	}
-	return func(ref rowRef) (c rowChange, found bool) {
-		tc := cs[ref.table]
-		if tc == nil {
-			return rowChange{}, false
-		}
-		// The last of a key wins, as in rowChanges' index: inserted, updated, then deleted.
-		for _, row := range tc.Inserted {
-			if rowKey(row[tc.Key]) == ref.key {
-				c, found = rowChange{after: row}, true
-			}
-		}
-		for _, u := range tc.Updated {
-			if rowKey(u.Key) == ref.key {
-				c, found = rowChange{before: u.Before, after: u.After}, true
-			}
-		}
-		for _, row := range tc.Deleted {
-			if rowKey(row[tc.Key]) == ref.key {
-				c, found = rowChange{before: row}, true
-			}
-		}
+	return f
+}
+
+// rowFinder is rowChangesOf's: a value, not a closure on the heap (every record asks; issue 32).
+type rowFinder struct {
+	cs    table.ChangeSet
+	index map[rowRef]rowChange // nil: walk cs
+	// name and tc are the table last asked about and its changes: a run's writes come table by
+	// table, and a look-up in cs hashes the name.
+	name string
+	tc   *table.TableChanges
+}
+
+// find is the change of ref's row, and whether cs has one.
+func (f *rowFinder) find(ref rowRef) (c rowChange, found bool) {
+	if f.index != nil {
+		c, found = f.index[ref]
 		return c, found
 	}
+	if f.tc == nil || ref.table != f.name {
+		f.name, f.tc = ref.table, f.cs[ref.table]
+	}
+	tc := f.tc
+	if tc == nil {
+		return rowChange{}, false
+	}
+	// The last of a key wins, as in rowChanges' index: inserted, updated, then deleted.
+	for _, row := range tc.Inserted {
+		if rowKey(row[tc.Key]) == ref.key {
+			c, found = rowChange{after: row}, true
+		}
+	}
+	for _, u := range tc.Updated {
+		if rowKey(u.Key) == ref.key {
+			c, found = rowChange{before: u.Before, after: u.After}, true
+		}
+	}
+	for _, row := range tc.Deleted {
+		if rowKey(row[tc.Key]) == ref.key {
+			c, found = rowChange{before: row}, true
+		}
+	}
+	return c, found
 }
 
 // rowChanges indexes cs by row.

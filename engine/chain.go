@@ -371,11 +371,13 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 	}
 	defer unlock()
 	if shared {
-		if links, err = c.withoutPrunedRewrites(links); err != nil {
+		if links, err = c.withoutStaleRewrites(links); errors.Is(err, errDecidedElsewhere) {
+			return err // a decision of this write read a record the batch drops: checked again
+		} else if err != nil {
 			return fmt.Errorf("reading the audit log before writing it: %w", err)
 		}
 		if len(links) == 0 {
-			return nil // only rewrites of runs pruned meanwhile: nothing to write
+			return nil // only stale rewrites (their runs pruned or decided elsewhere): nothing to write
 		}
 	}
 	for attempt := 1; ; attempt++ {
@@ -402,7 +404,7 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 	}
 }
 
-// withoutPrunedRewrites drops, on a store several servers share, the queued rewrites (a
+// withoutStaleRewrites drops, on a store several servers share, the queued rewrites (a
 // conflict's, a failed apply's: records an apply queues, written without a decision's checks)
 // of runs whose stored record is no longer the one the rewrite was made from (link.read) and
 // that are not written earlier in this same write:
@@ -424,7 +426,7 @@ func (c *chain) write(now time.Time, put func(docs []store.SysDoc) error, links 
 // It runs under the store's lock on the chain, which every other server's record write and
 // prune step holds too, so nothing falls between the look and the write. One read per queued
 // rewrite, on shared stores only.
-func (c *chain) withoutPrunedRewrites(links []link) ([]link, error) {
+func (c *chain) withoutStaleRewrites(links []link) ([]link, error) {
 	rewrite := func(l link) bool {
 		return l.fold && l.event != ChainProposed && l.read != "" && l.doc.Collection == auditCollection
 	}

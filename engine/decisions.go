@@ -203,7 +203,7 @@ func (e *Engine) commitRejections(group []*rejection) {
 		// the front of the queue, to be checked again, as if taken after that decision (a few
 		// times: a record this engine still queues may keep differing from the store's). The
 		// queue is written first (a commit, in this rare case only): a record of it that the
-		// other's decision made stale is dropped there (chain.withoutPrunedRewrites), so the
+		// other's decision made stale is dropped there (chain.withoutStaleRewrites), so the
 		// next check reads the run's record as the store holds it, not that one again.
 		if ferr := e.audit.flush(); ferr != nil {
 			e.answerRejections(group, ferr)

@@ -29,7 +29,8 @@ import (
 //
 // go-µs is starplan's dry run of the plan (evaluate: extract, rewrite, check, compile, run,
 // contract, diff; no audit record), cpython-µs the floor's, x-floor their ratio (of means);
-// cpu-µs/op (in process) is this process's processor time per iteration.
+// cpu-µs/op (in process) is this process's processor time per iteration; calls/op (isolated)
+// the plan's table calls per run, each a round trip over the worker's pipe.
 // Targets (issue 32): in process ≤ 1.0× the floor, isolated ≤ 2.0×.
 
 // newPlanRows is the inventory's size in the new-plan benchmarks: the demo's six styles and
@@ -130,11 +131,13 @@ func BenchmarkNewPlan(b *testing.B) {
 	for _, mode := range []string{"in_process", "isolated"} {
 		b.Run(mode, func(b *testing.B) {
 			var pool func() *isolate.Pool
+			var started *isolate.Pool
 			if mode == "isolated" {
 				pool = func() *isolate.Pool {
 					p, err := isolate.NewSelfPool(isolate.Options{Warm: 1, MaxWorkers: 1})
 					require.NoError(b, err)
 					b.Cleanup(func() { p.Close() })
+					started = p
 					return p
 				}
 			}
@@ -152,6 +155,10 @@ func BenchmarkNewPlan(b *testing.B) {
 			n := 0
 			b.ReportAllocs()
 			cpu0, cpuOK := processCPU()
+			var calls0 uint64
+			if started != nil {
+				calls0 = started.Stats().Calls
+			}
 			for b.Loop() {
 				req.Reply = newPlanText(b, n)
 				for j := range 2 {
@@ -171,6 +178,11 @@ func BenchmarkNewPlan(b *testing.B) {
 				// This process's CPU (the runs, their collections, driving the floor), steadier
 				// than wall-clock time on a shared machine; isolated runs' workers are not in it.
 				b.ReportMetric(float64(cpu1-cpu0)/1e3/float64(n), "cpu-µs/op")
+			}
+			if started != nil {
+				// The plan's table calls, each a round trip to the worker: most of what
+				// isolation adds to the run.
+				b.ReportMetric(float64(started.Stats().Calls-calls0)/float64(n), "calls/op")
 			}
 			g, p := float64(goTime)/float64(n), float64(pyTime)/float64(n)
 			b.ReportMetric(g/1e3, "go-µs")

@@ -153,7 +153,7 @@ func TestRvPruneTwoServersPruneAtOnce(t *testing.T) {
 // (auditLog.add), written with a later batch without the decision checks; a prune --pending on
 // another server in between removes the run, still pending in the store. The batch wrote its
 // record back, which the checkpoint counts pruned: runs verify and db check reported the log
-// damaged for good. The batch now drops it (chain.withoutPrunedRewrites).
+// damaged for good. The batch now drops it (chain.withoutStaleRewrites).
 func TestRvPruneQueuedConflictRecordAfterSharedPrune(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{now: fixedNow}

@@ -234,7 +234,7 @@ func uncachedPool(b *testing.B) *Pool {
 
 // bigStore opens a store whose inventory has n rows (the demo's six, then generated ones), as
 // engine's benchmark does.
-func bigStore(b *testing.B, n int) *bolt.Store {
+func bigStore(b testing.TB, n int) *bolt.Store {
 	b.Helper()
 	st := openStore(b)
 	rng := rand.New(rand.NewSource(1))

@@ -615,6 +615,7 @@ func (p *Pool) runOn(ctx context.Context, w *proc, job sandbox.Request, program 
 				w.kill(killBroken)
 				return p.failed(w, program, m, d.err, budget, timeout)
 			}
+			p.stats.calls.Add(1)
 			if c.op == opInsert || c.op == opUpdate || c.op == opRemove {
 				w.c.sent.wrote = true
 			}
@@ -920,6 +921,7 @@ var _ io.Writer = (*headBuffer)(nil)
 // poolStats are the counts behind Pool.Stats, kept with atomic adds.
 type poolStats struct {
 	started, discarded atomic.Uint64
+	calls              atomic.Uint64
 	busy               atomic.Int64
 	kills              [len(killReasons)]atomic.Uint64
 }
@@ -936,6 +938,10 @@ type Stats struct {
 	// limit, a crash, a protocol failure or a memory map grown too large for the next run (each
 	// is replaced: a restart). A closed pool's workers are not discarded.
 	Started, Discarded uint64
+	// Calls counts the table calls the workers' plans made, each a round trip over a worker's
+	// pipe: most of what isolation adds to a plan's time is one such exchange per call
+	// (BenchmarkNewPlan/isolated in engine reports them per run as calls/op).
+	Calls uint64
 	// Kills counts the workers the pool killed, by reason: "timeout" (a run's time limit, or a
 	// start that took too long), "cancel" (the run's caller gave up), "oversize" (a reply over
 	// the protocol's bound), "discard" (grown too large), "broken" (a crash or a protocol
@@ -949,7 +955,7 @@ func (p *Pool) Stats() Stats {
 	live := len(p.live)
 	p.mu.Unlock()
 	st := Stats{MaxWorkers: p.opts.MaxWorkers, Live: live, Idle: len(p.idle), Busy: int(p.stats.busy.Load()),
-		Started: p.stats.started.Load(), Discarded: p.stats.discarded.Load(), Kills: make(map[string]uint64, len(killReasons))}
+		Started: p.stats.started.Load(), Discarded: p.stats.discarded.Load(), Calls: p.stats.calls.Load(), Kills: make(map[string]uint64, len(killReasons))}
 	for i, r := range killReasons {
 		st.Kills[string(r)] = p.stats.kills[i].Load()
 	}

@@ -40,3 +40,26 @@ func TestStats(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Discarded, "the killed worker was replaced")
 	assert.Equal(t, uint64(2), st.Started)
 }
+
+// TestStatsCalls: the pool counts each table call a plan makes, one per round trip over the
+// pipe, and nothing for a plan that calls no table; a search answered in parts is one call.
+func TestStatsCalls(t *testing.T) {
+	p := newPool(t, Options{Warm: 1, MaxWorkers: 1})
+	st := bigStore(t, findPart+10) // a search of every row crosses in two parts
+	run := func(src string) {
+		t.Helper()
+		j, _ := job(st, src, sandbox.Limits{})
+		res := p.Run(bg, j)
+		require.Equal(t, sandbox.OutcomeOK, res.Outcome, res.Diagnostics.String())
+	}
+	before := p.Stats().Calls
+	run("x = 1\n")
+	assert.Equal(t, before, p.Stats().Calls, "a plan without table calls makes no round trip")
+	run(`a = inventory_tbl.get_by_key("SG001")
+b = inventory_tbl.search({})
+c = transactions_tbl.last()
+if len(b) <= 2048:
+    fail("the search should need two parts, not %d rows" % len(b))
+`)
+	assert.Equal(t, before+3, p.Stats().Calls)
+}

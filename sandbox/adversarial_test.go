@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -174,4 +175,28 @@ func TestMemoryStoppedWithTheWatchdogStalled(t *testing.T) {
 		require.Equal(t, LimitMemory, res.Limit, "run %d after %d steps", i, res.Steps)
 		assert.LessOrEqual(t, grew, int64(2*budget+16<<20), "run %d: the heap grew by %s", i, builtins.FormatBytes(grew))
 	}
+}
+
+// Garbage made fast, a value of some KiB a step, is bounded by the run's own checks (Charge's
+// mid-size sum), not by the heap watchdog's goroutine nor the collector's pace: with the
+// watchdog held and the collector off (a machine too busy to run either), the suite's bound
+// still holds. Without that sum, shift_growth left 416 MiB of dead integers under a 16 MiB
+// budget: how far the host heap grew depended on the machine's load (it passed the bound at
+// load 8 under -race).
+func TestGarbageBoundedWithTheWatchdogStalled(t *testing.T) {
+	stall := make(chan struct{})
+	heapWatchdog.mu.Lock()
+	heapWatchdog.stall = stall
+	heapWatchdog.mu.Unlock()
+	gc := debug.SetGCPercent(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		heapWatchdog.mu.Lock()
+		heapWatchdog.stall = nil
+		heapWatchdog.mu.Unlock()
+		close(stall)
+	})
+	src, err := os.ReadFile("../testdata/adversarial/shift_growth.star")
+	require.NoError(t, err)
+	checkAdversarial(t, testEnv(), string(src))
 }

@@ -62,3 +62,14 @@ func TestCallHeldToItsMemoryBudget(t *testing.T) {
 	assert.Equal(t, LimitSteps, le.Limit)
 	assert.Equal(t, uint64(1), steps, "never more than the limit")
 }
+
+// A guard's refusal on a domain file's top level names the line it refused, as a limit measured
+// at a checkpoint does: the innermost frame is the guard's builtin, which has no place.
+func TestModuleTopLevelGuardRefusalNamesItsLine(t *testing.T) {
+	_, ds := NewEnv().LoadModule(HelpersFile, "small = 1\n_big = 'x' * (200 << 20)\n", false)
+	require.Len(t, ds, 1)
+	assert.Equal(t, CodeLimit, ds[0].Code)
+	assert.Contains(t, ds[0].Message, "memory limit")
+	assert.Equal(t, 2, ds[0].Line, ds[0].Message)
+	assert.Positive(t, ds[0].Col)
+}

@@ -240,8 +240,13 @@ func moduleDiagnostic(file string, err error) diag.Diagnostic {
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
 		d.Message = ee.Msg
-		if n := len(ee.CallStack); n > 0 {
-			d.Line, d.Col = int(ee.CallStack[n-1].Pos.Line), int(ee.CallStack[n-1].Pos.Col)
+		// The innermost frame with a place in the file: a guard's refusal (a builtin, the
+		// innermost frame) has none.
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if pos := ee.CallStack[i].Pos; pos.Line > 0 {
+				d.Line, d.Col = int(pos.Line), int(pos.Col)
+				break
+			}
 		}
 	}
 	var le *LimitError
