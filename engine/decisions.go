@@ -221,7 +221,9 @@ func (e *Engine) commitRejections(group []*rejection) {
 }
 
 // maxDecideTries is how many times a rejection group is checked again after another server
-// decided one of its runs (errDecidedElsewhere) before its rejections fail with that error.
+// decided one of its runs (errDecidedElsewhere) before its rejections fail with that error, and
+// how many times an apply or an approval is decided again (ApplyWith) before it answers
+// changedElsewhere.
 const maxDecideTries = 3
 
 // errDecidedElsewhere is a decision's commit refused because another engine on a store that
