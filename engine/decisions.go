@@ -310,6 +310,12 @@ func rejectionDocs(group []*rejection) (links []link, decisions []store.SysDoc) 
 // answerRejections answers each rejection of a group whose commit returned err.
 func (e *Engine) answerRejections(group []*rejection, err error) {
 	for _, r := range group {
+		if errors.Is(err, errDecidedElsewhere) {
+			// Checked again maxDecideTries times, and each time another server had written a
+			// run of the group since: a refusal the caller can act on, as a lost apply's is.
+			r.answer(nil, false, changedElsewhere(r.runID, r.tries+1))
+			continue
+		}
 		if err != nil {
 			r.answer(nil, false, fmt.Errorf("recording the rejection of run %s: %w", r.runID, err))
 			continue

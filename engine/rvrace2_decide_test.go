@@ -324,3 +324,35 @@ func TestRvrace2ApplyNotDecidedAgainForACallerGone(t *testing.T) {
 		})
 	}
 }
+
+// A rejection on a that keeps losing to b's approvals (each recorded between a's checks and its
+// commit) is checked again maxDecideTries times, then refused as a lost apply is: a RunError of
+// errcode.RunChanged (409 run-changed on the server), not "decided by another server
+// meanwhile" (500 internal). b's approvals stand, nothing of a's rejection is stored.
+func TestRvrace2RejectionThatKeepsLosingIsRefused(t *testing.T) {
+	for _, backend := range rvrejBackends {
+		t.Run(backend, func(t *testing.T) {
+			s, lock, id := rvrace2Open(t, backend, fmt.Sprintf(`{"required_approvals": %d}`, maxDecideTries+3))
+			n := 0
+			lock.before(func() {
+				n++
+				_, err := applyBy(s.b, id, access.Principal{Name: fmt.Sprintf("p%d", n), Role: access.Approver})
+				require.NoError(t, err)
+			})
+			_, recorded, err := s.a.RejectWith(context.Background(), id, RejectOptions{Feedback: "no", By: bob})
+			lock.before(nil)
+			assert.False(t, recorded)
+			var re *RunError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, errcode.RunChanged, re.Code)
+			assert.Equal(t, maxDecideTries+1, n, "checked once, then maxDecideTries times more")
+			rec := s.stored(t, id)
+			assert.True(t, rec.Pending)
+			assert.Equal(t, []string{"p1", "p2", "p3", "p4"}, rec.ApprovedBy)
+			_, decided, err := s.a.Decision(id)
+			require.NoError(t, err)
+			assert.False(t, decided)
+			s.verified(t)
+		})
+	}
+}

@@ -153,3 +153,30 @@ func TestRvrace2ApplyThatKeepsLosingIsRefusedWithRunChanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, rep.Problems)
 }
+
+// A rejection that keeps losing the same way answers 409 run-changed too, not 500 internal nor
+// the already-applied that any other refusal of a rejection maps to; nothing of it is stored.
+func TestRvrace2RejectionThatKeepsLosingIsRefusedWithRunChanged(t *testing.T) {
+	t.Parallel()
+	f, b, before := rvrace2Servers(t, `{"required_approvals": 9}`)
+	agent, bob := f.token("agent", access.Proposer, 0), f.token("bob", access.Approver, 0)
+	run := f.proposeAs(agent, 1)
+	_, err := f.eng.Record(run.RunID)
+	require.NoError(t, err)
+	n := 0
+	before(func() {
+		n++
+		approveOn(t, b, run.RunID, fmt.Sprintf("p%d", n))
+	})
+	r := f.callWith(bob, "POST", "/v1/runs/"+run.RunID+"/reject", RejectRequest{Feedback: "no"})
+	before(nil)
+	assert.Equal(t, http.StatusConflict, r.status, string(r.body))
+	assert.Equal(t, CodeRunChanged, r.errorCode(t))
+	assert.Greater(t, n, 1, "checked again before giving up")
+	doc, err := f.srv.Show(run.RunID)
+	require.NoError(t, err)
+	assert.Equal(t, StatePending, doc.State, "not rejected")
+	rep, err := f.eng.VerifyChain()
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems)
+}

@@ -546,6 +546,9 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	}
 	_, recorded, err := s.eng.RejectWith(withCall(ctx, "", nil), id, engine.RejectOptions{Feedback: feedback, Origin: origin, By: principal(ctx)}) // the engine tells the rejection (observe)
 	if err != nil {
+		if e := changedMeanwhile(err); e != nil {
+			return nil, e
+		}
 		var re *engine.RunError
 		if errors.As(err, &re) {
 			return nil, &Error{Status: http.StatusConflict, Code: CodeAlreadyApplied, Message: err.Error(), Hint: "an applied run stays applied; run a plan that undoes it"}
