@@ -10,6 +10,7 @@ import (
 	"github.com/starplan/starplan/access"
 	"github.com/starplan/starplan/contracts"
 	"github.com/starplan/starplan/diag"
+	"github.com/starplan/starplan/internal/errcode"
 	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/table"
 )
@@ -35,26 +36,60 @@ func (e *Engine) ApplyAs(ctx context.Context, runID, origin string) (*Result, er
 // change set being committed through (the result names it); an approval that does not complete
 // them is recorded and the result still pending (Result.ApprovedBy, ApprovalsNeeded). A refused
 // apply is an *ApprovalError (errcode.ApprovalRequired, errcode.RunExpired) and changes nothing.
+// On a store servers share, an apply whose run another server kept writing meanwhile (their
+// approvals) is a *RunError of errcode.RunChanged and changes nothing (changedElsewhere).
 func (e *Engine) ApplyWith(ctx context.Context, runID string, opts ApplyOptions) (*Result, error) {
 	origin, by := opts.Origin, orLocal(opts.By)
 	// One apply at a time: two callers applying the same run must not both read it as pending.
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	rec, err := e.decisionRecord(runID) // its last version: the apply's commit writes the queue first
-	if err != nil {
-		return nil, err
+	for tries := 0; ; tries++ {
+		rec, err := e.decisionRecord(runID) // its last version: the apply's commit writes the queue first
+		if err != nil {
+			return nil, err
+		}
+		if err := settled(rec); err != nil {
+			return nil, err
+		}
+		res := rec.Result()
+		// rec is this apply's own copy, dropped on an error; what an error queued (applyRecord:
+		// a failure of starplan's own) is a snapshot (auditLog.add) that keeps who tried.
+		rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
+		err = e.decideApply(ctx, rec, res, by)
+		if !errors.Is(err, errDecidedElsewhere) {
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		// Another server wrote the run's record after this apply read it, and left it pending
+		// (an approval; its own failed apply): nothing of this apply was written. It decides
+		// again on the run as stored now, as an apply made then would (the other's approval
+		// may complete those the run needs with this one, or make this one a duplicate), a few
+		// times (maxDecideTries, as a rejection group): under a stream of such writes it
+		// answers that the run keeps changing, a refusal the caller can repeat. The queue is
+		// written first, as for a rejection group: a record of it that the other's write made
+		// stale is dropped there, so the next read is the store's.
+		if tries >= maxDecideTries {
+			return nil, changedElsewhere(runID, tries+1)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := e.audit.flush(); err != nil {
+			return nil, err
+		}
 	}
-	if err := settled(rec); err != nil {
-		return nil, err
-	}
-	res := rec.Result()
-	// rec is this apply's own copy, dropped on an error; what an error queued (applyRecord:
-	// a failure of starplan's own) is a snapshot (auditLog.add) that keeps who tried.
-	rec.ApplyOrigin, _ = clipJSON(origin, maxRecordName)
-	if err := e.decideApply(ctx, rec, res, by); err != nil {
-		return nil, err
-	}
-	return res, nil
+}
+
+// changedElsewhere is the refusal of a decision on run id that found, at each of its tries,
+// that another server had written the run's record since it read it (errDecidedElsewhere),
+// leaving the run undecided: nothing of the decision is recorded, and the caller may look at
+// the run again and repeat it (errcode.RunChanged).
+func changedElsewhere(id string, tries int) *RunError {
+	return &RunError{ID: id, Code: errcode.RunChanged,
+		Problem: fmt.Sprintf("changed on another server while this decision was made (%d tries); nothing of it was recorded", tries),
+		Hint:    "look at the run again (starplan runs show " + id + ") and repeat the decision if it still stands"}
 }
 
 // settled is the error of applying rec, a run's record as read from the store, when the run can
@@ -227,6 +262,13 @@ func (e *Engine) applyRecord(ctx context.Context, rec *RunRecord, res *Result, b
 		// its record stands, and this apply answers as any later one would.
 		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore
 		return serr
+	}
+	if errors.Is(err, errDecidedElsewhere) && rec.chainRead != "" {
+		// Another engine wrote the run's record since it was read and left it pending (its
+		// approval, its failed apply): not a failure of this apply, which wrote nothing and
+		// queues nothing (a record of it would go over the other's); ApplyWith decides again.
+		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore
+		return err
 	}
 	if !ok {
 		rec.Pending, rec.Writes, rec.ApprovedBy = true, writes, approvedBefore

@@ -621,6 +621,9 @@ type RunError struct {
 	// Result is the run's result when the refusal still has one to show: an apply of a run that
 	// already ended in a conflict answers with the conflict, as its first apply did.
 	Result *Result
+	// Code names the refusal's condition (internal/errcode) where a transport must tell it
+	// from the others: errcode.RunChanged (changedElsewhere); "" otherwise.
+	Code string
 }
 
 func (e *RunError) Error() string { return fmt.Sprintf("run %s: %s", e.ID, e.Problem) }

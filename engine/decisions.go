@@ -221,7 +221,9 @@ func (e *Engine) commitRejections(group []*rejection) {
 }
 
 // maxDecideTries is how many times a rejection group is checked again after another server
-// decided one of its runs (errDecidedElsewhere) before its rejections fail with that error.
+// decided one of its runs (errDecidedElsewhere) before its rejections fail with that error, and
+// how many times an apply or an approval is decided again (ApplyWith) before it answers
+// changedElsewhere.
 const maxDecideTries = 3
 
 // errDecidedElsewhere is a decision's commit refused because another engine on a store that
@@ -308,6 +310,12 @@ func rejectionDocs(group []*rejection) (links []link, decisions []store.SysDoc) 
 // answerRejections answers each rejection of a group whose commit returned err.
 func (e *Engine) answerRejections(group []*rejection, err error) {
 	for _, r := range group {
+		if errors.Is(err, errDecidedElsewhere) {
+			// Checked again maxDecideTries times, and each time another server had written a
+			// run of the group since: a refusal the caller can act on, as a lost apply's is.
+			r.answer(nil, false, changedElsewhere(r.runID, r.tries+1))
+			continue
+		}
 		if err != nil {
 			r.answer(nil, false, fmt.Errorf("recording the rejection of run %s: %w", r.runID, err))
 			continue

@@ -18,12 +18,34 @@ import (
 	"github.com/starplan/starplan/domains"
 	"github.com/starplan/starplan/engine"
 	"github.com/starplan/starplan/llm/llmtest"
+	"github.com/starplan/starplan/store"
 	"github.com/starplan/starplan/store/bolt"
 )
 
 // approvalFixture is a server over the built-in inventory domain whose policy.json carries the
 // given "approval" object, on a clock the test moves.
 func approvalFixture(t *testing.T, approval string) (*fixture, *testClock) {
+	t.Helper()
+	clk := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: approvalDomain(t, approval)})
+	require.NoError(t, err)
+	eng, err := engine.New(st, engine.Options{Now: clk.now})
+	require.NoError(t, err)
+	srv, err := New(eng, Options{Token: testToken, Now: clk.now})
+	require.NoError(t, err)
+	web := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Drain()
+		web.Close()
+		assert.NoError(t, eng.Close())
+		assert.NoError(t, st.Close())
+	})
+	return &fixture{t: t, st: st, eng: eng, srv: srv, web: web}, clk
+}
+
+// approvalDomain is the built-in inventory domain whose policy.json carries the given
+// "approval" object.
+func approvalDomain(t *testing.T, approval string) *store.Domain {
 	t.Helper()
 	dir, ok := domains.Builtin(domains.Inventory)
 	require.True(t, ok)
@@ -46,21 +68,7 @@ func approvalFixture(t *testing.T, approval string) (*fixture, *testClock) {
 	}))
 	dom, errs := engine.LoadDomain(files)
 	require.Empty(t, errs)
-	clk := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
-	st, err := bolt.Open(t.TempDir(), bolt.Options{Domain: dom})
-	require.NoError(t, err)
-	eng, err := engine.New(st, engine.Options{Now: clk.now})
-	require.NoError(t, err)
-	srv, err := New(eng, Options{Token: testToken, Now: clk.now})
-	require.NoError(t, err)
-	web := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Drain()
-		web.Close()
-		assert.NoError(t, eng.Close())
-		assert.NoError(t, st.Close())
-	})
-	return &fixture{t: t, st: st, eng: eng, srv: srv, web: web}, clk
+	return dom
 }
 
 // proposeAs dry-runs a sale of qty Wayfarers with token and returns the pending run.

@@ -34,6 +34,7 @@ const (
 	CodeForbiddenRole    = errcode.ForbiddenRole    // the credential's role lacks the operation's right
 	CodeApprovalRequired = errcode.ApprovalRequired // the domain's approval rules refuse this apply
 	CodeRunExpired       = errcode.RunExpired       // the run waited past the domain's pending_ttl
+	CodeRunChanged       = errcode.RunChanged       // other servers kept writing the run while this apply decided; repeat it
 )
 
 // Error is the one error shape of the API, sent as {"error": {"code", "message", "hint"}} with
@@ -118,4 +119,18 @@ func subjectRefused(err error) *Error {
 		status = http.StatusForbidden
 	}
 	return &Error{Status: status, Code: se.Code, Message: se.Problem, Hint: se.Hint}
+}
+
+// changedMeanwhile is the error of a decision the engine gave up because other servers on the
+// store kept writing the run's record while it decided (their approvals; engine.RunError of
+// errcode.RunChanged): 409 run-changed, nothing of it recorded, the caller looks at the run
+// again and repeats it; nil when err is another one.
+func changedMeanwhile(err error) *Error {
+	var re *engine.RunError
+	if !errors.As(err, &re) || re.Code != CodeRunChanged {
+		return nil
+	}
+	return &Error{Status: http.StatusConflict, Code: CodeRunChanged, Message: err.Error(),
+		Hint:     "look at the run again (GET /v1/runs/" + re.ID + ") and repeat the decision if it still stands",
+		toolHint: "look at the run again (show_run with run_id " + re.ID + ") and repeat the decision if it still stands"}
 }

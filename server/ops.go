@@ -134,7 +134,7 @@ var Operations = []Operation{
 	{
 		Name: "apply", Act: "apply runs", Method: http.MethodPost, Path: "/v1/runs/{id}/apply", Body: reflect.TypeFor[ApplyRequest](), Out: reflect.TypeFor[RunDocument](), Right: access.Propose,
 		RightNote: "a proposer only where an auto-approval rule of the domain lets the run through; else approve",
-		Doc:       "`{digest}`: apply once (or record one of the N approvals the domain requires): 200 applied or approved, 409 conflict (with the run), 412 `digest-mismatch`, 403 `forbidden-role`, `approval-required`, `run-expired`",
+		Doc:       "`{digest}`: apply once (or record one of the N approvals the domain requires): 200 applied or approved, 409 conflict (with the run), `run-changed` (other servers kept writing the run meanwhile: look again, repeat), 412 `digest-mismatch`, 403 `forbidden-role`, `approval-required`, `run-expired`",
 		handle:    (*Server).handleApply,
 		Tool: tool("apply_run", "Apply a pending run", &mcp.ToolAnnotations{DestructiveHint: &open, IdempotentHint: true, OpenWorldHint: &closed}, fixed(
 			"Write a pending run's changes, all or nothing, if digest is the digest of the changes that were "+
@@ -149,7 +149,7 @@ var Operations = []Operation{
 		Name: "reject", Act: "reject runs", Method: http.MethodPost, Path: "/v1/runs/{id}/reject", Body: reflect.TypeFor[RejectRequest](), Out: reflect.TypeFor[RunDocument](), Right: access.Propose,
 		RightNote: "own runs; approve for any",
 		Doc: "`{feedback}`: record the decision; the run can never be applied (the CLI's `apply` refuses it too). For a run the model wrote, the model is asked again with the feedback, " +
-			"in the background (at most 3 times per question): events `replanning`, then `finished` with `parent_run_id`",
+			"in the background (at most 3 times per question): events `replanning`, then `finished` with `parent_run_id`; 409 `already-applied`, `run-changed` (other servers kept writing the run meanwhile: look again, repeat)",
 		handle: (*Server).handleReject,
 		Tool: tool("reject_run", "Reject a run", &mcp.ToolAnnotations{DestructiveHint: &closed, IdempotentHint: true, OpenWorldHint: &closed}, fixed(
 			"Record that a run is rejected, with feedback saying what should be done instead. A pending run "+

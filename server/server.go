@@ -450,7 +450,8 @@ func (s *Server) Show(id string) (*RunDocument, error) {
 // applied run is answered with its document as the first apply left it (applying is
 // idempotent); a run whose data moved ends as a conflict (State conflict, Outcome conflict) and
 // is answered the same way on every later apply. The error is an *Error for a wrong digest, an
-// unknown run, a rejected run or one with nothing to apply.
+// unknown run, a rejected run or one with nothing to apply, and for a run other servers on the
+// store kept writing while this apply decided (409 run-changed: repeat it).
 func (s *Server) Apply(ctx context.Context, id, digest, origin string) (*RunDocument, error) {
 	return s.apply(ctx, id, digest, origin, nil)
 }
@@ -488,6 +489,9 @@ func (s *Server) apply(ctx context.Context, id, digest, origin string, obs obser
 	var ae *engine.ApprovalError
 	if errors.As(err, &ae) {
 		return nil, s.refusedApproval(ctx, ae) // nothing was written
+	}
+	if e := changedMeanwhile(err); e != nil {
+		return nil, e // nothing was written; the run is as the other servers left it
 	}
 	if err != nil && !errors.As(err, &re) {
 		return nil, internal(err)
@@ -542,6 +546,9 @@ func (s *Server) Reject(ctx context.Context, id, feedback, origin string) (*RunD
 	}
 	_, recorded, err := s.eng.RejectWith(withCall(ctx, "", nil), id, engine.RejectOptions{Feedback: feedback, Origin: origin, By: principal(ctx)}) // the engine tells the rejection (observe)
 	if err != nil {
+		if e := changedMeanwhile(err); e != nil {
+			return nil, e
+		}
 		var re *engine.RunError
 		if errors.As(err, &re) {
 			return nil, &Error{Status: http.StatusConflict, Code: CodeAlreadyApplied, Message: err.Error(), Hint: "an applied run stays applied; run a plan that undoes it"}

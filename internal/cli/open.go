@@ -202,6 +202,9 @@ func startEngine(ios IOStreams, g *globalOptions, st store.Store) (*engine.Engin
 // engineError maps the engine's errors to exit codes and hints.
 func engineError(err error) error {
 	var re *engine.RunError
+	if errors.As(err, &re) && re.Code != "" { // a refusal the server names too (errcode.RunChanged)
+		return withReason(re.Code, withCode(ExitUsage, err, re.Hint))
+	}
 	if errors.As(err, &re) {
 		return withCode(ExitUsage, err, re.Hint)
 	}

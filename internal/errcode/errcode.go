@@ -20,6 +20,10 @@ const (
 	Internal         = "internal"          // starplan itself failed
 	Model            = "model-unavailable" // the model could not be reached or answered badly
 	NoModel          = "no-model"          // no model is configured (no OPENAI_API_KEY, a server started without one)
+	// RunChanged: on a store servers share, other servers kept writing the run's record (their
+	// approvals) while this decision was made, and the run is still undecided; nothing of this
+	// decision was recorded: look at the run again and repeat it.
+	RunChanged = "run-changed"
 )
 
 // Conditions of the HTTP API only.
