@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,8 +19,7 @@ import (
 // once: applies and approvals (two needed), rejections, failed applies, data moved, flushes.
 // Whatever the interleaving, no run is both applied and rejected, an answered apply or
 // rejection stands in the log, and runs verify and db check find nothing wrong. Errors must be
-// a user's situation (or the injected lost connection, or the known finding of
-// rvsess_decide_test.go: errDecidedElsewhere).
+// a user's situation (a run-changed refusal among them) or the injected lost connection.
 func TestRvsessSharedStoreConcurrently(t *testing.T) {
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("RVSESS_ROUNDS")); err == nil {
@@ -85,7 +83,7 @@ func TestRvsessSharedStoreConcurrently(t *testing.T) {
 								mu.Unlock()
 							}
 						}
-						if !rvsessExpected(err) && !errors.Is(err, errDecidedElsewhere) {
+						if !rvsessExpected(err) {
 							mu.Lock()
 							bad = append(bad, fmt.Sprintf("server %d: %v", g%3, err))
 							mu.Unlock()

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,22 +11,14 @@ import (
 // rvsess: a decision made on a record that the deciding server itself still queues, which the
 // batch of its own commit drops as stale (chain.withoutStaleRewrites), when nothing settled the
 // run elsewhere: another server only wrote the run's record again (its own failed apply, an
-// approval), and the run is still pending. The apply should be decided on the run as the store
-// holds it; it fails instead with errDecidedElsewhere, wrapped as a failure of starplan's own
-// ("applying run ...: the run was decided by another server meanwhile": a 500, for a run
-// nobody decided), and queues yet another stale record. Deciding again without writing the
+// approval), and the run is still pending. The apply must be decided on the run as the store
+// holds it; at 863934b it failed with errDecidedElsewhere, wrapped as a failure of starplan's
+// own ("applying run ...: the run was decided by another server meanwhile": a 500, for a run
+// nobody decided), and queued yet another stale record. Deciding again without writing the
 // queue first cannot help: the failed commit puts the stale record back in the queue, and the
 // next read of the run (decisionRecord, the queue first) reads it again.
-// TestRvsessSharedStoreSequences found it (seed 98).
-
-// rvsessFinding skips a test of a finding in another helper's files (rvrace2's) unless
-// RVSESS_FINDINGS is set: it fails until that fix lands, and then the skip goes.
-func rvsessFinding(t *testing.T) {
-	t.Helper()
-	if os.Getenv("RVSESS_FINDINGS") == "" {
-		t.Skip("a finding for rvrace2's apply.go/approval.go: RVSESS_FINDINGS=1 runs it (it fails until their fix)")
-	}
-}
+// TestRvsessSharedStoreSequences found it (seed 98); rvrace2's change (main 294959b: decide
+// again, the queue written first) fixed it before this review reported it.
 
 // rvsessOwnStaleQueued: a's apply of R failed and queued R's record; b's apply of R failed too
 // and b's record of it is in the store: a's queued record read R's record before b's.
@@ -48,9 +39,8 @@ func rvsessOwnStaleQueued(t *testing.T, backend string) (*rvrejServers, string) 
 	return s, r.RunID
 }
 
-// FINDING (rvrace2's engine/apply.go): the apply fails as starplan's own error.
+// The apply is decided on the run as stored (it failed as starplan's own error before 294959b).
 func TestRvsessApplyOnItsOwnStaleQueuedRecord(t *testing.T) {
-	rvsessFinding(t)
 	for _, backend := range rvrejBackends {
 		t.Run(backend, func(t *testing.T) {
 			s, id := rvsessOwnStaleQueued(t, backend)
@@ -63,13 +53,12 @@ func TestRvsessApplyOnItsOwnStaleQueuedRecord(t *testing.T) {
 	}
 }
 
-// FINDING (rvrace2's engine/approval.go): the same for an approval that does not complete the
+// The same for an approval that does not complete the
 // run's approvals (writeRecord): errDecidedElsewhere, unwrapped. Here b's change is an approval
 // (alice's, one of three), so the run did move on: an answer that it changed is right, but
 // deciding again (as rvrace2 makes it) reads a's stale queued record again unless the queue is
 // written first, and fails the same way every time.
 func TestRvsessApprovalOnItsOwnStaleQueuedRecord(t *testing.T) {
-	rvsessFinding(t)
 	for _, backend := range rvrejBackends {
 		t.Run(backend, func(t *testing.T) {
 			s := rvrejOpen(t, backend, stockDomain(t, `{"required_approvals": 3}`, ""))
