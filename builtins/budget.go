@@ -57,9 +57,14 @@ type Budget struct {
 // run's own steps, not by the watchdog's and the collector's pace. It refuses nothing: what the
 // run holds is the watchdog's to judge (by the run's own values when several runs share the
 // heap), and a heap another run's values keep over the budget costs a collection per budget of
-// growth, not one per call.
+// growth, not one per call. The mark follows the heap down: values that held it up at the last
+// forced collection, freed since by another's (the others' run ended), must not let this run's
+// garbage grow by what they held before its next.
 func (b *Budget) collectIfOver() {
 	inUse := b.InUse()
+	if c := b.collected.Load(); inUse < c {
+		b.collected.CompareAndSwap(c, inUse)
+	}
 	if inUse <= b.Limit || inUse <= b.collected.Load()+b.Limit {
 		return
 	}
