@@ -73,9 +73,13 @@ func TestRelayClientGoneCancelsAsk(t *testing.T) {
 }
 
 func clientGoneCancelsAsk(t *testing.T, chunks int) {
-	cancelled := make(chan struct{}, 1)
+	asked, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		io.Copy(io.Discard, req.Body) // the server notices a closed connection only after the body
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
 		select {
 		case <-req.Context().Done():
 			select {
@@ -97,7 +101,9 @@ func clientGoneCancelsAsk(t *testing.T, chunks int) {
 	conn.SetReadDeadline(time.Now().Add(time.Minute))
 	ackOf(t, conn)
 	// More input than the server holds unread; the writes past it block, so from a goroutine.
+	wrote := make(chan struct{})
 	go func() {
+		defer close(wrote)
 		chunk := make([]byte, maxFrame)
 		for range chunks {
 			if writeFrame(conn, frameStdin, chunk) != nil {
@@ -105,7 +111,20 @@ func clientGoneCancelsAsk(t *testing.T, chunks int) {
 			}
 		}
 	}()
-	time.Sleep(time.Second)
+	// The client goes once its ask waits on the model and its input is past the backlog (a
+	// second's sleep stood for both: on a loaded machine the ask could still be on its way, and
+	// the client's end then cancelled it before the model was asked). A relay that stops
+	// reading never takes the last writes: the guard lets the client go regardless, and the
+	// wait for the cancellation below fails.
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the ask never reached its model")
+	}
+	select {
+	case <-wrote:
+	case <-time.After(30 * time.Second):
+	}
 	conn.Close() // the client's Ctrl-C
 	select {
 	case <-cancelled:
