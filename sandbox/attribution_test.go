@@ -112,3 +112,33 @@ func TestChargedWorkAcrossCheckpoints(t *testing.T) {
 	assert.Equal(t, OutcomeLimitExceeded, res.Outcome, res.Diagnostics.String())
 	assert.Equal(t, LimitSteps, res.Limit)
 }
+
+// Once the runs of a burst have left, a run that begins after them and is swept alone is judged
+// as any lone run: past one and a half times its budget it is stopped at once, not held for a
+// collection as if it had overlapped them. The watchdog ended "several runs are active" only at
+// the next sample, and took that sample's time for when they left, so a run that began long
+// after waited for a collection (on a busy machine, or with collections held, it grew on: 57 MiB
+// on a 16 MiB budget, when -shuffle put the adversarial suite after a burst).
+func TestARunAfterABurstIsJudgedAlone(t *testing.T) {
+	const limit = 16 << 20
+	w := &watchdog{runs: map[*watched]struct{}{}}
+	t0 := time.Now()
+	nothingShared := func() map[any]struct{} { return nil }
+	var burst []*watched
+	for range 2 {
+		r := &watched{budget: builtins.NewBudget(limit), began: t0, cancel: func() {}, shared: nothingShared}
+		w.runs[r] = struct{}{}
+		burst = append(burst, r)
+	}
+	w.sweep(t0.Add(time.Millisecond), builtins.HeapInUse()+3*limit) // over together: a round
+	require.True(t, w.several)
+	for i, r := range burst {
+		w.leave(r, t0.Add(time.Duration(2+i)*time.Millisecond))
+	}
+
+	late := &watched{budget: builtins.NewBudget(limit), began: t0.Add(time.Second), cancel: func() {}, shared: nothingShared}
+	w.runs[late] = struct{}{}
+	stop := w.sweep(t0.Add(2*time.Second), builtins.HeapInUse()+2*limit)
+	assert.Equal(t, []*watched{late}, stop, "past 1.5 times its budget, alone, after the burst left")
+	assert.False(t, w.several)
+}

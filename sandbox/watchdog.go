@@ -208,6 +208,19 @@ func (w *watchdog) leave(r *watched, now time.Time) {
 	if r.stopped.Load() || w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16) {
 		w.lastExit = now
 	}
+	if w.several && len(w.runs) <= 1 {
+		// The run was one of several, and at most one is left: what the others held may still
+		// be on the heap, and the one left's overSince was theirs too. It is judged afresh,
+		// after a collection; a run that begins from now on is not (their memory is in its
+		// baseline, or freed). This is the moment they left, not the next sample's: with no
+		// run left there is none, and a run begun long after, swept alone, waited for a
+		// collection before it could be stopped (flakehunt: 57 MiB on a 16 MiB budget).
+		w.endRound()
+		for r := range w.runs {
+			r.overSince = time.Time{}
+		}
+		w.several, w.lastExit = false, now
+	}
 }
 
 func (w *watchdog) loop() {
@@ -276,15 +289,6 @@ func (w *watchdog) busy(heap int64) bool {
 func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
 	if len(w.runs) > 1 {
 		return w.attribute(now, heap)
-	}
-	if w.several {
-		// The run was one of several: what the others held may still be on the heap, and its
-		// overSince was theirs too. It is judged afresh, after a collection.
-		w.endRound()
-		for r := range w.runs {
-			r.overSince = time.Time{}
-		}
-		w.several, w.lastExit = false, now
 	}
 	var stop []*watched
 	needGC := false

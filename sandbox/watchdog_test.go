@@ -144,7 +144,7 @@ func TestWatchdogJudgesALastRunAfterACollection(t *testing.T) {
 	a, b := testRun(limit), testRun(limit)
 	w := several(a, b)
 	w.sweep(time.Now(), 80<<20)
-	delete(w.runs, b)
+	w.leave(b, time.Now()) // as unwatch does
 	w.gcRunning = false
 	sweep := func(heap int64) []*watched {
 		w.mu.Lock()
