@@ -69,3 +69,43 @@ func TestRvlateAHogAloneBetweenShortRunsIsStopped(t *testing.T) {
 	}
 	assert.Equal(t, []*watched{hog}, stop, "the hog, at twice its budget, alone, was never stopped")
 }
+
+// A run that measured much at a checkpoint of the round (values its function's frames held)
+// and ended with little in its globals leaves all it measured behind as garbage: its leaving
+// must still hold the run left alone for a collection, not let it be stopped at once for the
+// memory the other left (its growth by the heap is that memory). finished reported only the
+// globals, so the run looked as if it had held little all along.
+func TestRvlateARunThatMeasuredMuchThenEndedSmallIsWaitedFor(t *testing.T) {
+	const limit = 64 << 20
+	a, b := testRun(limit), testRun(limit)
+	b.shared = func() map[any]struct{} { return nil }
+	w := several(a, b)
+	t0 := time.Now().Add(-time.Hour)
+	heap := int64(2 * limit) // b's memory, seen by a's budget too
+	require.Empty(t, w.sweep(t0, heap))
+	report(w, a, 1<<10)
+	report(w, b, limit*9/10) // at a checkpoint, its frames' values
+	b.finished(nil)          // its program ended; its globals hold nothing
+	w.leave(b, t0.Add(time.Millisecond))
+	assert.Empty(t, w.sweep(t0.Add(2*time.Millisecond), heap), "a stopped for the memory b left")
+}
+
+// The same with two runs left: they were judged at once by the heap, b's garbage and all, and
+// both stopped (nothing they measured explained it).
+func TestRvlateTwoRunsLeftAfterOneThatMeasuredMuchAreNotStoppedForIt(t *testing.T) {
+	const limit = 64 << 20
+	a, c, b := testRun(limit), testRun(limit), testRun(limit)
+	b.shared = func() map[any]struct{} { return nil }
+	w := several(a, c, b)
+	t0 := time.Now().Add(-time.Hour)
+	heap := int64(2 * limit)
+	require.Empty(t, w.sweep(t0, heap))
+	report(w, a, 1<<10)
+	report(w, c, 1<<10)
+	report(w, b, limit*9/10)
+	collected(w, t0)
+	w.gcRunning = true // the test plays the collections
+	b.finished(nil)
+	w.leave(b, t0.Add(3*time.Millisecond))
+	assert.Empty(t, w.sweep(t0.Add(4*time.Millisecond), heap), "stopped for the memory b left")
+}

@@ -165,8 +165,9 @@ func (r *watched) checkpoint(thread *starlark.Thread) {
 }
 
 // finished is called on the run's goroutine when its program has ended, with its globals. If
-// the watchdog is asking, the run reports what they hold, so that its leaving is known to free
-// little or much (see lastExit): a run shorter than a checkpoint interval never reported.
+// the watchdog is asking, the run reports what they hold, or what it measured in the round if
+// that was more, so that its leaving is known to free little or much (see lastExit): a run
+// shorter than a checkpoint interval never reported.
 func (r *watched) finished(globals starlark.StringDict) {
 	round := r.asked.Load()
 	if round == 0 {
@@ -176,7 +177,14 @@ func (r *watched) finished(globals starlark.StringDict) {
 	for _, v := range globals {
 		walk.value(v)
 	}
-	r.estimate.Store(walk.bytes)
+	bytes := walk.bytes
+	if r.reported.Load() == round {
+		// What it measured at a checkpoint of this round and dropped since (its frames'
+		// values) is garbage it leaves behind too (rvlate: reporting the globals alone let the
+		// run left alone be stopped at once for that memory).
+		bytes = max(bytes, r.estimate.Load())
+	}
+	r.estimate.Store(bytes)
 	r.reported.Store(round)
 }
 
