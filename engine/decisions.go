@@ -217,7 +217,53 @@ func (e *Engine) commitRejections(group []*rejection) {
 		e.rejections.mu.Unlock()
 		return
 	}
+	if errors.Is(err, errDecidedElsewhere) {
+		e.answerLostRejections(group)
+		return
+	}
 	e.answerRejections(group, err)
+}
+
+// answerLostRejections answers a group that lost to other servers' writes maxDecideTries times
+// more. Only a run another server wrote since its check is refused for it, and as its check
+// answers now: a run applied meanwhile (on the last try) answers already applied, one rejected
+// there that decision, one that only changed errcode.RunChanged (changedElsewhere). The others,
+// whose runs nobody touched, lost for a neighbour's: they go back to the front of the queue as
+// a group of their own, checked and tried afresh (rvlate: they were refused, told their run
+// had changed on another server). When no run is found changed (it changed back), the whole
+// group is refused as it lost. The caller holds applyMu.
+func (e *Engine) answerLostRejections(group []*rejection) {
+	if ferr := e.audit.flush(); ferr != nil { // as before a try: read the runs as stored
+		e.answerRejections(group, ferr)
+		return
+	}
+	var untouched, changed []*rejection
+	for _, r := range group {
+		if len(group) > 1 && e.decidedElsewhere(r.runID, r.wasPending, r.rec.chainRead) == nil {
+			untouched = append(untouched, r)
+		} else {
+			changed = append(changed, r)
+		}
+	}
+	if len(changed) == 0 {
+		e.answerRejections(group, errDecidedElsewhere)
+		return
+	}
+	for _, r := range changed {
+		tries := r.tries
+		if e.rejectCheck(r) {
+			r.answer(nil, false, changedElsewhere(r.runID, tries+1))
+		}
+	}
+	if len(untouched) == 0 {
+		return
+	}
+	for _, r := range untouched {
+		r.tries = 0 // each such requeue leaves out a run: the group ends in as many
+	}
+	e.rejections.mu.Lock()
+	e.rejections.queue = append(untouched, e.rejections.queue...)
+	e.rejections.mu.Unlock()
 }
 
 // maxDecideTries is how many times a rejection group is checked again after another server

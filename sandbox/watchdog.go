@@ -165,8 +165,9 @@ func (r *watched) checkpoint(thread *starlark.Thread) {
 }
 
 // finished is called on the run's goroutine when its program has ended, with its globals. If
-// the watchdog is asking, the run reports what they hold, so that its leaving is known to free
-// little or much (see lastExit): a run shorter than a checkpoint interval never reported.
+// the watchdog is asking, the run reports what they hold, or what it measured in the round if
+// that was more, so that its leaving is known to free little or much (see lastExit): a run
+// shorter than a checkpoint interval never reported.
 func (r *watched) finished(globals starlark.StringDict) {
 	round := r.asked.Load()
 	if round == 0 {
@@ -176,7 +177,14 @@ func (r *watched) finished(globals starlark.StringDict) {
 	for _, v := range globals {
 		walk.value(v)
 	}
-	r.estimate.Store(walk.bytes)
+	bytes := walk.bytes
+	if r.reported.Load() == round {
+		// What it measured at a checkpoint of this round and dropped since (its frames'
+		// values) is garbage it leaves behind too (rvlate: reporting the globals alone let the
+		// run left alone be stopped at once for that memory).
+		bytes = max(bytes, r.estimate.Load())
+	}
+	r.estimate.Store(bytes)
 	r.reported.Store(round)
 }
 
@@ -200,26 +208,17 @@ func (w *watchdog) unwatch(r *watched) {
 	w.mu.Unlock()
 }
 
-// leave stops watching a run. A run stopped for memory, or one that leaves during a round without
-// having reported that it held less than a sixteenth of its budget, may leave memory behind that
-// the next collection frees (lastExit). w.mu is held.
+// leave stops watching a run. A run stopped for memory, one that leaves during a round without
+// having reported that it held less than a sixteenth of its budget, or one that leaves while
+// several runs are active and no round is under way (nothing measured it), may leave memory
+// behind that the next collection frees (lastExit). w.mu is held.
 func (w *watchdog) leave(r *watched, now time.Time) {
 	delete(w.runs, r)
-	if r.stopped.Load() || w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16) {
+	switch {
+	case r.stopped.Load(),
+		w.round != 0 && (r.reported.Load() != w.round || r.estimate.Load() >= r.budget.Limit/16),
+		w.round == 0 && w.several:
 		w.lastExit = now
-	}
-	if w.several && len(w.runs) <= 1 {
-		// The run was one of several, and at most one is left: what the others held may still
-		// be on the heap, and the one left's overSince was theirs too. It is judged afresh,
-		// after a collection; a run that begins from now on is not (their memory is in its
-		// baseline, or freed). This is the moment they left, not the next sample's: with no
-		// run left there is none, and a run begun long after, swept alone, waited for a
-		// collection before it could be stopped (flakehunt: 57 MiB on a 16 MiB budget).
-		w.endRound()
-		for r := range w.runs {
-			r.overSince = time.Time{}
-		}
-		w.several, w.lastExit = false, now
 	}
 }
 
@@ -289,6 +288,19 @@ func (w *watchdog) busy(heap int64) bool {
 func (w *watchdog) sweep(now time.Time, heap int64) []*watched {
 	if len(w.runs) > 1 {
 		return w.attribute(now, heap)
+	}
+	if w.several {
+		// The run was one of several: its overSince was theirs too, and it is judged afresh.
+		// What the others held is waited for only if they may have held it (lastExit, set as
+		// each left: see leave), not from this sample's time: that held a run that began long
+		// after a burst for a collection before it could be stopped (flakehunt: 57 MiB on a
+		// 16 MiB budget), and a hog beside a stream of short runs that each reported holding
+		// little was held for one begun after each left, and never stopped (rvlate).
+		w.endRound()
+		for r := range w.runs {
+			r.overSince = time.Time{}
+		}
+		w.several = false
 	}
 	var stop []*watched
 	needGC := false
