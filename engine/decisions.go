@@ -132,11 +132,7 @@ func (e *Engine) takeRejectionsLocked(except string) []*rejection {
 			taken[r.runID] = true
 		}
 	}
-	if len(later) > 0 {
-		e.rejections.mu.Lock()
-		e.rejections.queue = append(later, e.rejections.queue...)
-		e.rejections.mu.Unlock()
-	}
+	e.requeueRejections(later)
 	return group
 }
 
@@ -212,9 +208,7 @@ func (e *Engine) commitRejections(group []*rejection) {
 		for _, r := range group {
 			r.tries++
 		}
-		e.rejections.mu.Lock()
-		e.rejections.queue = append(slices.Clone(group), e.rejections.queue...)
-		e.rejections.mu.Unlock()
+		e.requeueRejections(group)
 		return
 	}
 	if errors.Is(err, errDecidedElsewhere) {
@@ -255,14 +249,21 @@ func (e *Engine) answerLostRejections(group []*rejection) {
 			r.answer(nil, false, changedElsewhere(r.runID, tries+1))
 		}
 	}
-	if len(untouched) == 0 {
-		return
-	}
 	for _, r := range untouched {
 		r.tries = 0 // each such requeue leaves out a run: the group ends in as many
 	}
+	e.requeueRejections(untouched)
+}
+
+// requeueRejections puts rs back at the front of the rejection queue, in their order, to be
+// taken (and checked) before the rejections queued after them. rs is not kept: a group is a
+// slice of the queue it was taken from, which appending to it would write over.
+func (e *Engine) requeueRejections(rs []*rejection) {
+	if len(rs) == 0 {
+		return
+	}
 	e.rejections.mu.Lock()
-	e.rejections.queue = append(untouched, e.rejections.queue...)
+	e.rejections.queue = slices.Concat(rs, e.rejections.queue)
 	e.rejections.mu.Unlock()
 }
 
